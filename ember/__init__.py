@@ -1,0 +1,58 @@
+"""ember: PyTorch's API on NumPy, with a compiler that generates C.
+
+``import ember as torch`` runs typical PyTorch tensor code.
+"""
+
+from __future__ import annotations
+
+import numpy as _np
+
+# PyTorch computes inf/nan silently; NumPy would warn on every such op.  Checking per op costs
+# ~0.75 us (np.errstate), so ember switches NumPy's floating-point warnings off once, here.
+_np.seterr(all="ignore")
+
+from ember import dtypes as _dtypes
+from ember.dtypes import (  # noqa: F401
+    bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype,
+    half, iinfo, int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
+    uint8, can_cast,
+)
+from ember.device import DeviceGuard, Stream, device  # noqa: F401
+from ember.errors import (  # noqa: F401
+    DeviceError, DTypeError, EmberError, EmberIndexError, EmberRuntimeError, EmberTypeError,
+    EmberValueError, ShapeError,
+)
+from ember.tensor import Size, Tensor  # noqa: F401
+from ember import ops  # noqa: F401
+from ember import _frontend  # noqa: F401
+from ember._frontend.creation import (  # noqa: F401
+    arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+    ones, ones_like, tensor, zeros, zeros_like,
+)
+from ember._frontend.pointwise import (  # noqa: F401
+    add, div, divide, exp, mul, multiply, neg, negative, sub, subtract, true_divide,
+)
+from ember._frontend.reduction import sum  # noqa: F401
+from ember._frontend.shape import (  # noqa: F401
+    clone, contiguous, expand, expand_as, permute, reshape, sum_to_size, view,
+)
+from ember.autograd.grad_mode import (  # noqa: F401
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from ember import autograd  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def result_type(tensor1: object, tensor2: object) -> dtype:
+    """The dtype ``tensor1 op tensor2`` would have under PyTorch's promotion rules."""
+    return _dtypes.result_type(tensor1, tensor2)
+
+
+def is_tensor(obj: object) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return input.numel()

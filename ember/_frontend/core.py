@@ -1,0 +1,120 @@
+"""Frontend helpers: turning user arguments into strict primitive calls.
+
+The frontend broadcasts, promotes (PyTorch's rules, ``ember.dtypes.result_type``), converts
+Python scalars and fills defaults, then binds primitives (ARCHITECTURE.md §2).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.errors import EmberTypeError, ShapeError
+from ember.ops.registry import OpDef, bind
+from ember.tensor import Tensor, _wrap
+
+Scalar = (bool, int, float)
+
+
+def is_scalar(x: Any) -> bool:
+    return isinstance(x, (bool, int, float)) or isinstance(x, np.generic)
+
+
+def py_scalar(x: Any) -> Any:
+    """A NumPy scalar as the matching Python scalar."""
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
+    """PyTorch/NumPy broadcasting of ``shapes``; the error names the op and the shapes."""
+    ndim = max(len(s) for s in shapes)
+    out = [1] * ndim
+    for s in shapes:
+        lead = ndim - len(s)
+        for i, n in enumerate(s):
+            j = lead + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise ShapeError(
+                    f"[{op}] The size of tensor a ({out[j]}) must match the size of tensor b "
+                    f"({n}) at non-singleton dimension {j}; shapes {[tuple(x) for x in shapes]} "
+                    f"do not broadcast"
+                )
+    return tuple(out)
+
+
+def to_dtype(x: Tensor, d: dt.dtype) -> Tensor:
+    from ember.ops.pointwise import CONVERT
+    if x._dtype is d:
+        return x
+    return bind(CONVERT, x, dtype=d)
+
+
+def scalar_for(value: Any, d: dt.dtype) -> Any:
+    """A Python scalar converted to the kind of ``d`` (int for integer dtypes, ...)."""
+    if d is dt.bool:
+        return bool(value)
+    if d.category == 1:
+        return int(value)
+    return float(value)
+
+
+def expand_to(x: Tensor, shape: tuple) -> Tensor:
+    from ember.ops.shape import EXPAND
+    if x._data.shape == shape:
+        return x
+    return bind(EXPAND, x, shape=shape)
+
+
+def check_tensor(x: Any, op: str, name: str = "input") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise EmberTypeError(
+            f"[{op}] argument '{name}' must be a Tensor, not {type(x).__name__}"
+        )
+    return x
+
+
+def prepare(op: str, args: Sequence[Any], compute: dt.dtype) -> list:
+    """Cast tensor args to ``compute``, convert scalars, and broadcast tensors to one shape."""
+    shapes = [a._data.shape for a in args if isinstance(a, Tensor)]
+    shape = shapes[0] if all(s == shapes[0] for s in shapes) else broadcast_shapes(op, *shapes)
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(expand_to(to_dtype(a, compute), shape))
+        elif is_scalar(a):
+            out.append(scalar_for(py_scalar(a), compute))
+        else:
+            raise EmberTypeError(
+                f"[{op}] expected Tensor or number arguments, got {type(a).__name__}"
+            )
+    return out
+
+
+def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
+           compute: dt.dtype | None = None) -> Tensor:
+    """Bind a binary pointwise primitive with PyTorch promotion and broadcasting."""
+    if (type(a) is Tensor and type(b) is Tensor and a._dtype is b._dtype
+            and a._data.shape == b._data.shape and compute is None):
+        return bind(op, a, b)
+    nm = name or op.name
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise EmberTypeError(f"[{nm}] expected at least one Tensor argument")
+    if compute is None:
+        compute = dt.result_type(a, b)
+    x, y = prepare(nm, (a, b), compute)
+    return bind(op, x, y)
+
+
+def as_tensor_like(value: Any, like: Tensor) -> Tensor:
+    return _wrap(np.asarray(value, dtype=like._dtype.np), like._dtype)
+
+
+def is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Number)

@@ -1,0 +1,335 @@
+"""Tensor creation: tensor, as_tensor, from_numpy, zeros/ones/empty/full (+_like), arange,
+linspace, eye, and the ``new_*`` methods; conversions (``to``, ``float()``, ...)."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember._frontend.core import to_dtype
+from ember._frontend.shape import size_args
+from ember.device import check_device
+from ember.device import device as Device
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.tensor import Tensor, _wrap, tensor_method
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_array(data: Any, op: str) -> tuple[np.ndarray, dt.dtype]:
+    """Convert nested Python data to an array with PyTorch's dtype inference."""
+    if isinstance(data, Tensor):
+        return data._data, data._dtype
+    if isinstance(data, np.ndarray):
+        return data, dt.from_numpy_dtype(data.dtype, op)
+    if isinstance(data, np.generic):
+        return np.asarray(data), dt.from_numpy_dtype(data.dtype, op)
+    nested = _unwrap(data, op)
+    try:
+        arr = np.array(nested)
+    except ValueError as e:
+        raise EmberValueError(f"[{op}] could not build a tensor from the data: {e}") from None
+    k = arr.dtype.kind
+    if k == "b":
+        return arr, dt.bool
+    if k in "iu":
+        return arr, dt.int64
+    if k == "f":
+        if arr.dtype in (np.float16, dt.bfloat16.np, np.float32) and _has_arrays(data):
+            return arr, dt.from_numpy_dtype(arr.dtype, op)
+        return arr, dt.get_default_dtype()
+    if arr.dtype == dt.bfloat16.np:
+        return arr, dt.bfloat16
+    raise EmberTypeError(f"[{op}] can't convert data of type {arr.dtype} to a tensor; expected "
+                         f"numbers, bools or nested sequences of them")
+
+
+def _has_arrays(data: Any) -> bool:
+    if isinstance(data, (Tensor, np.ndarray, np.generic)):
+        return True
+    if isinstance(data, (list, tuple)) and data:
+        return _has_arrays(data[0])
+    return False
+
+
+def _unwrap(data: Any, op: str) -> Any:
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, (list, tuple)):
+        return [_unwrap(d, op) for d in data]
+    if isinstance(data, (bool, int, float, np.generic, np.ndarray)):
+        return data
+    if isinstance(data, complex):
+        raise EmberTypeError(f"[{op}] complex numbers are not supported")
+    raise EmberTypeError(f"[{op}] can't convert object of type {type(data).__name__} to a tensor")
+
+
+def tensor(data: Any, *, dtype: dt.dtype | None = None, device: Any = None,
+           requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (``ember.tensor([[1., 2.], [3., 4.]])``)."""
+    check_device(device, "tensor")
+    arr, inferred = _infer_array(data, "tensor")
+    d = dtype or inferred
+    out = np.array(arr, dtype=d.np, copy=True) if arr.dtype != d.np else np.array(arr, copy=True)
+    if arr.dtype != d.np and d.category == 1 and arr.dtype.kind == "f":
+        out = np.trunc(arr.astype(np.float64)).astype(d.np)
+    return _finish(_wrap(out, d), requires_grad)
+
+
+def as_tensor(data: Any, dtype: dt.dtype | None = None, device: Any = None) -> Tensor:
+    """Like ``tensor`` but shares memory with a Tensor or ndarray of the same dtype."""
+    check_device(device, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if dtype is None or data._dtype is dtype else to_dtype(data, dtype)
+    if isinstance(data, np.ndarray):
+        d = dtype or dt.from_numpy_dtype(data.dtype, "as_tensor")
+        if data.dtype == d.np:
+            return _wrap(data, d)
+        return _wrap(data.astype(d.np), d)
+    return tensor(data, dtype=dtype)
+
+
+asarray = as_tensor
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A tensor sharing memory with ``arr`` (zero-copy)."""
+    if not isinstance(arr, np.ndarray):
+        raise EmberTypeError(f"[from_numpy] expected np.ndarray (got {type(arr).__name__})")
+    return _wrap(arr, dt.from_numpy_dtype(arr.dtype, "from_numpy"))
+
+
+def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: Any,
+            requires_grad: bool) -> Tensor:
+    check_device(device, op)
+    d = dtype or dt.get_default_dtype()
+    if any(s < 0 for s in shape):
+        raise EmberRuntimeError(f"[{op}] Trying to create tensor with negative dimension "
+                                f"{min(shape)}: {list(shape)}")
+    if value is None:
+        arr = np.empty(shape, dtype=d.np)
+    elif value == 0:
+        arr = np.zeros(shape, dtype=d.np)
+    else:
+        arr = np.full(shape, value, dtype=d.np)
+    return _finish(_wrap(arr, d), requires_grad)
+
+
+def zeros(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+          requires_grad: bool = False, out: Tensor | None = None, layout: Any = None) -> Tensor:
+    return _filled("zeros", size_args(size, "zeros"), 0, dtype, device, requires_grad)
+
+
+def ones(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+         requires_grad: bool = False, out: Tensor | None = None, layout: Any = None) -> Tensor:
+    return _filled("ones", size_args(size, "ones"), 1, dtype, device, requires_grad)
+
+
+def empty(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+          requires_grad: bool = False, out: Tensor | None = None, layout: Any = None,
+          memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    return _filled("empty", size_args(size, "empty"), None, dtype, device, requires_grad)
+
+
+def full(size: Sequence[int], fill_value: Any, *, dtype: dt.dtype | None = None,
+         device: Any = None, requires_grad: bool = False, layout: Any = None) -> Tensor:
+    """A tensor filled with ``fill_value``; the dtype is inferred from the value."""
+    if dtype is None:
+        if isinstance(fill_value, Tensor):
+            fill_value = fill_value.item()
+        dtype = dt.scalar_dtype(fill_value)
+    return _filled("full", size_args((size,), "full"), fill_value, dtype, device, requires_grad)
+
+
+def _like(fn_name: str, input: Tensor, value: Any, dtype: dt.dtype | None, requires_grad: bool,
+          device: Any) -> Tensor:
+    return _filled(fn_name, tuple(input.shape), value, dtype or input.dtype, device,
+                   requires_grad)
+
+
+def zeros_like(input: Tensor, *, dtype: dt.dtype | None = None, device: Any = None,
+               requires_grad: bool = False, layout: Any = None,
+               memory_format: Any = None) -> Tensor:
+    return _like("zeros_like", input, 0, dtype, requires_grad, device)
+
+
+def ones_like(input: Tensor, *, dtype: dt.dtype | None = None, device: Any = None,
+              requires_grad: bool = False, layout: Any = None,
+              memory_format: Any = None) -> Tensor:
+    return _like("ones_like", input, 1, dtype, requires_grad, device)
+
+
+def empty_like(input: Tensor, *, dtype: dt.dtype | None = None, device: Any = None,
+               requires_grad: bool = False, layout: Any = None,
+               memory_format: Any = None) -> Tensor:
+    return _like("empty_like", input, None, dtype, requires_grad, device)
+
+
+def full_like(input: Tensor, fill_value: Any, *, dtype: dt.dtype | None = None,
+              device: Any = None, requires_grad: bool = False, layout: Any = None,
+              memory_format: Any = None) -> Tensor:
+    return _like("full_like", input, fill_value, dtype, requires_grad, device)
+
+
+@tensor_method("new_zeros")
+def new_zeros(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    return _filled("new_zeros", size_args(size, "new_zeros"), 0, dtype or self._dtype, device,
+                   requires_grad)
+
+
+@tensor_method("new_ones")
+def new_ones(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    return _filled("new_ones", size_args(size, "new_ones"), 1, dtype or self._dtype, device,
+                   requires_grad)
+
+
+@tensor_method("new_empty")
+def new_empty(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    return _filled("new_empty", size_args(size, "new_empty"), None, dtype or self._dtype,
+                   device, requires_grad)
+
+
+@tensor_method("new_full")
+def new_full(self: Tensor, size: Sequence[int], fill_value: Any, *,
+             dtype: dt.dtype | None = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    return _filled("new_full", size_args((size,), "new_full"), fill_value, dtype or self._dtype,
+                   device, requires_grad)
+
+
+@tensor_method("new_tensor")
+def new_tensor(self: Tensor, data: Any, *, dtype: dt.dtype | None = None, device: Any = None,
+               requires_grad: bool = False) -> Tensor:
+    return tensor(data, dtype=dtype or self._dtype, device=device, requires_grad=requires_grad)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: dt.dtype | None = None,
+           device: Any = None, requires_grad: bool = False, out: Any = None,
+           layout: Any = None) -> Tensor:
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless any argument is a
+    float."""
+    check_device(device, "arange")
+    if end is None:
+        start, end = 0, start
+    vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise EmberRuntimeError("[arange] step must be nonzero")
+    if (end - start) * step < 0:
+        raise EmberRuntimeError(
+            f"[arange] upper bound and larger bound inconsistent with step sign (start={start}, "
+            f"end={end}, step={step})"
+        )
+    if dtype is None:
+        dtype = (dt.get_default_dtype() if any(isinstance(v, float) for v in vals) else dt.int64)
+    n = max(0, math.ceil((end - start) / step))
+    if dtype.is_floating_point:
+        arr = (start + np.arange(n, dtype=np.float64) * step).astype(dtype.np)
+    else:
+        arr = (np.arange(n, dtype=np.int64) * int(step) + int(start)) if all(
+            isinstance(v, int) for v in vals) else np.trunc(
+            start + np.arange(n, dtype=np.float64) * step)
+        arr = arr.astype(dtype.np)
+    return _finish(_wrap(arr, dtype), requires_grad)
+
+
+def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
+             device: Any = None, requires_grad: bool = False, out: Any = None,
+             layout: Any = None) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    check_device(device, "linspace")
+    if steps < 0:
+        raise EmberRuntimeError("[linspace] number of steps must be non-negative")
+    start = start.item() if isinstance(start, Tensor) else start
+    end = end.item() if isinstance(end, Tensor) else end
+    d = dtype or dt.get_default_dtype()
+    if steps == 1:
+        arr = np.array([start], dtype=np.float64)
+    else:
+        # PyTorch fills the first half from start and the second half from end
+        step = (end - start) / (steps - 1) if steps > 1 else 0.0
+        idx = np.arange(steps, dtype=np.float64)
+        half = steps // 2
+        arr = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
+    if d.category == 1:
+        arr = np.trunc(arr)
+    return _finish(_wrap(arr.astype(d.np), d), requires_grad)
+
+
+def eye(n: int, m: int | None = None, *, dtype: dt.dtype | None = None, device: Any = None,
+        requires_grad: bool = False, out: Any = None, layout: Any = None) -> Tensor:
+    check_device(device, "eye")
+    if n < 0 or (m is not None and m < 0):
+        raise EmberRuntimeError(f"[eye] n and m must be non-negative, got n={n}, m={m}")
+    d = dtype or dt.get_default_dtype()
+    return _finish(_wrap(np.eye(n, m, dtype=d.np), d), requires_grad)
+
+
+# ------------------------------------------------------------------------------ conversions
+@tensor_method("to")
+def to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; returns ``self``
+    when nothing changes (unless ``copy=True``)."""
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise EmberTypeError(f"[to] unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, dt.dtype):
+            dtype = a
+        elif isinstance(a, (str, Device)):
+            device = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, builtins.bool):
+            continue  # non_blocking / copy given positionally
+        elif a is None:
+            continue
+        else:
+            raise EmberTypeError(f"[to] received an invalid combination of arguments: {a!r}")
+    check_device(device, "to")
+    out = self if dtype is None or dtype is self._dtype else to_dtype(self, dtype)
+    if copy and out is self:
+        from ember._frontend.shape import clone
+        out = clone(self)
+    return out
+
+
+def _cast_method(name: str, d: dt.dtype) -> None:
+    tensor_method(name)(lambda self, memory_format=None: to(self, d))
+
+
+for _n, _d in (("float", dt.float32), ("double", dt.float64), ("half", dt.float16),
+               ("bfloat16", dt.bfloat16), ("long", dt.int64), ("int", dt.int32),
+               ("short", dt.int16), ("char", dt.int8), ("byte", dt.uint8), ("bool", dt.bool)):
+    _cast_method(_n, _d)
+
+
+@tensor_method("type_as")
+def type_as(self: Tensor, other: Tensor) -> Tensor:
+    return to(self, other.dtype)
+
+
+@tensor_method("cpu")
+def cpu(self: Tensor, memory_format: Any = None) -> Tensor:
+    return self
+
+
+@tensor_method("cuda")
+def cuda(self: Tensor, device: Any = None, non_blocking: bool = False) -> Tensor:
+    check_device("cuda", "cuda")
+    return self

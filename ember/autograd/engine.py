@@ -1,0 +1,318 @@
+"""The backward engine: ``backward`` and ``autograd.grad``.
+
+It walks the graph of ``Node``s from the roots, runs each node once all the gradients flowing
+into it have arrived (dependency counting; among ready nodes the most recently created runs
+first, as in PyTorch), and either accumulates into leaves' ``.grad`` (``backward``) or captures
+the gradients of chosen inputs (``grad``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from ember.autograd import grad_mode as _gm
+from ember.autograd.graph import AccumulateGrad, Node, OpNode
+from ember.errors import EmberRuntimeError, ShapeError
+
+
+def _as_list(x: Any) -> list:
+    from ember.tensor import Tensor
+    if x is None:
+        return []
+    if isinstance(x, Tensor):
+        return [x]
+    return list(x)
+
+
+def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
+    from ember.tensor import Tensor
+    grads = list(grad_tensors) if grad_tensors is not None else [None] * len(tensors)
+    if len(grads) != len(tensors):
+        raise EmberRuntimeError(
+            f"[{op}] got {len(grads)} gradients for {len(tensors)} tensors; expected one each"
+        )
+    out = []
+    for i, (t, g) in enumerate(zip(tensors, grads)):
+        if not t.requires_grad:
+            raise EmberRuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        if g is None:
+            if t.numel() != 1:
+                raise EmberRuntimeError("grad can be implicitly created only for scalar outputs")
+            if not t.dtype.is_floating_point:
+                raise EmberRuntimeError(
+                    f"grad can be implicitly created only for real scalar outputs but got "
+                    f"{t.dtype!r}"
+                )
+            g = t.new_ones(t.shape)  # type: ignore[attr-defined]
+        elif not isinstance(g, Tensor):
+            g = t.new_tensor(g)  # type: ignore[attr-defined]
+        elif tuple(g.shape) != tuple(t.shape):
+            raise ShapeError(
+                f"[{op}] Mismatch in shape: grad_output[{i}] has a shape of {tuple(g.shape)} and "
+                f"output[{i}] has a shape of {tuple(t.shape)}."
+            )
+        else:
+            g = g if g.requires_grad else g.detach()
+        out.append(g)
+    return out
+
+
+def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False, inputs: Any = None) -> None:
+    """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
+    tensors = _as_list(tensors)
+    grads = _root_grads(tensors, None if grad_tensors is None else _as_list(grad_tensors),
+                        "backward")
+    if retain_graph is None:
+        retain_graph = create_graph
+    inputs_l = _as_list(inputs)
+    if inputs is not None and not inputs_l:
+        raise EmberRuntimeError("[backward] 'inputs' argument to backward() cannot be empty.")
+    if inputs_l:
+        for t in inputs_l:
+            if not t.requires_grad:
+                raise EmberRuntimeError("[backward] One of the differentiated Tensors does not "
+                                        "require grad")
+        targets = {}
+        for t in inputs_l:
+            targets[t._grad_edge()] = t
+        captured = _run(tensors, grads, retain_graph, create_graph, capture=list(targets),
+                        accumulate=False)
+        for edge, t in targets.items():
+            g = captured.get(edge)
+            if g is None:
+                continue
+            if t.grad_fn is None:
+                t._accumulator().apply((g,), create_graph)
+            else:
+                from ember.autograd.grad_mode import no_grad
+                with no_grad() if not create_graph else _NullCtx():
+                    t.grad = g if t.grad is None else t.grad + g
+        return
+    _run(tensors, grads, retain_graph, create_graph, capture=None, accumulate=True)
+
+
+class _NullCtx:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, only_inputs: bool = True, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
+    """Return d(outputs)/d(inputs) without touching ``.grad``."""
+    outputs_l = _as_list(outputs)
+    inputs_l = _as_list(inputs)
+    if is_grads_batched:
+        raise EmberRuntimeError("[grad] is_grads_batched=True is not supported")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if materialize_grads and allow_unused is False:
+        raise EmberRuntimeError("[grad] Expected allow_unused to be True or not passed when "
+                                "materialize_grads=True")
+    for _i, t in enumerate(inputs_l):
+        if not t.requires_grad:
+            raise EmberRuntimeError("One of the differentiated Tensors does not require grad")
+    grads = _root_grads(outputs_l, None if grad_outputs is None else _as_list(grad_outputs),
+                        "grad")
+    if retain_graph is None:
+        retain_graph = create_graph
+    edges = [t._grad_edge() for t in inputs_l]
+    captured = _run(outputs_l, grads, retain_graph, create_graph, capture=edges,
+                    accumulate=False)
+    result = []
+    for _i, (t, e) in enumerate(zip(inputs_l, edges)):
+        g = captured.get(e)
+        if g is None:
+            if not allow_unused:
+                raise EmberRuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
+            if materialize_grads:
+                g = t.new_zeros(t.shape)
+        result.append(g)
+    return tuple(result)
+
+
+def _collect(roots: list[Node]) -> tuple[dict[Node, list[Node]], list[Node]]:
+    """All nodes reachable from ``roots`` with their children (iterative DFS)."""
+    children: dict[Node, list[Node]] = {}
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n in children:
+            continue
+        kids = [e[0] for e in n.next_functions if e is not None]
+        children[n] = kids
+        stack.extend(k for k in kids if k not in children)
+    return children, list(children)
+
+
+def _run(tensors: list, grads: list, retain_graph: bool, create_graph: bool,
+         capture: list | None, accumulate: bool) -> dict:
+    root_edges = [t._grad_edge() for t in tensors]
+    children, nodes = _collect([e[0] for e in root_edges])
+
+    needed: set[Node] | None = None
+    capture_set = set(capture) if capture is not None else set()
+    if not accumulate:
+        # only nodes with a path to a captured edge need to run
+        targets = {e[0] for e in capture_set}
+        needed = set()
+        parents: dict[Node, list[Node]] = {n: [] for n in nodes}
+        for n, kids in children.items():
+            for k in kids:
+                parents[k].append(n)
+        stack = [t for t in targets if t in parents]
+        while stack:
+            n = stack.pop()
+            if n in needed:
+                continue
+            needed.add(n)
+            stack.extend(parents[n])
+
+    deps: dict[Node, int] = {}
+    for n, kids in children.items():
+        if needed is not None and n not in needed:
+            continue
+        for k in kids:
+            deps[k] = deps.get(k, 0) + 1
+
+    buffers: dict[Node, list] = {}
+    for (node, nr), g in zip(root_edges, grads):
+        _add_to_buffer(buffers, node, nr, g, create_graph)
+
+    captured: dict = {}
+    ready: list = []
+    for node in buffers:
+        if deps.get(node, 0) == 0:
+            heapq.heappush(ready, (-node._seq, id(node), node))
+
+    prev = _gm.STATE.grad_enabled
+    _gm.STATE.grad_enabled = create_graph
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            if needed is not None and node not in needed:
+                continue
+            grads_in = buffers.pop(node)
+            grads_in = _run_pre_hooks(node, grads_in)
+            if capture_set:
+                for nr in range(len(grads_in)):
+                    if (node, nr) in capture_set and grads_in[nr] is not None:
+                        captured[(node, nr)] = grads_in[nr]
+            if isinstance(node, AccumulateGrad):
+                if accumulate:
+                    node.apply(tuple(grads_in), create_graph)
+                continue
+            if needed is not None and all(k not in needed for k in children[node]):
+                continue
+            grads_out = _apply(node, grads_in, create_graph)
+            if node._hooks:
+                for hook in node._hooks:
+                    r = hook(grads_out, tuple(grads_in))
+                    if r is not None:
+                        grads_out = tuple(r)
+            if not retain_graph:
+                node.release()
+            for edge, g in zip(node.next_functions, grads_out):
+                if edge is None:
+                    continue
+                child = edge[0]
+                if needed is not None and child not in needed:
+                    continue
+                if g is not None:
+                    _add_to_buffer(buffers, child, edge[1], g, create_graph)
+                deps[child] -= 1
+                if deps[child] == 0 and child in buffers:
+                    heapq.heappush(ready, (-child._seq, id(child), child))
+    finally:
+        _gm.STATE.grad_enabled = prev
+    return captured
+
+
+def _add_to_buffer(buffers: dict, node: Node, nr: int, g: Any, create_graph: bool) -> None:
+    buf = buffers.get(node)
+    if buf is None:
+        buf = buffers[node] = [None] * max(node._num_outputs, nr + 1)
+    if buf[nr] is None:
+        buf[nr] = g
+    else:
+        buf[nr] = buf[nr] + g
+
+
+def _run_pre_hooks(node: Node, grads: list) -> list:
+    from ember.tensor import _RetainHook
+    if node._tensor_pre_hooks:
+        retains = []
+        for nr, hooks in node._tensor_pre_hooks.items():
+            for hook in list(hooks):
+                if isinstance(hook, _RetainHook):
+                    retains.append((nr, hook))
+                    continue
+                if grads[nr] is None:
+                    continue
+                r = hook(grads[nr])
+                if r is not None:
+                    grads[nr] = r
+        for nr, hook in retains:
+            if grads[nr] is not None:
+                hook(grads[nr])
+    if node._pre_hooks:
+        for hook in list(node._pre_hooks):
+            r = hook(tuple(grads))
+            if r is not None:
+                grads = list(r)
+    return grads
+
+
+def _apply(node: Node, grads_in: list, create_graph: bool) -> tuple:
+    if isinstance(node, OpNode):
+        if None in grads_in:
+            grads_in = _materialize(node, grads_in)
+        out = node.apply(tuple(grads_in), create_graph)
+        return _validate(node, out)
+    return tuple(node.apply(tuple(grads_in), create_graph))
+
+
+def _materialize(node: OpNode, grads_in: list) -> list:
+    from ember.tensor import Tensor
+    specs = node.out_specs
+    res = []
+    for g, (shape, dt) in zip(grads_in, specs):
+        if g is None:
+            g = Tensor._zeros(shape, dt)
+        res.append(g)
+    return res
+
+
+def _validate(node: OpNode, grads: tuple) -> tuple:
+    ctx = node.ctx
+    n_in = len(node.next_functions)
+    if len(grads) != n_in:
+        raise EmberRuntimeError(
+            f"function {node.name()} returned an incorrect number of gradients (expected "
+            f"{n_in}, got {len(grads)})"
+        )
+    out = list(grads)
+    for i, g in enumerate(grads):
+        if g is None or node.next_functions[i] is None:
+            out[i] = None
+            continue
+        shape = ctx.input_shapes[i]
+        if tuple(g.shape) != tuple(shape):
+            raise ShapeError(
+                f"Function {node.name()} returned an invalid gradient at index {i} - got "
+                f"{list(g.shape)} but expected shape compatible with {list(shape)}"
+            )
+        dt = ctx.input_dtypes[i]
+        if g.dtype is not dt:
+            out[i] = g.to(dt)
+    return tuple(out)

@@ -1,0 +1,239 @@
+"""Autograd graph nodes.
+
+A ``Node`` is a backward function (``grad_fn``).  Its ``next_functions`` are edges
+``(node, input_nr)`` to the nodes that produced its inputs; a leaf that requires grad is reached
+through its ``AccumulateGrad`` node.  ``OpNode`` is the node of one registry op: it keeps what
+the op's ``vjp`` reads, with the versions those tensors had when saved, so a backward through a
+tensor that was modified in place afterwards raises PyTorch's error.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Callable
+
+from ember.errors import EmberRuntimeError
+
+if TYPE_CHECKING:
+    from ember.ops.registry import OpDef
+    from ember.tensor import Tensor
+
+Edge = tuple["Node", int]
+_seq = itertools.count()
+
+
+class Node:
+    """Base of every backward node (``tensor.grad_fn``)."""
+
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_hooks", "_tensor_pre_hooks",
+                 "metadata", "_num_outputs", "__weakref__")
+
+    def __init__(self, next_functions: tuple[Edge | None, ...], num_outputs: int = 1) -> None:
+        self.next_functions = next_functions
+        self._seq = next(_seq)
+        self._pre_hooks: list[Callable] | None = None
+        self._hooks: list[Callable] | None = None
+        self._tensor_pre_hooks: dict[int, list[Callable]] | None = None
+        self.metadata: dict = {}
+        self._num_outputs = num_outputs
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def apply(self, grads: tuple[Tensor | None, ...], create_graph: bool) -> tuple:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free saved tensors (after a backward without ``retain_graph``)."""
+
+    # -- hooks, as in PyTorch: pre-hooks see grad_outputs, hooks see (grad_inputs, grad_outputs)
+    def register_prehook(self, fn: Callable) -> _RemovableHandle:
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        self._pre_hooks.append(fn)
+        return _RemovableHandle(self._pre_hooks, fn)
+
+    def register_hook(self, fn: Callable) -> _RemovableHandle:
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(fn)
+        return _RemovableHandle(self._hooks, fn)
+
+    def _add_tensor_pre_hook(self, output_nr: int, fn: Callable) -> _RemovableHandle:
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        lst = self._tensor_pre_hooks.setdefault(output_nr, [])
+        lst.append(fn)
+        return _RemovableHandle(lst, fn)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class _RemovableHandle:
+    __slots__ = ("_lst", "_fn")
+
+    def __init__(self, lst: list, fn: Callable) -> None:
+        self._lst, self._fn = lst, fn
+
+    def remove(self) -> None:
+        try:
+            self._lst.remove(self._fn)
+        except ValueError:
+            pass
+
+    def __enter__(self) -> _RemovableHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+class AccumulateGrad(Node):
+    """Sink node of a leaf: adds the incoming gradient into ``variable.grad``."""
+
+    __slots__ = ("variable", "_post_acc_hooks")
+
+    def __init__(self, variable: Tensor) -> None:
+        super().__init__(())
+        self.variable = variable
+        self._post_acc_hooks: list[Callable] | None = None
+
+    def apply(self, grads: tuple, create_graph: bool) -> tuple:
+        (g,) = grads
+        var = self.variable
+        if g is None:
+            return ()
+        if var.grad is None:
+            # a fresh gradient is stored as is; one that aliases other memory (a view, or a
+            # tensor the user passed in) is copied so later writes to it cannot change .grad
+            if create_graph:
+                var.grad = g
+            else:
+                g = g.detach()
+                var.grad = g.clone() if g._base is not None else g
+        else:
+            if create_graph:
+                var.grad = var.grad + g
+            else:
+                from ember.autograd.grad_mode import no_grad
+                with no_grad():
+                    var.grad = var.grad + g
+        if self._post_acc_hooks:
+            for hook in list(self._post_acc_hooks):
+                hook(var)
+        return ()
+
+
+class SavedTensor:
+    """A tensor saved for backward together with its version at save time."""
+
+    __slots__ = ("tensor", "version", "node_name", "output_nr", "is_output")
+
+    def __init__(self, tensor: Tensor, node_name: str, is_output: bool = False) -> None:
+        self.tensor = tensor
+        self.version = tensor._version_counter[0]
+        self.node_name = node_name
+        self.is_output = is_output
+
+    def unpack(self) -> Tensor:
+        t = self.tensor
+        if t is None:
+            raise EmberRuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or "
+                "if you need to access saved tensors after calling backward."
+            )
+        if t._version_counter[0] != self.version:
+            shape = "[" + ", ".join(str(s) for s in t.shape) + "]"
+            raise EmberRuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [ember.{t.dtype.name} {shape}], which is "
+                f"{'output 0' if self.is_output else 'an input'} of {self.node_name}, is at "
+                f"version {t._version_counter[0]}; expected version {self.version} instead. "
+                "Hint: the backtrace further above shows the operation that failed to compute "
+                "its gradient. The variable in question was changed in there or anywhere later."
+            )
+        return t
+
+
+class BackwardContext:
+    """What a ``vjp`` sees: saved tensors, input shapes/dtypes, params, output count."""
+
+    __slots__ = ("_saved_inputs", "_saved_outputs", "input_shapes", "input_dtypes", "params",
+                 "needs_input_grad", "_owner")
+
+    def __init__(self, saved_inputs: tuple, saved_outputs: tuple, input_shapes: tuple,
+                 input_dtypes: tuple, params: dict, needs_input_grad: tuple) -> None:
+        self._saved_inputs = saved_inputs
+        self._saved_outputs = saved_outputs
+        self.input_shapes = input_shapes
+        self.input_dtypes = input_dtypes
+        self.params = params
+        self.needs_input_grad = needs_input_grad
+        self._owner: Node | None = None
+
+    @property
+    def inputs(self) -> tuple:
+        return tuple(None if s is None else s.unpack() if isinstance(s, SavedTensor) else s
+                     for s in self._saved_inputs)
+
+    @property
+    def outputs(self) -> tuple:
+        outs = tuple(s.unpack() for s in self._saved_outputs)
+        owner = self._owner
+        if owner is None:
+            return outs
+        # building a graph of the gradient (create_graph): the saved outputs are the outputs of
+        # this very node, so reattach them to it for higher-order derivatives
+        rebuilt = []
+        for i, t in enumerate(outs):
+            r = t.detach()
+            r._version_counter = t._version_counter
+            r._requires_grad = True
+            r.grad_fn = owner
+            r._output_nr = i
+            rebuilt.append(r)
+        return tuple(rebuilt)
+
+
+class OpNode(Node):
+    """Backward node of one registry op."""
+
+    __slots__ = ("op", "ctx", "_freed", "out_specs")
+
+    def __init__(self, op: OpDef, next_functions: tuple, ctx: BackwardContext,
+                 out_specs: tuple) -> None:
+        super().__init__(next_functions, op.num_outputs)
+        self.op = op
+        self.ctx = ctx
+        self._freed = False
+        self.out_specs = out_specs  # ((shape, dtype), ...) to build zero grads of unused outputs
+
+    def name(self) -> str:
+        return self.op.grad_name
+
+    def apply(self, grads: tuple, create_graph: bool) -> tuple:
+        if self._freed:
+            SavedTensor.unpack(_FREED)
+        ctx = self.ctx
+        ctx._owner = self if create_graph else None
+        try:
+            return self.op.vjp(ctx, *grads)
+        finally:
+            ctx._owner = None
+
+    def release(self) -> None:
+        if self.op.save or self.op.save_output:
+            self._freed = True
+            self.ctx._saved_inputs = ()
+            self.ctx._saved_outputs = ()
+
+
+class _Freed:
+    tensor = None
+
+
+_FREED: Any = _Freed()

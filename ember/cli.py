@@ -1,0 +1,43 @@
+"""The ``ember`` command: ``ember info`` (versions, threads, BLAS, locations)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from typing import Sequence
+
+
+def _info() -> int:
+    import ml_dtypes
+    import numpy as np
+
+    import ember
+    print(f"ember      {ember.__version__} ({os.path.dirname(ember.__file__)})")
+    print(f"python     {platform.python_version()} ({sys.executable})")
+    print(f"numpy      {np.__version__}")
+    print(f"ml_dtypes  {ml_dtypes.__version__}")
+    print(f"cpu count  {os.cpu_count()}")
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {})
+        print(f"blas       {blas.get('name', '?')} {blas.get('version', '')}")
+    except Exception as e:  # pragma: no cover - depends on the NumPy build
+        print(f"blas       unknown ({e})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ember", description="ember command-line tools")
+    sub = parser.add_subparsers(dest="cmd")
+    sub.add_parser("info", help="print versions, threads and BLAS")
+    args = parser.parse_args(argv)
+    if args.cmd == "info":
+        return _info()
+    parser.print_help()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

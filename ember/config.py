@@ -1,0 +1,29 @@
+"""The only place that reads environment variables (CONVENTIONS.md habit 5)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+@dataclass
+class Config:
+    """Process-wide settings read once from the environment.
+
+    ``debug``: EMBER_DEBUG level (0 = quiet).  ``check_meta``: when true, every eager op also
+    checks its output against the OpDef's ``meta`` rule (EMBER_CHECK_META=1; tests set it).
+    """
+
+    debug: int = _env_int("EMBER_DEBUG", 0)
+    check_meta: bool = os.environ.get("EMBER_CHECK_META", "") not in ("", "0")
+
+
+config = Config()

@@ -1,0 +1,53 @@
+"""ember's exception hierarchy.
+
+Every error ember raises on bad input is an ``EmberError`` subclass that also inherits the Python
+type PyTorch raises in the same situation, so ``except RuntimeError`` written for PyTorch still
+catches it.  Messages carry an op tag first: ``[reshape] cannot reshape (3, 4) into (5,)``.
+"""
+
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Base class of every error ember raises deliberately."""
+
+
+class ShapeError(EmberError, RuntimeError):
+    """Shapes do not fit (broadcasting, matmul, view, cat ...)."""
+
+
+class DTypeError(EmberError, TypeError):
+    """A dtype is not accepted by an op."""
+
+
+class DTypeRuntimeError(EmberError, RuntimeError):
+    """A dtype problem that PyTorch reports as RuntimeError (e.g. result type cannot be cast)."""
+
+
+class EmberIndexError(EmberError, IndexError):
+    """An index or dimension is out of range."""
+
+
+class EmberValueError(EmberError, ValueError):
+    """An argument has a bad value."""
+
+
+class EmberTypeError(EmberError, TypeError):
+    """An argument has a bad type."""
+
+
+class EmberRuntimeError(EmberError, RuntimeError):
+    """A generic runtime failure (autograd misuse, in-place on a leaf, ...)."""
+
+
+class DeviceError(EmberError, RuntimeError):
+    """A device is unknown or tensors live on different devices."""
+
+
+class EmberNotImplementedError(EmberError, NotImplementedError):
+    """A feature PyTorch has that ember does not have yet."""
+
+
+def op_error(cls: type[EmberError], op: str, message: str) -> EmberError:
+    """Build ``cls`` with the ``[op] message`` form used throughout ember."""
+    return cls(f"[{op}] {message}")

@@ -1,0 +1,81 @@
+"""Shared rule helpers for OpDefs: strict metas and the low-precision kernel wrapper."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.errors import DTypeError, EmberIndexError, ShapeError
+
+
+def tensor_inputs(inputs: tuple) -> list:
+    return [x for x in inputs if hasattr(x, "shape") and hasattr(x, "dtype")]
+
+
+def pointwise_meta(name: str, out_dtype: dt.dtype | None = None,
+                   accepts: Callable[[dt.dtype], bool] | None = None,
+                   accepts_doc: str = "") -> Callable[..., tuple]:
+    """Meta of a strict pointwise primitive: tensor inputs share one shape and dtype; the
+    output has that shape and ``out_dtype`` (default: the input dtype)."""
+
+    def meta(*inputs: Any, **params: Any) -> tuple:
+        ts = tensor_inputs(inputs)
+        assert ts, f"[{name}] needs at least one tensor input"
+        shape, dtype = ts[0].shape, ts[0].dtype
+        for t in ts[1:]:
+            if t.shape != shape:
+                raise ShapeError(f"[{name}] primitive inputs must share a shape; got "
+                                 f"{tuple(shape)} and {tuple(t.shape)}")
+            if t.dtype is not dtype:
+                raise DTypeError(f"[{name}] primitive inputs must share a dtype; got "
+                                 f"{dtype.name} and {t.dtype.name}")
+        if accepts is not None and not accepts(dtype):
+            raise DTypeError(f"[{name}] does not support dtype {dtype.name}; expected "
+                             f"{accepts_doc}")
+        return shape, (out_dtype or dtype)
+
+    return meta
+
+
+def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Run a float kernel in float32 for float16/bfloat16 inputs and round the result back to
+    the input dtype (PyTorch's CPU semantics: compute in float, round per op)."""
+
+    @functools.wraps(fn)
+    def kernel(*arrays: Any, **params: Any) -> Any:
+        src = None
+        for a in arrays:
+            if isinstance(a, np.ndarray):
+                src = a.dtype
+                break
+        if src is None or src not in _LOWP:
+            return fn(*arrays, **params)
+        up = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in arrays]
+        out = fn(*up, **params)
+        if isinstance(out, tuple):
+            return tuple(o.astype(src) if o.dtype == np.float32 else o for o in out)
+        return out.astype(src) if out.dtype == np.float32 else out
+
+    return kernel
+
+
+_LOWP = (np.dtype(np.float16), dt.bfloat16.np)
+
+
+def wrap_dim(dim: int, ndim: int, op: str) -> int:
+    """Normalize a possibly negative dim; a 0-d tensor accepts dims -1 and 0."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise EmberIndexError(
+            f"[{op}] Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got "
+            f"{dim})"
+        )
+    return dim + n if dim < 0 else dim
+
+
+def as_np_scalar(value: Any, dtype: dt.dtype) -> Any:
+    """A Python scalar converted to ``dtype``'s NumPy scalar, wrapping integers like C."""
+    return np.array(value).astype(dtype.np)[()]

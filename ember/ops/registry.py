@@ -1,0 +1,112 @@
+"""The op registry: one ``OpDef`` per operation (ARCHITECTURE.md §2).
+
+An OpDef is a name with its rule table, registered next to its kernels:
+
+* ``meta(*inputs, **params) -> (shape, dtype)`` (or a tuple of those for multi-output ops): the
+  shape/dtype rule.  It reads only ``.shape``/``.dtype`` of tensor inputs, so it works on eager
+  tensors, lazy tensors and symbolic sizes alike, and it validates and raises clear errors.
+* ``eager(*arrays, **params) -> ndarray | tuple``: the NumPy kernel.  Tensor inputs arrive as
+  NumPy arrays; Python scalar inputs arrive unchanged.
+* ``vjp(ctx, *grads) -> tuple``: the gradient, one entry per input (``None`` where there is none),
+  written with ember tensor methods so that it traces and compiles too.  ``ctx`` exposes the
+  saved inputs/outputs (``save`` / ``save_output``), the input shapes/dtypes and the params.
+* ``c_expr``/``lower``/``decomp``: how the compiler lowers the op (filled in by the compiler
+  issues; a pointwise op carries its C expression here already where it is obvious).
+
+Primitives are strict: no broadcasting, no type promotion, no defaults.  Tensor inputs of a
+pointwise primitive share one shape and one dtype; Python scalars may stand in for tensor inputs
+(already of the right kind).  The frontend (``ember/_C``-free Python in ``ember/functional``)
+broadcasts, promotes and fills defaults.
+
+Passes ask an op's ``kind`` and ``tags``, never its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+KINDS = frozenset({
+    "pointwise",   # elementwise over same-shaped inputs
+    "reduction",   # reduces dims
+    "scan",        # cumulative ops
+    "view",        # output aliases input 0 (no copy)
+    "movement",    # copies data into a new layout (cat, flip, roll, ...)
+    "index",       # gather/scatter style
+    "extern",      # library calls (matmul, conv, sort)
+    "creation",    # makes tensors from params (arange, full, ...)
+    "random",      # draws from the Philox stream
+    "composite",   # fused kernel of a composite op (softmax, layer_norm, ...)
+})
+
+TAGS = frozenset({
+    "nondifferentiable",   # has no gradient (comparisons, argmax, integer ops)
+    "data_dependent",      # output shape depends on values (nonzero, masked_select, unique)
+    "inplace",             # writes into input 0
+    "lowp_upcast",         # float16/bfloat16 computed in float32 and rounded
+    "multi_output",
+    "random",
+})
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One operation: its rules side by side."""
+
+    name: str
+    kind: str
+    meta: Callable[..., Any]
+    eager: Callable[..., Any]
+    vjp: Callable[..., tuple] | None = None
+    tags: frozenset[str] = frozenset()
+    num_outputs: int = 1
+    save: tuple[int, ...] = ()          # indices of inputs the vjp reads
+    save_output: bool = False           # whether the vjp reads the output(s)
+    c_expr: str | None = None           # C expression for pointwise ops: "({0} + {1})"
+    lower: Callable[..., Any] | None = None
+    decomp: Callable[..., Any] | None = None
+    doc: str = ""
+    grad_name: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS, (self.name, self.kind)
+        assert self.tags <= TAGS, (self.name, self.tags - TAGS)
+        if not self.grad_name:
+            camel = "".join(p[:1].upper() + p[1:] for p in self.name.split("_"))
+            object.__setattr__(self, "grad_name", f"{camel}Backward0")
+
+    @property
+    def differentiable(self) -> bool:
+        return self.vjp is not None
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.name} ({self.kind})>"
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    """Add ``op`` to the registry; names are unique."""
+    assert op.name not in REGISTRY, f"op {op.name!r} registered twice"
+    REGISTRY[op.name] = op
+    return op
+
+
+# ---------------------------------------------------------------------------------------------
+# Binding.  The Tensor layer installs the real binder at import time (dependency injection keeps
+# this layer free of upward imports).  Gradient formulas mostly use tensor methods; where they
+# need a primitive directly they call ``bind``.
+
+_binder: Callable[[OpDef, tuple, dict], Any] | None = None
+
+
+def install_binder(fn: Callable[[OpDef, tuple, dict], Any]) -> None:
+    global _binder
+    _binder = fn
+
+
+def bind(op: OpDef, *inputs: Any, **params: Any) -> Any:
+    """Run ``op`` on ``inputs`` in the current mode (eager now; lazy under compile)."""
+    assert _binder is not None, "ember.tensor has not installed the binder"
+    return _binder(op, inputs, params)

@@ -1,0 +1,645 @@
+"""The Tensor class and the binder that runs registry ops on it.
+
+A Tensor holds metadata (dtype, requires_grad, grad_fn, version counter, view base) and a
+payload: a NumPy array in eager mode (ARCHITECTURE.md §3).  Ops are defined in ``ember/ops`` and
+exposed by the frontend modules in ``ember/_frontend``, which attach themselves as methods here
+with ``tensor_method``.
+
+Views share memory with their base through NumPy views and share its version counter (a one-item
+list), so an in-place write through any of them is seen by autograd's saved-tensor checks.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from ember import dtypes as _dt
+from ember.autograd import grad_mode as _gm
+from ember.autograd.graph import AccumulateGrad, BackwardContext, OpNode, SavedTensor
+from ember.config import config
+from ember.device import CPU, check_device
+from ember.dtypes import dtype as DType
+from ember.errors import EmberRuntimeError, EmberTypeError, ShapeError
+from ember.ops import registry as _registry
+from ember.ops.registry import OpDef
+
+_STATE = _gm.STATE
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints (``ember.Size([2, 3])``)."""
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"ember.Size([{', '.join(str(s) for s in self)}])"
+
+    def __getitem__(self, item: Any) -> Any:
+        r = tuple.__getitem__(self, item)
+        return Size(r) if isinstance(item, slice) else r
+
+    def __add__(self, other: Any) -> Size:
+        return Size(tuple.__add__(self, tuple(other)))
+
+
+class Tensor:
+    """An n-dimensional array with autograd (``ember.tensor([1., 2.])``)."""
+
+    __slots__ = ("_data", "_dtype", "_requires_grad", "grad", "grad_fn", "_output_nr",
+                 "_version_counter", "_base", "_accum", "_retains_grad", "_hooks",
+                 "_is_param", "_inference", "_post_acc", "__weakref__", "__dict__")
+
+    # -------------------------------------------------------------------- construction
+    def __new__(cls, *args: Any, **kwargs: Any) -> Tensor:
+        return object.__new__(cls)
+
+    def __init__(self, *args: Any, dtype: DType | None = None, device: Any = None) -> None:
+        """``ember.Tensor(data)`` or ``ember.Tensor(*sizes)``: a default-dtype tensor, as in
+        PyTorch (prefer ``ember.tensor`` / ``ember.empty``)."""
+        check_device(device, "Tensor")
+        d = dtype or _dt.get_default_dtype()
+        if len(args) == 1 and isinstance(args[0], np.ndarray):
+            arr = np.asarray(args[0], dtype=d.np)
+        elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            arr = np.array(_to_nested(args[0]), dtype=d.np)
+        else:
+            if not all(isinstance(a, (int, np.integer)) for a in args):
+                raise EmberTypeError(f"[Tensor] expected sizes or data, got {args!r}")
+            arr = np.zeros(tuple(int(a) for a in args), dtype=d.np)
+        _init(self, arr, d)
+
+    @staticmethod
+    def _zeros(shape: tuple, dtype: DType) -> Tensor:
+        return _wrap(np.zeros(shape, dtype=dtype.np), dtype)
+
+    @staticmethod
+    def _from_array(arr: np.ndarray, dtype: DType | None = None) -> Tensor:
+        return _wrap(arr, _dt.from_numpy_dtype(arr.dtype) if dtype is None else dtype)
+
+    # -------------------------------------------------------------------- metadata
+    @property
+    def shape(self) -> Size:
+        return Size(self._data.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def device(self) -> Any:
+        return CPU
+
+    @property
+    def is_cpu(self) -> bool:
+        return True
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def layout(self) -> str:
+        return "strided"
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.size * self._dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return False
+
+    def is_signed(self) -> bool:
+        return self._dtype.is_signed
+
+    def stride(self, dim: int | None = None) -> Any:
+        item = self._dtype.itemsize
+        st = tuple(s // item for s in self._data.strides)
+        if self._data.size == 0 or any(n == 1 for n in self._data.shape):
+            st = _canonical_strides(self._data.shape, st)
+        if dim is None:
+            return st
+        return st[_wrap_dim(dim, self._data.ndim, "stride")]
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        return _is_contiguous(self._data.shape, self.stride())
+
+    def storage_offset(self) -> int:
+        return _storage_offset(self._data)
+
+    def data_ptr(self) -> int:
+        return int(self._data.__array_interface__["data"][0])
+
+    def untyped_storage(self) -> _StorageView:
+        return _StorageView(self)
+
+    @property
+    def _version(self) -> int:
+        return self._version_counter[0]
+
+    @property
+    def _is_view(self) -> bool:
+        return self._base is not None
+
+    def is_inference(self) -> bool:
+        return self._inference
+
+    # -------------------------------------------------------------------- autograd state
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self.grad_fn is not None:
+            raise EmberRuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
+        if value and not self._dtype.is_floating_point:
+            raise EmberRuntimeError(
+                f"only Tensors of floating point dtype can require gradients (got {self._dtype!r})"
+            )
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def data(self) -> Tensor:
+        t = _wrap(self._data, self._dtype)
+        t._version_counter = self._version_counter
+        return t
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        self._data = other._data
+        self._dtype = other._dtype
+
+    @property
+    def retains_grad(self) -> bool:
+        return self._retains_grad
+
+    def detach(self) -> Tensor:
+        """A tensor sharing memory (and version counter) with this one, outside the graph."""
+        t = _wrap(self._data, self._dtype)
+        t._version_counter = self._version_counter
+        return t
+
+    def detach_(self) -> Tensor:
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def _accumulator(self) -> AccumulateGrad:
+        acc = self._accum
+        if acc is None:
+            acc = self._accum = AccumulateGrad(self)
+        return acc
+
+    def _grad_edge(self) -> tuple:
+        if self.grad_fn is not None:
+            return (self.grad_fn, self._output_nr)
+        return (self._accumulator(), 0)
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise EmberRuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if self._retains_grad:
+            return
+        self._retains_grad = True
+        import weakref
+        ref = weakref.ref(self)
+
+        def _store(grad: Tensor) -> None:
+            t = ref()
+            if t is None or grad is None:
+                return
+            g = grad.detach()
+            t.grad = g.clone() if t.grad is None else t.grad + g
+
+        self.grad_fn._add_tensor_pre_hook(self._output_nr, _RetainHook(_store))
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
+        replaces the gradient."""
+        if not self._requires_grad:
+            raise EmberRuntimeError(
+                "cannot register a hook on a tensor that doesn't require gradient"
+            )
+        if self.grad_fn is None:
+            return self._accumulator().register_prehook(_LeafHook(hook))
+        return self.grad_fn._add_tensor_pre_hook(self._output_nr, hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
+        if self.grad_fn is not None:
+            raise EmberRuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        acc = self._accumulator()
+        if acc._post_acc_hooks is None:
+            acc._post_acc_hooks = []
+        from ember.autograd.graph import _RemovableHandle
+        acc._post_acc_hooks.append(hook)
+        return _RemovableHandle(acc._post_acc_hooks, hook)
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
+        """Accumulate d(self)/d(leaf) into each leaf's ``.grad``."""
+        from ember.autograd.engine import backward
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+                 inputs=inputs)
+
+    # -------------------------------------------------------------------- Python protocol
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise EmberTypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self._data.ndim == 0:
+            raise EmberTypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __bool__(self) -> bool:
+        if self._data.size != 1:
+            what = "no values" if self._data.size == 0 else "more than one value"
+            raise EmberRuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+        return bool(self._data.reshape(()))
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise EmberRuntimeError(
+                f"[item] a Tensor with {self._data.size} elements cannot be converted to Scalar"
+            )
+        v = self._data.reshape(())
+        if self._dtype.is_floating_point:
+            return builtins.float(v)
+        if self._dtype is _dt.bool:
+            return builtins.bool(v)
+        return builtins.int(v)
+
+    def __float__(self) -> float:
+        return builtins.float(self.item())
+
+    def __int__(self) -> int:
+        return builtins.int(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.is_floating_point or self._data.size != 1:
+            raise EmberTypeError(
+                "only integer tensors of a single element can be converted to an index"
+            )
+        return builtins.int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def tolist(self) -> Any:
+        """Nested Python lists of Python numbers."""
+        a = self._data
+        if self._dtype in (_dt.float16, _dt.bfloat16):
+            a = a.astype(np.float32)
+        return a.tolist()
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The NumPy array sharing this tensor's memory."""
+        if self._requires_grad and not force:
+            raise EmberRuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        return self._data
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self._data
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            return a.astype(dtype)
+        if copy:
+            return a.copy()
+        return a
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        if self._dtype is _dt.bfloat16:
+            raise EmberTypeError("[__dlpack__] bfloat16 tensors cannot be exported through DLPack "
+                                 "by NumPy; convert with .float() first")
+        kwargs: dict = {"stream": stream}
+        if max_version is not None:
+            kwargs["max_version"] = max_version
+        if dl_device is not None:
+            kwargs["dl_device"] = dl_device
+        if copy is not None:
+            kwargs["copy"] = copy
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+    def __repr__(self) -> str:
+        from ember._tensor_str import tensor_repr
+        return tensor_repr(self)
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    def __format__(self, spec: str) -> str:
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return self.__repr__()
+
+    def __reduce_ex__(self, protocol: int) -> Any:
+        return (_rebuild, (np.ascontiguousarray(self._data), self._dtype.name,
+                           self._requires_grad))
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        if self.grad_fn is not None:
+            raise EmberRuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment."
+            )
+        t = _wrap(self._data.copy(), self._dtype)
+        t._requires_grad = self._requires_grad
+        if self.grad is not None:
+            t.grad = self.grad.__deepcopy__(memo)
+        if type(self) is not Tensor:
+            t.__class__ = type(self)
+        t.__dict__.update({k: v for k, v in self.__dict__.items()})
+        memo[id(self)] = t
+        return t
+
+
+class _RetainHook:
+    """Marks the pre-hook that ``retain_grad`` installs; the engine runs it after user hooks."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def __call__(self, grad: Tensor) -> None:
+        self.fn(grad)
+
+
+class _LeafHook:
+    """Adapts a tensor hook to the AccumulateGrad pre-hook signature."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def __call__(self, grads: tuple) -> tuple | None:
+        (g,) = grads
+        r = self.fn(g)
+        return None if r is None else (r,)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.fn
+
+    __hash__ = object.__hash__
+
+
+class _StorageView:
+    """The untyped storage a tensor views (compared by data pointer)."""
+
+    def __init__(self, t: Tensor) -> None:
+        root = _storage_root(t._data)
+        self._root = root
+        self._ptr = int(root.__array_interface__["data"][0])
+        self._nbytes = root.nbytes
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def size(self) -> int:
+        return self._nbytes
+
+    def __len__(self) -> int:
+        return self._nbytes
+
+
+def _rebuild(arr: np.ndarray, dtype_name: str, requires_grad: bool) -> Tensor:
+    t = _wrap(arr, _dt.by_name(dtype_name))
+    t._requires_grad = requires_grad
+    return t
+
+
+def _to_nested(obj: Any) -> Any:
+    if isinstance(obj, Tensor):
+        return obj._data
+    if isinstance(obj, (list, tuple)):
+        return [_to_nested(o) for o in obj]
+    return obj
+
+
+# ------------------------------------------------------------------------ fast construction
+_new = object.__new__
+
+
+def _init(t: Tensor, arr: np.ndarray, dtype: DType) -> None:
+    t._data = arr
+    t._dtype = dtype
+    t._requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._output_nr = 0
+    t._version_counter = [0]
+    t._base = None
+    t._accum = None
+    t._retains_grad = False
+    t._hooks = None
+    t._is_param = False
+    t._inference = _STATE.inference
+
+
+def _wrap(arr: np.ndarray, dtype: DType) -> Tensor:
+    """A new leaf Tensor around ``arr`` (no copy)."""
+    t = _new(Tensor)
+    _init(t, arr, dtype)
+    return t
+
+
+# ------------------------------------------------------------------------ layout helpers
+def _wrap_dim(dim: int, ndim: int, op: str) -> int:
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        from ember.errors import EmberIndexError
+        raise EmberIndexError(
+            f"[{op}] Dimension out of range (expected to be in range of [{-n}, {n - 1}], but "
+            f"got {dim})"
+        )
+    return dim + n if dim < 0 else dim
+
+
+def _canonical_strides(shape: tuple, strides: tuple) -> tuple:
+    """Strides of size-1 (and empty) dims are free in NumPy; report PyTorch's values for
+    them: the contiguous stride where the tensor is otherwise contiguous."""
+    out = list(strides)
+    expected = 1
+    for i in range(len(shape) - 1, -1, -1):
+        if shape[i] == 1 or 0 in shape:
+            out[i] = expected
+        expected *= max(shape[i], 1)
+    return tuple(out)
+
+
+def _is_contiguous(shape: tuple, strides: tuple) -> bool:
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 0:
+            return True
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _storage_root(arr: np.ndarray) -> np.ndarray:
+    while isinstance(arr.base, np.ndarray):
+        arr = arr.base
+    return arr
+
+
+def _storage_offset(arr: np.ndarray) -> int:
+    root = _storage_root(arr)
+    start = root.__array_interface__["data"][0]
+    if root.ndim and any(s < 0 for s in root.strides):
+        start += sum((n - 1) * s for n, s in zip(root.shape, root.strides) if s < 0)
+    return (arr.__array_interface__["data"][0] - start) // arr.itemsize
+
+
+# ------------------------------------------------------------------------ the binder
+def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
+    """Run ``op`` eagerly and, when needed, record its autograd node."""
+    spec = op.meta(*inputs, **params)
+    arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
+    out = op.eager(*arrays, **params)
+    if op.num_outputs == 1:
+        results: tuple = (_make_output(out, spec, op, inputs),)
+    else:
+        results = tuple(_make_output(o, s, op, inputs) for o, s in zip(out, spec))
+    if _STATE.grad_enabled and op.vjp is not None:
+        needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
+        if True in needs:
+            _record(op, inputs, params, results, needs)
+    return results[0] if op.num_outputs == 1 else results
+
+
+def _make_output(arr: Any, spec: tuple, op: OpDef, inputs: tuple) -> Tensor:
+    shape, dtype = spec
+    if not isinstance(arr, np.ndarray):
+        arr = np.asarray(arr, dtype=dtype.np)
+    if config.check_meta:
+        assert tuple(arr.shape) == tuple(shape), (op.name, arr.shape, shape)
+        assert arr.dtype == dtype.np, (op.name, arr.dtype, dtype)
+    t = _new(Tensor)
+    _init(t, arr, dtype)
+    if op.kind == "view":
+        src = inputs[0]
+        t._version_counter = src._version_counter
+        t._base = src if src._base is None else src._base
+    return t
+
+
+def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
+    edges = tuple(x._grad_edge() if n else None for x, n in zip(inputs, needs))
+    name = op.grad_name
+    saved_in: tuple = ()
+    if op.save:
+        lst: list = [None] * len(inputs)
+        for i in op.save:
+            x = inputs[i]
+            lst[i] = SavedTensor(x, name) if isinstance(x, Tensor) else x
+        saved_in = tuple(lst)
+    saved_out: tuple = ()
+    if op.save_output:
+        saved_out = tuple(SavedTensor(r.detach(), name, is_output=True) for r in results)
+    ctx = BackwardContext(
+        saved_in, saved_out,
+        tuple(x.shape if isinstance(x, Tensor) else None for x in inputs),
+        tuple(x._dtype if isinstance(x, Tensor) else None for x in inputs),
+        params, needs,
+    )
+    node = OpNode(op, edges, ctx, tuple((r._data.shape, r._dtype) for r in results))
+    for i, r in enumerate(results):
+        if r._dtype.is_floating_point:
+            r._requires_grad = True
+            r.grad_fn = node
+            r._output_nr = i
+
+
+_registry.install_binder(bind)
+
+
+# ------------------------------------------------------------------------ methods
+def tensor_method(*names: str) -> Callable[[Callable], Callable]:
+    """Attach a frontend function as ``Tensor.<name>`` for each name."""
+    def deco(fn: Callable) -> Callable:
+        for n in names:
+            setattr(Tensor, n, fn)
+        return fn
+    return deco
+
+
+def as_tensor_arg(x: Any, op: str) -> Tensor:
+    """Check that ``x`` is a Tensor, naming the op otherwise."""
+    if isinstance(x, Tensor):
+        return x
+    raise EmberTypeError(f"[{op}] expected a Tensor, got {type(x).__name__}")
+
+
+def check_same_shape(op: str, a: Tensor, b: Tensor) -> None:
+    if a.shape != b.shape:
+        raise ShapeError(f"[{op}] shapes {tuple(a.shape)} and {tuple(b.shape)} differ")
