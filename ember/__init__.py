@@ -24,23 +24,19 @@ from ember.errors import (  # noqa: F401
 )
 from ember.tensor import Size, Tensor  # noqa: F401
 from ember import ops  # noqa: F401
-from ember import _frontend  # noqa: F401
-from ember._frontend.creation import (  # noqa: F401
-    arange, as_tensor, asarray, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-    ones, ones_like, tensor, zeros, zeros_like,
-)
-from ember._frontend.pointwise import (  # noqa: F401
-    add, div, divide, exp, mul, multiply, neg, negative, sub, subtract, true_divide,
-)
-from ember._frontend.reduction import sum  # noqa: F401
-from ember._frontend.shape import (  # noqa: F401
-    clone, contiguous, expand, expand_as, permute, reshape, sum_to_size, view,
-)
+from ember import _frontend
+
+for _mod in _frontend.MODULES:
+    for _name in getattr(_mod, "__all__", ()):
+        globals()[_name] = getattr(_mod, _name)
+del _mod, _name
+
 from ember.autograd.grad_mode import (  # noqa: F401
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,
 )
 from ember import autograd  # noqa: F401
+from ember import nn  # noqa: F401
 
 __version__ = "0.1.0"
 

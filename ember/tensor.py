@@ -597,9 +597,12 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
     edges = tuple(x._grad_edge() if n else None for x, n in zip(inputs, needs))
     name = op.grad_name
     saved_in: tuple = ()
-    if op.save:
+    save = op.save
+    if op.save_for is not None:
+        save = tuple(sorted({j for i, n in enumerate(needs) if n for j in op.save_for.get(i, ())}))
+    if save:
         lst: list = [None] * len(inputs)
-        for i in op.save:
+        for i in save:
             x = inputs[i]
             lst[i] = SavedTensor(x, name) if isinstance(x, Tensor) else x
         saved_in = tuple(lst)

@@ -17,6 +17,8 @@ from ember.device import device as Device
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.tensor import Tensor, _wrap, tensor_method
 
+__all__ = ["arange", "as_tensor", "asarray", "empty", "empty_like", "eye", "from_numpy", "full", "full_like", "linspace", "ones", "ones_like", "tensor", "zeros", "zeros_like"]
+
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     if requires_grad:

@@ -11,6 +11,8 @@ from ember.ops import pointwise as P
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
+__all__ = ["add", "div", "divide", "exp", "mul", "multiply", "neg", "negative", "sub", "subtract", "true_divide"]
+
 
 def _float_compute(a: Any, b: Any) -> dt.dtype:
     d = dt.result_type(a, b)
@@ -109,3 +111,17 @@ Tensor.__rmul__ = lambda self, other: mul(other, self)  # type: ignore[method-as
 Tensor.__truediv__ = lambda self, other: div(self, other)  # type: ignore[method-assign]
 Tensor.__rtruediv__ = lambda self, other: div(other, self)  # type: ignore[method-assign]
 Tensor.__pos__ = lambda self: self  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------------------ in-place
+from ember._frontend.inplace import inplace_method  # noqa: E402
+
+for _name, _fn in (("add_", add), ("sub_", sub), ("subtract_", sub), ("mul_", mul),
+                   ("multiply_", mul), ("div_", div), ("divide_", div), ("true_divide_", div),
+                   ("neg_", neg), ("negative_", neg), ("exp_", exp)):
+    inplace_method(_name, _fn)
+
+Tensor.__iadd__ = Tensor.add_  # type: ignore[attr-defined]
+Tensor.__isub__ = Tensor.sub_  # type: ignore[attr-defined]
+Tensor.__imul__ = Tensor.mul_  # type: ignore[attr-defined]
+Tensor.__itruediv__ = Tensor.div_  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
+__all__ = ["sum"]
+
 
 def norm_dims(dim: Any, ndim: int, op: str) -> tuple:
     """``dim`` (None, int or sequence) as a sorted tuple of non-negative dims; None = all."""

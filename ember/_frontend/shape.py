@@ -13,6 +13,8 @@ from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
+__all__ = ["clone", "contiguous", "expand", "expand_as", "permute", "reshape", "sum_to_size", "view"]
+
 
 def size_args(args: tuple, op: str) -> tuple:
     """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])``."""

@@ -1,6 +1,13 @@
-"""The op registry and every OpDef (importing this package registers them all)."""
+"""The op registry and every OpDef: importing this package imports each op module, which
+registers its OpDefs."""
 
-from ember.ops import pointwise, reduction, shape  # noqa: F401
+import importlib as _importlib
+import pkgutil as _pkgutil
+
 from ember.ops.registry import REGISTRY, OpDef, bind, register
+
+for _m in sorted(_pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    if not _m.name.startswith("_") and _m.name != "registry":
+        _importlib.import_module(f"{__name__}.{_m.name}")
 
 __all__ = ["REGISTRY", "OpDef", "bind", "register"]

@@ -47,10 +47,10 @@ CONVERT = register(OpDef(
 
 # ---------------------------------------------------------------------------------- binary
 def _binary(name: str, fn, vjp, save=(0, 1), c_expr=None, accepts=None, accepts_doc="",
-            out_dtype=None, tags=frozenset(), grad_name=""):  # noqa: ANN001
+            out_dtype=None, tags=frozenset(), grad_name="", save_for=None):  # noqa: ANN001
     return register(OpDef(
         name, "pointwise", pointwise_meta(name, out_dtype, accepts, accepts_doc), fn, vjp,
-        tags=tags, save=save, c_expr=c_expr, grad_name=grad_name,
+        tags=tags, save=save, c_expr=c_expr, grad_name=grad_name, save_for=save_for,
     ))
 
 
@@ -80,8 +80,10 @@ def _div_vjp(ctx, g):  # noqa: ANN001
 
 ADD = _binary("add", lowp(np.add), _add_vjp, save=(), c_expr="({0} + {1})")
 SUB = _binary("sub", lowp(np.subtract), _sub_vjp, save=(), c_expr="({0} - {1})")
-MUL = _binary("mul", lowp(np.multiply), _mul_vjp, c_expr="({0} * {1})")
+MUL = _binary("mul", lowp(np.multiply), _mul_vjp, c_expr="({0} * {1})",
+              save_for={0: (1,), 1: (0,)})
 DIV = _binary("div", lowp(np.true_divide), _div_vjp, c_expr="({0} / {1})",
+              save_for={0: (1,), 1: (0, 1)},
               accepts=_is_float, accepts_doc="a floating dtype (the frontend promotes integers)")
 
 

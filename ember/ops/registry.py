@@ -61,6 +61,9 @@ class OpDef:
     tags: frozenset[str] = frozenset()
     num_outputs: int = 1
     save: tuple[int, ...] = ()          # indices of inputs the vjp reads
+    # finer: input i's gradient reads inputs save_for[i] (only those inputs needing a gradient
+    # cause saving, so ``x.mul_(2)`` does not save ``x``)
+    save_for: dict[int, tuple[int, ...]] | None = field(default=None, compare=False)
     save_output: bool = False           # whether the vjp reads the output(s)
     c_expr: str | None = None           # C expression for pointwise ops: "({0} + {1})"
     lower: Callable[..., Any] | None = None
