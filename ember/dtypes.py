@@ -225,7 +225,7 @@ class finfo:  # noqa: N801
         self.min = builtins.float(info.min)
         self.tiny = builtins.float(info.tiny)
         self.smallest_normal = self.tiny
-        self.resolution = builtins.float(info.resolution)
+        self.resolution = 10.0 ** -builtins.int(info.precision)
         self.dtype = d.name
 
     def __repr__(self) -> str:

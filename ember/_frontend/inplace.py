@@ -169,7 +169,14 @@ def _rebase_history(self: Tensor, result: Tensor, op: str) -> None:
 def inplace_method(name: str, fn):  # noqa: ANN001, ANN201
     """Build ``Tensor.name_`` from an out-of-place frontend function ``fn(self, *args)``."""
     def method(self: Tensor, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        return commit_inplace(self, fn(self, *args, **kwargs), name)
+        src = self
+        if _gm.STATE.grad_enabled and (self._requires_grad or any(
+                isinstance(a, Tensor) and a._requires_grad for a in args)):
+            # the out-of-place op may save its input for backward; that input is about to be
+            # overwritten, so it computes on a copy (PyTorch saves "original_self" likewise)
+            check_inplace_target(self, name)
+            src = self.clone()  # type: ignore[attr-defined]
+        return commit_inplace(self, fn(src, *args, **kwargs), name)
     method.__name__ = name
     method.__doc__ = f"In-place version of ``{fn.__name__}``."
     setattr(Tensor, name, method)
