@@ -52,9 +52,19 @@ class Size(tuple):
 class Tensor:
     """An n-dimensional array with autograd (``ember.tensor([1., 2.])``)."""
 
-    __slots__ = ("_data", "_dtype", "_requires_grad", "grad", "grad_fn", "_output_nr",
-                 "_version_counter", "_base", "_accum", "_retains_grad", "_hooks",
-                 "_is_param", "_inference", "_post_acc", "__weakref__", "__dict__")
+    # Hot attributes live in slots; the rest default to these class attributes and are set
+    # per instance (in ``__dict__``) only when they change, which keeps creating a tensor cheap.
+    __slots__ = ("_data", "_dtype", "_version_counter", "__weakref__", "__dict__")
+    _requires_grad = False
+    grad: "Tensor | None" = None
+    grad_fn: Any = None
+    _output_nr = 0
+    _base: "Tensor | None" = None
+    _accum: Any = None
+    _retains_grad = False
+    _hooks: Any = None
+    _is_param = False
+    _inference = False
 
     # -------------------------------------------------------------------- construction
     def __new__(cls, *args: Any, **kwargs: Any) -> Tensor:
@@ -491,17 +501,9 @@ _new = object.__new__
 def _init(t: Tensor, arr: np.ndarray, dtype: DType) -> None:
     t._data = arr
     t._dtype = dtype
-    t._requires_grad = False
-    t.grad = None
-    t.grad_fn = None
-    t._output_nr = 0
     t._version_counter = [0]
-    t._base = None
-    t._accum = None
-    t._retains_grad = False
-    t._hooks = None
-    t._is_param = False
-    t._inference = _STATE.inference
+    if _STATE.inference:
+        t._inference = True
 
 
 def _wrap(arr: np.ndarray, dtype: DType) -> Tensor:
@@ -562,14 +564,20 @@ def _storage_offset(arr: np.ndarray) -> int:
 
 # ------------------------------------------------------------------------ the binder
 def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
-    """Run ``op`` eagerly and, when needed, record its autograd node."""
-    spec = op.meta(*inputs, **params)
+    """Run ``op`` eagerly and, when needed, record its autograd node.
+
+    Pointwise primitives skip ``meta`` here: their frontend has already broadcast and promoted,
+    and the output dtype is read off the kernel's result (tests run with ``check_meta``, which
+    verifies every kernel against its meta rule).
+    """
+    check = config.check_meta
+    spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     out = op.eager(*arrays, **params)
     if op.num_outputs == 1:
-        results: tuple = (_make_output(out, spec, op, inputs),)
+        results: tuple = (_make_output(out, spec, op, inputs, check),)
     else:
-        results = tuple(_make_output(o, s, op, inputs) for o, s in zip(out, spec))
+        results = tuple(_make_output(o, s, op, inputs, check) for o, s in zip(out, spec))
     if _STATE.grad_enabled and op.vjp is not None:
         needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
         if True in needs:
@@ -577,24 +585,48 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     return results[0] if op.num_outputs == 1 else results
 
 
-def _make_output(arr: Any, spec: tuple, op: OpDef, inputs: tuple) -> Tensor:
-    shape, dtype = spec
-    if not isinstance(arr, np.ndarray):
-        arr = np.asarray(arr, dtype=dtype.np)
-    if config.check_meta:
-        assert tuple(arr.shape) == tuple(shape), (op.name, arr.shape, shape)
-        assert arr.dtype == dtype.np, (op.name, arr.dtype, dtype)
+def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: bool) -> Tensor:
+    if spec is None:
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr)
+        dtype = _dt._FROM_NP[arr.dtype]
+    else:
+        shape, dtype = spec
+        if not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr, dtype=dtype.np)
+        if check:
+            assert tuple(arr.shape) == tuple(shape), (op.name, arr.shape, shape)
+            assert arr.dtype == dtype.np, (op.name, arr.dtype, dtype)
     t = _new(Tensor)
-    _init(t, arr, dtype)
+    t._data = arr
+    t._dtype = dtype
     if op.kind == "view":
         src = inputs[0]
         t._version_counter = src._version_counter
         t._base = src if src._base is None else src._base
+    else:
+        t._version_counter = [0]
+    if _STATE.inference:
+        t._inference = True
     return t
 
 
 def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
-    edges = tuple(x._grad_edge() if n else None for x, n in zip(inputs, needs))
+    edges = []
+    shapes = []
+    dtypes = []
+    for x, n in zip(inputs, needs):
+        if n:
+            fn = x.grad_fn
+            edges.append((fn, x._output_nr) if fn is not None else (x._accumulator(), 0))
+        else:
+            edges.append(None)
+        if isinstance(x, Tensor):
+            shapes.append(x._data.shape)
+            dtypes.append(x._dtype)
+        else:
+            shapes.append(None)
+            dtypes.append(None)
     name = op.grad_name
     saved_in: tuple = ()
     save = op.save
@@ -609,13 +641,8 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
     saved_out: tuple = ()
     if op.save_output:
         saved_out = tuple(SavedTensor(r.detach(), name, is_output=True) for r in results)
-    ctx = BackwardContext(
-        saved_in, saved_out,
-        tuple(x.shape if isinstance(x, Tensor) else None for x in inputs),
-        tuple(x._dtype if isinstance(x, Tensor) else None for x in inputs),
-        params, needs,
-    )
-    node = OpNode(op, edges, ctx, tuple((r._data.shape, r._dtype) for r in results))
+    ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
+    node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
     for i, r in enumerate(results):
         if r._dtype.is_floating_point:
             r._requires_grad = True

@@ -25,17 +25,23 @@ _seq = itertools.count()
 class Node:
     """Base of every backward node (``tensor.grad_fn``)."""
 
-    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_hooks", "_tensor_pre_hooks",
-                 "metadata", "_num_outputs", "__weakref__")
+    # hooks and metadata are rare: class-level defaults, set per instance only when used
+    __slots__ = ("next_functions", "_seq", "_num_outputs", "__weakref__", "__dict__")
+    _pre_hooks: list[Callable] | None = None
+    _hooks: list[Callable] | None = None
+    _tensor_pre_hooks: dict[int, list[Callable]] | None = None
 
     def __init__(self, next_functions: tuple[Edge | None, ...], num_outputs: int = 1) -> None:
         self.next_functions = next_functions
         self._seq = next(_seq)
-        self._pre_hooks: list[Callable] | None = None
-        self._hooks: list[Callable] | None = None
-        self._tensor_pre_hooks: dict[int, list[Callable]] | None = None
-        self.metadata: dict = {}
         self._num_outputs = num_outputs
+
+    @property
+    def metadata(self) -> dict:
+        md = self.__dict__.get("_metadata")
+        if md is None:
+            md = self.__dict__["_metadata"] = {}
+        return md
 
     def name(self) -> str:
         return type(self).__name__

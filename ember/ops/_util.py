@@ -46,11 +46,13 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
     @functools.wraps(fn)
     def kernel(*arrays: Any, **params: Any) -> Any:
-        src = None
-        for a in arrays:
-            if isinstance(a, np.ndarray):
-                src = a.dtype
-                break
+        a0 = arrays[0]
+        src = a0.dtype if isinstance(a0, np.ndarray) else None
+        if src is None:
+            for a in arrays:
+                if isinstance(a, np.ndarray):
+                    src = a.dtype
+                    break
         if src is None or src not in _LOWP:
             return fn(*arrays, **params)
         up = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in arrays]

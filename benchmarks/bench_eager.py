@@ -1,0 +1,64 @@
+"""Eager core against torch eager: per-op overhead, large elementwise ops, reductions, matmul.
+
+Run: ``python benchmarks/bench_eager.py`` (needs torch).  Prints a Markdown table of medians
+(ember and torch interleaved in one process) and ember/torch ratios.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import compare, print_table  # noqa: E402
+
+import ember  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    sys.exit("benchmarks need torch (pip install torch==2.13.0)")
+
+
+def main() -> None:
+    torch.set_num_threads(2)
+    rng = np.random.default_rng(0)
+    small = rng.standard_normal(4).astype(np.float32)
+    ea, eb = ember.tensor(small), ember.tensor(small)
+    ta, tb = torch.tensor(small), torch.tensor(small)
+    eg, tg = ember.tensor(small, requires_grad=True), torch.tensor(small, requires_grad=True)
+
+    big = rng.standard_normal(1 << 22).astype(np.float32)
+    eB, tB = ember.tensor(big), torch.tensor(big)
+    eB2, tB2 = ember.tensor(big[::-1].copy()), torch.tensor(big[::-1].copy())
+    mat = rng.standard_normal((8192, 1024)).astype(np.float32)
+    eM, tM = ember.tensor(mat), torch.tensor(mat)
+    m1 = rng.standard_normal((1024, 1024)).astype(np.float32)
+    m2 = rng.standard_normal((1024, 1024)).astype(np.float32)
+    eA, eC, tA, tC = ember.tensor(m1), ember.tensor(m2), torch.tensor(m1), torch.tensor(m2)
+
+    cases = {
+        "add 4 floats": (lambda: ea + eb, lambda: ta + tb, 20000),
+        "add 4 floats, requires_grad": (lambda: eg + eb, lambda: tg + tb, 20000),
+        "(a+b).sum().backward() 4 floats": (
+            lambda: (eg + eb).sum().backward(), lambda: (tg + tb).sum().backward(), 2000),
+        "add 2^22 floats": (lambda: eB + eB2, lambda: tB + tB2, 20),
+        "mul 2^22 floats": (lambda: eB * eB2, lambda: tB * tB2, 20),
+        "exp 2^22 floats": (lambda: eB.exp(), lambda: tB.exp(), 20),
+        "sum 8192x1024": (lambda: eM.sum(), lambda: tM.sum(), 20),
+        "sum dim=1 8192x1024": (lambda: eM.sum(1), lambda: tM.sum(1), 20),
+    }
+    if hasattr(ember, "softmax"):
+        cases["softmax 8192x1024"] = (lambda: ember.softmax(eM, 1), lambda: torch.softmax(tM, 1),
+                                      5)
+    if hasattr(ember, "matmul"):
+        cases["matmul 1024^3"] = (lambda: ember.matmul(eA, eC), lambda: torch.matmul(tA, tC), 5)
+    if hasattr(ember, "tanh"):
+        cases["tanh 2^22 floats"] = (lambda: eB.tanh(), lambda: tB.tanh(), 10)
+    print_table(compare(cases))
+
+
+if __name__ == "__main__":
+    main()
