@@ -61,7 +61,12 @@ def scalar_for(value: Any, d: dt.dtype) -> Any:
     if d is dt.bool:
         return bool(value)
     if d.category == 1:
-        return int(value)
+        v = int(value)
+        info = np.iinfo(d.np)
+        if not info.min <= v <= info.max:
+            # C-style wrap into the dtype, as PyTorch converts scalars (uint8 * -1 == uint8 * 255)
+            v = int(np.array(v, dtype=np.int64).astype(d.np))
+        return v
     return float(value)
 
 
