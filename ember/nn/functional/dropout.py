@@ -44,10 +44,14 @@ def _feature_dropout(input: Tensor, p: float, training: bool, inplace: bool, op:
                                 f"dropout on inputs with 1 spatial dimension, a channel "
                                 f"dimension, and an optional batch dimension (i.e. 2D or 3D "
                                 f"inputs).")
+    if nd < 2:
+        raise EmberRuntimeError(f"[{op}] Feature dropout requires at least 2 dimensions in the "
+                                f"input")
     if not training or p == 0.0 or input.numel() == 0:
         return input
-    # unbatched input is treated as a batch of one: one mask value per channel
-    lead = 2 if nd == batched_ndim else 1
+    # one mask value per (N, C); dropout1d/3d treat unbatched input as a batch of one, while
+    # dropout2d (like PyTorch) always reads dims 0 and 1 as (N, C)
+    lead = 2 if nd == batched_ndim or op == "dropout2d" else 1
     from ember._frontend.creation import ones
     mask_shape = tuple(input.shape[:lead]) + (1,) * (nd - lead)
     noise = dropout(ones(mask_shape, dtype=input.dtype), p, True)
