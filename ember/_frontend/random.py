@@ -193,12 +193,12 @@ def randperm(n: int, *, generator: Generator | None = None, out: Any = None,
 
 
 # ------------------------------------------------------------------------------- normal
-def _check_std(std: Any) -> None:
+def _check_std(std: Any, op: str = "normal") -> None:
     if isinstance(std, Tensor):
         if std.numel() and bool((std._data < 0).any()):
-            raise EmberRuntimeError("[normal] normal expects all elements of std >= 0.0")
+            raise EmberRuntimeError(f"[{op}] normal expects all elements of std >= 0.0")
     elif std < 0:
-        raise EmberRuntimeError(f"[normal] normal expects std >= 0.0, but found std {std}")
+        raise EmberRuntimeError(f"[{op}] normal expects std >= 0.0, but found std {std:g}")
 
 
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *,
@@ -289,7 +289,7 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
             generator: Generator | None = None) -> Tensor:
     """Fill with samples of N(mean, std^2)."""
     std = float(py_scalar(std))
-    _check_std(std)
+    _check_std(std, "normal_")
     d = _float_dtype(self.dtype, "normal_", "normal_kernel_cpu")
     out = _normal(float(py_scalar(mean)), std, tuple(self.shape), d, generator)
     return commit_inplace(self, out, "normal_")

@@ -15,24 +15,38 @@ _M0 = np.uint64(0xD2511F53)
 _M1 = np.uint64(0xCD9E8D57)
 _W0 = 0x9E3779B9
 _W1 = 0xBB67AE85
-_MASK = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
+
+
+def _rounds(c0: np.ndarray, c1: np.ndarray, c2: np.ndarray, c3: np.ndarray, k0: int, k1: int,
+            rounds: int = 10) -> tuple:
+    """Philox4x32 rounds on uint32 lanes.  A 32x32 -> 64-bit product is one uint64 multiply;
+    its high and low words are read through a uint32 view (no shifts or masks)."""
+    for r in range(rounds):
+        if r:
+            k0 = (k0 + _W0) & 0xFFFFFFFF
+            k1 = (k1 + _W1) & 0xFFFFFFFF
+        p0 = np.multiply(c0, _M0, dtype=np.uint64).view(np.uint32).reshape(-1, 2)
+        p1 = np.multiply(c2, _M1, dtype=np.uint64).view(np.uint32).reshape(-1, 2)
+        c0 = p1[:, _HI] ^ c1
+        c0 ^= np.uint32(k0)
+        c2 = p0[:, _HI] ^ c3
+        c2 ^= np.uint32(k1)
+        c1 = p1[:, _LO]
+        c3 = p0[:, _LO]
+    return c0, c1, c2, c3
+
+
+_LO, _HI = (0, 1) if np.little_endian else (1, 0)
 
 
 def philox4x32(ctr: np.ndarray, key: tuple[int, int], rounds: int = 10) -> np.ndarray:
     """Philox4x32 of each counter row: ``ctr`` is ``(n, 4)`` uint32, ``key`` two 32-bit ints;
     returns ``(n, 4)`` uint32 (Salmon et al. 2011, as in Random123)."""
-    c = [np.asarray(ctr[:, i], dtype=np.uint64) for i in range(4)]
-    k0, k1 = key[0] & 0xFFFFFFFF, key[1] & 0xFFFFFFFF
-    for r in range(rounds):
-        if r:
-            k0 = (k0 + _W0) & 0xFFFFFFFF
-            k1 = (k1 + _W1) & 0xFFFFFFFF
-        p0 = c[0] * _M0           # < 2**64: both factors are < 2**32
-        p1 = c[2] * _M1
-        c = [(p1 >> _S32) ^ c[1] ^ np.uint64(k0), p1 & _MASK,
-             (p0 >> _S32) ^ c[3] ^ np.uint64(k1), p0 & _MASK]
-    return np.stack(c, axis=1).astype(np.uint32)
+    ctr = np.asarray(ctr, dtype=np.uint32)
+    lanes = _rounds(*(np.ascontiguousarray(ctr[:, i]) for i in range(4)),
+                    key[0] & 0xFFFFFFFF, key[1] & 0xFFFFFFFF, rounds)
+    return np.stack(lanes, axis=1)
 
 
 def random_words(seed: int, offset: int, n: int) -> np.ndarray:
@@ -42,12 +56,15 @@ def random_words(seed: int, offset: int, n: int) -> np.ndarray:
     first = offset // 4
     last = (offset + n - 1) // 4
     blocks = np.arange(first, last + 1, dtype=np.uint64)
-    ctr = np.zeros((blocks.size, 4), np.uint32)
-    ctr[:, 0] = (blocks & _MASK).astype(np.uint32)
-    ctr[:, 1] = (blocks >> _S32).astype(np.uint32)
-    words = philox4x32(ctr, (seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)).reshape(-1)
+    c0 = blocks.astype(np.uint32)              # the low limb (wraps mod 2**32)
+    c1 = (blocks >> _S32).astype(np.uint32) if last >> 32 else np.zeros(blocks.size, np.uint32)
+    zero = np.zeros(blocks.size, np.uint32)
+    lanes = _rounds(c0, c1, zero, zero, seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF)
+    words = np.empty((blocks.size, 4), np.uint32)
+    for i, lane in enumerate(lanes):
+        words[:, i] = lane
     start = offset - first * 4
-    return words[start:start + n]
+    return words.reshape(-1)[start:start + n]
 
 
 # ------------------------------------------------------------------------ words -> numbers
