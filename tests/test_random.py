@@ -257,6 +257,35 @@ def test_uniform_normal_exponential_inplace():
     _within(z.mean(), 0.25, 0.25 / math.sqrt(N))
 
 
+def test_cauchy_log_normal_geometric():
+    g = ember.Generator().manual_seed(24)
+    c = ember.empty(N, dtype=ember.float64).cauchy_(1.0, 2.0, generator=g)._data
+    # median and quartiles of Cauchy(1, 2): 1 -/+ 2
+    q1, med, q3 = np.quantile(c, [0.25, 0.5, 0.75])
+    se = 4 * math.sqrt(0.25 * 0.75 / N) * math.pi * 2 * 2   # generous: density at quartiles
+    _within(med, 1.0, se)
+    _within(q1, -1.0, se)
+    _within(q3, 3.0, se)
+    ln = ember.empty(N, dtype=ember.float64).log_normal_(0.5, 0.25, generator=g)._data
+    assert (ln > 0).all()
+    _within(np.log(ln).mean(), 0.5, 0.25 / math.sqrt(N))
+    _within(np.log(ln).std(), 0.25, 0.25 * math.sqrt(1 / (2 * N)))
+    geo = ember.empty(N, dtype=ember.int64).geometric_(0.3, generator=g)._data
+    assert geo.dtype == np.int64 and geo.min() == 1
+    _within(geo.mean(), 1 / 0.3, math.sqrt(0.7 / 0.09 / N))
+    _within((geo == 1).mean(), 0.3, math.sqrt(0.21 / N))
+    with pytest.raises(RuntimeError, match=r"\[geometric_\] geometric_ expects p to be in"):
+        ember.empty(2).geometric_(1.0)
+    with pytest.raises(RuntimeError, match=r"\[log_normal_\] log_normal_ expects std > 0.0"):
+        ember.empty(2).log_normal_(1.0, 0.0)
+    with pytest.raises(RuntimeError, match=r"\[cauchy_\] cauchy_ expects sigma > 0.0"):
+        ember.empty(2).cauchy_(0.0, -1.0)
+    with pytest.raises(RuntimeError, match=r"\[cauchy_\] Cauchy distribution is a continuous"):
+        ember.empty(2, dtype=ember.int64).cauchy_()
+    with pytest.raises(RuntimeError, match=r"\[exponential_\] Exponential distribution"):
+        ember.empty(2, dtype=ember.int64).exponential_()
+
+
 def test_randint_bounds_and_coverage():
     g = ember.Generator().manual_seed(14)
     x = ember.randint(-3, 7, (N,), generator=g)

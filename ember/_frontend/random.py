@@ -302,11 +302,59 @@ def exponential_(self: Tensor, lambd: float = 1.0, *,
     if not lambd > 0:
         raise EmberRuntimeError(f"[exponential_] exponential_ expects lambda > 0.0, but found "
                                 f"lambda={lambd:g}")
-    d = _float_dtype(self.dtype, "exponential_", "exponential_cpu")
+    d = _continuous_dtype(self.dtype, "exponential_", "Exponential")
     shape = tuple(self.shape)
     s, off = _random.resolve(generator)._consume(R.uniform_words(_numel(shape), d))
     out = bind(R.EXPONENTIAL, shape=shape, dtype=d, lambd=lambd, seed=s, offset=off)
     return commit_inplace(self, out, "exponential_")
+
+
+def _continuous_dtype(d: dt.dtype, op: str, what: str) -> dt.dtype:
+    if not d.is_floating_point:
+        raise EmberRuntimeError(f"[{op}] {what} distribution is a continuous probability "
+                                f"distribution. dtype must be a floating point but you "
+                                f"specified {_TYPE_NAMES[d.name]}")
+    return d
+
+
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *,
+            generator: Generator | None = None) -> Tensor:
+    """Fill with samples of the Cauchy distribution."""
+    median, sigma = float(py_scalar(median)), float(py_scalar(sigma))
+    if not sigma > 0:
+        raise EmberRuntimeError(f"[cauchy_] cauchy_ expects sigma > 0.0, but found "
+                                f"sigma={sigma:g}")
+    d = _continuous_dtype(self.dtype, "cauchy_", "Cauchy")
+    shape = tuple(self.shape)
+    s, off = _random.resolve(generator)._consume(R.uniform_words(_numel(shape), d))
+    out = bind(R.CAUCHY, shape=shape, dtype=d, median=median, sigma=sigma, seed=s, offset=off)
+    return commit_inplace(self, out, "cauchy_")
+
+
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *,
+                generator: Generator | None = None) -> Tensor:
+    """Fill with ``exp(N(mean, std^2))`` samples."""
+    mean, std = float(py_scalar(mean)), float(py_scalar(std))
+    if not std > 0:
+        raise EmberRuntimeError(f"[log_normal_] log_normal_ expects std > 0.0, but found "
+                                f"std={std:g}")
+    d = _float_dtype(self.dtype, "log_normal_", "log_normal_cpu")
+    shape = tuple(self.shape)
+    s, off = _random.resolve(generator)._consume(R.normal_words(_numel(shape), d))
+    out = bind(R.LOG_NORMAL, shape=shape, dtype=d, mean=mean, std=std, seed=s, offset=off)
+    return commit_inplace(self, out, "log_normal_")
+
+
+def geometric_(self: Tensor, p: float, *, generator: Generator | None = None) -> Tensor:
+    """Fill with the number of Bernoulli(p) trials up to the first success (>= 1)."""
+    p = float(py_scalar(p))
+    if not 0 < p < 1:
+        raise EmberRuntimeError(f"[geometric_] geometric_ expects p to be in (0, 1), but got "
+                                f"p={p:g}")
+    shape = tuple(self.shape)
+    s, off = _random.resolve(generator)._consume(_numel(shape))
+    out = bind(R.GEOMETRIC, shape=shape, dtype=self.dtype, p=p, seed=s, offset=off)
+    return commit_inplace(self, out, "geometric_")
 
 
 def random_(self: Tensor, from_: int | None = None, to: int | None = None, *,
@@ -348,5 +396,6 @@ def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Generator | None = None
 
 for _name, _fn in (("uniform_", uniform_), ("normal_", normal_),
                    ("exponential_", exponential_), ("random_", random_),
-                   ("bernoulli_", bernoulli_)):
+                   ("bernoulli_", bernoulli_), ("cauchy_", cauchy_),
+                   ("log_normal_", log_normal_), ("geometric_", geometric_)):
     setattr(Tensor, _name, _fn)

@@ -118,6 +118,65 @@ EXPONENTIAL = register(OpDef(
 ))
 
 
+# ------------------------------------------------------------------------------- cauchy / lognormal
+def _cauchy_meta(*, shape: tuple, dtype: dt.dtype, median: float, sigma: float, seed: int,
+                 offset: int) -> tuple:
+    _check_float("cauchy", dtype)
+    return tuple(shape), dtype
+
+
+def _cauchy_eager(*, shape: tuple, dtype: dt.dtype, median: float, sigma: float, seed: int,
+                  offset: int) -> np.ndarray:
+    n = _numel(shape)
+    u = ph.unit_uniform(ph.random_words(seed, offset, uniform_words(n, dtype)), dtype.name)
+    return _round(median + sigma * np.tan(np.pi * (u - 0.5)), dtype, shape)
+
+
+CAUCHY = register(OpDef(
+    "cauchy", "random", _cauchy_meta, _cauchy_eager, tags=_NONDIFF,
+    doc="median + sigma * tan(pi * (u - 0.5)) with u uniform on [0, 1).",
+))
+
+
+def _log_normal_meta(*, shape: tuple, dtype: dt.dtype, mean: float, std: float, seed: int,
+                     offset: int) -> tuple:
+    _check_float("log_normal", dtype)
+    return tuple(shape), dtype
+
+
+def _log_normal_eager(*, shape: tuple, dtype: dt.dtype, mean: float, std: float, seed: int,
+                      offset: int) -> np.ndarray:
+    n = _numel(shape)
+    z = ph.standard_normal(ph.random_words(seed, offset, normal_words(n, dtype)), n, dtype.name)
+    return _round(np.exp(mean + std * z), dtype, shape)
+
+
+LOG_NORMAL = register(OpDef(
+    "log_normal", "random", _log_normal_meta, _log_normal_eager, tags=_NONDIFF,
+    doc="exp(mean + std * z) with z drawn as for `normal`.",
+))
+
+
+# ------------------------------------------------------------------------------- geometric
+def _geometric_meta(*, shape: tuple, dtype: dt.dtype, p: float, seed: int,
+                    offset: int) -> tuple:
+    return tuple(shape), dtype
+
+
+def _geometric_eager(*, shape: tuple, dtype: dt.dtype, p: float, seed: int,
+                     offset: int) -> np.ndarray:
+    # u on the open interval (0, 1): (w + 0.5) * 2**-32; trials until the first success
+    u = (ph.random_words(seed, offset, _numel(shape)).astype(np.float64) + 0.5) * 2.0 ** -32
+    k = np.maximum(np.ceil(np.log(u) / np.log1p(-p)), 1.0)
+    return k.astype(dtype.np).reshape(shape)
+
+
+GEOMETRIC = register(OpDef(
+    "geometric", "random", _geometric_meta, _geometric_eager, tags=_NONDIFF,
+    doc="max(1, ceil(log(u) / log1p(-p))) with u = (w + 0.5) * 2**-32.",
+))
+
+
 # ------------------------------------------------------------------------------- randint
 def randint_words(n: int, low: int, high: int) -> int:
     return n if high - low <= (1 << 32) else 2 * n
