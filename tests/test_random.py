@@ -53,15 +53,18 @@ def _words_ref(seed: int, offset: int, n: int) -> list[int]:
 
 
 @pytest.mark.parametrize("seed,offset,n", [(0, 0, 9), (2 ** 40 + 12345, 8, 7),
-                                           (2 ** 64 - 1, 6, 5), (7, 4 * 2 ** 33, 6)])
+                                           (2 ** 64 - 1, 6, 5), (7, 4 * 2 ** 33, 6),
+                                           (0, 0, 33), (2 ** 64 - 1, 6, 100),
+                                           (7, 4 * 2 ** 32 - 8, 40), (9, 2 ** 40 + 3, 64)])
 def test_stream_matches_the_spec(seed, offset, n):
     assert random_words(seed, offset, n).tolist() == _words_ref(seed, offset, n)
 
 
 def test_stream_is_one_sequence():
-    w = random_words(3, 0, 40)
-    for off in (0, 1, 4, 7, 13):
-        np.testing.assert_array_equal(random_words(3, off, 40 - off), w[off:])
+    w = random_words(3, 0, 80)          # crosses the small-draw path's size limit
+    for off in (0, 1, 4, 7, 13, 50, 60):
+        np.testing.assert_array_equal(random_words(3, off, 80 - off), w[off:])
+        np.testing.assert_array_equal(random_words(3, off, 5), w[off:off + 5])
     assert random_words(3, 0, 0).shape == (0,)
 
 
