@@ -545,3 +545,23 @@ def test_alpha_dropout_keeps_mean_and_variance():
     _within(y.mean(), 0.0, 4 / math.sqrt(N))
     _within(y.std(), 1.0, 0.02)
     assert F.alpha_dropout(x, 0.2) is x   # training defaults to False
+
+
+def test_out_arguments():
+    out = ember.empty(2, dtype=ember.float64)
+    r = ember.rand(3, out=out)
+    assert r is out and out.shape == (3,) and out.dtype is ember.float64
+    assert ((out._data >= 0) & (out._data < 1)).all()
+    same = ember.empty(4)
+    v = same._version
+    ember.randn(4, out=same)
+    assert same._version == v + 1
+    i32 = ember.empty(0, dtype=ember.int32)
+    assert ember.randint(5, (3,), out=i32).dtype is ember.int32 and i32.shape == (3,)
+    assert ember.arange(5, out=ember.empty(0)).tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert ember.zeros(2, 2, out=ember.ones(4)).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    with pytest.raises(RuntimeError, match=r"\[rand\] dtype Float does not match dtype of out "
+                                           r"parameter \(Double\)"):
+        ember.rand(3, dtype=ember.float32, out=out)
+    with pytest.raises(RuntimeError, match=r"\[zeros\] functions with out=... arguments"):
+        ember.zeros(3, out=ember.empty(3, requires_grad=True))

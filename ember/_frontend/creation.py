@@ -4,6 +4,7 @@ linspace, eye, and the ``new_*`` methods; conversions (``to``, ``float()``, ...)
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from typing import Any, Sequence
 
@@ -12,6 +13,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.core import to_dtype
 from ember._frontend.shape import size_args
+from ember.autograd import grad_mode as _gm
 from ember.device import check_device
 from ember.device import device as Device
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
@@ -128,6 +130,47 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return _wrap(arr, dt.from_numpy_dtype(arr.dtype, "from_numpy"))
 
 
+def write_out(out: Any, result: Tensor, op: str) -> Tensor:
+    """Store ``result`` in ``out`` (resized when its shape differs, as PyTorch does)."""
+    if result._dtype is not out._dtype:
+        raise EmberRuntimeError(f"[{op}] dtype {_DTYPE_NAMES[result._dtype.name]} does not "
+                                f"match dtype of out parameter "
+                                f"({_DTYPE_NAMES[out._dtype.name]})")
+    if out._data.shape == result._data.shape:
+        out._data[...] = result._data
+    else:
+        out._data = np.ascontiguousarray(result._data)
+    out._version_counter[0] += 1
+    return out
+
+
+_DTYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
+                "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
+                "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def supports_out(op: str, has_dtype: bool = True) -> Any:
+    """Give a creation function PyTorch's ``out=``: the dtype defaults to ``out``'s, the result
+    is written into ``out``, and ``out`` is returned."""
+    def deco(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, out: Tensor | None = None, **kwargs: Any) -> Tensor:
+            if out is None:
+                return fn(*args, **kwargs)
+            if not isinstance(out, Tensor):
+                raise EmberTypeError(f"[{op}] argument 'out' must be a Tensor, not "
+                                     f"{type(out).__name__}")
+            if out._requires_grad and _gm.STATE.grad_enabled:
+                raise EmberRuntimeError(
+                    f"[{op}] functions with out=... arguments don't support automatic "
+                    "differentiation, but one of the arguments requires grad.")
+            if has_dtype and kwargs.get("dtype") is None:
+                kwargs["dtype"] = out._dtype
+            return write_out(out, fn(*args, **kwargs), op)
+        return wrapper
+    return deco
+
+
 def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: Any,
             requires_grad: bool) -> Tensor:
     check_device(device, op)
@@ -148,22 +191,26 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
     return _finish(_wrap(arr, d), requires_grad)
 
 
+@supports_out("zeros")
 def zeros(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
-          requires_grad: bool = False, out: Tensor | None = None, layout: Any = None) -> Tensor:
+          requires_grad: bool = False, layout: Any = None) -> Tensor:
     return _filled("zeros", size_args(size, "zeros"), 0, dtype, device, requires_grad)
 
 
+@supports_out("ones")
 def ones(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
-         requires_grad: bool = False, out: Tensor | None = None, layout: Any = None) -> Tensor:
+         requires_grad: bool = False, layout: Any = None) -> Tensor:
     return _filled("ones", size_args(size, "ones"), 1, dtype, device, requires_grad)
 
 
+@supports_out("empty")
 def empty(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
-          requires_grad: bool = False, out: Tensor | None = None, layout: Any = None,
+          requires_grad: bool = False, layout: Any = None,
           memory_format: Any = None, pin_memory: bool = False) -> Tensor:
     return _filled("empty", size_args(size, "empty"), None, dtype, device, requires_grad)
 
 
+@supports_out("full")
 def full(size: Sequence[int], fill_value: Any, *, dtype: dt.dtype | None = None,
          device: Any = None, requires_grad: bool = False, layout: Any = None) -> Tensor:
     """A tensor filled with ``fill_value``; the dtype is inferred from the value."""
@@ -253,8 +300,9 @@ def _acc_np(d: dt.dtype) -> Any:
     return np.float64 if d.is_floating_point else np.int64
 
 
+@supports_out("arange")
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: dt.dtype | None = None,
-           device: Any = None, requires_grad: bool = False, out: Any = None,
+           device: Any = None, requires_grad: bool = False,
            layout: Any = None) -> Tensor:
     """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless any argument is a
     float.  Sizes and values follow PyTorch's CPU kernel exactly (including its truncation of
@@ -292,8 +340,9 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: dt.dtype | None
     return _finish(_wrap(arr, dtype), requires_grad)
 
 
+@supports_out("linspace")
 def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
-             device: Any = None, requires_grad: bool = False, out: Any = None,
+             device: Any = None, requires_grad: bool = False,
              layout: Any = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     check_device(device, "linspace")
@@ -329,8 +378,9 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
     return _finish(_wrap(arr.astype(d.np), d), requires_grad)
 
 
+@supports_out("eye")
 def eye(n: int, m: int | None = None, *, dtype: dt.dtype | None = None, device: Any = None,
-        requires_grad: bool = False, out: Any = None, layout: Any = None) -> Tensor:
+        requires_grad: bool = False, layout: Any = None) -> Tensor:
     check_device(device, "eye")
     if n < 0 or (m is not None and m < 0):
         raise EmberRuntimeError(f"[eye] n and m must be non-negative, got n={n}, m={m}")

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 from ember import dtypes as dt
 from ember import random as _random
 from ember._frontend.core import broadcast_shapes, expand_to, is_scalar, py_scalar, to_dtype
+from ember._frontend.creation import supports_out
 from ember._frontend.inplace import commit_inplace
 from ember._frontend.shape import size_args
 from ember.device import check_device
@@ -104,7 +105,8 @@ def _randint(shape: tuple, d: dt.dtype, low: int, high: int, generator: Generato
 
 
 # ------------------------------------------------------------------------------- creation
-def rand(*size: Any, generator: Generator | None = None, out: Any = None,
+@supports_out("rand")
+def rand(*size: Any, generator: Generator | None = None,
          dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
          requires_grad: bool = False, pin_memory: bool = False, **kwargs: Any) -> Tensor:
     """Uniform samples on [0, 1) (``ember.rand(2, 3)``)."""
@@ -115,7 +117,8 @@ def rand(*size: Any, generator: Generator | None = None, out: Any = None,
     return _finish(_uniform(shape, d, 0.0, 1.0, generator), requires_grad)
 
 
-def randn(*size: Any, generator: Generator | None = None, out: Any = None,
+@supports_out("randn")
+def randn(*size: Any, generator: Generator | None = None,
           dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
           requires_grad: bool = False, pin_memory: bool = False, **kwargs: Any) -> Tensor:
     """Standard normal samples (``ember.randn(2, 3)``)."""
@@ -147,7 +150,8 @@ def randn_like(input: Tensor, *, dtype: dt.dtype | None = None, layout: Any = No
                  requires_grad=requires_grad, generator=generator)
 
 
-def randint(*args: Any, size: Any = None, generator: Generator | None = None, out: Any = None,
+@supports_out("randint")
+def randint(*args: Any, size: Any = None, generator: Generator | None = None,
             dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
             requires_grad: bool = False, pin_memory: bool = False, low: Any = None,
             high: Any = None) -> Tensor:
@@ -181,7 +185,8 @@ def randint_like(input: Tensor, low: Any = 0, high: Any = None, *,
                    device=device, requires_grad=requires_grad, generator=generator)
 
 
-def randperm(n: int, *, generator: Generator | None = None, out: Any = None,
+@supports_out("randperm")
+def randperm(n: int, *, generator: Generator | None = None,
              dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
              requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A random permutation of ``0 .. n - 1`` (int64 by default)."""
@@ -201,8 +206,9 @@ def _check_std(std: Any, op: str = "normal") -> None:
         raise EmberRuntimeError(f"[{op}] normal expects std >= 0.0, but found std {std:g}")
 
 
+@supports_out("normal")
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *,
-           generator: Generator | None = None, out: Any = None, dtype: dt.dtype | None = None,
+           generator: Generator | None = None, dtype: dt.dtype | None = None,
            layout: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """Samples of N(mean, std^2): ``normal(mean_t, std_t)``, ``normal(mean_t, std=1.)``,
@@ -230,8 +236,9 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *
 
 # ------------------------------------------------------------------------------- bernoulli
 @tensor_method("bernoulli")
-def bernoulli(input: Tensor, p: float | None = None, *, generator: Generator | None = None,
-              out: Any = None) -> Tensor:
+@supports_out("bernoulli", has_dtype=False)
+def bernoulli(input: Tensor, p: float | None = None, *,
+              generator: Generator | None = None) -> Tensor:
     """0/1 samples with probabilities ``input`` (or ``p`` for every element), in ``input``'s
     dtype."""
     if not isinstance(input, Tensor):
@@ -259,8 +266,9 @@ def _bernoulli(probs: Tensor, d: dt.dtype, generator: Generator | None) -> Tenso
 
 
 @tensor_method("multinomial")
+@supports_out("multinomial", has_dtype=False)
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
-                generator: Generator | None = None, out: Any = None) -> Tensor:
+                generator: Generator | None = None) -> Tensor:
     """``num_samples`` category indices per row of the (unnormalized) probabilities
     ``input`` (1-d or 2-d)."""
     if not isinstance(input, Tensor):
