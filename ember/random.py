@@ -4,7 +4,8 @@ ember's randomness is counter based (ARCHITECTURE.md §3): a generator is a ``(s
 pair, and every random op draws the 32-bit words ``offset, offset + 1, ...`` of the Philox
 stream keyed by ``seed``.  The op records the seed and offset it consumed as parameters, so a
 replay (or the compiled C version of the same graph) draws bit-identical numbers.  The stream is
-specified in ``docs/random.md``; this module is its NumPy reference implementation.
+specified in ``docs/random.md``; ``ember/ops/_philox.py`` is its NumPy reference
+implementation and ``ember/ops/random.py`` holds the random ops.
 
 ember does not reproduce PyTorch's Mersenne-Twister numbers; ``ember.manual_seed(0)`` makes
 ember's own numbers reproducible.
@@ -99,6 +100,12 @@ class Generator:
                                     f"got {offset}")
         self._offset = int(offset)
         return self
+
+    def clone_state(self) -> Generator:
+        """A new generator at the same stream position."""
+        g = Generator()
+        g._seed, g._offset = self._seed, self._offset
+        return g
 
     def get_state(self) -> Tensor:
         """The state as a uint8 tensor: seed then offset, each a little-endian uint64."""

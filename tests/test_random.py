@@ -174,6 +174,13 @@ def test_state_save_and_restore():
     assert np.array_equal(state._data, g.get_state()._data) is False
     h = ember.Generator().set_state(state)
     np.testing.assert_array_equal(ember.randn(7, generator=h)._data, a._data)
+    c = h.clone_state()
+    np.testing.assert_array_equal(ember.rand(5, generator=c)._data,
+                                  ember.rand(5, generator=h)._data)
+    # the DataLoader idiom: seed a generator from a random int64
+    seed = int(ember.empty((), dtype=ember.int64).random_(generator=g).item())
+    assert 0 <= seed < 2 ** 63
+    assert ember.Generator().manual_seed(seed).initial_seed() == seed
 
 
 def test_rng_state_of_the_default_generator():
