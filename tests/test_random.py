@@ -552,6 +552,12 @@ def test_alpha_dropout_keeps_mean_and_variance():
     _within(y.mean(), 0.0, 4 / math.sqrt(N))
     _within(y.std(), 1.0, 0.02)
     assert F.alpha_dropout(x, 0.2) is x   # training defaults to False
+    # feature variant: one affine map per (N, C) channel
+    z = F.feature_alpha_dropout(ember.ones(4, 8, 5), 0.5, training=True)._data
+    assert np.allclose(z, z[..., :1])
+    assert len(np.unique(z.round(5))) == 2
+    np.testing.assert_array_equal(F.alpha_dropout(ember.ones(3), 1.0, True)._data,
+                                  np.zeros(3, np.float32))
 
 
 def test_out_arguments():
@@ -572,3 +578,39 @@ def test_out_arguments():
         ember.rand(3, dtype=ember.float32, out=out)
     with pytest.raises(RuntimeError, match=r"\[zeros\] functions with out=... arguments"):
         ember.zeros(3, out=ember.empty(3, requires_grad=True))
+
+
+SIGNATURES = [
+    "rand(2, 3)", "rand((2, 3), dtype=L.float64)", "rand(size=(4,), requires_grad=True)",
+    "randn([], device='cpu')", "randn(3, dtype=L.float16, requires_grad=True)",
+    "randint(5, (3,))", "randint(-2, 5, (2, 2), dtype=L.int16)", "randint(3, 9, size=[4])",
+    "randint(0, 5, (2,), dtype=L.float32, requires_grad=True)",
+    "randperm(5)", "randperm(4, dtype=L.float64, requires_grad=True)",
+    "normal(0.0, 1.0, (2, 3))", "normal(L.zeros(3, dtype=L.float64), 1.0)",
+    "normal(2.0, L.ones(2, 1))", "normal(L.zeros(2, 1), L.ones(3))",
+    "normal(L.zeros(2, requires_grad=True), L.ones(2))",
+    "normal(mean=L.zeros(3), std=L.ones(3))", "normal(1.0, 2.0, size=(2,), requires_grad=True)",
+    "bernoulli(L.full((3,), 0.5, dtype=L.float64))", "bernoulli(L.full((3,), 0.5), 0.2)",
+    "bernoulli(L.full((3,), 0.5, requires_grad=True))",
+    "multinomial(L.ones(4), 2)", "multinomial(L.ones(2, 4), 6, True)",
+    "rand_like(L.zeros(2, dtype=L.float64), requires_grad=True)",
+    "randn_like(L.zeros(2, 3), dtype=L.bfloat16)", "randint_like(L.zeros(3, dtype=L.int8), 4)",
+    "randint_like(L.zeros(3), 1, 4)",
+    "zeros(2).uniform_()", "zeros(2, dtype=L.float64).normal_(1, 2)",
+    "zeros(3, dtype=L.int32).random_(4)", "zeros(3, dtype=L.bool).bernoulli_(0.5)",
+    "nn.functional.dropout(L.ones(3, requires_grad=True), 0.5)",
+    "nn.functional.dropout(L.ones(2, 3), 0.5, training=False)",
+]
+
+
+@pytest.mark.parametrize("call", SIGNATURES)
+def test_metadata_matches_torch(call):
+    """Same call, same shape, dtype, device and requires_grad as torch (values differ)."""
+    torch = pytest.importorskip("torch")
+    e = eval("L." + call, {"L": ember})
+    t = eval("L." + call, {"L": torch})
+    assert tuple(e.shape) == tuple(t.shape)
+    assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+    assert str(e.device) == str(t.device)
+    assert e.requires_grad == t.requires_grad
+    assert e.is_leaf == t.is_leaf
