@@ -178,9 +178,9 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
     if any(s < 0 for s in shape):
         raise EmberRuntimeError(f"[{op}] Trying to create tensor with negative dimension "
                                 f"{min(shape)}: {list(shape)}")
-    if d.category == 1 and isinstance(value, (builtins.int, builtins.float)) and not isinstance(
-            value, builtins.bool):
-        # wraps negatives into unsigned types like PyTorch
+    if (d.category == 1 and value is not None and value != 0 and value != 1
+            and isinstance(value, (builtins.int, builtins.float))):
+        # range-checked; negatives wrap into unsigned types like PyTorch
         value = _check_int_range(np.array([value]), d, op).astype(d.np)[0]
     if value is None:
         arr = np.empty(shape, dtype=d.np)
