@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from ember import dtypes as dt
 from ember import random as _random
 from ember._frontend.core import broadcast_shapes, expand_to, is_scalar, py_scalar, to_dtype
-from ember._frontend.creation import supports_out
+from ember._frontend.creation import _DTYPE_NAMES, supports_out
 from ember._frontend.inplace import commit_inplace
 from ember._frontend.shape import size_args
 from ember.device import check_device
@@ -37,9 +37,7 @@ __all__ = [
     "randn", "randn_like", "randperm", "seed", "set_rng_state",
 ]
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
-               "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
-               "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+_TYPE_NAMES = _DTYPE_NAMES   # PyTorch's names in its kernel errors: 'Float', 'Long', ...
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
