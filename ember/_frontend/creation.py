@@ -4,6 +4,7 @@ linspace, eye, and the ``new_*`` methods; conversions (``to``, ``float()``, ...)
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from typing import Any, Sequence
 
@@ -12,12 +13,16 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.core import to_dtype
 from ember._frontend.shape import size_args
+from ember.autograd import grad_mode as _gm
 from ember.device import check_device
 from ember.device import device as Device
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.tensor import Tensor, _wrap, tensor_method
 
-__all__ = ["arange", "as_tensor", "asarray", "empty", "empty_like", "eye", "from_numpy", "full", "full_like", "linspace", "ones", "ones_like", "tensor", "zeros", "zeros_like"]
+__all__ = [
+    "arange", "as_tensor", "asarray", "empty", "empty_like", "eye", "from_numpy", "full",
+    "full_like", "linspace", "ones", "ones_like", "tensor", "zeros", "zeros_like",
+]
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -80,10 +85,26 @@ def tensor(data: Any, *, dtype: dt.dtype | None = None, device: Any = None,
     check_device(device, "tensor")
     arr, inferred = _infer_array(data, "tensor")
     d = dtype or inferred
+    if dtype is not None and d.category == 1 and arr.size and not isinstance(
+            data, (Tensor, np.ndarray)):
+        arr = _check_int_range(arr, d, "tensor")
     out = np.array(arr, dtype=d.np, copy=True) if arr.dtype != d.np else np.array(arr, copy=True)
     if arr.dtype != d.np and d.category == 1 and arr.dtype.kind == "f":
         out = np.trunc(arr.astype(np.float64)).astype(d.np)
     return _finish(_wrap(out, d), requires_grad)
+
+
+def _check_int_range(arr: np.ndarray, d: dt.dtype, op: str) -> np.ndarray:
+    """Python numbers going into an integer dtype must fit (PyTorch's ``overflows`` rule:
+    integers going into unsigned types may also be down to ``-max``, wrapping); returns them
+    as int64."""
+    info = dt.iinfo(d)
+    a = arr.astype(np.float64) if arr.dtype.kind == "f" else arr
+    lo = -info.max if info.min == 0 and a.dtype.kind != "f" else info.min
+    if a.dtype.kind == "f" and not np.isfinite(a).all() or a.min() < lo or a.max() > info.max:
+        raise EmberRuntimeError(f"[{op}] value cannot be converted to type {d.name} without "
+                                f"overflow")
+    return np.trunc(a).astype(np.int64) if a.dtype.kind == "f" else a.astype(np.int64)
 
 
 def as_tensor(data: Any, dtype: dt.dtype | None = None, device: Any = None) -> Tensor:
@@ -109,6 +130,47 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return _wrap(arr, dt.from_numpy_dtype(arr.dtype, "from_numpy"))
 
 
+def write_out(out: Any, result: Tensor, op: str) -> Tensor:
+    """Store ``result`` in ``out`` (resized when its shape differs, as PyTorch does)."""
+    if result._dtype is not out._dtype:
+        raise EmberRuntimeError(f"[{op}] dtype {_DTYPE_NAMES[result._dtype.name]} does not "
+                                f"match dtype of out parameter "
+                                f"({_DTYPE_NAMES[out._dtype.name]})")
+    if out._data.shape == result._data.shape:
+        out._data[...] = result._data
+    else:
+        out._data = np.ascontiguousarray(result._data)
+    out._version_counter[0] += 1
+    return out
+
+
+_DTYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half",
+                "bfloat16": "BFloat16", "int64": "Long", "int32": "Int", "int16": "Short",
+                "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def supports_out(op: str, has_dtype: bool = True) -> Any:
+    """Give a creation function PyTorch's ``out=``: the dtype defaults to ``out``'s, the result
+    is written into ``out``, and ``out`` is returned."""
+    def deco(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, out: Tensor | None = None, **kwargs: Any) -> Tensor:
+            if out is None:
+                return fn(*args, **kwargs)
+            if not isinstance(out, Tensor):
+                raise EmberTypeError(f"[{op}] argument 'out' must be a Tensor, not "
+                                     f"{type(out).__name__}")
+            if out._requires_grad and _gm.STATE.grad_enabled:
+                raise EmberRuntimeError(
+                    f"[{op}] functions with out=... arguments don't support automatic "
+                    "differentiation, but one of the arguments requires grad.")
+            if has_dtype and kwargs.get("dtype") is None:
+                kwargs["dtype"] = out._dtype
+            return write_out(out, fn(*args, **kwargs), op)
+        return wrapper
+    return deco
+
+
 def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: Any,
             requires_grad: bool) -> Tensor:
     check_device(device, op)
@@ -116,6 +178,10 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
     if any(s < 0 for s in shape):
         raise EmberRuntimeError(f"[{op}] Trying to create tensor with negative dimension "
                                 f"{min(shape)}: {list(shape)}")
+    if (d.category == 1 and value is not None and value != 0 and value != 1
+            and isinstance(value, (builtins.int, builtins.float))):
+        # range-checked; negatives wrap into unsigned types like PyTorch
+        value = _check_int_range(np.array([value]), d, op).astype(d.np)[0]
     if value is None:
         arr = np.empty(shape, dtype=d.np)
     elif value == 0:
@@ -125,22 +191,26 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
     return _finish(_wrap(arr, d), requires_grad)
 
 
+@supports_out("zeros")
 def zeros(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
-          requires_grad: bool = False, out: Tensor | None = None, layout: Any = None) -> Tensor:
+          requires_grad: bool = False, layout: Any = None) -> Tensor:
     return _filled("zeros", size_args(size, "zeros"), 0, dtype, device, requires_grad)
 
 
+@supports_out("ones")
 def ones(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
-         requires_grad: bool = False, out: Tensor | None = None, layout: Any = None) -> Tensor:
+         requires_grad: bool = False, layout: Any = None) -> Tensor:
     return _filled("ones", size_args(size, "ones"), 1, dtype, device, requires_grad)
 
 
+@supports_out("empty")
 def empty(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
-          requires_grad: bool = False, out: Tensor | None = None, layout: Any = None,
+          requires_grad: bool = False, layout: Any = None,
           memory_format: Any = None, pin_memory: bool = False) -> Tensor:
     return _filled("empty", size_args(size, "empty"), None, dtype, device, requires_grad)
 
 
+@supports_out("full")
 def full(size: Sequence[int], fill_value: Any, *, dtype: dt.dtype | None = None,
          device: Any = None, requires_grad: bool = False, layout: Any = None) -> Tensor:
     """A tensor filled with ``fill_value``; the dtype is inferred from the value."""
@@ -216,38 +286,63 @@ def new_tensor(self: Tensor, data: Any, *, dtype: dt.dtype | None = None, device
     return tensor(data, dtype=dtype or self._dtype, device=device, requires_grad=requires_grad)
 
 
+def _trunc_div(a: int, b: int) -> int:
+    """C integer division (rounds toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _acc_np(d: dt.dtype) -> Any:
+    """PyTorch's CPU accumulation type for range kernels: float for half/bfloat16, double for
+    float/double, int64 for integers."""
+    if d in (dt.float16, dt.bfloat16):
+        return np.float32
+    return np.float64 if d.is_floating_point else np.int64
+
+
+@supports_out("arange")
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: dt.dtype | None = None,
-           device: Any = None, requires_grad: bool = False, out: Any = None,
+           device: Any = None, requires_grad: bool = False,
            layout: Any = None) -> Tensor:
     """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless any argument is a
-    float."""
+    float.  Sizes and values follow PyTorch's CPU kernel exactly (including its truncation of
+    float bounds for integer dtypes)."""
     check_device(device, "arange")
     if end is None:
         start, end = 0, start
     vals = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
     start, end, step = vals
+    if dtype is None:
+        dtype = (dt.get_default_dtype() if any(isinstance(v, float) for v in vals) else dt.int64)
+    acc = _acc_np(dtype)
+    xstart, xend, xstep = (acc(builtins.int(v)) if acc is np.int64 else acc(v) for v in vals)
     if step == 0:
         raise EmberRuntimeError("[arange] step must be nonzero")
+    if dtype is dt.int64 and xstep == 0:
+        # PyTorch truncates the step to int64 first and then refuses it with a ValueError
+        raise EmberValueError(f"[arange] step must be nonzero (step {step} truncates to 0 for "
+                              f"int64)")
+    if any(isinstance(v, float) and not math.isfinite(v) for v in vals):
+        raise EmberRuntimeError(f"[arange] unsupported range: {start} -> {end}")
     if (end - start) * step < 0:
         raise EmberRuntimeError(
             f"[arange] upper bound and larger bound inconsistent with step sign (start={start}, "
             f"end={end}, step={step})"
         )
-    if dtype is None:
-        dtype = (dt.get_default_dtype() if any(isinstance(v, float) for v in vals) else dt.int64)
-    n = max(0, math.ceil((end - start) / step))
-    if dtype.is_floating_point:
-        arr = (start + np.arange(n, dtype=np.float64) * step).astype(dtype.np)
+    if dtype is dt.int64:
+        sgn = builtins.int(xstep > 0) - builtins.int(xstep < 0)
+        n = _trunc_div(builtins.int(xend) - builtins.int(xstart) + builtins.int(xstep) - sgn,
+                       builtins.int(xstep))
     else:
-        arr = (np.arange(n, dtype=np.int64) * int(step) + int(start)) if all(
-            isinstance(v, int) for v in vals) else np.trunc(
-            start + np.arange(n, dtype=np.float64) * step)
-        arr = arr.astype(dtype.np)
+        n = math.ceil((builtins.float(end) - builtins.float(start)) / builtins.float(step))
+    n = max(n, 0)
+    arr = (xstart + xstep * np.arange(n, dtype=acc)).astype(dtype.np)
     return _finish(_wrap(arr, dtype), requires_grad)
 
 
+@supports_out("linspace")
 def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
-             device: Any = None, requires_grad: bool = False, out: Any = None,
+             device: Any = None, requires_grad: bool = False,
              layout: Any = None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     check_device(device, "linspace")
@@ -256,21 +351,36 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
     start = start.item() if isinstance(start, Tensor) else start
     end = end.item() if isinstance(end, Tensor) else end
     d = dtype or dt.get_default_dtype()
-    if steps == 1:
-        arr = np.array([start], dtype=np.float64)
+    # PyTorch's kernel: start/end in the output dtype; the step in that dtype for floats and
+    # in double for integers; the first half counts up from start, the second down from end
+    if d.is_floating_point:
+        sd = d.np
+        lo, hi = np.array(start).astype(sd), np.array(end).astype(sd)
     else:
-        # PyTorch fills the first half from start and the second half from end
-        step = (end - start) / (steps - 1) if steps > 1 else 0.0
-        idx = np.arange(steps, dtype=np.float64)
+        sd = np.dtype(np.float64)
+        ends = _check_int_range(np.array([start, end]), d, "linspace") if d is not dt.bool \
+            else np.array([builtins.bool(start), builtins.bool(end)], np.int64)
+        ends = ends.astype(d.np).astype(np.float64)   # wrapped into the dtype, as PyTorch
+        lo, hi = ends[0], ends[1]
+    if steps == 1:
+        arr = np.array([lo], dtype=sd)
+    else:
+        step = ((hi.astype(sd) - lo.astype(sd)) / sd.type(max(steps - 1, 1))).astype(sd)
+        idx = np.arange(steps)
         half = steps // 2
-        arr = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
-    if d.category == 1:
-        arr = np.trunc(arr)
+        up = lo + step * idx[:half].astype(sd)
+        down = hi - step * (steps - 1 - idx[half:]).astype(sd)
+        arr = np.concatenate([up.astype(sd), down.astype(sd)])
+    if not d.is_floating_point:
+        arr = np.trunc(arr).astype(np.int64)
+        if d is dt.bool:
+            arr = arr != 0
     return _finish(_wrap(arr.astype(d.np), d), requires_grad)
 
 
+@supports_out("eye")
 def eye(n: int, m: int | None = None, *, dtype: dt.dtype | None = None, device: Any = None,
-        requires_grad: bool = False, out: Any = None, layout: Any = None) -> Tensor:
+        requires_grad: bool = False, layout: Any = None) -> Tensor:
     check_device(device, "eye")
     if n < 0 or (m is not None and m < 0):
         raise EmberRuntimeError(f"[eye] n and m must be non-negative, got n={n}, m={m}")
