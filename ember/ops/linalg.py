@@ -1,0 +1,184 @@
+"""Linear-algebra primitives: batched matmul, the fused ``linear`` (x W^T + b) and einsum.
+
+The kernels call NumPy's BLAS (``np.matmul``); float16/bfloat16 are computed in float32 and
+rounded once (PyTorch's CPU semantics; NumPy's own low-precision matmul is slow and, for
+ml_dtypes' bfloat16, returns float32).  Integer products wrap like C, as in PyTorch.
+
+The primitives are strict: ``matmul`` takes two tensors of the same rank >= 2 with equal batch
+dims (the frontend folds, broadcasts and reshapes), ``linear`` takes ``(..., in)``,
+``(out, in)`` and an optional ``(out,)`` bias, and ``einsum`` takes an explicit equation without
+ellipses whose labels have one size each (the frontend expands size-1 broadcasts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
+from ember.ops._util import lowp
+from ember.ops.registry import OpDef, bind, register
+
+
+def check_dtypes(op: str, *ts) -> dt.dtype:  # noqa: ANN002
+    """The common dtype of strict linear-algebra inputs (bool has no kernel, as in PyTorch)."""
+    d = ts[0].dtype
+    for t in ts[1:]:
+        if t.dtype is not d:
+            raise DTypeError(f"[{op}] primitive inputs must share a dtype; got {d.name} and "
+                             f"{t.dtype.name}")
+    if d is dt.bool:
+        raise EmberNotImplementedError(f"[{op}] \"{op}\" not implemented for 'Bool'")
+    return d
+
+
+def mT(x):  # noqa: ANN001, ANN201, N802
+    """``x`` with its last two dims swapped (a view)."""
+    n = len(x.shape)
+    return x.permute(tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+# ---------------------------------------------------------------------------------- matmul
+def _matmul_meta(a, b) -> tuple:  # noqa: ANN001
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
+        raise ShapeError(f"[matmul] primitive expects (..., m, k) and (..., k, n) with equal "
+                         f"batch dims; got {sa} and {sb}")
+    return sa[:-1] + sb[-1:], check_dtypes("matmul", a, b)
+
+
+def _matmul_eager(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.matmul(a, b)
+
+
+def _matmul_vjp(ctx, g):  # noqa: ANN001
+    a, b = ctx.inputs
+    n0, n1 = ctx.needs_input_grad
+    return (bind(MATMUL, g, mT(b)) if n0 else None, bind(MATMUL, mT(a), g) if n1 else None)
+
+
+MATMUL = register(OpDef(
+    "matmul", "extern", _matmul_meta, lowp(_matmul_eager), _matmul_vjp,
+    save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), grad_name="MmBackward0",
+    doc="Batched matrix product of (..., m, k) and (..., k, n) with equal batch dims.",
+))
+
+
+# ---------------------------------------------------------------------------------- linear
+def _linear_meta(x, w, b=None) -> tuple:  # noqa: ANN001
+    sx, sw = tuple(x.shape), tuple(w.shape)
+    if len(sx) < 1 or len(sw) != 2 or sx[-1] != sw[1]:
+        raise ShapeError(f"[linear] primitive expects (..., in) and (out, in); got {sx} and {sw}")
+    ts = (x, w) if b is None else (x, w, b)
+    if b is not None and tuple(b.shape) != sw[:1]:
+        raise ShapeError(f"[linear] primitive expects a bias of shape {sw[:1]}; got "
+                         f"{tuple(b.shape)}")
+    return sx[:-1] + sw[:1], check_dtypes("linear", *ts)
+
+
+def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    lead = x.shape[:-1]
+    rows = 1
+    for n in lead:
+        rows *= n
+    out = np.matmul(x.reshape(rows, x.shape[-1]), w.T)
+    if b is not None:
+        out += b
+    return out.reshape(lead + (w.shape[0],))
+
+
+def _linear_vjp(ctx, g):  # noqa: ANN001
+    x, w = ctx.inputs[:2]
+    needs = ctx.needs_input_grad
+    gx = bind(LINEAR, g, w.permute((1, 0))) if needs[0] else None
+    out_f = g.shape[-1]
+    g2 = g.reshape((-1, out_f)) if (len(needs) > 2 and needs[2]) or needs[1] else None
+    gw = None
+    if needs[1]:
+        x2 = x.reshape((-1, x.shape[-1]))
+        gw = bind(MATMUL, g2.permute((1, 0)), x2)
+    gb = g2.sum(0) if len(needs) > 2 and needs[2] else None
+    return (gx, gw) if len(needs) == 2 else (gx, gw, gb)
+
+
+LINEAR = register(OpDef(
+    "linear", "extern", _linear_meta, lowp(_linear_eager), _linear_vjp,
+    save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddmmBackward0",
+    doc="y = x @ w.T (+ b) over any leading dims of x (nn.functional.linear).",
+))
+
+
+# ---------------------------------------------------------------------------------- einsum
+def parse_equation(equation: str) -> tuple[list[str], str]:
+    """Split a normalized equation ``"ij,jk->ik"`` into its input terms and output term."""
+    lhs, out = equation.split("->")
+    return lhs.split(","), out
+
+
+def _einsum_meta(*ops, equation: str) -> tuple:  # noqa: ANN002
+    terms, out = parse_equation(equation)
+    if len(terms) != len(ops):
+        raise ShapeError(f"[einsum] equation {equation!r} names {len(terms)} operands; got "
+                         f"{len(ops)}")
+    sizes: dict[str, int] = {}
+    for term, op in zip(terms, ops):
+        if len(term) != len(op.shape):
+            raise ShapeError(f"[einsum] term {term!r} does not match an operand of shape "
+                             f"{tuple(op.shape)}")
+        for c, n in zip(term, op.shape):
+            if sizes.setdefault(c, n) != n:
+                raise ShapeError(f"[einsum] primitive label {c} has sizes {sizes[c]} and {n}; "
+                                 f"the frontend broadcasts first")
+    return tuple(sizes[c] for c in out), check_dtypes("einsum", *ops)
+
+
+def _einsum_eager(*ops: np.ndarray, equation: str) -> np.ndarray:
+    # the optimizing path (BLAS through tensordot) pays off above small sizes only
+    big = len(ops) > 2 or sum(o.size for o in ops) > 4096
+    out = np.asarray(np.einsum(equation, *ops, optimize=big))
+    if any(np.may_share_memory(out, o) for o in ops):
+        out = out.copy()  # "ij->ji" and friends return views of the input
+    return out
+
+
+def _einsum_vjp(ctx, g):  # noqa: ANN001
+    ops = ctx.inputs
+    terms, out = parse_equation(ctx.params["equation"])
+    used = set("".join(terms))
+    fresh = iter(c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used)
+    grads = []
+    for i, need in enumerate(ctx.needs_input_grad):
+        if not need:
+            grads.append(None)
+            continue
+        term, shape = terms[i], ctx.input_shapes[i]
+        others = [t for j, t in enumerate(terms) if j != i]
+        sub, args, target = [out], [g], []
+        for j, t in enumerate(terms):
+            if j != i:
+                sub.append(t)
+                args.append(ops[j])
+        seen: set[str] = set()
+        for c, n in zip(term, shape):
+            if c in seen:  # a repeated label: the gradient lives on the diagonal
+                f = next(fresh)
+                sub.append(c + f)
+                args.append(g.new_tensor(np.eye(n, dtype=g.dtype.np)))
+                target.append(f)
+                continue
+            seen.add(c)
+            target.append(c)
+            if c not in out and all(c not in t for t in others):
+                sub.append(c)  # summed over in this operand only: broadcast back
+                args.append(g.new_ones((n,)))
+        grads.append(bind(EINSUM, *args, equation=",".join(sub) + "->" + "".join(target)))
+    return tuple(grads)
+
+
+_MAX_OPERANDS = 52  # one label per operand at least; the vjp reads every operand
+
+EINSUM = register(OpDef(
+    "einsum", "extern", _einsum_meta, lowp(_einsum_eager), _einsum_vjp,
+    save=tuple(range(_MAX_OPERANDS)), tags=frozenset({"lowp_upcast"}),
+    doc="Explicit einsum without ellipses.",
+))
