@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ember._frontend.core import check_tensor, expand_to
+from ember import dtypes as dt
+from ember._frontend.core import check_tensor, expand_to, to_dtype
 from ember.errors import DTypeRuntimeError, EmberValueError, ShapeError
 from ember.ops.linalg import EINSUM
 from ember.ops.registry import bind
@@ -132,8 +133,51 @@ def einsum(*args: Any) -> Tensor:
                            f"broadcast with previously seen size {seen}")
             if n != 1 or c not in sizes:
                 sizes[c] = n
+    alone = False
+    if d.category == 1 or d in (dt.float16, dt.bfloat16):
+        alone = _summed_alone(terms, out, tuple(op._data.shape for op in ops))
     ops = [expand_to(op, tuple(sizes[c] for c in t)) for t, op in zip(terms, ops)]
+    if alone and d.category == 1 and d is not dt.int64:
+        ops = [to_dtype(op, dt.int64) for op in ops]  # PyTorch sums those labels with sum()
+    if d in (dt.float16, dt.bfloat16) and (alone or len(ops) > 2):
+        return _pairwise(list(terms), out, ops)
     return bind(EINSUM, *ops, equation=",".join(terms) + "->" + out)
+
+
+def _summed_alone(terms: tuple, out: str, shapes: tuple) -> bool:
+    """Whether PyTorch sums a label out of a single operand (it is not in the output and no
+    other operand has it with a size above 1); that ``sum`` promotes integers to int64."""
+    for i, t in enumerate(terms):
+        for c, n in zip(t, shapes[i]):
+            if c in out or n == 1:
+                continue
+            if not any(m != 1 for j, u in enumerate(terms) if j != i
+                       for e, m in zip(u, shapes[j]) if e == c):
+                return True
+    return False
+
+
+def _pairwise(terms: list, out: str, ops: list) -> Tensor:
+    """PyTorch's order for low precision: sum labels found in one operand only, then contract
+    left to right, rounding after each step as PyTorch does."""
+    for i, t in enumerate(terms):
+        keep = ""
+        for c in t:
+            if c not in keep and (c in out or any(c in u for j, u in enumerate(terms) if j != i)):
+                keep += c
+        if keep != t:
+            ops[i] = bind(EINSUM, ops[i], equation=f"{t}->{keep}")
+            terms[i] = keep
+    acc, at = ops[0], terms[0]
+    for j in range(1, len(ops)):
+        later = out + "".join(terms[j + 1:])
+        labels = ""
+        for c in at + terms[j]:
+            if c in later and c not in labels:
+                labels += c
+        acc = bind(EINSUM, acc, ops[j], equation=f"{at},{terms[j]}->{labels}")
+        at = labels
+    return acc if at == out else bind(EINSUM, acc, equation=f"{at}->{out}")
 
 
 def _from_sublists(args: tuple) -> tuple[str, list]:

@@ -12,10 +12,10 @@ from typing import Any, Sequence
 
 from ember import dtypes as dt
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, scalar_for
-from ember.errors import DTypeRuntimeError, EmberNotImplementedError, ShapeError
-from ember.ops.linalg import MATMUL
-from ember.ops.registry import bind
 from ember._frontend.shape import reshape
+from ember.errors import DTypeRuntimeError, EmberNotImplementedError, ShapeError
+from ember.ops.linalg import ADDMM, MATMUL
+from ember.ops.registry import bind
 from ember.ops.shape import EXPAND
 from ember.tensor import Tensor, tensor_method
 
@@ -293,26 +293,20 @@ def _permute(x: Tensor, dims: list) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ add*mm
-def _scaled(x: Tensor, c: Any) -> Tensor:
-    """``c * x`` with ``c`` converted to x's kind (PyTorch casts alpha/beta to the dtype)."""
-    c = scalar_for(c, x._dtype)
-    return x if c == 1 else x * c
-
-
-def _add_scaled(op: str, input: Tensor, prod: Tensor, beta: Any, alpha: Any) -> Tensor:
-    """``beta * input + alpha * prod``; beta == 0 ignores input (NaNs included)."""
+def _add_scaled(op: str, input: Tensor, a: Tensor, b: Tensor, beta: Any,
+                alpha: Any) -> Tensor:
+    """``beta * input + alpha * (a @ b)`` in one rounding; beta == 0 ignores input (NaNs
+    included).  PyTorch casts alpha and beta to the tensors' kind."""
     check_tensor(input, op)
-    if input._dtype is not prod._dtype:
+    if input._dtype is not a._dtype:
         raise DTypeRuntimeError(
             f"[{op}] self and mat2 must have the same dtype, but got "
-            f"{_SCALAR[input._dtype.name]} and {_SCALAR[prod._dtype.name]}")
-    shape = prod._data.shape
+            f"{_SCALAR[input._dtype.name]} and {_SCALAR[a._dtype.name]}")
+    shape = a._data.shape[:-1] + b._data.shape[-1:]
     if input._data.shape != shape:
         input = bind(EXPAND, input, shape=shape)  # raises PyTorch's expand error
-    prod = _scaled(prod, alpha)
-    if scalar_for(beta, prod._dtype) == 0:
-        return prod
-    return _scaled(input, beta) + prod
+    return bind(ADDMM, input, a, b, beta=scalar_for(beta, a._dtype),
+                alpha=scalar_for(alpha, a._dtype))
 
 
 @tensor_method("addmm")
@@ -327,7 +321,7 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: An
     _mm_shapes("addmm", mat1._data.shape, mat2._data.shape)
     _same_dtype("addmm", mat1, mat2)
     _no_bool("addmm", "addmm_impl_cpu_", mat1._dtype)
-    return _add_scaled("addmm", input, bind(MATMUL, mat1, mat2), beta, alpha)
+    return _add_scaled("addmm", input, mat1, mat2, beta, alpha)
 
 
 @tensor_method("addmv")
@@ -337,7 +331,12 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any 
     check_tensor(mat, "addmv", "mat")
     check_tensor(vec, "addmv", "vec")
     _mv_checks("addmv", mat, vec, input.ndim if isinstance(input, Tensor) else 0)
-    return _add_scaled("addmv", input, mv(mat, vec), beta, alpha)
+    check_tensor(input, "addmv")
+    m, k = mat._data.shape
+    if input._data.shape != (m,):
+        input = bind(EXPAND, input, shape=(m,))
+    out = _add_scaled("addmv", _reshape(input, (m, 1)), mat, _reshape(vec, (k, 1)), beta, alpha)
+    return _reshape(out, (m,))
 
 
 @tensor_method("baddbmm")
@@ -347,7 +346,7 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alp
     check_tensor(batch1, "baddbmm", "batch1")
     check_tensor(batch2, "baddbmm", "batch2")
     _bmm_checks("baddbmm", batch1, batch2)
-    return _add_scaled("baddbmm", input, bind(MATMUL, batch1, batch2), beta, alpha)
+    return _add_scaled("baddbmm", input, batch1, batch2, beta, alpha)
 
 
 @tensor_method("addbmm")
@@ -362,7 +361,7 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alph
     # sum over the batch inside one product: (n, b*m) @ (b*m, p)
     x = _reshape(_permute(batch1, [1, 0, 2]), (n, b * m))
     y = _reshape(batch2, (b * m, p))
-    return _add_scaled("addbmm", input, bind(MATMUL, x, y), beta, alpha)
+    return _add_scaled("addbmm", input, x, y, beta, alpha)
 
 
 # ------------------------------------------------------------------------------ operators

@@ -47,7 +47,7 @@ SAFE_SOFTMAX = register(OpDef(
 
 
 # ---------------------------------------------------------------------------------- sdpa
-def _sdpa_meta(q, k, v, mask=None, *, scale: float) -> tuple:  # noqa: ANN001
+def _sdpa_meta(q, k, v, mask=None, *, scale: float, flash: bool = False) -> tuple:  # noqa: ANN001
     sq, sk, sv = tuple(q.shape), tuple(k.shape), tuple(v.shape)
     if (len(sq) < 2 or not len(sq) == len(sk) == len(sv) or not sq[:-2] == sk[:-2] == sv[:-2]
             or sq[-1] != sk[-1] or sk[-2] != sv[-2]):
@@ -67,7 +67,7 @@ def _sdpa_meta(q, k, v, mask=None, *, scale: float) -> tuple:  # noqa: ANN001
 
 
 def _sdpa_eager(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
-                scale: float) -> np.ndarray:
+                scale: float, flash: bool = False) -> np.ndarray:
     s = np.matmul(q, np.swapaxes(k, -1, -2))
     s *= np.asarray(scale, dtype=s.dtype)
     if mask is not None:
@@ -76,13 +76,28 @@ def _sdpa_eager(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
 
 
 def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
-               scale: float) -> np.ndarray:
+               scale: float, flash: bool = False) -> np.ndarray:
+    """``flash``: round like PyTorch's CPU flash kernel, which it picks for 4-d inputs with
+    equal head dims and a 2-d or 4-d mask (the frontend decides; only float16/bfloat16
+    results depend on it)."""
     if q.dtype.itemsize >= 4:
         return _sdpa_eager(q, k, v, mask, scale=scale)
     f = np.float32
     m = None if mask is None else mask.astype(f)
-    out = _sdpa_eager(q.astype(f), k.astype(f), v.astype(f), m, scale=scale)
-    return out.astype(q.dtype)
+    q32, k32, v32 = q.astype(f), k.astype(f), v.astype(f)
+    if not flash:
+        return _sdpa_eager(q32, k32, v32, m, scale=scale).astype(q.dtype)
+    # PyTorch's CPU flash kernel: float scores and softmax sums, but the unnormalized
+    # probabilities are rounded to the input dtype before the product with v
+    s = np.matmul(q32, np.swapaxes(k32, -1, -2))
+    s *= f(scale)
+    if m is not None:
+        s += m
+    mx = np.max(s, axis=-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,), f)
+    e = np.exp(s - np.where(np.isfinite(mx), mx, 0))
+    den = np.sum(e, axis=-1, keepdims=True)
+    num = np.matmul(e.astype(q.dtype).astype(f), v32)
+    return np.divide(num, den, out=np.zeros_like(num), where=den > 0).astype(q.dtype)
 
 
 def _sdpa_vjp(ctx, g):  # noqa: ANN001

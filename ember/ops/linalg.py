@@ -64,6 +64,47 @@ MATMUL = register(OpDef(
 ))
 
 
+# ---------------------------------------------------------------------------------- addmm
+def _addmm_meta(c, a, b, *, beta: object, alpha: object) -> tuple:  # noqa: ANN001
+    shape, d = _matmul_meta(a, b)
+    if tuple(c.shape) != shape or c.dtype is not d:
+        raise ShapeError(f"[addmm] primitive expects input of shape {shape} and dtype {d.name}; "
+                         f"got {tuple(c.shape)} and {c.dtype.name}")
+    return shape, d
+
+
+def _addmm_eager(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, beta: object,
+                 alpha: object) -> np.ndarray:
+    out = np.matmul(a, b)
+    if alpha != 1:
+        out *= np.asarray(alpha, dtype=out.dtype)
+    if beta == 1:
+        out += c
+    elif beta != 0:  # beta == 0 ignores c, NaNs included (PyTorch's rule)
+        out += c * np.asarray(beta, dtype=out.dtype)
+    return out
+
+
+def _addmm_vjp(ctx, g):  # noqa: ANN001
+    _, a, b = ctx.inputs
+    beta, alpha = ctx.params["beta"], ctx.params["alpha"]
+    n0, n1, n2 = ctx.needs_input_grad
+    gc = (g if beta == 1 else g * beta) if n0 else None
+    ga = bind(MATMUL, g, mT(b)) if n1 else None
+    gb = bind(MATMUL, mT(a), g) if n2 else None
+    if alpha != 1:
+        ga = None if ga is None else ga * alpha
+        gb = None if gb is None else gb * alpha
+    return (gc, ga, gb)
+
+
+ADDMM = register(OpDef(
+    "addmm", "extern", _addmm_meta, lowp(_addmm_eager), _addmm_vjp,
+    save_for={1: (2,), 2: (1,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddmmBackward0",
+    doc="beta * c + alpha * (a @ b) over equal batch dims, rounded once (addmm, baddbmm, ...).",
+))
+
+
 # ---------------------------------------------------------------------------------- linear
 def _linear_meta(x, w, b=None) -> tuple:  # noqa: ANN001
     sx, sw = tuple(x.shape), tuple(w.shape)
@@ -91,11 +132,14 @@ def _linear_vjp(ctx, g):  # noqa: ANN001
     x, w = ctx.inputs[:2]
     needs = ctx.needs_input_grad
     gx = bind(LINEAR, g, w.permute((1, 0))) if needs[0] else None
-    out_f = g.shape[-1]
-    g2 = g.reshape((-1, out_f)) if (len(needs) > 2 and needs[2]) or needs[1] else None
+    out_f, in_f = ctx.input_shapes[1]
+    rows = 1
+    for n in ctx.input_shapes[0][:-1]:
+        rows *= n
+    g2 = g.reshape((rows, out_f)) if (len(needs) > 2 and needs[2]) or needs[1] else None
     gw = None
     if needs[1]:
-        x2 = x.reshape((-1, x.shape[-1]))
+        x2 = x.reshape((rows, in_f))
         gw = bind(MATMUL, g2.permute((1, 0)), x2)
     gb = g2.sum(0) if len(needs) > 2 and needs[2] else None
     return (gx, gw) if len(needs) == 2 else (gx, gw, gb)

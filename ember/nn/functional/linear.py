@@ -19,12 +19,15 @@ from ember._frontend.einsum import einsum
 from ember._frontend.linalg import _CPP, _SCALAR, matmul
 from ember._frontend.shape import reshape
 from ember.errors import (
-    DTypeRuntimeError, EmberNotImplementedError, EmberRuntimeError, ShapeError,
+    DTypeRuntimeError,
+    EmberNotImplementedError,
+    EmberRuntimeError,
+    ShapeError,
 )
 from ember.ops.attention import SDPA
-from ember.ops.linalg import LINEAR
+from ember.ops.linalg import ADDMM, LINEAR
 from ember.ops.registry import bind
-from ember.ops.shape import EXPAND
+from ember.ops.shape import EXPAND, PERMUTE
 from ember.tensor import Tensor
 
 __all__ = ["bilinear", "linear", "scaled_dot_product_attention"]
@@ -58,23 +61,29 @@ def _linear_slow(input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
             f"{_CPP[input._dtype.name]} != {_CPP[weight._dtype.name]}")
     if input._dtype is dt.bool:
         raise EmberNotImplementedError("[linear] \"addmm_impl_cpu_\" not implemented for 'Bool'")
-    if nw == 1:
-        out = matmul(input, weight)
-    else:
+    if nw == 2:
         si, sw = input._data.shape, weight._data.shape
         if si[-1] != sw[1]:
             rows = int(np.prod(si[:-1]))
             raise ShapeError(f"[linear] mat1 and mat2 shapes cannot be multiplied "
                              f"({rows}x{si[-1]} and {sw[1]}x{sw[0]})")
-        out = bind(LINEAR, input, weight)
     if bias is None:
-        return out
+        return matmul(input, weight) if nw == 1 else bind(LINEAR, input, weight)
     check_tensor(bias, "linear", "bias")
-    if bias._dtype is not out._dtype:
+    if bias._dtype is not input._dtype:
         raise DTypeRuntimeError(
             f"[linear] self and mat2 must have the same dtype, but got "
-            f"{_SCALAR[bias._dtype.name]} and {_SCALAR[out._dtype.name]}")
-    return bind(EXPAND, bias, shape=out._data.shape) + out
+            f"{_SCALAR[bias._dtype.name]} and {_SCALAR[input._dtype.name]}")
+    if nw == 1:
+        out = matmul(input, weight)
+        return bind(EXPAND, bias, shape=out._data.shape) + out
+    # a bias that only broadcasts: one addmm over the folded rows (rounded once, as PyTorch)
+    lead, (n_out, n_in) = input._data.shape[:-1], weight._data.shape
+    rows = int(np.prod(lead))
+    b = bind(EXPAND, bias, shape=lead + (n_out,))
+    out = bind(ADDMM, reshape(b, (rows, n_out)), reshape(input, (rows, n_in)),
+               bind(PERMUTE, weight, dims=(1, 0)), beta=1, alpha=1)
+    return reshape(out, lead + (n_out,))
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor,
@@ -172,16 +181,23 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     (..., S, Ev) inputs; a bool mask marks the positions that take part, ``is_causal`` is the
     top-left lower triangle, and a fully masked row gives zeros (as PyTorch 2.13 does)."""
     _check_qkv(query, key, value)
+    # which of PyTorch's CPU kernels runs decides how float16/bfloat16 round
+    flash = (query._data.ndim == key._data.ndim == value._data.ndim == 4
+             and query._data.shape[-1] == value._data.shape[-1]
+             and query._data.shape[0] == key._data.shape[0] == value._data.shape[0]
+             and key._data.shape[1] == value._data.shape[1]
+             and (enable_gqa or query._data.shape[1] == key._data.shape[1])
+             and (attn_mask is None or attn_mask._data.ndim in (2, 4)))
     if enable_gqa:
         key, value = _gqa(query, key, value)
     sq, sk = query._data.shape, key._data.shape
-    L, S = sq[-2], sk[-2]
+    n_l, n_s = sq[-2], sk[-2]
     mask = None
     if is_causal:
         if attn_mask is not None:
             raise EmberRuntimeError(f"[{_ERR}] _scaled_dot_product_attention: Explicit attn_mask "
                                     f"should not be set when is_causal=True")
-        tri = np.tril(np.ones((L, S), dtype=bool))
+        tri = np.tril(np.ones((n_l, n_s), dtype=bool))
         mask = _float_mask(Tensor._from_array(tri, dt.bool), query)
     elif attn_mask is not None:
         check_tensor(attn_mask, _ERR, "attn_mask")
@@ -191,11 +207,11 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         shapes.append(mask._data.shape[:-2])
     batch = broadcast_shapes(_ERR, *shapes)
     if mask is not None:
-        mshape = broadcast_shapes(_ERR, mask._data.shape, (L, S))
-        if mshape[-2:] != (L, S):
+        mshape = broadcast_shapes(_ERR, mask._data.shape, (n_l, n_s))
+        if mshape[-2:] != (n_l, n_s):
             raise ShapeError(f"[{_ERR}] attn_mask of shape {tuple(mask.shape)} does not "
-                             f"broadcast to (..., {L}, {S})")
-        mask = expand_to(mask, batch + (L, S))
+                             f"broadcast to (..., {n_l}, {n_s})")
+        mask = expand_to(mask, batch + (n_l, n_s))
     q = expand_to(query, batch + sq[-2:])
     k = expand_to(key, batch + sk[-2:])
     v = expand_to(value, batch + value._data.shape[-2:])
@@ -203,8 +219,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0.0:
         return _attention_with_dropout(q, k, v, mask, sc, dropout_p)
     if mask is None:
-        return bind(SDPA, q, k, v, scale=sc)
-    return bind(SDPA, q, k, v, mask, scale=sc)
+        return bind(SDPA, q, k, v, scale=sc, flash=flash)
+    return bind(SDPA, q, k, v, mask, scale=sc, flash=flash)
 
 
 def _attention_with_dropout(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float,
