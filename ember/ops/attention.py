@@ -17,14 +17,19 @@ from ember.ops.linalg import MATMUL, mT
 from ember.ops.registry import OpDef, bind, register
 
 
-def _safe_softmax_np(s: np.ndarray) -> np.ndarray:
-    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN."""
-    m = np.max(s, axis=-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,),
-                                                                       s.dtype)
-    m = np.where(np.isfinite(m), m, 0)
-    e = np.exp(s - m)
+def _safe_softmax_np(s: np.ndarray, inplace: bool = False) -> np.ndarray:
+    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN.
+    ``inplace`` reuses ``s`` (a temporary of the caller) for the result."""
+    if s.shape[-1] == 0:
+        return np.zeros_like(s)
+    m = np.max(s, axis=-1, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0)
+    e = np.subtract(s, m, out=s if inplace else None)
+    np.exp(e, out=e)
     den = np.sum(e, axis=-1, keepdims=True)
-    return np.divide(e, den, out=np.zeros_like(e), where=den > 0)
+    # a fully masked row has exp(-inf) = 0 everywhere already: leave it at zero
+    return np.divide(e, den, out=e, where=den > 0)
 
 
 # ---------------------------------------------------------------------------------- softmax
@@ -72,7 +77,7 @@ def _sdpa_eager(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | 
     s *= np.asarray(scale, dtype=s.dtype)
     if mask is not None:
         s += mask
-    return np.matmul(_safe_softmax_np(s), v)
+    return np.matmul(_safe_softmax_np(s, inplace=True), v)
 
 
 def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
@@ -93,11 +98,13 @@ def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | N
     s *= f(scale)
     if m is not None:
         s += m
-    mx = np.max(s, axis=-1, keepdims=True) if s.shape[-1] else np.zeros(s.shape[:-1] + (1,), f)
-    e = np.exp(s - np.where(np.isfinite(mx), mx, 0))
+    if s.shape[-1] == 0:
+        return np.zeros(q.shape[:-1] + v.shape[-1:], q.dtype)
+    mx = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(np.subtract(s, np.where(np.isfinite(mx), mx, 0), out=s), out=s)
     den = np.sum(e, axis=-1, keepdims=True)
     num = np.matmul(e.astype(q.dtype).astype(f), v32)
-    return np.divide(num, den, out=np.zeros_like(num), where=den > 0).astype(q.dtype)
+    return np.divide(num, den, out=num, where=den > 0).astype(q.dtype)
 
 
 def _sdpa_vjp(ctx, g):  # noqa: ANN001

@@ -32,6 +32,9 @@ def check_dtypes(op: str, *ts) -> dt.dtype:  # noqa: ANN002
     return d
 
 
+_LOWP_NP = frozenset({np.dtype(np.float16), dt.bfloat16.np})
+
+
 def mT(x):  # noqa: ANN001, ANN201, N802
     """``x`` with its last two dims swapped (a view)."""
     n = len(x.shape)
@@ -40,14 +43,20 @@ def mT(x):  # noqa: ANN001, ANN201, N802
 
 # ---------------------------------------------------------------------------------- matmul
 def _matmul_meta(a, b) -> tuple:  # noqa: ANN001
-    sa, sb = tuple(a.shape), tuple(b.shape)
-    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
-        raise ShapeError(f"[matmul] primitive expects (..., m, k) and (..., k, n) with equal "
-                         f"batch dims; got {sa} and {sb}")
-    return sa[:-1] + sb[-1:], check_dtypes("matmul", a, b)
+    sa, sb, d = tuple(a.shape), tuple(b.shape), a.dtype
+    if (len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]
+            or b.dtype is not d or d is dt.bool):
+        if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
+            raise ShapeError(f"[matmul] primitive expects (..., m, k) and (..., k, n) with "
+                             f"equal batch dims; got {sa} and {sb}")
+        check_dtypes("matmul", a, b)
+    return sa[:-1] + sb[-1:], d
 
 
 def _matmul_eager(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    src = a.dtype
+    if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(src)
     return np.matmul(a, b)
 
 
@@ -58,7 +67,7 @@ def _matmul_vjp(ctx, g):  # noqa: ANN001
 
 
 MATMUL = register(OpDef(
-    "matmul", "extern", _matmul_meta, lowp(_matmul_eager), _matmul_vjp,
+    "matmul", "extern", _matmul_meta, _matmul_eager, _matmul_vjp,
     save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), grad_name="MmBackward0",
     doc="Batched matrix product of (..., m, k) and (..., k, n) with equal batch dims.",
 ))
@@ -107,25 +116,40 @@ ADDMM = register(OpDef(
 
 # ---------------------------------------------------------------------------------- linear
 def _linear_meta(x, w, b=None) -> tuple:  # noqa: ANN001
+    sx, sw, d = tuple(x.shape), tuple(w.shape), x.dtype
+    if (len(sw) != 2 or not sx or sx[-1] != sw[1] or w.dtype is not d or d is dt.bool
+            or (b is not None and (b.dtype is not d or tuple(b.shape) != sw[:1]))):
+        _linear_meta_error(x, w, b)
+    return sx[:-1] + sw[:1], d
+
+
+def _linear_meta_error(x, w, b) -> None:  # noqa: ANN001
     sx, sw = tuple(x.shape), tuple(w.shape)
     if len(sx) < 1 or len(sw) != 2 or sx[-1] != sw[1]:
         raise ShapeError(f"[linear] primitive expects (..., in) and (out, in); got {sx} and {sw}")
-    ts = (x, w) if b is None else (x, w, b)
     if b is not None and tuple(b.shape) != sw[:1]:
         raise ShapeError(f"[linear] primitive expects a bias of shape {sw[:1]}; got "
                          f"{tuple(b.shape)}")
-    return sx[:-1] + sw[:1], check_dtypes("linear", *ts)
+    check_dtypes("linear", *((x, w) if b is None else (x, w, b)))
 
 
 def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    lead = x.shape[:-1]
-    rows = 1
-    for n in lead:
-        rows *= n
-    out = np.matmul(x.reshape(rows, x.shape[-1]), w.T)
+    src = x.dtype
+    if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
+        f = np.float32
+        return _linear_eager(x.astype(f), w.astype(f), None if b is None else b.astype(f)
+                             ).astype(src)
+    if x.ndim == 2:
+        out = np.matmul(x, w.T)
+    else:
+        lead = x.shape[:-1]
+        rows = 1
+        for n in lead:
+            rows *= n
+        out = np.matmul(x.reshape(rows, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
     if b is not None:
         out += b
-    return out.reshape(lead + (w.shape[0],))
+    return out
 
 
 def _linear_vjp(ctx, g):  # noqa: ANN001
@@ -146,7 +170,7 @@ def _linear_vjp(ctx, g):  # noqa: ANN001
 
 
 LINEAR = register(OpDef(
-    "linear", "extern", _linear_meta, lowp(_linear_eager), _linear_vjp,
+    "linear", "extern", _linear_meta, _linear_eager, _linear_vjp,
     save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddmmBackward0",
     doc="y = x @ w.T (+ b) over any leading dims of x (nn.functional.linear).",
 ))
