@@ -50,6 +50,9 @@ def _samples(dtype, rng):
     yield Sample((r(2, 3, 4, 8), r(1, 3, 5, 8), r(1, 3, 5, 8)), desc="broadcast batch of k/v")
     yield Sample((r(2, 4, 8), r(2, 5, 8), r(2, 5, 6), _bool_mask((4, 5), rng, full_row=1)),
                  desc="a fully masked row gives zeros")
+    yield Sample((r(1, 2, 4, 8), r(1, 2, 5, 8), r(1, 2, 5, 8),
+                  _bool_mask((1, 2, 4, 5), rng, full_row=2)),
+                 desc="4-d: a fully masked row gives zeros")
     full = r(4, 5)
     full[2] = -np.inf
     yield Sample((r(2, 4, 8), r(2, 5, 8), r(2, 5, 6), full), desc="-inf float mask row",

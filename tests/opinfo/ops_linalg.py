@@ -375,7 +375,12 @@ def _full_input(gen):
     def samples(dtype, rng):
         for s in gen(dtype, rng):
             x, a, b = s.args
-            out = a.shape[:-1] + b.shape[-1:] if b.ndim > 1 else a.shape[:-1]
+            if b.ndim == 1:
+                out = a.shape[:-1]
+            elif a.ndim == 3 and x.ndim == 2:  # addbmm reduces the batch
+                out = a.shape[1:2] + b.shape[-1:]
+            else:
+                out = a.shape[:-1] + b.shape[-1:]
             if x.shape == out:
                 yield s
     return samples
@@ -419,6 +424,9 @@ OPINFOS = [
     OpInfo("addmm_", _inplace("addmm_"), _full_input(_addmm_samples), dtypes=("int64",) + FLOATS),
     OpInfo("addmv", lambda t, x, a, b, **k: t.addmv(x, a, b, **k), _addmv_samples,
            dtypes=MM_DTYPES),
+    OpInfo("addmv_", _inplace("addmv_"), _full_input(_addmv_samples), dtypes=("float64",)),
+    OpInfo("addbmm_", _inplace("addbmm_"), _full_input(_addbmm_samples),
+           dtypes=("float32", "float64")),
     OpInfo("baddbmm", lambda t, x, a, b, **k: t.baddbmm(x, a, b, **k), _baddbmm_samples,
            dtypes=MM_DTYPES),
     OpInfo("baddbmm_", _inplace("baddbmm_"), _full_input(_baddbmm_samples),
