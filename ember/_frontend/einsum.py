@@ -146,11 +146,12 @@ def einsum(*args: Any) -> Tensor:
 
 def _summed_alone(terms: tuple, out: str, shapes: tuple) -> bool:
     """Whether PyTorch sums a label out of a single operand (it is not in the output and no
-    other operand has it with a size above 1); that ``sum`` promotes integers to int64."""
+    other operand has it with a size above 1); that ``sum`` promotes integers to int64.  With
+    one operand every label missing from the output is summed, even of size 1."""
     for i, t in enumerate(terms):
         for c, n in zip(t, shapes[i]):
-            if c in out or n == 1:
-                continue
+            if c in out or (n == 1 and len(terms) > 1):  # with several operands PyTorch
+                continue                                   # squeezes size-1 labels instead
             if not any(m != 1 for j, u in enumerate(terms) if j != i
                        for e, m in zip(u, shapes[j]) if e == c):
                 return True

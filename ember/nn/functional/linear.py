@@ -187,7 +187,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
              and query._data.shape[0] == key._data.shape[0] == value._data.shape[0]
              and key._data.shape[1] == value._data.shape[1]
              and (enable_gqa or query._data.shape[1] == key._data.shape[1])
-             and (attn_mask is None or attn_mask._data.ndim in (2, 4)))
+             and (attn_mask is None
+                  or (isinstance(attn_mask, Tensor) and attn_mask._data.ndim in (2, 4))))
     if enable_gqa:
         key, value = _gqa(query, key, value)
     sq, sk = query._data.shape, key._data.shape
