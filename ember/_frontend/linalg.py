@@ -14,7 +14,7 @@ from ember import dtypes as dt
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, scalar_for
 from ember._frontend.shape import reshape
 from ember.errors import DTypeRuntimeError, EmberNotImplementedError, ShapeError
-from ember.ops.linalg import ADDMM, MATMUL
+from ember.ops.linalg import ADDBMM, ADDMM, MATMUL
 from ember.ops.registry import bind
 from ember.ops.shape import EXPAND
 from ember.tensor import Tensor, tensor_method
@@ -356,12 +356,16 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alph
     check_tensor(batch1, "addbmm", "batch1")
     check_tensor(batch2, "addbmm", "batch2")
     _bmm_checks("addbmm", batch1, batch2)
-    b, n, m = batch1._data.shape
-    p = batch2._data.shape[2]
-    # sum over the batch inside one product: (n, b*m) @ (b*m, p)
-    x = _reshape(_permute(batch1, [1, 0, 2]), (n, b * m))
-    y = _reshape(batch2, (b * m, p))
-    return _add_scaled("addbmm", input, x, y, beta, alpha)
+    check_tensor(input, "addbmm")
+    if input._dtype is not batch1._dtype:
+        raise DTypeRuntimeError(
+            f"[addbmm] self and mat2 must have the same dtype, but got "
+            f"{_SCALAR[input._dtype.name]} and {_SCALAR[batch1._dtype.name]}")
+    shape = (batch1._data.shape[1], batch2._data.shape[2])
+    if input._data.shape != shape:
+        input = bind(EXPAND, input, shape=shape)
+    return bind(ADDBMM, input, batch1, batch2, beta=scalar_for(beta, batch1._dtype),
+                alpha=scalar_for(alpha, batch1._dtype))
 
 
 # ------------------------------------------------------------------------------ operators

@@ -114,6 +114,56 @@ ADDMM = register(OpDef(
 ))
 
 
+def _addbmm_meta(c, a, b, *, beta: object, alpha: object) -> tuple:  # noqa: ANN001
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) != 3 or len(sb) != 3 or sa[0] != sb[0] or sa[2] != sb[1]:
+        raise ShapeError(f"[addbmm] primitive expects (b, n, m) and (b, m, p); got {sa} and {sb}")
+    shape, d = (sa[1], sb[2]), check_dtypes("addbmm", c, a, b)
+    if tuple(c.shape) != shape:
+        raise ShapeError(f"[addbmm] primitive expects input of shape {shape}; got "
+                         f"{tuple(c.shape)}")
+    return shape, d
+
+
+def _addbmm_eager(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, beta: object,
+                  alpha: object) -> np.ndarray:
+    src = a.dtype
+    if src not in _LOWP_NP:  # one product over the folded batch
+        n, m, p = a.shape[1], a.shape[0] * a.shape[2], b.shape[2]
+        a2 = np.ascontiguousarray(np.swapaxes(a, 0, 1)).reshape(n, m)
+        return _addmm_eager(c, a2, b.reshape(m, p), beta=beta, alpha=alpha)
+    # PyTorch accumulates batch by batch (result.addmm_ per batch), rounding after each step
+    f = np.float32
+    acc = np.zeros(c.shape, f) if beta == 0 else c.astype(f) * f(beta)
+    for i in range(a.shape[0]):
+        acc += np.matmul(a[i].astype(f), b[i].astype(f)) * f(alpha)
+        acc = acc.astype(src).astype(f)
+    return acc.astype(src)
+
+
+def _addbmm_vjp(ctx, g):  # noqa: ANN001
+    _, a, b = ctx.inputs
+    beta, alpha = ctx.params["beta"], ctx.params["alpha"]
+    n0, n1, n2 = ctx.needs_input_grad
+    gc = (g if beta == 1 else g * beta) if n0 else None
+    ga = gb = None
+    if n1 or n2:
+        gs = g.reshape((1,) + tuple(g.shape)).expand(ctx.input_shapes[1][:1] + tuple(g.shape))
+        ga = bind(MATMUL, gs, mT(b)) if n1 else None
+        gb = bind(MATMUL, mT(a), gs) if n2 else None
+    if alpha != 1:
+        ga = None if ga is None else ga * alpha
+        gb = None if gb is None else gb * alpha
+    return (gc, ga, gb)
+
+
+ADDBMM = register(OpDef(
+    "addbmm", "extern", _addbmm_meta, _addbmm_eager, _addbmm_vjp,
+    save_for={1: (2,), 2: (1,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddbmmBackward0",
+    doc="beta * c + alpha * sum_i a[i] @ b[i] (low precision rounds per batch, as PyTorch).",
+))
+
+
 # ---------------------------------------------------------------------------------- linear
 def _linear_meta(x, w, b=None) -> tuple:  # noqa: ANN001
     sx, sw, d = tuple(x.shape), tuple(w.shape), x.dtype

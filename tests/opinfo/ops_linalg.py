@@ -255,6 +255,10 @@ def _addbmm_samples(dtype, rng):
     a, b = make((2, 3, 4), dtype, rng), make((2, 4, 5), dtype, rng)
     yield Sample((make((3, 5), dtype, rng), a, b), desc="plain")
     yield Sample((make((5,), dtype, rng), a, b), {"beta": 2, "alpha": 3}, desc="beta/alpha")
+    yield Sample((make((3, 5), dtype, rng), _bt((2, 3, 4), dtype, rng),
+                  make((2, 4, 5), dtype, rng)), {"beta": 0}, desc="beta=0, transposed")
+    yield Sample((make((3, 5), dtype, rng), make((0, 3, 4), dtype, rng),
+                  make((0, 4, 5), dtype, rng)), desc="no batches")
 
 
 # ------------------------------------------------------------------------------ einsum
@@ -437,9 +441,7 @@ OPINFOS = [
     OpInfo("baddbmm_", _inplace("baddbmm_"), _full_input(_baddbmm_samples),
            dtypes=("float32", "float64")),
     OpInfo("addbmm", lambda t, x, a, b, **k: t.addbmm(x, a, b, **k), _addbmm_samples,
-           dtypes=("int64",) + FLOATS,
-           xfail={d: "PyTorch rounds after each batch's addmm in low precision; ember folds "
-                     "the batches into one product rounded once" for d in ("float16", "bfloat16")}),
+           dtypes=("int64",) + FLOATS),
     OpInfo("einsum", lambda t, *ops, eq: t.einsum(eq, *ops), _einsum_samples,
            dtypes=("int32", "int64") + FLOATS, errors=_einsum_errors),
     OpInfo("einsum_list", lambda t, *ops, eq: t.einsum(eq, list(ops)), _einsum_samples,
@@ -447,8 +449,6 @@ OPINFOS = [
     OpInfo("einsum_sublist", lambda t, *args: t.einsum(*args), _einsum_sublist_samples,
            dtypes=("float32", "float64")),
     OpInfo("linear", _linear_fn, _linear_samples, dtypes=MM_DTYPES, errors=_linear_errors),
-    # PyTorch's _trilinear rounds intermediate products in float16/bfloat16
     OpInfo("bilinear", lambda t, *a: t.nn.functional.bilinear(*a), _bilinear_samples,
-           dtypes=FLOATS, xfail={d: "PyTorch rounds bilinear's intermediate product in low "
-                                 "precision; ember rounds once" for d in ("float16", "bfloat16")}),
+           dtypes=FLOATS),
 ]
