@@ -1,9 +1,10 @@
 """Linear-algebra frontend: matmul and its relatives (mm, bmm, mv, dot, addmm, baddbmm, ...).
 
-Every product lowers to the strict batched ``matmul`` primitive: vectors become matrices by
-reshaping, broadcast batch dims are expanded (their gradients sum back through ``expand``), and
-an N-d tensor times a matrix is folded into one 2-d product, as PyTorch does.  Errors carry
-PyTorch's messages.
+Every product lowers to the strict batched ``matmul`` primitive (``addmm``/``addbmm`` for the
+fused ``beta * input + alpha * product`` forms, rounded once like PyTorch): vectors become
+matrices by reshaping, broadcast batch dims are expanded (their gradients sum back through
+``expand``), and an N-d tensor times a matrix is folded into one 2-d product, as PyTorch does.
+Errors carry PyTorch's messages.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ember._frontend.shape import reshape
 from ember.errors import DTypeRuntimeError, EmberNotImplementedError, ShapeError
 from ember.ops.linalg import ADDBMM, ADDMM, MATMUL
 from ember.ops.registry import bind
-from ember.ops.shape import EXPAND
+from ember.ops.shape import EXPAND, PERMUTE
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["addbmm", "addmm", "addmv", "baddbmm", "bmm", "dot", "ger", "inner", "matmul", "mm",
@@ -252,7 +253,7 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 ger = outer
 
 
-def tensordot(a: Tensor, b: Tensor, dims: Any = 2, out: Any = None) -> Tensor:
+def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     """Contract ``dims`` (a count, or two lists of dims) of ``a`` and ``b``."""
     from ember.ops._util import wrap_dim
     check_tensor(a, "tensordot", "a")
@@ -286,7 +287,6 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2, out: Any = None) -> Tensor:
 
 
 def _permute(x: Tensor, dims: list) -> Tensor:
-    from ember.ops.shape import PERMUTE
     if dims == list(range(len(dims))):
         return x
     return bind(PERMUTE, x, dims=tuple(dims))
@@ -310,8 +310,8 @@ def _add_scaled(op: str, input: Tensor, a: Tensor, b: Tensor, beta: Any,
 
 
 @tensor_method("addmm")
-def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1,
-          out: Any = None) -> Tensor:
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,
+          alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``."""
     check_tensor(mat1, "addmm", "mat1")
     check_tensor(mat2, "addmm", "mat2")
@@ -325,8 +325,8 @@ def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: An
 
 
 @tensor_method("addmv")
-def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1,
-          out: Any = None) -> Tensor:
+def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1,
+          alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * (mat @ vec)``."""
     check_tensor(mat, "addmv", "mat")
     check_tensor(vec, "addmv", "vec")
@@ -340,8 +340,8 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any 
 
 
 @tensor_method("baddbmm")
-def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1,
-            out: Any = None) -> Tensor:
+def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
+            alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)``."""
     check_tensor(batch1, "baddbmm", "batch1")
     check_tensor(batch2, "baddbmm", "batch2")
@@ -350,8 +350,8 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alp
 
 
 @tensor_method("addbmm")
-def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alpha: Any = 1,
-           out: Any = None) -> Tensor:
+def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
+           alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
     check_tensor(batch1, "addbmm", "batch1")
     check_tensor(batch2, "addbmm", "batch2")
