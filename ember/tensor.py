@@ -635,6 +635,8 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
     if save:
         lst: list = [None] * len(inputs)
         for i in save:
+            if i >= len(inputs):  # ops with a variable input count (einsum) list them all
+                break
             x = inputs[i]
             lst[i] = SavedTensor(x, name) if isinstance(x, Tensor) else x
         saved_in = tuple(lst)

@@ -1,0 +1,143 @@
+"""Scaled dot-product attention: one fused eager kernel with a closed-form gradient.
+
+``sdpa(q, k, v[, mask], scale=...)`` computes ``safe_softmax(q @ k^T * scale + mask) @ v`` over
+equal batch dims (the frontend broadcasts, repeats GQA heads, and turns bool/causal masks into
+additive float masks).  A fully masked row gives zeros, as PyTorch's ``_safe_softmax`` does.
+float16/bfloat16 are computed in float32 and rounded once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.errors import DTypeError, ShapeError
+from ember.ops._util import lowp
+from ember.ops.linalg import MATMUL, mT
+from ember.ops.registry import OpDef, bind, register
+
+
+def _safe_softmax_np(s: np.ndarray, inplace: bool = False) -> np.ndarray:
+    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN.
+    ``inplace`` reuses ``s`` (a temporary of the caller) for the result."""
+    if s.shape[-1] == 0:
+        return np.zeros_like(s)
+    m = np.max(s, axis=-1, keepdims=True)
+    if not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0)
+    e = np.subtract(s, m, out=s if inplace else None)
+    np.exp(e, out=e)
+    den = np.sum(e, axis=-1, keepdims=True)
+    # a fully masked row has exp(-inf) = 0 everywhere already: leave it at zero
+    return np.divide(e, den, out=e, where=den > 0)
+
+
+# ---------------------------------------------------------------------------------- softmax
+def _softmax_meta(x) -> tuple:  # noqa: ANN001
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"[_safe_softmax] expected a floating dtype; got {x.dtype.name}")
+    return tuple(x.shape), x.dtype
+
+
+def _softmax_vjp(ctx, g):  # noqa: ANN001
+    y = ctx.outputs[0]
+    return (y * (g - (g * y).sum(-1, keepdim=True)),)
+
+
+SAFE_SOFTMAX = register(OpDef(
+    "_safe_softmax", "composite", _softmax_meta, lowp(_safe_softmax_np), _softmax_vjp,
+    save_output=True, tags=frozenset({"lowp_upcast"}),
+    doc="Softmax over the last dim whose fully -inf rows give 0 (used by attention).",
+))
+
+
+# ---------------------------------------------------------------------------------- sdpa
+def _sdpa_meta(q, k, v, mask=None, *, scale: float, flash: bool = False) -> tuple:  # noqa: ANN001
+    sq, sk, sv = tuple(q.shape), tuple(k.shape), tuple(v.shape)
+    if (len(sq) < 2 or not len(sq) == len(sk) == len(sv) or not sq[:-2] == sk[:-2] == sv[:-2]
+            or sq[-1] != sk[-1] or sk[-2] != sv[-2]):
+        raise ShapeError(f"[scaled_dot_product_attention] primitive expects (..., L, E), "
+                         f"(..., S, E), (..., S, Ev) with equal batch dims; got {sq}, {sk}, {sv}")
+    if not q.dtype is k.dtype is v.dtype or not q.dtype.is_floating_point:
+        raise DTypeError(f"[scaled_dot_product_attention] expected one floating dtype; got "
+                         f"{q.dtype.name}, {k.dtype.name}, {v.dtype.name}")
+    if mask is not None:
+        if tuple(mask.shape) != sq[:-1] + sk[-2:-1]:
+            raise ShapeError(f"[scaled_dot_product_attention] primitive expects a mask of shape "
+                             f"{sq[:-1] + sk[-2:-1]}; got {tuple(mask.shape)}")
+        if mask.dtype is not q.dtype and mask.dtype is not dt.float32:
+            raise DTypeError(f"[scaled_dot_product_attention] mask dtype {mask.dtype.name} is "
+                             f"neither {q.dtype.name} nor float32")
+    return sq[:-1] + sv[-1:], q.dtype
+
+
+def _sdpa_eager(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
+                scale: float, flash: bool = False) -> np.ndarray:
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= np.asarray(scale, dtype=s.dtype)
+    if mask is not None:
+        s += mask
+    return np.matmul(_safe_softmax_np(s, inplace=True), v)
+
+
+def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
+               scale: float, flash: bool = False) -> np.ndarray:
+    """``flash``: round like PyTorch's CPU flash kernel, which it picks for 4-d inputs with
+    equal head dims and a 2-d or 4-d mask (the frontend decides; only float16/bfloat16
+    results depend on it)."""
+    if q.dtype.itemsize >= 4:
+        return _sdpa_eager(q, k, v, mask, scale=scale)
+    f = np.float32
+    m = None if mask is None else mask.astype(f)
+    q32, k32, v32 = q.astype(f), k.astype(f), v.astype(f)
+    if not flash:
+        return _sdpa_eager(q32, k32, v32, m, scale=scale).astype(q.dtype)
+    # PyTorch's CPU flash kernel: float scores and softmax sums, but the unnormalized
+    # probabilities are rounded to the input dtype before the product with v
+    s = np.matmul(q32, np.swapaxes(k32, -1, -2))
+    s *= f(scale)
+    if m is not None:
+        s += m
+    if s.shape[-1] == 0:
+        return np.zeros(q.shape[:-1] + v.shape[-1:], q.dtype)
+    mx = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(np.subtract(s, np.where(np.isfinite(mx), mx, 0), out=s), out=s)
+    den = np.sum(e, axis=-1, keepdims=True)
+    num = np.matmul(e.astype(q.dtype).astype(f), v32)
+    return np.divide(num, den, out=num, where=den > 0).astype(q.dtype)
+
+
+def _sdpa_vjp(ctx, g):  # noqa: ANN001
+    """dV = P^T dO; dS = P * (dO V^T - rowsum(.)); dQ = scale dS K; dK = scale dS^T Q."""
+    q, k, v, *rest = ctx.inputs
+    scale = ctx.params["scale"]
+    d = ctx.input_dtypes[0]
+    if d.itemsize < 4:  # recompute in float32 like the forward
+        q, k, v, g = (t.to(dt.float32) for t in (q, k, v, g))
+        rest = [m.to(dt.float32) for m in rest]
+    s = bind(MATMUL, q, mT(k)) * scale
+    if rest:
+        s = s + rest[0]
+    p = bind(SAFE_SOFTMAX, s)
+    needs = ctx.needs_input_grad
+    gv = bind(MATMUL, mT(p), g) if needs[2] else None
+    gq = gk = gm = None
+    if needs[0] or needs[1] or (len(needs) > 3 and needs[3]):
+        gp = bind(MATMUL, g, mT(v))
+        gs = p * (gp - (gp * p).sum(-1, keepdim=True))
+        if needs[0]:
+            gq = bind(MATMUL, gs, k) * scale
+        if needs[1]:
+            gk = bind(MATMUL, mT(gs), q) * scale
+        if len(needs) > 3 and needs[3]:
+            gm = gs
+    out = [gq, gk, gv] + ([gm] if len(needs) > 3 else [])
+    return tuple(None if t is None else t.to(dd) for t, dd in zip(out, ctx.input_dtypes))
+
+
+SDPA = register(OpDef(
+    "scaled_dot_product_attention", "composite", _sdpa_meta, _sdpa_lowp, _sdpa_vjp,
+    save=(0, 1, 2, 3), tags=frozenset({"lowp_upcast"}),
+    grad_name="ScaledDotProductAttentionBackward0",
+    doc="softmax(q k^T * scale + mask) v with equal batch dims (fused; safe softmax).",
+))

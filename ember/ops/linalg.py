@@ -1,0 +1,302 @@
+"""Linear-algebra primitives: batched matmul, the fused ``linear`` (x W^T + b) and einsum.
+
+The kernels call NumPy's BLAS (``np.matmul``); float16/bfloat16 are computed in float32 and
+rounded once (PyTorch's CPU semantics; NumPy's own low-precision matmul is slow and, for
+ml_dtypes' bfloat16, returns float32).  Integer products wrap like C, as in PyTorch.
+
+The primitives are strict: ``matmul`` takes two tensors of the same rank >= 2 with equal batch
+dims (the frontend folds, broadcasts and reshapes), ``linear`` takes ``(..., in)``,
+``(out, in)`` and an optional ``(out,)`` bias, and ``einsum`` takes an explicit equation without
+ellipses whose labels have one size each (the frontend expands size-1 broadcasts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
+from ember.ops._util import lowp
+from ember.ops.registry import OpDef, bind, register
+
+
+def check_dtypes(op: str, *ts) -> dt.dtype:  # noqa: ANN002
+    """The common dtype of strict linear-algebra inputs (bool has no kernel, as in PyTorch)."""
+    d = ts[0].dtype
+    for t in ts[1:]:
+        if t.dtype is not d:
+            raise DTypeError(f"[{op}] primitive inputs must share a dtype; got {d.name} and "
+                             f"{t.dtype.name}")
+    if d is dt.bool:
+        raise EmberNotImplementedError(f"[{op}] \"{op}\" not implemented for 'Bool'")
+    return d
+
+
+_LOWP_NP = frozenset({np.dtype(np.float16), dt.bfloat16.np})
+
+
+def mT(x):  # noqa: ANN001, ANN201, N802
+    """``x`` with its last two dims swapped (a view)."""
+    n = len(x.shape)
+    return x.permute(tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+# ---------------------------------------------------------------------------------- matmul
+def _matmul_meta(a, b) -> tuple:  # noqa: ANN001
+    sa, sb, d = tuple(a.shape), tuple(b.shape), a.dtype
+    if (len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]
+            or b.dtype is not d or d is dt.bool):
+        if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
+            raise ShapeError(f"[matmul] primitive expects (..., m, k) and (..., k, n) with "
+                             f"equal batch dims; got {sa} and {sb}")
+        check_dtypes("matmul", a, b)
+    return sa[:-1] + sb[-1:], d
+
+
+def _matmul_eager(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    src = a.dtype
+    if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(src)
+    return np.matmul(a, b)
+
+
+def _matmul_vjp(ctx, g):  # noqa: ANN001
+    a, b = ctx.inputs
+    n0, n1 = ctx.needs_input_grad
+    return (bind(MATMUL, g, mT(b)) if n0 else None, bind(MATMUL, mT(a), g) if n1 else None)
+
+
+MATMUL = register(OpDef(
+    "matmul", "extern", _matmul_meta, _matmul_eager, _matmul_vjp,
+    save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), grad_name="MmBackward0",
+    doc="Batched matrix product of (..., m, k) and (..., k, n) with equal batch dims.",
+))
+
+
+# ---------------------------------------------------------------------------------- addmm
+def _addmm_meta(c, a, b, *, beta: object, alpha: object) -> tuple:  # noqa: ANN001
+    shape, d = _matmul_meta(a, b)
+    if tuple(c.shape) != shape or c.dtype is not d:
+        raise ShapeError(f"[addmm] primitive expects input of shape {shape} and dtype {d.name}; "
+                         f"got {tuple(c.shape)} and {c.dtype.name}")
+    return shape, d
+
+
+def _addmm_eager(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, beta: object,
+                 alpha: object) -> np.ndarray:
+    out = np.matmul(a, b)
+    if alpha != 1:
+        out *= np.asarray(alpha, dtype=out.dtype)
+    if beta == 1:
+        out += c
+    elif beta != 0:  # beta == 0 ignores c, NaNs included (PyTorch's rule)
+        out += c * np.asarray(beta, dtype=out.dtype)
+    return out
+
+
+def _addmm_vjp(ctx, g):  # noqa: ANN001
+    _, a, b = ctx.inputs
+    beta, alpha = ctx.params["beta"], ctx.params["alpha"]
+    n0, n1, n2 = ctx.needs_input_grad
+    gc = (g if beta == 1 else g * beta) if n0 else None
+    ga = bind(MATMUL, g, mT(b)) if n1 else None
+    gb = bind(MATMUL, mT(a), g) if n2 else None
+    if alpha != 1:
+        ga = None if ga is None else ga * alpha
+        gb = None if gb is None else gb * alpha
+    return (gc, ga, gb)
+
+
+ADDMM = register(OpDef(
+    "addmm", "extern", _addmm_meta, lowp(_addmm_eager), _addmm_vjp,
+    save_for={1: (2,), 2: (1,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddmmBackward0",
+    doc="beta * c + alpha * (a @ b) over equal batch dims, rounded once (addmm, baddbmm, ...).",
+))
+
+
+def _addbmm_meta(c, a, b, *, beta: object, alpha: object) -> tuple:  # noqa: ANN001
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if len(sa) != 3 or len(sb) != 3 or sa[0] != sb[0] or sa[2] != sb[1]:
+        raise ShapeError(f"[addbmm] primitive expects (b, n, m) and (b, m, p); got {sa} and {sb}")
+    shape, d = (sa[1], sb[2]), check_dtypes("addbmm", c, a, b)
+    if tuple(c.shape) != shape:
+        raise ShapeError(f"[addbmm] primitive expects input of shape {shape}; got "
+                         f"{tuple(c.shape)}")
+    return shape, d
+
+
+def _addbmm_eager(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, beta: object,
+                  alpha: object) -> np.ndarray:
+    src = a.dtype
+    if src not in _LOWP_NP:  # one product over the folded batch
+        n, m, p = a.shape[1], a.shape[0] * a.shape[2], b.shape[2]
+        a2 = np.ascontiguousarray(np.swapaxes(a, 0, 1)).reshape(n, m)
+        return _addmm_eager(c, a2, b.reshape(m, p), beta=beta, alpha=alpha)
+    # PyTorch accumulates batch by batch (result.addmm_ per batch), rounding after each step
+    f = np.float32
+    acc = np.zeros(c.shape, f) if beta == 0 else c.astype(f) * f(beta)
+    for i in range(a.shape[0]):
+        acc += np.matmul(a[i].astype(f), b[i].astype(f)) * f(alpha)
+        acc = acc.astype(src).astype(f)
+    return acc.astype(src)
+
+
+def _addbmm_vjp(ctx, g):  # noqa: ANN001
+    _, a, b = ctx.inputs
+    beta, alpha = ctx.params["beta"], ctx.params["alpha"]
+    n0, n1, n2 = ctx.needs_input_grad
+    gc = (g if beta == 1 else g * beta) if n0 else None
+    ga = gb = None
+    if n1 or n2:
+        gs = g.reshape((1,) + tuple(g.shape)).expand(ctx.input_shapes[1][:1] + tuple(g.shape))
+        ga = bind(MATMUL, gs, mT(b)) if n1 else None
+        gb = bind(MATMUL, mT(a), gs) if n2 else None
+    if alpha != 1:
+        ga = None if ga is None else ga * alpha
+        gb = None if gb is None else gb * alpha
+    return (gc, ga, gb)
+
+
+ADDBMM = register(OpDef(
+    "addbmm", "extern", _addbmm_meta, _addbmm_eager, _addbmm_vjp,
+    save_for={1: (2,), 2: (1,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddbmmBackward0",
+    doc="beta * c + alpha * sum_i a[i] @ b[i] (low precision rounds per batch, as PyTorch).",
+))
+
+
+# ---------------------------------------------------------------------------------- linear
+def _linear_meta(x, w, b=None) -> tuple:  # noqa: ANN001
+    sx, sw, d = tuple(x.shape), tuple(w.shape), x.dtype
+    if (len(sw) != 2 or not sx or sx[-1] != sw[1] or w.dtype is not d or d is dt.bool
+            or (b is not None and (b.dtype is not d or tuple(b.shape) != sw[:1]))):
+        _linear_meta_error(x, w, b)
+    return sx[:-1] + sw[:1], d
+
+
+def _linear_meta_error(x, w, b) -> None:  # noqa: ANN001
+    sx, sw = tuple(x.shape), tuple(w.shape)
+    if len(sx) < 1 or len(sw) != 2 or sx[-1] != sw[1]:
+        raise ShapeError(f"[linear] primitive expects (..., in) and (out, in); got {sx} and {sw}")
+    if b is not None and tuple(b.shape) != sw[:1]:
+        raise ShapeError(f"[linear] primitive expects a bias of shape {sw[:1]}; got "
+                         f"{tuple(b.shape)}")
+    check_dtypes("linear", *((x, w) if b is None else (x, w, b)))
+
+
+def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    src = x.dtype
+    if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
+        f = np.float32
+        return _linear_eager(x.astype(f), w.astype(f), None if b is None else b.astype(f)
+                             ).astype(src)
+    if x.ndim == 2:
+        out = np.matmul(x, w.T)
+    else:
+        lead = x.shape[:-1]
+        rows = 1
+        for n in lead:
+            rows *= n
+        out = np.matmul(x.reshape(rows, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
+    if b is not None:
+        out += b
+    return out
+
+
+def _linear_vjp(ctx, g):  # noqa: ANN001
+    x, w = ctx.inputs[:2]
+    needs = ctx.needs_input_grad
+    gx = bind(LINEAR, g, w.permute((1, 0))) if needs[0] else None
+    out_f, in_f = ctx.input_shapes[1]
+    rows = 1
+    for n in ctx.input_shapes[0][:-1]:
+        rows *= n
+    g2 = g.reshape((rows, out_f)) if (len(needs) > 2 and needs[2]) or needs[1] else None
+    gw = None
+    if needs[1]:
+        x2 = x.reshape((rows, in_f))
+        gw = bind(MATMUL, g2.permute((1, 0)), x2)
+    gb = g2.sum(0) if len(needs) > 2 and needs[2] else None
+    return (gx, gw) if len(needs) == 2 else (gx, gw, gb)
+
+
+LINEAR = register(OpDef(
+    "linear", "extern", _linear_meta, _linear_eager, _linear_vjp,
+    save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddmmBackward0",
+    doc="y = x @ w.T (+ b) over any leading dims of x (nn.functional.linear).",
+))
+
+
+# ---------------------------------------------------------------------------------- einsum
+def parse_equation(equation: str) -> tuple[list[str], str]:
+    """Split a normalized equation ``"ij,jk->ik"`` into its input terms and output term."""
+    lhs, out = equation.split("->")
+    return lhs.split(","), out
+
+
+def _einsum_meta(*ops, equation: str) -> tuple:  # noqa: ANN002
+    terms, out = parse_equation(equation)
+    if len(terms) != len(ops):
+        raise ShapeError(f"[einsum] equation {equation!r} names {len(terms)} operands; got "
+                         f"{len(ops)}")
+    sizes: dict[str, int] = {}
+    for term, op in zip(terms, ops):
+        if len(term) != len(op.shape):
+            raise ShapeError(f"[einsum] term {term!r} does not match an operand of shape "
+                             f"{tuple(op.shape)}")
+        for c, n in zip(term, op.shape):
+            if sizes.setdefault(c, n) != n:
+                raise ShapeError(f"[einsum] primitive label {c} has sizes {sizes[c]} and {n}; "
+                                 f"the frontend broadcasts first")
+    return tuple(sizes[c] for c in out), check_dtypes("einsum", *ops)
+
+
+def _einsum_eager(*ops: np.ndarray, equation: str) -> np.ndarray:
+    # the optimizing path (BLAS through tensordot) pays off above small sizes only
+    big = len(ops) > 2 or sum(o.size for o in ops) > 4096
+    out = np.asarray(np.einsum(equation, *ops, optimize=big))
+    if any(np.may_share_memory(out, o) for o in ops):
+        out = out.copy()  # "ij->ji" and friends return views of the input
+    return out
+
+
+def _einsum_vjp(ctx, g):  # noqa: ANN001
+    ops = ctx.inputs
+    terms, out = parse_equation(ctx.params["equation"])
+    used = set("".join(terms))
+    fresh = iter(c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used)
+    grads = []
+    for i, need in enumerate(ctx.needs_input_grad):
+        if not need:
+            grads.append(None)
+            continue
+        term, shape = terms[i], ctx.input_shapes[i]
+        others = [t for j, t in enumerate(terms) if j != i]
+        sub, args, target = [out], [g], []
+        for j, t in enumerate(terms):
+            if j != i:
+                sub.append(t)
+                args.append(ops[j])
+        seen: set[str] = set()
+        for c, n in zip(term, shape):
+            if c in seen:  # a repeated label: the gradient lives on the diagonal
+                f = next(fresh)
+                sub.append(c + f)
+                args.append(g.new_tensor(np.eye(n, dtype=g.dtype.np)))
+                target.append(f)
+                continue
+            seen.add(c)
+            target.append(c)
+            if c not in out and all(c not in t for t in others):
+                sub.append(c)  # summed over in this operand only: broadcast back
+                args.append(g.new_ones((n,)))
+        grads.append(bind(EINSUM, *args, equation=",".join(sub) + "->" + "".join(target)))
+    return tuple(grads)
+
+
+_MAX_OPERANDS = 52  # one label per operand at least; the vjp reads every operand
+
+EINSUM = register(OpDef(
+    "einsum", "extern", _einsum_meta, lowp(_einsum_eager), _einsum_vjp,
+    save=tuple(range(_MAX_OPERANDS)), tags=frozenset({"lowp_upcast"}),
+    doc="Explicit einsum without ellipses.",
+))
