@@ -278,6 +278,8 @@ def movedim(input: Tensor, source: int | Sequence[int], destination: int | Seque
         if len(set(ds)) != len(ds):
             raise ShapeError(f"[movedim] movedim: repeated dim in `{name}` "
                              f"({list(_as_list(raw))})")
+    if n == 0:
+        return bind(S.PERMUTE, input, dims=())
     order = [-1] * n
     for s, d in zip(src, dst):
         order[d] = s
@@ -403,12 +405,9 @@ def tensor_split(input: Tensor, indices_or_sections: int | Sequence[int], dim: i
         return _split_sizes(input, [q + 1] * r + [q] * (s - r), d)
     bounds = [0] + [min(max(int(i) + n if int(i) < 0 else int(i), 0), n)
                     for i in indices_or_sections] + [n]
-    out, start = [], 0
-    for b in bounds[1:]:
-        stop = max(b, start)
-        out.append(bind(S.NARROW, input, dim=d, start=start, length=stop - start))
-        start = stop
-    return tuple(out)
+    # piece j is input[idx[j-1]:idx[j]] with slice clamping (so pieces may overlap or be empty)
+    return tuple(bind(S.NARROW, input, dim=d, start=a, length=max(b - a, 0))
+                 for a, b in zip(bounds[:-1], bounds[1:]))
 
 
 @tensor_method("unbind")
