@@ -44,14 +44,11 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
     for x in ts[1:]:
         if x._dtype is not dtype:
             dtype = dt.promote_types(dtype, x._dtype)
-    kept = [x for x in ts if x._data.shape != (0,)]
-    if not kept:
-        return to_dtype(ts[0], dtype) if len(ts) == 1 else bind(
-            M.CAT, *[to_dtype(x, dtype) for x in ts], dim=0)
-    d = wrap_dim(dim, kept[0].ndim, "cat")
-    if len(kept) == 1 and len(ts) == 1:
-        return bind(M.CAT, to_dtype(kept[0], dtype), dim=d)
-    return bind(M.CAT, *[to_dtype(x, dtype) for x in kept], dim=d)
+    ref = next((x for x in ts if x._data.shape != (0,)), ts[0])
+    if ref.ndim != 1:
+        ts = [x for x in ts if x._data.shape != (0,)] or [ref]
+    d = wrap_dim(dim, ref.ndim, "cat")
+    return bind(M.CAT, *[to_dtype(x, dtype) for x in ts], dim=d)
 
 
 concat = concatenate = cat
