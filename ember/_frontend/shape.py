@@ -29,7 +29,8 @@ def size_args(args: tuple, op: str) -> tuple:
     try:
         return tuple(int(a) for a in args)
     except TypeError:
-        raise ShapeError(f"[{op}] expected a sequence of ints for the shape, got {args!r}") from None
+        raise ShapeError(
+            f"[{op}] expected a sequence of ints for the shape, got {args!r}") from None
 
 
 def infer_shape(shape: tuple, numel: int, op: str) -> tuple:
@@ -67,12 +68,7 @@ def view_as(input: Tensor, other: Tensor) -> Tensor:
 
 
 def _viewable(a: np.ndarray, shape: tuple) -> bool:
-    v = a.view()
-    try:
-        v.shape = shape
-    except AttributeError:
-        return False
-    return True
+    return S.view_strides(a.shape, S.elem_strides(a), shape) is not None
 
 
 @tensor_method("reshape")
@@ -83,7 +79,7 @@ def reshape(input: Tensor, *shape: Any) -> Tensor:
     if shp == input._data.shape:
         return bind(S.VIEW, input, shape=shp)
     if not _viewable(input._data, shp):
-        input = bind(S.CLONE, input)
+        return bind(S.RESHAPE_COPY, input, shape=shp)
     return bind(S.VIEW, input, shape=shp)
 
 
@@ -214,7 +210,7 @@ def t(input: Tensor) -> Tensor:
     return bind(S.PERMUTE, input, dims=(1, 0) if n == 2 else tuple(range(n)))
 
 
-def _T(self: Tensor) -> Tensor:
+def _prop_t_all(self: Tensor) -> Tensor:
     n = self.ndim
     if n > 2:
         warnings.warn(
@@ -228,7 +224,7 @@ def _T(self: Tensor) -> Tensor:
     return bind(S.PERMUTE, self, dims=tuple(range(n - 1, -1, -1)))
 
 
-def _mT(self: Tensor) -> Tensor:
+def _prop_mt(self: Tensor) -> Tensor:
     n = self.ndim
     if n < 2:
         raise ShapeError(f"[mT] tensor.mT is only supported on matrices or batches of matrices. "
@@ -236,7 +232,7 @@ def _mT(self: Tensor) -> Tensor:
     return transpose(self, -2, -1)
 
 
-def _mH(self: Tensor) -> Tensor:
+def _prop_mh(self: Tensor) -> Tensor:
     n = self.ndim
     if n < 2:
         raise ShapeError(f"[mH] tensor.mH is only supported on matrices or batches of matrices. "
@@ -244,7 +240,7 @@ def _mH(self: Tensor) -> Tensor:
     return transpose(self, -2, -1)  # real dtypes only: the conjugate is the identity
 
 
-def _H(self: Tensor) -> Tensor:
+def _prop_h(self: Tensor) -> Tensor:
     n = self.ndim
     if n not in (0, 2):
         raise ShapeError(f"[H] tensor.H is only supported on matrices (2-D tensors). Got "
@@ -252,10 +248,10 @@ def _H(self: Tensor) -> Tensor:
     return t(self)
 
 
-Tensor.T = property(_T)  # type: ignore[attr-defined]
-Tensor.mT = property(_mT)  # type: ignore[attr-defined]
-Tensor.mH = property(_mH)  # type: ignore[attr-defined]
-Tensor.H = property(_H)  # type: ignore[attr-defined]
+Tensor.T = property(_prop_t_all)  # type: ignore[attr-defined]
+Tensor.mT = property(_prop_mt)  # type: ignore[attr-defined]
+Tensor.mH = property(_prop_mh)  # type: ignore[attr-defined]
+Tensor.H = property(_prop_h)  # type: ignore[attr-defined]
 
 
 def _dim_list(d: Any, n: int, op: str) -> list:
@@ -497,3 +493,30 @@ def sum_to_size(input: Tensor, *size: Any) -> Tensor:
     from ember._frontend.reduction import sum as _sum
     out = _sum(input, dims, keepdim=True) if dims else input
     return reshape(out, shape) if lead else out
+
+
+# ---------------------------------------------------------------------------------- in-place
+def _metadata_inplace(name: str, fn: Any) -> None:
+    """``Tensor.name``: ``self`` becomes the view ``fn(self, ...)`` (same memory, new
+    geometry); its autograd history continues through the view's node."""
+    from ember.autograd import grad_mode
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if grad_mode.STATE.grad_enabled and self._requires_grad and self.grad_fn is None:
+            raise EmberRuntimeError(f"[{name}] a leaf Variable that requires grad is being used "
+                                    "in an in-place operation.")
+        v = fn(self, *args, **kwargs)
+        self._data = v._data
+        if v.grad_fn is not None:
+            self.grad_fn, self._output_nr = v.grad_fn, v._output_nr
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In-place (metadata only) version of ``{fn.__name__}``."
+    setattr(Tensor, name, method)
+
+
+for _name, _fn in (("squeeze_", squeeze), ("unsqueeze_", unsqueeze), ("t_", t),
+                   ("transpose_", transpose), ("swapaxes_", transpose), ("swapdims_", transpose),
+                   ("as_strided_", as_strided)):
+    _metadata_inplace(_name, _fn)

@@ -71,16 +71,49 @@ def _view_meta(x, *, shape: tuple) -> tuple:  # noqa: ANN001
     return tuple(shape), x.dtype
 
 
+def view_strides(oldshape: tuple, oldstride: tuple, newshape: tuple) -> tuple | None:
+    """Element strides of ``newshape`` viewing a tensor of ``oldshape``/``oldstride``, or None
+    when no view exists (PyTorch's ``computeStride``, whose strides for size-1 dims we copy)."""
+    if not oldshape:
+        return (1,) * len(newshape)
+    numel = _numel(oldshape)
+    if numel == 0 and tuple(oldshape) == tuple(newshape):
+        return tuple(oldstride)
+    newstride = [0] * len(newshape)
+    if numel == 0:
+        for d in range(len(newshape) - 1, -1, -1):
+            newstride[d] = 1 if d == len(newshape) - 1 else max(newshape[d + 1], 1) * \
+                newstride[d + 1]
+        return tuple(newstride)
+    view_d = len(newshape) - 1
+    chunk_base = oldstride[-1]
+    tensor_numel = view_numel = 1
+    for td in range(len(oldshape) - 1, -1, -1):
+        tensor_numel *= oldshape[td]
+        if td == 0 or (oldshape[td - 1] != 1
+                       and oldstride[td - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or newshape[view_d] == 1):
+                newstride[view_d] = view_numel * chunk_base
+                view_numel *= newshape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if td > 0:
+                chunk_base = oldstride[td - 1]
+                tensor_numel = view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(newstride)
+
+
 def _view_eager(x: np.ndarray, *, shape: tuple) -> np.ndarray:
-    v = x.view()
-    try:
-        v.shape = shape
-    except AttributeError:
+    st = view_strides(x.shape, elem_strides(x), tuple(shape))
+    if st is None:
         raise ShapeError(
             "[view] view size is not compatible with input tensor's size and stride (at least "
             "one dimension spans across two contiguous subspaces). Use .reshape(...) instead."
-        ) from None
-    return v
+        )
+    return strided_view(x, tuple(shape), st)
 
 
 VIEW = register(OpDef(
@@ -341,7 +374,14 @@ AS_STRIDED = register(OpDef(
 ))
 
 
-# ---------------------------------------------------------------------------------- clone
+# ---------------------------------------------------------------------------------- copies
+# reshape of a layout no view can express: a fresh contiguous tensor (not a view), as in torch
+RESHAPE_COPY = register(OpDef(
+    "reshape_copy", "movement", _view_meta,
+    lambda x, *, shape: np.array(x, copy=True, order="C").reshape(shape),
+    lambda ctx, g: (g.reshape(ctx.input_shapes[0]),),
+))
+
 CLONE = register(OpDef(
     "clone", "movement", lambda x: (tuple(x.shape), x.dtype),
     lambda x: np.array(x, copy=True, order="C"), lambda ctx, g: (g,),

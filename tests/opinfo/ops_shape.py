@@ -179,7 +179,7 @@ def _t_errors():
                       match=r"\[t\] t\(\) expects a tensor with <= 2 dimensions, but self is 3D")]
 
 
-def _T(t, x):
+def _transpose_all(t, x):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # >2-d and 0-d .T are deprecated in torch
         return x.T
@@ -448,7 +448,7 @@ OPINFOS = [
     OpInfo("swapdims", lambda t, x, dim0, dim1: t.swapdims(x, dim0, dim1), _transpose_samples,
            dtypes=ALL),
     OpInfo("t", lambda t, x: x.t(), _t_samples, dtypes=ALL, errors=_t_errors),
-    OpInfo("T", _T, _T_samples, dtypes=ALL),
+    OpInfo("T", _transpose_all, _T_samples, dtypes=ALL),
     OpInfo("mT", lambda t, x: x.mT, _mT_samples, dtypes=ALL, errors=_mT_errors),
     OpInfo("mH", lambda t, x: x.mH, _mT_samples, dtypes=ALL),
     OpInfo("movedim", lambda t, x, **kw: t.movedim(x, **kw), _movedim_samples, dtypes=ALL,
