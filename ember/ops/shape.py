@@ -107,6 +107,8 @@ def view_strides(oldshape: tuple, oldstride: tuple, newshape: tuple) -> tuple | 
 
 
 def _view_eager(x: np.ndarray, *, shape: tuple) -> np.ndarray:
+    if x.flags.c_contiguous and x.size and 1 not in x.shape:
+        return x.reshape(shape)  # NumPy's fresh C strides equal PyTorch's here
     st = view_strides(x.shape, elem_strides(x), tuple(shape))
     if st is None:
         raise ShapeError(
@@ -142,6 +144,8 @@ def _expand_meta(x, *, shape: tuple) -> tuple:  # noqa: ANN001
 
 
 def _expand_eager(x: np.ndarray, *, shape: tuple) -> np.ndarray:
+    if 1 not in shape:
+        return np.broadcast_to(x, shape)  # same strides as PyTorch when no dim has size 1
     # PyTorch's inferExpandGeometry: new dims of size 1 get size*stride of the next dim
     st = elem_strides(x)
     lead = len(shape) - x.ndim
@@ -208,6 +212,11 @@ def _unsqueeze_meta(x, *, dims: tuple) -> tuple:  # noqa: ANN001
 
 
 def _unsqueeze_eager(x: np.ndarray, *, dims: tuple) -> np.ndarray:
+    if x.flags.c_contiguous and x.size and 1 not in x.shape:
+        shape = list(x.shape)
+        for d in sorted(dims):
+            shape.insert(d, 1)
+        return x.reshape(shape)  # fresh C strides: what PyTorch gives a contiguous input
     shape, st = list(x.shape), list(elem_strides(x))
     for d in sorted(dims):
         # PyTorch: the new dim's stride is size*stride of the dim it is inserted before
