@@ -48,7 +48,16 @@ def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
     if ref.ndim != 1:
         ts = [x for x in ts if x._data.shape != (0,)] or [ref]
     d = wrap_dim(dim, ref.ndim, "cat")
-    return bind(M.CAT, *[to_dtype(x, dtype) for x in ts], dim=d)
+    return _to_out(bind(M.CAT, *[to_dtype(x, dtype) for x in ts], dim=d), out, "cat")
+
+
+def _to_out(result: Tensor, out: Tensor | None, op: str) -> Tensor:
+    if out is None:
+        return result
+    if tuple(out.shape) != tuple(result.shape):
+        raise ShapeError(f"[{op}] out= of shape {tuple(out.shape)} must have the result's shape "
+                         f"{tuple(result.shape)} (resizing out is not supported)")
+    return out.copy_(result)
 
 
 concat = concatenate = cat
@@ -65,7 +74,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor
             raise ShapeError(f"[stack] stack expects each tensor to be equal size, but got "
                              f"{list(s0)} at entry 0 and {list(x.shape)} at entry {i}")
     d = wrap_dim(dim, len(s0) + 1, "stack")
-    return cat([unsqueeze(x, d) for x in ts], d)
+    return cat([unsqueeze(x, d) for x in ts], d, out=out)
 
 
 def atleast_1d(*tensors: Any) -> Any:

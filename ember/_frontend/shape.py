@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember._frontend.core import check_tensor
-from ember.errors import EmberIndexError, EmberRuntimeError, ShapeError
+from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, ShapeError
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
@@ -339,10 +339,15 @@ def _split_sizes(input: Tensor, sizes: Sequence[int], d: int) -> tuple:
 
 
 @tensor_method("split")
-def split(tensor: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int] | None = None,
+          dim: int = 0, *, split_size: int | Sequence[int] | None = None) -> tuple:
     """Views of consecutive pieces of ``split_size`` (the last may be smaller), or of the given
     section sizes."""
     check_tensor(tensor, "split")
+    if split_size_or_sections is None:
+        split_size_or_sections = split_size  # Tensor.split's keyword name
+    if split_size_or_sections is None:
+        raise EmberTypeError("[split] split() missing required argument 'split_size'")
     if tensor.ndim == 0:
         raise EmberRuntimeError("[split] split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, tensor.ndim, "split")

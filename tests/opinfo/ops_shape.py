@@ -467,6 +467,9 @@ OPINFOS = [
            errors=_split_errors),
     OpInfo("split_method", lambda t, x, split_size_or_sections, dim=0:
            x.split(split_size_or_sections, dim), _split_samples, dtypes=("float32", "int64")),
+    OpInfo("split_size_kw", lambda t, x, split_size_or_sections, dim=0:
+           x.split(split_size=split_size_or_sections, dim=dim), _split_samples,
+           dtypes=("float32",)),
     OpInfo("chunk", lambda t, x, **kw: t.chunk(x, **kw), _chunk_samples, dtypes=ALL,
            errors=_chunk_errors),
     OpInfo("tensor_split", lambda t, x, indices_or_sections, dim=0:
