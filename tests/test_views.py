@@ -241,3 +241,15 @@ def test_metadata_inplace_ops():
     z.unsqueeze_(0)
     z.sum().backward()
     assert h.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_expand_writability_matches_torch():
+    for lib in (torch, ember):
+        x = lib.zeros(3, 4)
+        same = x.expand(3, 4)
+        same.add_(1.0)  # no overlap: allowed
+        assert x.sum().item() == 12.0
+        with pytest.raises(RuntimeError, match="more than one element"):
+            lib.zeros(3, 1).expand(3, 4).add_(1.0)
+        new_dim = lib.zeros(4).expand(1, 4)
+        new_dim.add_(1.0)  # a new size-1 dim does not overlap either

@@ -143,7 +143,11 @@ def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
         dims = tuple(i for i, s in enumerate(shape) if s == 1)
     else:
         ds = (dim,) if isinstance(dim, int) else tuple(dim)
-        dims = tuple(sorted({wrap_dim(int(d), n, "squeeze") for d in ds}))
+        w = [wrap_dim(int(d), n, "squeeze") for d in ds]
+        for d in w:
+            if w.count(d) > 1:
+                raise ShapeError(f"[squeeze] dim {d} appears multiple times in the list of dims")
+        dims = tuple(sorted(w))
         dims = tuple(d for d in dims if n and shape[d] == 1)
     return bind(S.SQUEEZE, input, dims=dims)
 

@@ -144,6 +144,8 @@ def _expand_meta(x, *, shape: tuple) -> tuple:  # noqa: ANN001
 
 
 def _expand_eager(x: np.ndarray, *, shape: tuple) -> np.ndarray:
+    if tuple(shape) == x.shape:
+        return x.view()  # writable: nothing overlaps
     if 1 not in shape:
         return np.broadcast_to(x, shape)  # same strides as PyTorch when no dim has size 1
     # PyTorch's inferExpandGeometry: new dims of size 1 get size*stride of the next dim

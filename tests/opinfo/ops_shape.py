@@ -126,7 +126,9 @@ def _squeeze_samples(dtype, rng):
 
 def _squeeze_errors():
     return [ErrorCase((_z(2, 1),), {"dim": 2}, exc=IndexError,
-                      match=r"\[squeeze\] Dimension out of range")]
+                      match=r"\[squeeze\] Dimension out of range"),
+            ErrorCase((_z(1, 3),), {"dim": (0, -2)}, exc=RuntimeError,
+                      match=r"\[squeeze\] dim 0 appears multiple times in the list of dims")]
 
 
 def _unsqueeze_samples(dtype, rng):
