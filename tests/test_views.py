@@ -211,6 +211,7 @@ def test_inplace_through_view_updates_base_history(opname):
     lambda lib, x: lib.cat([x, x * 2], 1), lambda lib, x: lib.stack([x, x], 0),
     lambda lib, x: x.unfold(1, 2, 1), lambda lib, x: x.as_strided((2, 2), (1, 1), 1),
     lambda lib, x: x.diagonal(), lambda lib, x: x.flip(0).roll(1, 1).repeat(2, 1),
+    lambda lib, x: lib.cat(x.split([1, 3], 1)[::-1], 1), lambda lib, x: lib.stack(x.unbind(1)),
 ])
 def test_double_backward(fn):
     """Gradients of views are ember ops themselves, so grad-of-grad works."""
@@ -253,3 +254,19 @@ def test_expand_writability_matches_torch():
             lib.zeros(3, 1).expand(3, 4).add_(1.0)
         new_dim = lib.zeros(4).expand(1, 4)
         new_dim.add_(1.0)  # a new size-1 dim does not overlap either
+
+
+@pytest.mark.parametrize("pick", [0, 1, -1])
+def test_multi_output_views_with_unused_outputs(pick):
+    """split/unbind are one backward node each; outputs without a gradient count as zeros."""
+    def run(lib):
+        x = lib.arange(1.0, 13.0, dtype=lib.float64).reshape(4, 3).requires_grad_(True)
+        a = x.split([1, 2, 1])[pick]
+        b = x.unbind(1)[pick]
+        c = x.chunk(2, 1)[pick]
+        ((a * a).sum() + (b * 3).sum() + c.sum()).backward()
+        return x.grad.numpy(), a.grad_fn.name(), b.grad_fn.name()
+    eg, ea, eb = run(ember)
+    tg, ta, tb = run(torch)
+    np.testing.assert_allclose(eg, tg)
+    assert (ea, eb) == (ta, tb)

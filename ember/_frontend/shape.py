@@ -335,11 +335,7 @@ def select(input: Tensor, dim: int, index: int | Tensor) -> Tensor:
 
 
 def _split_sizes(input: Tensor, sizes: Sequence[int], d: int) -> tuple:
-    out, off = [], 0
-    for s in sizes:
-        out.append(bind(S.NARROW, input, dim=d, start=off, length=s))
-        off += s
-    return tuple(out)
+    return tuple(bind(S.SPLIT_WITH_SIZES, input, dim=d, sizes=tuple(sizes)))
 
 
 @tensor_method("split")
@@ -410,6 +406,8 @@ def tensor_split(input: Tensor, indices_or_sections: int | Sequence[int], dim: i
         return _split_sizes(input, [q + 1] * r + [q] * (s - r), d)
     bounds = [0] + [min(max(int(i) + n if int(i) < 0 else int(i), 0), n)
                     for i in indices_or_sections] + [n]
+    if all(a <= b for a, b in zip(bounds[:-1], bounds[1:])):
+        return _split_sizes(input, [b - a for a, b in zip(bounds[:-1], bounds[1:])], d)
     # piece j is input[idx[j-1]:idx[j]] with slice clamping (so pieces may overlap or be empty)
     return tuple(bind(S.NARROW, input, dim=d, start=a, length=max(b - a, 0))
                  for a, b in zip(bounds[:-1], bounds[1:]))
@@ -422,7 +420,7 @@ def unbind(input: Tensor, dim: int = 0) -> tuple:
     if input.ndim == 0:
         raise EmberIndexError("[unbind] Dimension specified as 0 but tensor has no dimensions")
     d = wrap_dim(dim, input.ndim, "unbind")
-    return tuple(bind(S.SELECT, input, dim=d, index=i) for i in range(input._data.shape[d]))
+    return tuple(bind(S.UNBIND, input, dim=d))
 
 
 # ---------------------------------------------------------------------------------- strided

@@ -288,6 +288,60 @@ SELECT = register(OpDef(
 ))
 
 
+# ---------------------------------------------------------------------------------- split
+# Multi-output views (a variable number of outputs: num_outputs=0) so that one backward node
+# gathers all the pieces' gradients, as PyTorch's SplitWithSizesBackward0/UnbindBackward0 do.
+def _split_meta(x, *, dim: int, sizes: tuple) -> tuple:  # noqa: ANN001
+    n = x.shape[dim]
+    if sum(sizes) != n or any(s < 0 for s in sizes):
+        raise ShapeError(f"[split_with_sizes] split_with_sizes expects split_sizes to sum "
+                         f"exactly to {n} (input tensor's size at dimension {dim}), but got "
+                         f"split_sizes={list(sizes)}")
+    shape = list(x.shape)
+    out = []
+    for s in sizes:
+        shape[dim] = s
+        out.append((tuple(shape), x.dtype))
+    return tuple(out)
+
+
+def _split_eager(x: np.ndarray, *, dim: int, sizes: tuple) -> tuple:
+    out, off = [], 0
+    for s in sizes:
+        out.append(_narrow_eager(x, dim=dim, start=off, length=s))
+        off += s
+    return tuple(out)
+
+
+def _split_vjp(ctx, *grads):  # noqa: ANN001, ANN002
+    from ember.ops.movement import CAT
+    return (bind(CAT, *grads, dim=ctx.params["dim"]),)
+
+
+SPLIT_WITH_SIZES = register(OpDef(
+    "split_with_sizes", "view", _split_meta, _split_eager, _split_vjp, num_outputs=0,
+    tags=frozenset({"multi_output"}),
+))
+
+
+def _unbind_meta(x, *, dim: int) -> tuple:  # noqa: ANN001
+    shape = tuple(s for i, s in enumerate(x.shape) if i != dim)
+    return tuple((shape, x.dtype) for _ in range(x.shape[dim]))
+
+
+def _unbind_vjp(ctx, *grads):  # noqa: ANN001, ANN002
+    from ember.ops.movement import CAT
+    d = ctx.params["dim"]
+    return (bind(CAT, *[bind(UNSQUEEZE_MANY, g, dims=(d,)) for g in grads], dim=d),)
+
+
+UNBIND = register(OpDef(
+    "unbind", "view", _unbind_meta,
+    lambda x, *, dim: tuple(x[(slice(None),) * dim + (i, Ellipsis)] for i in range(x.shape[dim])),
+    _unbind_vjp, num_outputs=0, tags=frozenset({"multi_output"}),
+))
+
+
 # ---------------------------------------------------------------------------------- unfold
 def _unfold_meta(x, *, dim: int, size: int, step: int) -> tuple:  # noqa: ANN001
     shape = list(x.shape)
