@@ -270,3 +270,21 @@ def test_multi_output_views_with_unused_outputs(pick):
     tg, ta, tb = run(torch)
     np.testing.assert_allclose(eg, tg)
     assert (ea, eb) == (ta, tb)
+
+
+@pytest.mark.parametrize("op", ["clone", "contiguous", "flip", "roll", "repeat", "cat", "stack",
+                                "reshape_copy"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_copy_layout_matches_torch(op, kind):
+    """Copies keep the input's dim order where PyTorch does (clone, flip) and are contiguous
+    where it makes them so (contiguous, roll, repeat, cat)."""
+    fns = {
+        "clone": lambda lib, x: x.clone(), "contiguous": lambda lib, x: x.contiguous(),
+        "flip": lambda lib, x: x.flip(0), "roll": lambda lib, x: x.roll(1, 0),
+        "repeat": lambda lib, x: x.repeat(1, 2, 1), "cat": lambda lib, x: lib.cat([x, x], 1),
+        "stack": lambda lib, x: lib.stack([x, x]), "reshape_copy": lambda lib, x: x.reshape(-1),
+    }
+    t = fns[op](torch, _make(torch, (2, 3, 4), kind))
+    e = fns[op](ember, _make(ember, (2, 3, 4), kind))
+    assert _geometry(e) == _geometry(t)
+    np.testing.assert_array_equal(e.numpy(), t.numpy())

@@ -470,14 +470,16 @@ def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Te
 # ---------------------------------------------------------------------------------- copies
 @tensor_method("clone")
 def clone(input: Tensor, *, memory_format: Any = None) -> Tensor:
-    return bind(S.CLONE, input)
+    """A copy; keeps the input's layout unless ``memory_format`` asks for contiguous."""
+    return bind(S.CLONE, input, contiguous=memory_format is not None
+                and "contiguous" in str(memory_format))
 
 
 @tensor_method("contiguous")
 def contiguous(input: Tensor, memory_format: Any = None) -> Tensor:
     if input.is_contiguous():
         return input
-    return bind(S.CLONE, input)
+    return bind(S.CLONE, input, contiguous=True)
 
 
 @tensor_method("sum_to_size")

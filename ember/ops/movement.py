@@ -45,7 +45,8 @@ def _cat_vjp(ctx, g):  # noqa: ANN001
 
 
 CAT = register(OpDef(
-    "cat", "movement", _cat_meta, lambda *xs, dim: np.concatenate(xs, axis=dim), _cat_vjp,
+    "cat", "movement", _cat_meta,
+    lambda *xs, dim: np.ascontiguousarray(np.concatenate(xs, axis=dim)), _cat_vjp,
 ))
 
 
@@ -56,7 +57,7 @@ def _same(x, **params) -> tuple:  # noqa: ANN001, ANN003
 
 FLIP = register(OpDef(
     "flip", "movement", _same,
-    lambda x, *, dims: np.array(np.flip(x, dims), copy=True, order="C"),
+    lambda x, *, dims: np.array(np.flip(x, dims), copy=True, order="K"),  # torch keeps layout
     lambda ctx, g: (bind(FLIP, g, dims=ctx.params["dims"]),),
 ))
 
@@ -68,7 +69,7 @@ def _roll_vjp(ctx, g):  # noqa: ANN001
 
 ROLL = register(OpDef(
     "roll", "movement", _same,
-    lambda x, *, shifts, dims: np.roll(x, shifts, axis=dims), _roll_vjp,
+    lambda x, *, shifts, dims: np.ascontiguousarray(np.roll(x, shifts, axis=dims)), _roll_vjp,
 ))
 
 
@@ -96,7 +97,8 @@ def _repeat_vjp(ctx, g):  # noqa: ANN001
 
 
 REPEAT = register(OpDef(
-    "repeat", "movement", _repeat_meta, lambda x, *, repeats: np.tile(x, repeats), _repeat_vjp,
+    "repeat", "movement", _repeat_meta, lambda x, *, repeats: np.ascontiguousarray(np.tile(x, repeats)),
+    _repeat_vjp,
 ))
 
 

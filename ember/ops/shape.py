@@ -447,7 +447,9 @@ RESHAPE_COPY = register(OpDef(
     lambda ctx, g: (g.reshape(ctx.input_shapes[0]),),
 ))
 
+# contiguous=False keeps the input's dim order (PyTorch's preserve_format; NumPy's order "K")
 CLONE = register(OpDef(
-    "clone", "movement", lambda x: (tuple(x.shape), x.dtype),
-    lambda x: np.array(x, copy=True, order="C"), lambda ctx, g: (g,),
+    "clone", "movement", lambda x, *, contiguous: (tuple(x.shape), x.dtype),
+    lambda x, *, contiguous: np.array(x, copy=True, order="C" if contiguous else "K"),
+    lambda ctx, g: (g,),
 ))
