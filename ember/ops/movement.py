@@ -11,6 +11,11 @@ from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
 
+def _c(a: np.ndarray) -> np.ndarray:
+    """``a`` in C order (``np.ascontiguousarray`` would turn 0-d into 1-d)."""
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
 # ---------------------------------------------------------------------------------- cat
 def _cat_meta(*xs, dim: int) -> tuple:  # noqa: ANN002
     first = xs[0]
@@ -46,7 +51,7 @@ def _cat_vjp(ctx, g):  # noqa: ANN001
 
 CAT = register(OpDef(
     "cat", "movement", _cat_meta,
-    lambda *xs, dim: np.ascontiguousarray(np.concatenate(xs, axis=dim)), _cat_vjp,
+    lambda *xs, dim: _c(np.concatenate(xs, axis=dim)), _cat_vjp,
 ))
 
 
@@ -69,7 +74,7 @@ def _roll_vjp(ctx, g):  # noqa: ANN001
 
 ROLL = register(OpDef(
     "roll", "movement", _same,
-    lambda x, *, shifts, dims: np.ascontiguousarray(np.roll(x, shifts, axis=dims)), _roll_vjp,
+    lambda x, *, shifts, dims: _c(np.roll(x, shifts, axis=dims)), _roll_vjp,
 ))
 
 
@@ -97,7 +102,7 @@ def _repeat_vjp(ctx, g):  # noqa: ANN001
 
 
 REPEAT = register(OpDef(
-    "repeat", "movement", _repeat_meta, lambda x, *, repeats: np.ascontiguousarray(np.tile(x, repeats)),
+    "repeat", "movement", _repeat_meta, lambda x, *, repeats: _c(np.tile(x, repeats)),
     _repeat_vjp,
 ))
 
