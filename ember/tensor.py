@@ -160,7 +160,9 @@ class Tensor:
     def stride(self, dim: int | None = None) -> Any:
         item = self._dtype.itemsize
         st = tuple(s // item for s in self._data.strides)
-        if self._data.size == 0 or any(n == 1 for n in self._data.shape):
+        # views carry PyTorch's exact geometry (the view kernels build it); fresh arrays get
+        # PyTorch's strides for their size-1/empty dims, which NumPy leaves unspecified
+        if self._base is None and (self._data.size == 0 or 1 in self._data.shape):
             st = _canonical_strides(self._data.shape, st)
         if dim is None:
             return st
@@ -538,10 +540,10 @@ def _canonical_strides(shape: tuple, strides: tuple) -> tuple:
 
 
 def _is_contiguous(shape: tuple, strides: tuple) -> bool:
+    if 0 in shape:
+        return True  # PyTorch: every empty tensor is contiguous
     expected = 1
     for n, s in zip(reversed(shape), reversed(strides)):
-        if n == 0:
-            return True
         if n != 1 and s != expected:
             return False
         expected *= n

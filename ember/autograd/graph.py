@@ -212,7 +212,9 @@ class OpNode(Node):
 
     def __init__(self, op: OpDef, next_functions: tuple, ctx: BackwardContext,
                  out_specs: tuple) -> None:
-        super().__init__(next_functions, op.num_outputs)
+        # len(out_specs), not op.num_outputs: ops with a variable output count (split, unbind)
+        # declare num_outputs=0
+        super().__init__(next_functions, len(out_specs))
         self.op = op
         self.ctx = ctx
         self._freed = False

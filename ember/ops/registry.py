@@ -59,7 +59,7 @@ class OpDef:
     eager: Callable[..., Any]
     vjp: Callable[..., tuple] | None = None
     tags: frozenset[str] = frozenset()
-    num_outputs: int = 1
+    num_outputs: int = 1                # 0: a variable number (split, unbind), meta says
     save: tuple[int, ...] = ()          # indices of inputs the vjp reads
     # finer: input i's gradient reads inputs save_for[i] (only those inputs needing a gradient
     # cause saving, so ``x.mul_(2)`` does not save ``x``)
