@@ -321,18 +321,25 @@ def logsumexp(input: Tensor, dim: Dim, keepdim: bool = False) -> Tensor:
 
 
 # ---------------------------------------------------------------------------- boolean
+def _bool_dims(dim: Dim, ndim: int, op: str) -> tuple:
+    # all/any take dim=() as "reduce nothing", unlike sum/amax/mean
+    if isinstance(dim, (tuple, list)) and len(dim) == 0:
+        return ()
+    return norm_dims(dim, ndim, op)
+
+
 @tensor_method("all")
 def all(input: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
     """True where every element over ``dim`` is nonzero (uint8 in, uint8 out)."""
     check_tensor(input, "all")
-    return bind(R.ALL, input, dims=norm_dims(dim, input.ndim, "all"), keepdim=bool(keepdim))
+    return bind(R.ALL, input, dims=_bool_dims(dim, input.ndim, "all"), keepdim=bool(keepdim))
 
 
 @tensor_method("any")
 def any(input: Tensor, dim: Dim = None, keepdim: bool = False) -> Tensor:
     """True where some element over ``dim`` is nonzero (uint8 in, uint8 out)."""
     check_tensor(input, "any")
-    return bind(R.ANY, input, dims=norm_dims(dim, input.ndim, "any"), keepdim=bool(keepdim))
+    return bind(R.ANY, input, dims=_bool_dims(dim, input.ndim, "any"), keepdim=bool(keepdim))
 
 
 @tensor_method("count_nonzero")

@@ -123,7 +123,7 @@ def _others_eager(x: np.ndarray, *, dims: tuple) -> np.ndarray:
     left = np.cumprod(np.concatenate([one, flat[..., :-1]], -1), -1, dtype=x.dtype)
     right = np.cumprod(np.concatenate([one, flat[..., :0:-1]], -1), -1, dtype=x.dtype)[..., ::-1]
     out = (left * right).reshape(xt.shape)
-    return np.ascontiguousarray(np.transpose(out, np.argsort(perm)))
+    return np.asarray(np.transpose(out, np.argsort(perm)), order="C")
 
 
 PROD_OTHERS = register(OpDef(
@@ -131,6 +131,13 @@ PROD_OTHERS = register(OpDef(
     lowp(_others_eager), None, tags=_NODIFF,
     doc="prod of the group without each element: prod's gradient when the input has zeros.",
 ))
+
+
+def has_zero(x) -> bool:  # noqa: ANN001
+    """Whether ``x`` holds a zero (a data-dependent choice of gradient formula, as PyTorch's
+    prod/cumprod backward makes)."""
+    n = bind(COUNT_NONZERO, x.detach(), dims=tuple(range(x.ndim)), keepdim=False)
+    return int(n) != x.numel()
 
 
 # ---------------------------------------------------------------------------- sum / mean / prod
@@ -169,8 +176,7 @@ def _prod_vjp(ctx, g):  # noqa: ANN001
     (out,) = ctx.outputs
     p, shape = ctx.params, ctx.input_shapes[0]
     ge = expand_reduced(g, shape, p["dims"], p["keepdim"])
-    from ember._frontend.reduction import count_nonzero
-    if int(count_nonzero(x.detach())) == x.numel():
+    if not has_zero(x):
         # no zeros: the closed form, which stays differentiable for double backward
         return (ge * expand_reduced(out, shape, p["dims"], p["keepdim"]) / x,)
     return (ge * bind(PROD_OTHERS, x, dims=p["dims"]),)
@@ -245,7 +251,7 @@ def _vi_eager(fn):  # noqa: ANN001, ANN202
         vals = np.take_along_axis(x, idx, dim)
         if not keepdim:
             vals, idx = vals.squeeze(dim), idx.squeeze(dim)
-        return np.ascontiguousarray(vals), np.ascontiguousarray(idx, np.int64)
+        return np.asarray(vals, order="C"), np.asarray(idx, np.int64, order="C")
     return kernel
 
 
@@ -288,9 +294,8 @@ def _var_grad(x, g, p: dict, shape: tuple):  # noqa: ANN001, ANN202
     dims = p["dims"]
     denom = _count(shape, dims) - p["correction"]
     scale = 2.0 / denom if denom > 0 else (math.inf if denom == 0 else 2.0 / denom)
-    from ember._frontend.reduction import mean
     gk = expand_reduced(g, shape, dims, p["keepdim"])
-    return scale * gk * (x - mean(x, dims, keepdim=True))
+    return scale * gk * (x - bind(MEAN, x, dims=dims, keepdim=True))
 
 
 def _var_vjp(ctx, g):  # noqa: ANN001
@@ -338,7 +343,7 @@ def _norm_vjp(ctx, g):  # noqa: ANN001
     ge = expand_reduced(g, shape, dims, keepdim)
     ne = expand_reduced(norm, shape, dims, keepdim)
     if o == 0:
-        return (x * 0.0,)
+        return (None,)  # PyTorch's undefined (all-zero) gradient
     sgn = bind(SIGN, x.detach())
     if o == 1:
         return (sgn * ge,)

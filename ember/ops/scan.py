@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember import dtypes as dt
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
 _NODIFF = frozenset({"nondifferentiable"})
+_LOWP = (np.dtype(np.float16), dt.bfloat16.np)
 
 
 def _same_meta(x, **_: object) -> tuple:  # noqa: ANN001
@@ -24,7 +26,8 @@ def _cumsum_eager(x: np.ndarray, *, dim: int, reverse: bool) -> np.ndarray:
     if x.ndim == 0:
         return x.copy()
     if reverse:
-        return np.ascontiguousarray(np.flip(np.cumsum(np.flip(x, dim), dim, dtype=x.dtype), dim))
+        return np.asarray(np.flip(np.cumsum(np.flip(x, dim), dim, dtype=x.dtype), dim),
+                          order="C")
     return np.cumsum(x, dim, dtype=x.dtype)
 
 
@@ -57,7 +60,7 @@ def _cumprod_grad_eager(x: np.ndarray, g: np.ndarray, *, dim: int) -> np.ndarray
     t = np.where(upper, xm[..., None, :], x.dtype.type(1))
     span = np.cumprod(t, -1) * np.triu(np.ones((n, n), x.dtype))  # j >= i
     out = excl * np.einsum("...ij,...j->...i", span, gm)
-    return np.ascontiguousarray(np.moveaxis(out, -1, dim).astype(x.dtype))
+    return np.asarray(np.moveaxis(out, -1, dim).astype(x.dtype), order="C")
 
 
 CUMPROD_GRAD = register(OpDef(
@@ -71,8 +74,8 @@ def _cumprod_vjp(ctx, g):  # noqa: ANN001
     (x,) = ctx.inputs
     (out,) = ctx.outputs
     dim = ctx.params["dim"]
-    from ember._frontend.reduction import count_nonzero
-    if int(count_nonzero(x.detach())) == x.numel():
+    from ember.ops.reduction import has_zero
+    if not has_zero(x):
         # no zeros: the closed form, differentiable again
         return (bind(CUMSUM, g * out, dim=dim, reverse=True) / x,)
     return (bind(CUMPROD_GRAD, x, g, dim=dim),)
@@ -97,8 +100,21 @@ def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
         return x.copy()
     if x.ndim == 0:
         return _log_softmax_eager(x.reshape(1), dim=0).reshape(())
+    src = x.dtype
+    lowp_in = src in _LOWP
+    if lowp_in:
+        x = x.astype(np.float32)
     s = x - np.max(x, axis=dim, keepdims=True)
-    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+    total = np.sum(np.exp(s), axis=dim, keepdims=True)
+    if lowp_in:
+        # PyTorch's CPU kernels round log(sum) to the input dtype, and the last-dim kernel
+        # rounds the sum itself too
+        if dim == x.ndim - 1:
+            total = total.astype(src).astype(np.float32)
+        out = s - np.log(total).astype(src).astype(np.float32)
+        return out.astype(src)
+    out = s - np.log(total)
+    return out
 
 
 def _sum_keep(t, dim: int):  # noqa: ANN001, ANN202
@@ -122,7 +138,7 @@ SOFTMAX = register(OpDef(
     grad_name="SoftmaxBackward0", doc="exp(x - max) / sum(exp(x - max)) along dim.",
 ))
 LOG_SOFTMAX = register(OpDef(
-    "log_softmax", "composite", _same_meta, lowp(_log_softmax_eager), _log_softmax_vjp,
+    "log_softmax", "composite", _same_meta, _log_softmax_eager, _log_softmax_vjp,
     save_output=True, grad_name="LogSoftmaxBackward0",
     doc="(x - max) - log(sum(exp(x - max))) along dim.",
 ))

@@ -52,7 +52,7 @@ SCATTER_ADD = register(OpDef(
 def _gather_eager(x: np.ndarray, index: np.ndarray, *, dim: int) -> np.ndarray:
     if x.ndim == 0:
         return x.copy()
-    return np.ascontiguousarray(np.take_along_axis(x, index, dim))
+    return np.asarray(np.take_along_axis(x, index, dim), order="C")
 
 
 def _gather_vjp(ctx, g):  # noqa: ANN001
@@ -115,7 +115,7 @@ def _topk_eager(x: np.ndarray, *, k: int, dim: int, largest: bool, sorted: bool)
     if x.ndim == 0:
         return x.copy(), np.zeros((), np.int64)
     idx = _sort_idx(x, dim, largest).astype(np.int64)
-    idx = np.ascontiguousarray(np.take(idx, np.arange(k), axis=dim))
+    idx = np.asarray(np.take(idx, np.arange(k), axis=dim), order="C")
     return np.take_along_axis(x, idx, dim), idx
 
 
@@ -136,14 +136,14 @@ def _kth_eager(x: np.ndarray, *, k: int, dim: int, keepdim: bool, nan_first: boo
         return x.copy(), np.zeros((), np.int64)
     order = np.argsort(_keys(x), axis=dim, kind="stable")
     pos = np.full(reduced_shape(x.shape, (dim,), True), k - 1, np.int64)
-    if nan_first and x.dtype.kind == "f":
+    if nan_first and _keys(x).dtype.kind == "f":
         nn = np.sum(~np.isnan(_keys(x)), axis=dim, keepdims=True)
         pos = np.where(nn < x.shape[dim], nn, pos)
     idx = np.take_along_axis(order, pos, dim).astype(np.int64)
     vals = np.take_along_axis(x, idx, dim)
     if not keepdim:
         vals, idx = vals.squeeze(dim), idx.squeeze(dim)
-    return np.ascontiguousarray(vals), np.ascontiguousarray(idx)
+    return np.asarray(vals, order="C"), np.asarray(idx, order="C")
 
 
 KTHVALUE = register(OpDef("kthvalue", "reduction", _kth_meta, _kth_eager, index_vjp,
@@ -184,7 +184,7 @@ def _unique_eager(x: np.ndarray, *, sorted: bool, dim: int | None) -> tuple:
     else:
         vals, inv, cnt = np.unique(k, return_inverse=True, return_counts=True, axis=dim)
         inv = inv.reshape(-1)
-    return (np.ascontiguousarray(vals.astype(x.dtype)), inv.astype(np.int64),
+    return (np.asarray(vals.astype(x.dtype), order="C"), inv.astype(np.int64),
             cnt.astype(np.int64))
 
 
