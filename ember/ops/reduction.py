@@ -264,7 +264,7 @@ def index_vjp(ctx, g, _gi=None):  # noqa: ANN001
         return (g,)
     dim = p["dim"]
     g = unsqueeze_reduced(g, shape, (dim,), p["keepdim"])
-    idx = unsqueeze_reduced(idx, shape, (dim,), p["keepdim"])
+    idx = unsqueeze_reduced(idx.detach(), shape, (dim,), p["keepdim"])
     return (scatter_to(g, idx, dim, shape),)
 
 

@@ -94,7 +94,9 @@ def _sort_vjp(ctx, g, _gi=None):  # noqa: ANN001
     shape = ctx.input_shapes[0]
     if len(shape) == 0:
         return (g,)
-    return (scatter_to(g, idx, ctx.params["dim"], shape),)
+    # indices are constants of the gradient (detach: under create_graph saved outputs come
+    # back attached to this node)
+    return (scatter_to(g, idx.detach(), ctx.params["dim"], shape),)
 
 
 SORT = register(OpDef(
