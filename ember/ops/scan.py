@@ -91,8 +91,10 @@ def _softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
         return x.copy()
     if x.ndim == 0:
         return _softmax_eager(x.reshape(1), dim=0).reshape(())
-    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
-    return e / np.sum(e, axis=dim, keepdims=True)
+    e = np.subtract(x, np.max(x, axis=dim, keepdims=True))
+    np.exp(e, out=e)
+    e /= np.sum(e, axis=dim, keepdims=True)
+    return e
 
 
 def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
@@ -104,7 +106,7 @@ def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     lowp_in = src in _LOWP
     if lowp_in:
         x = x.astype(np.float32)
-    s = x - np.max(x, axis=dim, keepdims=True)
+    s = np.subtract(x, np.max(x, axis=dim, keepdims=True))
     total = np.sum(np.exp(s), axis=dim, keepdims=True)
     if lowp_in:
         # PyTorch's CPU kernels round log(sum) to the input dtype, and the last-dim kernel
@@ -113,8 +115,8 @@ def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
             total = total.astype(src).astype(np.float32)
         out = s - np.log(total).astype(src).astype(np.float32)
         return out.astype(src)
-    out = s - np.log(total)
-    return out
+    s -= np.log(total)
+    return s
 
 
 def _sum_keep(t, dim: int):  # noqa: ANN001, ANN202
