@@ -44,6 +44,7 @@ class return_types:  # noqa: N801 - mirrors torch.return_types
     topk = _return_type("topk")
     median = _return_type("median")
     kthvalue = _return_type("kthvalue")
+    mode = _return_type("mode")
 
 
 def norm_dims(dim: Any, ndim: int, op: str) -> tuple:

@@ -13,7 +13,7 @@ from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
-__all__ = ["argsort", "kthvalue", "median", "msort", "sort", "topk", "unique"]
+__all__ = ["argsort", "kthvalue", "median", "mode", "msort", "sort", "topk", "unique"]
 
 
 @tensor_method("sort")
@@ -88,6 +88,18 @@ def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
     v, i = bind(S.KTHVALUE, input, k=(n - 1) // 2 + 1, dim=d, keepdim=bool(keepdim),
                 nan_first=True)
     return return_types.median(v, i)
+
+
+@tensor_method("mode")
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> Any:
+    """The most frequent value along ``dim`` (the smallest if several are) and the index of
+    its last occurrence."""
+    check_tensor(input, "mode")
+    _check_sortable(input, "mode")
+    d = wrap_dim(dim, input.ndim, "mode")
+    _nonempty(input, dim, (d,) if input.ndim else (), "mode")
+    v, i = bind(S.MODE, input, dim=d, keepdim=bool(keepdim))
+    return return_types.mode(v, i)
 
 
 @tensor_method("unique")

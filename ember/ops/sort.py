@@ -169,6 +169,38 @@ MEDIAN = register(OpDef(
 ))
 
 
+def _mode_eager(x: np.ndarray, *, dim: int, keepdim: bool) -> tuple:
+    """The most frequent value along dim (the smallest among equally frequent ones) and the
+    index of its last occurrence, as PyTorch's CPU kernel."""
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    xm = np.moveaxis(_keys(x), dim, -1)
+    lead, n = xm.shape[:-1], xm.shape[-1]
+    rows = xm.reshape(-1, n)
+    m = rows.shape[0]
+    order = np.argsort(rows, axis=-1, kind="stable")
+    srt = np.take_along_axis(rows, order, -1)
+    run = np.concatenate([np.zeros((m, 1), np.int64),
+                          np.cumsum(srt[:, 1:] != srt[:, :-1], -1)], -1)
+    counts = np.zeros((m, n), np.int64)
+    np.add.at(counts, (np.arange(m)[:, None], run), 1)
+    best = np.argmax(counts, -1)
+    last = n - 1 - np.argmax((run == best[:, None])[:, ::-1], -1)
+    idx = order[np.arange(m), last].reshape(lead)
+    idx = np.expand_dims(idx, dim)
+    vals = np.take_along_axis(x, idx, dim)
+    if not keepdim:
+        vals, idx = vals.squeeze(dim), idx.squeeze(dim)
+    return np.asarray(vals, order="C"), np.asarray(idx, np.int64, order="C")
+
+
+MODE = register(OpDef(
+    "mode", "reduction",
+    lambda x, *, dim, keepdim: _kth_meta(x, k=1, dim=dim, keepdim=keepdim, nan_first=False),
+    _mode_eager, index_vjp, num_outputs=2, save_output=True, tags=_MULTI,
+))
+
+
 # ---------------------------------------------------------------------------- unique
 def _unique_meta(x, *, sorted: bool, dim: int | None) -> tuple:  # noqa: ANN001
     # the number of unique values is known only from the data
@@ -181,7 +213,8 @@ def _unique_meta(x, *, sorted: bool, dim: int | None) -> tuple:  # noqa: ANN001
 def _unique_eager(x: np.ndarray, *, sorted: bool, dim: int | None) -> tuple:
     k = _keys(x)
     if dim is None:
-        vals, inv, cnt = np.unique(k, return_inverse=True, return_counts=True)
+        # NaNs are all distinct, as in PyTorch
+        vals, inv, cnt = np.unique(k, return_inverse=True, return_counts=True, equal_nan=False)
         inv = inv.reshape(x.shape)
     else:
         vals, inv, cnt = np.unique(k, return_inverse=True, return_counts=True, axis=dim)

@@ -118,6 +118,23 @@ def unique_samples(dtype, rng):
                  desc="dim=0 repeated rows")
 
 
+def mode_samples(dtype, rng):
+    x = make((4, 7), dtype, rng, -2, 2)
+    if dtype in FLOATS:  # floats: make repeated values
+        x = np.round(x.astype(np.float64)).astype(x.dtype)
+    for dim, keepdim in ((1, False), (0, True), (-1, False)):
+        yield Sample((x,), {"dim": dim, "keepdim": keepdim}, desc=f"dim={dim}", grad=False)
+    yield Sample((make((), dtype, rng),), {"dim": 0}, desc="0-d")
+    yield Sample((make((2, 0), dtype, rng),), {"dim": 0}, desc="empty result")
+    yield Sample((make((3, 5), dtype, rng),), {"dim": 1}, desc="distinct: the smallest")
+
+
+def unique_nan_samples(dtype, rng):
+    x = make((6,), dtype, rng)
+    x[[1, 4]] = np.nan
+    yield Sample((x,), {"return_inverse": True, "return_counts": True}, desc="NaNs distinct")
+
+
 def _errors_sort():
     return [ErrorCase((np.zeros((2, 3), F32),), {"dim": 2}, exc=IndexError,
                       match=r"\[sort\] Dimension out of range")]
@@ -181,6 +198,11 @@ OPINFOS = [
            grad=False),
     OpInfo("unique_method", lambda t, x: x.unique(),
            lambda d, r: [Sample((make((6,), d, r, 0, 3),))], dtypes=ALL, grad=False),
+    OpInfo("mode", lambda t, x, **kw: t.mode(x, **kw), mode_samples, dtypes=SORTABLE,
+           errors=lambda: [ErrorCase((np.zeros((0, 2), F32),), {"dim": 0}, exc=IndexError,
+                                     match=r"\[mode\].*non-zero size")]),
+    OpInfo("unique_nan", lambda t, x, **kw: t.unique(x, **kw), unique_nan_samples,
+           dtypes=FLOATS, grad=False),
     OpInfo("kthvalue", _kth_fn, kth_samples, dtypes=SORTABLE, errors=_errors_kth),
     OpInfo("median", _median_fn, median_samples, dtypes=SORTABLE, errors=_errors_median),
     OpInfo("median_ties", _median_fn, median_ties_samples, dtypes=SORTABLE, grad=False),
