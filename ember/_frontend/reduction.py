@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from collections import namedtuple
 from typing import Any, Sequence
 
@@ -52,9 +53,10 @@ def norm_dims(dim: Any, ndim: int, op: str) -> tuple:
     mean all dims.  Repeated dims raise PyTorch's error."""
     if dim is None:
         return tuple(range(ndim))
-    if isinstance(dim, int):
+    if not isinstance(dim, (tuple, list)):
+        dim = operator.index(dim)  # ints, NumPy ints, 0-d integer tensors
         return (wrap_dim(dim, ndim, op),) if ndim else _check0(dim, op)
-    dims = [wrap_dim(int(d), ndim, op) for d in dim]
+    dims = [wrap_dim(operator.index(d), ndim, op) for d in dim]
     if len(set(dims)) != len(dims):
         rep = next(d for d in dims if dims.count(d) > 1)
         raise EmberRuntimeError(f"[{op}] dim {rep} appears multiple times in the list of dims")
