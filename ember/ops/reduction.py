@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ember import dtypes as dt
+from ember.errors import DTypeError
 from ember.ops._util import lowp, pointwise_meta
 from ember.ops.registry import OpDef, bind, register
 
@@ -36,7 +37,9 @@ def _reduce_meta_to(out: dt.dtype):  # noqa: ANN202
 
 
 def _float_reduce_meta(x, *, dims: tuple, keepdim: bool, **_: object) -> tuple:  # noqa: ANN001
-    assert x.dtype.is_floating_point, f"[reduction] float primitive got {x.dtype.name}"
+    if not x.dtype.is_floating_point:
+        raise DTypeError(f"[reduction] this primitive needs a floating input, got "
+                         f"{x.dtype.name} (the frontend casts or rejects integers)")
     return reduced_shape(tuple(x.shape), dims, keepdim), x.dtype
 
 
