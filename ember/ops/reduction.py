@@ -18,6 +18,7 @@ from ember.ops._util import lowp, pointwise_meta
 from ember.ops.registry import OpDef, bind, register
 
 _NODIFF = frozenset({"nondifferentiable"})
+_LOWP = (np.dtype(np.float16), dt.bfloat16.np)
 
 
 def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
@@ -377,10 +378,23 @@ NORM = register(OpDef("vector_norm", "reduction", _float_reduce_meta, lowp(_norm
 def _lse_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
     if x.size == 0:
         return np.full(reduced_shape(x.shape, dims, keepdim), -np.inf, x.dtype)
+    src = x.dtype
+    low = src in _LOWP
+    if low:
+        # PyTorch composes logsumexp from ops that each round to the input dtype
+        x = x.astype(np.float32)
+
+        def r(v: np.ndarray) -> np.ndarray:
+            return v.astype(src).astype(np.float32)
+    else:
+        def r(v: np.ndarray) -> np.ndarray:
+            return v
     m = np.max(x, axis=dims, keepdims=True)
     m = np.where(np.isfinite(m), m, x.dtype.type(0))
-    s = np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
-    return np.asarray(s if keepdim else np.squeeze(s, dims), x.dtype)
+    s = r(np.log(r(np.sum(r(np.exp(r(x - m))), axis=dims, keepdims=True)))) + m
+    if not keepdim:
+        s = np.squeeze(s, dims)
+    return np.asarray(s, src)
 
 
 def _lse_vjp(ctx, g):  # noqa: ANN001
@@ -391,7 +405,7 @@ def _lse_vjp(ctx, g):  # noqa: ANN001
     return (ge * (x - expand_reduced(out, shape, p["dims"], p["keepdim"])).exp(),)
 
 
-LOGSUMEXP = register(OpDef("logsumexp", "reduction", _float_reduce_meta, lowp(_lse_eager),
+LOGSUMEXP = register(OpDef("logsumexp", "reduction", _float_reduce_meta, _lse_eager,
                            _lse_vjp, save=(0,), save_output=True))
 
 

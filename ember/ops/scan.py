@@ -108,15 +108,13 @@ def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
         x = x.astype(np.float32)
     s = np.subtract(x, np.max(x, axis=dim, keepdims=True))
     total = np.sum(np.exp(s), axis=dim, keepdims=True)
-    if lowp_in:
-        # PyTorch's CPU kernels round log(sum) to the input dtype, and the last-dim kernel
-        # rounds the sum itself too
-        if dim == x.ndim - 1:
-            total = total.astype(src).astype(np.float32)
-        out = s - np.log(total).astype(src).astype(np.float32)
-        return out.astype(src)
-    s -= np.log(total)
-    return s
+    if lowp_in and dim == x.ndim - 1:
+        # PyTorch's last-dim CPU kernel keeps the row sum and its log in the input dtype
+        total = total.astype(src).astype(np.float32)
+        s -= np.log(total).astype(src).astype(np.float32)
+    else:
+        s -= np.log(total)
+    return s.astype(src) if lowp_in else s
 
 
 def _sum_keep(t, dim: int):  # noqa: ANN001, ANN202
