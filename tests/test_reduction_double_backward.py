@@ -38,6 +38,8 @@ CASES = {
     "median_dim": (lambda t, x: (x * x).median(1).values, _a(3, 5)),
     "median": (lambda t, x: (x * x).median(), _a(3, 5)),
     "kthvalue": (lambda t, x: (x * x).kthvalue(2, 0).values, _a(3, 5)),
+    "cummax": (lambda t, x: (x * x).cummax(1).values, _a(3, 5)),
+    "mode": (lambda t, x: (x * x).mode(1).values, _a(3, 5)),
 }
 
 

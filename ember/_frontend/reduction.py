@@ -46,6 +46,8 @@ class return_types:  # noqa: N801 - mirrors torch.return_types
     median = _return_type("median")
     kthvalue = _return_type("kthvalue")
     mode = _return_type("mode")
+    cummax = _return_type("cummax")
+    cummin = _return_type("cummin")
 
 
 def norm_dims(dim: Any, ndim: int, op: str) -> tuple:

@@ -6,13 +6,14 @@ from typing import Any
 
 from ember import dtypes as dt
 from ember._frontend.core import check_tensor, to_dtype
+from ember._frontend.reduction import return_types
 from ember.errors import EmberNotImplementedError, EmberTypeError
 from ember.ops import scan as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
-__all__ = ["cumprod", "cumsum", "log_softmax", "softmax"]
+__all__ = ["cummax", "cummin", "cumprod", "cumsum", "log_softmax", "softmax"]
 
 
 def _scan_input(input: Tensor, dtype: dt.dtype | None, name: str) -> Tensor:
@@ -36,6 +37,22 @@ def cumprod(input: Tensor, dim: int, *, dtype: dt.dtype | None = None) -> Tensor
     """Cumulative product along ``dim``; bool and integer inputs accumulate in int64."""
     x = _scan_input(input, dtype, "cumprod")
     return bind(S.CUMPROD, x, dim=wrap_dim(dim, x.ndim, "cumprod"))
+
+
+@tensor_method("cummax")
+def cummax(input: Tensor, dim: int) -> Any:
+    """(values, indices): the running maximum along ``dim`` and where it was (last) seen."""
+    check_tensor(input, "cummax")
+    v, i = bind(S.CUMMAX, input, dim=wrap_dim(dim, input.ndim, "cummax"))
+    return return_types.cummax(v, i)
+
+
+@tensor_method("cummin")
+def cummin(input: Tensor, dim: int) -> Any:
+    """(values, indices): the running minimum along ``dim`` and where it was (last) seen."""
+    check_tensor(input, "cummin")
+    v, i = bind(S.CUMMIN, input, dim=wrap_dim(dim, input.ndim, "cummin"))
+    return return_types.cummin(v, i)
 
 
 def _softmax_input(input: Tensor, dim: Any, dtype: dt.dtype | None, name: str) -> tuple:

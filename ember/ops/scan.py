@@ -85,6 +85,45 @@ CUMPROD = register(OpDef("cumprod", "scan", _same_meta, lowp(_cumprod_eager), _c
                          save=(0,), save_output=True))
 
 
+# ---------------------------------------------------------------------------- cummax / cummin
+def _cumext_eager(ufunc):  # noqa: ANN001, ANN202
+    def kernel(x: np.ndarray, *, dim: int) -> tuple:
+        """Running extreme and the index of its latest occurrence (ties and NaN update the
+        index, as PyTorch's ``x >= out`` / ``isnan(x)`` rule)."""
+        if x.ndim == 0:
+            return x.copy(), np.zeros((), np.int64)
+        keys = x.astype(np.float32) if x.dtype in _LOWP else x
+        vals = ufunc.accumulate(keys, axis=dim)
+        hit = keys == vals
+        if keys.dtype.kind == "f":
+            hit |= np.isnan(keys)
+        shape = [1] * x.ndim
+        shape[dim] = x.shape[dim]
+        pos = np.where(hit, np.arange(x.shape[dim]).reshape(shape), 0)
+        idx = np.maximum.accumulate(pos, axis=dim).astype(np.int64)
+        return vals.astype(x.dtype), idx
+    return kernel
+
+
+def _cumext_vjp(ctx, g, _gi=None):  # noqa: ANN001
+    from ember.ops.sort import scatter_to
+    (_v, idx) = ctx.outputs
+    shape = ctx.input_shapes[0]
+    if len(shape) == 0:
+        return (g,)
+    return (scatter_to(g, idx.detach(), ctx.params["dim"], shape),)
+
+
+def _cumext_meta(x, *, dim: int) -> tuple:  # noqa: ANN001
+    return (tuple(x.shape), x.dtype), (tuple(x.shape), dt.int64)
+
+
+CUMMAX = register(OpDef("cummax", "scan", _cumext_meta, _cumext_eager(np.maximum), _cumext_vjp,
+                        num_outputs=2, save_output=True, tags=frozenset({"multi_output"})))
+CUMMIN = register(OpDef("cummin", "scan", _cumext_meta, _cumext_eager(np.minimum), _cumext_vjp,
+                        num_outputs=2, save_output=True, tags=frozenset({"multi_output"})))
+
+
 # ---------------------------------------------------------------------------- softmax family
 def _softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     if x.size == 0:

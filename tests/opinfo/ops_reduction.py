@@ -153,6 +153,15 @@ def cumprod_samples(dtype, rng):
     yield Sample((x, 1), desc="zeros")
 
 
+def cumext_samples(dtype, rng):
+    yield from scan_samples(dtype, rng)
+    yield Sample((_tied((3, 8), dtype, rng), 1), desc="ties: latest index", grad=False)
+    if dtype in FLOATS:
+        x = make((2, 6), dtype, rng)
+        x[0, 2] = x[0, 4] = x[1, 0] = np.nan
+        yield Sample((x, 1), desc="nan propagates", grad=False)
+
+
 def softmax_samples(dtype, rng):
     for shape, dim in (((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 3, 4), -1), ((), 0),
                        ((0, 3), 1)):
@@ -381,6 +390,9 @@ OPINFOS = [
            tols={"float16": (2e-3, 1e-3), "bfloat16": (3e-2, 1e-2)}),
     OpInfo("cumsum_", lambda t, x, dim: x.clone().cumsum_(dim), scan_samples,
            dtypes=INTS[-1:] + FLOATS),
+    OpInfo("cummax", lambda t, x, dim: t.cummax(x, dim), cumext_samples, dtypes=ALL,
+           errors=_errors_scan("cummax")),
+    OpInfo("cummin", lambda t, x, dim: x.cummin(dim), cumext_samples, dtypes=ALL),
     OpInfo("softmax", lambda t, x, dim, **kw: t.softmax(x, dim, **kw), softmax_samples,
            dtypes=FLOATS, errors=_errors_softmax("softmax")),
     OpInfo("log_softmax", lambda t, x, dim, **kw: x.log_softmax(dim, **kw), softmax_samples,
