@@ -24,7 +24,7 @@ from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["all", "amax", "amin", "any", "argmax", "argmin", "count_nonzero", "logsumexp",
-           "max", "mean", "min", "norm", "prod", "return_types", "std", "std_mean", "sum", "var",
+           "max", "mean", "min", "nanmean", "nansum", "norm", "prod", "return_types", "std", "std_mean", "sum", "var",
            "var_mean"]
 
 Dim = int | Sequence[int] | None
@@ -138,6 +138,28 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
         raise EmberTypeError(f"[prod] dim must be an int or None, got {type(dim).__name__}")
     input = _int_to_long(input, dtype)
     return bind(R.PROD, input, dims=norm_dims(dim, input.ndim, "prod"), keepdim=bool(keepdim))
+
+
+@tensor_method("nansum")
+def nansum(input: Tensor, dim: Dim = None, keepdim: bool = False, *,
+           dtype: dt.dtype | None = None) -> Tensor:
+    """Sum treating NaN as zero; bool and integer inputs sum in int64."""
+    check_tensor(input, "nansum")
+    input = _int_to_long(input, dtype)
+    op = R.NANSUM if input._dtype.is_floating_point else R.SUM
+    return bind(op, input, dims=norm_dims(dim, input.ndim, "nansum"), keepdim=bool(keepdim))
+
+
+@tensor_method("nanmean")
+def nanmean(input: Tensor, dim: Dim = None, keepdim: bool = False, *,
+            dtype: dt.dtype | None = None) -> Tensor:
+    """Mean of the non-NaN elements (``nansum / count``, as PyTorch composes it)."""
+    check_tensor(input, "nanmean")
+    if not input._dtype.is_floating_point:
+        raise DTypeRuntimeError(f"[nanmean] nanmean(): expected input to have floating point "
+                                f"or complex dtype but got {input._dtype.name}")
+    count = sum(bind(R.NOTNAN, input), dim, keepdim)
+    return nansum(input, dim, keepdim, dtype=dtype) / count
 
 
 # ---------------------------------------------------------------------------- amax / max / arg

@@ -190,6 +190,26 @@ PROD = register(OpDef("prod", "reduction", _reduce_meta, lowp(_prod_eager), _pro
                       save=(0,), save_output=True))
 
 
+def _nansum_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
+    return np.asarray(np.nansum(x, axis=dims, keepdims=keepdim, dtype=x.dtype), x.dtype)
+
+
+def _nansum_vjp(ctx, g):  # noqa: ANN001
+    (x,) = ctx.inputs
+    p = ctx.params
+    ge = expand_reduced(g, ctx.input_shapes[0], p["dims"], p["keepdim"])
+    return (ge * bind(NOTNAN, x.detach()).to(x.dtype),)
+
+
+NOTNAN = register(OpDef(
+    "_red_notnan", "pointwise", pointwise_meta("_red_notnan", dt.bool),
+    lambda x: ~np.isnan(x.astype(np.float32) if x.dtype in _LOWP else x), None, tags=_NODIFF,
+    doc="True where x is not NaN (nansum's gradient mask, nanmean's count).",
+))
+NANSUM = register(OpDef("nansum", "reduction", _reduce_meta, lowp(_nansum_eager), _nansum_vjp,
+                        save=(0,)))
+
+
 # ---------------------------------------------------------------------------- amax / amin
 def _extreme_vjp(ctx, g):  # noqa: ANN001
     """Gradient of amax/amin (and full max/min/median): split evenly among the ties."""

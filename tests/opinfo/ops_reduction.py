@@ -58,6 +58,16 @@ def int_dim_samples(dtype, rng):
     yield from reduce_samples(dtype, rng, tuple_dims=False)
 
 
+def nan_reduce_samples(dtype, rng):
+    yield from reduce_samples(dtype, rng)
+    if dtype in FLOATS:
+        x = make((3, 4), dtype, rng)
+        x[0, 1] = x[2, 2] = np.nan
+        x[1] = np.nan
+        for kw in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}):
+            yield Sample((x,), kw, desc=f"nans {kw}", grad=False)
+
+
 def ties_samples(dtype, rng):
     x = np.array([[1.0, 3.0, 3.0, 0.0, 3.0], [2.0, 2.0, -1.0, -1.0, 2.0]], dtype=np.float64)
     yield Sample((x,), desc="ties all")
@@ -324,6 +334,14 @@ OPINFOS = [
            errors=_errors_mean),
     OpInfo("mean_dtype", lambda t, x, **kw: x.mean(dtype=t.float64, **kw),
            lambda d, r: reduce_samples(d, r), dtypes=ALL, grad_dtypes=("float32",)),
+    OpInfo("nansum", lambda t, x, **kw: t.nansum(x, **kw), nan_reduce_samples, dtypes=ALL),
+    OpInfo("nanmean", lambda t, x, **kw: x.nanmean(**kw), nan_reduce_samples, dtypes=FLOATS,
+           xfail={"float16": "PyTorch's CPU nansum accumulates float16 in float16 over several "
+                             "dims; ember accumulates in float32 (off by ~1 ulp)"},
+           errors=lambda: [ErrorCase((np.zeros(3, np.int64),), exc=RuntimeError,
+                                     match=r"\[nanmean\] nanmean\(\): expected input")]),
+    OpInfo("nanmean_grad_nan", lambda t, x: t.nanmean(x, 1), lambda d, r: [Sample((np.array(
+        [[1.0, np.nan, 3.0], [4.0, 5.0, np.nan]]),))], fd_check=False),
     OpInfo("prod", lambda t, x, **kw: t.prod(x, **kw), prod_zero_samples, dtypes=ALL,
            tols={"float16": (2e-3, 1e-3), "bfloat16": (3e-2, 1e-2)}),
     OpInfo("prod_dtype", lambda t, x, **kw: x.prod(dtype=t.float64, **kw), int_dim_samples,
