@@ -24,8 +24,8 @@ from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["all", "amax", "amin", "any", "argmax", "argmin", "count_nonzero", "logsumexp",
-           "max", "mean", "min", "nanmean", "nansum", "norm", "prod", "return_types", "std", "std_mean", "sum", "var",
-           "var_mean"]
+           "max", "mean", "min", "nanmean", "nansum", "norm", "prod", "return_types", "std",
+           "std_mean", "sum", "var", "var_mean"]
 
 Dim = int | Sequence[int] | None
 
