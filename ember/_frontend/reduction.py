@@ -33,6 +33,12 @@ Dim = int | Sequence[int] | None
 def _return_type(name: str, fields: str = "values indices") -> type:
     cls = namedtuple(name, fields)  # type: ignore[misc]
     cls.__module__ = "ember.return_types"
+
+    def __repr__(self: Any) -> str:  # noqa: N807 - torch prints one field per line
+        body = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+        return f"ember.return_types.{name}(\n{body})"
+
+    cls.__repr__ = __repr__
     return cls
 
 
