@@ -196,6 +196,9 @@ class BackwardContext:
         # this very node, so reattach them to it for higher-order derivatives
         rebuilt = []
         for i, t in enumerate(outs):
+            if not t.dtype.is_floating_point:  # indices and masks never carry gradients
+                rebuilt.append(t)
+                continue
             r = t.detach()
             r._version_counter = t._version_counter
             r._requires_grad = True
