@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.opinfo.core import (
-    FLOATS, INTS, ErrorCase, OpInfo, Sample, make, standard_shapes,
-)
+from tests.opinfo.core import FLOATS, INTS, ErrorCase, OpInfo, Sample, make, standard_shapes
 
 SIGNED = ("int8", "int16", "int32", "int64")
 
@@ -136,7 +134,8 @@ def _errors():
                     match=r"\[hardtanh\] min_val cannot be greater than max_val"),
           ErrorCase((b,), exc=RuntimeError, match=r"\[hardtanh\] Bool inputs")]),
         ("celu", lambda t, x, **k: F(t).celu(x, **k),
-         [ErrorCase((f32,), {"alpha": 0.0}, exc=RuntimeError, match=r"\[celu\].*alpha cannot be 0")]),
+         [ErrorCase((f32,), {"alpha": 0.0}, exc=RuntimeError,
+                    match=r"\[celu\].*alpha cannot be 0")]),
         ("elu", lambda t, x, **k: F(t).elu(x, **k),
          [ErrorCase((i64,), exc=NotImplementedError, match=r"\[elu\] \"elu_cpu\"")]),
         ("softsign", lambda t, x: F(t).softsign(x),

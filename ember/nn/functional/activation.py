@@ -11,8 +11,8 @@ from typing import Any
 
 from ember import dtypes as dt
 from ember._frontend.core import check_tensor, to_dtype
-from ember.autograd import grad_mode as _gm
 from ember._frontend.inplace import _type_name, commit_inplace
+from ember.autograd import grad_mode as _gm
 from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberValueError
 from ember.ops.nn_activation import ACTIVATIONS as _A
 from ember.ops.registry import bind
