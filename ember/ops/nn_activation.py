@@ -313,3 +313,46 @@ _ACTS = (
 )
 
 ACTIVATIONS: dict[str, OpDef] = {a.name: _register(a) for a in _ACTS}
+
+
+# ------------------------------------------------------------------------------ glu
+def _glu_meta(x, *, dim: int) -> tuple:  # noqa: ANN001
+    shape = list(x.shape)
+    shape[dim] //= 2
+    return tuple(shape), x.dtype
+
+
+def _glu_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
+    a, b = np.split(x, 2, axis=dim)
+    with np.errstate(over="ignore", under="ignore"):
+        return (a * _sigmoid(b)).astype(x.dtype, copy=False)
+
+
+def _glu_bwd_meta(g, x, *, dim: int) -> tuple:  # noqa: ANN001
+    return tuple(x.shape), x.dtype
+
+
+def _glu_bwd_eager(g: np.ndarray, x: np.ndarray, *, dim: int) -> np.ndarray:
+    a, b = np.split(x, 2, axis=dim)
+    with np.errstate(over="ignore", under="ignore"):
+        s = _sigmoid(b)
+        return np.concatenate([g * s, g * a * s * (1.0 - s)], axis=dim).astype(x.dtype)
+
+
+def _glu_vjp(ctx: Any, g: Any) -> tuple:
+    (x,) = ctx.inputs
+    return (bind(GLU_BACKWARD, g, x, **ctx.params),)
+
+
+def _glu_bwd_vjp(ctx: Any, gg: Any) -> tuple:
+    raise EmberNotImplementedError("[glu] the second derivative of glu is not implemented")
+
+
+GLU = register(OpDef(
+    "glu", "composite", _glu_meta, lowp(_glu_eager), _glu_vjp, save=(0,),
+    doc="Gated linear unit: first half times sigmoid of the second half along ``dim``.",
+))
+GLU_BACKWARD = register(OpDef(
+    "glu_backward", "composite", _glu_bwd_meta, lowp(_glu_bwd_eager), _glu_bwd_vjp,
+    save=(0, 1), doc="Gradient of glu.",
+))

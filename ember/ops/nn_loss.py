@@ -203,6 +203,21 @@ def _bce_logits_grads(x, y, w, pw):  # noqa: ANN001, ANN202
     return (dx, dy) if w is None else (dx * w, dy * w)
 
 
+def _kl_div(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
+    if log_target:
+        return np.exp(y) * (y - x)
+    # xlogy(y, y): 0 where y == 0
+    return np.where(y == 0, 0.0, y * np.log(np.where(y == 0, 1.0, y))) - y * x
+
+
+def _kl_div_grads(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
+    if log_target:
+        e = np.exp(y)
+        return -e, e * (y - x + 1.0)
+    # PyTorch's xlogy(y, y) backward gives 0/0 = nan at y == 0
+    return -y, np.where(y == 0, np.nan, np.log(np.where(y == 0, 1.0, y)) + 1.0) - x
+
+
 MSE_LOSS = _register(_Loss("mse_loss", lambda x, y, w, pw: np.square(x - y), _mse_grads,
                            hess="mse"))
 L1_LOSS = _register(_Loss("l1_loss", lambda x, y, w, pw: np.abs(x - y), _l1_grads, hess="zero"))
@@ -212,3 +227,4 @@ BINARY_CROSS_ENTROPY = _register(_Loss("binary_cross_entropy", _bce, _bce_grads,
                                        check=_bce_check))
 BINARY_CROSS_ENTROPY_WITH_LOGITS = _register(_Loss(
     "binary_cross_entropy_with_logits", _bce_logits, _bce_logits_grads))
+KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads))

@@ -153,6 +153,15 @@ def _leaf_inplace(t):
     return t.nn.functional.relu(x, inplace=True)
 
 
+def glu_samples(dtype, rng):
+    yield Sample((make((4, 6), dtype, rng),), desc="last dim")
+    yield Sample((make((4, 6), dtype, rng),), {"dim": 0}, desc="dim 0")
+    yield Sample((make((2, 4, 3), dtype, rng, noncontig=True),), {"dim": -2},
+                 desc="non-contiguous dim -2", noncontig=True)
+    yield Sample((make((0, 2), dtype, rng),), desc="empty")
+    yield Sample((make((8,), dtype, rng, -30, 30),), desc="large")
+
+
 def _build():
     out = []
     for name, fn, dtypes, kws, (lo, hi) in _SPECS:
@@ -174,6 +183,15 @@ def _build():
             out.append(OpInfo(f"{name}_inplace_view", _inplace_view(fn),
                               act_samples(lo, hi, kws_ip, extreme=False), dtypes=("float64",)))
     out += [
+        OpInfo("glu", lambda t, x, **kw: _F(t).glu(x, **kw), glu_samples,
+               dtypes=("float16", "bfloat16", "float32", "float64"), errors=lambda: [
+                   ErrorCase((np.zeros((4, 3)),), {"dim": 1}, exc=RuntimeError,
+                             match=r"\[glu\] Halving dimension must be even, but dimension 1 is "
+                                   r"size 3"),
+                   ErrorCase((np.array(1.0),), exc=RuntimeError,
+                             match=r"glu does not support scalars"),
+                   ErrorCase((np.zeros(4, np.int64),), exc=NotImplementedError,
+                             match=r"\"glu_cpu\" not implemented for 'Long'")]),
         OpInfo("Tensor.relu", lambda t, x: x.relu(), act_samples(), dtypes=FLOATS + INTS),
         OpInfo("Tensor.relu_", lambda t, x: x.clone().relu_(), act_samples(),
                dtypes=FLOATS + SIGNED),

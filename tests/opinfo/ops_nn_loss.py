@@ -303,6 +303,20 @@ def _errors_only(name, fn, cases):
                   errors=lambda: cases)
 
 
+def kl_samples(dtype, rng):
+    """Log-probabilities against probabilities (or log-probabilities with log_target)."""
+    x = lambda s: make(s, dtype, rng, -4, 0)  # noqa: E731
+    p = lambda s: make(s, dtype, rng, 0.05, 1)  # noqa: E731
+    for red in ("mean", "sum", "none", "batchmean"):
+        yield Sample((x((3, 4)), p((3, 4))), {"reduction": red}, desc=red)
+        yield Sample((x((3, 4)), x((3, 4))), {"reduction": red, "log_target": True},
+                     desc=f"log_target {red}")
+    yield Sample((x((2, 3, 4)), p((4,))), {"reduction": "batchmean"}, desc="broadcast target")
+    yield Sample((x(()), p(())), {"reduction": "batchmean"}, desc="0-d batchmean")
+    zero = np.array([0.0, 0.5, 0.0]).astype(np_dtype(dtype))
+    yield Sample((x((3,)), zero), {"reduction": "none"}, desc="target 0", grad=False)
+
+
 def _build():
     f32 = np.full((3, 4), 0.5, np.float32)
     out = [
@@ -366,6 +380,9 @@ def _build():
                    ErrorCase((f32, f32[:, :1]), exc=ValueError,
                              match=r"Target size \(.*\[3, 1\]\)\) must be the same as input "
                                    r"size \(.*\[3, 4\]\)\)")]),
+        OpInfo("kl_div", _quiet(_pointwise_loss("kl_div")), kl_samples, errors=lambda: [
+            ErrorCase((f32, f32), {"reduction": "bad"}, exc=ValueError,
+                      match=r"bad is not a valid value for reduction")]),
         _errors_only("cross_entropy-weight-grad", _weight_requires_grad, [
             ErrorCase((f32[:, :1].repeat(5, 1), np.array([0, 1, 2], np.int64)),
                       exc=RuntimeError, match=r"not differentiable with respect to argument "

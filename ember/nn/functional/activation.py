@@ -14,14 +14,17 @@ from ember._frontend.core import check_tensor, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberValueError
+from ember.ops._util import wrap_dim
 from ember.ops.nn_activation import ACTIVATIONS as _A
+from ember.ops.nn_activation import GLU as _GLU
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = [
-    "celu", "celu_", "elu", "elu_", "gelu", "hardsigmoid", "hardswish", "hardtanh", "hardtanh_",
-    "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "relu", "relu6", "relu_", "selu", "selu_",
-    "sigmoid", "silu", "softplus", "softsign", "tanh", "tanhshrink", "threshold", "threshold_",
+    "celu", "celu_", "elu", "elu_", "gelu", "glu", "hardsigmoid", "hardswish", "hardtanh",
+    "hardtanh_", "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "relu", "relu6", "relu_",
+    "selu", "selu_", "sigmoid", "silu", "softplus", "softsign", "tanh", "tanhshrink", "threshold",
+    "threshold_",
 ]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -222,3 +225,18 @@ def tanhshrink(input: Tensor) -> Tensor:
             "If you are trying to invert a mask, use the `~` or `logical_not()` operator "
             "instead.")
     return bind(_A["tanhshrink"], _promote_float(input, "tanhshrink"))
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """Gated linear unit ``a * sigmoid(b)`` where ``a, b`` are the halves of ``input`` along
+    ``dim``."""
+    check_tensor(input, "glu")
+    if input.ndim == 0:
+        raise EmberRuntimeError("[glu] glu does not support scalars because halving size must "
+                                "be even")
+    d = wrap_dim(dim, input.ndim, "glu")
+    if input.shape[d] % 2:
+        raise EmberRuntimeError(f"[glu] Halving dimension must be even, but dimension {d} is "
+                                f"size {input.shape[d]}")
+    _float_only(input, "glu", "glu_cpu")
+    return bind(_GLU, input, dim=d)

@@ -28,7 +28,7 @@ from ember.tensor import Tensor
 
 __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy", "huber_loss",
-    "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
+    "kl_div", "l1_loss", "mse_loss", "nll_loss", "smooth_l1_loss",
 ]
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -301,3 +301,30 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return bind(L.BINARY_CROSS_ENTROPY_WITH_LOGITS, to_dtype(input, d), to_dtype(target, d),
                 _expand_weight(op, weight, shape, d), _expand_weight(op, pos_weight, shape, d),
                 reduction=red)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
+           reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence ``target * (log(target) - input)`` for log-probabilities
+    ``input``; ``reduction='batchmean'`` divides the sum by the batch size."""
+    check_tensor(input, "kl_div")
+    check_tensor(target, "kl_div", "target")
+    batchmean = False
+    if size_average is not None or reduce is not None:
+        red = _reduction(reduction, size_average, reduce)
+    else:
+        if reduction == "mean":
+            warnings.warn(
+                "reduction: 'mean' divides the total loss by both the batch size and the support "
+                "size.'batchmean' divides only by the batch size, and aligns with the KL div math "
+                "definition.'mean' will be changed to behave the same as 'batchmean' in the next "
+                "major release.", stacklevel=2)
+        batchmean = reduction == "batchmean"
+        red = "sum" if batchmean else _reduction(reduction)
+    d = dt.result_type(input, target)
+    shape = broadcast_shapes("kl_div", tuple(input.shape), tuple(target.shape))
+    x, y = expand_to(to_dtype(input, d), shape), expand_to(to_dtype(target, d), shape)
+    out = bind(L.KL_DIV, x, y, None, None, reduction=red, log_target=bool(log_target))
+    if batchmean and input.ndim != 0:
+        out = out / input.shape[0]
+    return out
