@@ -34,7 +34,8 @@ class _Loss:
     name: str
     elem: Kernel      # (x, y, w, pw, **params) -> elementwise loss
     grads: Kernel     # (x, y, w, pw, **params) -> (dloss/dx, dloss/dy)
-    hess: str = ""    # "zero": second derivatives vanish a.e.; "mse"; "": not implemented
+    hess: str = ""    # "zero": second derivatives vanish a.e.; "mse": constant (ember ops)
+    second: Kernel | None = None  # (x, y, w, pw, **params) -> (d2/dx2, d2/dxdy, d2/dy2)
     check: Kernel | None = None  # (x, y) -> None, raises on bad values
 
 
@@ -105,10 +106,38 @@ def _register(spec: _Loss) -> OpDef:
                 gs = g if red == "none" else (g / n if red == "mean" else g)
                 h = (ggx - ggy) * gs * 2.0
                 dx, dy = (h if nx else None), (-h if ny else None)
+            elif spec.second is not None:
+                dx, dy = bind(double_backward, ggx, ggy, g, x, y, w, pw, **ctx.params)
+                dx, dy = (dx if nx else None), (dy if ny else None)
             elif spec.hess != "zero":
                 raise EmberNotImplementedError(
                     f"[{spec.name}] the second derivative in input/target is not implemented")
         return (dg, dx, dy, None, None)
+
+    def dbl_meta(ggx, ggy, g, x, y, w, pw, **params: Any) -> tuple:  # noqa: ANN001
+        return (tuple(x.shape), x.dtype), (tuple(y.shape), y.dtype)
+
+    def dbl_eager(ggx: np.ndarray, ggy: np.ndarray, g: np.ndarray, x: np.ndarray,
+                  y: np.ndarray, w: Any, pw: Any, *, reduction: str, **params: Any) -> tuple:
+        cx, cy, cw, cpw = _compute((x, y, w, pw))
+        vx, vy = _compute((ggx, ggy))
+        gs = _unit_scale(g, reduction, x.shape, cx.dtype)
+        with np.errstate(all="ignore"):
+            hxx, hxy, hyy = spec.second(cx, cy, cw, cpw, **params)
+            return (np.asarray(gs * (vx * hxx + vy * hxy)).astype(x.dtype),
+                    np.asarray(gs * (vx * hxy + vy * hyy)).astype(y.dtype))
+
+    def dbl_vjp(ctx: Any, *grads: Any) -> tuple:
+        raise EmberNotImplementedError(
+            f"[{spec.name}] derivatives of order 3 and above are not implemented")
+
+    double_backward = None
+    if spec.second is not None:
+        double_backward = register(OpDef(
+            f"{spec.name}_backward_backward", "composite", dbl_meta, dbl_eager, dbl_vjp,
+            num_outputs=2, tags=frozenset({"multi_output"}),
+            doc=f"Second derivatives of {spec.name} applied to the incoming gradients.",
+        ))
 
     backward = register(OpDef(
         f"{spec.name}_backward", "composite", bwd_meta, bwd_eager, bwd_vjp, num_outputs=2,
@@ -218,13 +247,49 @@ def _kl_div_grads(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
     return -y, np.where(y == 0, np.nan, np.log(np.where(y == 0, 1.0, y)) + 1.0) - x
 
 
+def _quadratic_zone(x, y, width: float, curvature: float):  # noqa: ANN001, ANN202
+    h = np.where(np.abs(x - y) < width, curvature, 0.0)
+    return h, -h, h
+
+
+def _bce_second(x, y, w, pw):  # noqa: ANN001, ANN202
+    v = (1 - x) * x
+    hxx = (v - (x - y) * (1 - 2 * x)) / (v * v)
+    hxy = -1.0 / v
+    hyy = np.zeros_like(x)
+    return (hxx, hxy, hyy) if w is None else (hxx * w, hxy * w, hyy)
+
+
+def _bce_logits_second(x, y, w, pw):  # noqa: ANN001, ANN202
+    s = _sigmoid(x)
+    if pw is None:
+        hxx, hxy = s * (1 - s), -np.ones_like(x)
+    else:
+        hxx = (pw * y + 1 - y) * s * (1 - s)
+        hxy = (pw - 1) * s - pw
+    hyy = np.zeros_like(x)
+    return (hxx, hxy, hyy) if w is None else (hxx * w, hxy * w, hyy)
+
+
+def _kl_div_second(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
+    if log_target:
+        e = np.exp(y)
+        return np.zeros_like(x), -e, e * (y - x + 2.0)
+    return np.zeros_like(x), -np.ones_like(x), 1.0 / y
+
+
 MSE_LOSS = _register(_Loss("mse_loss", lambda x, y, w, pw: np.square(x - y), _mse_grads,
                            hess="mse"))
 L1_LOSS = _register(_Loss("l1_loss", lambda x, y, w, pw: np.abs(x - y), _l1_grads, hess="zero"))
-SMOOTH_L1_LOSS = _register(_Loss("smooth_l1_loss", _smooth_l1, _smooth_l1_grads))
-HUBER_LOSS = _register(_Loss("huber_loss", _huber, _huber_grads))
+SMOOTH_L1_LOSS = _register(_Loss(
+    "smooth_l1_loss", _smooth_l1, _smooth_l1_grads,
+    second=lambda x, y, w, pw, *, beta: _quadratic_zone(x, y, beta, 1.0 / beta)))
+HUBER_LOSS = _register(_Loss(
+    "huber_loss", _huber, _huber_grads,
+    second=lambda x, y, w, pw, *, delta: _quadratic_zone(x, y, delta, 1.0)))
 BINARY_CROSS_ENTROPY = _register(_Loss("binary_cross_entropy", _bce, _bce_grads,
-                                       check=_bce_check))
+                                       check=_bce_check, second=_bce_second))
 BINARY_CROSS_ENTROPY_WITH_LOGITS = _register(_Loss(
-    "binary_cross_entropy_with_logits", _bce_logits, _bce_logits_grads))
-KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads))
+    "binary_cross_entropy_with_logits", _bce_logits, _bce_logits_grads,
+    second=_bce_logits_second))
+KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads, second=_kl_div_second))

@@ -349,6 +349,8 @@ def _build():
                    ErrorCase((f32, f32), {"beta": -1.0}, exc=RuntimeError,
                              match=r"smooth_l1_loss does not support negative values for beta")
                ])),
+        OpInfo("smooth_l1_loss_gradgrad", _gradgrad(_pointwise_loss("smooth_l1_loss")),
+               pair_samples(kwargs_list=({}, {"beta": 0.5}, {"beta": 2.5})), dtypes=("float64",)),
         OpInfo("smooth_l1_loss_broadcast", _quiet(_pointwise_loss("smooth_l1_loss")),
                broadcast_samples),
         OpInfo("huber_loss", _pointwise_loss("huber_loss"),
@@ -358,6 +360,9 @@ def _build():
                              match=r"huber_loss does not support non-positive values for delta")
                ])),
         # huber_loss casts a float target to the input dtype and rejects integer targets
+        OpInfo("huber_loss_gradgrad", _gradgrad(_pointwise_loss("huber_loss")),
+               pair_samples(kwargs_list=({}, {"delta": 0.5}, {"delta": 2.5})),
+               dtypes=("float64",)),
         OpInfo("huber_loss_broadcast", _quiet(_pointwise_loss("huber_loss")),
                lambda d, r: broadcast_samples(d, r, ints=False),
                errors=lambda: [ErrorCase((f32, f32.astype(np.int64)), exc=RuntimeError,
@@ -375,11 +380,17 @@ def _build():
             ErrorCase((f32, f32), {"reduction": "x"}, exc=ValueError,
                       match=r"x is not a valid value for reduction"),
         ]),
+        OpInfo("binary_cross_entropy_gradgrad", _gradgrad(bce), _grad_only(bce_samples),
+               dtypes=("float64",)),
+        OpInfo("binary_cross_entropy_with_logits_gradgrad", _gradgrad(bce_logits),
+               _grad_only(bce_logits_samples), dtypes=("float64",)),
         OpInfo("binary_cross_entropy_with_logits", bce_logits, bce_logits_samples,
                errors=lambda: [
                    ErrorCase((f32, f32[:, :1]), exc=ValueError,
                              match=r"Target size \(.*\[3, 1\]\)\) must be the same as input "
                                    r"size \(.*\[3, 4\]\)\)")]),
+        OpInfo("kl_div_gradgrad", _quiet(_gradgrad(_pointwise_loss("kl_div"))),
+               _grad_only(kl_samples), dtypes=("float64",)),
         OpInfo("kl_div", _quiet(_pointwise_loss("kl_div")), kl_samples, errors=lambda: [
             ErrorCase((f32, f32), {"reduction": "bad"}, exc=ValueError,
                       match=r"bad is not a valid value for reduction")]),
