@@ -28,61 +28,95 @@ _SQRPI = 5.6418958354775628695e-1  # 1 / sqrt(pi)
 _THRESH = 0.46875
 
 
+def _ratio(z: np.ndarray, num_c: tuple, den_c: tuple, lead: float) -> np.ndarray:
+    """Horner evaluation of ``(lead*z^k + num_c[0] z^(k-1) ... ) / (z^k + den_c[0] ...)``, in
+    place on two buffers (large temporaries are the main cost of these kernels)."""
+    num = np.multiply(z, lead)
+    den = z.copy()
+    for a, b in zip(num_c[:-1], den_c[:-1]):
+        num += a
+        num *= z
+        den += b
+        den *= z
+    num += num_c[-1]
+    den += den_c[-1]
+    num /= den
+    return num
+
+
 def _erf_small(x: np.ndarray) -> np.ndarray:
-    ysq = x * x
-    num = _A[4] * ysq
-    den = ysq
-    for i in range(3):
-        num = (num + _A[i]) * ysq
-        den = (den + _B[i]) * ysq
-    return x * (num + _A[3]) / (den + _B[3])
+    r = _ratio(x * x, _A[:4], _B, _A[4])
+    r *= x
+    return r
+
+
+def _erfc_mid(y: np.ndarray) -> np.ndarray:
+    return _ratio(y, _C[:8], _D, _C[8])
+
+
+def _erfc_big(y: np.ndarray) -> np.ndarray:
+    z = y * y
+    np.divide(1.0, z, out=z)
+    r = _ratio(z, _P[:5], _Q, _P[5])
+    r *= z
+    np.subtract(_SQRPI, r, out=r)
+    r /= y
+    return r
 
 
 def _erfc_pos(y: np.ndarray) -> np.ndarray:
-    """erfc(y) for y > 0.46875 (y >= 0)."""
+    """erfc(y) for y > 0.46875 (1-d array); each range is evaluated on its elements only."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         mid = y <= 4.0
-        # 0.46875 < y <= 4
-        num = _C[8] * y
-        den = y
-        for i in range(7):
-            num = (num + _C[i]) * y
-            den = (den + _D[i]) * y
-        r_mid = (num + _C[7]) / (den + _D[7])
-        # y > 4
-        z = 1.0 / (y * y)
-        num = _P[5] * z
-        den = z
-        for i in range(4):
-            num = (num + _P[i]) * z
-            den = (den + _Q[i]) * z
-        r_big = (_SQRPI - z * (num + _P[4]) / (den + _Q[4])) / y
-        r = np.where(mid, r_mid, r_big)
+        if mid.all():
+            r = _erfc_mid(y)
+        else:
+            r = np.empty_like(y)
+            r[mid] = _erfc_mid(y[mid])
+            big = ~mid
+            r[big] = _erfc_big(y[big])
         # exp(-y*y) computed as exp(-s*s) * exp(-(y-s)(y+s)) with s = y rounded to 1/16
-        s = np.trunc(y * 16.0) / 16.0
-        r = np.exp(-s * s) * np.exp(-(y - s) * (y + s)) * r
-        return np.where(y < 27.3, r, 0.0).astype(y.dtype, copy=False)
+        s = y * 16.0
+        np.trunc(s, out=s)
+        s /= 16.0
+        d = y - s
+        t = y + s
+        d *= t
+        np.negative(d, out=d)
+        np.exp(d, out=d)
+        r *= d
+        s *= s
+        np.negative(s, out=s)
+        np.exp(s, out=s)
+        r *= s
+        r[y >= 27.3] = 0.0  # underflow; NaN stays NaN
+        return r
 
 
 def erf_np(x: np.ndarray) -> np.ndarray:
     """The error function, elementwise, in ``x``'s float dtype (float32/float64)."""
     x = np.asarray(x)
-    y = np.abs(x)
+    flat = x.reshape(-1)
+    y = np.abs(flat)
     small = y <= _THRESH
-    out = _erf_small(np.where(small, x, 0.0).astype(x.dtype, copy=False))
-    if not small.all():
-        big = 1.0 - _erfc_pos(np.where(small, 1.0, y).astype(x.dtype, copy=False))
-        out = np.where(small, out, np.copysign(big, x))
-    return np.where(np.isnan(x), x, out).astype(x.dtype, copy=False)
+    if small.all():
+        return _erf_small(x)
+    out = np.empty_like(flat)
+    out[small] = _erf_small(flat[small])
+    rest = ~small
+    out[rest] = np.copysign(1.0 - _erfc_pos(y[rest]), flat[rest])
+    return out.reshape(x.shape)
 
 
 def erfc_np(x: np.ndarray) -> np.ndarray:
     """The complementary error function ``1 - erf(x)`` without cancellation for large x."""
     x = np.asarray(x)
-    y = np.abs(x)
+    flat = x.reshape(-1)
+    y = np.abs(flat)
     small = y <= _THRESH
-    tail = _erfc_pos(np.where(small, 1.0, y).astype(x.dtype, copy=False))
-    out = np.where(x < 0, 2.0 - tail, tail)
-    out = np.where(small, 1.0 - _erf_small(np.where(small, x, 0.0).astype(x.dtype, copy=False)),
-                   out)
-    return np.where(np.isnan(x), x, out).astype(x.dtype, copy=False)
+    out = np.empty_like(flat)
+    out[small] = 1.0 - _erf_small(flat[small])
+    rest = ~small
+    tail = _erfc_pos(y[rest])
+    out[rest] = np.where(flat[rest] < 0, 2.0 - tail, tail)
+    return out.reshape(x.shape)
