@@ -114,7 +114,7 @@ def _register(a: _Act) -> OpDef:
                     gx = bind(chain[k + 1], gg * g, x, **ctx.params)
                 elif a.smooth:
                     raise EmberNotImplementedError(
-                        f"[{a.name}] derivatives of order {k + 3} and above are not "
+                        f"[{a.name}] derivatives of order {k + 2} and above are not "
                         "implemented")
             return (gg_g, gx)
         return vjp
