@@ -317,6 +317,22 @@ def kl_samples(dtype, rng):
     yield Sample((x((3,)), zero), {"reduction": "none"}, desc="target 0", grad=False)
 
 
+def cos_samples(dtype, rng):
+    m = lambda s, **k: make(s, dtype, rng, **k)  # noqa: E731
+    yield Sample((m((4, 5)), m((4, 5))), desc="(4,5) dim 1")
+    yield Sample((m((4, 5)), m((4, 5))), {"dim": 0}, desc="dim 0")
+    yield Sample((m((2, 3, 4)), m((4,))), {"dim": -1}, desc="broadcast dim -1")
+    # norms stay above eps: below it PyTorch's gradient ignores the clamp (no finite difference
+    # can agree), which the zero-vector sample checks against PyTorch without gradients
+    yield Sample((m((3, 1), low=1, high=3), m((1, 4), low=1, high=3)), {"dim": 0, "eps": 0.5},
+                 desc="broadcast eps")
+    yield Sample((m((3, 4), noncontig=True), m((3, 4), noncontig=True)), desc="non-contiguous",
+                 noncontig=True)
+    yield Sample((m(()), m(())), {"dim": 0}, desc="0-d")
+    yield Sample((np.zeros((2, 3), np_dtype(dtype)), m((2, 3))), desc="zero vector", grad=False)
+    yield Sample((m((3, 4)), m((3, 4)).astype(np.float64)), desc="vs float64", grad=False)
+
+
 def _build():
     f32 = np.full((3, 4), 0.5, np.float32)
     out = [
@@ -394,6 +410,21 @@ def _build():
         OpInfo("kl_div", _quiet(_pointwise_loss("kl_div")), kl_samples, errors=lambda: [
             ErrorCase((f32, f32), {"reduction": "bad"}, exc=ValueError,
                       match=r"bad is not a valid value for reduction")]),
+        OpInfo("cosine_similarity", lambda t, a, b, **kw: _F(t).cosine_similarity(a, b, **kw),
+               cos_samples, errors=lambda: [
+                   ErrorCase((np.ones(3, np.int64), np.ones(3, np.int64)), {"dim": 0},
+                             exc=RuntimeError, match=r"expected common dtype to be floating "
+                                                     r"point, yet common dtype is Long"),
+                   ErrorCase((np.ones((2, 3)), np.ones((2, 3))), {"dim": 2}, exc=IndexError,
+                             match=r"Dimension out of range")]),
+        # gradients where a norm is clamped at eps, against PyTorch only (see cos_samples)
+        OpInfo("cosine_similarity_clamped",
+               lambda t, a, b, **kw: _F(t).cosine_similarity(a, b, **kw),
+               lambda d, r: iter([
+                   Sample((np.zeros((2, 3), np_dtype(d)), make((2, 3), d, r)), desc="zero"),
+                   Sample((make((3, 4), d, r, -0.1, 0.1), make((3, 4), d, r)), {"eps": 0.5},
+                          desc="small norms")]),
+               fd_check=False),
         _errors_only("cross_entropy-weight-grad", _weight_requires_grad, [
             ErrorCase((f32[:, :1].repeat(5, 1), np.array([0, 1, 2], np.int64)),
                       exc=RuntimeError, match=r"not differentiable with respect to argument "
