@@ -295,6 +295,12 @@ _ACTS = (
     _Act("mish", _mish, (_mish_d1, _mish_d2)),
     _Act("softplus", _softplus, (_softplus_d1, _softplus_d2)),
     _Act("elu", _elu, (_elu_d1, _elu_d2)),
+    _Act("hardshrink", lambda x, *, lambd: np.where((x >= -lambd) & (x <= lambd), 0.0, x),
+         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False),
+    _Act("softshrink",
+         lambda x, *, lambd: np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd,
+                                                                       x * 0)),
+         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False),
     _Act("hardsigmoid", lambda x: np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0,
          (lambda x: np.where((x > -3.0) & (x < 3.0), 1.0 / 6.0, 0.0),), smooth=False),
     _Act("hardswish", lambda x: x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0,
@@ -355,4 +361,58 @@ GLU = register(OpDef(
 GLU_BACKWARD = register(OpDef(
     "glu_backward", "composite", _glu_bwd_meta, lowp(_glu_bwd_eager), _glu_bwd_vjp,
     save=(0, 1), doc="Gradient of glu.",
+))
+
+
+# ------------------------------------------------------------------------------ prelu
+def _prelu_weight(w: np.ndarray, ndim: int) -> np.ndarray:
+    """The (C,) or (1,) weight shaped to broadcast along the channel dim (dim 1)."""
+    if ndim < 2 or w.size == 1:
+        return w.reshape(())
+    return w.reshape((1, w.size) + (1,) * (ndim - 2))
+
+
+def _prelu_meta(x, w) -> tuple:  # noqa: ANN001
+    return tuple(x.shape), x.dtype
+
+
+def _prelu_eager(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, x * _prelu_weight(w, x.ndim)).astype(x.dtype, copy=False)
+
+
+def _prelu_bwd_meta(g, x, w) -> tuple:  # noqa: ANN001
+    return (tuple(x.shape), x.dtype), (tuple(w.shape), w.dtype)
+
+
+def _prelu_bwd_eager(g: np.ndarray, x: np.ndarray, w: np.ndarray) -> tuple:
+    pos = x > 0
+    gx = np.where(pos, g, g * _prelu_weight(w, x.ndim))
+    gwx = np.where(pos, 0, g * x)
+    if x.ndim >= 2 and w.size > 1:
+        gw = gwx.sum(axis=tuple(i for i in range(x.ndim) if i != 1))
+    else:
+        gw = gwx.sum()
+    return gx.astype(x.dtype), np.asarray(gw).reshape(w.shape).astype(w.dtype)
+
+
+def _prelu_vjp(ctx: Any, g: Any) -> tuple:
+    x, w = ctx.inputs
+    gx, gw = bind(PRELU_BACKWARD, g, x, w)
+    nx, nw = ctx.needs_input_grad
+    return (gx if nx else None, gw if nw else None)
+
+
+def _prelu_bwd_vjp(ctx: Any, *grads: Any) -> tuple:
+    raise EmberNotImplementedError("[prelu] the second derivative of prelu is not implemented")
+
+
+PRELU = register(OpDef(
+    "prelu", "composite", _prelu_meta, lowp(_prelu_eager), _prelu_vjp, save=(0, 1),
+    grad_name="PreluKernelBackward0",
+    doc="``x`` where positive, ``weight * x`` elsewhere; weight per channel (dim 1) or shared.",
+))
+PRELU_BACKWARD = register(OpDef(
+    "prelu_backward", "composite", _prelu_bwd_meta, lowp(_prelu_bwd_eager), _prelu_bwd_vjp,
+    num_outputs=2, save=(0, 1, 2), tags=frozenset({"multi_output"}),
+    doc="Gradients of prelu in input and weight.",
 ))

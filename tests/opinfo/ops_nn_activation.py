@@ -91,6 +91,10 @@ _SPECS = [
     ("selu", lambda t, x, **k: _F(t).selu(x, **k), FLOATS, ({},), (-4, 4)),
     ("celu", lambda t, x, **k: _F(t).celu(x, **k), FLOATS, ({}, {"alpha": 2.5}, {"alpha": 0.3}),
      (-4, 4)),
+    ("hardshrink", lambda t, x, **k: _F(t).hardshrink(x, **k), FLOATS,
+     ({}, {"lambd": 1.5}, {"lambd": 0.0}, {"lambd": -1.0}), (-4, 4)),
+    ("softshrink", lambda t, x, **k: _F(t).softshrink(x, **k), FLOATS,
+     ({}, {"lambd": 1.5}, {"lambd": 0.0}), (-4, 4)),
     ("hardsigmoid", lambda t, x, **k: _F(t).hardsigmoid(x, **k), FLOATS, ({},), (-5, 5)),
     ("hardswish", lambda t, x, **k: _F(t).hardswish(x, **k), FLOATS, ({},), (-5, 5)),
     ("logsigmoid", lambda t, x, **k: _F(t).logsigmoid(x, **k), FLOATS, ({},), (-6, 6)),
@@ -143,6 +147,10 @@ def _errors():
         ("relu-inplace-leaf", lambda t, x: _leaf_inplace(t),
          [ErrorCase((f32,), exc=RuntimeError,
                     match=r"\[relu_\] a leaf Variable that requires grad")]),
+        ("softshrink", lambda t, x, **k: F(t).softshrink(x, **k),
+         [ErrorCase((f32,), {"lambd": -1.0}, exc=RuntimeError,
+                    match=r"\[softshrink\] lambda must be in range \[0, 3\.40282e\+38\] for "
+                          r"input dtype Float, but found -1")]),
         ("relu-notensor", lambda t, x: F(t).relu(x),
          [ErrorCase(([1.0, 2.0],), exc=TypeError, match=r"\[relu\].*Tensor")]),
     ]
@@ -160,6 +168,30 @@ def glu_samples(dtype, rng):
                  desc="non-contiguous dim -2", noncontig=True)
     yield Sample((make((0, 2), dtype, rng),), desc="empty")
     yield Sample((make((8,), dtype, rng, -30, 30),), desc="large")
+
+
+def prelu_samples(dtype, rng):
+    m = lambda s, **k: make(s, dtype, rng, **k)  # noqa: E731
+    yield Sample((m((2, 3, 4)), m((3,), low=0, high=1)), desc="per channel (N,C,L)")
+    yield Sample((m((2, 3)), m((1,), low=-1, high=1)), desc="shared (N,C)")
+    yield Sample((m((2, 3, 2, 2), noncontig=True), m((3,))), desc="non-contiguous 4-d",
+                 noncontig=True)
+    yield Sample((m((5,)), m((1,))), desc="1-d")
+    yield Sample((m(()), m((1,))), desc="0-d")
+    yield Sample((m((0, 3)), m((3,))), desc="empty", grad=False)
+
+
+def _prelu_errors():
+    x = np.zeros((2, 3, 4), np.float32)
+    return [
+        ErrorCase((x, np.ones(4, np.float32)), exc=RuntimeError,
+                  match=r"Mismatch of parameter numbers and input channel size\. Found "
+                        r"parameter numbers = 4 and channel size = 3\."),
+        ErrorCase((x, np.ones((1, 3), np.float32)), exc=RuntimeError,
+                  match=r"Expected `weight` to be a scalar or 1D tensor, but got: ndim = 2"),
+        ErrorCase((x, np.ones(3, np.float64)), exc=RuntimeError,
+                  match=r"Type promoting not supported\. Got Float and Double"),
+    ]
 
 
 def _build():
@@ -192,6 +224,8 @@ def _build():
                              match=r"glu does not support scalars"),
                    ErrorCase((np.zeros(4, np.int64),), exc=NotImplementedError,
                              match=r"\"glu_cpu\" not implemented for 'Long'")]),
+        OpInfo("prelu", lambda t, x, w: _F(t).prelu(x, w), prelu_samples, dtypes=FLOATS,
+               errors=_prelu_errors),
         OpInfo("Tensor.relu", lambda t, x: x.relu(), act_samples(), dtypes=FLOATS + INTS),
         OpInfo("Tensor.relu_", lambda t, x: x.clone().relu_(), act_samples(),
                dtypes=FLOATS + SIGNED),

@@ -17,14 +17,15 @@ from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberValue
 from ember.ops._util import wrap_dim
 from ember.ops.nn_activation import ACTIVATIONS as _A
 from ember.ops.nn_activation import GLU as _GLU
+from ember.ops.nn_activation import PRELU as _PRELU
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = [
-    "celu", "celu_", "elu", "elu_", "gelu", "glu", "hardsigmoid", "hardswish", "hardtanh",
-    "hardtanh_", "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "relu", "relu6", "relu_",
-    "selu", "selu_", "sigmoid", "silu", "softplus", "softsign", "tanh", "tanhshrink", "threshold",
-    "threshold_",
+    "celu", "celu_", "elu", "elu_", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish",
+    "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_", "logsigmoid", "mish", "prelu", "relu",
+    "relu6", "relu_", "selu", "selu_", "sigmoid", "silu", "softplus", "softshrink", "softsign",
+    "tanh", "tanhshrink", "threshold", "threshold_",
 ]
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -240,3 +241,38 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
                                 f"size {input.shape[d]}")
     _float_only(input, "glu", "glu_cpu")
     return bind(_GLU, input, dim=d)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``input`` where ``|input| > lambd``, 0 elsewhere."""
+    return _float_act("hardshrink", "hardshrink_cpu", input, False, lambd=float(lambd))
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``input`` shrunk toward 0 by ``lambd`` (0 inside ``[-lambd, lambd]``)."""
+    _float_only(input, "softshrink", "softshrink_cpu")
+    if lambd < 0:
+        raise EmberRuntimeError(
+            f"[softshrink] lambda must be in range [0, 3.40282e+38] for input dtype "
+            f"{_type_name(input._dtype)}, but found {lambd:g}")
+    return _apply("softshrink", input, False, "softshrink", lambd=float(lambd))
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``input`` where positive, ``weight * input`` elsewhere; ``weight`` has one element or
+    one per channel (dim 1)."""
+    check_tensor(input, "prelu")
+    check_tensor(weight, "prelu", "weight")
+    if weight.ndim > 1:
+        raise EmberRuntimeError(f"[prelu] prelu: Expected `weight` to be a scalar or 1D tensor, "
+                                f"but got: ndim = {weight.ndim}")
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.numel() != 1 and weight.numel() != channels:
+        raise EmberRuntimeError(
+            f"[prelu] Mismatch of parameter numbers and input channel size. Found parameter "
+            f"numbers = {weight.numel()} and channel size = {channels}.")
+    if weight._dtype is not input._dtype:
+        raise EmberRuntimeError(f"[prelu] prelu: Type promoting not supported. Got "
+                                f"{_type_name(input._dtype)} and {_type_name(weight._dtype)}")
+    _float_only(input, "prelu", "prelu_cpu")
+    return bind(_PRELU, input, weight)
