@@ -1,0 +1,418 @@
+"""Activation primitives of ``ember.nn.functional``: one fused pointwise OpDef per activation,
+plus its derivative chain.
+
+Each activation ``f`` is declared once as an ``_Act`` (forward kernel and the NumPy kernels of
+its first derivatives).  From that, ``_register`` builds
+
+* ``f(x, **params)``: the forward; its vjp binds ``f_backward(g, x)``;
+* ``f_backward(g, x)`` = ``g * f'(x)``: linear in ``g``, so its vjp in ``g`` is itself and its
+  vjp in ``x`` is ``f_backward_backward(gg * g, x)`` = ``gg * g * f''(x)``;
+* and so on down the listed derivatives.  Past the last one, piecewise-linear/quadratic
+  activations have a zero derivative almost everywhere (vjp ``None``); the smooth ones raise,
+  since third derivatives of activations are not implemented.
+
+Kernels compute float16/bfloat16 in float32 and round once (``lowp``), like PyTorch's CPU
+kernels.  The frontend (``ember/nn/functional/activation.py``) checks dtypes and fills defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
+from ember.ops._special import erf_np
+from ember.ops._util import lowp, tensor_inputs
+from ember.ops.registry import OpDef, bind, register
+
+Kernel = Callable[..., np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Act:
+    name: str
+    forward: Kernel                  # f(x, **params)
+    derivs: tuple[Kernel, ...]       # f'(x, **params), f''(x, **params), ...
+    ints: bool = False               # integer inputs allowed (relu, hardtanh, threshold)
+    smooth: bool = True              # False: the derivative after the last listed one is 0 a.e.
+    # PyTorch builds it from several ops, each rounding to float16/bfloat16: ``forward`` takes
+    # ``rnd`` (round to the storage dtype) and applies it where PyTorch's ops end
+    rounds: bool = False
+    grad_name: str = ""
+
+
+def _meta(name: str, ints: bool) -> Callable[..., tuple]:
+    def meta(*inputs: Any, **params: Any) -> tuple:
+        ts = tensor_inputs(inputs)
+        shape, dtype = ts[0].shape, ts[0].dtype
+        for t in ts[1:]:
+            if t.shape != shape or t.dtype is not dtype:
+                raise ShapeError(f"[{name}] primitive inputs must share shape and dtype; got "
+                                 f"{tuple(shape)} {dtype.name} and {tuple(t.shape)} "
+                                 f"{t.dtype.name}")
+        ok = dtype.is_floating_point or (ints and dtype is not dt.bool)
+        if not ok:
+            raise DTypeError(f"[{name}] does not support dtype {dtype.name}; expected a "
+                             f"floating{' or integer' if ints else ''} dtype")
+        return shape, dtype
+    return meta
+
+
+def _cast_params(x: np.ndarray, params: dict) -> dict:
+    """Integer inputs see their scalar parameters converted to the input's type (as PyTorch's
+    ``Scalar.to<scalar_t>()``), so the result keeps the integer dtype."""
+    if x.dtype.kind in "iu":
+        return {k: (np.array(v).astype(x.dtype)[()] if isinstance(v, (int, float)) else v)
+                for k, v in params.items()}
+    return params
+
+
+def _no_round(a: np.ndarray) -> np.ndarray:
+    return a
+
+
+def _forward_kernel(f: Kernel, rounds: bool) -> Kernel:
+    def kernel(x: np.ndarray, **params: Any) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            return np.asarray(f(x, **_cast_params(x, params))).astype(x.dtype, copy=False)
+    if not rounds:
+        return lowp(kernel)
+
+    def rounding_kernel(x: np.ndarray) -> np.ndarray:
+        src = x.dtype
+        if src.kind == "f" and src.itemsize == 2:  # float16 / bfloat16
+            def rnd(a: np.ndarray) -> np.ndarray:
+                return a.astype(src).astype(np.float32)
+            return f(x.astype(np.float32), rnd=rnd).astype(src)
+        return f(x, rnd=_no_round).astype(src, copy=False)
+    return rounding_kernel
+
+
+def _deriv_kernel(d: Kernel) -> Kernel:
+    def kernel(g: Any, x: np.ndarray, **params: Any) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            return np.asarray(g * d(x, **params)).astype(x.dtype, copy=False)
+    return lowp(kernel)
+
+
+def _register(a: _Act) -> OpDef:
+    """Register ``a``'s forward OpDef and its derivative chain; returns the forward."""
+    chain: list[OpDef] = []
+
+    def deriv_vjp(k: int) -> Callable[..., tuple]:
+        def vjp(ctx: Any, gg: Any) -> tuple:
+            g, x = ctx.inputs
+            ng, nx = ctx.needs_input_grad
+            gg_g = bind(chain[k], gg, x, **ctx.params) if ng else None
+            gx = None
+            if nx:
+                if k + 1 < len(chain):
+                    gx = bind(chain[k + 1], gg * g, x, **ctx.params)
+                elif a.smooth:
+                    raise EmberNotImplementedError(
+                        f"[{a.name}] derivatives of order {k + 2} and above are not "
+                        "implemented")
+            return (gg_g, gx)
+        return vjp
+
+    for k, d in enumerate(a.derivs):
+        name = a.name + "_backward" * (k + 1)
+        chain.append(register(OpDef(
+            name, "pointwise", _meta(name, False), _deriv_kernel(d), deriv_vjp(k),
+            save=(0, 1), save_for={0: (1,), 1: (0, 1)},
+            doc=f"``g * f^({k + 1})(x)`` for f = {a.name}.",
+        )))
+
+    def vjp(ctx: Any, g: Any) -> tuple:
+        (x,) = ctx.inputs
+        return (bind(chain[0], g, x, **ctx.params),)
+
+    return register(OpDef(
+        a.name, "pointwise", _meta(a.name, a.ints), _forward_kernel(a.forward, a.rounds), vjp,
+        save=(0,), tags=frozenset({"lowp_upcast"}), grad_name=a.grad_name,
+        doc=f"The {a.name} activation.",
+    ))
+
+
+# ------------------------------------------------------------------------------ kernels
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp of a non-positive number only: no overflow
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus_raw(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, x)
+
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_BETA = math.sqrt(2.0 / math.pi)
+_GELU_KAPPA = 0.044715
+
+
+def _gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        inner = _GELU_BETA * (x + _GELU_KAPPA * x * x * x)
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    return x * 0.5 * (1.0 + erf_np(x * _INV_SQRT2))
+
+
+def _gelu_tanh_parts(x: np.ndarray) -> tuple:
+    t = np.tanh(_GELU_BETA * (x + _GELU_KAPPA * x * x * x))
+    du = _GELU_BETA * (1.0 + 3.0 * _GELU_KAPPA * x * x)
+    return t, du
+
+
+def _gelu_d1(x: np.ndarray, *, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        t, du = _gelu_tanh_parts(x)
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+    cdf = 0.5 * (1.0 + erf_np(x * _INV_SQRT2))
+    return cdf + x * _INV_SQRT2PI * np.exp(-0.5 * x * x)
+
+
+def _gelu_d2(x: np.ndarray, *, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        t, du = _gelu_tanh_parts(x)
+        d2u = 6.0 * _GELU_BETA * _GELU_KAPPA * x
+        return (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du))
+    return _INV_SQRT2PI * np.exp(-0.5 * x * x) * (2.0 - x * x)
+
+
+def _silu_d1(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+def _silu_d2(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return s * (1.0 - s) * (2.0 + x * (1.0 - 2.0 * s))
+
+
+def _mish(x: np.ndarray) -> np.ndarray:
+    return x * np.tanh(_softplus_raw(x))
+
+
+def _mish_d1(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(_softplus_raw(x))
+    return t + x * _sigmoid(x) * (1.0 - t * t)
+
+
+def _mish_d2(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(_softplus_raw(x))
+    s = _sigmoid(x)
+    return (1.0 - t * t) * s * (2.0 + x * (1.0 - s) - 2.0 * x * s * t)
+
+
+def _softplus(x: np.ndarray, *, beta: float, threshold: float) -> np.ndarray:
+    bx = x * beta
+    return np.where(bx > threshold, x, np.log1p(np.exp(bx)) / beta)
+
+
+def _softplus_d1(x: np.ndarray, *, beta: float, threshold: float) -> np.ndarray:
+    bx = x * beta
+    return np.where(bx > threshold, 1.0, _sigmoid(bx))
+
+
+def _softplus_d2(x: np.ndarray, *, beta: float, threshold: float) -> np.ndarray:
+    bx = x * beta
+    s = _sigmoid(bx)
+    return np.where(bx > threshold, 0.0, beta * s * (1.0 - s))
+
+
+def _elu(x: np.ndarray, *, alpha: float, scale: float, input_scale: float) -> np.ndarray:
+    return np.where(x <= 0, np.expm1(x * input_scale) * (alpha * scale), x * scale)
+
+
+def _elu_d1(x: np.ndarray, *, alpha: float, scale: float, input_scale: float) -> np.ndarray:
+    return np.where(x <= 0, input_scale * alpha * scale * np.exp(x * input_scale), scale)
+
+
+def _elu_d2(x: np.ndarray, *, alpha: float, scale: float, input_scale: float) -> np.ndarray:
+    return np.where(x <= 0, input_scale * input_scale * alpha * scale * np.exp(x * input_scale),
+                    0.0)
+
+
+def _hardtanh(x: np.ndarray, *, min_val: Any, max_val: Any) -> np.ndarray:
+    return np.minimum(np.maximum(x, min_val), max_val)
+
+
+def _hardtanh_d1(x: np.ndarray, *, min_val: float, max_val: float) -> np.ndarray:
+    return ((x > min_val) & (x < max_val)) | np.isnan(x)
+
+
+def _leaky_relu(x: np.ndarray, *, negative_slope: float) -> np.ndarray:
+    return np.where(x > 0, x, x * negative_slope)
+
+
+def _threshold(x: np.ndarray, *, threshold: Any, value: Any) -> np.ndarray:
+    return np.where(x <= threshold, value, x)
+
+
+def _logsigmoid(x: np.ndarray) -> np.ndarray:
+    return np.minimum(x, 0.0) - np.log1p(np.exp(-np.abs(x)))
+
+
+def _sig_d1(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return s * (1.0 - s)
+
+
+def _sig_d2(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return s * (1.0 - s) * (1.0 - 2.0 * s)
+
+
+def _tanh_d1(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(x)
+    return 1.0 - t * t
+
+
+def _tanh_d2(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(x)
+    return -2.0 * t * (1.0 - t * t)
+
+
+def _hardswish_d1(x: np.ndarray) -> np.ndarray:
+    return np.where(x < -3.0, 0.0, np.where(x <= 3.0, x / 3.0 + 0.5, 1.0))
+
+
+_ACTS = (
+    _Act("relu", lambda x: np.maximum(x, 0), (lambda x: (x > 0) | np.isnan(x),), ints=True,
+         smooth=False),
+    _Act("hardtanh", _hardtanh, (_hardtanh_d1,), ints=True, smooth=False),
+    _Act("leaky_relu", _leaky_relu,
+         (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False),
+    _Act("threshold", _threshold,
+         (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False),
+    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2)),
+    _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2)),
+    _Act("mish", _mish, (_mish_d1, _mish_d2)),
+    _Act("softplus", _softplus, (_softplus_d1, _softplus_d2)),
+    _Act("elu", _elu, (_elu_d1, _elu_d2)),
+    _Act("hardshrink", lambda x, *, lambd: np.where((x >= -lambd) & (x <= lambd), 0.0, x),
+         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False),
+    _Act("softshrink",
+         lambda x, *, lambd: np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd,
+                                                                       x * 0)),
+         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False),
+    _Act("hardsigmoid", lambda x: np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0,
+         (lambda x: np.where((x > -3.0) & (x < 3.0), 1.0 / 6.0, 0.0),), smooth=False),
+    _Act("hardswish", lambda x: x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0,
+         (_hardswish_d1, lambda x: np.where((x > -3.0) & (x < 3.0), 1.0 / 3.0, 0.0)),
+         smooth=False),
+    _Act("log_sigmoid", _logsigmoid, (lambda x: _sigmoid(-x), lambda x: -_sig_d1(x)),
+         grad_name="LogSigmoidBackward0"),
+    # F.sigmoid / F.tanh: ember.sigmoid / ember.tanh once the pointwise math ops exist
+    _Act("nn_sigmoid", _sigmoid, (_sig_d1, _sig_d2), grad_name="SigmoidBackward0"),
+    _Act("nn_tanh", np.tanh, (_tanh_d1, _tanh_d2), grad_name="TanhBackward0"),
+    _Act("softsign", lambda x, rnd: x / rnd(1.0 + np.abs(x)),
+         (lambda x: 1.0 / np.square(1.0 + np.abs(x)),
+          lambda x: -2.0 * np.sign(x) / (1.0 + np.abs(x)) ** 3), rounds=True),
+    _Act("tanhshrink", lambda x, rnd: x - rnd(np.tanh(x)),
+         (lambda x: np.square(np.tanh(x)), lambda x: -_tanh_d2(x)), rounds=True),
+)
+
+ACTIVATIONS: dict[str, OpDef] = {a.name: _register(a) for a in _ACTS}
+
+
+# ------------------------------------------------------------------------------ glu
+def _glu_meta(x, *, dim: int) -> tuple:  # noqa: ANN001
+    shape = list(x.shape)
+    shape[dim] //= 2
+    return tuple(shape), x.dtype
+
+
+def _glu_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
+    a, b = np.split(x, 2, axis=dim)
+    with np.errstate(over="ignore", under="ignore"):
+        return (a * _sigmoid(b)).astype(x.dtype, copy=False)
+
+
+def _glu_bwd_meta(g, x, *, dim: int) -> tuple:  # noqa: ANN001
+    return tuple(x.shape), x.dtype
+
+
+def _glu_bwd_eager(g: np.ndarray, x: np.ndarray, *, dim: int) -> np.ndarray:
+    a, b = np.split(x, 2, axis=dim)
+    with np.errstate(over="ignore", under="ignore"):
+        s = _sigmoid(b)
+        return np.concatenate([g * s, g * a * s * (1.0 - s)], axis=dim).astype(x.dtype)
+
+
+def _glu_vjp(ctx: Any, g: Any) -> tuple:
+    (x,) = ctx.inputs
+    return (bind(GLU_BACKWARD, g, x, **ctx.params),)
+
+
+def _glu_bwd_vjp(ctx: Any, gg: Any) -> tuple:
+    raise EmberNotImplementedError("[glu] the second derivative of glu is not implemented")
+
+
+GLU = register(OpDef(
+    "glu", "composite", _glu_meta, lowp(_glu_eager), _glu_vjp, save=(0,),
+    doc="Gated linear unit: first half times sigmoid of the second half along ``dim``.",
+))
+GLU_BACKWARD = register(OpDef(
+    "glu_backward", "composite", _glu_bwd_meta, lowp(_glu_bwd_eager), _glu_bwd_vjp,
+    save=(0, 1), doc="Gradient of glu.",
+))
+
+
+# ------------------------------------------------------------------------------ prelu
+def _prelu_weight(w: np.ndarray, ndim: int) -> np.ndarray:
+    """The (C,) or (1,) weight shaped to broadcast along the channel dim (dim 1)."""
+    if ndim < 2 or w.size == 1:
+        return w.reshape(())
+    return w.reshape((1, w.size) + (1,) * (ndim - 2))
+
+
+def _prelu_meta(x, w) -> tuple:  # noqa: ANN001
+    return tuple(x.shape), x.dtype
+
+
+def _prelu_eager(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.where(x > 0, x, x * _prelu_weight(w, x.ndim)).astype(x.dtype, copy=False)
+
+
+def _prelu_bwd_meta(g, x, w) -> tuple:  # noqa: ANN001
+    return (tuple(x.shape), x.dtype), (tuple(w.shape), w.dtype)
+
+
+def _prelu_bwd_eager(g: np.ndarray, x: np.ndarray, w: np.ndarray) -> tuple:
+    pos = x > 0
+    gx = np.where(pos, g, g * _prelu_weight(w, x.ndim))
+    gwx = np.where(pos, 0, g * x)
+    if x.ndim >= 2 and w.size > 1:
+        gw = gwx.sum(axis=tuple(i for i in range(x.ndim) if i != 1))
+    else:
+        gw = gwx.sum()
+    return gx.astype(x.dtype), np.asarray(gw).reshape(w.shape).astype(w.dtype)
+
+
+def _prelu_vjp(ctx: Any, g: Any) -> tuple:
+    x, w = ctx.inputs
+    gx, gw = bind(PRELU_BACKWARD, g, x, w)
+    nx, nw = ctx.needs_input_grad
+    return (gx if nx else None, gw if nw else None)
+
+
+def _prelu_bwd_vjp(ctx: Any, *grads: Any) -> tuple:
+    raise EmberNotImplementedError("[prelu] the second derivative of prelu is not implemented")
+
+
+PRELU = register(OpDef(
+    "prelu", "composite", _prelu_meta, lowp(_prelu_eager), _prelu_vjp, save=(0, 1),
+    grad_name="PreluKernelBackward0",
+    doc="``x`` where positive, ``weight * x`` elsewhere; weight per channel (dim 1) or shared.",
+))
+PRELU_BACKWARD = register(OpDef(
+    "prelu_backward", "composite", _prelu_bwd_meta, lowp(_prelu_bwd_eager), _prelu_bwd_vjp,
+    num_outputs=2, save=(0, 1, 2), tags=frozenset({"multi_output"}),
+    doc="Gradients of prelu in input and weight.",
+))
