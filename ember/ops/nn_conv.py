@@ -90,7 +90,7 @@ def _conv_eager(x: np.ndarray, w: np.ndarray, **p) -> np.ndarray:  # noqa: ANN00
     (n, o), out = _conv_meta_np(x, w, p)
     g, k = p["groups"], w.shape[2:]
     cols = _cols(x, k, p, out)
-    wm = w.reshape(g, o // g, -1).transpose(0, 2, 1)
+    wm = w.reshape(g, o // g, math.prod(w.shape[1:])).transpose(0, 2, 1)
     res = np.matmul(cols, wm)                      # (G, N*P, Og)
     res = res.reshape((g, n) + out + (o // g,))
     d = len(out)
@@ -129,7 +129,7 @@ def _conv_input_grad_eager(g: np.ndarray, w: np.ndarray, *, input_shape: tuple,
     out = g.shape[2:]
     d, npix = len(k), math.prod(out)
     gm = g.reshape(n, groups, o // groups, npix).transpose(1, 0, 3, 2)     # (G, N, P, Og)
-    cols = np.matmul(gm, w.reshape(groups, o // groups, -1)[:, None])     # (G, N, P, Cg*K)
+    cols = np.matmul(gm, w.reshape(groups, o // groups, math.prod(w.shape[1:]))[:, None])     # (G, N, P, Cg*K)
     cols = cols.reshape((groups, n) + out + (c // groups,) + k)
     # kernel offsets first, so each offset's contribution is one block: (*K, N, G, Cg, *out)
     perm = (tuple(range(3 + d, 3 + 2 * d)) + (1, 0, 2 + d) + tuple(range(2, 2 + d)))
@@ -169,8 +169,9 @@ def _conv_weight_grad_eager(x: np.ndarray, g: np.ndarray, *, weight_shape: tuple
     n, o = g.shape[:2]
     out, k = g.shape[2:], tuple(weight_shape[2:])
     cols = _cols(x, k, p, out)                                           # (G, N*P, Cg*K)
-    gm = g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3).reshape(groups, o // groups,
-                                                                             -1)
+    npix = math.prod(out)
+    gm = g.reshape(n, groups, o // groups, npix).transpose(1, 2, 0, 3)
+    gm = gm.reshape(groups, o // groups, n * npix)
     return np.matmul(gm, cols).reshape(weight_shape)
 
 
