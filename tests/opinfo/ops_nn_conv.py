@@ -71,15 +71,41 @@ def _conv2d_double_backward(dtype, rng):
                  {"stride": (2, 1), "padding": 1, "groups": 2}, desc="double backward")
 
 
-def _conv2d_gradgrad(lib, x, w, **kw):
-    """conv2d's input and weight gradients as outputs, so the grad tests differentiate them."""
-    if not (x.requires_grad and w.requires_grad):
-        return lib.nn.functional.conv2d(x, w, **kw)
-    with lib.enable_grad():  # finite differences evaluate under no_grad
-        out = lib.nn.functional.conv2d(x, w, **kw)
-        # the gradient of sum(out**2)/2: grad_output = out keeps both paths second order
-        gx, gw = lib.autograd.grad([out], [x, w], [out], create_graph=True)
-    return gx, gw
+def gradgrad(name):
+    """``name``'s gradients as outputs, so the grad tests check double backward.
+
+    Without inputs that require grad (the value tests) it is just the function.
+    """
+    def fn(lib, *args, **kw):
+        f = getattr(lib.nn.functional, name)
+        wrt = [a for a in args if getattr(a, "requires_grad", False)]
+        if not wrt:
+            return f(*args, **kw)
+        with lib.enable_grad():  # finite differences evaluate under no_grad
+            out = f(*args, **kw)
+            out = out[0] if isinstance(out, tuple) else out
+            # the gradient of sum(out**2)/2: grad_output = out keeps every path second order
+            return lib.autograd.grad([out], wrt, [out], create_graph=True)
+    return fn
+
+
+def _double_backward_samples(kind):
+    def gen(dtype, rng):
+        if kind == "pad":
+            x = make((1, 2, 3, 3), dtype, rng)
+            for mode in ("constant", "reflect", "replicate", "circular"):
+                yield Sample((x, (1, 2, -1, 1)), {"mode": mode}, desc=mode)
+        elif kind == "max_pool2d":
+            yield Sample((make((1, 2, 4, 4), dtype, rng), 3), {"stride": 1, "padding": 1})
+        elif kind == "avg_pool2d":
+            yield Sample((make((1, 2, 4, 4), dtype, rng), 3),
+                         {"stride": 2, "padding": 1, "ceil_mode": True})
+        elif kind == "adaptive_avg_pool2d":
+            yield Sample((make((1, 2, 4, 5), dtype, rng), (3, 2)))
+        elif kind == "embedding":
+            idx = np.array([[0, 2, 2], [3, 1, 2]], dtype=np.int64)
+            yield Sample((idx, make((4, 3), dtype, rng)), desc="plain")
+    return gen
 
 
 # ---------------------------------------------------------------------------------- pad
@@ -245,8 +271,15 @@ def _one_hot_errors():
 OPINFOS = [
     OpInfo("nn.conv2d", _f("conv2d"), _conv2d_samples, errors=_conv_errors,
            tols={"float32": (1e-5, 1e-5)}),
-    OpInfo("nn.conv2d_double_backward", _conv2d_gradgrad, _conv2d_double_backward,
+    OpInfo("nn.conv2d_double_backward", gradgrad("conv2d"), _conv2d_double_backward,
            dtypes=("float64",)),
+    *[OpInfo(f"nn.{k}_double_backward", gradgrad(k), _double_backward_samples(k),
+             dtypes=("float64",))
+      for k in ("pad", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "embedding")],
+    OpInfo("nn.embedding_padding_idx_double_backward", gradgrad("embedding"),
+           lambda d, r: [Sample((np.array([[0, 2, 2], [3, 1, 2]]), make((4, 3), d, r)),
+                                {"padding_idx": 2, "scale_grad_by_freq": True})],
+           dtypes=("float64",), fd_check=False),
     OpInfo("nn.conv1d", _f("conv1d"), _conv1d_samples, tols={"float32": (1e-5, 1e-5)}),
     OpInfo("nn.pad_constant", _f("pad"), _pad_samples("constant"), dtypes=FLOATS + ("int64",),
            errors=_pad_errors),
