@@ -129,7 +129,8 @@ def _conv_input_grad_eager(g: np.ndarray, w: np.ndarray, *, input_shape: tuple,
     out = g.shape[2:]
     d, npix = len(k), math.prod(out)
     gm = g.reshape(n, groups, o // groups, npix).transpose(1, 0, 3, 2)     # (G, N, P, Og)
-    cols = np.matmul(gm, w.reshape(groups, o // groups, math.prod(w.shape[1:]))[:, None])     # (G, N, P, Cg*K)
+    wm = w.reshape(groups, o // groups, math.prod(w.shape[1:]))[:, None]
+    cols = np.matmul(gm, wm)                                              # (G, N, P, Cg*K)
     cols = cols.reshape((groups, n) + out + (c // groups,) + k)
     # kernel offsets first, so each offset's contribution is one block: (*K, N, G, Cg, *out)
     perm = (tuple(range(3 + d, 3 + 2 * d)) + (1, 0, 2 + d) + tuple(range(2, 2 + d)))

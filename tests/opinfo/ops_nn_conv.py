@@ -108,6 +108,23 @@ def _double_backward_samples(kind):
     return gen
 
 
+def _conv_transpose2d_samples(dtype, rng):
+    def s(x, w, b=None, desc="", **kw):
+        args = (make(x, dtype, rng), make(w, dtype, rng)) + ((make(b, dtype, rng),) if b else ())
+        return Sample(args, kw, desc=desc or str(kw))
+
+    yield s((1, 2, 3, 3), (2, 3, 2, 2), (3,), desc="bias")
+    yield s((2, 2, 3, 4), (2, 2, 3, 2), stride=2, padding=1, output_padding=1)
+    yield s((1, 4, 3, 3), (4, 1, 2, 3), groups=2, stride=(1, 2), dilation=(2, 1))
+    yield s((2, 3, 3), (2, 2, 3, 3), (2,), padding=1, desc="unbatched")
+
+
+def _conv_transpose1d_samples(dtype, rng):
+    yield Sample((make((2, 2, 5), dtype, rng), make((2, 3, 3), dtype, rng),
+                  make((3,), dtype, rng)), {"stride": 3, "padding": 1, "output_padding": 2},
+                 desc="stride output_padding")
+
+
 # ---------------------------------------------------------------------------------- pad
 def _pad_samples(mode):
     def gen(dtype, rng):
@@ -269,8 +286,7 @@ def _one_hot_errors():
 
 
 OPINFOS = [
-    OpInfo("nn.conv2d", _f("conv2d"), _conv2d_samples, errors=_conv_errors,
-           tols={"float32": (1e-5, 1e-5)}),
+    OpInfo("nn.conv2d", _f("conv2d"), _conv2d_samples, errors=_conv_errors),
     OpInfo("nn.conv2d_double_backward", gradgrad("conv2d"), _conv2d_double_backward,
            dtypes=("float64",)),
     *[OpInfo(f"nn.{k}_double_backward", gradgrad(k), _double_backward_samples(k),
@@ -280,7 +296,13 @@ OPINFOS = [
            lambda d, r: [Sample((np.array([[0, 2, 2], [3, 1, 2]]), make((4, 3), d, r)),
                                 {"padding_idx": 2, "scale_grad_by_freq": True})],
            dtypes=("float64",), fd_check=False),
-    OpInfo("nn.conv1d", _f("conv1d"), _conv1d_samples, tols={"float32": (1e-5, 1e-5)}),
+    OpInfo("nn.conv1d", _f("conv1d"), _conv1d_samples),
+    OpInfo("nn.conv_transpose2d", _f("conv_transpose2d"), _conv_transpose2d_samples),
+    OpInfo("nn.conv_transpose1d", _f("conv_transpose1d"), _conv_transpose1d_samples),
+    OpInfo("nn.conv_transpose2d_double_backward", gradgrad("conv_transpose2d"),
+           lambda d, r: [Sample((make((1, 2, 3, 2), d, r), make((2, 1, 2, 2), d, r)),
+                                {"stride": 2, "padding": 1, "groups": 2})],
+           dtypes=("float64",)),
     OpInfo("nn.pad_constant", _f("pad"), _pad_samples("constant"), dtypes=FLOATS + ("int64",),
            errors=_pad_errors),
     OpInfo("nn.pad_reflect", _f("pad"), _pad_samples("reflect"), dtypes=FLOATS),

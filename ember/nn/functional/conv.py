@@ -14,8 +14,12 @@ from ember import dtypes as dt
 from ember._frontend.core import check_tensor
 from ember.autograd.grad_mode import no_grad
 from ember.errors import (
-    DTypeRuntimeError, EmberIndexError, EmberNotImplementedError, EmberRuntimeError,
-    EmberValueError, ShapeError,
+    DTypeRuntimeError,
+    EmberIndexError,
+    EmberNotImplementedError,
+    EmberRuntimeError,
+    EmberValueError,
+    ShapeError,
 )
 from ember.ops import nn_conv as C
 from ember.ops.registry import bind
@@ -23,6 +27,7 @@ from ember.tensor import Tensor, _wrap
 
 __all__ = [
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "conv1d", "conv2d",
+    "conv_transpose1d", "conv_transpose2d",
     "embedding", "max_pool1d", "max_pool2d", "one_hot", "pad",
 ]
 
@@ -139,6 +144,69 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
     ember.Size([1, 4, 5, 5])
     """
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _conv_transpose(name: str, d: int, input: Tensor, weight: Tensor, bias: Tensor | None,
+                    stride: Any, padding: Any, output_padding: Any, groups: int,
+                    dilation: Any) -> Tensor:
+    check_tensor(input, name)
+    check_tensor(weight, name, "weight")
+    if input.ndim not in (d + 1, d + 2):
+        raise EmberRuntimeError(
+            f"[{name}] Expected {d + 1}D (unbatched) or {d + 2}D (batched) input to {name}, but "
+            f"got input of size: {list(input.shape)}")
+    unbatched = input.ndim == d + 1
+    x = _unsqueeze0(input) if unbatched else input
+    s = _ntuple(stride, d, "stride", name)
+    p = _ntuple(padding, d, "padding", name)
+    op = _ntuple(output_padding, d, "output_padding", name)
+    dl = _ntuple(dilation, d, "dilation", name)
+    if weight.ndim != d + 2:
+        raise EmberRuntimeError(f"[{name}] weight should have {d + 2} dimensions; got "
+                                f"{list(weight.shape)}")
+    if any(i <= 0 for i in s + dl) or groups <= 0 or any(i < 0 for i in p + op):
+        raise EmberRuntimeError(f"[{name}] stride, dilation and groups must be positive and "
+                                f"padding non-negative; got {s}, {dl}, {groups}, {p}")
+    if any(o >= max(ss, dd) for o, ss, dd in zip(op, s, dl)):
+        raise EmberRuntimeError(f"[{name}] output padding must be smaller than either stride or "
+                                f"dilation, but got output_padding={list(op)}, "
+                                f"stride={list(s)}, dilation={list(dl)}")
+    if x.shape[1] != weight.shape[0] or weight.shape[0] % groups:
+        raise ShapeError(
+            f"[{name}] Given transposed=1, weight of size {list(weight.shape)}, expected "
+            f"input{list(x.shape)} to have {weight.shape[0]} channels, but got {x.shape[1]} "
+            f"channels instead")
+    if x._dtype is not weight._dtype:
+        raise DTypeRuntimeError(f"[{name}] expected scalar type {x._dtype.name} but found "
+                                f"{weight._dtype.name} (input and weight dtypes differ)")
+    c_out = weight.shape[1] * groups
+    spatial = tuple((n - 1) * ss - 2 * pp + dd * (k - 1) + oo + 1 for n, ss, pp, dd, k, oo in
+                    zip(x.shape[2:], s, p, dl, weight.shape[2:], op))
+    if any(n <= 0 for n in spatial):
+        raise EmberRuntimeError(f"[{name}] Given input size {list(x.shape)}, the calculated "
+                                f"output size {list(spatial)} is too small")
+    # a transposed convolution is the input gradient of the convolution it transposes
+    out = bind(C.CONV_INPUT_GRAD, x, weight, input_shape=(x.shape[0], c_out) + spatial,
+               stride=s, padding=tuple((pp, pp) for pp in p), dilation=dl, groups=int(groups))
+    if bias is not None:
+        out = out + bias.reshape((bias.shape[0],) + (1,) * d)
+    return out.reshape(tuple(out.shape[1:])) if unbatched else out
+
+
+def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """1-d transposed convolution; ``weight`` is ``(C_in, C_out/groups, K)``."""
+    return _conv_transpose("conv_transpose1d", 1, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
+
+
+def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+                     padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                     dilation: Any = 1) -> Tensor:
+    """2-d transposed convolution; ``weight`` is ``(C_in, C_out/groups, kH, kW)``."""
+    return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding,
+                           output_padding, groups, dilation)
 
 
 # ---------------------------------------------------------------------------------- pad
