@@ -47,13 +47,13 @@ def _windows(xp: np.ndarray, kernel: tuple, stride: tuple, dilation: tuple,
 
 
 def _cols(x: np.ndarray, kernel: tuple, p: dict, out: tuple) -> np.ndarray:
-    """im2col: ``(G, N*prod(out), Cg*prod(kernel))``."""
+    """im2col: ``(N, G, Cg*prod(kernel), prod(out))`` (output pixels innermost, so the copy
+    reads input rows contiguously and the matmul output is already NCHW)."""
     n, c = x.shape[:2]
     g, d = p["groups"], len(kernel)
     win = _windows(_pad_array(x, p["padding"]), kernel, p["stride"], p["dilation"], out)
-    win = win.reshape((n, g, c // g) + win.shape[2:])
-    perm = (1, 0) + tuple(range(3, 3 + d)) + (2,) + tuple(range(3 + d, 3 + 2 * d))
-    return win.transpose(perm).reshape(g, n * math.prod(out), (c // g) * math.prod(kernel))
+    perm = (0, 1) + tuple(range(2 + d, 2 + 2 * d)) + tuple(range(2, 2 + d))
+    return win.transpose(perm).reshape(n, g, (c // g) * math.prod(kernel), math.prod(out))
 
 
 def _float_or_int(name: str, *ts) -> None:  # noqa: ANN002
@@ -88,14 +88,10 @@ def _conv_meta(x, w, **p) -> tuple:  # noqa: ANN001
 
 def _conv_eager(x: np.ndarray, w: np.ndarray, **p) -> np.ndarray:  # noqa: ANN003
     (n, o), out = _conv_meta_np(x, w, p)
-    g, k = p["groups"], w.shape[2:]
-    cols = _cols(x, k, p, out)
-    wm = w.reshape(g, o // g, math.prod(w.shape[1:])).transpose(0, 2, 1)
-    res = np.matmul(cols, wm)                      # (G, N*P, Og)
-    res = res.reshape((g, n) + out + (o // g,))
-    d = len(out)
-    perm = (1, 0, 2 + d) + tuple(range(2, 2 + d))
-    return np.ascontiguousarray(res.transpose(perm)).reshape((n, o) + out)
+    g = p["groups"]
+    cols = _cols(x, w.shape[2:], p, out)                              # (N, G, Cg*K, P)
+    wm = w.reshape(g, o // g, math.prod(w.shape[1:]))                 # (G, Og, Cg*K)
+    return np.matmul(wm, cols).reshape((n, o) + out)                  # (N, G, Og, P)
 
 
 def _conv_meta_np(x: np.ndarray, w: np.ndarray, p: dict) -> tuple:
@@ -127,21 +123,18 @@ def _conv_input_grad_eager(g: np.ndarray, w: np.ndarray, *, input_shape: tuple,
     n, c = input_shape[:2]
     o, k = w.shape[0], w.shape[2:]
     out = g.shape[2:]
-    d, npix = len(k), math.prod(out)
-    gm = g.reshape(n, groups, o // groups, npix).transpose(1, 0, 3, 2)     # (G, N, P, Og)
-    wm = w.reshape(groups, o // groups, math.prod(w.shape[1:]))[:, None]
-    cols = np.matmul(gm, wm)                                              # (G, N, P, Cg*K)
-    cols = cols.reshape((groups, n) + out + (c // groups,) + k)
-    # kernel offsets first, so each offset's contribution is one block: (*K, N, G, Cg, *out)
-    perm = (tuple(range(3 + d, 3 + 2 * d)) + (1, 0, 2 + d) + tuple(range(2, 2 + d)))
-    cols = np.ascontiguousarray(cols.transpose(perm))
+    gm = g.reshape(n, groups, o // groups, math.prod(out))             # (N, G, Og, P)
+    wm = w.reshape(groups, o // groups, math.prod(w.shape[1:]))
+    cols = np.matmul(wm.transpose(0, 2, 1), gm)                       # (N, G, Cg*K, P)
+    cols = cols.reshape((n, groups, c // groups) + k + out)
     padded = tuple(s + lo + hi for s, (lo, hi) in zip(input_shape[2:], padding))
     gp = np.zeros((n, groups, c // groups) + padded, dtype=g.dtype)
+    # col2im: one strided add per kernel offset (not per output pixel)
     for idx in np.ndindex(*k):
         sl = (slice(None),) * 3 + tuple(
             slice(i * dl, i * dl + s * (m - 1) + 1, s)
             for i, dl, s, m in zip(idx, dilation, stride, out))
-        gp[sl] += cols[idx]
+        gp[sl] += cols[(slice(None),) * 3 + idx]
     crop = (slice(None),) * 3 + tuple(slice(lo, lo + s) for s, (lo, _hi) in
                                       zip(input_shape[2:], padding))
     return np.ascontiguousarray(gp[crop]).reshape(input_shape)
@@ -169,11 +162,14 @@ def _conv_weight_grad_eager(x: np.ndarray, g: np.ndarray, *, weight_shape: tuple
     groups = p["groups"]
     n, o = g.shape[:2]
     out, k = g.shape[2:], tuple(weight_shape[2:])
-    cols = _cols(x, k, p, out)                                           # (G, N*P, Cg*K)
-    npix = math.prod(out)
-    gm = g.reshape(n, groups, o // groups, npix).transpose(1, 2, 0, 3)
-    gm = gm.reshape(groups, o // groups, n * npix)
-    return np.matmul(gm, cols).reshape(weight_shape)
+    cols = _cols(x, k, p, out)                                        # (N, G, Cg*K, P)
+    gm = g.reshape(n, groups, o // groups, math.prod(out))            # (N, G, Og, P)
+    if n == 1:
+        return np.matmul(gm[0], cols[0].transpose(0, 2, 1)).reshape(weight_shape)
+    # one GEMM per group over all pixels of the batch: (Og, N*P) @ (N*P, Cg*K)
+    gm = gm.transpose(1, 2, 0, 3).reshape(groups, o // groups, n * math.prod(out))
+    cm = cols.transpose(1, 0, 3, 2).reshape(groups, n * math.prod(out), cols.shape[2])
+    return np.matmul(gm, cm).reshape(weight_shape)
 
 
 def _conv_weight_grad_vjp(ctx, gg):  # noqa: ANN001
