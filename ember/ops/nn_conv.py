@@ -362,7 +362,7 @@ def _pool_gather_vjp(ctx, g):  # noqa: ANN001
 
 
 MAX_POOL = register(OpDef(
-    "max_pool", "reduction", _max_pool_meta, _max_pool_eager, _max_pool_vjp,
+    "max_pool", "reduction", _max_pool_meta, lowp(_max_pool_eager), _max_pool_vjp,
     num_outputs=2, save_output=True, tags=frozenset({"multi_output"}),
     doc="N-d max pooling: (values, flat spatial indices of the first maximum).",
     grad_name="MaxPool2DWithIndicesBackward0",
