@@ -311,7 +311,12 @@ def _max_pool_eager(x: np.ndarray, *, kernel, stride, padding, dilation,
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     win = _windows(_pad_array(x, pads, fill), kernel, stride, dilation, out)
     flat = win.reshape(x.shape[:2] + tuple(out) + (-1,))
-    am = np.argmax(flat, axis=-1)
+    am = np.argmax(flat, axis=-1)  # ties: the first maximum, as PyTorch
+    if flat.dtype.kind == "f":
+        nan = np.isnan(flat)
+        if nan.any():  # PyTorch's scan lets every NaN replace the max: the last NaN wins
+            last = flat.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+            am = np.where(nan.any(axis=-1), last, am)
     vals = np.take_along_axis(flat, am[..., None], -1)[..., 0]
     koff = np.unravel_index(am, kernel)
     index = np.zeros(am.shape, dtype=np.int64)

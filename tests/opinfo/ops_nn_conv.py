@@ -184,6 +184,9 @@ def _max_pool_ties_samples(dtype, rng):
     ties[0, 0, 1:3, 1:3] = 1
     yield Sample((ties, 3), {"stride": 1, "return_indices": True}, desc="ties")
     yield Sample((ties, 2), {"stride": 1, "padding": 1}, desc="ties padded")
+    nan = make((1, 2, 3, 3), dtype, rng)
+    nan[0, 0, 0, 1] = nan[0, 0, 1, 2] = nan[0, 1, 2, 2] = np.nan
+    yield Sample((nan, 2), {"stride": 1, "return_indices": True}, desc="NaN: the last NaN wins")
 
 
 def _max_pool1d_samples(dtype, rng):
@@ -215,6 +218,8 @@ def _adaptive2d_samples(dtype, rng):
     x = make((2, 2, 5, 7), dtype, rng)
     for size in (1, (2, 3), (5, 7), (3, None), (8, 4)):
         yield Sample((x, size), desc=f"out {size}")
+    # PyTorch's backward refuses an empty output, so the empty case is forward-only
+    yield Sample((x, 0), desc="out 0", grad=False)
     yield Sample((make((2, 6, 4), dtype, rng), (4, 3)), desc="unbatched")
     yield Sample((make((1, 2, 4, 5), dtype, rng, noncontig=True), 3), desc="non-contiguous")
 
@@ -270,6 +275,7 @@ def _one_hot_samples(dtype, rng):
     yield Sample((np.array([0, 2, 1], dtype=np.int64), 5), desc="num_classes")
     yield Sample((np.array(3, dtype=np.int64), 4), desc="0-d")
     yield Sample((np.zeros((0, 2), dtype=np.int64), 3), desc="empty")
+    yield Sample((np.array([[3]], dtype=np.int64), 6), desc="unused classes")
 
 
 def _one_hot_errors():
@@ -281,6 +287,8 @@ def _one_hot_errors():
         ErrorCase((np.array([0, 1], dtype=np.int32), 3), exc=RuntimeError,
                   match=r"only applicable to index tensor of type LongTensor"),
         ErrorCase((np.zeros((0,), dtype=np.int64),), exc=RuntimeError,
+                  match=r"Can not infer total number of classes from empty tensor"),
+        ErrorCase((np.zeros((0,), dtype=np.int64), 0), exc=RuntimeError,
                   match=r"Can not infer total number of classes from empty tensor"),
     ]
 

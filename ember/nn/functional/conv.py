@@ -468,7 +468,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise DTypeRuntimeError(
             "[one_hot] one_hot is only applicable to index tensor of type LongTensor.")
     data = tensor._data
-    if num_classes == -1:
+    if num_classes == -1 or (data.size == 0 and num_classes <= 0):
         if data.size == 0:
             raise EmberRuntimeError(
                 "[one_hot] Can not infer total number of classes from empty tensor.")
