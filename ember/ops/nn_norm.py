@@ -49,12 +49,31 @@ def _ln_meta(x, w, b, *, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
     return (shape, x.dtype), (stat, x.dtype), (stat, x.dtype)
 
 
+def _rows(x: np.ndarray, dims: tuple) -> np.ndarray | None:
+    """``x`` as (rows, normalized) when ``dims`` are its trailing dims and it is contiguous:
+    then the statistics are one ``einsum`` pass each (no temporaries, ~5x faster than
+    ``np.mean(x * x)``)."""
+    nd = x.ndim
+    if x.size and dims == tuple(range(nd - len(dims), nd)) and x.flags.c_contiguous:
+        return x.reshape(-1, _numel(x.shape, dims))
+    return None
+
+
 def _ln_eager(x: np.ndarray, w, b, *, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
-    mean = np.mean(x, axis=dims, keepdims=True)
-    xc = x - mean
-    var = np.mean(xc * xc, axis=dims, keepdims=True)
+    stat = reduced_shape(x.shape, dims, True)
+    rows = _rows(x, dims)
+    if rows is not None:
+        n = x.dtype.type(rows.shape[1])
+        mean = (np.einsum("ij->i", rows) / n).reshape(stat)
+        xc = x - mean
+        xr = xc.reshape(rows.shape)
+        var = (np.einsum("ij,ij->i", xr, xr) / n).reshape(stat)
+    else:
+        mean = np.mean(x, axis=dims, keepdims=True)
+        xc = x - mean
+        var = np.mean(xc * xc, axis=dims, keepdims=True)
     rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
-    y = xc * rstd
+    y = np.multiply(xc, rstd, out=xc)
     if w is not None:
         y *= w
     if b is not None:
@@ -99,7 +118,13 @@ def _rms_meta(x, w, *, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
 
 
 def _rms_eager(x: np.ndarray, w, *, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
-    rstd = 1.0 / np.sqrt(np.mean(x * x, axis=dims, keepdims=True) + x.dtype.type(eps))
+    rows = _rows(x, dims)
+    if rows is not None:
+        ms = (np.einsum("ij,ij->i", rows, rows) / x.dtype.type(rows.shape[1]))
+        ms = ms.reshape(reduced_shape(x.shape, dims, True))
+    else:
+        ms = np.mean(x * x, axis=dims, keepdims=True)
+    rstd = 1.0 / np.sqrt(ms + x.dtype.type(eps))
     y = x * rstd
     if w is not None:
         y *= w
