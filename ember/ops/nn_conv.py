@@ -164,12 +164,10 @@ def _conv_weight_grad_eager(x: np.ndarray, g: np.ndarray, *, weight_shape: tuple
     out, k = g.shape[2:], tuple(weight_shape[2:])
     cols = _cols(x, k, p, out)                                        # (N, G, Cg*K, P)
     gm = g.reshape(n, groups, o // groups, math.prod(out))            # (N, G, Og, P)
-    if n == 1:
-        return np.matmul(gm[0], cols[0].transpose(0, 2, 1)).reshape(weight_shape)
-    # one GEMM per group over all pixels of the batch: (Og, N*P) @ (N*P, Cg*K)
-    gm = gm.transpose(1, 2, 0, 3).reshape(groups, o // groups, n * math.prod(out))
-    cm = cols.transpose(1, 0, 3, 2).reshape(groups, n * math.prod(out), cols.shape[2])
-    return np.matmul(gm, cm).reshape(weight_shape)
+    # one GEMM per sample against the transposed columns (a BLAS flag, no copy), then a small
+    # sum over the batch
+    gw = np.matmul(gm, cols.transpose(0, 1, 3, 2))                    # (N, G, Og, Cg*K)
+    return gw.sum(axis=0).reshape(weight_shape) if n else np.zeros(weight_shape, g.dtype)
 
 
 def _conv_weight_grad_vjp(ctx, gg):  # noqa: ANN001
