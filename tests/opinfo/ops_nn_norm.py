@@ -135,7 +135,7 @@ OPINFOS = [
     OpInfo("nn.batch_norm_train", _batch_norm_train, _batch_norm_train_samples, grad=False,
            errors=_norm_errors("batch_norm")),
     OpInfo("nn.batch_norm_train_grad", _batch_norm_train_y, _batch_norm_train_samples),
-    OpInfo("nn.batch_norm_eval", _batch_norm_eval, _batch_norm_eval_samples),
+    OpInfo("nn.batch_norm_eval", _batch_norm_eval, _batch_norm_eval_samples, dtypes=FLOATS),
     OpInfo("nn.instance_norm", _f("instance_norm"), _instance_norm_samples),
     OpInfo("nn.instance_norm_running", _instance_norm_running,
            lambda d, r: [Sample((make((2, 3, 4), d, r),))], grad=False),

@@ -373,7 +373,7 @@ def _avg_pool(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, p
         for i in range(d):
             cnt = _avg_counts(spatial[i], out[i], k[i], s[i], p[i], count_include_pad)
             div = np.multiply.outer(div, cnt)
-        res = sums * _wrap((1.0 / div).astype(x._dtype.np), x._dtype)
+        res = sums / _wrap(div.astype(x._dtype.np), x._dtype)
     shape = tuple(input.shape[:-d]) + out
     return res.reshape(shape)
 
