@@ -112,6 +112,16 @@ def _conv_vjp(ctx, g):  # noqa: ANN001
     return gx, gw
 
 
+def _conv_cropped(x, w, shape: tuple, p: dict):  # noqa: ANN001, ANN202
+    """``convolution(x, w)`` cut to ``shape``: a transposed convolution with output_padding
+    has inputs a convolution does not fully reach, so its adjoint sees a larger output."""
+    out = bind(CONV, x, w, **p)
+    if tuple(out.shape) != tuple(shape):
+        pads = tuple((0, t - n) for n, t in zip(out.shape, shape))
+        out = bind(CONSTANT_PAD, out, pads=pads, value=0)
+    return out
+
+
 def _conv_input_grad_meta(g, w, *, input_shape, **p) -> tuple:  # noqa: ANN001
     _float_or_int("conv_input_grad", g, w)
     return tuple(input_shape), g.dtype
@@ -146,7 +156,7 @@ def _conv_input_grad_vjp(ctx, gg):  # noqa: ANN001
     p.pop("input_shape")
     r_g = r_w = None
     if ctx.needs_input_grad[0]:
-        r_g = bind(CONV, gg, w, **p)
+        r_g = _conv_cropped(gg, w, ctx.input_shapes[0], p)
     if ctx.needs_input_grad[1]:
         r_w = bind(CONV_WEIGHT_GRAD, gg, g, weight_shape=tuple(ctx.input_shapes[1]), **p)
     return r_g, r_w
@@ -178,7 +188,7 @@ def _conv_weight_grad_vjp(ctx, gg):  # noqa: ANN001
     if ctx.needs_input_grad[0]:
         r_x = bind(CONV_INPUT_GRAD, g, gg, input_shape=tuple(ctx.input_shapes[0]), **p)
     if ctx.needs_input_grad[1]:
-        r_g = bind(CONV, x, gg, **p)
+        r_g = _conv_cropped(x, gg, ctx.input_shapes[1], p)
     return r_x, r_g
 
 
@@ -338,9 +348,13 @@ def _pool_scatter_meta(g, idx, *, input_shape) -> tuple:  # noqa: ANN001
 def _pool_scatter_eager(g: np.ndarray, idx: np.ndarray, *, input_shape) -> np.ndarray:  # noqa: ANN001
     rows = math.prod(input_shape[:2])
     size = math.prod(input_shape[2:])
-    flat = idx.reshape(rows, -1) + (np.arange(rows) * size)[:, None]
-    out = np.bincount(flat.ravel(), weights=g.reshape(-1).astype(np.float64),
-                      minlength=rows * size)
+    idx = idx.reshape(rows, -1)
+    w = g.reshape(rows, -1).astype(np.float64)
+    bad = (idx < 0) | (idx >= size)
+    if bad.any():  # a window wholly in the padding (tiny dilated inputs) has no input element
+        idx, w = np.where(bad, 0, idx), np.where(bad, 0.0, w)
+    flat = idx + (np.arange(rows) * size)[:, None]
+    out = np.bincount(flat.ravel(), weights=w.ravel(), minlength=rows * size)
     return out.astype(g.dtype).reshape(input_shape)
 
 
@@ -355,8 +369,14 @@ def _pool_gather_meta(x, idx) -> tuple:  # noqa: ANN001
 
 def _pool_gather_eager(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     lead = x.shape[:2]
-    src = x.reshape(lead + (-1,))
-    return np.take_along_axis(src, idx.reshape(lead + (-1,)), -1).reshape(idx.shape)
+    size = math.prod(x.shape[2:])
+    src = x.reshape(lead + (size,))
+    flat = idx.reshape(lead + (-1,))
+    bad = (flat < 0) | (flat >= size)
+    out = np.take_along_axis(src, np.where(bad, 0, flat), -1)
+    if bad.any():
+        out = np.where(bad, out.dtype.type(0), out)
+    return out.reshape(idx.shape)
 
 
 def _pool_gather_vjp(ctx, g):  # noqa: ANN001

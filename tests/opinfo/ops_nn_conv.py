@@ -117,6 +117,8 @@ def _conv_transpose2d_samples(dtype, rng):
     yield s((2, 2, 3, 4), (2, 2, 3, 2), stride=2, padding=1, output_padding=1)
     yield s((1, 4, 3, 3), (4, 1, 2, 3), groups=2, stride=(1, 2), dilation=(2, 1))
     yield s((2, 3, 3), (2, 2, 3, 3), (2,), padding=1, desc="unbatched")
+    # output_padding >= stride: the last output rows get no input (the adjoint crops)
+    yield s((1, 2, 3, 2), (2, 1, 2, 2), dilation=2, output_padding=1, desc="op >= stride")
 
 
 def _conv_transpose1d_samples(dtype, rng):
@@ -231,8 +233,23 @@ def _adaptive1d_samples(dtype, rng):
 
 def _pool_errors():
     z = np.zeros
-    return [ErrorCase((z((1, 1, 5, 5), F32), 3), {"padding": 2}, exc=RuntimeError,
-                      match=r"pad should be at most half of effective kernel size")]
+    return [
+        ErrorCase((z((1, 1, 5, 5), F32), 3), {"padding": 2}, exc=RuntimeError,
+                  match=r"pad should be at most half of effective kernel size"),
+        # the with-indices kernel bounds pad by the plain kernel size
+        ErrorCase((z((1, 1, 5, 5), F32), 3), {"padding": 2, "dilation": 2,
+                                              "return_indices": True},
+                  exc=RuntimeError, match=r"pad should be smaller than or equal to half"),
+        ErrorCase((z((1, 2, 4, 1), F32), (2, 3)), {"stride": 2}, exc=RuntimeError,
+                  match=r"\[max_pool2d\] Given input size: \(2x4x1\). Calculated output size: "
+                        r"\(2x2x0\). Output size is too small"),
+    ]
+
+
+def _avg_pool_errors():
+    z = np.zeros
+    return [ErrorCase((z((1, 2, 4, 1), F32), (2, 3)), {"stride": 2}, exc=RuntimeError,
+                      match=r"\[avg_pool2d\].*Output size is too small")]
 
 
 # ---------------------------------------------------------------------------------- embedding
@@ -309,7 +326,9 @@ OPINFOS = [
     OpInfo("nn.conv_transpose1d", _f("conv_transpose1d"), _conv_transpose1d_samples),
     OpInfo("nn.conv_transpose2d_double_backward", gradgrad("conv_transpose2d"),
            lambda d, r: [Sample((make((1, 2, 3, 2), d, r), make((2, 1, 2, 2), d, r)),
-                                {"stride": 2, "padding": 1, "groups": 2})],
+                                {"stride": 2, "padding": 1, "groups": 2}),
+                         Sample((make((1, 1, 2, 2), d, r), make((1, 1, 2, 2), d, r)),
+                                {"dilation": 2, "output_padding": 1})],
            dtypes=("float64",)),
     OpInfo("nn.pad_constant", _f("pad"), _pad_samples("constant"), dtypes=FLOATS + ("int64",),
            errors=_pad_errors),
@@ -321,7 +340,8 @@ OPINFOS = [
     # ties go to the first maximum (not differentiable there: no finite differences)
     OpInfo("nn.max_pool2d_ties", _f("max_pool2d"), _max_pool_ties_samples, fd_check=False),
     OpInfo("nn.max_pool1d", _f("max_pool1d"), _max_pool1d_samples),
-    OpInfo("nn.avg_pool2d", _f("avg_pool2d"), _avg_pool2d_samples, dtypes=FLOATS),
+    OpInfo("nn.avg_pool2d", _f("avg_pool2d"), _avg_pool2d_samples, dtypes=FLOATS,
+           errors=_avg_pool_errors),
     OpInfo("nn.avg_pool1d", _f("avg_pool1d"), _avg_pool1d_samples),
     OpInfo("nn.adaptive_avg_pool2d", _f("adaptive_avg_pool2d"), _adaptive2d_samples, dtypes=FLOATS),
     OpInfo("nn.adaptive_avg_pool1d", _f("adaptive_avg_pool1d"), _adaptive1d_samples),

@@ -12,7 +12,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember._frontend.core import check_tensor
-from ember.autograd.grad_mode import no_grad
+from ember.autograd.grad_mode import is_grad_enabled, no_grad
 from ember.errors import (
     DTypeRuntimeError,
     EmberIndexError,
@@ -314,14 +314,27 @@ def _pool_args(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, 
     return x, k, s, p, dl
 
 
+def _check_pool_out(name: str, x: Tensor, out: tuple) -> None:
+    if any(o <= 0 for o in out):
+        c = x.shape[1]
+        raise EmberRuntimeError(
+            f"[{name}] Given input size: ({'x'.join(map(str, (c,) + tuple(x.shape[2:])))}). "
+            f"Calculated output size: ({'x'.join(map(str, (c,) + tuple(out)))}). Output size "
+            f"is too small")
+
+
 def _max_pool(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, padding: Any,
               dilation: Any, ceil_mode: bool, return_indices: bool) -> Any:
     x, k, s, p, dl = _pool_args(name, d, input, kernel_size, stride, padding, dilation)
+    if return_indices or (input.requires_grad and is_grad_enabled()):
+        # PyTorch takes its with-indices kernel here, which bounds pad by the plain kernel
+        if any(pp > kk // 2 for pp, kk in zip(p, k)):
+            raise EmberRuntimeError(
+                f"[{name}] pad should be smaller than or equal to half of kernel size, but got "
+                f"padding={list(p)}, kernel_size={list(k)}")
     out = tuple(_pool_out(n, kk, ss, pp, dd, ceil_mode)
                 for n, kk, ss, pp, dd in zip(x.shape[2:], k, s, p, dl))
-    if any(o <= 0 for o in out):
-        raise EmberRuntimeError(f"[{name}] Given input size: {list(input.shape)}. Calculated "
-                                f"output size: {list(out)}. Output size is too small")
+    _check_pool_out(name, x, out)
     vals, idx = bind(C.MAX_POOL, x, kernel=k, stride=s, padding=p, dilation=dl, out=out)
     if input.ndim == d + 1:
         vals, idx = vals.reshape(tuple(vals.shape[1:])), idx.reshape(tuple(idx.shape[1:]))
@@ -358,6 +371,7 @@ def _avg_pool(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, p
     spatial = tuple(x.shape[2:])
     out = tuple(_pool_out(n, kk, ss, pp, 1, ceil_mode)
                 for n, kk, ss, pp in zip(spatial, k, s, p))
+    _check_pool_out(name, x, out)
     # a depthwise convolution with a ones kernel sums each window; high padding covers
     # ceil_mode's last window
     pads = tuple((pp, max((o - 1) * ss + kk - n - pp, 0))
