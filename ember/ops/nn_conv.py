@@ -241,14 +241,20 @@ CONSTANT_PAD = register(OpDef(
 
 
 def pad_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
-    """Source index of each output position along one dim for a non-constant pad mode."""
-    i = np.arange(-lo, n + hi)
+    """Source index of each output position along one dim for a non-constant pad mode.
+
+    reflect/replicate follow PyTorch's kernels, which take negative pads natively (they
+    reflect about the original borders); circular pads are non-negative here (the frontend
+    crops first, as PyTorch does)."""
+    j = np.arange(n + lo + hi)
+    shift = max(-lo, 0) - max(lo, 0)
+    if mode == "circular":
+        return (j - lo) % n
     if mode == "reflect":
-        i = np.abs(i)
-        return np.where(i >= n, 2 * (n - 1) - i, i)
-    if mode == "replicate":
-        return np.clip(i, 0, n - 1)
-    return i % n  # circular
+        ix = np.where(j < lo, 2 * lo - j, np.where(j < n + lo, j, 2 * (n + lo - 1) - j))
+    else:
+        ix = np.where(j < lo, lo, np.where(j < n + lo, j, n + lo - 1))
+    return ix + shift
 
 
 def _index_pad_meta(x, *, pads: tuple, mode: str) -> tuple:  # noqa: ANN001

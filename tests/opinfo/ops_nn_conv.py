@@ -146,6 +146,10 @@ def _pad_samples(mode):
         else:
             yield Sample((make((1, 2, 2, 3, 2), dtype, rng),),
                          {"pad": (1, 1, 1, 0, 0, 1), "mode": mode}, desc="3 dims")
+        if mode in ("reflect", "replicate"):
+            # negative pads: PyTorch reflects/replicates about the original borders
+            yield Sample((x3,), {"pad": (3, -3), "mode": mode}, desc="crop one side")
+            yield Sample((x4,), {"pad": (-3, 1, 1, -2), "mode": mode}, desc="crop both")
     return gen
 
 
@@ -163,7 +167,9 @@ def _pad_errors():
         ErrorCase((z((3,), F32),), {"pad": (1, 1), "mode": "reflect"},
                   exc=NotImplementedError, match=r"Padding size 2 is not supported for 1D"),
         ErrorCase((z((2, 3), F32),), {"pad": (-2, -2)}, exc=RuntimeError,
-                  match=r"negative output size"),
+                  match=r"narrow\(\): length must be non-negative"),
+        ErrorCase((z((2, 3), F32),), {"pad": (-1, -2), "mode": "replicate"},
+                  exc=RuntimeError, match=r"input \(W: 3\) is too small. Calculated output W: 0"),
         ErrorCase((z((2, 3), F32),), {"pad": (1, 1, 1, 1, 1, 1)}, exc=RuntimeError,
                   match=r"less than or equal to two times the input dimension"),
     ]

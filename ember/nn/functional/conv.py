@@ -237,6 +237,10 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     if mode == "constant":
         for i, (lo, hi) in enumerate(pairs):
             n = input.shape[lead + i]
+            if n + min(lo, 0) + min(hi, 0) < 0:
+                raise EmberRuntimeError(
+                    f"[pad] narrow(): length must be non-negative. (cropping {-min(lo, 0)} and "
+                    f"{-min(hi, 0)} from dimension {lead + i} of size {n})")
             if n + lo + hi < 0:
                 raise EmberRuntimeError(
                     f"[pad] The input size {n}, plus negative padding {lo} and {hi} resulted in "
@@ -253,25 +257,28 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         raise EmberNotImplementedError(
             f"[pad] Padding size {len(pad)} is not supported for {input.ndim}D input tensor.\n"
             + _NONCONST_HELP)
+    _check_nonconst(mode, input, pairs, lead)
     x = input
-    if any(lo < 0 or hi < 0 for lo, hi in pairs):
-        # negative pads crop first; the mode then pads the cropped tensor (as PyTorch)
+    if mode == "circular" and any(lo < 0 or hi < 0 for lo, hi in pairs):
+        # negative pads crop first; the wrap then copies from the cropped tensor (as PyTorch)
         crop = ((0, 0),) * lead + tuple((min(lo, 0), min(hi, 0)) for lo, hi in pairs)
         x = bind(C.CONSTANT_PAD, x, pads=crop, value=0)
         pairs = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
-    _check_nonconst(mode, input, x, pairs, lead, pad)
+    if mode == "circular" and x.numel() == 0:
+        # nothing to wrap (PyTorch copies no elements and leaves the memory as allocated)
+        return bind(C.CONSTANT_PAD, x, pads=((0, 0),) * lead + pairs, value=0)
     return bind(C.INDEX_PAD, x, pads=pairs, mode=mode)
 
 
-def _check_nonconst(mode: str, input: Tensor, x: Tensor, pairs: tuple, lead: int,
-                    pad: tuple) -> None:
+def _check_nonconst(mode: str, input: Tensor, pairs: tuple, lead: int) -> None:
+    npd = len(pairs)
+    # only a batch dim (present when the input has npd + 2 dims) may be empty
+    if mode != "circular" and any(n == 0 for n in input.shape[input.ndim - npd - 1:]):
+        raise EmberRuntimeError(
+            f"[pad] Expected {npd + 1}D or {npd + 2}D (batch mode) tensor with possibly 0 batch "
+            f"size and other non-zero dimensions for input, but got: {list(input.shape)}")
     for i, (lo, hi) in enumerate(pairs):
-        n = x.shape[lead + i]
-        if n == 0:
-            raise EmberRuntimeError(
-                f"[pad] Expected {lead + len(pairs) - 1}D or {lead + len(pairs)}D (batch mode) "
-                f"tensor with possibly 0 batch size and other non-zero dimensions for input, "
-                f"but got: {list(input.shape)}")
+        n = input.shape[lead + i]
         if mode == "reflect" and (lo >= n or hi >= n):
             raise EmberRuntimeError(
                 f"[pad] Argument #4: Padding size should be less than the corresponding input "
@@ -280,6 +287,16 @@ def _check_nonconst(mode: str, input: Tensor, x: Tensor, pairs: tuple, lead: int
         if mode == "circular" and (lo > n or hi > n):
             raise EmberRuntimeError(
                 "[pad] Padding value causes wrapping around more than once.")
+    sizes = [input.shape[lead + i] for i in range(npd)]
+    outs = [n + lo + hi for n, (lo, hi) in zip(sizes, pairs)]
+    if all(o < 1 for o in outs):
+        names = "DHW"[3 - npd:]
+        raise EmberRuntimeError(
+            f"[pad] input ({', '.join(f'{a}: {n}' for a, n in zip(names, sizes))}) is too "
+            f"small. Calculated output {' '.join(f'{a}: {o}' for a, o in zip(names, outs))}")
+    if any(o < 0 for o in outs):
+        raise EmberRuntimeError(f"[pad] Trying to create tensor with negative dimension "
+                                f"{min(outs)}: padded sizes {outs}")
 
 
 # ---------------------------------------------------------------------------------- pooling

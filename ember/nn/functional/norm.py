@@ -3,6 +3,7 @@ batch_norm, instance_norm.  All bind the fused primitives of ``ember/ops/nn_norm
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from ember import dtypes as dt
@@ -85,6 +86,11 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
         raise EmberRuntimeError(
             f"[group_norm] Expected number of channels in input to be divisible by num_groups, "
             f"but got input of shape {list(input.shape)} and num_groups={num_groups}")
+    spatial = tuple(input.shape[2:])
+    size = [n * c // num_groups, num_groups] + list(spatial)
+    if size[0] * math.prod(spatial) == 1:
+        raise EmberValueError(f"[group_norm] Expected more than 1 value per channel when "
+                              f"training, got input size {size}")
     _check_params("group_norm", input, (c,), weight, bias)
     if not input._dtype.is_floating_point:
         raise DTypeRuntimeError(f"[group_norm] expected a floating input; got "
