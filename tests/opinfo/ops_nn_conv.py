@@ -254,8 +254,12 @@ def _pool_errors():
 
 def _avg_pool_errors():
     z = np.zeros
-    return [ErrorCase((z((1, 2, 4, 1), F32), (2, 3)), {"stride": 2}, exc=RuntimeError,
-                      match=r"\[avg_pool2d\].*Output size is too small")]
+    return [
+        ErrorCase((z((1, 2, 4, 1), F32), (2, 3)), {"stride": 2}, exc=RuntimeError,
+                  match=r"\[avg_pool2d\].*Output size is too small"),
+        ErrorCase((z((1, 2, 4, 4), np.int32), 2), exc=NotImplementedError,
+                  match=r"\"avg_pool2d\" not implemented for 'Int'"),
+    ]
 
 
 # ---------------------------------------------------------------------------------- embedding
@@ -346,7 +350,7 @@ OPINFOS = [
     # ties go to the first maximum (not differentiable there: no finite differences)
     OpInfo("nn.max_pool2d_ties", _f("max_pool2d"), _max_pool_ties_samples, fd_check=False),
     OpInfo("nn.max_pool1d", _f("max_pool1d"), _max_pool1d_samples),
-    OpInfo("nn.avg_pool2d", _f("avg_pool2d"), _avg_pool2d_samples, dtypes=FLOATS,
+    OpInfo("nn.avg_pool2d", _f("avg_pool2d"), _avg_pool2d_samples, dtypes=FLOATS + ("int64",),
            errors=_avg_pool_errors),
     OpInfo("nn.avg_pool1d", _f("avg_pool1d"), _avg_pool1d_samples),
     OpInfo("nn.adaptive_avg_pool2d", _f("adaptive_avg_pool2d"), _adaptive2d_samples, dtypes=FLOATS),

@@ -51,7 +51,9 @@ def _norm_errors(name):
         if name == "layer_norm":
             return [ErrorCase((z((2, 3), F32), (4,)), exc=RuntimeError,
                               match=r"\[layer_norm\] Given normalized_shape=\[4\], expected "
-                                    r"input with shape \[\*, 4\]")]
+                                    r"input with shape \[\*, 4\]"),
+                    ErrorCase((z((2, 3), np.int64), (3,)), exc=NotImplementedError,
+                              match=r"\"LayerNormKernelImpl\" not implemented for 'Long'")]
         if name == "group_norm":
             return [ErrorCase((z((2, 6), F32), 4), exc=RuntimeError,
                               match=r"\[group_norm\] Expected number of channels in input to be "

@@ -32,6 +32,16 @@ __all__ = [
 ]
 
 
+_TORCH_TYPE_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                     "uint8": "Byte", "bool": "Bool"}
+
+
+def not_implemented_for(op: str, kernel: str, dtype: dt.dtype) -> EmberNotImplementedError:
+    """PyTorch's error for a kernel without an implementation for ``dtype``."""
+    name = _TORCH_TYPE_NAMES.get(dtype.name, dtype.name)
+    return EmberNotImplementedError(f"[{op}] \"{kernel}\" not implemented for '{name}'")
+
+
 def _ntuple(v: Any, n: int, name: str, op: str) -> tuple:
     if isinstance(v, (tuple, list)):
         if len(v) == 1:
@@ -383,6 +393,8 @@ def _avg_counts(n: int, o: int, k: int, s: int, p: int, include_pad: bool) -> np
 def _avg_pool(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, padding: Any,
               ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Tensor:
     x, k, s, p, _dl = _pool_args(name, d, input, kernel_size, stride, padding, 1)
+    if not input._dtype.is_floating_point and input._dtype is not dt.int64:
+        raise not_implemented_for(name, name, input._dtype)
     if divisor_override is not None and int(divisor_override) == 0:
         raise EmberRuntimeError(f"[{name}] divisor must be not zero")
     spatial = tuple(x.shape[2:])
@@ -398,13 +410,17 @@ def _avg_pool(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, p
     ones = _wrap(np.ones((1, 1) + k, dtype=x._dtype.np), x._dtype)
     sums = bind(C.CONV, flat, ones, stride=s, padding=pads, dilation=(1,) * d, groups=1)
     if divisor_override is not None:
-        res = sums / int(divisor_override)
+        div = np.array(int(divisor_override), dtype=np.float64)
     else:
         div = np.ones((), dtype=np.float64)
         for i in range(d):
             cnt = _avg_counts(spatial[i], out[i], k[i], s[i], p[i], count_include_pad)
             div = np.multiply.outer(div, cnt)
-        res = sums / _wrap(div.astype(x._dtype.np), x._dtype)
+    if x._dtype is dt.int64:
+        # integer average pooling divides like C (truncation), as PyTorch's kernel
+        quot = sums.to(dt.float64) / _wrap(div, dt.float64)
+        return quot.to(dt.int64).reshape(tuple(input.shape[:-d]) + out)
+    res = sums / _wrap(div.astype(x._dtype.np), x._dtype)
     shape = tuple(input.shape[:-d]) + out
     return res.reshape(shape)
 
@@ -437,8 +453,7 @@ def _adaptive(name: str, d: int, input: Tensor, output_size: Any) -> Tensor:
     if any(o < 0 for o in out):
         raise EmberRuntimeError(f"[{name}] output size must be non-negative; got {list(out)}")
     if not input._dtype.is_floating_point:
-        raise DTypeRuntimeError(f"[{name}] \"adaptive_avg_pool\" not implemented for "
-                                f"'{input._dtype.name}'")
+        raise not_implemented_for(name, name, input._dtype)
     return bind(C.ADAPTIVE_AVG_POOL, input, in_size=in_size, out_size=out, transpose=False)
 
 

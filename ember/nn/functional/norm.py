@@ -10,6 +10,7 @@ from ember import dtypes as dt
 from ember._frontend.core import check_tensor
 from ember.autograd.grad_mode import no_grad
 from ember.errors import DTypeRuntimeError, EmberRuntimeError, EmberValueError
+from ember.nn.functional.conv import not_implemented_for
 from ember.ops import nn_norm as N
 from ember.ops.registry import bind
 from ember.tensor import Tensor
@@ -40,7 +41,7 @@ def _normalized(op: str, input: Tensor, normalized_shape: Any) -> tuple:
             f"[{op}] Given normalized_shape={list(shape)}, expected input with shape "
             f"[*, {', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
     if not input._dtype.is_floating_point:
-        raise DTypeRuntimeError(f"[{op}] expected a floating input; got {input._dtype.name}")
+        raise not_implemented_for(op, "LayerNormKernelImpl", input._dtype)
     return shape, tuple(range(input.ndim - k, input.ndim))
 
 
@@ -93,8 +94,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
                               f"training, got input size {size}")
     _check_params("group_norm", input, (c,), weight, bias)
     if not input._dtype.is_floating_point:
-        raise DTypeRuntimeError(f"[group_norm] expected a floating input; got "
-                                f"{input._dtype.name}")
+        raise not_implemented_for("group_norm", "GroupNormKernelImpl", input._dtype)
     # (N, G, C/G, S): weight/bias as (G, C/G, 1) broadcast inside the fused kernel
     x = input.reshape(n, num_groups, c // num_groups, -1)
     pshape = (num_groups, c // num_groups, 1)
