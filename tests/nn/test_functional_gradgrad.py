@@ -36,3 +36,16 @@ def test_gradgradcheck(name):
     fn, shapes = CASES[name]
     inputs = tuple(_t(s, i) for i, s in enumerate(shapes))
     assert ember.autograd.gradgradcheck(fn, inputs, atol=1e-5, rtol=1e-4)
+
+
+def test_batch_norm_eval_running_stats_gradient():
+    """ember differentiates eval-mode batch_norm w.r.t. the running statistics too (PyTorch
+    refuses); finite differences are the oracle."""
+    x, rm, w, b = _t((3, 2, 2), 0), _t((2,), 1), _t((2,), 2), _t((2,), 3)
+    rv = ember.from_numpy(np.array([0.5, 1.5])).requires_grad_(True)
+
+    def f(x, rm, rv, w, b):
+        return F.batch_norm(x, rm, rv, w, b, training=False, eps=1e-3)
+
+    assert ember.autograd.gradcheck(f, (x, rm, rv, w, b), atol=1e-5, rtol=1e-4)
+    assert ember.autograd.gradgradcheck(f, (x, rm, rv, w, b), atol=1e-5, rtol=1e-4)
