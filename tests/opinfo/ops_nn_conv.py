@@ -170,6 +170,10 @@ def _pad_errors():
                   match=r"narrow\(\): length must be non-negative"),
         ErrorCase((z((2, 3), F32),), {"pad": (-1, -2), "mode": "replicate"},
                   exc=RuntimeError, match=r"input \(W: 3\) is too small. Calculated output W: 0"),
+        ErrorCase((z((1, 2, 3), F32),), {"pad": (1, 1), "mode": "reflect", "value": 1.0},
+                  exc=RuntimeError, match=r"doesn't take in value argument"),
+        ErrorCase((z((1, 2, 3), F32),), {"pad": (1, 1), "mode": "foo"},
+                  exc=NotImplementedError, match=r"Unrecognised padding mode foo"),
         ErrorCase((z((2, 3), F32),), {"pad": (1, 1, 1, 1, 1, 1)}, exc=RuntimeError,
                   match=r"less than or equal to two times the input dimension"),
     ]

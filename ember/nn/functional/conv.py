@@ -261,7 +261,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
     if mode not in ("reflect", "replicate", "circular"):
         raise EmberNotImplementedError(f"[pad] Unrecognised padding mode {mode}")
     if value not in (None, 0):
-        raise EmberNotImplementedError(
+        raise EmberRuntimeError(
             f"[pad] Padding mode \"{mode}\" doesn't take in value argument")
     if npd not in (1, 2, 3) or input.ndim not in (npd + 1, npd + 2):
         raise EmberNotImplementedError(
