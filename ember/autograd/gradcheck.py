@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ember.autograd.grad_mode import enable_grad
 from ember.errors import EmberRuntimeError
 
 
@@ -118,9 +119,11 @@ def gradgradcheck(func: Callable[..., Any], inputs: Any, grad_outputs: Sequence 
 
     def vjp(*args: Any) -> tuple:
         xs, gos = args[:n_in], args[n_in:]
-        o = _outputs(func, xs)
-        gs = autograd_grad(list(o), [xs[i] for i in diff], list(gos), create_graph=True,
-                           allow_unused=True)
+        # the numerical Jacobian evaluates under no_grad, but the vjp itself needs autograd
+        with enable_grad():
+            o = _outputs(func, xs)
+            gs = autograd_grad(list(o), [xs[i] for i in diff], list(gos), create_graph=True,
+                               allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
     return gradcheck(vjp, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
