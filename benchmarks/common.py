@@ -42,7 +42,7 @@ def fmt_time(s: float) -> str:
 
 
 def print_table(rows: list[tuple[str, float, float, float]]) -> None:
-    print(f"| case | ember | torch | ember/torch |")
+    print("| case | ember | torch | ember/torch |")
     print("|---|---|---|---|")
     for name, me, mt, r in rows:
         print(f"| {name} | {fmt_time(me)} | {fmt_time(mt)} | {r:.2f} |")

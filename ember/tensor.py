@@ -56,10 +56,10 @@ class Tensor:
     # per instance (in ``__dict__``) only when they change, which keeps creating a tensor cheap.
     __slots__ = ("_data", "_dtype", "_version_counter", "__weakref__", "__dict__")
     _requires_grad = False
-    grad: "Tensor | None" = None
+    grad: Tensor | None = None
     grad_fn: Any = None
     _output_nr = 0
-    _base: "Tensor | None" = None
+    _base: Tensor | None = None
     _accum: Any = None
     _retains_grad = False
     _hooks: Any = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 import ember
-import ember.device as _d  # noqa: E402
 
 dev_mod = __import__("sys").modules["ember.device"]
 
