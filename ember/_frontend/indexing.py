@@ -22,7 +22,11 @@ from ember import dtypes as dt
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, is_scalar, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace, inplace_method
 from ember.errors import (
-    DTypeRuntimeError, EmberIndexError, EmberRuntimeError, EmberTypeError, EmberValueError,
+    DTypeRuntimeError,
+    EmberIndexError,
+    EmberRuntimeError,
+    EmberTypeError,
+    EmberValueError,
     ShapeError,
 )
 from ember.ops import indexing as I
@@ -38,6 +42,45 @@ __all__ = [
 
 _INDEX_DTYPES = (dt.int64, dt.int32)
 _BAD_INDEX = "tensors used as indices must be long, int, byte or bool tensors"
+
+
+_C_NAMES = {"uint8": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int",
+            "int64": "long", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+            "float32": "float", "float64": "double"}
+
+
+def checked_scalar(op: str, value: Any, d: dt.dtype, floats: bool = True) -> Any:
+    """``value`` as a Python scalar of ``d``'s kind, refusing values that overflow ``d`` as
+    PyTorch does (integers wrap only within the unsigned range of the width)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if d is dt.bool:
+        return bool(value)
+    ok = True
+    if d.category == 1:
+        info = np.iinfo(d.np)
+        if isinstance(value, float):
+            ok = info.min <= value <= info.max  # False for nan
+            value = int(value) if ok else value
+        else:
+            v = int(value)
+            ok = v <= info.max and (v >= info.min or (info.min == 0 and -v <= info.max))
+            value = v
+    elif floats and isinstance(value, (int, float)) and np.isfinite(value):
+        ok = abs(value) <= float(dt.finfo(d).max)
+        value = float(value)
+    if not ok:
+        raise EmberRuntimeError(f"[{op}] value cannot be converted to type "
+                                f"{_C_NAMES[d.name]} without overflow")
+    return value
+
+
+def fill_value(op: str, value: Any, d: dt.dtype) -> Any:
+    """A checked Python scalar of ``d``'s kind (negative ints wrap for unsigned dtypes)."""
+    v = checked_scalar(op, value, d)
+    if d.category == 1:
+        return int(np.array(v).astype(d.np))
+    return v
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -240,7 +283,8 @@ def _value_tensor(value: Any, like: Tensor, op: str) -> Tensor:
     if isinstance(value, Tensor):
         return value
     if is_scalar(value):
-        return _wrap(np.array(value).astype(like._data.dtype), like._dtype)
+        v = checked_scalar(op, value, like._dtype, floats=False)
+        return _wrap(np.array(v).astype(like._data.dtype), like._dtype)
     if isinstance(value, (list, tuple, np.ndarray)):
         from ember._frontend.creation import tensor
         return tensor(value, dtype=like._dtype)
@@ -314,8 +358,8 @@ def _same_dtype(op: str, x: Tensor, src: Tensor, msg: str | None = None) -> None
 
 
 def _check_bounds(op: str, arr: np.ndarray, size: int, dim: int, cls: type,
-                  prefix: str = "") -> None:
-    if arr.size and (arr.min() < -size or arr.max() >= size):
+                  prefix: str = "", negative: bool = True) -> None:
+    if arr.size and (arr.min() < (-size if negative else 0) or arr.max() >= size):
         bad = int(arr.max() if arr.max() >= size else arr.min())
         raise cls(f"[{op}] {prefix}index {bad} is out of bounds for dimension {dim} with size "
                   f"{size}")
@@ -352,13 +396,14 @@ def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *, value: A
             src = _wrap(np.full(idx._data.shape, src).astype(input._data.dtype), input._dtype)
         _same_dtype("scatter", input, src, "scatter(): Expected self.dtype to be equal to "
                                            "src.dtype")
-        red = "sum" if reduce == "add" else "prod"
-        return bind(I.SCATTER_REDUCE, input, idx, src, dim=d, reduce=red, include_self=True)
+        if reduce == "add":
+            return bind(I.SCATTER_ADD, input, idx, src, dim=d)
+        return bind(I.SCATTER_REDUCE, input, idx, src, dim=d, reduce="prod", include_self=True)
     if isinstance(src, Tensor):
         _same_dtype("scatter", input, src, "scatter(): Expected self.dtype to be equal to "
                                            "src.dtype")
     elif is_scalar(src):
-        src = np.array(src).astype(input._data.dtype).item()
+        src = fill_value("scatter", src, input._dtype)
     else:
         raise EmberTypeError(f"[scatter] src must be a Tensor or a number, got "
                              f"{type(src).__name__}")
@@ -371,7 +416,7 @@ def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     d, idx = _scatter_args("scatter_add", input, dim, index)
     check_tensor(src, "scatter_add", "src")
     _same_dtype("scatter_add", input, src)
-    return bind(I.SCATTER_REDUCE, input, idx, src, dim=d, reduce="sum", include_self=True)
+    return bind(I.SCATTER_ADD, input, idx, src, dim=d)
 
 
 @tensor_method("scatter_reduce")
@@ -400,7 +445,11 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = wrap_dim(dim, input.ndim, "index_select")
     x = input if input.ndim else input.reshape(1)  # type: ignore[attr-defined]
     n = x._data.shape[d]
-    if arr.size and (arr.min() < -n or arr.max() >= n):
+    if arr.size and (arr.min() < 0 or arr.max() >= n):
+        if d == 1 and x.ndim > 1:  # PyTorch's dim-1 kernel words it differently
+            bad = int(arr.max() if arr.max() >= n else arr.min())
+            raise EmberRuntimeError(f"[index_select] INDICES element is out of DATA bounds, "
+                                    f"id={bad} axis_dim={n}")
         raise EmberIndexError("[index_select] index out of range in self")
     out = bind(I.INDEX, x, _wrap(arr.reshape(1, -1), dt.int64), dims=(d,))
     return out if input.ndim else out.reshape(())  # type: ignore[attr-defined]
@@ -438,7 +487,8 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
                     f"({_type_name(source._dtype)}) must have the same scalar type")
         if alpha != 1:
             source = to_dtype(source * alpha, input._dtype)
-    return _dim_put("index_add", input, dim, index, source, True, (EmberRuntimeError,))
+    return _dim_put("index_add", input, dim, index, source, True,
+                    (EmberRuntimeError, "", False))
 
 
 @tensor_method("index_copy")
@@ -450,7 +500,7 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
                     f"(self) {_type_name(input._dtype)} and (source) "
                     f"{_type_name(source._dtype)}")
     return _dim_put("index_copy", input, dim, index, source, False,
-                    (EmberIndexError, "index_copy_(): "))
+                    (EmberIndexError, "index_copy_(): ", False))
 
 
 @tensor_method("index_fill")
@@ -462,8 +512,11 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
             raise EmberRuntimeError(
                 f"[index_fill] index_fill_ only supports a 0-dimensional value tensor, but got "
                 f"tensor with {value.ndim} dimension(s).")
+        if input._dtype.category == 1:
+            checked_scalar("index_fill", value.item(), input._dtype)
         v = to_dtype(value, input._dtype)
     else:
+        checked_scalar("index_fill", value, input._dtype)
         v = _value_tensor(value, input, "index_fill")
     arr = _index_arg(index, "index_fill", "index_fill_(): Expected dtype int64 for index.")
     d = wrap_dim(dim, input.ndim, "index_fill")
@@ -534,9 +587,11 @@ def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
             raise EmberRuntimeError(
                 f"[masked_fill] masked_fill_ only supports a 0-dimensional value tensor, but got "
                 f"tensor with {value.ndim} dimension(s).")
+        if input._dtype.category == 1:
+            checked_scalar("masked_fill", value.item(), input._dtype)
         value = to_dtype(value, input._dtype)
     elif is_scalar(value):
-        value = np.array(value).astype(input._data.dtype).item()
+        value = fill_value("masked_fill", value, input._dtype)
     else:
         raise EmberTypeError(f"[masked_fill] value must be a number or a 0-d tensor, got "
                              f"{type(value).__name__}")
@@ -660,6 +715,11 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
             f"number of dimensions, but got {input.ndim} dimensions for input, and "
             f"{indices.ndim} dimensions for indices")
     d = wrap_dim(dim, input.ndim, "take_along_dim")
+    if indices._data.size and indices._data.min() < 0:
+        # take_along_dim (unlike gather) counts negative indices from the end
+        n = input._data.shape[d] if input.ndim else 1
+        arr = indices._data.astype(np.int64)
+        indices = _wrap(np.where(arr < 0, arr + n, arr), dt.int64)
     xs = list(input._data.shape)
     xs[d] = indices._data.shape[d] if indices.ndim else 1
     shape = list(broadcast_shapes("take_along_dim", tuple(xs), indices._data.shape))

@@ -119,12 +119,13 @@ def _index_meta(x, index, *, dims: tuple) -> tuple:  # noqa: ANN001
 
 
 def check_bounds(op: str, index: np.ndarray, size: int, dim: int,
-                 cls: type = EmberIndexError) -> None:
-    """PyTorch's out-of-range error for an int index array along a dim of ``size``."""
+                 cls: type = EmberIndexError, negative: bool = True) -> None:
+    """PyTorch's out-of-range error for an int index array along a dim of ``size``;
+    ``negative``: whether negative indices count from the end (gather/scatter refuse them)."""
     if index.size == 0:
         return
     lo, hi = index.min(), index.max()
-    if lo < -size or hi >= size:
+    if lo < (-size if negative else 0) or hi >= size:
         bad = hi if hi >= size else lo
         raise cls(f"[{op}] index {int(bad)} is out of bounds for dimension {dim} with size {size}")
 
@@ -225,7 +226,7 @@ def dim_key(op: str, shape: tuple, index: np.ndarray, dim: int) -> tuple:
     if index.ndim == 0:
         index = index.reshape(1)
     size = shape[dim] if shape else 1
-    check_bounds(op, index, size, dim, EmberRuntimeError)
+    check_bounds(op, index, size, dim, EmberRuntimeError, negative=False)
     key = list(np.indices(index.shape, sparse=True))
     key[dim] = index
     return tuple(key)
@@ -242,11 +243,8 @@ def _gather_eager(x: np.ndarray, index: np.ndarray, *, dim: int) -> np.ndarray:
 
 
 def _gather_vjp(ctx, g):  # noqa: ANN001
-    index = ctx.inputs[1]
-    dim = ctx.params["dim"]
     zeros = g.new_zeros(ctx.input_shapes[0])
-    return (bind(SCATTER_REDUCE, zeros, index, g, dim=dim, reduce="sum", include_self=True),
-            None)
+    return (bind(SCATTER_ADD, zeros, ctx.inputs[1], g, dim=ctx.params["dim"]), None)
 
 
 GATHER = register(OpDef(
@@ -303,6 +301,36 @@ def _pad_to(g: Any, shape: tuple) -> Any:
 SCATTER = register(OpDef(
     "scatter", "index", _scatter_meta, _scatter_eager, _scatter_vjp, save=(1,),
     doc="x with out[i][index[i][j]] = src[i][j] (for dim=1); src may be a scalar.",
+))
+
+
+def _scatter_add_meta(x, index, src, *, dim: int) -> tuple:  # noqa: ANN001
+    _check_dim_index("scatter_add", x, index, dim, src)
+    if src.dtype is not x.dtype:
+        raise DTypeError("[scatter_add] Expected self.dtype to be equal to src.dtype")
+    return tuple(x.shape), x.dtype
+
+
+def _scatter_add_eager(x: np.ndarray, index: np.ndarray, src: np.ndarray, *,
+                       dim: int) -> np.ndarray:
+    out = np.array(x, copy=True, order="C")
+    view = out.reshape(1) if out.ndim == 0 else out
+    key = dim_key("scatter_add", view.shape, index, dim)
+    np.add.at(view, key, _src_part(src, index).reshape(index.shape))  # duplicates accumulate
+    return out
+
+
+def _scatter_add_vjp(ctx, g):  # noqa: ANN001
+    gs = None
+    if ctx.needs_input_grad[2]:
+        gs = _maybe_pad(bind(GATHER, g, ctx.inputs[1], dim=ctx.params["dim"]),
+                        ctx.input_shapes[2])
+    return (g if ctx.needs_input_grad[0] else None, None, gs)
+
+
+SCATTER_ADD = register(OpDef(
+    "scatter_add", "index", _scatter_add_meta, _scatter_add_eager, _scatter_add_vjp,
+    save=(1,), doc="x with src added at index along dim (duplicates accumulate).",
 ))
 
 
@@ -386,8 +414,7 @@ def _scatter_reduce_vjp(ctx, g):  # noqa: ANN001
 def _hit_count(g: Any, index: Any, src_shape: tuple, dim: int, include_self: bool) -> Any:
     """How many values were averaged at each position (1 where none was scattered)."""
     ones = g.new_ones(tuple(index.shape))
-    hits = bind(SCATTER_REDUCE, g.new_zeros(tuple(g.shape)), index, ones, dim=dim,
-                reduce="sum", include_self=True)
+    hits = bind(SCATTER_ADD, g.new_zeros(tuple(g.shape)), index, ones, dim=dim)
     if include_self:
         return hits + 1
     # positions never scattered to keep count 1
@@ -421,7 +448,7 @@ def _select_reduce_grads(ctx, g, x, index, src):  # noqa: ANN001, ANN202
     src_is = srcp.eq(value).to(g.dtype)
     if not include_self:
         self_is = bind(SCATTER, self_is, index, 0.0, dim=dim)
-    n = bind(SCATTER_REDUCE, self_is, index, src_is, dim=dim, reduce="sum", include_self=True)
+    n = bind(SCATTER_ADD, self_is, index, src_is, dim=dim)
     dist = g / n
     gx = self_is * dist
     gsrc = src_is * bind(GATHER, dist, index, dim=dim)
