@@ -437,8 +437,7 @@ def _select_reduce_grads(ctx, g, x, index, src):  # noqa: ANN001, ANN202
             gx = bind(SCATTER, gx, index, 0.0, dim=dim)
         gsrc = bind(GATHER, gr, index, dim=dim) / srcp
         return gx, None, _maybe_pad(gsrc, src.shape)
-    from ember.tensor import Tensor
-    if not hasattr(Tensor, "eq"):
+    if not hasattr(g, "eq"):
         from ember.errors import EmberNotImplementedError
         raise EmberNotImplementedError(
             f"[scatter_reduce] the gradient of reduce={reduce!r} needs the elementwise eq op, "
