@@ -294,6 +294,8 @@ def _value_tensor(value: Any, like: Tensor, op: str) -> Tensor:
 
 def setitem(self: Tensor, index: Any, value: Any) -> None:
     """``x[index] = value`` (broadcast; a basic target casts, an advanced one index_puts)."""
+    if index is False:
+        return  # PyTorch: ``x[False] = v`` writes nothing and leaves the version alone
     spec, adv = parse_index(self, index)
     target = self if spec is None else bind(I.BASIC_INDEX, self, spec=spec)
     if not adv:
