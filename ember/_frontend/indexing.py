@@ -24,6 +24,7 @@ from ember._frontend.inplace import _type_name, commit_inplace, inplace_method
 from ember.errors import (
     DTypeRuntimeError,
     EmberIndexError,
+    EmberNotImplementedError,
     EmberRuntimeError,
     EmberTypeError,
     EmberValueError,
@@ -240,6 +241,8 @@ def _check_mask(mask: Tensor, shape: tuple, d: int) -> None:
 
 def stack_indices(adv: list) -> tuple[Tensor, tuple]:
     """Broadcast the advanced indices together and stack them: ``(index (k, *B), dims)``."""
+    if len(adv) == 1:
+        return _wrap(adv[0][1][None], dt.int64), (adv[0][0],)
     arrays = [a for _, a in adv]
     shapes = [a.shape for a in arrays]
     if any(s != shapes[0] for s in shapes):
@@ -431,6 +434,9 @@ def scatter_reduce(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: 
         raise EmberRuntimeError(f"[scatter_reduce] reduce argument must be either sum, prod, "
                                 f"mean, amax or amin, got {reduce}")
     _same_dtype("scatter_reduce", input, src)
+    if reduce == "mean" and input._dtype is dt.bool:
+        raise EmberNotImplementedError('[scatter_reduce] "scatter_gather_tensor_cpu_reduce_mean" '
+                                       "not implemented for 'Bool'")
     return bind(I.SCATTER_REDUCE, input, idx, src, dim=d, reduce=reduce,
                 include_self=bool(include_self))
 

@@ -141,10 +141,7 @@ def adv_key(shape: tuple, index: np.ndarray, dims: tuple, op: str) -> tuple:
 
 
 def _index_eager(x: np.ndarray, index: np.ndarray, *, dims: tuple) -> np.ndarray:
-    out = x[adv_key(x.shape, index, dims, "index")]
-    if out.base is not None and np.shares_memory(out, x):
-        out = out.copy()
-    return out
+    return x[adv_key(x.shape, index, dims, "index")]  # advanced indexing always copies
 
 
 def _index_vjp(ctx, g):  # noqa: ANN001

@@ -284,9 +284,21 @@ def _scatter_reduce_samples(reduce, include_self):
     return gen
 
 
+def _scatter_reduce_errors():
+    return [
+        ErrorCase((np.zeros(3, np.bool_), 0, _a(0), np.ones(1, np.bool_)), {"r": "mean"},
+                  exc=NotImplementedError, match=r"not implemented for 'Bool'"),
+        ErrorCase((np.zeros((3, 4), np.float32), 1, _a([0]), np.zeros((1, 1), np.float32)),
+                  {"r": "foo"}, exc=RuntimeError,
+                  match=r"reduce argument must be either sum, prod, mean, amax or amin, got foo"),
+    ]
+
+
 def _scatter_errors():
     x = np.zeros((3, 4), np.float32)
     return [
+        ErrorCase((x, 1, _a([0]), np.zeros((1, 1), np.float32)), {"reduce": "mean"},
+                  exc=RuntimeError, match=r"reduce argument must be either add or multiply"),
         ErrorCase((x, 1, _a([7]), np.zeros((1, 1), np.float32)), exc=RuntimeError,
                   match=r"index 7 is out of bounds for dimension 1 with size 4"),
         ErrorCase((x, 1, _a([0]), np.zeros((1, 1), np.float64)), exc=RuntimeError,
@@ -488,28 +500,29 @@ OPINFOS = [
     OpInfo("setitem_through_view", _setitem_view, _setitem_view_samples, dtypes=FLOATS),
     OpInfo("gather", lambda t, x, d, i: t.gather(x, d, i), _gather_samples, dtypes=ALL,
            errors=_gather_errors),
-    OpInfo("scatter", lambda t, x, d, i, s: x.scatter(d, i, s), _scatter_samples, dtypes=ALL,
-           errors=_scatter_errors),
+    OpInfo("scatter", lambda t, x, d, i, s, **kw: x.scatter(d, i, s, **kw), _scatter_samples,
+           dtypes=ALL, errors=_scatter_errors),
     OpInfo("scatter_value", lambda t, x, d, i, v: t.scatter(x, d, i, value=v),
            _scatter_value_samples, dtypes=ALL),
     OpInfo("scatter_", _inplace("scatter_"), _scatter_samples, dtypes=ALL),
     OpInfo("scatter_add", lambda t, x, d, i, s: t.scatter_add(x, d, i, s),
-           _scatter_add_samples, dtypes=INTS + FLOATS),
+           _scatter_add_samples, dtypes=ALL),
     OpInfo("scatter_add_", _inplace("scatter_add_"), _scatter_add_samples, dtypes=FLOATS),
     OpInfo("scatter_reduce_add", lambda t, x, d, i, s: x.scatter(d, i, s, reduce="add"),
-           _scatter_add_samples, dtypes=INTS + FLOATS, grad=False),
+           _scatter_add_samples, dtypes=ALL, grad=False),
     OpInfo("scatter_reduce_multiply",
            lambda t, x, d, i, s: x.scatter(d, i, s, reduce="multiply"),
-           _scatter_reduce_samples("prod", True), dtypes=INTS + FLOATS, grad=False),
+           _scatter_reduce_samples("prod", True), dtypes=ALL, grad=False),
     *[OpInfo(f"scatter_reduce_{r}_{'self' if inc else 'noself'}",
              lambda t, x, d, i, s, r=r, inc=inc: x.scatter_reduce(d, i, s, r, include_self=inc),
-             _scatter_reduce_samples(r, inc), dtypes=INTS + FLOATS,
+             _scatter_reduce_samples(r, inc), dtypes=INTS + FLOATS if r == "mean" else ALL,
+             errors=_scatter_reduce_errors if (r, inc) == ("sum", True) else lambda: (),
              grad=r in ("sum", "mean", "prod") or hasattr(ember.Tensor, "eq"))
       for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)],
     OpInfo("index_select", lambda t, x, d, i: t.index_select(x, d, i), _index_select_samples,
            dtypes=ALL, errors=_index_select_errors),
     OpInfo("index_add", lambda t, x, d, i, s: t.index_add(x, d, i, s), _index_add_samples,
-           dtypes=INTS + FLOATS, errors=_index_errors),
+           dtypes=ALL, errors=_index_errors),
     OpInfo("index_add_alpha", lambda t, x, d, i, s: x.index_add(d, i, s, alpha=2),
            _index_add_samples, dtypes=INTS + FLOATS),
     OpInfo("index_add_", _inplace("index_add_"), _index_add_samples, dtypes=FLOATS),
@@ -523,7 +536,7 @@ OPINFOS = [
            _index_put_samples(False), dtypes=ALL),
     OpInfo("index_put_accumulate",
            lambda t, x, idx, v, **kw: t.index_put(x, conv_index(t, idx), v, **kw),
-           _index_put_samples(True), dtypes=INTS + FLOATS),
+           _index_put_samples(True), dtypes=ALL),
     OpInfo("index_put_", _inplace("index_put_"), _index_put_samples(True), dtypes=FLOATS),
     OpInfo("masked_fill", lambda t, x, m, v: t.masked_fill(x, m, v), _masked_fill_samples,
            dtypes=ALL, errors=_masked_fill_errors),
