@@ -442,11 +442,12 @@ def _select_reduce_grads(ctx, g, x, index, src):  # noqa: ANN001, ANN202
     value = bind(GATHER, result, index, dim=dim)
     self_is = x.eq(result).to(g.dtype)
     src_is = srcp.eq(value).to(g.dtype)
-    if not include_self:
-        self_is = bind(SCATTER, self_is, index, 0.0, dim=dim)
+    # PyTorch counts ties with self even when include_self=False (then zeroes self's grad)
     n = bind(SCATTER_ADD, self_is, index, src_is, dim=dim)
     dist = g / n
     gx = self_is * dist
+    if not include_self:
+        gx = bind(SCATTER, gx, index, 0.0, dim=dim)
     gsrc = src_is * bind(GATHER, dist, index, dim=dim)
     return gx, None, _maybe_pad(gsrc, src.shape)
 
