@@ -144,6 +144,8 @@ SETITEM_ERRORS = [
     ("x.to(lib.uint8)[0] = 300", RuntimeError, r"value cannot be converted to type uint8_t "
                                                r"without overflow"),
     ("x[0.5] = 1", IndexError, r"only integers, slices"),
+    ("x[0] = [1, 2, 3, 4, 5]", TypeError, r"can't assign a list to a"),
+    ("x[0] = np.ones(5)", TypeError, r"can't assign a numpy.ndarray to a"),
 ]
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, is_scalar, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace, inplace_method
+from ember.autograd.grad_mode import is_grad_enabled
 from ember.errors import (
     DTypeRuntimeError,
     EmberIndexError,
@@ -288,11 +289,10 @@ def _value_tensor(value: Any, like: Tensor, op: str) -> Tensor:
     if is_scalar(value):
         v = checked_scalar(op, value, like._dtype, floats=False)
         return _wrap(np.array(v).astype(like._data.dtype), like._dtype)
-    if isinstance(value, (list, tuple, np.ndarray)):
-        from ember._frontend.creation import tensor
-        return tensor(value, dtype=like._dtype)
-    raise EmberTypeError(f"[{op}] can't assign a {type(value).__name__} to a {like._dtype.name} "
-                         "tensor")
+    kind = type(value)
+    name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+    raise EmberTypeError(f"[{op}] can't assign a {name} to a "
+                         f"ember.{_type_name(like._dtype)}Tensor")
 
 
 def setitem(self: Tensor, index: Any, value: Any) -> None:
@@ -468,7 +468,15 @@ def _dim_put(op: str, input: Tensor, dim: int, index: Tensor, source: Tensor,
     """index_add/index_copy: ``source`` put at ``index`` along ``dim``."""
     check_tensor(input, op)
     check_tensor(source, op, "source")
+    check_tensor(index, op, "index")
+    if op == "index_copy" and index._dtype is not dt.int64:
+        raise DTypeRuntimeError(f"[{op}] index_copy_(): Expected a long tensor for index, but "
+                                f"got {_type_name(index._dtype)}")
     arr = _index_arg(index, op, f"{op}(): Expected dtype int32/int64 for index")
+    if arr.ndim > 1:
+        raise EmberIndexError(
+            f"[{op}] {op}_(): Index is supposed to be a vector, but got dim: {arr.ndim} with "
+            f"type: {_type_name(index._dtype)} and size: {list(arr.shape)}")
     d = wrap_dim(dim, input.ndim, op)
     x = input if input.ndim else input.reshape(1)  # type: ignore[attr-defined]
     arr = arr.reshape(-1)
@@ -526,7 +534,12 @@ def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
     else:
         checked_scalar("index_fill", value, input._dtype)
         v = _value_tensor(value, input, "index_fill")
-    arr = _index_arg(index, "index_fill", "index_fill_(): Expected dtype int64 for index.")
+    check_tensor(index, "index_fill", "index")
+    if index._dtype is not dt.int64:
+        raise EmberIndexError("[index_fill] index_fill_(): Expected dtype int64 for index.")
+    arr = index._data
+    if arr.ndim > 1:
+        raise EmberRuntimeError("[index_fill] Index has to be a vector/scalar")
     d = wrap_dim(dim, input.ndim, "index_fill")
     want = list(input._data.shape) or [1]
     want[d] = arr.size
@@ -712,7 +725,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     None)."""
     check_tensor(input, "take_along_dim")
     check_tensor(indices, "take_along_dim", "indices")
-    if indices._dtype not in _INDEX_DTYPES:
+    if indices._dtype is not dt.int64:
         raise DTypeRuntimeError("[take_along_dim] torch.take_along_dim(): dtype of indices "
                                 f"should be Long but got {_type_name(indices._dtype)}")
     if dim is None:
@@ -738,8 +751,18 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
 
 
 # ------------------------------------------------------------------------------ in-place
-for _name, _fn in (("scatter_", scatter), ("scatter_add_", scatter_add),
-                   ("scatter_reduce_", scatter_reduce), ("index_add_", index_add),
+def scatter_reduce_(input: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                    include_self: bool = True) -> Tensor:
+    """In-place ``scatter_reduce``.  Its grad reads the old values of ``input``, so (like
+    PyTorch) it saves a copy of them rather than the tensor being overwritten."""
+    x = input.clone() if input.requires_grad and is_grad_enabled() else input
+    return commit_inplace(input, scatter_reduce(x, dim, index, src, reduce,
+                                                include_self=include_self), "scatter_reduce_")
+
+
+Tensor.scatter_reduce_ = scatter_reduce_  # type: ignore[attr-defined]
+
+for _name, _fn in (("scatter_", scatter), ("scatter_add_", scatter_add), ("index_add_", index_add),
                    ("index_copy_", index_copy), ("index_fill_", index_fill),
                    ("masked_fill_", masked_fill), ("masked_scatter_", masked_scatter)):
     inplace_method(_name, _fn)

@@ -386,6 +386,10 @@ def _index_errors():
                   match=r"self \(Float\) and source \(Double\) must have the same scalar type"),
         ErrorCase((x, 0, _a(0, 0), np.zeros((2, 3), np.float32)), exc=RuntimeError,
                   match=r"source tensor shape must match self tensor shape"),
+        ErrorCase((x, 0, _a([0]), np.zeros((1, 4), np.float32)), exc=IndexError,
+                  match=r"index_add_\(\): Index is supposed to be a vector, but got dim: 2"),
+        ErrorCase((x, 1, _a(-1), np.zeros((3, 1), np.float32)), exc=RuntimeError,
+                  match=r"index -1 is out of bounds for dimension 1 with size 4"),
     ]
 
 
@@ -473,6 +477,58 @@ def _take_along_dim_samples(dtype, rng):
     yield Sample((x, rng.integers(0, 12, (5,))), {}, desc="dim None")
 
 
+def _take_along_dim_errors():
+    x = np.zeros((3, 4), np.float32)
+    return [
+        ErrorCase((x, np.zeros((3, 1), np.int32)), {"dim": 1}, exc=RuntimeError,
+                  match=r"dtype of indices should be Long but got Int"),
+        ErrorCase((x, np.zeros((1, 1, 1), I64)), {"dim": 0}, exc=RuntimeError,
+                  match=r"input and indices should have the same number of dimensions"),
+        ErrorCase((x, np.zeros((1, 2), I64)), {"dim": 0}, exc=RuntimeError,
+                  match=r"The size of tensor a \(4\) must match the size of tensor b \(2\)"),
+    ]
+
+
+def _index_copy_errors():
+    x = np.zeros((3, 4), np.float32)
+    return [
+        ErrorCase((x, 0, _a(0, dtype=np.int32), np.zeros((1, 4), np.float32)), exc=RuntimeError,
+                  match=r"index_copy_\(\): Expected a long tensor for index, but got Int"),
+        ErrorCase((x, 1, _a(-1), np.zeros((3, 1), np.float32)), exc=IndexError,
+                  match=r"index_copy_\(\): index -1 is out of bounds for dimension 1 with size "
+                        r"4"),
+        ErrorCase((x, 0, _a(0), np.zeros((1, 4), np.float64)), exc=RuntimeError,
+                  match=r"self and source expected to have the same dtype"),
+    ]
+
+
+def _index_fill_errors():
+    x = np.zeros((3, 4), np.float32)
+    return [
+        ErrorCase((x, 0, _a(0, dtype=np.int32), 1), exc=IndexError,
+                  match=r"index_fill_\(\): Expected dtype int64 for index"),
+        ErrorCase((x, 0, _a([0]), 1), exc=RuntimeError, match=r"Index has to be a vector/scalar"),
+        ErrorCase((x, 1, _a(-5), 1), exc=IndexError,
+                  match=r"index -5 is out of bounds for dimension 1 with size 4"),
+        ErrorCase((x, 0, _a(0), np.zeros(1, np.float32)), exc=RuntimeError,
+                  match=r"index_fill_ only supports a 0-dimensional value tensor"),
+        ErrorCase((np.zeros(3, np.int8), 0, _a(0), 200), exc=RuntimeError,
+                  match=r"value cannot be converted to type int8_t without overflow"),
+    ]
+
+
+def _index_put_errors():
+    x = np.zeros((3, 4), np.float32)
+    return [
+        ErrorCase((x, (np.array([0], np.int16),), np.zeros((), np.float32)), exc=IndexError,
+                  match=r"tensors used as indices must be long, int, byte or bool tensors"),
+        ErrorCase((x, (_a(4),), np.zeros((), np.float32)), exc=IndexError,
+                  match=r"index 4 is out of bounds for dimension 0 with size 3"),
+        ErrorCase((x, (_a(0),), np.zeros((), np.float64)), exc=RuntimeError,
+                  match=r"Index put requires the source and destination dtypes match"),
+    ]
+
+
 def _take_errors():
     x = np.zeros((3, 4), np.float32)
     return [ErrorCase((x, _a(12)), exc=IndexError,
@@ -527,13 +583,13 @@ OPINFOS = [
            _index_add_samples, dtypes=INTS + FLOATS),
     OpInfo("index_add_", _inplace("index_add_"), _index_add_samples, dtypes=FLOATS),
     OpInfo("index_copy", lambda t, x, d, i, s: x.index_copy(d, i, s), _index_copy_samples,
-           dtypes=ALL),
+           dtypes=ALL, errors=_index_copy_errors),
     OpInfo("index_copy_", _inplace("index_copy_"), _index_copy_samples, dtypes=FLOATS),
     OpInfo("index_fill", lambda t, x, d, i, v: x.index_fill(d, i, v), _index_fill_samples,
-           dtypes=ALL),
+           dtypes=ALL, errors=_index_fill_errors),
     OpInfo("index_fill_", _inplace("index_fill_"), _index_fill_samples, dtypes=FLOATS),
     OpInfo("index_put", lambda t, x, idx, v, **kw: x.index_put(conv_index(t, idx), v, **kw),
-           _index_put_samples(False), dtypes=ALL),
+           _index_put_samples(False), dtypes=ALL, errors=_index_put_errors),
     OpInfo("index_put_accumulate",
            lambda t, x, idx, v, **kw: t.index_put(x, conv_index(t, idx), v, **kw),
            _index_put_samples(True), dtypes=ALL),
@@ -547,6 +603,13 @@ OPINFOS = [
            dtypes=ALL),
     OpInfo("masked_scatter", lambda t, x, m, s: x.masked_scatter(m, s), _masked_scatter_samples,
            dtypes=ALL),
+    OpInfo("masked_scatter_", _inplace("masked_scatter_"),
+           lambda d, r: [s for s in _masked_scatter_samples(d, r)
+                         if s.desc != "broadcast, 2-d source"], dtypes=FLOATS),
+    OpInfo("scatter_reduce_", _inplace("scatter_reduce_"),
+           lambda d, r: [Sample(s.args + ("mean",), {"include_self": False}, desc=s.desc)
+                         for s in _scatter_reduce_samples("mean", False)(d, r)],
+           dtypes=FLOATS),
     OpInfo("nonzero", lambda t, x: t.nonzero(x), _nonzero_samples, dtypes=ALL, grad=False),
     OpInfo("nonzero_as_tuple", lambda t, x: x.nonzero(as_tuple=True), _nonzero_samples,
            dtypes=ALL, grad=False),
@@ -554,5 +617,5 @@ OPINFOS = [
     OpInfo("take", lambda t, x, i: t.take(x, i), _take_samples, dtypes=ALL,
            errors=_take_errors),
     OpInfo("take_along_dim", lambda t, x, i, **kw: t.take_along_dim(x, i, **kw),
-           _take_along_dim_samples, dtypes=ALL),
+           _take_along_dim_samples, dtypes=ALL, errors=_take_along_dim_errors),
 ]
