@@ -9,6 +9,9 @@ indices, the only data-dependent step.
 
 ``where(condition)`` (one argument) is ``nonzero_tuple``; the three-argument ``where`` lives in
 the pointwise frontend, which dispatches the one-argument form here.
+
+Index tensors are never differentiable, so the stacked index is built from their NumPy data
+here (eager).  Under lazy tracing that read needs the index values, like ``nonzero`` does.
 """
 
 from __future__ import annotations

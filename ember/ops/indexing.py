@@ -49,11 +49,12 @@ def np_basic_key(spec: tuple) -> tuple:
 
 
 def _basic_meta(x, *, spec: tuple) -> tuple:  # noqa: ANN001
-    used = sum(1 for it in spec if it is not None)
-    if used > len(x.shape):
+    shape = tuple(x.shape)
+    used = len(spec) - spec.count(None)
+    if used > len(shape):
         raise EmberIndexError(f"[basic_index] spec consumes {used} dims of a "
-                              f"{len(x.shape)}-d tensor")
-    return basic_shape(tuple(x.shape), spec), x.dtype
+                              f"{len(shape)}-d tensor")
+    return basic_shape(shape, spec), x.dtype
 
 
 def _basic_vjp(ctx, g):  # noqa: ANN001
