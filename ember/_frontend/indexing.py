@@ -136,8 +136,8 @@ def _classify(it: Any) -> tuple:
                 return ("b", bool(it._data))
             return ("m", it if d is dt.bool else _wrap(it._data != 0, dt.bool))
         raise EmberIndexError(f"[index] {_BAD_INDEX}")
-    if isinstance(it, (list, tuple, np.ndarray)):
-        return _array_index(it)
+    if isinstance(it, (list, tuple, np.ndarray, range)):
+        return _array_index(list(it) if t is range else it)
     raise EmberIndexError(
         "[index] only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables "
         f"are valid indices (got {t.__name__})")

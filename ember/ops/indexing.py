@@ -207,6 +207,9 @@ def _check_dim_index(op: str, x: Any, index: Any, dim: int, src: Any = None) -> 
     if max(len(ishape), 1) != max(len(xs), 1):
         raise ShapeError(f"[{op}] Index tensor must have the same number of dimensions as "
                          f"input tensor")
+    if src is not None and max(len(src.shape), 1) != max(len(ishape), 1):
+        raise ShapeError(f"[{op}] Index tensor must have the same number of dimensions as src "
+                         f"tensor")
     for d, n in enumerate(ishape):
         too_big = d != dim and d < len(xs) and n > xs[d]
         if src is not None and d < len(src.shape):

@@ -305,6 +305,8 @@ def _scatter_errors():
                   match=r"Expected self.dtype to be equal to src.dtype"),
         ErrorCase((x, 1, np.zeros((2, 2), I64), np.zeros((1, 1), np.float32)),
                   exc=RuntimeError, match=r"to be no larger size than src \[1, 1\]"),
+        ErrorCase((x, 1, np.zeros((1, 1), I64), np.zeros((), np.float32)), exc=RuntimeError,
+                  match=r"Index tensor must have the same number of dimensions as src tensor"),
     ]
 
 
