@@ -167,17 +167,12 @@ def parse_index(x: Tensor, index: Any) -> tuple:
     shape = x._data.shape
     ndim = len(shape)
     used = 0
-    ellipses = 0
     for it in items:
         k = it[0]
         if k in "ist":
             used += 1
         elif k == "m":
             used += it[1]._data.ndim
-        elif k == "e":
-            ellipses += 1
-    if ellipses > 1:
-        raise EmberIndexError("[index] an index can only have a single ellipsis ('...')")
     if used > ndim:
         if ndim == 0 and any(it[0] == "i" for it in items):
             raise EmberIndexError(
@@ -189,8 +184,12 @@ def parse_index(x: Tensor, index: Any) -> tuple:
     d = 0
     ints = 0  # selected dims are gone from the view: view dim = len(spec) - ints
     trivial = True
+    ellipses = 0
     for it in items:
         k = it[0]
+        if ellipses > 1 and k != "e":
+            # PyTorch expands every '...' by the same count: a later one runs past the end
+            raise EmberIndexError(f"[index] too many indices for tensor of dimension {ndim}")
         if k == "i":
             n, v = shape[d], it[1]
             if not -n <= v < n:
@@ -211,6 +210,10 @@ def parse_index(x: Tensor, index: Any) -> tuple:
             spec.append(None)
             trivial = False
         elif k == "e":
+            if ellipses:
+                ellipses += ndim > used
+                continue
+            ellipses = 1
             for _ in range(ndim - used):
                 spec.append((0, shape[d], 1))
                 d += 1

@@ -38,6 +38,7 @@ GETITEM_INDICES = [
     ("ellipsis middle", (0, Ellipsis, 2)),
     ("None", (None, 1)),
     ("None and ellipsis", (None, Ellipsis, None)),
+    ("two ellipses", (0, Ellipsis, 1, Ellipsis)),
     ("int list", [1, 0, 1]),
     ("int array dup", _a(0, 0, 1)),
     ("negative array", _a(-1, -2)),
@@ -105,7 +106,7 @@ def _getitem_errors():
         ErrorCase((x, (_a(0, 1), _a(0, 1, 2))), exc=IndexError,
                   match=r"shape mismatch: indexing tensors could not be broadcast together with "
                         r"shapes \[2\], \[3\]"),
-        ErrorCase((x, (Ellipsis, Ellipsis)), exc=IndexError, match=r"single ellipsis"),
+        ErrorCase((x, (Ellipsis, Ellipsis, 0)), exc=IndexError, match=r"too many indices"),
     ]
 
 
