@@ -375,3 +375,12 @@ def test_masked_fill_inplace_cannot_broadcast_self():
     with pytest.raises(RuntimeError, match=r"output with shape \[3, 4\] doesn't match the "
                                            r"broadcast shape \[2, 3, 4\]"):
         x.masked_fill_(ember.ones(2, 3, 4, dtype=ember.bool), 2.0)
+
+
+@pytest.mark.parametrize("expr", ["x[None]", "x[:, None]", "x[0, None, 1:]", "x[..., None]",
+                                  "x[::2, None]", "x[None, None, 1]", "x[1:, None, ::2]",
+                                  "x[None, ..., None]"])
+def test_new_axis_strides_match_torch(expr):
+    e = eval(expr, {"x": ember.zeros(3, 4)})
+    t = eval(expr, {"x": torch.zeros(3, 4)})
+    assert e.stride() == t.stride() and e.storage_offset() == t.storage_offset()

@@ -61,8 +61,35 @@ def _basic_vjp(ctx, g):  # noqa: ANN001
     return (bind(BASIC_INDEX_BACKWARD, g, shape=ctx.input_shapes[0], spec=ctx.params["spec"]),)
 
 
+def _basic_eager(x: np.ndarray, *, spec: tuple) -> np.ndarray:
+    v = x[np_basic_key(spec)]
+    if None not in spec or v.size == 0:
+        return v
+    # NumPy gives an inserted axis stride 0; PyTorch gives it size*stride of the next dim (1 at
+    # the end), as unsqueeze does.  Rebuild the view with those strides over the same memory.
+    from ember.ops.shape import strided_view
+    item = v.itemsize
+    strides = [s // item for s in v.strides]
+    # PyTorch applies the index left to right, so an inserted axis takes the (not yet sliced)
+    # size*stride of the input dim that follows it
+    out_dim = 0
+    in_dim = 0
+    for it in spec:
+        if it is None:
+            strides[out_dim] = (x.shape[in_dim] * (x.strides[in_dim] // item)
+                                if in_dim < x.ndim else 1)
+            out_dim += 1
+        elif type(it) is tuple:
+            out_dim += 1
+            in_dim += 1
+        else:
+            in_dim += 1
+    offset = (v.__array_interface__["data"][0] - x.__array_interface__["data"][0]) // item
+    return strided_view(x, v.shape, tuple(strides), offset)
+
+
 BASIC_INDEX = register(OpDef(
-    "basic_index", "view", _basic_meta, lambda x, *, spec: x[np_basic_key(spec)], _basic_vjp,
+    "basic_index", "view", _basic_meta, _basic_eager, _basic_vjp,
     doc="x[ints, slices, None] as a view.", grad_name="SliceBackward0",
 ))
 
