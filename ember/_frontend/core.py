@@ -61,8 +61,14 @@ def scalar_for(value: Any, d: dt.dtype) -> Any:
     if d is dt.bool:
         return bool(value)
     if d.category == 1:
-        return int(value)
+        v = int(value)
+        lo, span = _INT_RANGE[d.name]
+        # PyTorch wraps an out-of-range scalar into the dtype like a C cast (uint8: 300 -> 44)
+        return v if lo <= v < lo + span else (v - lo) % span + lo
     return float(value)
+
+
+_INT_RANGE = {d.name: (int(np.iinfo(d.np).min), 1 << (8 * d.itemsize)) for d in dt.INT_DTYPES}
 
 
 def expand_to(x: Tensor, shape: tuple) -> Tensor:
