@@ -9,8 +9,14 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
-from ember._frontend.core import (binary, broadcast_shapes, check_tensor, expand_to, is_scalar,
-                                  prepare)
+from ember._frontend.core import (
+    binary,
+    broadcast_shapes,
+    check_tensor,
+    expand_to,
+    is_scalar,
+    prepare,
+)
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
 from ember.ops import pointwise_logic as L

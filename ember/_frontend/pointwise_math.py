@@ -7,8 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtypes as dt
-from ember._frontend.core import (binary, broadcast_shapes, check_tensor, expand_to, is_scalar,
-                                  to_dtype)
+from ember._frontend.core import (
+    binary,
+    broadcast_shapes,
+    check_tensor,
+    expand_to,
+    is_scalar,
+    to_dtype,
+)
 from ember._frontend.pointwise import float_compute
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P

@@ -329,7 +329,10 @@ def _round_meta(x, *, decimals: int = 0) -> tuple:  # noqa: ANN001
     return x.shape, x.dtype
 
 
-_zero_vjp = (lambda ctx, g: (zeros_grad(g),))
+def _zero_vjp(ctx, g):  # noqa: ANN001, ANN202
+    return (zeros_grad(g),)
+
+
 FLOOR = unary("floor", lowp(_int_identity(np.floor)), _zero_vjp, save=(), reject=NOT_BOOL,
               kernel="floor_vml_cpu", c_expr="floor({0})")
 CEIL = unary("ceil", lowp(_int_identity(np.ceil)), _zero_vjp, save=(), reject=NOT_BOOL,

@@ -117,7 +117,9 @@ def _nan_to_num_eager(x: np.ndarray, *, nan: float, posinf: float | None,
     d = dt.from_numpy_dtype(x.dtype)
     info = dt.finfo(d)
     # values are converted in the tensor's own dtype (1e10 becomes inf in float16)
-    cast = (lambda v: np.array(v, dtype=np.float64).astype(x.dtype)[()])
+    def cast(v: float) -> Any:
+        return np.array(v, dtype=np.float64).astype(x.dtype)[()]
+
     hi = cast(info.max if posinf is None else posinf)
     lo = cast(info.min if neginf is None else neginf)
     out = np.where(np.isnan(x), cast(nan), x)
