@@ -169,11 +169,24 @@ def _rebase_history(self: Tensor, result: Tensor, op: str) -> None:
 def inplace_method(name: str, fn):  # noqa: ANN001, ANN201
     """Build ``Tensor.name_`` from an out-of-place frontend function ``fn(self, *args)``."""
     def method(self: Tensor, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        return commit_inplace(self, fn(self, *args, **kwargs), name)
+        src = self
+        if _gm.STATE.grad_enabled and (self._requires_grad or _any_requires_grad(args, kwargs)):
+            # the out-of-place op may save its input for backward; PyTorch saves the original
+            # self, which the write below would otherwise invalidate
+            from ember._frontend.shape import clone
+            src = clone(self)
+        return commit_inplace(self, fn(src, *args, **kwargs), name)
     method.__name__ = name
     method.__doc__ = f"In-place version of ``{fn.__name__}``."
     setattr(Tensor, name, method)
     return method
+
+
+def _any_requires_grad(args: tuple, kwargs: dict) -> bool:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, Tensor) and a._requires_grad:
+            return True
+    return False
 
 
 def _copy_result(self: Tensor, src: object) -> Tensor:

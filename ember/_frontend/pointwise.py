@@ -16,7 +16,7 @@ from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
-           "pow", "sign", "square", "sub", "subtract", "true_divide"]
+           "positive", "pow", "sign", "square", "sub", "subtract", "true_divide"]
 
 def _is_bool(x: Any) -> bool:
     return x._dtype is dt.bool if isinstance(x, Tensor) else isinstance(x, (bool, np.bool_))
@@ -44,7 +44,7 @@ def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1 or type(alpha) is not int:
         _check_alpha("add", input, other, alpha)
         if alpha != 1:
-            other = mul(other, alpha)
+            other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     return binary(P.ADD, input, other)
 
 
@@ -62,7 +62,7 @@ def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1 or type(alpha) is not int:
         _check_alpha("sub", input, other, alpha)
         if alpha != 1:
-            other = mul(other, alpha)
+            other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
     return binary(P.SUB, input, other)
 
 
@@ -109,6 +109,15 @@ def neg(input: Tensor) -> Tensor:
 
 
 negative = neg
+
+
+@tensor_method("positive")
+def positive(input: Tensor) -> Tensor:
+    """``+input``: the input itself; bool tensors are refused."""
+    check_tensor(input, "positive")
+    if input._dtype is dt.bool:
+        raise EmberRuntimeError("[positive] The `+` operator, on a bool tensor is not supported.")
+    return input
 
 
 @tensor_method("abs", "absolute", "__abs__")
@@ -162,7 +171,7 @@ Tensor.__truediv__ = lambda self, other: div(self, other)  # type: ignore[method
 Tensor.__rtruediv__ = lambda self, other: div(other, self)  # type: ignore[method-assign]
 Tensor.__pow__ = pow  # type: ignore[method-assign]
 Tensor.__rpow__ = _binop(pow)  # type: ignore[method-assign]
-Tensor.__pos__ = lambda self: self  # type: ignore[method-assign]
+Tensor.__pos__ = positive  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------------------ in-place

@@ -172,7 +172,9 @@ def _div_trunc_eager(a: Any, b: Any) -> np.ndarray:
         q = np.floor_divide(a, b)
         fix = (np.remainder(a, b) != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0))
         return (q + fix.astype(q.dtype)).astype(q.dtype)
-    return np.trunc(np.true_divide(a, b))
+    # PyTorch rounds the quotient to the tensor's dtype before truncating (matters for
+    # float16/bfloat16, whose other kernels compute in float32)
+    return np.trunc(lowp(np.true_divide)(a, b))
 
 
 def _div_floor_float(a: Any, b: Any) -> np.ndarray:
@@ -193,7 +195,7 @@ def _div_floor_eager(a: Any, b: Any) -> np.ndarray:
     return _div_floor_float(a, b)
 
 
-DIV_TRUNC = binary("div_trunc", lowp(_div_trunc_eager), _rounded_zero_vjp, save=(),
+DIV_TRUNC = binary("div_trunc", _div_trunc_eager, _rounded_zero_vjp, save=(),
                    reject=NOT_BOOL, kernel="div_trunc_cpu", grad_name="DivBackward2",
                    c_expr="ember_div_trunc({0}, {1})")
 DIV_FLOOR = binary("div_floor", lowp(_div_floor_eager), _rounded_zero_vjp, save=(),
@@ -217,16 +219,14 @@ def _fmod_eager(a: Any, b: Any) -> np.ndarray:
 
 
 def _remainder_vjp(ctx, g):  # noqa: ANN001
-    a, b = ctx.inputs
     n0, n1 = ctx.needs_input_grad
-    gb = -g * bind(DIV_FLOOR, a, b) if n1 else None
+    gb = -g * bind(DIV_FLOOR, *ctx.inputs) if n1 else None
     return (g if n0 else None, gb)
 
 
 def _fmod_vjp(ctx, g):  # noqa: ANN001
-    a, b = ctx.inputs
     n0, n1 = ctx.needs_input_grad
-    gb = -g * bind(DIV_TRUNC, a, b) if n1 else None
+    gb = -g * bind(DIV_TRUNC, *ctx.inputs) if n1 else None
     return (g if n0 else None, gb)
 
 
