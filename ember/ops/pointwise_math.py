@@ -96,9 +96,18 @@ RAD2DEG = _float_unary("rad2deg", lambda x: x * x.dtype.type(180.0 / math.pi),
 
 # ---------------------------------------------------------------------------------- logit
 def _logit_eager(x: np.ndarray, *, eps: float | None = None) -> np.ndarray:
+    src = x.dtype
+    if src.kind == "f" and src.itemsize >= 4:
+        if eps is not None:
+            x = np.clip(x, src.type(eps), src.type(1.0 - eps))
+        return np.log(x / (1 - x))
+    # float16/bfloat16: PyTorch rounds after each step (1 - x, the quotient, the log)
+    f = np.float32
+    x = x.astype(f)
     if eps is not None:
-        x = np.clip(x, x.dtype.type(eps), x.dtype.type(1.0 - eps))
-    return np.log(x / (1 - x))
+        x = np.clip(x, f(eps), f(1.0 - eps)).astype(src).astype(f)
+    one_minus = (1 - x).astype(src).astype(f)
+    return np.log((x / one_minus).astype(src).astype(f)).astype(src)
 
 
 def _logit_vjp(ctx, g):  # noqa: ANN001
@@ -114,7 +123,7 @@ def _logit_meta(x, *, eps: float | None = None) -> tuple:  # noqa: ANN001
     return x.shape, x.dtype
 
 
-LOGIT = register(OpDef("logit", "pointwise", _logit_meta, lowp(_logit_eager), _logit_vjp,
+LOGIT = register(OpDef("logit", "pointwise", _logit_meta, _logit_eager, _logit_vjp,
                        save=(0,), c_expr="log({0} / (1 - {0}))"))
 
 
