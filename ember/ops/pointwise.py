@@ -411,16 +411,15 @@ def _clamp_eager(x: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
 def _clamp_vjp(ctx, g):  # noqa: ANN001
     x, lo, hi = ctx.inputs
     n0, n1, n2 = ctx.needs_input_grad
-    ge_lo = x >= lo
-    le_hi = x <= hi
-    gx = where_(ge_lo & le_hi, g, 0.0) if n0 else None
-    glo = where_(ge_lo, 0.0, g) if n1 else None
-    ghi = where_(le_hi, 0.0, g) if n2 else None
+    gx = where_((x >= lo) & (x <= hi), g, 0.0) if n0 else None
+    # PyTorch: the lower bound wins only where it is below the upper one; otherwise the upper
+    glo = where_((x < lo) & (lo < hi), g, 0.0) if n1 else None
+    ghi = where_((x > hi) | (hi < lo), g, 0.0) if n2 else None
     return (gx, glo, ghi)
 
 
 CLAMP = register(OpDef(
-    "clamp", "pointwise", pointwise_meta("clamp"), lowp(_clamp_eager), _clamp_vjp,
+    "clamp", "pointwise", meta("clamp", reject=NOT_BOOL, kernel="clamp_cpu"), lowp(_clamp_eager), _clamp_vjp,
     save=(0, 1, 2), c_expr="ember_minimum(ember_maximum({0}, {1}), {2})",
     doc="min(max(x, lo), hi); the frontend fills a missing bound with the dtype's extreme.",
 ))
