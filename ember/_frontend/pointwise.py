@@ -16,7 +16,7 @@ from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
-           "positive", "pow", "sign", "square", "sub", "subtract", "true_divide"]
+           "positive", "pow", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
 
 def _is_bool(x: Any) -> bool:
     return x._dtype is dt.bool if isinstance(x, Tensor) else isinstance(x, (bool, np.bool_))
@@ -130,11 +130,14 @@ def abs(input: Tensor) -> Tensor:
 absolute = abs
 
 
-@tensor_method("sign")
+@tensor_method("sign", "sgn")
 def sign(input: Tensor) -> Tensor:
     """-1, 0 or 1 by the sign of each element (0 for NaN)."""
     check_tensor(input, "sign")
     return bind(P.SIGN, input)
+
+
+sgn = sign  # the same for real tensors
 
 
 @tensor_method("pow")
@@ -180,7 +183,7 @@ from ember._frontend.inplace import inplace_method  # noqa: E402
 for _name, _fn in (("add_", add), ("sub_", sub), ("subtract_", sub), ("mul_", mul),
                    ("multiply_", mul), ("div_", div), ("divide_", div), ("true_divide_", div),
                    ("neg_", neg), ("negative_", neg), ("abs_", abs), ("absolute_", abs),
-                   ("sign_", sign), ("pow_", pow), ("square_", square)):
+                   ("sign_", sign), ("sgn_", sign), ("pow_", pow), ("square_", square)):
     inplace_method(_name, _fn)
 
 Tensor.__iadd__ = Tensor.add_  # type: ignore[attr-defined]

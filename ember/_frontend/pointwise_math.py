@@ -13,6 +13,8 @@ from ember._frontend.core import (
     check_tensor,
     expand_to,
     is_scalar,
+    prepare,
+    scalar_for,
     to_dtype,
 )
 from ember._frontend.pointwise import float_compute
@@ -23,11 +25,12 @@ from ember.ops.registry import OpDef, bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = [
-    "acos", "arccos", "arcsin", "arctan", "arctan2", "asin", "atan", "atan2", "ceil", "copysign",
+    "acos", "acosh", "addcdiv", "addcmul", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
+    "arctan2", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "ceil", "copysign",
     "cos", "cosh", "deg2rad", "erf", "erfc", "erfinv", "exp", "exp2", "expm1", "fix",
-    "floor", "floor_divide", "fmod", "frac", "hypot", "lerp", "log", "log10", "log1p", "log2",
-    "logit", "rad2deg", "reciprocal", "remainder", "round", "rsqrt", "sigmoid", "sin", "sinh",
-    "sqrt", "tan", "tanh", "trunc", "xlogy",
+    "float_power", "floor", "floor_divide", "fmod", "frac", "hypot", "lerp", "log", "log10",
+    "log1p", "log2", "logaddexp", "logit", "rad2deg", "reciprocal", "remainder", "round",
+    "rsqrt", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "xlogy",
 ]
 
 
@@ -97,6 +100,9 @@ sigmoid = _make_unary(M.SIGMOID, "sigmoid")
 erf = _make_unary(M.ERF, "erf")
 erfc = _make_unary(M.ERFC, "erfc")
 erfinv = _make_unary(M.ERFINV, "erfinv")
+asinh = arcsinh = _make_unary(M.ASINH, "asinh", "arcsinh")
+acosh = arccosh = _make_unary(M.ACOSH, "acosh", "arccosh")
+atanh = arctanh = _make_unary(M.ATANH, "atanh", "arctanh")
 deg2rad = _make_unary(M.DEG2RAD, "deg2rad")
 rad2deg = _make_unary(M.RAD2DEG, "rad2deg")
 
@@ -155,6 +161,60 @@ def hypot(input: Tensor, other: Tensor) -> Tensor:
     return binary(M.HYPOT, input, other)
 
 
+@tensor_method("logaddexp")
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
+    """``log(exp(input) + exp(other))`` without overflow (floating dtypes only)."""
+    check_tensor(input, "logaddexp")
+    check_tensor(other, "logaddexp", "other")
+    return binary(M.LOGADDEXP, input, other)
+
+
+@tensor_method("float_power")
+def float_power(input: Any, exponent: Any) -> Tensor:
+    """``input ** exponent`` computed in float64."""
+    from ember._frontend.pointwise import pow as _pow
+    if isinstance(input, Tensor):
+        input = to_dtype(input, dt.float64)
+    if isinstance(exponent, Tensor):
+        exponent = to_dtype(exponent, dt.float64)
+    elif not isinstance(input, Tensor):
+        raise EmberTypeError("[float_power] expected at least one Tensor argument")
+    elif isinstance(exponent, (int, bool)):
+        exponent = float(exponent)
+    if not isinstance(input, Tensor):
+        input = float(input)
+    return _pow(input, exponent)
+
+
+@tensor_method("addcmul")
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+    """``input + value * tensor1 * tensor2``."""
+    return _addc(M.ADDCMUL, input, tensor1, tensor2, value)
+
+
+def _addc(op: OpDef, input: Tensor, t1: Tensor, t2: Tensor, value: Any) -> Tensor:
+    for nm, t in (("input", input), ("tensor1", t1), ("tensor2", t2)):
+        check_tensor(t, op.name, nm)
+    compute = dt.result_type(input, t1, t2)
+    # an integer result truncates a float ``value`` (PyTorch: addcmul(i, i, i, value=1.5))
+    x, a, b = prepare(op.name, (input, t1, t2), compute)
+    return bind(op, x, a, b, value=scalar_for(value, compute))
+
+
+@tensor_method("addcdiv")
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (integer division is refused, as in PyTorch)."""
+    if not tensor1._dtype.is_floating_point and not tensor2._dtype.is_floating_point:
+        raise EmberRuntimeError(
+            "[addcdiv] Integer division with addcdiv is no longer supported, and in a future "
+            "release addcdiv will perform a true division of tensor1 and tensor2. The historic "
+            "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+            "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+            "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+            "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+    return _addc(M.ADDCDIV, input, tensor1, tensor2, value)
+
+
 @tensor_method("xlogy")
 def xlogy(input: Any, other: Any) -> Tensor:
     """``input * log(other)``, 0 where ``input == 0`` (NaN where ``other`` is NaN)."""
@@ -204,12 +264,14 @@ Tensor.__rmod__ = lambda self, other: remainder(other, self)  # type: ignore[att
 from ember._frontend.inplace import inplace_method  # noqa: E402
 
 for _fn in (exp, exp2, expm1, log, log2, log10, log1p, sqrt, rsqrt, reciprocal, sin, cos, tan,
-            asin, acos, atan, sinh, cosh, tanh, sigmoid, erf, erfc, erfinv, deg2rad, rad2deg,
+            asin, acos, atan, sinh, cosh, tanh, asinh, acosh, atanh, sigmoid, erf, erfc, erfinv,
+            deg2rad, rad2deg, addcmul, addcdiv,
             logit, floor, ceil, trunc, frac, round, atan2, hypot, xlogy, copysign, lerp,
             floor_divide, remainder, fmod):
     inplace_method(_fn.__name__ + "_", _fn)
 for _alias, _fn in (("arcsin_", asin), ("arccos_", acos), ("arctan_", atan), ("fix_", trunc),
-                    ("arctan2_", atan2)):
+                    ("arctan2_", atan2), ("arcsinh_", asinh), ("arccosh_", acosh),
+                    ("arctanh_", atanh)):
     inplace_method(_alias, _fn)
 
 Tensor.__ifloordiv__ = Tensor.floor_divide_  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember.ops import _special
 from ember.ops._util import lowp
-from ember.ops.pointwise import FLOAT_ONLY, binary, unary, where_
+from ember.ops.pointwise import FLOAT_ONLY, binary, meta, unary, where_
 from ember.ops.registry import OpDef, bind, register
 
 _LN2 = math.log(2.0)
@@ -86,6 +86,12 @@ ERFC = _float_unary("erfc", _special.erfc,
 ERFINV = _float_unary("erfinv", _special.erfinv,
                       lambda c, g: (g * (_SQRT_PI_OVER_2 * (_y(c) * _y(c)).exp()),),
                       c_expr="ember_erfinv({0})", **_OUT)
+ASINH = _float_unary("asinh", np.arcsinh, lambda c, g: (g * (_x(c) * _x(c) + 1).rsqrt(),),
+                     c_expr="asinh({0})")
+ACOSH = _float_unary("acosh", np.arccosh, lambda c, g: (g * (_x(c) * _x(c) - 1).rsqrt(),),
+                     c_expr="acosh({0})")
+ATANH = _float_unary("atanh", np.arctanh, lambda c, g: (g / (1 - _x(c) * _x(c)),),
+                     c_expr="atanh({0})")
 DEG2RAD = _float_unary("deg2rad", lambda x: x * x.dtype.type(math.pi / 180.0),
                        lambda c, g: (g * (math.pi / 180.0),), save=(),
                        c_expr="({0} * (M_PI / 180.0))")
@@ -170,6 +176,21 @@ def _copysign_vjp(ctx, g):  # noqa: ANN001
     return (ga, g.new_zeros(tuple(g.shape)) if n1 else None)
 
 
+def _logaddexp_eager(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    m = np.maximum(a, b)
+    out = m + np.log1p(np.exp(-np.abs(a - b)))
+    # equal infinities: a - b is NaN, the answer is that infinity
+    return np.where(np.isinf(a) & (a == b), a, out).astype(a.dtype, copy=False)
+
+
+def _logaddexp_vjp(ctx, g):  # noqa: ANN001
+    a, b = ctx.inputs
+    n0, n1 = ctx.needs_input_grad
+    return (g * (a - b).sigmoid() if n0 else None, g * (b - a).sigmoid() if n1 else None)
+
+
+LOGADDEXP = binary("logaddexp", lowp(_logaddexp_eager), _logaddexp_vjp, reject=FLOAT_ONLY,
+                   c_expr="ember_logaddexp({0}, {1})")
 ATAN2 = binary("atan2", lowp(np.arctan2), _atan2_vjp, c_expr="atan2({0}, {1})")
 HYPOT = binary("hypot", lowp(np.hypot), _hypot_vjp, save_output=True, reject=FLOAT_ONLY,
                c_expr="hypot({0}, {1})")
@@ -177,6 +198,38 @@ XLOGY = binary("xlogy", lowp(_xlogy_eager), _xlogy_vjp, save_for={0: (0, 1), 1: 
                c_expr="ember_xlogy({0}, {1})")
 COPYSIGN = binary("copysign", lowp(np.copysign), _copysign_vjp, save=(0,), save_output=True,
                   c_expr="copysign({0}, {1})")
+
+
+# ---------------------------------------------------------------------------------- addc*
+def _addc_meta(x, a, b, *, value: Any) -> tuple:  # noqa: ANN001
+    return _ADDC_BASE(x, a, b)
+
+
+def _addcmul_vjp(ctx, g):  # noqa: ANN001
+    _, a, b = ctx.inputs
+    v = ctx.params["value"]
+    n0, n1, n2 = ctx.needs_input_grad
+    return (g if n0 else None, g * (b * v) if n1 else None, g * (a * v) if n2 else None)
+
+
+def _addcdiv_vjp(ctx, g):  # noqa: ANN001
+    _, a, b = ctx.inputs
+    v = ctx.params["value"]
+    n0, n1, n2 = ctx.needs_input_grad
+    return (g if n0 else None, g * (v / b) if n1 else None,
+            -g * (v * a) / (b * b) if n2 else None)
+
+
+_ADDC_BASE = meta("addcmul")
+# one rounding for the whole expression, as PyTorch's fused kernel (matters in half precision)
+ADDCMUL = register(OpDef(
+    "addcmul", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a * b),
+    _addcmul_vjp, save=(1, 2), c_expr="({0} + {value} * {1} * {2})",
+))
+ADDCDIV = register(OpDef(
+    "addcdiv", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a / b),
+    _addcdiv_vjp, save=(1, 2), c_expr="({0} + {value} * {1} / {2})",
+))
 
 
 # ---------------------------------------------------------------------------------- lerp

@@ -254,7 +254,8 @@ def _alpha_samples(dtype, rng):
 _ALPHA = {"bool": True}
 
 OPINFOS = [
-    OpInfo("add", lambda t, x, y, **kw: t.add(x, y, **kw), binary_samples(lhs_scalar=True), dtypes=ALL,
+    OpInfo("add", lambda t, x, y, **kw: t.add(x, y, **kw), binary_samples(lhs_scalar=True),
+           dtypes=ALL,
            errors=_errors_add),
     OpInfo("add_operator", lambda t, x, y: x + y, binary_samples(), dtypes=ALL),
     OpInfo("radd_scalar", lambda t, x: 3 + x, unary_samples(), dtypes=ALL),
@@ -263,7 +264,8 @@ OPINFOS = [
     OpInfo("add_alpha_float", lambda t, x, y: x.add(y, alpha=-0.5),
            binary_samples(scalars=False), dtypes=FLOATS),
     OpInfo("add_promote", lambda t, x, y: x + y, mixed_dtype_samples, dtypes=ALL, grad=False),
-    OpInfo("add_", inplace("add_"), inplace_ok(binary_samples(lhs_scalar=False)), dtypes=INTS + FLOATS,
+    OpInfo("add_", inplace("add_"), inplace_ok(binary_samples(lhs_scalar=False)),
+           dtypes=INTS + FLOATS,
            errors=_errors_inplace_cast),
     OpInfo("iadd", inplace("__iadd__"), inplace_ok(binary_samples(scalars=False)), dtypes=ALL),
     OpInfo("sub", lambda t, x, y: t.sub(x, y), binary_samples(lhs_scalar=True, bool_scalar=False),
@@ -276,11 +278,12 @@ OPINFOS = [
     OpInfo("sub_promote", lambda t, x, y: x - y,
            lambda d, r: (s for s in mixed_dtype_samples(d, r)
                          if not (isinstance(s.args[1], bool)
-                                 or getattr(s.args[1], "dtype", None) == bool)),
+                                 or getattr(s.args[1], "dtype", None) == np.bool_)),
            dtypes=INTS + FLOATS, grad=False),
     OpInfo("sub_", inplace("sub_"), inplace_ok(binary_samples(bool_scalar=False)),
            dtypes=INTS + FLOATS),
-    OpInfo("isub", inplace("__isub__"), inplace_ok(binary_samples(scalars=False)), dtypes=INTS + FLOATS),
+    OpInfo("isub", inplace("__isub__"), inplace_ok(binary_samples(scalars=False)),
+           dtypes=INTS + FLOATS),
     OpInfo("mul", lambda t, x, y: t.mul(x, y), binary_samples(lhs_scalar=True), dtypes=ALL),
     OpInfo("mul_operator", lambda t, x, y: x * y, binary_samples(), dtypes=ALL),
     OpInfo("rmul_scalar", lambda t, x: 2.5 * x, unary_samples(), dtypes=ALL),
@@ -298,12 +301,15 @@ OPINFOS = [
     OpInfo("true_divide", lambda t, x, y: t.true_divide(x, y),
            binary_samples(exclude_zero_rhs=True), dtypes=INTS + FLOATS),
     OpInfo("rdiv_scalar", lambda t, x: 2 / x, unary_samples(0.5, 3.0), dtypes=FLOATS + INTS),
-    OpInfo("div_", inplace("div_"), inplace_ok(binary_samples(exclude_zero_rhs=True)), dtypes=FLOATS,
+    OpInfo("div_", inplace("div_"), inplace_ok(binary_samples(exclude_zero_rhs=True)),
+           dtypes=FLOATS,
            errors=lambda: [ErrorCase((np.array([1, 2]), np.array([1, 2])), exc=RuntimeError,
                                      match=r"\[div_\] result type Float can't be cast")]),
     OpInfo("itruediv", inplace("__itruediv__"), inplace_ok(binary_samples(exclude_zero_rhs=True,
                                                                scalars=False)), dtypes=FLOATS),
-    OpInfo("div_trunc", lambda t, x, y, rounding_mode="trunc": t.div(x, y, rounding_mode=rounding_mode), _divmod_samples,
+    OpInfo("div_trunc", lambda t, x, y, rounding_mode="trunc": t.div(x, y,
+                                                                    rounding_mode=rounding_mode),
+           _divmod_samples,
            dtypes=INTS + FLOATS, errors=lambda: _int_zero_div("div")() + [
                ErrorCase((np.array([1.0]), np.array([1.0])), {"rounding_mode": "round"},
                          exc=RuntimeError, match=r"\[div\] expected rounding_mode")]),
@@ -384,6 +390,9 @@ OPINFOS = [
     OpInfo("abs_", inplace("abs_"), unary_samples(exclude_zero=True), dtypes=INTS + FLOATS),
     OpInfo("sign", lambda t, x: t.sign(x), with_specials(unary_samples()), dtypes=ALL),
     OpInfo("sign_", inplace("sign_"), unary_samples(), dtypes=ALL),
+    # PyTorch's sgn gradient is a ZeroTensor, which cannot be compared
+    OpInfo("sgn", lambda t, x: t.sgn(x), unary_samples(), dtypes=("int64", "float32", "float64"),
+           grad=False),
     OpInfo("pos", lambda t, x: +x, unary_samples(), dtypes=INTS + FLOATS,
            errors=lambda: [ErrorCase((np.array([True]),), exc=RuntimeError,
                                      match=r"\[positive\] The `\+` operator, on a bool")]),

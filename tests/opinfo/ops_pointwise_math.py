@@ -21,10 +21,14 @@ UNARY_FLOAT = {
     "log10": (0.1, 5), "log1p": (-0.9, 5), "sqrt": (0.1, 5), "rsqrt": (0.1, 5),
     "reciprocal": (0.2, 3), "sin": (-3, 3), "cos": (-3, 3), "tan": (-1.2, 1.2),
     "asin": (-0.95, 0.95), "acos": (-0.95, 0.95), "atan": (-3, 3), "sinh": (-3, 3),
-    "cosh": (-3, 3), "tanh": (-3, 3), "sigmoid": (-6, 6), "erf": (-3, 3), "erfc": (-3, 3),
+    "cosh": (-3, 3), "tanh": (-3, 3), "asinh": (-3, 3), "acosh": (1.1, 4),
+    "atanh": (-0.9, 0.9), "sigmoid": (-6, 6), "erf": (-3, 3), "erfc": (-3, 3),
     "erfinv": (-0.95, 0.95), "deg2rad": (-180, 180), "rad2deg": (-3, 3),
 }
-ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan"}
+# PyTorch: "the derivative for 'inplace version of asinh' is not implemented"
+NO_INPLACE_GRAD = {"asinh", "acosh", "atanh"}
+ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
+           "arccosh": "acosh", "arctanh": "atanh"}
 
 
 def _func(name):
@@ -71,12 +75,13 @@ def _unary_float_infos():
         out.append(OpInfo(f"{name}_method", _method(name), unary_samples(lo, hi),
                           dtypes=("int64", "float32"), grad=False))
         out.append(OpInfo(f"{name}_", inplace(f"{name}_"), unary_samples(lo, hi), dtypes=FLOATS,
-                          errors=_inplace_int_error if name == "sqrt" else lambda: ()))
+                          errors=_inplace_int_error if name == "sqrt" else lambda: (),
+                          grad=name not in NO_INPLACE_GRAD))
     for alias, name in ALIASES.items():
         lo, hi = UNARY_FLOAT[name]
         out.append(OpInfo(alias, _func(alias), unary_samples(lo, hi), dtypes=FLOAT_SET))
         out.append(OpInfo(f"{alias}_", inplace(f"{alias}_"), unary_samples(lo, hi),
-                          dtypes=FLOAT_SET))
+                          dtypes=FLOAT_SET, grad=name not in NO_INPLACE_GRAD))
     return out
 
 
@@ -181,6 +186,35 @@ def _lerp_errors():
     ]
 
 
+def _addc_samples(low=-3.0, high=3.0):
+    def gen(dtype, rng):
+        for shape in ((), (0,), (3, 4)):
+            yield Sample((make(shape, dtype, rng), make(shape, dtype, rng),
+                          make(shape, dtype, rng, low, high, exclude_zero=True)),
+                         desc=f"{shape}")
+        yield Sample((make((3, 4), dtype, rng), make((3, 1), dtype, rng),
+                      make((4,), dtype, rng, low, high, exclude_zero=True)), desc="broadcast")
+        yield Sample((make((3, 4), dtype, rng), make((3, 4), dtype, rng),
+                      make((3, 4), dtype, rng, low, high, exclude_zero=True)), {"value": 2},
+                     desc="value=2")
+        if dtype != "uint8":
+            yield Sample((make((3, 4), dtype, rng), make((3, 4), dtype, rng),
+                          make((3, 4), dtype, rng, low, high, exclude_zero=True)),
+                         {"value": -1.5}, desc="value=-1.5 (truncated for integers)")
+        if dtype in FLOATS:
+            yield Sample((make((3, 4), dtype, rng), make((3, 4), dtype, rng),
+                          make((3, 4), dtype, rng, low, high, exclude_zero=True)),
+                         {"value": -0.5}, desc="value=-0.5")
+    return gen
+
+
+def _float_power_samples(dtype, rng):
+    yield Sample((make((3, 4), dtype, rng, 0.5, 2), make((3, 4), dtype, rng, -2, 2)),
+                 desc="tensor ** tensor")
+    yield Sample((make((3, 4), dtype, rng, 0.5, 2), 2), desc="tensor ** 2")
+    yield Sample((2, make((3, 4), dtype, rng, -2, 2)), desc="2 ** tensor")
+
+
 def _logit_samples(dtype, rng):
     yield from unary_samples(0.05, 0.95)(dtype, rng)
     yield Sample((make((3, 4), dtype, rng, -0.2, 1.2),), {"eps": 0.1}, desc="eps clamps")
@@ -249,4 +283,18 @@ OPINFOS = _unary_float_infos() + [
     OpInfo("lerp", lambda t, x, y, w: t.lerp(x, y, w), _lerp_samples, dtypes=FLOATS,
            errors=_lerp_errors),
     OpInfo("lerp_", inplace("lerp_"), inplace_ok(_lerp_samples), dtypes=FLOATS),
+    OpInfo("logaddexp", lambda t, x, y: t.logaddexp(x, y), _float_binary_samples(),
+           dtypes=FLOATS, errors=lambda: [
+               ErrorCase((np.array([3]), np.array([4])), exc=NotImplementedError,
+                         match=r"\[logaddexp\] \"logaddexp_cpu\" not implemented for 'Long'")]),
+    OpInfo("float_power", lambda t, x, y: t.float_power(x, y), _float_power_samples,
+           dtypes=ALL),
+    OpInfo("addcmul", lambda t, x, a, b, **kw: t.addcmul(x, a, b, **kw), _addc_samples(),
+           dtypes=INTS + FLOATS),
+    OpInfo("addcmul_", inplace("addcmul_"), inplace_ok(_addc_samples()), dtypes=FLOATS),
+    OpInfo("addcdiv", lambda t, x, a, b, **kw: x.addcdiv(a, b, **kw), _addc_samples(0.5, 3),
+           dtypes=FLOATS, errors=lambda: [
+               ErrorCase((np.zeros(2, np.float32), np.array([1, 2]), np.array([1, 2])),
+                         exc=RuntimeError, match=r"\[addcdiv\] Integer division with addcdiv")]),
+    OpInfo("addcdiv_", inplace("addcdiv_"), inplace_ok(_addc_samples(0.5, 3)), dtypes=FLOATS),
 ]
