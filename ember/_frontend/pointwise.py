@@ -146,9 +146,15 @@ def pow(input: Any, exponent: Any) -> Tensor:
     if not isinstance(input, Tensor) and not isinstance(exponent, Tensor):
         raise EmberTypeError("[pow] expected at least one Tensor argument")
     if isinstance(input, Tensor) and is_scalar(exponent):
-        if not input._dtype.is_floating_point and isinstance(exponent, (int, np.integer)) \
-                and not isinstance(exponent, (bool, np.bool_)) and exponent < 0:
-            raise EmberRuntimeError("[pow] Integers to negative integer powers are not allowed.")
+        d = input._dtype
+        if not d.is_floating_point and isinstance(exponent, (int, np.integer)) \
+                and not isinstance(exponent, (bool, np.bool_)):
+            if exponent < 0:
+                raise EmberRuntimeError(
+                    "[pow] Integers to negative integer powers are not allowed.")
+            if d.category == 1 and exponent > np.iinfo(d.np).max:
+                raise EmberRuntimeError(f"[pow] value cannot be converted to type {d.name}_t "
+                                        f"without overflow")
     return binary(P.POW, input, exponent, name="pow")
 
 

@@ -235,6 +235,10 @@ def _errors_pow():
     return [
         ErrorCase((i, -1), exc=RuntimeError,
                   match=r"\[pow\] Integers to negative integer powers are not allowed\."),
+        ErrorCase((np.array([True]), -2), exc=RuntimeError,
+                  match=r"\[pow\] Integers to negative integer powers are not allowed\."),
+        ErrorCase((np.array([1, 2], np.uint8), 300), exc=RuntimeError,
+                  match=r"\[pow\] value cannot be converted to type uint8_t without overflow"),
         ErrorCase((np.array([True]), np.array([True])), exc=NotImplementedError,
                   match=r"\[pow\] \"pow\" not implemented for 'Bool'"),
     ]
