@@ -16,7 +16,8 @@ from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
-           "positive", "pow", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
+           "positive", "pow", "rsub", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
+
 
 def _is_bool(x: Any) -> bool:
     return x._dtype is dt.bool if isinstance(x, Tensor) else isinstance(x, (bool, np.bool_))
@@ -67,6 +68,12 @@ def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
 
 
 subtract = sub
+
+
+@tensor_method("rsub")
+def rsub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``other - alpha * input``."""
+    return sub(other, input, alpha=alpha)
 
 
 @tensor_method("mul", "multiply")

@@ -5,6 +5,11 @@ promotes first), Python scalars may stand for an input.  Gradients are written w
 methods and primitives bound directly, so they trace and support double backward.
 Transcendental functions live in ``pointwise_math.py``, comparisons and bit logic in
 ``pointwise_logic.py``.
+
+``c_expr`` templates use ``{0}``, ``{1}``, ... for inputs and ``{name}`` for params; the
+``ember_*`` functions they call (``ember_div_floor``, ``ember_remainder``, ``ember_maximum``
+with NaN propagation, shifts with PyTorch's out-of-range rules, ...) belong to the C prelude
+the compiler emits, each mirroring the eager kernel here.
 """
 
 from __future__ import annotations

@@ -279,6 +279,8 @@ OPINFOS = [
     OpInfo("sub_alpha", lambda t, x, y: t.subtract(x, y, alpha=3),
            binary_samples(scalars=False), dtypes=INTS + FLOATS),
     OpInfo("rsub_scalar", lambda t, x: 3 - x, unary_samples(), dtypes=INTS + FLOATS),
+    OpInfo("rsub", lambda t, x, y: t.rsub(x, y, alpha=2), binary_samples(bool_scalar=False),
+           dtypes=INTS + FLOATS),
     OpInfo("sub_promote", lambda t, x, y: x - y,
            lambda d, r: (s for s in mixed_dtype_samples(d, r)
                          if not (isinstance(s.args[1], bool)
