@@ -193,11 +193,16 @@ Tensor.__pos__ = positive  # type: ignore[method-assign]
 # ------------------------------------------------------------------------------ in-place
 from ember._frontend.inplace import inplace_method  # noqa: E402
 
-for _name, _fn in (("add_", add), ("sub_", sub), ("subtract_", sub), ("mul_", mul),
-                   ("multiply_", mul), ("div_", div), ("divide_", div), ("true_divide_", div),
-                   ("neg_", neg), ("negative_", neg), ("abs_", abs), ("absolute_", abs),
-                   ("sign_", sign), ("sgn_", sign), ("pow_", pow), ("square_", square)):
-    inplace_method(_name, _fn)
+# which in-place ops must keep the original self for backward (see ``inplace_method``)
+for _name, _fn, _saves in (
+        ("add_", add, "never"), ("sub_", sub, "never"), ("subtract_", sub, "never"),
+        ("mul_", mul, "if_other_grad"), ("multiply_", mul, "if_other_grad"),
+        ("div_", div, "if_other_grad"), ("divide_", div, "if_other_grad"),
+        ("true_divide_", div, "if_other_grad"), ("neg_", neg, "never"),
+        ("negative_", neg, "never"), ("abs_", abs, "always"), ("absolute_", abs, "always"),
+        ("sign_", sign, "never"), ("sgn_", sign, "never"), ("pow_", pow, "always"),
+        ("square_", square, "always")):
+    inplace_method(_name, _fn, _saves)
 
 Tensor.__iadd__ = Tensor.add_  # type: ignore[attr-defined]
 Tensor.__isub__ = Tensor.sub_  # type: ignore[attr-defined]

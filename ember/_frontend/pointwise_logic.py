@@ -265,13 +265,17 @@ Tensor.__rrshift__ = lambda self, o: bitwise_right_shift(o, self)  # type: ignor
 # ------------------------------------------------------------------------------ in-place
 from ember._frontend.inplace import inplace_method  # noqa: E402
 
+# comparisons and bit logic have no gradient, so nothing needs the original self
 for _fn in (eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not,
             bitwise_and, bitwise_or, bitwise_xor, bitwise_not, bitwise_left_shift,
-            bitwise_right_shift, nan_to_num, clamp, clamp_min, clamp_max):
-    inplace_method(_fn.__name__ + "_", _fn)
+            bitwise_right_shift):
+    inplace_method(_fn.__name__ + "_", _fn, "never")
 for _alias, _fn in (("not_equal_", ne), ("less_", lt), ("less_equal_", le), ("greater_", gt),
-                    ("greater_equal_", ge), ("clip_", clamp)):
-    inplace_method(_alias, _fn)
+                    ("greater_equal_", ge)):
+    inplace_method(_alias, _fn, "never")
+for _fn in (nan_to_num, clamp, clamp_min, clamp_max):
+    inplace_method(_fn.__name__ + "_", _fn)
+inplace_method("clip_", clamp)
 
 Tensor.__iand__ = Tensor.bitwise_and_  # type: ignore[attr-defined]
 Tensor.__ior__ = Tensor.bitwise_or_  # type: ignore[attr-defined]

@@ -263,12 +263,15 @@ Tensor.__rmod__ = lambda self, other: remainder(other, self)  # type: ignore[att
 # ------------------------------------------------------------------------------ in-place
 from ember._frontend.inplace import inplace_method  # noqa: E402
 
+# gradients that read only the output (or nothing) need no copy of the original self
+_OUTPUT_ONLY = {exp, exp2, expm1, sqrt, rsqrt, reciprocal, tan, tanh, sigmoid, erfinv, deg2rad,
+                rad2deg, floor, ceil, trunc, frac, round, floor_divide, addcmul, addcdiv}
 for _fn in (exp, exp2, expm1, log, log2, log10, log1p, sqrt, rsqrt, reciprocal, sin, cos, tan,
             asin, acos, atan, sinh, cosh, tanh, asinh, acosh, atanh, sigmoid, erf, erfc, erfinv,
             deg2rad, rad2deg, addcmul, addcdiv,
             logit, floor, ceil, trunc, frac, round, atan2, hypot, xlogy, copysign, lerp,
             floor_divide, remainder, fmod):
-    inplace_method(_fn.__name__ + "_", _fn)
+    inplace_method(_fn.__name__ + "_", _fn, "never" if _fn in _OUTPUT_ONLY else "always")
 for _alias, _fn in (("arcsin_", asin), ("arccos_", acos), ("arctan_", atan), ("fix_", trunc),
                     ("arctan2_", atan2), ("arcsinh_", asinh), ("arccosh_", acosh),
                     ("arctanh_", atanh)):
