@@ -188,6 +188,9 @@ Tensor.__rtruediv__ = lambda self, other: div(other, self)  # type: ignore[metho
 Tensor.__pow__ = pow  # type: ignore[method-assign]
 Tensor.__rpow__ = _binop(pow)  # type: ignore[method-assign]
 Tensor.__pos__ = positive  # type: ignore[method-assign]
+# NumPy scalars and arrays defer to Tensor's reflected operators (``np.float64(2) * t`` is a
+# Tensor), as in PyTorch
+Tensor.__array_priority__ = 1000  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------ in-place

@@ -399,6 +399,10 @@ OPINFOS = [
     # PyTorch's sgn gradient is a ZeroTensor, which cannot be compared
     OpInfo("sgn", lambda t, x: t.sgn(x), unary_samples(), dtypes=("int64", "float32", "float64"),
            grad=False),
+    OpInfo("numpy_scalars",
+           lambda t, x: (np.float64(2.0) * x, np.float32(2.5) + x, x * np.int64(3),
+                         x > np.float32(1.5), np.bool_(True) * x, x ** np.int64(2)),
+           unary_samples(0, 3), dtypes=INTS + FLOATS, grad=False),
     OpInfo("pos", lambda t, x: +x, unary_samples(), dtypes=INTS + FLOATS,
            errors=lambda: [ErrorCase((np.array([True]),), exc=RuntimeError,
                                      match=r"\[positive\] The `\+` operator, on a bool")]),
