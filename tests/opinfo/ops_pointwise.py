@@ -247,7 +247,11 @@ def _errors_pow():
 def _errors_inplace_cast():
     i = np.array([1, 2], np.int64)
     return [ErrorCase((i, 1.5), exc=RuntimeError,
-                      match=r"result type Float can't be cast to the desired output type Long")]
+                      match=r"\[add_\] result type Float can't be cast to the desired output "
+                            r"type Long"),
+            ErrorCase((np.zeros(3, np.float32), np.zeros((2, 3), np.float32)), exc=RuntimeError,
+                      match=r"\[add_\] output with shape \[3\] doesn't match the broadcast "
+                            r"shape \[2, 3\]")]
 
 
 def _alpha_samples(dtype, rng):
