@@ -162,6 +162,11 @@ def pow(input: Any, exponent: Any) -> Tensor:
             if d.category == 1 and exponent > np.iinfo(d.np).max:
                 raise EmberRuntimeError(f"[pow] value cannot be converted to type {d.name}_t "
                                         f"without overflow")
+        if d is dt.bool and isinstance(exponent, (bool, np.bool_)):
+            # PyTorch: x ** True is x, x ** False is all True (bool stays bool)
+            from ember._frontend.creation import ones_like
+            from ember._frontend.shape import clone
+            return clone(input) if exponent else ones_like(input)
     return binary(P.POW, input, exponent, name="pow")
 
 

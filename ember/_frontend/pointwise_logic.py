@@ -17,7 +17,7 @@ from ember._frontend.core import (
     is_scalar,
     prepare,
 )
-from ember.errors import EmberRuntimeError, EmberTypeError
+from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
 from ember.ops import pointwise_logic as L
 from ember.ops.registry import OpDef, bind
@@ -33,8 +33,13 @@ __all__ = [
 ]
 
 
-def _binary_fn(op: OpDef, *names: str, doc: str):  # noqa: ANN202
+def _binary_fn(op: OpDef, *names: str, doc: str, tensor_input: bool = True,  # noqa: ANN202
+               tensor_other: bool = False):
     def fn(input: Any, other: Any) -> Tensor:
+        if tensor_input:
+            check_tensor(input, names[0])
+        if tensor_other:
+            check_tensor(other, names[0], "other")
         return binary(op, input, other)
     fn.__name__ = names[0]
     fn.__doc__ = doc
@@ -49,17 +54,21 @@ gt = greater = _binary_fn(L.GT, "gt", "greater", doc="``input > other`` elementw
 ge = greater_equal = _binary_fn(L.GE, "ge", "greater_equal",
                                 doc="``input >= other`` elementwise.")
 logical_and = _binary_fn(L.LOGICAL_AND, "logical_and", doc="Elementwise logical and (nonzero "
-                         "is true); a bool tensor.")
-logical_or = _binary_fn(L.LOGICAL_OR, "logical_or", doc="Elementwise logical or.")
-logical_xor = _binary_fn(L.LOGICAL_XOR, "logical_xor", doc="Elementwise logical xor.")
-bitwise_and = _binary_fn(L.BITWISE_AND, "bitwise_and",
+                         "is true); a bool tensor.", tensor_other=True)
+logical_or = _binary_fn(L.LOGICAL_OR, "logical_or", doc="Elementwise logical or.",
+                        tensor_other=True)
+logical_xor = _binary_fn(L.LOGICAL_XOR, "logical_xor", doc="Elementwise logical xor.",
+                         tensor_other=True)
+# bit ops accept a number on either side (``6 & t``, ``torch.bitwise_left_shift(3, t)``)
+bitwise_and = _binary_fn(L.BITWISE_AND, "bitwise_and", tensor_input=False,
                          doc="Bitwise and of integer or bool tensors.")
-bitwise_or = _binary_fn(L.BITWISE_OR, "bitwise_or", doc="Bitwise or of integer or bool tensors.")
-bitwise_xor = _binary_fn(L.BITWISE_XOR, "bitwise_xor",
+bitwise_or = _binary_fn(L.BITWISE_OR, "bitwise_or", tensor_input=False,
+                        doc="Bitwise or of integer or bool tensors.")
+bitwise_xor = _binary_fn(L.BITWISE_XOR, "bitwise_xor", tensor_input=False,
                          doc="Bitwise xor of integer or bool tensors.")
-bitwise_left_shift = _binary_fn(L.LEFT_SHIFT, "bitwise_left_shift",
+bitwise_left_shift = _binary_fn(L.LEFT_SHIFT, "bitwise_left_shift", tensor_input=False,
                                 doc="``input << other`` on integers (0 past the bit width).")
-bitwise_right_shift = _binary_fn(L.RIGHT_SHIFT, "bitwise_right_shift",
+bitwise_right_shift = _binary_fn(L.RIGHT_SHIFT, "bitwise_right_shift", tensor_input=False,
                                  doc="``input >> other`` on integers (arithmetic for signed).")
 
 
@@ -158,6 +167,8 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         raise EmberRuntimeError("[clamp] At least one of 'min' or 'max' must not be None")
     bounds = [b for b in (min, max) if b is not None]
     compute = dt.result_type(input, *bounds)
+    if compute is dt.bool:
+        _check_bool_clamp(min, max)
     lo = _extreme(compute, False) if min is None else min
     hi = _extreme(compute, True) if max is None else max
     x, lo, hi = prepare("clamp", (input, lo, hi), compute)
@@ -165,6 +176,18 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 
 clip = clamp
+
+
+def _check_bool_clamp(min: Any, max: Any) -> None:
+    # PyTorch clamps bool only against a single tensor bound (clamp_min/clamp_max.Tensor)
+    if isinstance(min, Tensor) != isinstance(max, Tensor) and (min is None or max is None):
+        return
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        kernel = "clamp_cpu"
+    else:
+        kernel = ("clamp_scalar_cpu" if min is not None and max is not None else
+                  "clamp_min_scalar_cpu" if min is not None else "clamp_max_scalar_cpu")
+    raise EmberNotImplementedError(f'[clamp] "{kernel}" not implemented for \'Bool\'')
 
 
 @tensor_method("clamp_min")

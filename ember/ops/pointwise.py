@@ -424,7 +424,7 @@ def _clamp_vjp(ctx, g):  # noqa: ANN001
 
 
 CLAMP = register(OpDef(
-    "clamp", "pointwise", meta("clamp", reject=NOT_BOOL, kernel="clamp_cpu"),
+    "clamp", "pointwise", pointwise_meta("clamp"),
     lowp(_clamp_eager), _clamp_vjp,
     save=(0, 1, 2), c_expr="ember_minimum(ember_maximum({0}, {1}), {2})",
     doc="min(max(x, lo), hi); the frontend fills a missing bound with the dtype's extreme.",

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ember import dtypes as dt
 from ember.ops import _special
 from ember.ops._util import lowp
 from ember.ops.pointwise import FLOAT_ONLY, binary, meta, unary, where_
@@ -220,7 +221,7 @@ def _addcdiv_vjp(ctx, g):  # noqa: ANN001
             -g * (v * a) / (b * b) if n2 else None)
 
 
-_ADDC_BASE = meta("addcmul")
+_ADDC_BASE = meta("addcmul", reject=frozenset({dt.bool}), kernel="addcmul_cpu_out")
 # one rounding for the whole expression, as PyTorch's fused kernel (matters in half precision)
 ADDCMUL = register(OpDef(
     "addcmul", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a * b),

@@ -163,6 +163,8 @@ def _pow_samples(dtype, rng):
         return
     if dtype == "bool":
         yield Sample((make((3, 4), dtype, rng), 2), desc="bool ** 2 -> int64")
+        yield Sample((make((3, 4), dtype, rng), True), desc="bool ** True")
+        yield Sample((make((3, 4), dtype, rng), False), desc="bool ** False")
         yield Sample((make((3, 4), dtype, rng), 1.5), desc="bool ** float")
         yield Sample((3, make((3, 4), dtype, rng)), desc="3 ** bool")
         return

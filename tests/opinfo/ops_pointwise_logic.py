@@ -202,7 +202,10 @@ def _clamp_samples(dtype, rng):
     yield Sample((make((3, 4), dtype, rng, noncontig=True),), {"min": lo, "max": hi},
                  desc="noncontig", noncontig=True)
     if dtype == "bool":
-        return   # PyTorch: "clamp_cpu" not implemented for 'Bool'
+        # PyTorch clamps bool only against one tensor bound
+        yield Sample((x, make((3, 4), dtype, rng)), desc="bool tensor min")
+        yield Sample((x, None, make((4,), dtype, rng)), desc="bool tensor max")
+        return
     yield Sample((x, make((3, 4), dtype, rng), make((4,), dtype, rng, 1, 3)),
                  desc="tensor bounds")
     yield Sample((x, make((3, 1), dtype, rng)), desc="tensor min only")
@@ -229,7 +232,11 @@ def _clamp_errors():
     return [ErrorCase((np.zeros(3, np.float32),), exc=RuntimeError,
                       match=r"\[clamp\] At least one of 'min' or 'max' must not be None"),
             ErrorCase((b, b, b), exc=NotImplementedError,
-                      match=r"\[clamp\] \"clamp_cpu\" not implemented for 'Bool'")]
+                      match=r"\[clamp\] \"clamp_cpu\" not implemented for 'Bool'"),
+            ErrorCase((b, True, False), exc=NotImplementedError,
+                      match=r"\[clamp\] \"clamp_scalar_cpu\" not implemented for 'Bool'"),
+            ErrorCase((b, True), exc=NotImplementedError,
+                      match=r"\[clamp\] \"clamp_min_scalar_cpu\" not implemented")]
 
 
 def _isclose_samples(dtype, rng):
@@ -264,10 +271,16 @@ def _equal_samples(dtype, rng):
 OPINFOS = _cmp_infos() + _minmax_infos() + [
     OpInfo("cmp_reflected", lambda t, x: (1 < x, 1 >= x, 0 == x, 2 != x), unary_samples(),
            dtypes=ALL, grad=False),
+    OpInfo("eq_scalar_input_error", lambda t, x, y: t.eq(x, y), lambda d, r: (), dtypes=(),
+           grad=False, errors=lambda: [
+               ErrorCase((2, np.array([1, 2])), exc=TypeError,
+                         match=r"\[eq\] argument 'input' must be a Tensor")]),
     OpInfo("eq_non_tensor", _eq_non_tensor, lambda d, r: [Sample((make((3,), d, r),))],
            dtypes=("int64", "float32"), grad=False),
     OpInfo("logical_and", lambda t, x, y: t.logical_and(x, y), _logical_samples, dtypes=ALL,
-           grad=False),
+           grad=False, errors=lambda: [
+               ErrorCase((np.array([True]), True), exc=TypeError,
+                         match=r"\[logical_and\] argument 'other' must be a Tensor")]),
     OpInfo("logical_or", lambda t, x, y: x.logical_or(y), _logical_samples, dtypes=ALL,
            grad=False),
     OpInfo("logical_xor", lambda t, x, y: t.logical_xor(x, y), _logical_samples, dtypes=ALL,

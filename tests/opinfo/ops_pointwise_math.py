@@ -291,6 +291,10 @@ OPINFOS = _unary_float_infos() + [
            dtypes=ALL),
     OpInfo("addcmul", lambda t, x, a, b, **kw: t.addcmul(x, a, b, **kw), _addc_samples(),
            dtypes=INTS + FLOATS),
+    OpInfo("addcmul_bool_error", lambda t, x, a, b: t.addcmul(x, a, b), lambda d, r: (),
+           dtypes=(), grad=False, errors=lambda: [
+               ErrorCase((np.array([True]),) * 3, exc=NotImplementedError,
+                         match=r"\[addcmul\] \"addcmul_cpu_out\" not implemented for 'Bool'")]),
     OpInfo("addcmul_", inplace("addcmul_"), inplace_ok(_addc_samples()), dtypes=FLOATS),
     OpInfo("addcdiv", lambda t, x, a, b, **kw: x.addcdiv(a, b, **kw), _addc_samples(0.5, 3),
            dtypes=FLOATS, errors=lambda: [
