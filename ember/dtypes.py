@@ -195,6 +195,10 @@ def result_type(*operands: object) -> dtype:
                 d = int64
             elif isinstance(x, builtins.float):
                 d = _default_dtype
+            elif isinstance(x, np.generic) and x.dtype.kind in "biuf":
+                # NumPy scalars count as Python numbers, as in PyTorch (which reads a
+                # ``np.bool_`` as a float)
+                d = int64 if x.dtype.kind in "iu" else _default_dtype
             else:
                 raise EmberTypeError(
                     f"[result_type] expected tensors or Python numbers, got {type(x).__name__}"

@@ -62,12 +62,13 @@ def scalar_for(value: Any, d: dt.dtype) -> Any:
         return bool(value)
     if d.category == 1:
         v = int(value)
-        info = np.iinfo(d.np)
-        if not info.min <= v <= info.max:
-            # C-style wrap into the dtype, as PyTorch converts scalars (uint8 * -1 == uint8 * 255)
-            v = int(np.array(v, dtype=np.int64).astype(d.np))
-        return v
+        lo, span = _INT_RANGE[d.name]
+        # PyTorch wraps an out-of-range scalar into the dtype like a C cast (uint8: 300 -> 44)
+        return v if lo <= v < lo + span else (v - lo) % span + lo
     return float(value)
+
+
+_INT_RANGE = {d.name: (int(np.iinfo(d.np).min), 1 << (8 * d.itemsize)) for d in dt.INT_DTYPES}
 
 
 def expand_to(x: Tensor, shape: tuple) -> Tensor:
@@ -108,6 +109,13 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
     if (type(a) is Tensor and type(b) is Tensor and a._dtype is b._dtype
             and a._data.shape == b._data.shape and compute is None):
         return bind(op, a, b)
+    if compute is None:
+        # a floating tensor with a Python int/float keeps its dtype (the common ``x * 0.5``)
+        ta, tb = type(a), type(b)
+        if ta is Tensor and (tb is float or tb is int) and a._dtype.category == 2:
+            return bind(op, a, float(b))
+        if tb is Tensor and (ta is float or ta is int) and b._dtype.category == 2:
+            return bind(op, float(a), b)
     nm = name or op.name
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise EmberTypeError(f"[{nm}] expected at least one Tensor argument")

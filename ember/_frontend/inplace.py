@@ -166,21 +166,34 @@ def _rebase_history(self: Tensor, result: Tensor, op: str) -> None:
         self._requires_grad = False
 
 
-def inplace_method(name: str, fn):  # noqa: ANN001, ANN201
-    """Build ``Tensor.name_`` from an out-of-place frontend function ``fn(self, *args)``."""
+def inplace_method(name: str, fn, saves_self: str = "always"):  # noqa: ANN001, ANN201
+    """Build ``Tensor.name_`` from an out-of-place frontend function ``fn(self, *args)``.
+
+    When autograd records the op and its backward reads ``self``, the op runs on a copy of
+    ``self`` (PyTorch saves the original self; the write below would invalidate it).
+    ``saves_self`` says when that happens: ``"always"``, ``"never"`` (e.g. ``add_``, or ops
+    whose gradient reads the output), or ``"if_other_grad"`` (``mul_``: only the other
+    operand's gradient reads self).
+    """
     def method(self: Tensor, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         src = self
-        if _gm.STATE.grad_enabled and (self._requires_grad or any(
-                isinstance(a, Tensor) and a._requires_grad for a in args)):
-            # the out-of-place op may save its input for backward; that input is about to be
-            # overwritten, so it computes on a copy (PyTorch saves "original_self" likewise)
-            check_inplace_target(self, name)
-            src = self.clone()  # type: ignore[attr-defined]
+        if saves_self != "never" and _gm.STATE.grad_enabled:
+            other = _any_requires_grad(args, kwargs)
+            if other or (self._requires_grad and saves_self == "always"):
+                from ember._frontend.shape import clone
+                src = clone(self)
         return commit_inplace(self, fn(src, *args, **kwargs), name)
     method.__name__ = name
     method.__doc__ = f"In-place version of ``{fn.__name__}``."
     setattr(Tensor, name, method)
     return method
+
+
+def _any_requires_grad(args: tuple, kwargs: dict) -> bool:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, Tensor) and a._requires_grad:
+            return True
+    return False
 
 
 def _copy_result(self: Tensor, src: object) -> Tensor:
