@@ -38,6 +38,7 @@ from ember.autograd.grad_mode import (  # noqa: F401
 from ember import autograd  # noqa: F401
 from ember._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from ember import nn  # noqa: F401
+from ember import linalg  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -308,9 +308,6 @@ _ACTS = (
          smooth=False),
     _Act("log_sigmoid", _logsigmoid, (lambda x: _sigmoid(-x), lambda x: -_sig_d1(x)),
          grad_name="LogSigmoidBackward0"),
-    # F.sigmoid / F.tanh: ember.sigmoid / ember.tanh once the pointwise math ops exist
-    _Act("nn_sigmoid", _sigmoid, (_sig_d1, _sig_d2), grad_name="SigmoidBackward0"),
-    _Act("nn_tanh", np.tanh, (_tanh_d1, _tanh_d2), grad_name="TanhBackward0"),
     _Act("softsign", lambda x, rnd: x / rnd(1.0 + np.abs(x)),
          (lambda x: 1.0 / np.square(1.0 + np.abs(x)),
           lambda x: -2.0 * np.sign(x) / (1.0 + np.abs(x)) ** 3), rounds=True),

@@ -200,13 +200,15 @@ def _promote_float(input: Tensor, op: str) -> Tensor:
 
 
 def sigmoid(input: Tensor) -> Tensor:
-    """``1 / (1 + exp(-input))``; integer inputs give the default float dtype."""
-    return bind(_A["nn_sigmoid"], _promote_float(input, "sigmoid"))
+    """``1 / (1 + exp(-input))`` (``ember.sigmoid``)."""
+    from ember._frontend import pointwise_math
+    return pointwise_math.sigmoid(input)
 
 
 def tanh(input: Tensor) -> Tensor:
-    """Hyperbolic tangent; integer inputs give the default float dtype."""
-    return bind(_A["nn_tanh"], _promote_float(input, "tanh"))
+    """Hyperbolic tangent (``ember.tanh``)."""
+    from ember._frontend import pointwise_math
+    return pointwise_math.tanh(input)
 
 
 def softsign(input: Tensor) -> Tensor:

@@ -9,13 +9,18 @@ from typing import Any, Sequence
 from ember import dtypes as dt
 from ember._frontend.core import check_tensor
 from ember.autograd.grad_mode import no_grad
-from ember.errors import DTypeRuntimeError, EmberRuntimeError, EmberValueError
+from ember.errors import (
+    DTypeRuntimeError,
+    EmberNotImplementedError,
+    EmberRuntimeError,
+    EmberValueError,
+)
 from ember.nn.functional.conv import not_implemented_for
 from ember.ops import nn_norm as N
 from ember.ops.registry import bind
 from ember.tensor import Tensor
 
-__all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm", "normalize"]
 
 
 def _check_params(op: str, input: Tensor, shape: tuple, *params: Tensor | None) -> None:
@@ -178,3 +183,16 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
             if running_var is not None:
                 running_var.mul_(1 - momentum).add_(v * momentum)
     return y
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Tensor | None = None) -> Tensor:
+    """``input / max(||input||_p along dim, eps)``, as ``F.normalize``.
+
+    >>> F.normalize(ember.tensor([[3.0, 4.0]]))
+    tensor([[0.6000, 0.8000]])
+    """
+    if out is not None:
+        raise EmberNotImplementedError("[normalize] out= is not supported")
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    return input / denom

@@ -1,0 +1,28 @@
+"""``ember.linalg``: the vector-norm and product functions of ``torch.linalg`` that ember has.
+
+Matrix decompositions (``inv``, ``svd``, ``qr``, ...) are not part of ember yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember._frontend.linalg import matmul
+from ember._frontend.reduction import vector_norm
+from ember.tensor import Tensor
+
+__all__ = ["matmul", "vecdot", "vector_norm"]
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """Dot product of ``x`` and ``y`` along ``dim`` with broadcasting (real inputs).
+
+    >>> ember.linalg.vecdot(ember.tensor([1.0, 2.0]), ember.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
+    return (x * y).sum(dim)
+
+
+def __getattr__(name: str) -> Any:
+    from ember.errors import EmberNotImplementedError
+    raise EmberNotImplementedError(f"[linalg] ember.linalg.{name} is not implemented")
