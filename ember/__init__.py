@@ -11,6 +11,12 @@ import numpy as _np
 # ~0.75 us (np.errstate), so ember switches NumPy's floating-point warnings off once, here.
 _np.seterr(all="ignore")
 
+from ember.config import config as _config  # noqa: E402
+from ember import _memory  # noqa: E402
+
+if _config.malloc_tuning:
+    _memory.tune_malloc()
+
 from ember import dtypes as _dtypes
 from ember.dtypes import (  # noqa: F401
     bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype,
@@ -39,6 +45,7 @@ from ember import autograd  # noqa: F401
 from ember._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from ember import nn  # noqa: F401
 from ember import linalg  # noqa: F401
+from ember.ops._parallel import get_num_threads, set_num_threads  # noqa: F401
 
 __version__ = "0.1.0"
 

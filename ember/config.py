@@ -20,10 +20,14 @@ class Config:
 
     ``debug``: EMBER_DEBUG level (0 = quiet).  ``check_meta``: when true, every eager op also
     checks its output against the OpDef's ``meta`` rule (EMBER_CHECK_META=1; tests set it).
+    ``malloc_tuning``: raise glibc's mmap/trim thresholds at import (EMBER_MALLOC_TUNING=0 to
+    disable).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
     check_meta: bool = os.environ.get("EMBER_CHECK_META", "") not in ("", "0")
+    # keep freed large blocks in the heap (see ember/_memory.py); EMBER_MALLOC_TUNING=0 disables
+    malloc_tuning: bool = os.environ.get("EMBER_MALLOC_TUNING", "1") != "0"
 
 
 config = Config()

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1] / "ember"
 
 LAYERS = {
-    "dtypes": 1, "device": 1, "errors": 1, "config": 1, "sym": 1, "_pytree": 1,
+    "dtypes": 1, "_memory": 1, "device": 1, "errors": 1, "config": 1, "sym": 1, "_pytree": 1,
     "ops": 2,
     "tensor": 3, "random": 3, "autograd": 3, "_frontend": 3, "_tensor_str": 3, "functional": 3,
     "linalg": 3, "special": 3, "testing": 3,

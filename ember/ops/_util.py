@@ -9,6 +9,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, ShapeError
+from ember.ops import _parallel
 
 
 def tensor_inputs(inputs: tuple) -> list:
@@ -44,6 +45,8 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     """Run a float kernel in float32 for float16/bfloat16 inputs and round the result back to
     the input dtype (PyTorch's CPU semantics: compute in float, round per op)."""
 
+    is_ufunc = isinstance(fn, np.ufunc)
+
     @functools.wraps(fn)
     def kernel(*arrays: Any, **params: Any) -> Any:
         a0 = arrays[0]
@@ -54,6 +57,11 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
                     src = a.dtype
                     break
         if src is None or src not in _LOWP:
+            if (is_ufunc and src is not None and isinstance(a0, np.ndarray)
+                    and a0.size >= _parallel.MIN_ELEMENTS):
+                out = _parallel.ufunc(fn, arrays, params)
+                if out is not None:
+                    return out
             return fn(*arrays, **params)
         up = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in arrays]
         out = fn(*up, **params)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError
+from ember.ops import _parallel
 from ember.ops._util import lowp, pointwise_meta
 from ember.ops.registry import OpDef, bind, register
 
@@ -146,6 +147,9 @@ def has_zero(x) -> bool:  # noqa: ANN001
 
 # ---------------------------------------------------------------------------- sum / mean / prod
 def _sum_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
+    out = _parallel.reduce_sum(x, dims, keepdim, x.dtype)
+    if out is not None:
+        return out
     return np.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)
 
 

@@ -1,0 +1,204 @@
+"""Splitting large NumPy kernels across threads.
+
+NumPy's ufuncs and reductions release the GIL but run on one core.  For large inputs ember
+splits the work along the first axis (or the flattened array) into ``num_threads`` chunks, runs
+them on a small thread pool and writes into one preallocated output, so elementwise ops and
+reductions use every core like PyTorch's do.  Small inputs take the plain path (the split costs a
+few microseconds).  ``ember.set_num_threads`` sets the count (shared with NumPy's BLAS).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+
+MIN_ELEMENTS = 1 << 18  # below this a split does not pay for itself
+
+_state: dict[str, Any] = {"threads": max(1, os.cpu_count() or 1), "pool": None}
+
+
+def get_num_threads() -> int:
+    return _state["threads"]
+
+
+def _blas_threads(n: int) -> None:
+    """Set NumPy's bundled OpenBLAS thread count (best effort: other BLAS builds are left
+    alone)."""
+    import ctypes
+    import glob
+    libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in glob.glob(os.path.join(libdir, "libscipy_openblas*.so")):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                     "openblas_set_num_threads"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn(ctypes.c_int(n))
+                return
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by ember's kernels and NumPy's BLAS."""
+    n = max(1, int(n))
+    _blas_threads(n)
+    if n != _state["threads"]:
+        pool = _state["pool"]
+        if pool is not None:
+            pool.shutdown(wait=True)
+        _state["pool"] = None
+        _state["threads"] = n
+
+
+def _pool() -> ThreadPoolExecutor:
+    pool = _state["pool"]
+    if pool is None:
+        pool = _state["pool"] = ThreadPoolExecutor(_state["threads"] - 1,
+                                                   thread_name_prefix="ember")
+    return pool
+
+
+def _bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    step = -(-n // parts)
+    return [(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _run(tasks: list[Callable[[], Any]]) -> list:
+    futures = [_pool().submit(t) for t in tasks[1:]]
+    first = tasks[0]()
+    return [first] + [f.result() for f in futures]
+
+
+def _splittable(arrays: tuple) -> tuple | None:
+    """(shape, split axis) if the array inputs share a large shape; None otherwise."""
+    shape = None
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            if shape is None:
+                shape = a.shape
+            elif a.shape != shape:
+                return None
+    if shape is None or len(shape) == 0:
+        return None
+    n = 1
+    for s in shape:
+        n *= s
+    if n < MIN_ELEMENTS or _state["threads"] < 2:
+        return None
+    return shape
+
+
+def ufunc(fn: np.ufunc, arrays: tuple, kwargs: dict) -> np.ndarray | None:
+    """``fn(*arrays)`` on several threads, or None when the plain call is the better one."""
+    if kwargs or _state["threads"] < 2:
+        return None
+    shape = _splittable(arrays)
+    if shape is None:
+        return None
+    if shape[0] >= _state["threads"]:
+        views = arrays
+        out_shape = shape
+    elif all(not isinstance(a, np.ndarray) or a.flags.c_contiguous for a in arrays):
+        views = tuple(a.reshape(-1) if isinstance(a, np.ndarray) else a for a in arrays)
+        out_shape = (views[0].shape[0] if isinstance(views[0], np.ndarray) else
+                     next(v for v in views if isinstance(v, np.ndarray)).shape[0],)
+    else:
+        return None
+    probe = fn(*(v[:1] if isinstance(v, np.ndarray) else v for v in views))
+    if isinstance(probe, tuple):
+        return None
+    out = np.empty(out_shape, dtype=probe.dtype)
+    n = out_shape[0]
+
+    def task(lo: int, hi: int) -> None:
+        fn(*(v[lo:hi] if isinstance(v, np.ndarray) else v for v in views), out=out[lo:hi])
+
+    _run([lambda lo=lo, hi=hi: task(lo, hi) for lo, hi in _bounds(n, _state["threads"])])
+    return out.reshape(shape)
+
+
+_ONES: dict[tuple, np.ndarray] = {}
+
+
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    key = (n, dtype)
+    v = _ONES.get(key)
+    if v is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        v = _ONES[key] = np.ones(n, dtype=dtype)
+    return v
+
+
+def _blas_sum(x: np.ndarray, dims: tuple, keepdim: bool) -> np.ndarray | None:
+    """A sum over leading or trailing dims of a contiguous float array as a matrix-vector
+    product with ones: BLAS reads memory at full bandwidth on every core, 2-3x faster than
+    ``np.sum``."""
+    if x.dtype not in (np.float32, np.float64) or not x.flags.c_contiguous:
+        return None
+    nd = x.ndim
+    k = len(dims)
+    if k == 0 or dims != tuple(range(dims[0], dims[0] + k)):
+        return None
+    out_shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keepdim else \
+        tuple(s for i, s in enumerate(x.shape) if i not in dims)
+    if k == nd:  # everything: rows of 1024 @ ones, then the short vector
+        if x.size % 1024:
+            return None
+        m = x.reshape(-1, 1024)
+        return np.asarray((m @ _ones(1024, x.dtype)).sum(dtype=x.dtype)).reshape(out_shape)
+    if dims[-1] == nd - 1:  # trailing dims: rows @ ones
+        cols = 1
+        for s in x.shape[dims[0]:]:
+            cols *= s
+        return (x.reshape(-1, cols) @ _ones(cols, x.dtype)).reshape(out_shape)
+    if dims[0] == 0:  # leading dims: ones @ rows
+        rows = 1
+        for s in x.shape[:k]:
+            rows *= s
+        return (_ones(rows, x.dtype) @ x.reshape(rows, -1)).reshape(out_shape)
+    return None
+
+
+def reduce_sum(x: np.ndarray, dims: tuple, keepdim: bool, dtype: np.dtype) -> np.ndarray | None:
+    """``np.sum`` over ``dims`` through BLAS or on several threads, or None for the plain
+    call."""
+    if x.size < MIN_ELEMENTS:
+        return None
+    if dtype == x.dtype:
+        out = _blas_sum(x, dims, keepdim)
+        if out is not None:
+            return out
+    if _splittable((x,)) is None or x.shape[0] < _state["threads"]:
+        return None
+    parts = _bounds(x.shape[0], _state["threads"])
+    if 0 not in dims:
+        out_shape = tuple(1 if (keepdim and i in dims) else s for i, s in enumerate(x.shape)
+                          if keepdim or i not in dims)
+        out = np.empty(out_shape, dtype=dtype)
+
+        def rows(lo: int, hi: int) -> None:
+            np.sum(x[lo:hi], axis=dims, keepdims=keepdim, dtype=dtype, out=out[lo:hi])
+
+        _run([lambda lo=lo, hi=hi: rows(lo, hi) for lo, hi in parts])
+        return out
+    partial = _run([lambda lo=lo, hi=hi: np.sum(x[lo:hi], axis=dims, keepdims=keepdim,
+                                                dtype=dtype) for lo, hi in parts])
+    total = partial[0]
+    for p in partial[1:]:
+        total = total + p
+    return np.asarray(total, dtype=dtype)
+
+
+def last_dim_sum(x: np.ndarray) -> np.ndarray:
+    """``x.sum(-1, keepdims=True)`` for a C-contiguous float array, through BLAS when large."""
+    if x.size >= MIN_ELEMENTS and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous:
+        n = x.shape[-1]
+        return (x.reshape(-1, n) @ _ones(n, x.dtype)).reshape(x.shape[:-1] + (1,))
+    return np.sum(x, axis=-1, keepdims=True)
+
