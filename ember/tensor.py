@@ -574,16 +574,22 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     """
     check = config.check_meta
     spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
-    arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
-    out = op.eager(*arrays, **params)
+    if len(inputs) == 2:  # the common binary case without a list
+        a, b = inputs
+        out = op.eager(a._data if isinstance(a, Tensor) else a,
+                       b._data if isinstance(b, Tensor) else b, **params)
+    else:
+        out = op.eager(*[x._data if isinstance(x, Tensor) else x for x in inputs], **params)
     if op.num_outputs == 1:
         results: tuple = (_make_output(out, spec, op, inputs, check),)
     else:
         results = tuple(_make_output(o, s, op, inputs, check) for o, s in zip(out, spec))
     if _STATE.grad_enabled and op.vjp is not None:
-        needs = tuple(isinstance(x, Tensor) and x._requires_grad for x in inputs)
-        if True in needs:
-            _record(op, inputs, params, results, needs)
+        for x in inputs:
+            if isinstance(x, Tensor) and x._requires_grad:
+                needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
+                _record(op, inputs, params, results, needs)
+                break
     return results[0] if op.num_outputs == 1 else results
 
 

@@ -50,15 +50,12 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     @functools.wraps(fn)
     def kernel(*arrays: Any, **params: Any) -> Any:
         a0 = arrays[0]
-        src = a0.dtype if isinstance(a0, np.ndarray) else None
-        if src is None:
-            for a in arrays:
-                if isinstance(a, np.ndarray):
-                    src = a.dtype
-                    break
-        if src is None or src not in _LOWP:
-            if (is_ufunc and src is not None and isinstance(a0, np.ndarray)
-                    and a0.size >= _parallel.MIN_ELEMENTS):
+        if isinstance(a0, np.ndarray):
+            src = a0.dtype
+        else:
+            src = next((a.dtype for a in arrays if isinstance(a, np.ndarray)), None)
+        if src is None or src.num not in _LOWP_NUMS:
+            if is_ufunc and isinstance(a0, np.ndarray) and a0.size >= _parallel.MIN_ELEMENTS:
                 out = _parallel.ufunc(fn, arrays, params)
                 if out is not None:
                     return out
@@ -73,6 +70,7 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 
 _LOWP = (np.dtype(np.float16), dt.bfloat16.np)
+_LOWP_NUMS = frozenset(d.num for d in _LOWP)
 
 
 def wrap_dim(dim: int, ndim: int, op: str) -> int:
