@@ -339,13 +339,7 @@ DOUBLE_BACKWARD = {
 }
 
 
-_NO_DOUBLE_COPYSLICES = pytest.mark.xfail(
-    reason="CopySlices (ember/_frontend/inplace.py) computes its grads in NumPy, so a write "
-           "through a view has no double backward yet", strict=True)
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_NO_DOUBLE_COPYSLICES)
-                                  if n == "setitem" else n for n in DOUBLE_BACKWARD])
+@pytest.mark.parametrize("name", list(DOUBLE_BACKWARD))
 def test_double_backward_matches_torch(name):
     """Second derivatives (grad of <grad, v>) against PyTorch."""
     fn = DOUBLE_BACKWARD[name]

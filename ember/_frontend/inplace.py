@@ -50,12 +50,25 @@ class CopySlices(Node):
         self.res_shape = tuple(result._data.shape)
 
     def apply(self, grads: tuple, create_graph: bool) -> tuple:
+        # written with ember ops (a constant mask and as_strided_backward, a linear map between
+        # two geometries) so that double backward through an in-place write works
+        from ember.ops.movement import AS_STRIDED_BACKWARD
+        from ember.ops.registry import bind
         (g,) = grads
-        garr = np.array(g.detach()._data, copy=True, order="C")
-        region = _region(garr, self.geom)
-        g_result = _wrap(np.array(region, copy=True), g._dtype)
-        region[...] = 0
-        return (_wrap(garr, g._dtype), g_result)
+        whole = (self.base_shape, _contiguous_strides(self.base_shape), 0)
+        g_result = bind(AS_STRIDED_BACKWARD, g, src=whole, dst=self.geom)
+        mask = np.ones(self.base_shape, dtype=g._dtype.np)
+        _region(mask, self.geom)[...] = 0
+        return (g * _wrap(mask, g._dtype), g_result)
+
+
+def _contiguous_strides(shape: tuple) -> tuple:
+    out = []
+    acc = 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
 
 
 class AsStridedViewBackward(Node):
@@ -72,14 +85,12 @@ class AsStridedViewBackward(Node):
         return "AsStridedBackward0"
 
     def apply(self, grads: tuple, create_graph: bool) -> tuple:
+        from ember.ops.movement import AS_STRIDED_BACKWARD
+        from ember.ops.registry import bind
         (g,) = grads
-        out = np.zeros(self.base_shape, dtype=g._dtype.np)
-        region = _region(out, self.geom)
-        # overlapping views accumulate (np.add.at handles repeated addresses)
-        idx = _region(np.arange(out.size).reshape(self.base_shape), self.geom)
-        np.add.at(out.reshape(-1), idx.reshape(-1), g.detach()._data.reshape(-1))
-        del region
-        return (_wrap(out, g._dtype),)
+        # overlapping views accumulate: as_strided_backward sums into storage positions
+        whole = (self.base_shape, _contiguous_strides(self.base_shape), 0)
+        return (bind(AS_STRIDED_BACKWARD, g, src=self.geom, dst=whole),)
 
 
 def check_inplace_target(self: Tensor, op: str) -> None:
