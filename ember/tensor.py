@@ -251,6 +251,8 @@ class Tensor:
         return acc
 
     def _grad_edge(self) -> tuple:
+        if self._base is not None:
+            refresh_view(self)
         if self.grad_fn is not None:
             return (self.grad_fn, self._output_nr)
         return (self._accumulator(), 0)
@@ -612,8 +614,9 @@ def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: 
     t._dtype = dtype
     if op.kind == "view":
         src = inputs[0]
-        t._version_counter = src._version_counter
+        vc = t._version_counter = src._version_counter
         t._base = src if src._base is None else src._base
+        t._view_version = vc[0]
     else:
         t._version_counter = [0]
     if _STATE.inference:
@@ -627,6 +630,8 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
     dtypes = []
     for x, n in zip(inputs, needs):
         if n:
+            if x._base is not None:
+                refresh_view(x)
             fn = x.grad_fn
             edges.append((fn, x._output_nr) if fn is not None else (x._accumulator(), 0))
         else:
@@ -660,6 +665,23 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
             r._requires_grad = True
             r.grad_fn = node
             r._output_nr = i
+
+
+def refresh_view(view: Tensor) -> None:
+    """Give a view whose storage was written in place since it was made (through another view
+    or its base) a grad_fn that reads its base's current history, as PyTorch regenerates it."""
+    made = view.__dict__.get("_view_version")
+    if made is None or made == view._version_counter[0]:
+        return
+    base = view._base
+    view._view_version = view._version_counter[0]
+    if not (base._requires_grad and view._dtype.is_floating_point):
+        return
+    from ember._frontend.inplace import AsStridedViewBackward, _geometry
+    view.grad_fn = AsStridedViewBackward(base._grad_edge(), _geometry(view, base),
+                                         tuple(base._data.shape))
+    view._output_nr = 0
+    view._requires_grad = True
 
 
 _registry.install_binder(bind)

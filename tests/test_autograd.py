@@ -326,3 +326,13 @@ def test_diamond_graph_and_shared_inputs_match_torch():
         c = a * 3
         ((b + c) * a).sum().backward()
     close(e.grad, t.grad)
+
+
+def test_stale_view_after_base_write_matches_torch():
+    e, t = both([1.0, 2.0, 3.0, 4.0])
+    for x, lib in ((e, ember), (t, torch)):
+        z = x * 1
+        row = z.view(2, 2)[1]
+        z.mul_(x)  # the base changes; row must see the new history
+        (row * lib.tensor([1.0, 10.0], dtype=lib.float64)).sum().backward()
+    close(e.grad, t.grad)

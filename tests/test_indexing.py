@@ -235,14 +235,8 @@ def _mixed(lib, x, y):
     return x[[2, 0], 1:3] + x[1, None, ::2].sum() + x[lib.from_numpy(MASKS["m2"].copy())].sum()
 
 
-_STALE_VIEW = pytest.mark.xfail(
-    reason="a view taken before an in-place write through another view keeps its old grad_fn; "
-           "PyTorch regenerates it from the base (core in-place/view machinery)", strict=True)
-
-
 @pytest.mark.parametrize("fn", [_assign_row, _assign_adv, _assign_mask_then_read,
-                                pytest.param(_view_then_write, marks=_STALE_VIEW),
-                                _dup_advanced_read, _mixed])
+                                _view_then_write, _dup_advanced_read, _mixed])
 def test_indexing_grads_match_torch(fn):
     rng = np.random.default_rng(3)
     shape_y = {"_assign_row": (4,), "_assign_adv": (3,), "_assign_mask_then_read": (3, 2),

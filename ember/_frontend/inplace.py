@@ -140,6 +140,8 @@ def commit_inplace(self: Tensor, result: Tensor, op: str) -> Tensor:
         self._data[...] = src.copy()
     self._version_counter[0] += 1
     _rebase_history(self, result, op)
+    if self._base is not None:
+        self._view_version = self._version_counter[0]  # its grad_fn is current now
     return self
 
 
