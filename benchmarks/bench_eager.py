@@ -14,6 +14,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import compare, print_table  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ember  # noqa: E402
 
 try:
@@ -48,6 +49,8 @@ def main() -> None:
         "mul 2^22 floats": (lambda: eB * eB2, lambda: tB * tB2, 20),
         "exp 2^22 floats": (lambda: eB.exp(), lambda: tB.exp(), 20),
         "sum 8192x1024": (lambda: eM.sum(), lambda: tM.sum(), 20),
+        "amax dim=1 8192x1024": (lambda: eM.amax(1), lambda: tM.amax(1), 10),
+        "mean 8192x1024": (lambda: eM.mean(), lambda: tM.mean(), 20),
         "sum dim=1 8192x1024": (lambda: eM.sum(1), lambda: tM.sum(1), 20),
     }
     if hasattr(ember, "softmax"):
@@ -55,6 +58,11 @@ def main() -> None:
                                       5)
     if hasattr(ember, "matmul"):
         cases["matmul 1024^3"] = (lambda: ember.matmul(eA, eC), lambda: torch.matmul(tA, tC), 5)
+    cases["layer_norm 8192x1024"] = (
+        lambda: ember.nn.functional.layer_norm(eM, (1024,)),
+        lambda: torch.nn.functional.layer_norm(tM, (1024,)), 5)
+    cases["gelu 2^22 floats"] = (lambda: ember.nn.functional.gelu(eB),
+                                 lambda: torch.nn.functional.gelu(tB), 5)
     if hasattr(ember, "tanh"):
         cases["tanh 2^22 floats"] = (lambda: eB.tanh(), lambda: tB.tanh(), 10)
     print_table(compare(cases))

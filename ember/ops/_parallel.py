@@ -202,3 +202,25 @@ def last_dim_sum(x: np.ndarray) -> np.ndarray:
         return (x.reshape(-1, n) @ _ones(n, x.dtype)).reshape(x.shape[:-1] + (1,))
     return np.sum(x, axis=-1, keepdims=True)
 
+
+
+BLOCK = 1 << 16  # elements per block: a kernel's temporaries stay in cache
+
+
+def map_blocks(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray | None:
+    """``fn(x)`` for an elementwise ``fn`` with many temporaries (erf, gelu's parts), computed
+    block by block (temporaries stay in cache) on every thread; None for small inputs."""
+    if x.size < MIN_ELEMENTS:
+        return None
+    flat = x.reshape(-1)
+    probe = fn(flat[:1])
+    out = np.empty(flat.shape, dtype=probe.dtype)
+    blocks = _bounds(flat.shape[0], -(-flat.shape[0] // BLOCK))
+    threads = _state["threads"]
+
+    def work(k: int) -> None:
+        for lo, hi in blocks[k::threads]:
+            out[lo:hi] = fn(flat[lo:hi])
+
+    _run([lambda k=k: work(k) for k in range(threads)])
+    return out.reshape(x.shape)

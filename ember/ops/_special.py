@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from ember.ops import _parallel
+
 _A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02,
       3.20937758913846947e03, 1.85777706184603153e-1)
 _B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03,
@@ -98,6 +100,11 @@ def _erfc_pos(y: np.ndarray) -> np.ndarray:
 def erf_np(x: np.ndarray) -> np.ndarray:
     """The error function, elementwise, in ``x``'s float dtype (float32/float64)."""
     x = np.asarray(x)
+    out = _parallel.map_blocks(_erf_serial, x)
+    return _erf_serial(x) if out is None else out
+
+
+def _erf_serial(x: np.ndarray) -> np.ndarray:
     flat = x.reshape(-1)
     y = np.abs(flat)
     small = y <= _THRESH
@@ -113,6 +120,11 @@ def erf_np(x: np.ndarray) -> np.ndarray:
 def erfc_np(x: np.ndarray) -> np.ndarray:
     """The complementary error function ``1 - erf(x)`` without cancellation for large x."""
     x = np.asarray(x)
+    out = _parallel.map_blocks(_erfc_serial, x)
+    return _erfc_serial(x) if out is None else out
+
+
+def _erfc_serial(x: np.ndarray) -> np.ndarray:
     flat = x.reshape(-1)
     y = np.abs(flat)
     small = y <= _THRESH
