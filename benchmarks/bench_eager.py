@@ -9,6 +9,11 @@ from __future__ import annotations
 import os
 import sys
 
+# Both libraries run in one process: idle worker threads must sleep, not spin, or each
+# library's spinning pool steals the cores the other one is timed on.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # torch's OpenMP pool
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")    # NumPy's OpenBLAS pool (2^4 cycles)
+
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -68,3 +68,15 @@ def test_large_softmax_matches_torch(shape, dim):
     a = np.random.default_rng(3).standard_normal(shape).astype(np.float32) * 4
     e, t = ember.softmax(ember.tensor(a), dim), torch.softmax(torch.tensor(a), dim)
     np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["amax", "amin", "mean"])
+@pytest.mark.parametrize("shape,dim", [((1024, N // 1024), 1), ((1024, N // 1024), 0),
+                                       ((1024, N // 1024), (0, 1)),
+                                       ((16, 64, N // 1024), (1, 2))])
+def test_large_reductions_match_torch(name, shape, dim):
+    a = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    e = getattr(ember.tensor(a), name)(dim)
+    t = getattr(torch.tensor(a), name)(dim)
+    assert tuple(e.shape) == tuple(t.shape)
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)

@@ -165,6 +165,25 @@ def _blas_sum(x: np.ndarray, dims: tuple, keepdim: bool) -> np.ndarray | None:
     return None
 
 
+def reduce_split(fn: Callable[..., np.ndarray], combine: np.ufunc, x: np.ndarray, dims: tuple,
+                 keepdim: bool) -> np.ndarray | None:
+    """A reduction ``fn(x, axis=dims, keepdims=keepdim)`` (np.max, np.min, ...) split over row
+    blocks of axis 0 on every thread; partial results of a reduction over axis 0 are merged
+    with ``combine`` (np.maximum, ...).  None for small inputs."""
+    if (x.size < MIN_ELEMENTS or x.ndim == 0 or _state["threads"] < 2
+            or x.shape[0] < _state["threads"] or not dims):
+        return None
+    parts = _bounds(x.shape[0], _state["threads"])
+    res = _run([lambda lo=lo, hi=hi: fn(x[lo:hi], axis=dims, keepdims=keepdim)
+                for lo, hi in parts])
+    if 0 in dims:
+        out = res[0]
+        for r in res[1:]:
+            out = combine(out, r)
+        return np.asarray(out)
+    return np.concatenate(res, axis=0)
+
+
 def reduce_sum(x: np.ndarray, dims: tuple, keepdim: bool, dtype: np.dtype) -> np.ndarray | None:
     """``np.sum`` over ``dims`` through BLAS or on several threads, or None for the plain
     call."""

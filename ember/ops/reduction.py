@@ -163,7 +163,7 @@ SUM = register(OpDef("sum", "reduction", _reduce_meta, lowp(_sum_eager), _sum_vj
 
 def _mean_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
     n = _count(x.shape, dims)
-    s = np.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)
+    s = _sum_eager(x, dims=dims, keepdim=keepdim)
     return np.asarray(s / x.dtype.type(n) if n else np.full_like(s, np.nan))
 
 
@@ -228,11 +228,13 @@ def _extreme_vjp(ctx, g):  # noqa: ANN001
 
 
 def _amax_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
-    return np.max(x, axis=dims, keepdims=keepdim)
+    out = _parallel.reduce_split(np.max, np.maximum, x, dims, keepdim)
+    return np.max(x, axis=dims, keepdims=keepdim) if out is None else out
 
 
 def _amin_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
-    return np.min(x, axis=dims, keepdims=keepdim)
+    out = _parallel.reduce_split(np.min, np.minimum, x, dims, keepdim)
+    return np.min(x, axis=dims, keepdims=keepdim) if out is None else out
 
 
 AMAX = register(OpDef("amax", "reduction", _reduce_meta, _amax_eager, _extreme_vjp,
