@@ -215,7 +215,10 @@ def _copy_result(self: Tensor, src: object) -> Tensor:
         from ember._frontend.creation import tensor as make_tensor
         src = make_tensor(src, dtype=self._dtype)
     if src._data.shape != self._data.shape:
-        shape = np.broadcast_shapes(src._data.shape, self._data.shape)
+        try:
+            shape = np.broadcast_shapes(src._data.shape, self._data.shape)
+        except ValueError:
+            shape = None
         if shape != self._data.shape:
             raise ShapeError(f"[copy_] source of shape {list(src.shape)} cannot be broadcast to "
                              f"the destination shape {list(self.shape)}")
@@ -223,6 +226,16 @@ def _copy_result(self: Tensor, src: object) -> Tensor:
     if out is src:
         from ember._frontend.shape import clone
         out = clone(src)
+    return _keep_in_graph(self, out)
+
+
+def _keep_in_graph(self: Tensor, out: Tensor) -> Tensor:
+    """An overwritten tensor that is part of a graph still gets a (zero) gradient, as in
+    PyTorch: route ``out`` through a ``where`` that never picks ``self``."""
+    if _gm.STATE.grad_enabled and self._requires_grad:
+        from ember._frontend.pointwise_logic import where
+        never = _wrap(np.zeros((), dtype=np.bool_), dt.bool)
+        return where(never, self, out)
     return out
 
 
@@ -239,8 +252,8 @@ def fill_(self: Tensor, value: object) -> Tensor:
                                     f"got tensor with {value.ndim} dimensions.")
         return copy_(self, value)
     check_inplace_target(self, "fill_")
-    return commit_inplace(self, _wrap(np.full(self._data.shape, value, self._data.dtype),
-                                      self._dtype), "fill_")
+    filled = _wrap(np.full(self._data.shape, value, self._data.dtype), self._dtype)
+    return commit_inplace(self, _keep_in_graph(self, filled), "fill_")
 
 
 def zero_(self: Tensor) -> Tensor:
