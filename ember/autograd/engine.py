@@ -9,6 +9,8 @@ the gradients of chosen inputs (``grad``).
 from __future__ import annotations
 
 import heapq
+
+import numpy as np
 from typing import Any
 
 from ember.autograd import grad_mode as _gm
@@ -46,7 +48,8 @@ def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
                     f"grad can be implicitly created only for real scalar outputs but got "
                     f"{t.dtype!r}"
                 )
-            g = t.new_ones(t.shape)  # type: ignore[attr-defined]
+            from ember.tensor import _wrap
+            g = _wrap(np.ones(t._data.shape, dtype=t._data.dtype), t.dtype)
         elif not isinstance(g, Tensor):
             g = t.new_tensor(g)  # type: ignore[attr-defined]
         elif tuple(g.shape) != tuple(t.shape):
@@ -203,7 +206,8 @@ def _run(tensors: list, grads: list, retain_graph: bool, create_graph: bool,
             if needed is not None and node not in needed:
                 continue
             grads_in = buffers.pop(node)
-            grads_in = _run_pre_hooks(node, grads_in)
+            if node._tensor_pre_hooks or node._pre_hooks:
+                grads_in = _run_pre_hooks(node, grads_in)
             if capture_set:
                 for nr in range(len(grads_in)):
                     if (node, nr) in capture_set and grads_in[nr] is not None:
