@@ -272,6 +272,9 @@ def repeat_interleave(input: Tensor, repeats: Any = None, dim: int | None = None
     n = x.shape[d]
     r = _repeats_array(repeats, n)
     idx = np.repeat(np.arange(n, dtype=np.int64), r)
+    if output_size is not None and int(output_size) != idx.size:
+        raise EmberRuntimeError(f"[repeat_interleave] allocated size does not match required "
+                                f"size; output_size={output_size}, required {idx.size}")
     # a gather along d: its gradient sums the repeated slices back
     return bind(I.INDEX, x, _wrap(idx.reshape(1, -1), dt.int64), dims=(d,))
 
@@ -326,8 +329,8 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
     if prepend is not None or append is not None:
         parts = [t for t in (prepend, input, append) if t is not None]
         x = cat(parts, d)
-    if n == 0:
-        return x
+    if n == 0:  # PyTorch returns a copy, never input itself
+        return clone(x) if x is input else x
     if n >= x.shape[d]:
         return narrow(x, d, 0, 0).clone()
     for _ in range(n):
