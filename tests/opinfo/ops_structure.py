@@ -65,13 +65,7 @@ def _tri_indices_dtype_samples(dtype, rng):
 
 
 def _tri_indices_fn(name):
-    def fn(t, **kw):
-        if "dtype" in kw and not isinstance(kw["dtype"], ember.dtype):
-            pass
-        elif "dtype" in kw and t is not ember:
-            kw = dict(kw, dtype=getattr(t, kw["dtype"].name))
-        return getattr(t, name)(**kw)
-    return fn
+    return lambda t, **kw: getattr(t, name)(**kw)  # convert_kwargs maps the dtype for torch
 
 
 def _tri_indices_errors(name):
