@@ -172,6 +172,8 @@ def _meshgrid_default(t, x, y):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         out = t.meshgrid(x, y)
+    if t is not ember:  # torch warns once per process (TORCH_WARN_ONCE), so only ember is checked
+        return out
     msgs = [str(m.message) for m in w if issubclass(m.category, UserWarning)]
     assert any("it will be required to pass the indexing argument" in m for m in msgs), msgs
     return out
