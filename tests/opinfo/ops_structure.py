@@ -401,6 +401,21 @@ def _kron_promote_samples(dtype, rng):
     yield Sample((make((2, 2), dtype, rng), make((2,), "int8", rng)), desc="x int8")
 
 
+def _double_backward(op):
+    """The first gradient of ``sum(op(x) ** 2)`` taken with ``create_graph``: its own gradient
+    (checked by test_grads) exercises the double backward of ``op``."""
+    def fn(t, x, *args, **kw):
+        y = x if x.requires_grad else x.detach().requires_grad_(True)
+        (g,) = t.autograd.grad((op(t, y, *args, **kw) ** 2).sum(), y, create_graph=True)
+        return g
+    return fn
+
+
+def _double_samples(dtype, rng):
+    yield Sample((make((3, 4), dtype, rng),), {"diagonal": -1}, desc="2-d")
+    yield Sample((make((2, 3, 3), dtype, rng),), {"diagonal": 1}, desc="batched")
+
+
 OPINFOS = [
     OpInfo("tril", lambda t, x, **kw: t.tril(x, **kw), _tri_samples, dtypes=ALL,
            errors=_tri_errors("tril")),
@@ -412,6 +427,10 @@ OPINFOS = [
            dtypes=("float32", "bool")),
     OpInfo("tril_", _tri_inplace("tril_"), _tri_samples, dtypes=ALL),
     OpInfo("triu_", _tri_inplace("triu_"), _tri_samples, dtypes=ALL),
+    OpInfo("tril_double_backward", _double_backward(lambda t, x, **kw: t.tril(x, **kw)),
+           _double_samples, dtypes=("float32", "float64")),
+    OpInfo("triu_double_backward", _double_backward(lambda t, x, **kw: t.triu(x, **kw)),
+           _double_samples, dtypes=("float32", "float64")),
     OpInfo("tril_indices", _tri_indices_fn("tril_indices"), _tri_indices_samples,
            dtypes=("int64",), grad=False, errors=_tri_indices_errors("tril_indices")),
     OpInfo("triu_indices", _tri_indices_fn("triu_indices"), _tri_indices_samples,
@@ -460,6 +479,13 @@ OPINFOS = [
            dtypes=("float32", "uint8")),
     OpInfo("kron", lambda t, a, b: t.kron(a, b), _kron_samples, dtypes=ALL),
     OpInfo("kron_method", lambda t, a, b: a.kron(b), _kron_samples, dtypes=("float32",)),
+    OpInfo("kron_double_backward", _double_backward(lambda t, a, b: t.kron(a, b)),
+           lambda d, r: [Sample((make((2, 3), d, r), make((2, 2), d, r)))],
+           dtypes=("float32", "float64")),
+    OpInfo("repeat_interleave_double_backward",
+           _double_backward(lambda t, x, r, **kw: t.repeat_interleave(x, r, **kw)),
+           lambda d, r: [Sample((make((2, 3), d, r), np.array([2, 0, 1], I64)), {"dim": 1})],
+           dtypes=("float32", "float64")),
     OpInfo("kron_promote", lambda t, a, b: t.kron(a, b), _kron_promote_samples, dtypes=ALL,
            grad=False),
 ]
