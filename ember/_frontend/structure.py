@@ -119,10 +119,10 @@ def broadcast_shapes(*shapes: Any) -> Size:
 
 def broadcast_tensors(*tensors: Tensor) -> tuple:
     """The tensors expanded to their common broadcast shape (views)."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
-        tensors = tuple(tensors[0])
     for i, t in enumerate(tensors):
-        check_tensor(t, "broadcast_tensors", f"tensors[{i}]")
+        if not isinstance(t, Tensor):
+            raise EmberTypeError(f"[broadcast_tensors] expected Tensor as element {i} in "
+                                 f"argument 0, but got {type(t).__name__}")
     ndim = max((t.ndim for t in tensors), default=0)
     out = [1] * ndim
     for t in tensors:

@@ -104,15 +104,24 @@ def _broadcast_tensors_samples(dtype, rng):
     yield Sample((make((), dtype, rng), make((2, 3), dtype, rng), make((1, 3), dtype, rng)),
                  desc="three with 0-d")
     yield Sample((make((2, 3), dtype, rng),), desc="one")
+    yield Sample((), desc="none", grad=False)
     yield Sample((make((0, 1), dtype, rng), make((3,), dtype, rng)), desc="empty")
     yield Sample((make((3, 1), dtype, rng, noncontig=True), make((1, 2), dtype, rng)),
                  desc="noncontig", noncontig=True)
 
 
 def _broadcast_tensors_errors():
-    return [ErrorCase((_z(2, 3), _z(3, 2)), exc=RuntimeError,
-                      match=r"\[broadcast_tensors\] The size of tensor a \(3\) must match the "
-                            r"size of tensor b \(2\) at non-singleton dimension 1")]
+    return [
+        ErrorCase((_z(2, 3), _z(3, 2)), exc=RuntimeError,
+                  match=r"\[broadcast_tensors\] The size of tensor a \(3\) must match the "
+                        r"size of tensor b \(2\) at non-singleton dimension 1"),
+        ErrorCase((_z(2), 3), exc=TypeError,
+                  match=r"\[broadcast_tensors\] expected Tensor as element 1 in argument 0, "
+                        r"but got int"),
+        ErrorCase(([_z(2), _z(2)],), exc=TypeError,
+                  match=r"\[broadcast_tensors\] expected Tensor as element 0 in argument 0, "
+                        r"but got list"),
+    ]
 
 
 def _shapes_samples(dtype, rng):
