@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
+from ember import random as _random
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, is_scalar, to_dtype
 from ember._frontend.reduction import _return_type
 from ember.errors import (
@@ -20,6 +21,7 @@ from ember.errors import (
     EmberValueError,
 )
 from ember.ops import counting as C
+from ember.ops import random as R
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
 from ember.tensor import Tensor, _wrap, tensor_method
@@ -282,6 +284,13 @@ def is_nonzero(input: Tensor) -> bool:
 
 
 def dropout(input: Tensor, p: float, train: bool) -> Tensor:
-    """``torch.dropout(input, p, train)``: ``nn.functional.dropout``."""
-    from ember.nn.functional import dropout as _dropout
-    return _dropout(input, p, train)
+    """``torch.dropout(input, p, train)``: ``nn.functional.dropout(input, p, train)`` (the same
+    primitive and Philox stream; nn sits above this layer, so it is bound here)."""
+    check_tensor(input, "dropout")
+    if p < 0.0 or p > 1.0:
+        raise EmberValueError(f"[dropout] dropout probability has to be between 0 and 1, but got "
+                              f"{p}")
+    if not train or p == 0.0 or input.numel() == 0:
+        return input
+    s, off = _random.resolve(None)._consume(input.numel())
+    return bind(R.DROPOUT, input, p=float(p), seed=s, offset=off)

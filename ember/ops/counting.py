@@ -176,16 +176,15 @@ def _logcumsumexp_vjp(ctx, g):  # noqa: ANN001
     (x,) = ctx.inputs
     (out,) = ctx.outputs
     d = ctx.params["dim"]
-    import ember
+    from ember.ops.pointwise import where_
     low = _LOWEST.get(g.dtype.name, -3.3895313892515355e38)
 
     def rev(t):  # noqa: ANN001, ANN202
         return bind(LOGCUMSUMEXP, t.flip(d), dim=d).flip(d)
 
     la = g.abs().log()
-    lowt = g.new_full((), low)
-    pos = (rev(ember.where(g > 0, la, lowt) - out) + x).exp()
-    neg = (rev(ember.where(g < 0, la, lowt) - out) + x).exp()
+    pos = (rev(where_(g > 0, la, low) - out) + x).exp()
+    neg = (rev(where_(g < 0, la, low) - out) + x).exp()
     return (pos - neg,)
 
 

@@ -384,6 +384,16 @@ def dropout_train_samples(dtype, rng):
     yield Sample((make((50, 40), dtype, rng), 0.5, True), desc="train", grad=False)
 
 
+def _dropout_same_as_functional(lib, x, p):
+    """``dropout(x, p, True)`` draws the same mask as ``nn.functional.dropout`` from one
+    seed."""
+    lib.manual_seed(7)
+    a = lib.dropout(x, p, True)
+    lib.manual_seed(7)
+    b = lib.nn.functional.dropout(x, p, True)
+    return bool((a == b).all()), bool((a == 0).any())
+
+
 OPINFOS = [
     OpInfo("bincount", lambda t, x, *a, **kw: t.bincount(x, *a, **kw), bincount_samples,
            dtypes=INTS, grad=False, errors=_errors_bincount),
@@ -437,4 +447,6 @@ OPINFOS = [
            dtypes=FLOATS),
     OpInfo("dropout_fn_train", lambda t, x, p, train: t.dropout(x, p, train),
            dropout_train_samples, dtypes=FLOATS, grad=False, random=True),
+    OpInfo("dropout_fn_matches_functional", _dropout_same_as_functional,
+           lambda d, r: [Sample((make((20, 30), d, r, 1, 2), 0.5))], grad=False),
 ]
