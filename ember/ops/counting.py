@@ -58,8 +58,11 @@ def _histc_eager(x: np.ndarray, *, bins: int, min: float, max: float) -> np.ndar
     lo, hi = r(min), r(max)
     v = x.reshape(-1).astype(cdt)
     v = v[(v >= lo) & (v <= hi)]
-    pos = r(r(r(v - lo) * r(bins)) / r(hi - lo)).astype(np.int64)
-    pos = np.minimum(pos, bins - 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = r(r(r(v - lo) * r(bins)) / r(hi - lo))
+    # float16 can overflow to inf here; PyTorch's cast then gives INT64_MIN, clamped to bin 0
+    pos = np.where(np.isfinite(q), q, 0).astype(np.int64)
+    pos = np.clip(pos, 0, bins - 1)
     return np.bincount(pos, minlength=bins).astype(src)
 
 
