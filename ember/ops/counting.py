@@ -32,8 +32,13 @@ def _bincount_eager(x: np.ndarray, weights: np.ndarray | None = None, *,
     xi = x.astype(np.int64)
     if weights is None:
         return np.bincount(xi, minlength=minlength).astype(np.int64)
-    out = np.float32 if weights.dtype == np.float32 else np.float64
-    return np.bincount(xi, weights.astype(np.float64), minlength=minlength).astype(out)
+    if weights.dtype == np.float32:
+        # PyTorch sums float32 weights in float32, in input order (np.add.at is sequential)
+        n = int(xi.max()) + 1 if xi.size else 0
+        out = np.zeros(n if n > minlength else minlength, np.float32)
+        np.add.at(out, xi, weights)
+        return out
+    return np.bincount(xi, weights.astype(np.float64), minlength=minlength)
 
 
 BINCOUNT = register(OpDef(

@@ -27,6 +27,8 @@ def bincount_samples(dtype, rng):
         w = make((12,), wd, rng, 0, 3)
         yield Sample((x, w), desc=f"weights {wd}")
     yield Sample((x, make((12,), "float64", rng)), {"minlength": 9}, desc="weights minlength")
+    yield Sample((make((400,), dtype, rng, 0, 5), make((400,), "float32", rng)),
+                 desc="many float32 weights: summed in float32 in order")
 
 
 def _errors_bincount():
