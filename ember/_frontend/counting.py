@@ -96,7 +96,7 @@ def _fmt(v: float) -> str:
 def _search_prepare(seq: Tensor, values: Any, op: str) -> tuple:
     if isinstance(values, Tensor):
         common = dt.result_type(seq, values)
-    elif is_scalar(values) and not isinstance(values, bool):
+    elif is_scalar(values):
         common = dt.result_type(seq, values)
     else:
         raise EmberTypeError(f"[{op}] argument 'input' must be Tensor or Number, not "
@@ -178,7 +178,8 @@ def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False,
                              f"{type(test_elements).__name__}")
     common = dt.result_type(elements, test_elements)
     for a in (elements, test_elements):
-        if (isinstance(a, Tensor) and a._dtype is dt.bool) or common is dt.bool:
+        if (a._dtype is dt.bool if isinstance(a, Tensor) else isinstance(a, bool)) or (
+                common is dt.bool):
             raise EmberRuntimeError("[isin] Unsupported input type encountered for isin(): Bool")
     e = to_dtype(elements, common) if te else _wrap(np.asarray(elements, common.np), common)
     t = (to_dtype(test_elements, common) if tt
@@ -205,6 +206,8 @@ def ldexp(input: Tensor, other: Tensor) -> Tensor:
     """``input * 2 ** other`` in the promoted floating dtype."""
     check_tensor(input, "ldexp")
     check_tensor(other, "ldexp", "other")
+    if other._dtype is dt.bool:
+        raise EmberNotImplementedError("[ldexp] \"ldexp_cpu_exp\" not implemented for 'Bool'")
     d = dt.result_type(input, other)
     if d.category != 2:
         d = dt.get_default_dtype()

@@ -171,6 +171,7 @@ def bucketize_samples(dtype, rng):
     yield Sample((make((4, 3), dtype, rng, noncontig=True), b), desc="non-contig",
                  noncontig=True)
     yield Sample((3, b), desc="scalar input")
+    yield Sample((True, b), desc="bool scalar input")
     yield Sample((np.repeat(b, 2), b), {"right": True}, desc="ties right")
 
 
@@ -210,6 +211,8 @@ def _errors_isin():
         ErrorCase((np.array([1, 2], I64), np.array([True])), exc=RuntimeError,
                   match=r"Unsupported input type"),
         ErrorCase((2, 3), exc=TypeError, match=r"\[isin\]"),
+        ErrorCase((np.array([1, 2], I64), True), exc=RuntimeError,
+                  match=r"Unsupported input type encountered for isin\(\): Bool"),
     ]
 
 
@@ -264,10 +267,13 @@ def ldexp_int_samples(dtype, rng):
     yield Sample((make((3, 4), dtype, rng), make((3, 4), "int64", rng, -3, 3)),
                  desc="int input: default float")
     yield Sample((make((5,), dtype, rng), make((5,), "int32", rng, 0, 3)), desc="int32")
+    yield Sample((make((3,), "bool", rng), make((3,), "int64", rng, 0, 3)), desc="bool input")
 
 
 def _errors_ldexp():
-    return [ErrorCase((np.ones(2, F32), 2), exc=TypeError, match=r"\[ldexp\]")]
+    return [ErrorCase((np.ones(2, F32), 2), exc=TypeError, match=r"\[ldexp\]"),
+            ErrorCase((np.ones(2, F32), np.array([True, False])), exc=NotImplementedError,
+                      match=r"\[ldexp\] \"ldexp_cpu_exp\" not implemented for 'Bool'")]
 
 
 def frexp_samples(dtype, rng):
