@@ -9,9 +9,9 @@ the gradients of chosen inputs (``grad``).
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 import numpy as np
-from typing import Any
 
 from ember.autograd import grad_mode as _gm
 from ember.autograd.graph import AccumulateGrad, Node, OpNode
