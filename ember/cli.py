@@ -19,13 +19,29 @@ def _info() -> int:
     print(f"numpy      {np.__version__}")
     print(f"ml_dtypes  {ml_dtypes.__version__}")
     print(f"cpu count  {os.cpu_count()}")
+    print(f"threads    {ember.get_num_threads()} (ember kernels and BLAS; ember.set_num_threads)")
     try:
         cfg = np.show_config(mode="dicts")
         blas = cfg.get("Build Dependencies", {}).get("blas", {})
         print(f"blas       {blas.get('name', '?')} {blas.get('version', '')}")
     except Exception as e:  # pragma: no cover - depends on the NumPy build
         print(f"blas       unknown ({e})")
+    print(f"compiler   {_compiler()}")
     return 0
+
+
+def _compiler() -> str:
+    """The C compiler the (coming) compiled backend will use, or why there is none."""
+    import shutil
+    import subprocess
+    cc = shutil.which("gcc")
+    if cc is None:
+        return "gcc not found (ember.compile will need it)"
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=10)
+        return f"{out.stdout.splitlines()[0]} ({cc})"
+    except (OSError, subprocess.SubprocessError, IndexError) as e:
+        return f"{cc} (version unknown: {e})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
