@@ -80,3 +80,20 @@ def test_large_reductions_match_torch(name, shape, dim):
     t = getattr(torch.tensor(a), name)(dim)
     assert tuple(e.shape) == tuple(t.shape)
     np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_threaded_kernels_work_in_a_forked_child():
+    import multiprocessing as mp
+    a = np.arange(N, dtype=np.float32)
+    (ember.tensor(a) + 1).sum()  # start the pool in the parent
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_sum, args=(q,))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0, "forked child hung or failed"
+    assert q.get(timeout=5) == float(N)
+
+
+def _child_sum(q):
+    q.put(float(ember.ones(N).sum()))

@@ -55,6 +55,16 @@ def set_num_threads(n: int) -> None:
         _state["threads"] = n
 
 
+def _forget_pool_after_fork() -> None:
+    # a forked child inherits the pool object but not its threads; work submitted to it would
+    # wait forever, so the child starts a new pool on first use
+    _state["pool"] = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def _pool() -> ThreadPoolExecutor:
     pool = _state["pool"]
     if pool is None:
