@@ -120,7 +120,7 @@ def parse_header(buf: bytes | memoryview) -> tuple[dict[str, Any], dict[str, str
                 f"shape {shape} of {info['dtype']} needs {numel * dt.itemsize}")
         spans.append((offs[0], offs[1], name))
     spans.sort()
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+    for (_b0, e0, n0), (b1, _e1, n1) in zip(spans, spans[1:]):
         if b1 < e0:
             raise SerializationError(f"[safetensors] entries {n0!r} and {n1!r} overlap")
     return header, metadata, start

@@ -15,6 +15,7 @@ import contextlib
 import io
 import pickle
 import re
+import struct
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -131,13 +132,8 @@ def _guarded(fn: Callable[[], Any]) -> Any:
     except pickle.UnpicklingError as e:
         raise UnpicklingError(f"[load] corrupt pickle: {e}") from None
     except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
-            OverflowError, MemoryError, struct_error()) as e:
+            OverflowError, MemoryError, RecursionError, struct.error) as e:
         raise UnpicklingError(f"[load] corrupt pickle: {type(e).__name__}: {e}") from None
-
-
-def struct_error() -> type:
-    import struct
-    return struct.error
 
 
 # ------------------------------------------------------------------ torch's globals, mapped
