@@ -102,11 +102,26 @@ _BASE_GLOBALS: dict[str, Any] = {
 _BASE_GLOBALS.update({f"ember.dtypes.{d.name}": d for d in _dt.ALL_DTYPES})
 
 
-class RestrictedUnpickler(pickle.Unpickler):
+class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its opcodes can be
+    # overridden (BUILD below); checkpoints' pickles hold only structure, so speed is no issue
     """An Unpickler whose ``find_class`` serves only ``extra`` globals, the base allowlist and the
-    user's safe globals."""
+    user's safe globals, and whose BUILD sets state only on instances of allowed user classes
+    (never on tensors, sizes, dtypes or storages it built itself)."""
 
     extra: dict[str, Any] = {}
+    restrict_build = True
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def load_build(self) -> None:
+        inst = self.stack[-2] if len(self.stack) >= 2 else None
+        if self.restrict_build and not (
+                type(inst) is collections.OrderedDict or is_safe_global(type(inst))):
+            raise UnpicklingError(
+                f"[load] the pickle sets state on a {type(inst).__name__}, which only allowed "
+                "user classes (add_safe_globals) may receive")
+        pickle._Unpickler.load_build(self)
+
+    dispatch[pickle.BUILD[0]] = load_build
 
     def find_class(self, module: str, name: str) -> Any:
         key = f"{module}.{name}"
@@ -309,11 +324,13 @@ def load_torch_zip(zf: zipfile.ZipFile, prefix: str, weights_only: bool) -> Any:
     if not weights_only:
         # still never import torch: the torch globals resolve to ember's own, others normally
         class _Full(TorchUnpickler):
+            restrict_build = False
+
             def find_class(self, module: str, name: str) -> Any:
                 key = f"{module}.{name}"
                 if key in _TORCH_GLOBALS:
                     return _TORCH_GLOBALS[key]
-                return pickle.Unpickler.find_class(self, module, name)
+                return pickle._Unpickler.find_class(self, module, name)
         up: TorchUnpickler = _Full(io.BytesIO(data), zf, prefix)
         return up.load()
     up = TorchUnpickler(io.BytesIO(data), zf, prefix)

@@ -212,3 +212,19 @@ def test_bad_manifest():
     entries["manifest.json"] = b"{not json"
     with pytest.raises(SerializationError, match="not valid JSON"):
         load(io.BytesIO(_zip(entries)))
+
+
+def test_build_cannot_overwrite_tensor_state():
+    torch = pytest.importorskip("torch")
+    buf = io.BytesIO()
+    torch.save({"w": torch.ones(2)}, buf)
+    entries = _entries(buf.getvalue())
+    prefix = next(n for n in entries if n.endswith("data.pkl"))[: -len("data.pkl")]
+    pkl = entries[f"{prefix}data.pkl"]
+    # after the tensor's REDUCE, push a state dict and BUILD it onto the tensor
+    inner = pkl.index(b")R", pkl.index(b"OrderedDict"))  # OrderedDict() = backward hooks
+    i = pkl.index(b"R", inner + 2)  # the tensor's own REDUCE
+    evil = pkl[:i + 1] + b"}X\x05\x00\x00\x00_dataK\x01sb" + pkl[i + 1:]
+    entries[f"{prefix}data.pkl"] = evil
+    with pytest.raises(UnpicklingError, match="sets state on a Tensor"):
+        load(io.BytesIO(_zip(entries)))
