@@ -20,8 +20,10 @@ import collections
 import io
 import json
 import math
+import mmap as _mmap
 import os
 import pickle
+import struct
 import warnings
 import zipfile
 from typing import Any
@@ -198,13 +200,20 @@ def _write_zip(fh: Any, entries: list[tuple[str, bytes]]) -> None:
     with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
         for name, data in entries:
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            if name == "data.safetensors":
+                # pad the local header's extra field so the data starts 64-byte aligned in the
+                # file (tensors then map in place with load(mmap=True))
+                here = zf.fp.tell() + 30 + len(name.encode()) + 4
+                pad = -here % 64
+                info.extra = struct.pack("<HH", 0xE4BE, pad) + b"\0" * pad
             zf.writestr(info, data)
 
 
 # ------------------------------------------------------------------ loading
 class _Reader:
-    def __init__(self, zf: zipfile.ZipFile, doc: dict, weights_only: bool) -> None:
-        self.zf, self.weights_only = zf, weights_only
+    def __init__(self, zf: zipfile.ZipFile, doc: dict, weights_only: bool,
+                 mapped: Any = None) -> None:
+        self.zf, self.weights_only, self.mapped = zf, weights_only, mapped
         if not isinstance(doc, dict) or not isinstance(doc.get("tensors"), list):
             raise SerializationError("[load] object.json lacks its tensor table")
         self.descs = doc["tensors"]
@@ -213,8 +222,13 @@ class _Reader:
 
     def storages(self) -> dict[str, np.ndarray]:
         if self._storages is None:
-            raw = _read(self.zf, "data.safetensors")
-            arrays, _meta = _st.deserialize(raw)
+            if self.mapped is not None:
+                if "data.safetensors" not in self.zf.namelist():
+                    raise SerializationError("[load] the archive lacks 'data.safetensors'")
+                view = _tp.entry_view(self.zf, "data.safetensors", self.mapped)
+                arrays, _meta = _st.deserialize(view, copy=False)
+            else:
+                arrays, _meta = _st.deserialize(_read(self.zf, "data.safetensors"))
             for name, a in arrays.items():
                 if a.ndim != 1:
                     raise SerializationError(f"[load] storage {name!r} is not 1-D")
@@ -346,7 +360,8 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
     With ``weights_only=True`` (the default) no code from the file runs: pickles go through an
     allowlist (extend it with ``add_safe_globals``).  ``weights_only=False`` unpickles anything
     and must only be used on trusted files.  Everything loads onto the CPU, so ``map_location``
-    ('cpu', a device, a dict or a callable) has no effect.
+    ('cpu', a device, a dict or a callable) has no effect.  ``mmap=True`` (``f`` a path) maps the
+    file privately (copy-on-write) and builds tensors over the mapping instead of reading it.
     """
     if weights_only is None:
         weights_only = True
@@ -355,15 +370,28 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
             "ember.load(weights_only=False) unpickles arbitrary objects and can run arbitrary "
             "code from the file; only use it on files you trust", FutureWarning, stacklevel=2)
     _check_map_location(map_location)
-    if isinstance(f, (str, os.PathLike)):
+    mapped = None
+    if mmap:
+        if not isinstance(f, (str, os.PathLike)):
+            raise SerializationError("[load] mmap=True needs a file path")
         with open(f, "rb") as fh:
-            data = fh.read()
+            data = fh.read(4)
+            try:
+                mapped = _mmap.mmap(fh.fileno(), 0, access=_mmap.ACCESS_COPY)
+            except ValueError:  # an empty file cannot be mapped
+                mapped = None
+        source: Any = _MappedFile(mapped) if mapped is not None else io.BytesIO(b"")
     else:
-        data = f.read()
-    if not isinstance(data, (bytes, bytearray)):
-        raise SerializationError("[load] expected a path or a binary file object")
+        if isinstance(f, (str, os.PathLike)):
+            with open(f, "rb") as fh:
+                data = fh.read()
+        else:
+            data = f.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise SerializationError("[load] expected a path or a binary file object")
+        source = io.BytesIO(data)
     try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
+        zf = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
         if data[:2] == b"\x80\x02" or data[:1] == b"\x80":
             raise SerializationError("[load] legacy (non-zip) torch checkpoints are not "
@@ -373,11 +401,11 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
     with zf:
         names = set(zf.namelist())
         if "manifest.json" in names:
-            return _load_ember(zf, weights_only)
+            return _load_ember(zf, weights_only, mapped)
         prefix = _tp.find_torch_prefix(zf)
         if prefix is not None:
             try:
-                return _tp.load_torch_zip(zf, prefix, weights_only)
+                return _tp.load_torch_zip(zf, prefix, weights_only, mapped)
             except KeyError as e:
                 raise SerializationError(f"[load] torch checkpoint lacks {e}") from None
             except (zipfile.BadZipFile, OSError, EOFError) as e:
@@ -386,7 +414,33 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
                                  "<archive>/data.pkl (PyTorch)")
 
 
-def _load_ember(zf: zipfile.ZipFile, weights_only: bool) -> Any:
+class _MappedFile(io.RawIOBase):
+    """A read-only, seekable file over a mapping (zipfile reads its directory through it)."""
+
+    def __init__(self, mapped: Any) -> None:
+        self._m, self._pos = mapped, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self._pos = [pos, self._pos + pos, len(self._m) + pos][whence]
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        chunk = self._m[self._pos:self._pos + len(b)]
+        b[:len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
+def _load_ember(zf: zipfile.ZipFile, weights_only: bool, mapped: Any = None) -> Any:
     try:
         manifest = json.loads(_read(zf, "manifest.json"))
     except ValueError as e:
@@ -400,7 +454,7 @@ def _load_ember(zf: zipfile.ZipFile, weights_only: bool) -> Any:
         doc = json.loads(_read(zf, "object.json"))
     except (ValueError, RecursionError) as e:
         raise SerializationError(f"[load] object.json is not valid JSON: {e}") from None
-    r = _Reader(zf, doc, weights_only)
+    r = _Reader(zf, doc, weights_only, mapped)
     if "object" not in doc:
         raise SerializationError("[load] object.json lacks 'object'")
     try:

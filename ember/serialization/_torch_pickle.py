@@ -267,9 +267,10 @@ _TORCH_GLOBALS.update({f"torch.{n}": _dt.by_name(e) for n, e in _TORCH_DTYPE_NAM
 class TorchUnpickler(RestrictedUnpickler):
     extra = _TORCH_GLOBALS
 
-    def __init__(self, file: Any, zf: zipfile.ZipFile, prefix: str) -> None:
+    def __init__(self, file: Any, zf: zipfile.ZipFile, prefix: str,
+                 mapped: Any = None) -> None:
         super().__init__(file)
-        self._zf, self._prefix = zf, prefix
+        self._zf, self._prefix, self._mapped = zf, prefix, mapped
         self._storages: dict[str, _Storage] = {}
 
     def persistent_load(self, pid: Any) -> Any:
@@ -290,7 +291,8 @@ class TorchUnpickler(RestrictedUnpickler):
             return st
         name = f"{self._prefix}data/{key}"
         try:
-            raw = self._zf.read(name)
+            raw = (entry_view(self._zf, name, self._mapped) if self._mapped is not None
+                   else self._zf.read(name))
         except KeyError:
             raise SerializationError(f"[load] checkpoint lacks storage entry {name!r}") from None
         except (zipfile.BadZipFile, OSError, EOFError) as e:
@@ -299,7 +301,9 @@ class TorchUnpickler(RestrictedUnpickler):
         if len(raw) < need:
             raise SerializationError(f"[load] storage entry {name!r} has {len(raw)} bytes; "
                                      f"{numel} elements of {stype!r} need {need}")
-        arr = np.frombuffer(raw, dtype=stype.np, count=numel).copy()
+        arr = np.frombuffer(raw, dtype=stype.np, count=numel)
+        if self._mapped is None:
+            arr = arr.copy()  # own, writable memory (a mapped one is a private copy-on-write map)
         st = self._storages[key] = _Storage(arr)
         return st
 
@@ -314,7 +318,27 @@ def find_torch_prefix(zf: zipfile.ZipFile) -> str | None:
     return None
 
 
-def load_torch_zip(zf: zipfile.ZipFile, prefix: str, weights_only: bool) -> Any:
+def entry_view(zf: zipfile.ZipFile, name: str, mapped: Any) -> memoryview:
+    """The bytes of a stored (uncompressed) zip entry as a view into the mapped file, found
+    through its local header; compressed entries are read (and copied) normally."""
+    info = zf.getinfo(name)
+    if info.compress_type != zipfile.ZIP_STORED:
+        return memoryview(zf.read(name))
+    buf = memoryview(mapped)
+    h = info.header_offset
+    if h < 0 or h + 30 > len(buf) or bytes(buf[h:h + 4]) != b"PK\x03\x04":
+        raise SerializationError(f"[load] zip entry {name!r} has no valid local header")
+    n, m = struct.unpack("<HH", bytes(buf[h + 26:h + 30]))
+    start = h + 30 + n + m
+    end = start + info.compress_size
+    if info.compress_size != info.file_size or end > len(buf):
+        raise SerializationError(f"[load] zip entry {name!r} claims {info.file_size} bytes "
+                                 "beyond the end of the file")
+    return buf[start:end]
+
+
+def load_torch_zip(zf: zipfile.ZipFile, prefix: str, weights_only: bool,
+                   mapped: Any = None) -> Any:
     """The object of a PyTorch zip checkpoint (restricted unpickler)."""
     order = zf.namelist()
     bo = f"{prefix}byteorder"
@@ -331,7 +355,7 @@ def load_torch_zip(zf: zipfile.ZipFile, prefix: str, weights_only: bool) -> Any:
                 if key in _TORCH_GLOBALS:
                     return _TORCH_GLOBALS[key]
                 return pickle._Unpickler.find_class(self, module, name)
-        up: TorchUnpickler = _Full(io.BytesIO(data), zf, prefix)
+        up: TorchUnpickler = _Full(io.BytesIO(data), zf, prefix, mapped)
         return up.load()
-    up = TorchUnpickler(io.BytesIO(data), zf, prefix)
+    up = TorchUnpickler(io.BytesIO(data), zf, prefix, mapped)
     return _guarded(up.load)

@@ -207,3 +207,23 @@ def test_weights_only_false_warns():
     save([1, 2], buf)
     with pytest.warns(FutureWarning):
         assert load(io.BytesIO(buf.getvalue()), weights_only=False) == [1, 2]
+
+
+def test_mmap_load(tmp_path, rng):
+    base = ember.tensor(rng.standard_normal((8, 8)).astype(np.float32))
+    obj = {"b": base, "t": base.t(), "h": ember.ones(3, dtype=ember.bfloat16)}
+    p = tmp_path / "m.ember"
+    save(obj, p)
+    before = p.read_bytes()
+    out = load(p, mmap=True)
+    for k in obj:
+        _same(obj[k], out[k])
+        root = out[k]._data
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        assert not root.flags.owndata  # built over the mapping, not copied
+    out["b"][0, 1] = 5.0  # a private mapping: writable, shared between views, file untouched
+    assert out["t"][1, 0].item() == 5.0
+    assert p.read_bytes() == before
+    with pytest.raises(SerializationError, match="path"):
+        load(io.BytesIO(before), mmap=True)

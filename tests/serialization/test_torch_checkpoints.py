@@ -145,3 +145,16 @@ def test_ember_saves_what_torch_checkpoint_held(tmp_path, tgen):
     _check(again["v"], w[1:])
     again["w"][1, 0] = 7.0
     assert again["v"][0, 0].item() == 7.0
+
+
+def test_mmap_load(tmp_path, tgen):
+    w = torch.randn(5, 4, generator=tgen)
+    sd = {"w": w, "wt": w.t(), "h": torch.ones(3, dtype=torch.float16)}
+    p = tmp_path / "m.pt"
+    torch.save(sd, p)
+    out = load(p, mmap=True)
+    for k in sd:
+        _check(out[k], sd[k])
+    out["w"][0, 2] = 9.0
+    assert out["wt"][2, 0].item() == 9.0
+    np.testing.assert_array_equal(torch.load(p)["w"].numpy(), w.numpy())  # file untouched
