@@ -102,6 +102,11 @@ _BASE_GLOBALS: dict[str, Any] = {
 _BASE_GLOBALS.update({f"ember.dtypes.{d.name}": d for d in _dt.ALL_DTYPES})
 
 
+_UNSUPPORTED_TORCH = re.compile(
+    r"(Complex\w*|QU?Int\w*|ComplexHalf)Storage|complex\d*|c(half|float|double)|"
+    r"uint(16|32|64)|float8\w*|q(u)?int\w*|bits\w*|int[1-7]|uint[1-7]|float4\w*")
+
+
 class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its opcodes can be
     # overridden (BUILD below); checkpoints' pickles hold only structure, so speed is no issue
     """An Unpickler whose ``find_class`` serves only ``extra`` globals, the base allowlist and the
@@ -128,6 +133,10 @@ class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its 
         for table in (self.extra, _BASE_GLOBALS, _USER_GLOBALS):
             if key in table:
                 return table[key]
+        if self.extra and module == "torch" and _UNSUPPORTED_TORCH.fullmatch(name):
+            raise SerializationError(
+                f"[load] the checkpoint holds torch.{name} data; ember has no such dtype "
+                f"(supported: {', '.join(d.name for d in _dt.ALL_DTYPES)})")
         raise _denied(module, name)
 
 
@@ -230,6 +239,18 @@ def _rebuild_tensor_v2(storage: Any, storage_offset: Any, size: Any, stride: Any
     return t
 
 
+def _rebuild_tensor_v3(storage: Any, storage_offset: Any, size: Any, stride: Any,
+                       requires_grad: Any, backward_hooks: Any, dtype: Any,
+                       metadata: Any = None) -> Tensor:
+    # the dtype travels separately from an untyped storage
+    if not isinstance(storage, _Storage) or not isinstance(dtype, _dt.dtype):
+        raise UnpicklingError("[load] _rebuild_tensor_v3 expects a storage and a dtype")
+    arr = build_view(storage.array, dtype.np, storage_offset, size, stride)
+    t = _wrap(arr, dtype)
+    t._requires_grad = bool(requires_grad) and dtype.is_floating_point
+    return t
+
+
 def make_parameter(t: Tensor, requires_grad: bool) -> Tensor:
     try:
         from ember.nn import Parameter  # same layer; present once ember.nn grows it
@@ -254,6 +275,7 @@ def _torch_size(seq: Any = ()) -> Size:
 
 _TORCH_GLOBALS: dict[str, Any] = {
     "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
+    "torch._utils._rebuild_tensor_v3": _rebuild_tensor_v3,
     "torch._utils._rebuild_parameter": _rebuild_parameter,
     "torch._utils._rebuild_parameter_with_state": _rebuild_parameter,
     "torch.Size": _torch_size,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.serialization import UnpicklingError, load, safe_globals, save
+from ember.serialization import SerializationError, UnpicklingError, load, safe_globals, save
 
 torch = pytest.importorskip("torch")
 
@@ -158,3 +158,19 @@ def test_mmap_load(tmp_path, tgen):
     out["w"][0, 2] = 9.0
     assert out["wt"][2, 0].item() == 9.0
     np.testing.assert_array_equal(torch.load(p)["w"].numpy(), w.numpy())  # file untouched
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "uint16"])
+def test_unsupported_torch_dtype_is_named(tmp_path, dtype):
+    p = tmp_path / "c.pt"
+    torch.save({"x": torch.zeros(2, dtype=getattr(torch, dtype))}, p)
+    with pytest.raises(SerializationError, match="ember has no such dtype"):
+        load(p)
+
+
+def test_bare_tensor_and_device(tmp_path):
+    p = tmp_path / "t.pt"
+    torch.save(torch.arange(5), p)
+    _check(load(p), torch.arange(5))
+    torch.save({"d": torch.device("cpu")}, p)
+    assert str(load(p)["d"]) == "cpu"
