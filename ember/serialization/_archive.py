@@ -90,8 +90,9 @@ class _Writer:
     def tensor(self, t: Tensor, path: str) -> int:
         if id(t) in self.tensor_ids:
             return self.tensor_ids[id(t)]
-        if getattr(t, "_payload", None) is not None and not isinstance(t._data, np.ndarray):
-            raise SerializationError(f"[save] {path}: cannot save a lazy (traced) tensor")
+        if not isinstance(t._data, np.ndarray):
+            raise SerializationError(f"[save] {path}: cannot save a tensor without eager data "
+                                     "(a lazy/traced tensor); realize it first")
         loc = self._storage_of(t)
         if loc is None:  # an unusual layout: save a private contiguous copy
             arr = np.ascontiguousarray(t._data)
