@@ -1,0 +1,15 @@
+"""Saving and loading: ``save``/``load`` (ember's zip format; PyTorch zip checkpoints load too),
+the safetensors format, and the allowlist for restricted unpickling."""
+
+from ember.serialization import safetensors
+from ember.serialization._archive import load, save
+from ember.serialization._errors import SerializationError, UnpicklingError
+from ember.serialization._torch_pickle import (
+    add_safe_globals,
+    clear_safe_globals,
+    get_safe_globals,
+    safe_globals,
+)
+
+__all__ = ["save", "load", "SerializationError", "UnpicklingError", "add_safe_globals",
+           "get_safe_globals", "clear_safe_globals", "safe_globals", "safetensors"]
