@@ -46,6 +46,10 @@ from ember._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from ember import nn  # noqa: F401
 from ember import linalg  # noqa: F401
 from ember.ops._parallel import get_num_threads, set_num_threads  # noqa: F401
+from ember import serialization  # noqa: F401
+from ember.serialization import (  # noqa: F401
+    add_safe_globals, clear_safe_globals, get_safe_globals, load, safe_globals, save,
+)
 
 __version__ = "0.1.0"
 
