@@ -428,3 +428,44 @@ def test_compile_not_available():
 def test_init_rejects_unexpected_args():
     same_error(lambda: ember.nn.Module(3), lambda: torch.nn.Module(3))
     same_error(lambda: ember.nn.Module(a=3), lambda: torch.nn.Module(a=3))
+
+
+# ---------------------------------------------------------------------------- backward hooks
+def _grad_log(lib, C, x_requires_grad):
+    net = C["Net"]()
+    fill_deterministic(lib, net)
+    log = []
+
+    def rec(name):
+        def hook(m, gi, go):
+            log.append((name, [None if g is None else np.round(to_np(g), 5).tolist()
+                               for g in gi],
+                        [None if g is None else np.round(to_np(g), 5).tolist() for g in go]))
+        return hook
+
+    net.head.register_full_backward_hook(rec("head"))
+    net.block.register_full_backward_hook(rec("block"))
+    net.register_full_backward_pre_hook(lambda m, go: log.append(("pre", len(go))))
+    net.steps.register_full_backward_pre_hook(lambda m, go: (go[0] * 3,))
+    net.steps.register_full_backward_hook(lambda m, gi, go: (gi[0] * 2,))
+    x = lib.ones(2, 4, requires_grad=x_requires_grad)
+    net(x).sum().backward()
+    if x_requires_grad:
+        log.append(np.round(to_np(x.grad), 5).tolist())
+    log.append(np.round(to_np(net.head.weight.grad), 4).tolist())
+    return log
+
+
+@pytest.mark.parametrize("x_requires_grad", [True, False])
+def test_full_backward_hooks_match_torch(x_requires_grad):
+    assert _grad_log(ember, E, x_requires_grad) == _grad_log(torch, T, x_requires_grad)
+
+
+def test_full_backward_hook_remove():
+    e = E["Linear"](2, 2)
+    log = []
+    h = e.register_full_backward_hook(lambda m, gi, go: log.append(1))
+    e(ember.ones(1, 2, requires_grad=True)).sum().backward()
+    h.remove()
+    e(ember.ones(1, 2, requires_grad=True)).sum().backward()
+    assert log == [1]

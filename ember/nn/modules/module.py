@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Mapping
 from ember import dtypes as _dt
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberTypeError
+from ember.nn.modules._backward_hooks import BackwardHook
 from ember.nn.modules._hooks import RemovableHandle, addindent, typename
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
@@ -554,8 +555,33 @@ class Module:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False
+                                        ) -> RemovableHandle:
+        """``hook(module, grad_output)`` when the output grads are computed; a non-None
+        return replaces ``grad_output``."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False
+                                    ) -> RemovableHandle:
+        """``hook(module, grad_input, grad_output)`` once the grads w.r.t. the module's
+        positional tensor inputs are computed; a non-None return replaces ``grad_input``."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self._is_full_backward_hook = True
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
     def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
-        if not (self._forward_hooks or self._forward_pre_hooks):
+        if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
         called_always: set = set()
         result = None
@@ -575,6 +601,11 @@ class Module:
                     out = hook(self, args)
                     if out is not None:
                         args = out if isinstance(out, tuple) else (out,)
+            bw_hook = None
+            if self._backward_hooks or self._backward_pre_hooks:
+                bw_hook = BackwardHook(self, list(self._backward_hooks.values()),
+                                       list(self._backward_pre_hooks.values()))
+                args = bw_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
             for hook_id, hook in tuple(self._forward_hooks.items()):
                 if hook_id in self._forward_hooks_always_called:
@@ -585,6 +616,8 @@ class Module:
                     out = hook(self, args, result)
                 if out is not None:
                     result = out
+            if bw_hook is not None:
+                result = bw_hook.setup_output_hook(result)
             return result
         except Exception:
             _run_always_called(self, args, kwargs, result, called_always)
