@@ -3,6 +3,7 @@ report ``grad_output`` (and run backward pre-hooks) and then ``grad_input`` (and
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 from ember.autograd.function import Function
@@ -79,6 +80,11 @@ class BackwardHook:
                 grad_outputs = res
         self.grad_outputs = grad_outputs
         if not self.input_index:  # no input requires grad: the hooks run now, with Nones
+            warnings.warn(
+                "Full backward hook is firing when gradients are computed with respect to module "
+                "outputs since no inputs require gradients. See "
+                "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
+                "#torch.nn.Module.register_full_backward_hook for more details.", stacklevel=5)
             grad_inputs = (None,) * self.n_inputs
             for hook in self.hooks:
                 res = hook(self.module, grad_inputs, self.grad_outputs)
