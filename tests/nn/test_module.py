@@ -477,3 +477,63 @@ def test_full_backward_hook_remove():
     h.remove()
     e(ember.ones(1, 2, requires_grad=True)).sum().backward()
     assert log == [1]
+
+
+# ---------------------------------------------------------------------------- state-dict hooks
+def _state_hooks_log(lib, C):
+    class WithExtra(C["Block"]):
+        def get_extra_state(self):
+            return {"calls": 3}
+
+        def set_extra_state(self, state):
+            self.loaded = state
+
+    net = lib.nn.Sequential(WithExtra(), C["Linear"](3, 1))
+    log = []
+    net.register_state_dict_pre_hook(lambda m, prefix, keep: log.append(("pre", prefix, keep)))
+    net[0].register_state_dict_post_hook(
+        lambda m, sd, prefix, meta: log.append(("post", prefix, sorted(sd))))
+    net[1].register_load_state_dict_pre_hook(
+        lambda m, sd, prefix, *rest: log.append(("lpre", prefix, sorted(sd))))
+
+    def post(m, keys):
+        log.append(("lpost", list(keys.missing_keys), list(keys.unexpected_keys)))
+        keys.unexpected_keys.clear()
+
+    net.register_load_state_dict_post_hook(post)
+    sd = net.state_dict()
+    log.append(sorted(sd))
+    log.append(sd["0._extra_state"])
+    sd["surprise"] = lib.zeros(1)
+    res = net.load_state_dict(sd)   # the post hook clears the unexpected key: no error
+    log.append(repr(res))
+    log.append(net[0].loaded)
+    del sd["0._extra_state"]
+    sd.pop("surprise")
+    res = net.load_state_dict(sd, strict=False)
+    log.append((res.missing_keys, res.unexpected_keys))
+    with pytest.raises(RuntimeError) as err:
+        net.load_state_dict(sd)
+    log.append(str(err.value))
+    return log
+
+
+def test_state_dict_hooks_and_extra_state():
+    assert _state_hooks_log(ember, E) == _state_hooks_log(torch, T)
+
+
+def test_set_submodule():
+    def run(lib, C):
+        net = C["Net"]()
+        net.set_submodule("steps.0", C["Linear"](5, 5))
+        net.set_submodule("new", C["Linear"](1, 1))
+        out = [repr(net)]
+        for args in (("", C["Linear"](1, 1)), ("head", 3), ("nope.x", C["Linear"](1, 1)),
+                     ("head.weight", C["Linear"](1, 1)), ("zz", C["Linear"](1, 1), True)):
+            try:
+                net.set_submodule(*args)
+            except Exception as e:  # noqa: BLE001 - comparing torch's and ember's errors
+                out.append((type(e).__name__, msg(e)))
+        return out
+
+    assert run(ember, E) == run(torch, T)

@@ -4,29 +4,25 @@ state-dict, conversion, hook and repr behaviour."""
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping
 
 from ember import dtypes as _dt
 from ember.autograd.grad_mode import no_grad
-from ember.errors import EmberTypeError
 from ember.nn.modules._backward_hooks import BackwardHook
 from ember.nn.modules._hooks import RemovableHandle, addindent, typename
+from ember.nn.modules._module_helpers import (
+    _IncompatibleKeys,
+    load_one,
+    parse_to,
+    run_always_called,
+)
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
 
 __all__ = ["Module"]
 
-
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
+_EXTRA_STATE = "_extra_state"
 
 
 def _forward_unimplemented(self: Module, *input: Any) -> None:
@@ -165,6 +161,20 @@ class Module:
             if not isinstance(mod, Module):
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Sets the submodule at the dotted path ``target`` (its parent must exist)."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError("`module` is not an nn.Module, found " + str(type(module)))
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at the dotted path ``target``."""
@@ -395,7 +405,7 @@ class Module:
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(tensor)``, in place."""
-        device, dtype = _parse_to(args, kwargs)
+        device, dtype = parse_to(args, kwargs)
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(
                 "nn.Module.to only accepts floating point or complex dtypes, but got desired "
@@ -429,10 +439,29 @@ class Module:
     def cpu(self) -> Module:
         return self
 
+    def share_memory(self) -> Module:
+        return self  # one process, one address space: already shared
+
     def type(self, dst_type: Any) -> Module:
         return self._apply(lambda t: t.to(dst_type))
 
     # ------------------------------------------------------------------ state dict
+    def get_extra_state(self) -> Any:
+        """Override (with ``set_extra_state``) to store extra state in the state_dict."""
+        raise RuntimeError(
+            "Reached a code path in Module.get_extra_state() that should never be called."
+        )
+
+    def set_extra_state(self, state: Any) -> None:
+        """Override (with ``get_extra_state``) to restore extra state from the state_dict."""
+        raise RuntimeError(
+            "Reached a code path in Module.set_extra_state() that should never be called."
+        )
+
+    def _has_extra_state(self) -> bool:
+        return getattr(type(self), "get_extra_state", Module.get_extra_state) \
+            is not Module.get_extra_state
+
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         for name, param in self._parameters.items():
             if param is not None:
@@ -440,6 +469,34 @@ class Module:
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
                 destination[prefix + name] = buf if keep_vars else buf.detach()
+        if self._has_extra_state():
+            destination[prefix + _EXTRA_STATE] = self.get_extra_state()
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, prefix, keep_vars)`` before ``state_dict`` saves this module."""
+        handle = RemovableHandle(self._state_dict_pre_hooks)
+        self._state_dict_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata)`` after saving (edit in place)."""
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before this module loads."""
+        handle = RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(module, incompatible_keys)`` after this module loads (edit the lists in
+        place)."""
+        handle = RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[handle.id] = hook
+        return handle
 
     def state_dict(self, *args: Any, destination: Any = None, prefix: str = "",
                    keep_vars: bool = False) -> Any:
@@ -451,18 +508,27 @@ class Module:
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
         if hasattr(destination, "_metadata"):
-            destination._metadata[prefix[:-1]] = dict(version=self._version)
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in self._state_dict_pre_hooks.values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, module in self._modules.items():
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".",
                                   keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            if hook(self, destination, prefix, local_metadata) is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return destination
 
     def _load_from_state_dict(self, state_dict: Mapping, prefix: str, local_metadata: dict,
                               strict: bool, missing_keys: list, unexpected_keys: list,
                               error_msgs: list) -> None:
+        for hook in self._load_state_dict_pre_hooks.values():
+            hook(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                 unexpected_keys, error_msgs)
         persistent = {k: v for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set}
         local_state = {k: v for k, v in itertools.chain(self._parameters.items(),
@@ -474,10 +540,18 @@ class Module:
                 if strict:
                     missing_keys.append(key)
                 continue
-            _load_one(self, name, key, param, state_dict[key], assign, error_msgs)
+            load_one(self, name, key, param, state_dict[key], assign, error_msgs)
+        extra_key = prefix + _EXTRA_STATE
+        if self._has_extra_state():
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
         if strict:
             for key in state_dict:
-                if key.startswith(prefix):
+                if key.startswith(prefix) and key != extra_key:
                     input_name = key[len(prefix):].split(".", 1)
                     if len(input_name) > 1:
                         if input_name[0] not in self._modules:
@@ -512,6 +586,14 @@ class Module:
                     child_state = {k: v for k, v in local_state_dict.items()
                                    if k.startswith(child_prefix)}
                     load(child, child_state, child_prefix)
+            keys = _IncompatibleKeys(missing_keys, unexpected_keys)
+            for hook in module._load_state_dict_post_hooks.values():
+                if hook(module, keys) is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified, it should be done inplace."
+                    )
 
         load(self, state_dict)
         if strict:
@@ -620,7 +702,7 @@ class Module:
                 result = bw_hook.setup_output_hook(result)
             return result
         except Exception:
-            _run_always_called(self, args, kwargs, result, called_always)
+            run_always_called(self, args, kwargs, result, called_always)
             raise
 
     __call__: Callable[..., Any] = _call_impl
@@ -662,86 +744,3 @@ class Module:
         keys = (dir(self.__class__) + list(self.__dict__.keys()) + list(self._parameters.keys())
                 + list(self._modules.keys()) + list(self._buffers.keys()))
         return sorted(k for k in keys if not k[0].isdigit())
-
-
-def _run_always_called(module: Module, args: Any, kwargs: Any, result: Any,
-                       called: set) -> None:
-    import warnings
-    for hook_id, hook in tuple(module._forward_hooks.items()):
-        if hook_id in module._forward_hooks_always_called and hook_id not in called:
-            try:
-                if hook_id in module._forward_hooks_with_kwargs:
-                    hook(module, args, kwargs, result)
-                else:
-                    hook(module, args, result)
-            except Exception as e:
-                warnings.warn("module forward hook with ``always_call=True`` raised an exception "
-                              f"that was silenced as another error was raised in forward: {e}",
-                              stacklevel=2)
-
-
-def _load_one(module: Module, name: str, key: str, param: Tensor, input_param: Any,
-              assign: bool, error_msgs: list) -> None:
-    if not isinstance(input_param, Tensor):
-        error_msgs.append(
-            f'While copying the parameter named "{key}", expected ember.Tensor or Tensor-like '
-            f"object from checkpoint but received {type(input_param)}"
-        )
-        return
-    # backward compatibility with checkpoints that stored 0-d values as shape (1,)
-    if len(param.shape) == 0 and len(input_param.shape) == 1 and input_param.shape[0] == 1:
-        input_param = input_param[0]
-    if input_param.shape != param.shape:
-        error_msgs.append(
-            f"size mismatch for {key}: copying a param with shape {input_param.shape} from "
-            f"checkpoint, the shape in current model is {param.shape}."
-        )
-        return
-    try:
-        with no_grad():
-            if assign:
-                if isinstance(param, Parameter):
-                    if not isinstance(input_param, Parameter):
-                        input_param = Parameter(input_param, requires_grad=param.requires_grad)
-                    else:
-                        input_param.requires_grad_(param.requires_grad)
-                setattr(module, name, input_param)
-            else:
-                param.copy_(input_param)
-    except Exception as ex:
-        error_msgs.append(
-            f'While copying the parameter named "{key}", whose dimensions in the model are '
-            f"{param.size()} and whose dimensions in the checkpoint are {input_param.size()}, "
-            f"an exception occurred : {ex.args}."
-        )
-
-
-def _parse_to(args: tuple, kwargs: dict) -> tuple[Any, Any]:
-    """(device, dtype) from Module.to's overloads."""
-    from ember.device import device as _device
-    kwargs = dict(kwargs)
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    device = kwargs.pop("device", None)
-    dtype = kwargs.pop("dtype", None)
-    tensor = kwargs.pop("tensor", None)
-    if kwargs:
-        raise TypeError(f"to() received an invalid combination of arguments: {sorted(kwargs)}")
-    for a in args:
-        if isinstance(a, Tensor):
-            tensor = a
-        elif isinstance(a, _dt.dtype):
-            dtype = a
-        elif isinstance(a, (str, _device)):
-            device = a
-        elif isinstance(a, bool):
-            continue  # non_blocking
-        else:
-            raise EmberTypeError(
-                f"[Module.to] expected a device, dtype or Tensor, got {type(a).__name__}"
-            )
-    if tensor is not None:
-        device, dtype = tensor.device, tensor.dtype
-    return device, dtype
-
-
