@@ -537,3 +537,8 @@ def test_set_submodule():
         return out
 
     assert run(ember, E) == run(torch, T)
+
+
+def test_non_full_backward_hook_not_supported():
+    with pytest.raises(NotImplementedError, match="register_full_backward_hook"):
+        E["Linear"](1, 1).register_backward_hook(lambda m, gi, go: None)

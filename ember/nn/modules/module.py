@@ -661,6 +661,14 @@ class Module:
             self._backward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's deprecated non-full backward hook: not supported (its grads depend on
+        PyTorch's graph layout); use ``register_full_backward_hook``."""
+        raise NotImplementedError(
+            "[Module.register_backward_hook] the deprecated non-full backward hook is not "
+            "supported; use register_full_backward_hook(hook) instead"
+        )
+
     def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
         if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
                 or self._backward_pre_hooks):
