@@ -106,15 +106,15 @@ def prepare(op: str, args: Sequence[Any], compute: dt.dtype) -> list:
 def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
            compute: dt.dtype | None = None) -> Tensor:
     """Bind a binary pointwise primitive with PyTorch promotion and broadcasting."""
-    if (type(a) is Tensor and type(b) is Tensor and a._dtype is b._dtype
+    if (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype
             and a._data.shape == b._data.shape and compute is None):
         return bind(op, a, b)
     if compute is None:
         # a floating tensor with a Python int/float keeps its dtype (the common ``x * 0.5``)
         ta, tb = type(a), type(b)
-        if ta is Tensor and (tb is float or tb is int) and a._dtype.category == 2:
+        if issubclass(ta, Tensor) and (tb is float or tb is int) and a._dtype.category == 2:
             return bind(op, a, float(b))
-        if tb is Tensor and (ta is float or ta is int) and b._dtype.category == 2:
+        if issubclass(tb, Tensor) and (ta is float or ta is int) and b._dtype.category == 2:
             return bind(op, float(a), b)
     nm = name or op.name
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):

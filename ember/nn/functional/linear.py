@@ -35,12 +35,12 @@ __all__ = ["bilinear", "linear", "scaled_dot_product_attention"]
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` over any leading dims of ``input``."""
-    if (type(input) is Tensor and type(weight) is Tensor and weight._data.ndim == 2
+    if (isinstance(input, Tensor) and isinstance(weight, Tensor) and weight._data.ndim == 2
             and input._data.ndim and input._dtype is weight._dtype
             and input._data.shape[-1] == weight._data.shape[1] and input._dtype is not dt.bool):
         if bias is None:
             return bind(LINEAR, input, weight)
-        if (type(bias) is Tensor and bias._dtype is input._dtype
+        if (isinstance(bias, Tensor) and bias._dtype is input._dtype
                 and bias._data.shape == weight._data.shape[:1]):
             return bind(LINEAR, input, weight, bias)
     return _linear_slow(input, weight, bias)
