@@ -23,6 +23,8 @@ class Parameter(Tensor):
     It shares memory (and the version counter) with ``data``; ops on it return plain Tensors.
     """
 
+    _is_param = True  # read by layers below nn (serialization) without importing nn
+
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
         if data is None:
             arr = np.empty((0,), dtype=_dt.get_default_dtype().np)
