@@ -6,9 +6,11 @@ Each scheduler's ``get_lr`` uses torch's recursive (chainable) formula on the gr
 
 from __future__ import annotations
 
+import functools
 import math
 import types
 import warnings
+import weakref
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -18,7 +20,7 @@ from ember.optim.optimizer import Optimizer
 
 __all__ = [
     "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-    "LinearLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
+    "LinearLR", "ConstantLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
 ]
 
 _EPOCH_DEPRECATION = (
@@ -44,6 +46,24 @@ def _format_param(name: str, optimizer: Optimizer, param: Any) -> list[Any]:
             )
         return list(param)
     return [param] * len(optimizer.param_groups)
+
+
+def _track_optimizer_step(opt: Optimizer) -> None:
+    """Wrap ``opt.step`` (once) so a scheduler can warn when it is stepped before the
+    optimizer, as torch does."""
+    if hasattr(opt.step, "_wrapped_by_lr_sched"):
+        return
+    opt_ref = weakref.ref(opt)
+    func = opt.step.__func__
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        o = opt_ref()
+        o._opt_called = True
+        return func.__get__(o, o.__class__)(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True
+    opt.step = wrapper
 
 
 class LRScheduler:
@@ -74,6 +94,7 @@ class LRScheduler:
                     )
         self.base_lrs: list[Any] = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        _track_optimizer_step(optimizer)
         self._initial_step()
 
     def _initial_step(self) -> None:
@@ -102,6 +123,14 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (or jump to ``epoch``, deprecated) and update the groups' ``lr``."""
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn(
+                "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch "
+                "1.1.0 and later, you should call them in the opposite order: "
+                "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this will "
+                "result in PyTorch skipping the first value of the learning rate schedule.",
+                UserWarning, stacklevel=2,
+            )
         self._step_count += 1
         if epoch is not None:
             warnings.warn(_EPOCH_DEPRECATION, UserWarning, stacklevel=2)
@@ -280,6 +309,30 @@ class LinearLR(LRScheduler):
         frac = min(self.total_iters, self.last_epoch) / self.total_iters
         return [base * (self.start_factor + (self.end_factor - self.start_factor) * frac)
                 for base in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """Scale the lr by ``factor`` until epoch ``total_iters``, then restore it."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
+                 last_epoch: int = -1) -> None:
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[Any]:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] * self.factor for group in groups]
+        if self.last_epoch != self.total_iters:
+            return _group_lrs(self.optimizer)
+        return [group["lr"] * (1.0 / self.factor) for group in groups]
+
+    def _get_closed_form_lr(self) -> list[Any]:
+        done = self.last_epoch >= self.total_iters
+        return [base * (self.factor + done * (1 - self.factor)) for base in self.base_lrs]
 
 
 class SequentialLR(LRScheduler):
