@@ -67,6 +67,13 @@ class Optimizer:
         for group in param_groups:
             self.add_param_group(group)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # the step wrapper a scheduler installs is a local function: leave it out of pickles
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def __repr__(self) -> str:
         lines = [self.__class__.__name__ + " ("]
         for i, group in enumerate(self.param_groups):

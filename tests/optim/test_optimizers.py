@@ -260,3 +260,16 @@ def test_repr():
     p = ember.tensor([1.0], requires_grad=True)
     r = repr(ember.optim.SGD([p], lr=0.5))
     assert r.startswith("SGD (") and "lr: 0.5" in r and "Parameter Group 0" in r
+
+
+def test_pickle_round_trip_with_scheduler_attached():
+    import pickle
+
+    p = ember.tensor([1.0, 2.0], requires_grad=True)
+    opt = ember.optim.Adam([p], lr=0.1)
+    ember.optim.lr_scheduler.StepLR(opt, 2)
+    p.grad = ember.tensor([1.0, -1.0])
+    opt.step()
+    p2, opt2 = pickle.loads(pickle.dumps((p, opt)))
+    assert opt2.param_groups[0]["params"][0] is p2
+    np.testing.assert_allclose(opt2.state[p2]["exp_avg"].numpy(), opt.state[p]["exp_avg"].numpy())
