@@ -20,7 +20,8 @@ from ember.optim.optimizer import Optimizer
 
 __all__ = [
     "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
-    "LinearLR", "ConstantLR", "OneCycleLR", "SequentialLR", "ReduceLROnPlateau",
+    "LinearLR", "ConstantLR", "OneCycleLR", "MultiplicativeLR", "PolynomialLR",
+    "ChainedScheduler", "CosineAnnealingWarmRestarts", "SequentialLR", "ReduceLROnPlateau",
 ]
 
 _EPOCH_DEPRECATION = (
@@ -153,6 +154,30 @@ class LRScheduler:
         self._last_lr = _group_lrs(self.optimizer)
 
 
+def _check_callables(fns: list[Any]) -> None:
+    for fn in fns:
+        if not callable(fn):
+            raise TypeError(f"lr_lambda should be a function, but got {type(fn).__name__}")
+
+
+def _lambdas_state_dict(sched: Any, exclude: tuple[str, ...]) -> dict[str, Any]:
+    sd = {k: v for k, v in sched.__dict__.items() if k not in exclude}
+    sd["lr_lambdas"] = [
+        None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+        for fn in sched.lr_lambdas
+    ]
+    return sd
+
+
+def _lambdas_load_state_dict(sched: Any, state_dict: dict[str, Any]) -> None:
+    lr_lambdas = state_dict.pop("lr_lambdas")
+    sched.__dict__.update(state_dict)
+    state_dict["lr_lambdas"] = lr_lambdas
+    for idx, fn in enumerate(lr_lambdas):
+        if fn is not None:
+            sched.lr_lambdas[idx].__dict__.update(fn)
+
+
 class LambdaLR(LRScheduler):
     """``lr = base_lr * lr_lambda(epoch)``; one lambda, or one per param group."""
 
@@ -172,21 +197,11 @@ class LambdaLR(LRScheduler):
 
     def state_dict(self) -> dict[str, Any]:
         """Attributes; plain functions are not saved, callable objects save their ``__dict__``."""
-        sd = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
-        sd["lr_lambdas"] = [
-            None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
-            for fn in self.lr_lambdas
-        ]
-        return sd
+        return _lambdas_state_dict(self, ("optimizer", "lr_lambdas"))
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore attributes (and callable objects' ``__dict__``)."""
-        lr_lambdas = state_dict.pop("lr_lambdas")
-        self.__dict__.update(state_dict)
-        state_dict["lr_lambdas"] = lr_lambdas
-        for idx, fn in enumerate(lr_lambdas):
-            if fn is not None:
-                self.lr_lambdas[idx].__dict__.update(fn)
+        _lambdas_load_state_dict(self, state_dict)
 
     def get_lr(self) -> list[Any]:
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
@@ -639,3 +654,154 @@ class ReduceLROnPlateau(LRScheduler):
         """Restore attributes saved by ``state_dict()``."""
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the lr by ``lr_lambda(epoch)`` every epoch."""
+
+    def __init__(self, optimizer: Optimizer,
+                 lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
+                 last_epoch: int = -1) -> None:
+        self.optimizer = optimizer
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
+        else:
+            if len(lr_lambda) != len(optimizer.param_groups):
+                raise ValueError(
+                    f"Expected {len(optimizer.param_groups)} lr_lambdas, but got {len(lr_lambda)}"
+                )
+            self.lr_lambdas = list(lr_lambda)
+        _check_callables(self.lr_lambdas)
+        super().__init__(optimizer, last_epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Attributes; plain functions are not saved, callable objects save their ``__dict__``."""
+        return _lambdas_state_dict(self, ("optimizer", "lr_lambdas"))
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore attributes (and callable objects' ``__dict__``)."""
+        _lambdas_load_state_dict(self, state_dict)
+
+    def get_lr(self) -> list[Any]:
+        if self._is_initial:
+            return _group_lrs(self.optimizer)
+        return [group["lr"] * fn(self.last_epoch)
+                for fn, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the lr polynomially (``power``) to zero over ``total_iters`` epochs."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1) -> None:
+        self.total_iters = total_iters
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[Any]:
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return _group_lrs(self.optimizer)
+        n = self.total_iters
+        decay = ((1.0 - self.last_epoch / n) / (1.0 - (self.last_epoch - 1) / n)) ** self.power
+        return [group["lr"] * decay for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[Any]:
+        frac = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (1.0 - frac) ** self.power for base in self.base_lrs]
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers of one optimizer together (their factors compose)."""
+
+    def __init__(self, schedulers: list[LRScheduler],
+                 optimizer: Optimizer | None = None) -> None:
+        name = type(self).__name__
+        if len(schedulers) < 1:
+            raise ValueError(
+                f"{name} expects at least one scheduler to be chained, but got no scheduler."
+            )
+        optimizer = optimizer or schedulers[0].optimizer
+        for idx, sched in enumerate(schedulers):
+            if not hasattr(sched, "optimizer"):
+                raise TypeError(f"{name} at index {idx} should have `optimizer` as its attribute.")
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{name} does not support `ReduceLROnPlateau` scheduler as it requires "
+                    "additional kwargs to be specified when calling `step`, but got one at "
+                    f"index {idx} in the given schedulers sequence."
+                )
+            if optimizer != sched.optimizer:
+                raise ValueError(
+                    f"{name} expects all schedulers to belong to the same optimizer, but got "
+                    f"scheduler {type(sched).__name__} at index {idx} has {sched.optimizer}, "
+                    f"which is different from {type(optimizer).__name__}."
+                )
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = _group_lrs(schedulers[-1].optimizer)
+
+    def step(self) -> None:  # type: ignore[override]
+        """Step every chained scheduler in order."""
+        for sched in self._schedulers:
+            sched.step()
+        self._last_lr = _group_lrs(self._schedulers[-1].optimizer)
+
+    state_dict = SequentialLR.state_dict
+    load_state_dict = SequentialLR.load_state_dict
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing restarted every ``T_i`` epochs, ``T_i`` growing by ``T_mult``."""
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1,  # noqa: N803
+                 eta_min: float = 0.0, last_epoch: int = -1) -> None:
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(
+                f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}"
+            )
+        self.T_0 = T_0
+        self.T_i = T_0
+        self.T_mult = T_mult
+        self.eta_min = eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[Any]:
+        eta = self.eta_min
+        return [eta + (base - eta) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch: float | None = None) -> None:
+        """Advance one epoch, or jump to a (possibly fractional) ``epoch``."""
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            self._jump(epoch)
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = _group_lrs(self.optimizer)
+
+    def _jump(self, epoch: float) -> None:
+        if epoch < 0:
+            raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+        if epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** (n)
+        else:
+            self.T_i = self.T_0
+            self.T_cur = epoch

@@ -66,6 +66,13 @@ SCHEDULERS = {
     "OneCycleLR-no-momentum": lambda lib, o: _S(lib).OneCycleLR(
         o, max_lr=0.2, total_steps=50, cycle_momentum=False),
     "ConstantLR": lambda lib, o: _S(lib).ConstantLR(o, factor=0.5, total_iters=4),
+    "MultiplicativeLR": lambda lib, o: _S(lib).MultiplicativeLR(o, lambda e: 0.97),
+    "PolynomialLR": lambda lib, o: _S(lib).PolynomialLR(o, total_iters=20, power=2.0),
+    "CosineAnnealingWarmRestarts": lambda lib, o: _S(lib).CosineAnnealingWarmRestarts(
+        o, T_0=5, T_mult=2, eta_min=0.01),
+    "CosineAnnealingWarmRestarts-1": lambda lib, o: _S(lib).CosineAnnealingWarmRestarts(o, 7),
+    "ChainedScheduler": lambda lib, o: _S(lib).ChainedScheduler(
+        [_S(lib).ExponentialLR(o, 0.95), _S(lib).StepLR(o, 4, 0.5)]),
     "SequentialLR": _sequential,
     "SequentialLR-3": _sequential3,
 }
@@ -100,7 +107,7 @@ def test_lr_sequence_matches_torch(name, kind):
         e, e_sched, e_opt = _trace(ember, SCHEDULERS[name], kind)
         t, t_sched, t_opt = _trace(torch, SCHEDULERS[name], kind)
     _assert_traces(e, t)
-    assert e_sched.last_epoch == t_sched.last_epoch
+    assert getattr(e_sched, "last_epoch", None) == getattr(t_sched, "last_epoch", None)
     for eg, tg in zip(e_opt.param_groups, t_opt.param_groups):
         assert set(eg) == set(tg)
         assert eg["initial_lr"] == tg["initial_lr"]
@@ -129,7 +136,10 @@ def _round_trip(lib, factory):
     return out
 
 
-@pytest.mark.parametrize("name", [n for n in SCHEDULERS if not n.startswith("Sequential")])
+_RESUMABLE = [n for n in SCHEDULERS if not n.startswith(("Sequential", "Chained"))]
+
+
+@pytest.mark.parametrize("name", _RESUMABLE)
 def test_scheduler_state_dict_round_trip(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -168,6 +178,7 @@ def test_torch_and_ember_state_dict_keys_agree():
 @pytest.mark.parametrize("name,epochs", [
     ("StepLR", [3, 7, 2, 12]), ("MultiStepLR", [1, 5, 10, 3]), ("ExponentialLR", [4, 9, 0]),
     ("CosineAnnealingLR", [5, 13, 2]), ("LinearLR", [2, 6, 20]), ("ConstantLR", [1, 5, 2]),
+    ("PolynomialLR", [3, 25, 1]), ("CosineAnnealingWarmRestarts", [3, 7.5, 40, 0.2, 16]),
 ])
 def test_step_with_epoch_uses_closed_form(name, epochs):
     res = []
@@ -266,6 +277,14 @@ def test_scheduler_errors():
           "Ending multiplicative factor")
     _both(lambda lib: s(lib).LambdaLR(_opt(lib), [lambda e: 1.0]), ValueError,
           "Expected 2 lr_lambdas, but got 1")
+    _both(lambda lib: s(lib).MultiplicativeLR(_opt(lib), 3), TypeError,
+          "lr_lambda should be a function, but got int")
+    _both(lambda lib: s(lib).CosineAnnealingWarmRestarts(_opt(lib), 0), ValueError,
+          "Expected positive integer T_0, but got 0")
+    _both(lambda lib: s(lib).CosineAnnealingWarmRestarts(_opt(lib), 3, T_mult=0), ValueError,
+          "Expected integer T_mult >= 1, but got 0")
+    _both(lambda lib: s(lib).ChainedScheduler([]), ValueError,
+          "expects at least one scheduler to be chained")
     _both(lambda lib: s(lib).OneCycleLR(_opt(lib), 0.1), ValueError,
           "You must define either total_steps OR")
     _both(lambda lib: s(lib).OneCycleLR(_opt(lib), 0.1, total_steps=0), ValueError,
@@ -318,3 +337,11 @@ def test_cosine_past_t_max_oscillates():
         sched.step()
         lrs.append(sched.get_last_lr()[0])
     assert math.isclose(lrs[3], 0.0, abs_tol=1e-15) and math.isclose(lrs[7], 0.1)
+
+
+@pytest.mark.parametrize("name", ["SequentialLR", "SequentialLR-3"])
+def test_sequential_state_dict_round_trip_like_torch(name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e, t = _round_trip(ember, SCHEDULERS[name]), _round_trip(torch, SCHEDULERS[name])
+    _assert_traces(e, t)
