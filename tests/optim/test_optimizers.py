@@ -273,3 +273,26 @@ def test_pickle_round_trip_with_scheduler_attached():
     p2, opt2 = pickle.loads(pickle.dumps((p, opt)))
     assert opt2.param_groups[0]["params"][0] is p2
     np.testing.assert_allclose(opt2.state[p2]["exp_avg"].numpy(), opt.state[p]["exp_avg"].numpy())
+
+
+LOWP_ULP_AT_2 = {"float16": 2.0**-9, "bfloat16": 2.0**-6}  # spacing of values in [2, 4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", [CASES[i] for i in (1, 3, 7, 8, 12, 17, 18, 21)], ids=_ids)
+def test_low_precision_params(case, dtype):
+    """Half-precision params and state: within one rounding step per op chain of torch (torch
+    fuses some scalar multiplies in float32 before rounding once)."""
+    name, kw = case
+    rng = np.random.default_rng(5)
+    arrays = [np.clip(rng.standard_normal((4, 5)), -1.5, 1.5)]
+    grads = [[rng.standard_normal((4, 5))] for _ in range(N_STEPS)]
+    e_params, t_params = _make(ember, arrays, dtype), _make(torch, arrays, dtype)
+    e_opt = getattr(ember.optim, name)(e_params, **kw)
+    t_opt = getattr(torch.optim, name)(t_params, **kw)
+    _run(ember, e_opt, e_params, grads, dtype)
+    _run(torch, t_opt, t_params, grads, dtype)
+    e, t = e_params[0].detach().float().numpy(), t_params[0].detach().float().numpy()
+    assert e_params[0].dtype == getattr(ember, dtype)
+    assert np.abs(t).max() < 4
+    np.testing.assert_allclose(e, t, rtol=0, atol=2 * LOWP_ULP_AT_2[dtype])
