@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ember.optim.optimizer import Optimizer
+from ember.tensor import Tensor
 
 __all__ = [
     "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
@@ -34,7 +35,17 @@ _EPOCH_DEPRECATION = (
 
 
 def _group_lrs(optimizer: Optimizer) -> list[Any]:
-    return [group["lr"] for group in optimizer.param_groups]
+    # tensor lrs are copied so the returned list never aliases the groups (torch)
+    return [g["lr"].clone() if isinstance(g["lr"], Tensor) else g["lr"]
+            for g in optimizer.param_groups]
+
+
+def _set_lr(group: dict[str, Any], lr: Any) -> None:
+    """Write ``lr`` into the group; a tensor lr is filled in place, as torch does."""
+    if isinstance(group["lr"], Tensor):
+        group["lr"].fill_(float(lr))
+    else:
+        group["lr"] = lr
 
 
 def _format_param(name: str, optimizer: Optimizer, param: Any) -> list[Any]:
@@ -85,7 +96,8 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                lr = group["lr"]
+                group.setdefault("initial_lr", lr.clone() if isinstance(lr, Tensor) else lr)
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
@@ -93,7 +105,10 @@ class LRScheduler:
                         f"param 'initial_lr' is not specified in param_groups[{i}] when "
                         "resuming scheduler with last_epoch >= 0."
                     )
-        self.base_lrs: list[Any] = [group["initial_lr"] for group in optimizer.param_groups]
+        self.base_lrs: list[Any] = [
+            g["initial_lr"].clone() if isinstance(g["initial_lr"], Tensor) else g["initial_lr"]
+            for g in optimizer.param_groups
+        ]
         self.last_epoch = last_epoch
         _track_optimizer_step(optimizer)
         self._initial_step()
@@ -150,7 +165,7 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values, strict=True):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _group_lrs(self.optimizer)
 
 
@@ -385,7 +400,7 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         # Undo the steps the child schedulers took when they were built, then start the first.
         for group in optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _set_lr(group, group["initial_lr"])
         self._recursive_undo()
         idx = bisect_right(self._milestones, 0)
         self._schedulers[idx]._initial_step()
@@ -624,7 +639,7 @@ class ReduceLROnPlateau(LRScheduler):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, self.min_lrs[i])
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                _set_lr(group, new_lr)
 
     @property
     def in_cooldown(self) -> bool:
@@ -789,7 +804,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             self._jump(epoch)
         self.last_epoch = math.floor(epoch)
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
-            group["lr"] = lr
+            _set_lr(group, lr)
         self._last_lr = _group_lrs(self.optimizer)
 
     def _jump(self, epoch: float) -> None:

@@ -345,3 +345,24 @@ def test_sequential_state_dict_round_trip_like_torch(name):
         warnings.simplefilter("ignore")
         e, t = _round_trip(ember, SCHEDULERS[name]), _round_trip(torch, SCHEDULERS[name])
     _assert_traces(e, t)
+
+
+def test_tensor_lr_is_filled_in_place():
+    res = []
+    for lib in (ember, torch):
+        lr = lib.tensor(0.1)
+        p = lib.tensor([1.0, 2.0], requires_grad=True)
+        opt = lib.optim.SGD([p], lr=lr)
+        sched = lib.optim.lr_scheduler.StepLR(opt, 2, gamma=0.5)
+        seq = []
+        for _ in range(6):
+            p.grad = lib.ones_like(p)
+            opt.step()
+            sched.step()
+            assert opt.param_groups[0]["lr"] is lr
+            last = sched.get_last_lr()[0]
+            assert isinstance(last, lib.Tensor) and last is not lr
+            seq.append((float(lr), float(last)))
+        res.append((seq, p.detach().numpy().tolist()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-6)
