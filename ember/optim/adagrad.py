@@ -1,0 +1,75 @@
+"""Adagrad: per-coordinate learning rates from the running sum of squared gradients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ember._frontend.creation import full_like
+from ember.autograd.grad_mode import no_grad
+from ember.optim.optimizer import Optimizer, _scalar_step
+from ember.tensor import Tensor
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    """``torch.optim.Adagrad``; like torch, the state is created for every param up front.
+
+    Example::
+
+        opt = Adagrad([w], lr=1e-2, lr_decay=1e-3, initial_accumulator_value=0.1)
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0,
+                 eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(
+                f"Invalid initial_accumulator_value value: {initial_accumulator_value}"
+            )
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
+                    "initial_accumulator_value": initial_accumulator_value,
+                    "foreach": foreach, "maximize": maximize, "differentiable": differentiable,
+                    "fused": fused}
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = _scalar_step()
+                state["sum"] = full_like(p, group["initial_accumulator_value"])
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One Adagrad step over every parameter that has a gradient."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
+        lr, wd = float(group["lr"]), group["weight_decay"]
+        state = self.state[p]
+        state["step"].add_(1)
+        step = state["step"].item()
+        grad = -p.grad if group["maximize"] else p.grad
+        if wd != 0:
+            grad = grad.add(p, alpha=wd)
+        clr = lr / (1 + (step - 1) * group["lr_decay"])
+        state_sum = state["sum"]
+        state_sum.addcmul_(grad, grad, value=1)
+        std = state_sum.sqrt().add_(group["eps"])
+        p.addcdiv_(grad, std, value=-clr)
