@@ -45,6 +45,10 @@ def collate_numpy_array_fn(batch: list, *, collate_fn_map: CollateMap | None = N
 
 
 def collate_numpy_scalar_fn(batch: list, *, collate_fn_map: CollateMap | None = None) -> Tensor:
+    # PyTorch keeps the scalars' NumPy dtype (a list of np.float64 gives float64); going
+    # through one ndarray does that when all scalars share a type.
+    if all(type(b) is type(batch[0]) for b in batch):
+        return as_tensor(np.asarray(batch))
     return as_tensor(batch)
 
 
