@@ -4,6 +4,7 @@ not import torch) so that ``spawn``-ed workers can unpickle them cheaply."""
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Iterator
 
 import numpy as np
@@ -68,14 +69,15 @@ class WorkerInfoDataset(Dataset):
         from ember._frontend.random import randint
 
         info = get_worker_info()
+        if info is None:   # main process
+            return {"i": i}
         return {"i": i, "id": info.id, "num_workers": info.num_workers, "seed": info.seed,
                 "same_dataset": isinstance(info.dataset, WorkerInfoDataset),
                 "initial_seed": ember.random.initial_seed(),
-                "draw": int(randint(0, 1000, ()).item())}
+                "draw": int(randint(0, 1000, ()).item()),
+                "init": os.environ.get("EMBER_TEST_WORKER_INIT", "")}
 
 
 def record_init(worker_id: int) -> None:
     """A ``worker_init_fn`` that sets an environment marker the samples can see."""
-    import os
-
     os.environ["EMBER_TEST_WORKER_INIT"] = str(worker_id)

@@ -23,6 +23,10 @@ from ember import random as _random
 __all__ = ["ExceptionWrapper", "WorkerInfo", "get_worker_info"]
 
 MP_STATUS_CHECK_INTERVAL = 5.0  # seconds between liveness checks while waiting on a queue
+# How often an idle worker looks at the done event.  Shutdown also sends ``None`` on the index
+# queue, but when the iterator dies in a reference cycle the queue's feeder thread may be gone
+# before ``__del__`` runs, so the event is the signal that always arrives.
+WORKER_POLL_INTERVAL = 0.5
 
 
 class WorkerInfo:
@@ -86,7 +90,12 @@ class ExceptionWrapper:
             exception = self.exc_type(msg)
         except Exception:
             raise RuntimeError(msg) from None
-        raise exception
+        try:
+            raise exception
+        finally:
+            # Without this the frame and the exception reference each other, and the DataLoader
+            # iterator up the traceback would only be freed by the cycle collector.
+            del exception
 
 
 @dataclass(frozen=True)
@@ -174,8 +183,10 @@ def worker_loop(iterable: bool, dataset: Any, index_queue: Any, data_queue: Any,
         iteration_end = False
         while os.getppid() == parent_pid:  # exit when the main process is gone
             try:
-                r = index_queue.get(timeout=MP_STATUS_CHECK_INTERVAL)
+                r = index_queue.get(timeout=WORKER_POLL_INTERVAL)
             except queue.Empty:
+                if done_event.is_set():
+                    break
                 continue
             if isinstance(r, ResumeIteration):
                 data_queue.put((r, None))
