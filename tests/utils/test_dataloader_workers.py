@@ -46,9 +46,12 @@ def test_map_style_workers_match_main_process_in_order_and_persist():
 
 
 def test_iterable_dataset_two_workers_yield_every_item_once():
-    dl = DataLoader(RangeIterable(0, 11), batch_size=2, num_workers=2, timeout=TIMEOUT)
-    items = [x for batch in dl for x in batch.tolist()]
-    assert sorted(items) == list(range(11))
+    dl = DataLoader(RangeIterable(0, 11), batch_size=2, num_workers=2, timeout=TIMEOUT,
+                    persistent_workers=True)
+    for _epoch in range(2):   # persistent workers restart their dataset iterators
+        items = [x for batch in dl for x in batch.tolist()]
+        assert sorted(items) == list(range(11))
+    dl._iterator._shutdown_workers()
 
 
 def test_worker_exception_is_reraised_with_traceback_and_workers_stop():
