@@ -81,3 +81,29 @@ class WorkerInfoDataset(Dataset):
 def record_init(worker_id: int) -> None:
     """A ``worker_init_fn`` that sets an environment marker the samples can see."""
     os.environ["EMBER_TEST_WORKER_INIT"] = str(worker_id)
+
+
+class SlowDataset(Dataset):
+    """Every sample takes ``delay`` seconds."""
+
+    def __init__(self, n: int, delay: float) -> None:
+        self.n, self.delay = n, delay
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        import time
+
+        time.sleep(self.delay)
+        return i
+
+
+class DyingDataset(Dataset):
+    """The worker process exits abruptly on the first sample."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> int:
+        os._exit(3)

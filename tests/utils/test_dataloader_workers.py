@@ -13,8 +13,10 @@ import ember
 from ember.utils.data import DataLoader
 from tests.utils._compare import assert_same
 from tests.utils._datasets import (
+    DyingDataset,
     FailingDataset,
     RangeIterable,
+    SlowDataset,
     SquaresDataset,
     WorkerInfoDataset,
     record_init,
@@ -100,3 +102,17 @@ def test_worker_info_seeding_and_shuffle_determinism():
     # The base seed comes from the loader's generator, so a rerun draws the same numbers.
     assert [x["draw"].tolist() for x in a] == [x["draw"].tolist() for x in b]
     assert [x["seed"].tolist() for x in a] == [x["seed"].tolist() for x in b]
+
+
+def test_timeout_and_dead_worker_errors():
+    it = iter(DataLoader(SlowDataset(2, delay=3.0), num_workers=1, timeout=1))
+    workers = list(it._workers)
+    with pytest.raises(RuntimeError, match=r"DataLoader timed out after 1 seconds"):
+        next(it)
+    del it
+    gc.collect()
+    assert _wait_dead(workers)
+    it = iter(DataLoader(DyingDataset(), num_workers=1, timeout=TIMEOUT))
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited "
+                                           r"unexpectedly"):
+        next(it)

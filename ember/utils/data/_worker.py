@@ -22,7 +22,7 @@ from ember import random as _random
 
 __all__ = ["ExceptionWrapper", "WorkerInfo", "get_worker_info"]
 
-MP_STATUS_CHECK_INTERVAL = 5.0  # seconds between liveness checks while waiting on a queue
+MP_STATUS_CHECK_INTERVAL = 5.0  # seconds shutdown waits for each worker to exit
 # How often an idle worker looks at the done event.  Shutdown also sends ``None`` on the index
 # queue, but when the iterator dies in a reference cycle the queue's feeder thread may be gone
 # before ``__del__`` runs, so the event is the signal that always arrives.

@@ -13,6 +13,7 @@ import math
 import multiprocessing as mp
 import os
 import queue
+import time
 import warnings
 from typing import Any, Callable, Iterable, Iterator
 
@@ -30,6 +31,8 @@ from ember.utils.data.sampler import (
 )
 
 __all__ = ["DataLoader"]
+
+_LIVENESS_CHECK_INTERVAL = 1.0  # seconds between checks for dead workers while waiting
 
 _FROZEN_ATTRS = ("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
                  "persistent_workers")
@@ -289,7 +292,9 @@ class _MultiProcessIter(_BaseIter):
         try:
             return True, self._worker_result_queue.get(timeout=timeout)
         except queue.Empty:
-            failed = [w for w in self._workers if not w.is_alive()]
+            # Only workers still in use count: a worker told to stop exits normally.
+            failed = [w for i, w in enumerate(self._workers)
+                      if self._workers_status[i] and not w.is_alive()]
             if failed:
                 pids = ", ".join(str(w.pid) for w in failed)
                 raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited "
@@ -297,13 +302,14 @@ class _MultiProcessIter(_BaseIter):
             return False, None
 
     def _get_data(self) -> Any:
-        if self._timeout > 0:
-            ok, data = self._try_get_data(self._timeout)
-            if ok:
-                return data
-            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+        # Wait in short slices so that a dead worker is noticed within a second, not only
+        # after the whole ``timeout``.
+        deadline = time.monotonic() + self._timeout if self._timeout > 0 else math.inf
         while True:
-            ok, data = self._try_get_data(_worker.MP_STATUS_CHECK_INTERVAL)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds")
+            ok, data = self._try_get_data(min(remaining, _LIVENESS_CHECK_INTERVAL))
             if ok:
                 return data
 
