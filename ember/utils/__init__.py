@@ -1,0 +1,3 @@
+"""Utilities (``ember.utils.data`` for datasets, samplers and the DataLoader)."""
+
+from ember.utils import data  # noqa: F401
