@@ -46,6 +46,7 @@ from ember._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from ember import nn  # noqa: F401
 from ember import linalg  # noqa: F401
 from ember import optim  # noqa: F401
+from ember import utils  # noqa: F401
 from ember.ops._parallel import get_num_threads, set_num_threads  # noqa: F401
 from ember import serialization  # noqa: F401
 from ember.serialization import (  # noqa: F401

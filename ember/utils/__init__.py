@@ -1,3 +1,3 @@
 """Utilities (``ember.utils.data`` for datasets, samplers and the DataLoader)."""
 
-from ember.utils import data  # noqa: F401
+from ember.utils import data, safetensors  # noqa: F401
