@@ -1,4 +1,4 @@
-"""The ``ember`` command: ``ember info`` (versions, threads, BLAS, locations)."""
+"""The ``ember`` command: ``ember demo`` (train a char GPT) and ``ember info``."""
 
 from __future__ import annotations
 
@@ -47,10 +47,17 @@ def _compiler() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ember", description="ember command-line tools")
     sub = parser.add_subparsers(dest="cmd")
-    sub.add_parser("info", help="print versions, threads and BLAS")
+    sub.add_parser("info", help="print versions, threads, BLAS and the C compiler")
+    demo = sub.add_parser("demo", help="train a small character-level GPT and print a sample")
+    demo.add_argument("--steps", type=int, default=1200)
+    demo.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.cmd == "info":
         return _info()
+    if args.cmd == "demo":
+        from ember.demo import run
+        run(steps=args.steps, seed=args.seed)
+        return 0
     parser.print_help()
     return 0
 

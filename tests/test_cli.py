@@ -18,3 +18,15 @@ def test_ember_without_command_prints_help():
     out = subprocess.run([sys.executable, "-m", "ember"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "info" in out.stdout
+
+
+def test_demo_learns_quickly():
+    import io
+
+    from ember.demo import run
+    buf = io.StringIO()
+    losses = run(steps=60, batch=8, block=32, out=buf, sample_chars=20)
+    text = buf.getvalue()
+    assert "tokens/s" in text and "sample:" in text
+    first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
+    assert last < first - 0.8, (first, last)  # from ~4.5 (uniform over 92 chars) downwards

@@ -15,7 +15,7 @@ LAYERS = {
     "nn": 4, "optim": 4, "utils": 4, "serialization": 4, "amp": 4, "library": 4,
     "attention": 4,
     "compiler": 5, "_dynamo": 5,
-    "export": 6, "aot": 6, "distributed": 6, "cli": 6, "__main__": 6,
+    "export": 6, "aot": 6, "distributed": 6, "cli": 6, "demo": 6, "__main__": 6,
 }
 
 
