@@ -199,7 +199,7 @@ ACT_CASES = [
     ("Softmax", (1,), {}), ("Softmax", (), {"dim": -1}), ("LogSoftmax", (1,), {}),
     ("LogSoftmax", (0,), {}), ("Softmin", (1,), {}), ("GLU", (), {}), ("GLU", (1,), {}),
     ("Threshold", (0.1, 20.0), {}), ("Hardshrink", (), {}), ("Softshrink", (0.3,), {}),
-    ("PReLU", (), {}), ("PReLU", (3,), {"init": 0.1}),
+    ("PReLU", (), {}), ("PReLU", (3,), {"init": 0.1}), ("Softmax2d", (), {}),
 ]
 INPLACE = {"ReLU", "ReLU6", "LeakyReLU", "SiLU", "Mish", "ELU", "SELU", "CELU", "Hardtanh",
            "Hardsigmoid", "Hardswish", "Threshold"}
@@ -250,6 +250,14 @@ def test_hardtanh_bad_range_and_legacy_kwargs():
     with pytest.warns(FutureWarning):
         m = EA.Hardtanh(min_value=-3.0)
     assert m.min_val == -3.0
+
+
+def test_softmax2d_rejects_2d():
+    with pytest.raises(ValueError) as te:
+        tnn.Softmax2d()(torch.zeros(2, 3))
+    with pytest.raises(ValueError) as ee:
+        EA.Softmax2d()(ember.zeros(2, 3))
+    assert str(te.value) in str(ee.value)
 
 
 def test_softmax_implicit_dim_warns():
@@ -316,6 +324,44 @@ def test_loss(name, kwargs, shape, kind, tshape):
     if name == "BCELoss":
         grad_idx = (0,)
     run_both(e, t, [x, y], grad_idx=grad_idx)
+
+
+PM1 = np.array([1.0, -1.0, -1.0, 1.0, 1.0])
+THREE_INPUT = [
+    ("CosineEmbeddingLoss", {}, (5, 4), PM1),
+    ("CosineEmbeddingLoss", {"margin": -0.3, "reduction": "none"}, (5, 4), PM1),
+    ("CosineEmbeddingLoss", {"reduction": "sum"}, (4,), np.array(-1.0)),
+    ("MarginRankingLoss", {}, (5,), PM1),
+    ("MarginRankingLoss", {"margin": 0.4, "reduction": "none"}, (5,), PM1),
+]
+
+
+@pytest.mark.parametrize("name,kwargs,shape,y", THREE_INPUT, ids=lambda v: str(v))
+def test_three_input_losses(name, kwargs, shape, y):
+    e, t = both(name, **kwargs)
+    same_repr(e, t)
+    run_both(e, t, [x64(*shape, seed=1), x64(*shape, seed=2), y], grad_idx=(0, 1))
+
+
+@pytest.mark.parametrize("name,kwargs", [
+    ("SoftMarginLoss", {}), ("SoftMarginLoss", {"reduction": "none"}),
+    ("HingeEmbeddingLoss", {}), ("HingeEmbeddingLoss", {"margin": 0.5, "reduction": "sum"}),
+])
+def test_margin_losses(name, kwargs):
+    e, t = both(name, **kwargs)
+    same_repr(e, t)
+    y = np.sign(x64(3, 5, seed=4))
+    run_both(e, t, [x64(3, 5), y], grad_idx=(0,))
+
+
+def test_cosine_embedding_loss_errors():
+    cases = [((3, 4), (3, 4), (3, 2)), ((3, 4, 2), (3, 4, 2), (3,))]
+    for s1, s2, st in cases:
+        with pytest.raises(RuntimeError) as te:
+            tnn.CosineEmbeddingLoss()(torch.zeros(s1), torch.zeros(s2), torch.ones(st))
+        with pytest.raises(RuntimeError) as ee:
+            ELS.CosineEmbeddingLoss()(ember.zeros(s1), ember.zeros(s2), ember.ones(st))
+        assert str(te.value) in str(ee.value)
 
 
 def test_loss_buffers():

@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 import ember
+from ember.errors import EmberValueError
 from ember.nn import functional as F
 from ember.nn import init as _init
 from ember.nn.modules.module import Module
@@ -16,8 +17,8 @@ from ember.tensor import Tensor
 __all__ = [
     "CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh",
     "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "SELU", "SiLU",
-    "Sigmoid", "Softmax", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh", "Tanhshrink",
-    "Threshold",
+    "Sigmoid", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh",
+    "Tanhshrink", "Threshold",
 ]
 
 
@@ -367,3 +368,13 @@ class LogSoftmax(_SoftmaxBase):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.log_softmax(input, self.dim, _stacklevel=5)
+
+
+class Softmax2d(Module):
+    """Softmax over the channel dim (-3) of ``(N, C, H, W)`` / ``(C, H, W)`` inputs."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.dim() not in (3, 4):
+            raise EmberValueError(
+                f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
+        return F.softmax(input, -3, _stacklevel=5)

@@ -6,13 +6,17 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import ember
+from ember.errors import EmberRuntimeError
 from ember.nn import functional as F
+from ember.nn.functional.loss import _reduction
 from ember.nn.modules.module import Module
 from ember.tensor import Tensor
 
 __all__ = [
-    "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "HuberLoss", "KLDivLoss", "L1Loss",
-    "MSELoss", "NLLLoss", "SmoothL1Loss",
+    "BCELoss", "BCEWithLogitsLoss", "CosineEmbeddingLoss", "CrossEntropyLoss",
+    "HingeEmbeddingLoss", "HuberLoss", "KLDivLoss", "L1Loss", "MSELoss", "MarginRankingLoss",
+    "NLLLoss", "SmoothL1Loss", "SoftMarginLoss",
 ]
 
 
@@ -178,3 +182,93 @@ class HuberLoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+def _reduce(output: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return output.mean()
+    if reduction == "sum":
+        return output.sum()
+    return output
+
+
+class CosineEmbeddingLoss(_Loss):
+    """``1 - cos(x1, x2)`` for ``y == 1``, ``max(0, cos(x1, x2) - margin)`` for ``y == -1``
+    (PyTorch's formula, with 1e-12 added to each squared magnitude)."""
+
+    __constants__ = ["margin", "reduction"]
+    margin: float
+
+    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        red = _reduction(self.reduction)
+        td = target.dim()
+        if td not in (0, 1):
+            raise EmberRuntimeError("[cosine_embedding_loss] 0D or 1D target tensor expected, "
+                                    "multi-target not supported")
+        if input1.dim() != td + 1 or input2.dim() != td + 1:
+            raise EmberRuntimeError(
+                f"[cosine_embedding_loss] {td}D target tensor expects {td + 1}D input tensors, "
+                f"but found inputs with sizes {list(input1.shape)} and {list(input2.shape)}.")
+        prod_sum = (input1 * input2).sum(td)
+        mag1 = (input1 * input1).sum(td) + 1e-12
+        mag2 = (input2 * input2).sum(td) + 1e-12
+        cos = prod_sum / (mag1 * mag2).sqrt()
+        zeros = ember.zeros_like(cos)
+        out = (ember.where(target == 1, 1 - cos, zeros)
+               + ember.where(target == -1, (cos - self.margin).clamp_min(0), zeros))
+        return _reduce(out, red)
+
+
+class MarginRankingLoss(_Loss):
+    """``max(0, -y * (x1 - x2) + margin)``."""
+
+    __constants__ = ["margin", "reduction"]
+    margin: float
+
+    def __init__(self, margin: float = 0.0, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        red = _reduction(self.reduction)
+        if not (input1.dim() == input2.dim() == target.dim()):
+            raise EmberRuntimeError(
+                f"[margin_ranking_loss] margin_ranking_loss : All input tensors should have "
+                f"same dimension but got sizes: input1: {input1.size()}, input2: "
+                f"{input2.size()}, target: {target.size()} ")
+        return _reduce((-target * (input1 - input2) + self.margin).clamp_min(0), red)
+
+
+class SoftMarginLoss(_Loss):
+    """``log(1 + exp(-y * x))``."""
+
+    __constants__ = ["reduction"]
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        red = _reduction(self.reduction)
+        return _reduce((-input * target).exp().log1p(), red)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """``x`` where ``y == 1``, ``max(0, margin - x)`` where ``y == -1``."""
+
+    __constants__ = ["margin", "reduction"]
+    margin: float
+
+    def __init__(self, margin: float = 1.0, size_average: Any = None, reduce: Any = None,
+                 reduction: str = "mean") -> None:
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        red = _reduction(self.reduction)
+        zeros = ember.zeros_like(input)
+        out = (ember.where(target != 1, (self.margin - input).clamp_min(0), zeros)
+               + ember.where(target != -1, input, zeros))
+        return _reduce(out, red)
