@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import ember
+from ember._frontend.creation import empty
 from ember.errors import EmberValueError
 from ember.nn import functional as F
 from ember.nn import init as _init
@@ -113,7 +113,7 @@ class Sigmoid(Module):
     """``1 / (1 + exp(-x))``."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return ember.sigmoid(input)
+        return F.sigmoid(input)
 
 
 class Hardsigmoid(_Inplace):
@@ -130,7 +130,7 @@ class Tanh(Module):
     """``tanh(x)``."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return ember.tanh(input)
+        return F.tanh(input)
 
 
 class SiLU(_Inplace):
@@ -305,7 +305,7 @@ class PReLU(Module):
         self.num_parameters = num_parameters
         super().__init__()
         self.init = init
-        self.weight = Parameter(ember.empty(num_parameters, **factory_kwargs))
+        self.weight = Parameter(empty(num_parameters, **factory_kwargs))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import ember
+from ember._frontend.creation import empty
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -40,9 +40,9 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(ember.empty((out_features, in_features), **factory_kwargs))
+        self.weight = Parameter(empty((out_features, in_features), **factory_kwargs))
         if bias:
-            self.bias = Parameter(ember.empty(out_features, **factory_kwargs))
+            self.bias = Parameter(empty(out_features, **factory_kwargs))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -78,9 +78,9 @@ class Bilinear(Module):
         self.in2_features = in2_features
         self.out_features = out_features
         self.weight = Parameter(
-            ember.empty((out_features, in1_features, in2_features), **factory_kwargs))
+            empty((out_features, in1_features, in2_features), **factory_kwargs))
         if bias:
-            self.bias = Parameter(ember.empty(out_features, **factory_kwargs))
+            self.bias = Parameter(empty(out_features, **factory_kwargs))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

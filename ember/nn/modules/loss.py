@@ -6,7 +6,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-import ember
+from ember._frontend.creation import zeros_like
+from ember._frontend.pointwise_logic import where
 from ember.errors import EmberRuntimeError
 from ember.nn import functional as F
 from ember.nn.functional.loss import _reduction
@@ -218,9 +219,9 @@ class CosineEmbeddingLoss(_Loss):
         mag1 = (input1 * input1).sum(td) + 1e-12
         mag2 = (input2 * input2).sum(td) + 1e-12
         cos = prod_sum / (mag1 * mag2).sqrt()
-        zeros = ember.zeros_like(cos)
-        out = (ember.where(target == 1, 1 - cos, zeros)
-               + ember.where(target == -1, (cos - self.margin).clamp_min(0), zeros))
+        zeros = zeros_like(cos)
+        out = (where(target == 1, 1 - cos, zeros)
+               + where(target == -1, (cos - self.margin).clamp_min(0), zeros))
         return _reduce(out, red)
 
 
@@ -268,7 +269,7 @@ class HingeEmbeddingLoss(_Loss):
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         red = _reduction(self.reduction)
-        zeros = ember.zeros_like(input)
-        out = (ember.where(target != 1, (self.margin - input).clamp_min(0), zeros)
-               + ember.where(target != -1, input, zeros))
+        zeros = zeros_like(input)
+        out = (where(target != 1, (self.margin - input).clamp_min(0), zeros)
+               + where(target != -1, input, zeros))
         return _reduce(out, red)

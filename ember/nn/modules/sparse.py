@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import ember
+from ember._frontend.creation import empty
 from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn import init
@@ -44,7 +44,7 @@ class Embedding(Module):
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         if _weight is None:
-            self.weight = Parameter(ember.empty((num_embeddings, embedding_dim),
+            self.weight = Parameter(empty((num_embeddings, embedding_dim),
                                                 **factory_kwargs), requires_grad=not _freeze)
             self.reset_parameters()
         else:
