@@ -25,6 +25,15 @@ for _m in (EA, ED, EF, EL, ELS, ES):
     E_NS.update({n: getattr(_m, n) for n in _m.__all__})
 
 
+@pytest.fixture(autouse=True)
+def _keep_global_rng():
+    """These tests seed and draw from the global generator; restore it so that unseeded
+    statistical tests elsewhere see the state they would without this file."""
+    state = ember.get_rng_state()
+    yield
+    ember.set_rng_state(state)
+
+
 def to_e(t) -> ember.Tensor:
     return ember.tensor(t.detach().numpy())
 
@@ -544,3 +553,24 @@ def test_mlp_train_step_matches_torch():
     tp = dict(t.named_parameters())
     for n, p in e.named_parameters():
         np.testing.assert_allclose(to_np(p.grad), to_np(tp[n].grad), rtol=1e-8, atol=1e-12)
+
+
+def test_copy_pickle_and_convert():
+    import copy
+    import pickle
+    m = EL.Linear(3, 2)
+    for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert repr(c) == repr(m)
+        np.testing.assert_array_equal(to_np(c.weight), to_np(m.weight))
+    w = m.weight
+    m.double()
+    assert m.weight is w and m.weight.dtype == ember.float64
+    s = pickle.loads(pickle.dumps(EA.Softmax(1)))
+    assert s.dim == 1
+
+
+def test_embedding_sparse_repr_and_forward_gap():
+    t, e = tnn.Embedding(5, 2, sparse=True), ES.Embedding(5, 2, sparse=True)
+    assert repr(e) == repr(t)
+    with pytest.raises(NotImplementedError):
+        e(ember.tensor([0, 1]))
