@@ -83,11 +83,13 @@ def test_kaiming_uniform_bound(mode, nonlinearity, a):
 
 @pytest.mark.parametrize("mode", ["fan_in", "fan_out"])
 def test_kaiming_normal_std(mode):
-    t = init.kaiming_normal_(ember.empty(400, 50), mode=mode, nonlinearity="relu")
+    g = ember.Generator().manual_seed(0)
+    t = init.kaiming_normal_(ember.empty(400, 50), mode=mode, nonlinearity="relu", generator=g)
     fan = 50 if mode == "fan_in" else 400
     std = math.sqrt(2.0) / math.sqrt(fan)
+    # 20,000 draws: the sample std is within 0.5% and the mean within 0.7% of std (1 sigma)
     assert abs(t.numpy().std() - std) < 0.02 * std
-    assert abs(t.numpy().mean()) < 0.02 * std
+    assert abs(t.numpy().mean()) < 0.03 * std
 
 
 def test_xavier():

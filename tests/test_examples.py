@@ -1,0 +1,23 @@
+"""The examples run as tests with small sizes."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_mlp_digits_reaches_95_percent():
+    pytest.importorskip("sklearn")
+    acc = _load("mlp_digits").main(epochs=15, verbose=False)
+    assert acc >= 0.95, acc
