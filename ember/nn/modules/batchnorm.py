@@ -23,7 +23,7 @@ class _NormBase(Module):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device: Any = None,
-                 dtype: Any = None) -> None:
+                 dtype: Any = None, *, bias: bool = True) -> None:
         super().__init__()
         fk = {"device": device, "dtype": dtype}
         self.num_features = num_features
@@ -33,7 +33,10 @@ class _NormBase(Module):
         self.track_running_stats = track_running_stats
         if self.affine:
             self.weight = Parameter(ember.empty(num_features, **fk))
-            self.bias = Parameter(ember.empty(num_features, **fk))
+            if bias:
+                self.bias = Parameter(ember.empty(num_features, **fk))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -60,14 +63,16 @@ class _NormBase(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _check_input_dim(self, input: Tensor) -> None:
         raise NotImplementedError
 
     def extra_repr(self) -> str:
         return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, "
-                "track_running_stats={track_running_stats}".format(**self.__dict__))
+                "bias={use_bias}, track_running_stats={track_running_stats}".format(
+                    **self.__dict__, use_bias=self.bias is not None))
 
     def _load_from_state_dict(self, state_dict: Mapping, prefix: str, local_metadata: dict,
                               strict: bool, missing_keys: list, unexpected_keys: list,

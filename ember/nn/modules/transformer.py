@@ -5,6 +5,7 @@ positions are computed like every other position)."""
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, Callable
 
 import ember
@@ -142,6 +143,28 @@ class TransformerEncoderLayer(Module):
         return self.dropout2(x)
 
 
+def _why_not_sparsity_fast_path(layer: Module) -> str:
+    enc = "encoder_layer"
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f"{enc} was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return f"{enc}.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return (f"{enc}.self_attn.batch_first was not True"
+                "(use batch_first for better inference performance)")
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f"{enc}.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return f"{enc}.self_attn was passed bias=False"
+    if not layer.activation_relu_or_gelu:
+        return f"{enc}.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"{enc}.norm1.eps was not equal to {enc}.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return f"{enc}.self_attn.num_heads is odd"
+    return ""
+
+
 class TransformerEncoder(Module):
     """A stack of ``num_layers`` deep copies of ``encoder_layer``, then an optional ``norm``.
 
@@ -160,6 +183,12 @@ class TransformerEncoder(Module):
         self.enable_nested_tensor = enable_nested_tensor
         self.use_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
+        why_not = _why_not_sparsity_fast_path(encoder_layer)
+        if enable_nested_tensor and why_not:
+            # PyTorch's warning, kept so user code sees the same message (ember never nests)
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False "
+                          f"because {why_not}", stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(self, src: Tensor, mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None,
