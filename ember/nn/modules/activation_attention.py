@@ -12,7 +12,10 @@ import math
 import warnings
 from typing import Any
 
-import ember
+from ember import dtypes as _dt
+from ember._frontend.creation import empty, zeros, zeros_like
+from ember._frontend.linalg import baddbmm, bmm
+from ember._frontend.movement import cat
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -32,10 +35,10 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(ember.empty((out_features, in_features), device=device,
+        self.weight = Parameter(empty((out_features, in_features), device=device,
                                             dtype=dtype))
         if bias:
-            self.bias = Parameter(ember.empty(out_features, device=device, dtype=dtype))
+            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -65,13 +68,13 @@ def _canonical_mask(mask: Tensor | None, mask_name: str, other_type: Any, other_
     if mask is None:
         return None
     is_float = mask.is_floating_point()
-    if mask.dtype != ember.bool and not is_float:
+    if mask.dtype != _dt.bool and not is_float:
         raise AssertionError(f"only bool and floating types of {mask_name} are supported")
     if check_other and other_type is not None and mask.dtype != other_type:
         warnings.warn(f"Support for mismatched {mask_name} and {other_name} is deprecated. "
                       "Use same type for both instead.", stacklevel=3)
     if not is_float:
-        mask = ember.zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))
+        mask = zeros_like(mask, dtype=target_type).masked_fill_(mask, float("-inf"))
     return mask
 
 
@@ -187,8 +190,8 @@ def multi_head_attention_forward(
         else:
             raise RuntimeError(f"attn_mask's dimension {attn_mask.dim()} is not supported")
     if bias_k is not None and bias_v is not None:
-        k = ember.cat([k, bias_k.repeat(1, bsz, 1)])
-        v = ember.cat([v, bias_v.repeat(1, bsz, 1)])
+        k = cat([k, bias_k.repeat(1, bsz, 1)])
+        v = cat([v, bias_v.repeat(1, bsz, 1)])
         if attn_mask is not None:
             attn_mask = F.pad(attn_mask, (0, 1))
         if key_padding_mask is not None:
@@ -198,9 +201,9 @@ def multi_head_attention_forward(
     k = k.reshape(k.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
     v = v.reshape(v.shape[0], bsz * num_heads, head_dim).transpose(0, 1)
     if add_zero_attn:
-        zeros = ember.zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype)
-        k = ember.cat([k, zeros], dim=1)
-        v = ember.cat([v, zeros], dim=1)
+        zpad = zeros((bsz * num_heads, 1, head_dim), dtype=k.dtype)
+        k = cat([k, zpad], dim=1)
+        v = cat([v, zpad], dim=1)
         if attn_mask is not None:
             attn_mask = F.pad(attn_mask, (0, 1))
         if key_padding_mask is not None:
@@ -218,13 +221,13 @@ def multi_head_attention_forward(
     if need_weights:
         q_scaled = q * math.sqrt(1.0 / float(q.shape[-1]))
         if attn_mask is not None:
-            weights = ember.baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
+            weights = baddbmm(attn_mask, q_scaled, k.transpose(-2, -1))
         else:
-            weights = ember.bmm(q_scaled, k.transpose(-2, -1))
+            weights = bmm(q_scaled, k.transpose(-2, -1))
         weights = F.softmax(weights, dim=-1)
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
-        out = ember.bmm(weights, v)
+        out = bmm(weights, v)
         out = out.transpose(0, 1).reshape(tgt_len * bsz, embed_dim)
         out = F.linear(out, out_proj_weight, out_proj_bias).reshape(tgt_len, bsz, -1)
         weights = weights.reshape(bsz, num_heads, tgt_len, src_len)
@@ -277,23 +280,23 @@ class MultiheadAttention(Module):
         if self.head_dim * num_heads != self.embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
         if not self._qkv_same_embed_dim:
-            self.q_proj_weight = Parameter(ember.empty((embed_dim, embed_dim), **fk))
-            self.k_proj_weight = Parameter(ember.empty((embed_dim, self.kdim), **fk))
-            self.v_proj_weight = Parameter(ember.empty((embed_dim, self.vdim), **fk))
+            self.q_proj_weight = Parameter(empty((embed_dim, embed_dim), **fk))
+            self.k_proj_weight = Parameter(empty((embed_dim, self.kdim), **fk))
+            self.v_proj_weight = Parameter(empty((embed_dim, self.vdim), **fk))
             self.register_parameter("in_proj_weight", None)
         else:
-            self.in_proj_weight = Parameter(ember.empty((3 * embed_dim, embed_dim), **fk))
+            self.in_proj_weight = Parameter(empty((3 * embed_dim, embed_dim), **fk))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(ember.empty(3 * embed_dim, **fk))
+            self.in_proj_bias = Parameter(empty(3 * embed_dim, **fk))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **fk)
         if add_bias_kv:
-            self.bias_k = Parameter(ember.empty((1, 1, embed_dim), **fk))
-            self.bias_v = Parameter(ember.empty((1, 1, embed_dim), **fk))
+            self.bias_k = Parameter(empty((1, 1, embed_dim), **fk))
+            self.bias_v = Parameter(empty((1, 1, embed_dim), **fk))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import ember
+from ember import dtypes as _dt
+from ember._frontend.creation import empty, ones, tensor, zeros
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -32,19 +33,19 @@ class _NormBase(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if self.affine:
-            self.weight = Parameter(ember.empty(num_features, **fk))
+            self.weight = Parameter(empty(num_features, **fk))
             if bias:
-                self.bias = Parameter(ember.empty(num_features, **fk))
+                self.bias = Parameter(empty(num_features, **fk))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         if self.track_running_stats:
-            self.register_buffer("running_mean", ember.zeros(num_features, **fk))
-            self.register_buffer("running_var", ember.ones(num_features, **fk))
+            self.register_buffer("running_mean", zeros(num_features, **fk))
+            self.register_buffer("running_var", ones(num_features, **fk))
             self.register_buffer("num_batches_tracked",
-                                 ember.tensor(0, dtype=ember.int64, device=device))
+                                 tensor(0, dtype=_dt.int64, device=device))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
@@ -84,7 +85,7 @@ class _NormBase(Module):
             if key not in state_dict:
                 state_dict[key] = (self.num_batches_tracked
                                    if self.num_batches_tracked is not None
-                                   else ember.tensor(0, dtype=ember.int64))
+                                   else tensor(0, dtype=_dt.int64))
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import ember
+from ember._frontend.creation import empty
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -77,9 +77,9 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups, *kernel_size)
         else:
             shape = (out_channels, in_channels // groups, *kernel_size)
-        self.weight = Parameter(ember.empty(shape, **fk))
+        self.weight = Parameter(empty(shape, **fk))
         if bias:
-            self.bias = Parameter(ember.empty(out_channels, **fk))
+            self.bias = Parameter(empty(out_channels, **fk))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

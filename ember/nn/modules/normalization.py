@@ -5,7 +5,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import ember
+from ember._frontend.creation import empty
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -34,9 +34,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if self.elementwise_affine:
-            self.weight = Parameter(ember.empty(self.normalized_shape, **fk))
+            self.weight = Parameter(empty(self.normalized_shape, **fk))
             if bias:
-                self.bias = Parameter(ember.empty(self.normalized_shape, **fk))
+                self.bias = Parameter(empty(self.normalized_shape, **fk))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -73,7 +73,7 @@ class RMSNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if self.elementwise_affine:
-            self.weight = Parameter(ember.empty(self.normalized_shape, device=device,
+            self.weight = Parameter(empty(self.normalized_shape, device=device,
                                                 dtype=dtype))
         else:
             self.register_parameter("weight", None)
@@ -109,9 +109,9 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if self.affine:
-            self.weight = Parameter(ember.empty(num_channels, device=device, dtype=dtype))
+            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
             if bias:
-                self.bias = Parameter(ember.empty(num_channels, device=device, dtype=dtype))
+                self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
             else:
                 self.register_parameter("bias", None)
         else:

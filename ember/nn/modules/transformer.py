@@ -8,7 +8,8 @@ import copy
 import warnings
 from typing import Any, Callable
 
-import ember
+from ember._frontend.creation import full
+from ember._frontend.structure import triu
 from ember.nn import functional as F
 from ember.nn.modules.activation_attention import (
     Linear,
@@ -54,7 +55,7 @@ def _get_activation_fn(activation: str) -> Callable[[Tensor], Tensor]:
 def _generate_square_subsequent_mask(sz: int, device: Any = None,
                                      dtype: Any = None) -> Tensor:
     """``(sz, sz)`` float mask: ``-inf`` above the diagonal, ``0`` elsewhere."""
-    return ember.triu(ember.full((sz, sz), float("-inf"), dtype=dtype, device=device),
+    return triu(full((sz, sz), float("-inf"), dtype=dtype, device=device),
                       diagonal=1)
 
 
