@@ -50,6 +50,8 @@ CONV_CASES = [
      (2, 4, 8, 7)),
     ("Conv2d", (3, 4, 4), dict(padding="same", dilation=2), (2, 3, 9, 8)),
     ("Conv2d", (3, 2, 3), dict(padding="valid"), (1, 3, 5, 5)),
+    ("Conv2d", (3, 2, (4, 3)), dict(padding="same"), (1, 3, 6, 5)),
+    ("Conv2d", (2, 4, 2), dict(padding="same", padding_mode="circular", groups=2), (1, 2, 5, 4)),
     ("Conv2d", (3, 4, 3), dict(padding=1, padding_mode="reflect"), (2, 3, 6, 6)),
     ("Conv2d", (3, 4, 3), dict(padding=(2, 1), padding_mode="replicate"), (2, 3, 6, 6)),
     ("Conv2d", (3, 4, 3), dict(padding=1, padding_mode="circular", bias=False), (3, 6, 5)),
@@ -241,3 +243,38 @@ def test_norm_dtype_device_kwargs():
               EN.RMSNorm(3, dtype=ember.float64), EC.Conv1d(2, 3, 1, dtype=ember.float64)):
         assert all(p.dtype == ember.float64 for p in m.parameters())
     assert EB.BatchNorm1d(3, dtype=ember.float16).num_batches_tracked.dtype == ember.int64
+
+
+@pytest.mark.parametrize("name,args,shape", [
+    ("Conv2d", (3, 4, 3), (2, 3, 6, 6)),
+    ("ConvTranspose2d", (3, 4, 3), (2, 3, 4, 4)),
+    ("BatchNorm2d", (3,), (4, 3, 3, 3)),
+    ("LayerNorm", (6,), (3, 6)),
+    ("GroupNorm", (2, 4), (3, 4, 5)),
+])
+def test_float32_default_dtype(name, args, shape):
+    e, t = E[name](*args), getattr(tnn, name)(*args)
+    load_from_torch(e, t)
+    assert all(p.dtype == ember.float32 for p in e.parameters())
+    outs = run_both(e, t, torch, rand(*shape).astype(np.float32))
+    assert outs[0].dtype == ember.float32
+    assert_close_all(e, t, *outs, rtol=1e-4, atol=1e-5)
+
+
+def test_copy_pickle_and_to():
+    import copy
+    import pickle
+    m = EB.BatchNorm1d(3, momentum=None)
+    m(ember.tensor(rand(4, 3).astype(np.float32)))
+    for c in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert repr(c) == repr(m)
+        for (n, a), (_, b) in zip(c.state_dict().items(), m.state_dict().items()):
+            np.testing.assert_array_equal(to_np(a), to_np(b), err_msg=n)
+        assert c.running_mean is not m.running_mean
+    conv = EC.Conv2d(2, 3, 3, padding_mode="reflect", padding=1)
+    w = conv.weight
+    conv.double()
+    assert conv.weight is w and w.dtype == ember.float64
+    assert conv(ember.ones(1, 2, 4, 4, dtype=ember.float64)).dtype == ember.float64
+    m.double()
+    assert m.running_mean.dtype == ember.float64 and m.num_batches_tracked.dtype == ember.int64
