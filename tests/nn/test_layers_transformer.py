@@ -232,3 +232,55 @@ def test_encoder_train_mode_dropout():
     y.sum().backward()
     assert tuple(y.shape) == (5, 2, 8) and x.grad is not None
     assert all(p.grad is not None for p in e.parameters())
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+@pytest.mark.parametrize("norm", [False, True])
+def test_encoder_inference_nested_path(aligned, norm):
+    """Eval + no_grad + batch_first + padding mask: PyTorch's nested-tensor path zeroes the
+    padded positions (before the final norm); unaligned masks fall back to the plain path."""
+    el, tl = layer_pair(8, 2, 16, batch_first=True)
+    e = TransformerEncoder(el, 2, norm=LayerNorm(8, dtype=ember.float64) if norm else None)
+    t = tnn.TransformerEncoder(tl, 2, norm=tnn.LayerNorm(8, dtype=torch.float64)
+                               if norm else None)
+    perturb(e, t)
+    e.eval()
+    t.eval()
+    m = np.zeros((3, 5), bool)
+    m[0, 3:] = True
+    m[2, 1:] = True
+    if not aligned:
+        m[1, 2] = True
+    x = rand(3, 5, 8)
+    with torch.no_grad():
+        to = t(torch.tensor(x), src_key_padding_mask=torch.tensor(m))
+    with ember.no_grad():
+        eo = e(ember.tensor(x), src_key_padding_mask=ember.tensor(m))
+    np.testing.assert_allclose(to_np(eo), to_np(to), rtol=1e-7, atol=1e-9)
+    if aligned and not norm:
+        assert np.all(to_np(eo)[m] == 0)
+
+
+@pytest.mark.parametrize("need", [True, False])
+@pytest.mark.parametrize("bf", [True, False])
+def test_mha_and_layer_inference_no_grad(need, bf):
+    """PyTorch takes fused fast paths in eval + no_grad; the values must still agree."""
+    e, t = mha_pair(8, 2, batch_first=bf)
+    e.eval()
+    t.eval()
+    x, m = (rand(2, 5, 8) if bf else rand(5, 2, 8)), kpm(2, 5)
+    with torch.no_grad():
+        to = t(*[torch.tensor(x)] * 3, key_padding_mask=torch.tensor(m), need_weights=need)
+    with ember.no_grad():
+        eo = e(*[ember.tensor(x)] * 3, key_padding_mask=ember.tensor(m), need_weights=need)
+    np.testing.assert_allclose(to_np(eo[0]), to_np(to[0]), rtol=1e-9, atol=1e-12)
+    assert (eo[1] is None) == (to[1] is None)
+    el, tl = layer_pair(8, 2, 16, batch_first=bf)
+    perturb(el, tl)
+    el.eval()
+    tl.eval()
+    with torch.no_grad():
+        to = tl(torch.tensor(x), src_key_padding_mask=torch.tensor(m))
+    with ember.no_grad():
+        eo = el(ember.tensor(x), src_key_padding_mask=ember.tensor(m))
+    np.testing.assert_allclose(to_np(eo), to_np(to), rtol=1e-9, atol=1e-12)

@@ -1,6 +1,6 @@
 """``TransformerEncoderLayer`` and ``TransformerEncoder`` (PyTorch's submodule names and
-computation; the fused inference fast path and nested tensors are not used, so padded
-positions are computed like every other position)."""
+computation). PyTorch's fused inference kernels are not used (same math); its nested-tensor
+inference path is reproduced only by its visible effect, zeros at padded positions."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from ember._frontend.creation import full
 from ember._frontend.structure import triu
+from ember.autograd.grad_mode import is_grad_enabled
 from ember.nn import functional as F
 from ember.nn.modules.activation_attention import (
     Linear,
@@ -144,6 +145,11 @@ class TransformerEncoderLayer(Module):
         return self.dropout2(x)
 
 
+def _left_aligned(keep: Tensor) -> bool:
+    k = keep._data
+    return bool((k[:, 1:] <= k[:, :-1]).all())
+
+
 def _why_not_sparsity_fast_path(layer: Module) -> str:
     enc = "encoder_layer"
     if not isinstance(layer, TransformerEncoderLayer):
@@ -169,7 +175,9 @@ def _why_not_sparsity_fast_path(layer: Module) -> str:
 class TransformerEncoder(Module):
     """A stack of ``num_layers`` deep copies of ``encoder_layer``, then an optional ``norm``.
 
-    ``enable_nested_tensor`` and ``mask_check`` are accepted and ignored (no nested tensors).
+    No nested tensors: where PyTorch's inference path would pack the batch
+    (``enable_nested_tensor``, eval, no grad, ``batch_first``, left-aligned
+    ``src_key_padding_mask``) the padded positions of the output are zeroed as PyTorch's are.
     """
 
     __constants__ = ["norm"]
@@ -191,6 +199,26 @@ class TransformerEncoder(Module):
                           f"because {why_not}", stacklevel=2)
             self.use_nested_tensor = False
 
+    def _nested_keep(self, src: Tensor, mask: Tensor | None,
+                     kpm: Tensor | None) -> Tensor | None:
+        """The (N, S) bool mask of kept positions when PyTorch would take its nested-tensor
+        inference path (eval, no grad, batch_first, left-aligned padding, no ``mask``)."""
+        first = self.layers[0]
+        if (not getattr(self, "use_nested_tensor", False) or first.training or src.dim() != 3
+                or kpm is None or mask is not None):
+            return None
+        if is_grad_enabled():
+            sa = first.self_attn
+            args = (src, sa.in_proj_weight, sa.in_proj_bias, sa.out_proj.weight,
+                    sa.out_proj.bias, first.norm1.weight, first.norm1.bias, first.norm2.weight,
+                    first.norm2.bias, first.linear1.weight, first.linear1.bias,
+                    first.linear2.weight, first.linear2.bias)
+            if any(t is not None and t.requires_grad for t in args):
+                return None
+        keep = kpm == 0
+        # PyTorch checks alignment only with mask_check; unaligned masks are not supported there
+        return keep if _left_aligned(keep) else None
+
     def forward(self, src: Tensor, mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None,
                 is_causal: bool | None = None) -> Tensor:
@@ -200,10 +228,15 @@ class TransformerEncoder(Module):
         mask = _canonical_mask(mask, "mask", None, "", src.dtype, check_other=False)
         batch_first = self.layers[0].self_attn.batch_first
         is_causal = _detect_is_causal_mask(mask, is_causal, _get_seq_len(src, batch_first))
+        keep = self._nested_keep(src, mask, src_key_padding_mask)
         output = src
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal,
                          src_key_padding_mask=src_key_padding_mask)
+        if keep is not None:
+            # PyTorch's inference path packs the sequences into a nested tensor and pads the
+            # result back with zeros: padded positions come out as 0 before the final norm
+            output = output.masked_fill(keep.logical_not().unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
