@@ -9,6 +9,7 @@ import pytest
 import ember
 from ember.nn.modules import batchnorm as EB
 from ember.nn.modules import conv as EC
+from ember.nn.modules import instancenorm as EI
 from ember.nn.modules import normalization as EN
 from ember.nn.modules import pooling as EP
 from tests.nn._layer_utils import assert_close_all, load_from_torch, run_both, to_np
@@ -17,7 +18,8 @@ torch = pytest.importorskip("torch")
 tnn = torch.nn
 
 E = {**{n: getattr(EC, n) for n in EC.__all__}, **{n: getattr(EP, n) for n in EP.__all__},
-     **{n: getattr(EB, n) for n in EB.__all__}, **{n: getattr(EN, n) for n in EN.__all__}}
+     **{n: getattr(EB, n) for n in EB.__all__}, **{n: getattr(EN, n) for n in EN.__all__},
+     **{n: getattr(EI, n) for n in EI.__all__}}
 
 
 def pair(name, *args, **kwargs):
@@ -196,6 +198,12 @@ BN_CASES = [
     ("BatchNorm2d", (3,), dict(momentum=None, affine=False), (2, 3, 3, 2)),
     ("BatchNorm2d", (3,), dict(track_running_stats=False), (4, 3, 5, 4)),
     ("BatchNorm2d", (3,), dict(bias=False), (4, 3, 2, 3)),
+    ("BatchNorm3d", (2,), dict(momentum=0.2), (3, 2, 2, 3, 2)),
+    ("InstanceNorm1d", (3,), {}, (2, 3, 6)),
+    ("InstanceNorm1d", (3,), dict(affine=True), (3, 5)),
+    ("InstanceNorm2d", (3,), dict(affine=True, track_running_stats=True), (2, 3, 4, 5)),
+    ("InstanceNorm2d", (3,), dict(track_running_stats=True, momentum=0.3), (3, 4, 4)),
+    ("InstanceNorm3d", (2,), dict(affine=True, bias=False), (2, 2, 3, 3, 2)),
 ]
 
 
@@ -213,7 +221,7 @@ def test_batchnorm_train_eval(name, args, kwargs, shape):
         assert_close_all(e, t, *outs, rtol=1e-9, atol=1e-9)
     for (n, a), (_, b) in zip(e.state_dict().items(), t.state_dict().items()):
         np.testing.assert_allclose(to_np(a), to_np(b), rtol=1e-12, atol=1e-12, err_msg=n)
-    if e.num_batches_tracked is not None:
+    if e.num_batches_tracked is not None and name.startswith("Batch"):
         assert e.num_batches_tracked.dtype == ember.int64 and int(e.num_batches_tracked) == 3
     e.eval()
     t.eval()
@@ -278,3 +286,13 @@ def test_copy_pickle_and_to():
     assert conv(ember.ones(1, 2, 4, 4, dtype=ember.float64)).dtype == ember.float64
     m.double()
     assert m.running_mean.dtype == ember.float64 and m.num_batches_tracked.dtype == ember.int64
+
+
+def test_instance_norm_errors():
+    with pytest.raises(ValueError, match=r"expected 3D or 4D input \(got 2D input\)"):
+        EI.InstanceNorm2d(3)(ember.ones(2, 3))
+    with pytest.raises(ValueError, match=r"expected input's size at dim=1 to match num_features "
+                                         r"\(3\), but got: 4."):
+        EI.InstanceNorm1d(3, affine=True)(ember.ones(2, 4, 5))
+    with pytest.warns(UserWarning, match="does not match num_features"):
+        EI.InstanceNorm1d(3)(ember.ones(2, 4, 5))
