@@ -13,7 +13,12 @@ import ember
 from ember.nn import functional as EF
 from ember.nn.modules.activation_attention import MultiheadAttention
 from ember.nn.modules.normalization import LayerNorm
-from ember.nn.modules.transformer import TransformerEncoder, TransformerEncoderLayer
+from ember.nn.modules.transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from tests.nn._layer_utils import assert_close_all, load_from_torch, run_both, to_np
 
 torch = pytest.importorskip("torch")
@@ -284,3 +289,39 @@ def test_mha_and_layer_inference_no_grad(need, bf):
     with ember.no_grad():
         eo = el(ember.tensor(x), src_key_padding_mask=ember.tensor(m))
     np.testing.assert_allclose(to_np(eo), to_np(to), rtol=1e-9, atol=1e-12)
+
+
+def dec_pair(*args, **kwargs):
+    e = TransformerDecoderLayer(*args, dtype=ember.float64, **kwargs)
+    t = tnn.TransformerDecoderLayer(*args, dtype=torch.float64, **kwargs)
+    check_meta(e, t)
+    return e, t
+
+
+@pytest.mark.parametrize("ctor,fwd,layers", [
+    (dict(), {}, 0),
+    (dict(norm_first=True, activation="gelu"), dict(tgt_mask=np.triu(np.ones((4, 4), bool), 1),
+                                                    tgt_is_causal=True), 0),
+    (dict(batch_first=True), dict(memory_key_padding_mask=kpm(2, 5),
+                                  tgt_key_padding_mask=kpm(2, 4, 7)), 0),
+    (dict(bias=False), dict(memory_mask=rand(4, 5, seed=11)), 0),
+    (dict(), dict(tgt_mask=np.triu(np.full((4, 4), -np.inf), 1)), 2),
+    (dict(batch_first=True, norm_first=True), dict(tgt_mask=np.triu(np.ones((4, 4), bool), 1),
+                                                   memory_key_padding_mask=kpm(2, 5)), 3),
+])
+def test_decoder(ctor, fwd, layers):
+    el, tl = dec_pair(8, 2, 16, **ctor)
+    if layers:
+        e = TransformerDecoder(el, layers, norm=LayerNorm(8, dtype=ember.float64))
+        t = tnn.TransformerDecoder(tl, layers, norm=tnn.LayerNorm(8, dtype=torch.float64))
+        check_meta(e, t)
+    else:
+        e, t = el, tl
+    perturb(e, t)
+    e.eval()
+    t.eval()
+    bf = ctor.get("batch_first", False)
+    tgt, mem = (rand(2, 4, 8), rand(2, 5, 8, seed=1)) if bf else (rand(4, 2, 8),
+                                                                   rand(5, 2, 8, seed=1))
+    outs = run_both(e, t, torch, tgt, mem, **fwd)
+    assert_close_all(e, t, *outs, **TOL)
