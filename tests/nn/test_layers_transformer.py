@@ -14,6 +14,7 @@ from ember.nn import functional as EF
 from ember.nn.modules.activation_attention import MultiheadAttention
 from ember.nn.modules.normalization import LayerNorm
 from ember.nn.modules.transformer import (
+    Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
@@ -325,3 +326,30 @@ def test_decoder(ctor, fwd, layers):
                                                                    rand(5, 2, 8, seed=1))
     outs = run_both(e, t, torch, tgt, mem, **fwd)
     assert_close_all(e, t, *outs, **TOL)
+
+
+@pytest.mark.parametrize("bf", [False, True])
+def test_full_transformer(bf):
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=2, num_decoder_layers=1,
+              dim_feedforward=12, batch_first=bf)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        e = Transformer(dtype=ember.float64, **kw)
+        t = tnn.Transformer(dtype=torch.float64, **kw)
+    check_meta(e, t)
+    perturb(e, t)
+    e.eval()
+    t.eval()
+    src, tgt = (rand(2, 5, 8), rand(2, 4, 8, seed=1)) if bf else (rand(5, 2, 8),
+                                                                   rand(4, 2, 8, seed=1))
+    causal = tnn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64).numpy()
+    em = Transformer.generate_square_subsequent_mask(4, dtype=ember.float64)
+    np.testing.assert_array_equal(to_np(em), causal)
+    assert Transformer.generate_square_subsequent_mask(3).dtype == ember.float32
+    outs = run_both(e, t, torch, src, tgt, tgt_mask=causal, src_key_padding_mask=kpm(2, 5),
+                    memory_key_padding_mask=kpm(2, 5))
+    assert_close_all(e, t, *outs, **TOL)
+    with pytest.raises(RuntimeError, match="the batch number of src and tgt must be equal"):
+        e(ember.tensor(src), ember.tensor(tgt[:1] if bf else tgt[:, :1]))
+    with pytest.raises(RuntimeError, match="the feature number of src and tgt must be equal"):
+        e(ember.tensor(src), ember.tensor(tgt[..., :4]))

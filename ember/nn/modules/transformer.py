@@ -12,6 +12,7 @@ from ember._frontend.creation import full
 from ember._frontend.structure import triu
 from ember.autograd.grad_mode import is_grad_enabled
 from ember.nn import functional as F
+from ember.nn import init
 from ember.nn.modules.activation_attention import (
     Linear,
     MultiheadAttention,
@@ -23,7 +24,7 @@ from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import LayerNorm
 from ember.tensor import Tensor
 
-__all__ = ["TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+__all__ = ["Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
            "TransformerEncoderLayer"]
 
 
@@ -346,3 +347,69 @@ class TransformerDecoder(Module):
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+
+class Transformer(Module):
+    """Encoder-decoder transformer (``encoder``/``decoder`` stacks with final LayerNorms);
+    every parameter with more than one dim is re-initialised with ``xavier_uniform_``."""
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: str | Callable[[Tensor], Tensor] = F.relu,
+                 custom_encoder: Any | None = None, custom_decoder: Any | None = None,
+                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        fk = {"device": device, "dtype": dtype}
+        super().__init__()
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                            layer_norm_eps, batch_first, norm_first, bias, **fk)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers, norm)
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
+                                            layer_norm_eps, batch_first, norm_first, bias, **fk)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers, norm)
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None,
+                src_key_padding_mask: Tensor | None = None,
+                tgt_key_padding_mask: Tensor | None = None,
+                memory_key_padding_mask: Tensor | None = None,
+                src_is_causal: bool | None = None, tgt_is_causal: bool | None = None,
+                memory_is_causal: bool = False) -> Tensor:
+        """Encode ``src`` and decode ``tgt`` against the encoded memory."""
+        is_batched = src.dim() == 3
+        if not self.batch_first and src.size(1) != tgt.size(1) and is_batched:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if self.batch_first and src.size(0) != tgt.size(0) and is_batched:
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.size(-1) != self.d_model or tgt.size(-1) != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device: Any = None,
+                                        dtype: Any = None) -> Tensor:
+        """``(sz, sz)`` causal float mask (``-inf`` above the diagonal)."""
+        return _generate_square_subsequent_mask(sz, dtype=dtype, device=device)
+
+    def _reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                init.xavier_uniform_(p)
