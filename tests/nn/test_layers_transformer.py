@@ -353,3 +353,12 @@ def test_full_transformer(bf):
         e(ember.tensor(src), ember.tensor(tgt[:1] if bf else tgt[:, :1]))
     with pytest.raises(RuntimeError, match="the feature number of src and tgt must be equal"):
         e(ember.tensor(src), ember.tensor(tgt[..., :4]))
+
+
+def test_mismatched_mask_types_warn():
+    e = MultiheadAttention(8, 2)
+    x = ember.randn(3, 2, 8)
+    with pytest.warns(UserWarning, match="Support for mismatched key_padding_mask and "
+                                         "attn_mask is deprecated"):
+        e(x, x, x, key_padding_mask=ember.zeros(2, 3, dtype=ember.bool),
+          attn_mask=ember.zeros(3, 3))
