@@ -14,20 +14,88 @@ from ember.nn.modules import (  # noqa: F401
     ParameterList,
     Sequential,
 )
-from ember.nn.parameter import Parameter  # noqa: F401
 from ember.nn.modules.activation import (  # noqa: F401
-    CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
-    LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softmax2d,
-    Softmin, Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold,
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmax2d,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
+from ember.nn.modules.activation_attention import MultiheadAttention  # noqa: F401
+from ember.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d  # noqa: F401
+from ember.nn.modules.conv import (  # noqa: F401
+    Conv1d,
+    Conv2d,
+    ConvTranspose1d,
+    ConvTranspose2d,
 )
 from ember.nn.modules.dropout import (  # noqa: F401
-    AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout,
+    AlphaDropout,
+    Dropout,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    FeatureAlphaDropout,
 )
 from ember.nn.modules.flatten import Flatten, Unflatten  # noqa: F401
+from ember.nn.modules.instancenorm import (  # noqa: F401
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+)
 from ember.nn.modules.linear import Bilinear, Identity, Linear  # noqa: F401
 from ember.nn.modules.loss import (  # noqa: F401
-    BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, HingeEmbeddingLoss,
-    HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss,
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
     SoftMarginLoss,
 )
+from ember.nn.modules.normalization import GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+from ember.nn.modules.pooling import (  # noqa: F401
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+)
 from ember.nn.modules.sparse import Embedding  # noqa: F401
+from ember.nn.modules.transformer import (  # noqa: F401
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+from ember.nn.parameter import Parameter  # noqa: F401

@@ -18,44 +18,12 @@ from ember._frontend.linalg import baddbmm, bmm
 from ember._frontend.movement import cat
 from ember.nn import functional as F
 from ember.nn import init
+from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
 
 __all__ = ["MultiheadAttention"]
-
-
-class Linear(Module):
-    """Private stand-in for ``nn.Linear`` (same parameters, init and ``repr``)."""
-
-    __constants__ = ["in_features", "out_features"]
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        self.in_features = in_features
-        self.out_features = out_features
-        self.weight = Parameter(empty((out_features, in_features), device=device,
-                                            dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.linear(input, self.weight, self.bias)
-
-    def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.bias is not None}")
 
 
 class NonDynamicallyQuantizableLinear(Linear):

@@ -20,31 +20,13 @@ from ember.nn.modules.activation_attention import (
     _none_or_dtype,
 )
 from ember.nn.modules.container import ModuleList
+from ember.nn.modules.dropout import Dropout
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import LayerNorm
 from ember.tensor import Tensor
 
 __all__ = ["Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
            "TransformerEncoderLayer"]
-
-
-class Dropout(Module):
-    """Private stand-in for ``nn.Dropout`` (same attributes and ``repr``)."""
-
-    __constants__ = ["p", "inplace"]
-
-    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
-        super().__init__()
-        if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
 
 
 def _get_activation_fn(activation: str) -> Callable[[Tensor], Tensor]:
