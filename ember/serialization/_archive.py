@@ -331,9 +331,19 @@ class _Reader:
 
         if self.weights_only:
             return _tp.restricted_loads(data, persistent_load)
-        up = pickle.Unpickler(io.BytesIO(data))
-        up.persistent_load = persistent_load
-        return up.load()
+        return _PersistentUnpickler(io.BytesIO(data), persistent_load).load()
+
+
+class _PersistentUnpickler(pickle.Unpickler):
+    """A plain unpickler (``weights_only=False``) resolving tensor references; a subclass
+    because Python 3.13 makes ``persistent_load`` read-only on instances."""
+
+    def __init__(self, f: Any, resolve: Any) -> None:
+        super().__init__(f)
+        self._resolve = resolve
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self._resolve(pid)
 
 
 def _read(zf: zipfile.ZipFile, name: str) -> bytes:
