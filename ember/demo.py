@@ -1,13 +1,13 @@
 """``ember demo``: train a small character-level GPT on a text shipped with ember.
 
-It uses only ember's public API (Module, Parameter, nn.functional, optim.AdamW), prints a
+It uses only ember's public API (nn.Module, nn.Linear/LayerNorm/Embedding, nn.functional,
+optim.AdamW), prints a
 progress line with the loss and tokens/s, and a sample from the trained model.  It runs in about
 a minute on 2 cores.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from importlib import resources
@@ -22,37 +22,16 @@ def load_text() -> str:
     return (resources.files("ember") / "data" / "pydoc_topics.txt").read_text()
 
 
-class _Linear(nn.Module):
-    def __init__(self, n_in: int, n_out: int, bias: bool = True) -> None:
-        super().__init__()
-        bound = 1.0 / math.sqrt(n_in)
-        self.weight = nn.Parameter(ember.empty(n_out, n_in).uniform_(-bound, bound))
-        self.bias = nn.Parameter(ember.zeros(n_out)) if bias else None
-
-    def forward(self, x: ember.Tensor) -> ember.Tensor:
-        return F.linear(x, self.weight, self.bias)
-
-
-class _LayerNorm(nn.Module):
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(ember.ones(n))
-        self.bias = nn.Parameter(ember.zeros(n))
-
-    def forward(self, x: ember.Tensor) -> ember.Tensor:
-        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias)
-
-
 class Block(nn.Module):
     """Pre-norm transformer block: causal self-attention and a GELU MLP."""
 
     def __init__(self, d: int, heads: int) -> None:
         super().__init__()
         self.heads = heads
-        self.ln1, self.ln2 = _LayerNorm(d), _LayerNorm(d)
-        self.qkv = _Linear(d, 3 * d)
-        self.proj = _Linear(d, d)
-        self.fc, self.out = _Linear(d, 4 * d), _Linear(4 * d, d)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
     def forward(self, x: ember.Tensor) -> ember.Tensor:
         b, t, d = x.shape
@@ -70,17 +49,19 @@ class CharGPT(nn.Module):
                  heads: int = 4) -> None:
         super().__init__()
         self.block = block
-        self.tok = nn.Parameter(ember.randn(vocab, d) * 0.02)
-        self.pos = nn.Parameter(ember.randn(block, d) * 0.02)
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(block, d)
+        for emb in (self.tok, self.pos):
+            nn.init.normal_(emb.weight, std=0.02)
         self.blocks = nn.ModuleList([Block(d, heads) for _ in range(layers)])
-        self.ln = _LayerNorm(d)
+        self.ln = nn.LayerNorm(d)
 
     def forward(self, idx: ember.Tensor) -> ember.Tensor:
         t = idx.shape[1]
-        x = F.embedding(idx, self.tok) + self.pos[:t]
+        x = self.tok(idx) + self.pos.weight[:t]
         for blk in self.blocks:
             x = blk(x)
-        return F.linear(self.ln(x), self.tok)
+        return F.linear(self.ln(x), self.tok.weight)  # tied input/output embeddings
 
     @ember.no_grad()
     def generate(self, idx: ember.Tensor, n: int, temperature: float = 0.8) -> ember.Tensor:
@@ -92,16 +73,17 @@ class CharGPT(nn.Module):
 
 
 def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
-        out: TextIO = sys.stdout, sample_chars: int = 300) -> list[float]:
+        out: TextIO = sys.stdout, sample_chars: int = 300, d: int = 96, layers: int = 2,
+        heads: int = 4, lr: float = 3e-3) -> list[float]:
     """Train for ``steps`` steps; returns the losses (the CLI prints progress and a sample)."""
     ember.manual_seed(seed)
     text = load_text()
     chars = sorted(set(text))
     stoi = {c: i for i, c in enumerate(chars)}
     data = ember.tensor([stoi[c] for c in text], dtype=ember.int64)
-    model = CharGPT(len(chars), block=block)
-    opt = ember.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
-    sched = ember.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps)
+    model = CharGPT(len(chars), block=block, d=d, layers=layers, heads=heads)
+    opt = ember.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = ember.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"ember demo: char GPT ({n_params / 1e3:.0f}k parameters, {len(chars)} characters) on "
           f"{len(text) / 1e3:.0f} kB of Python documentation", file=out)

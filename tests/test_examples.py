@@ -21,3 +21,11 @@ def test_mlp_digits_reaches_95_percent():
     pytest.importorskip("sklearn")
     acc = _load("mlp_digits").main(epochs=15, verbose=False)
     assert acc >= 0.95, acc
+
+
+def test_char_gpt_example_learns(capsys):
+    losses = _load("char_gpt").main(["--steps", "60", "--batch", "8", "--block", "32",
+                                     "--sample", "10"])
+    first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
+    assert last < first - 0.5, (first, last, losses)
+    assert "sample:" in capsys.readouterr().out

@@ -1,0 +1,34 @@
+"""A character-level GPT trained on the Python documentation excerpt shipped with ember.
+
+    python examples/char_gpt.py                      # the `ember demo` configuration (~1 min)
+    python examples/char_gpt.py --layers 6 --d 384 --heads 6 --block 256 --batch 8
+
+The model (``ember.demo.CharGPT``: token/position embeddings, pre-norm transformer blocks with
+causal ``scaled_dot_product_attention``, tied output embedding) is built from ``ember.nn``
+layers and trained with ``optim.AdamW`` and a ``OneCycleLR`` schedule.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ember.demo import run
+
+
+def main(argv: list[str] | None = None) -> list[float]:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--block", type=int, default=64)
+    ap.add_argument("--d", type=int, default=96)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--sample", type=int, default=300, help="characters to generate")
+    a = ap.parse_args(argv)
+    return run(steps=a.steps, batch=a.batch, block=a.block, d=a.d, layers=a.layers,
+               heads=a.heads, lr=a.lr, sample_chars=a.sample)
+
+
+if __name__ == "__main__":
+    main()
