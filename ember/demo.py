@@ -73,9 +73,10 @@ class CharGPT(nn.Module):
 
 
 def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
-        out: TextIO = sys.stdout, sample_chars: int = 300, d: int = 96, layers: int = 2,
+        out: TextIO | None = None, sample_chars: int = 300, d: int = 96, layers: int = 2,
         heads: int = 4, lr: float = 3e-3) -> list[float]:
     """Train for ``steps`` steps; returns the losses (the CLI prints progress and a sample)."""
+    out = sys.stdout if out is None else out  # looked up per call: callers may redirect it
     ember.manual_seed(seed)
     text = load_text()
     chars = sorted(set(text))
