@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
-from ember.autograd.grad_mode import no_grad
 from ember.optim.optimizer import Optimizer, _scalar_step
 from ember.tensor import Tensor
 
@@ -48,16 +47,6 @@ class Adam(Optimizer):
                     "capturable": capturable, "differentiable": differentiable, "fused": fused,
                     "decoupled_weight_decay": decoupled_weight_decay}
         super().__init__(params, defaults)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One Adam step over every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _state_for(self, p: Tensor, amsgrad: bool) -> dict[str, Any]:
         state = self.state[p]

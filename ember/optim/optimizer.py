@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ember._frontend.creation import tensor as _tensor
-from ember.autograd.grad_mode import enable_grad
+from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.dtypes import float32, float64, get_default_dtype
 from ember.tensor import Tensor
 
@@ -149,7 +149,18 @@ class Optimizer:
             return closure()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One optimization step; ``closure`` re-evaluates the model and returns the loss."""
+        """One optimization step over every parameter that has a gradient; ``closure``
+        re-evaluates the model and returns the loss.  Subclasses define ``_update``."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p: Tensor, group: dict[str, Any]) -> None:
+        """Update one parameter in place (under no_grad) with its group's settings."""
         raise NotImplementedError
 
     # -- checkpoints -------------------------------------------------------------------------

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ember._frontend.creation import zeros_like
-from ember.autograd.grad_mode import no_grad
 from ember.optim.optimizer import Optimizer, _scalar_step
 from ember.tensor import Tensor
 
@@ -43,16 +42,6 @@ class RMSprop(Optimizer):
                     "capturable": capturable, "foreach": foreach, "maximize": maximize,
                     "differentiable": differentiable}
         super().__init__(params, defaults)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One RMSprop step over every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         lr, alpha, eps = float(group["lr"]), group["alpha"], group["eps"]

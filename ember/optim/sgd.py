@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from ember.autograd.grad_mode import no_grad
 from ember.optim.optimizer import Optimizer
 from ember.tensor import Tensor
 
@@ -38,16 +37,6 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
-
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """One SGD step over every parameter that has a gradient."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         lr, momentum, wd = float(group["lr"]), group["momentum"], group["weight_decay"]
