@@ -52,6 +52,9 @@ from ember import serialization  # noqa: F401
 from ember.serialization import (  # noqa: F401
     add_safe_globals, clear_safe_globals, get_safe_globals, load, safe_globals, save,
 )
+from ember import compiler  # noqa: F401
+from ember.compiler import compile  # noqa: F401
+from ember import _dynamo  # noqa: F401
 
 __version__ = "0.1.0"
 

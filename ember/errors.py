@@ -51,3 +51,17 @@ class EmberNotImplementedError(EmberError, NotImplementedError):
 def op_error(cls: type[EmberError], op: str, message: str) -> EmberError:
     """Build ``cls`` with the ``[op] message`` form used throughout ember."""
     return cls(f"[{op}] {message}")
+
+
+class GraphBreakError(EmberError, RuntimeError):
+    """A compiled region needed a tensor's values (a graph break) where breaks are errors
+    (``fullgraph=True`` or ``ember.compiler.error_on_graph_break(True)``).
+
+    ``reason`` says what needed the values; ``user_stack`` lists the user's frames (outermost
+    first) as ``traceback.FrameSummary`` objects.
+    """
+
+    def __init__(self, message: str, reason: str = "", user_stack: list | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.user_stack = list(user_stack or [])

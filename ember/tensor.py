@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.autograd.graph import AccumulateGrad, BackwardContext, OpNode, SavedTensor
@@ -27,6 +28,8 @@ from ember.ops import registry as _registry
 from ember.ops.registry import OpDef
 
 _STATE = _gm.STATE
+_LZ = _lazy.STATE
+_LazyArray = _lazy.LazyArray
 
 
 class Size(tuple):
@@ -172,9 +175,13 @@ class Tensor:
         return _is_contiguous(self._data.shape, self.stride())
 
     def storage_offset(self) -> int:
+        if self._data.__class__ is _LazyArray:
+            return _lazy.storage_offset(self)
         return _storage_offset(self._data)
 
     def data_ptr(self) -> int:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "Tensor.data_ptr()")
         return int(self._data.__array_interface__["data"][0])
 
     def untyped_storage(self) -> _StorageView:
@@ -323,6 +330,8 @@ class Tensor:
         return id(self)
 
     def __bool__(self) -> bool:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "bool() of a tensor (data-dependent control flow)")
         if self._data.size != 1:
             what = "no values" if self._data.size == 0 else "more than one value"
             raise EmberRuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
@@ -330,6 +339,8 @@ class Tensor:
 
     def item(self) -> Any:
         """The value of a one-element tensor as a Python number."""
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "Tensor.item()")
         if self._data.size != 1:
             raise EmberRuntimeError(
                 f"[item] a Tensor with {self._data.size} elements cannot be converted to Scalar"
@@ -359,6 +370,8 @@ class Tensor:
 
     def tolist(self) -> Any:
         """Nested Python lists of Python numbers."""
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "Tensor.tolist()")
         a = self._data
         if self._dtype in (_dt.float16, _dt.bfloat16):
             a = a.astype(np.float32)
@@ -366,6 +379,8 @@ class Tensor:
 
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The NumPy array sharing this tensor's memory."""
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "Tensor.numpy()")
         if self._requires_grad and not force:
             raise EmberRuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
@@ -374,6 +389,8 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "NumPy conversion of a tensor (__array__)")
         a = self._data
         if dtype is not None and np.dtype(dtype) != a.dtype:
             return a.astype(dtype)
@@ -383,6 +400,8 @@ class Tensor:
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
                    copy: Any = None) -> Any:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "Tensor.__dlpack__()")
         if self._dtype is _dt.bfloat16:
             raise EmberTypeError("[__dlpack__] bfloat16 tensors cannot be exported through DLPack "
                                  "by NumPy; convert with .float() first")
@@ -399,6 +418,8 @@ class Tensor:
         return (1, 0)
 
     def __repr__(self) -> str:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "printing a tensor")
         from ember._tensor_str import tensor_repr
         return tensor_repr(self)
 
@@ -411,10 +432,14 @@ class Tensor:
         return self.__repr__()
 
     def __reduce_ex__(self, protocol: int) -> Any:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "pickling a tensor")
         return (_rebuild, (np.ascontiguousarray(self._data), self._dtype.name,
                            self._requires_grad))
 
     def __deepcopy__(self, memo: dict) -> Tensor:
+        if self._data.__class__ is _LazyArray:
+            _lazy.need_values(self, "deepcopy of a tensor")
         if self.grad_fn is not None:
             raise EmberRuntimeError(
                 "Only Tensors created explicitly by the user (graph leaves) support the "
@@ -466,6 +491,8 @@ class _StorageView:
     """The untyped storage a tensor views (compared by data pointer)."""
 
     def __init__(self, t: Tensor) -> None:
+        if t._data.__class__ is _LazyArray:
+            _lazy.need_values(t, "Tensor.untyped_storage()")
         root = _storage_root(t._data)
         self._root = root
         self._ptr = int(root.__array_interface__["data"][0])
@@ -514,6 +541,11 @@ def _wrap(arr: np.ndarray, dtype: DType) -> Tensor:
     """A new leaf Tensor around ``arr`` (no copy)."""
     t = _new(Tensor)
     _init(t, arr, dtype)
+    if arr.__class__ is _LazyArray:
+        if arr.value is not None:
+            t._data = arr.value
+        else:
+            arr.trace.register_tensor(t)
     return t
 
 
@@ -574,6 +606,13 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     and the output dtype is read off the kernel's result (tests run with ``check_meta``, which
     verifies every kernel against its meta rule).
     """
+    tr = _LZ.trace
+    if tr is not None:
+        return _lazy_bind(tr, op, inputs, params)
+    return _eager_bind(op, inputs, params)
+
+
+def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
     spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
     if len(inputs) == 2:  # the common binary case without a list
@@ -665,6 +704,67 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
             r._requires_grad = True
             r.grad_fn = node
             r._output_nr = i
+
+
+def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
+    """Record ``op`` in the trace ``tr``: outputs get lazy payloads (ARCHITECTURE.md §4)."""
+    if "data_dependent" in op.tags:
+        tr.graph_break(f"{op.name} has an output shape that depends on the data")
+        return _eager_bind(op, inputs, params)
+    for x in inputs:
+        if isinstance(x, (list, tuple)) and any(isinstance(y, Tensor) for y in x):
+            tr.graph_break(f"{op.name} takes a nested list of tensors")
+            return _eager_bind(op, inputs, params)
+    spec = op.meta(*inputs, **params)
+    specs = (spec,) if op.num_outputs == 1 else tuple(spec)
+    for shape, _ in specs:
+        if None in shape:
+            tr.graph_break(f"{op.name} has an output shape that depends on the data")
+            return _eager_bind(op, inputs, params)
+    args = tuple(tr.ref_of(x) if isinstance(x, Tensor) else x for x in inputs)
+    refs = tr.add_node(op, args, params, specs)
+    view = op.kind == "view"
+    if view:
+        src = inputs[0]
+        vc = src._version_counter
+        g_in, owner = tr.frame(src)
+        sp = src._data
+        sver = sp.sver if sp.__class__ is _LazyArray else vc[0]
+        shadows = op.eager(g_in, **params)
+        if op.num_outputs == 1:
+            shadows = (shadows,)
+        base = src if src._base is None else src._base
+    results = []
+    inference = _STATE.inference
+    for k, (ref, (shape, dtype)) in enumerate(zip(refs, specs)):
+        t = _new(Tensor)
+        t._dtype = dtype
+        npd = dtype.np
+        if view:
+            t._version_counter = vc
+            t._base = base
+            t._view_version = vc[0]
+            sh = shadows[k]
+            if sh.dtype == npd and tuple(sh.shape) == tuple(shape):
+                la = tr.lazy(ref, tuple(shape), npd, sh, owner, vc, sver)
+            else:  # a reinterpreting view: its value is its own (aliasing is not tracked)
+                la = tr.lazy(ref, tuple(shape), npd, None, None, vc, sver)
+        else:
+            t._version_counter = vcn = [0]
+            la = tr.lazy(ref, tuple(shape), npd, None, None, vcn, 0)
+        t._data = la
+        tr.register_tensor(t)
+        if inference:
+            t._inference = True
+        results.append(t)
+    results_t = tuple(results)
+    if _STATE.grad_enabled and op.vjp is not None:
+        for x in inputs:
+            if isinstance(x, Tensor) and x._requires_grad:
+                needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
+                _record(op, inputs, params, results_t, needs)
+                break
+    return results_t[0] if op.num_outputs == 1 else results_t
 
 
 def refresh_view(view: Tensor) -> None:

@@ -12,17 +12,19 @@ from __future__ import annotations
 import numpy as np
 
 from ember import dtypes as dt
+from ember._lazy import STATE as _LZ
+from ember._lazy import LazyArray
 from ember.autograd import grad_mode as _gm
 from ember.autograd.graph import Node
 from ember.errors import DTypeRuntimeError, EmberRuntimeError, ShapeError
-from ember.tensor import Tensor, _storage_offset, _wrap
+from ember.tensor import Tensor, _wrap
 
 
 def _geometry(view: Tensor, base: Tensor) -> tuple:
     """(shape, element strides, offset) of ``view`` inside ``base``'s storage."""
     item = view._dtype.itemsize
     strides = tuple(s // item for s in view._data.strides)
-    offset = _storage_offset(view._data) - _storage_offset(base._data)
+    offset = view.storage_offset() - base.storage_offset()
     return tuple(view._data.shape), strides, offset
 
 
@@ -106,7 +108,10 @@ def check_inplace_target(self: Tensor, op: str) -> None:
                 f"[{op}] a view of a leaf Variable that requires grad is being used in an "
                 "in-place operation."
             )
-    if not self._data.flags.writeable:
+    p = self._data
+    if p.__class__ is LazyArray:
+        p = p.geometry()
+    if not p.flags.writeable:
         raise EmberRuntimeError(
             f"[{op}] unsupported operation: more than one element of the written-to tensor "
             "refers to a single memory location. Please clone() the tensor before performing "
@@ -129,6 +134,16 @@ def commit_inplace(self: Tensor, result: Tensor, op: str) -> Tensor:
             f"[{op}] result type {_type_name(result._dtype)} can't be cast to the desired output "
             f"type {_type_name(self._dtype)}"
         )
+    tr = _LZ.trace
+    if tr is not None:
+        with _gm.no_grad():
+            val = result if result._dtype is self._dtype else result.to(self._dtype)
+        if tr.write(self, val):
+            self._version_counter[0] += 1
+            _rebase_history(self, result, op)
+            if self._base is not None:
+                self._view_version = self._version_counter[0]
+            return self
     src = result._data
     if src.dtype != self._data.dtype:
         if self._dtype.category == 1 and src.dtype.kind == "f":

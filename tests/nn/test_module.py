@@ -421,9 +421,17 @@ def test_deepcopy_module():
         assert a.data_ptr() != b.data_ptr() and a.tolist() == b.tolist()
 
 
-def test_compile_not_available():
-    with pytest.raises(NotImplementedError, match="not available yet"):
-        E["Net"]().compile()
+def test_module_compile_in_place():
+    net = E["Net"]()
+    for p in net.parameters():
+        ember.nn.init.normal_(p)
+    x = ember.randn(2, 4)
+    want = net(x)
+    net.compile()
+    assert net._compiled_call_impl is not None
+    got = net(x)
+    assert ember.equal(got, want)
+    assert "_compiled_call_impl" not in net.state_dict()
 
 
 def test_init_rejects_unexpected_args():

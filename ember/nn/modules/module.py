@@ -713,14 +713,22 @@ class Module:
             run_always_called(self, args, kwargs, result, called_always)
             raise
 
-    __call__: Callable[..., Any] = _call_impl
+    _compiled_call_impl: Callable[..., Any] | None = None
+    # installed by ember.compiler (a higher layer) when it is imported
+    _compile_hook: Callable[..., None] | None = None
+
+    def _wrapped_call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        if self._compiled_call_impl is not None:
+            return self._compiled_call_impl(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    __call__: Callable[..., Any] = _wrapped_call_impl
 
     def compile(self, *args: Any, **kwargs: Any) -> None:
-        """Not available yet: ember's compiler (``ember.compile``) lands in a later release."""
-        raise NotImplementedError(
-            "[Module.compile] ember's compiler is not available yet; run the module eagerly "
-            "(call it without compile())"
-        )
+        """Compile this module's ``__call__`` in place with ``ember.compile(**kwargs)``."""
+        if Module._compile_hook is None:
+            raise NotImplementedError("[Module.compile] import ember.compiler first")
+        Module._compile_hook(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ repr
     def _get_name(self) -> str:

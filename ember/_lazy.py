@@ -1,0 +1,501 @@
+"""Lazy payloads: recording tensor ops into a trace instead of running them (ARCHITECTURE.md §4).
+
+While a compiled function runs, ``ember.tensor.bind`` hands every op to the active ``Trace``.
+The trace checks the op with its ``meta`` rule and gives each output a ``LazyArray`` payload: an
+object that answers the metadata questions a NumPy array answers (shape, dtype, ndim, size,
+strides) without holding any data.  The graph is *realized* when the compiled call returns and at
+every graph break: each ``LazyArray`` that is still alive becomes a graph output, the compiler
+(installed with ``install_realizer``) runs the graph, and the results replace the payloads.
+
+Anything that needs a lazy tensor's values (``bool``, ``item``, NumPy access, printing, an op whose
+output shape depends on data) is a graph break: ``graph_break`` realizes the trace and recording
+continues in a new graph.  Reading a ``LazyArray`` through any attribute this class does not
+answer also breaks, so code that was written for eager tensors stays correct under a trace.
+
+In-place writes are functionalized per *storage* (the tensors that share a version counter share
+memory): the new value of the whole storage is recorded, tensors that alias it are re-read from it
+when next used, and storages that belong to concrete tensors (inputs, parameters, buffers) are
+written back when the graph is realized.
+
+This module is part of the tensor layer: it knows nothing about graphs beyond the recorded node
+list; the compiler (``ember/compiler``) turns a trace into a ``Graph`` and runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+import weakref
+from typing import Any, Callable
+
+import numpy as np
+
+from ember.errors import GraphBreakError
+
+# ------------------------------------------------------------------------------------ refs
+# A value inside a trace: ("i", k) the k-th input array, ("n", i, j) output j of node i.
+
+
+class TNode:
+    """One recorded op: ``op(*args, **params)``; args are refs or Python constants."""
+
+    __slots__ = ("op", "args", "params", "specs")
+
+    def __init__(self, op: Any, args: tuple, params: dict, specs: tuple) -> None:
+        self.op = op
+        self.args = args
+        self.params = params
+        self.specs = specs  # ((shape, ember dtype), ...) one per output
+
+
+class _Storage:
+    """The functionalized value of one mutated storage (tensors sharing a version counter)."""
+
+    __slots__ = ("root", "root_shape", "np_dtype", "value", "version")
+
+    def __init__(self, root: np.ndarray | None, root_shape: tuple, np_dtype: Any, value: tuple,
+                 version: int) -> None:
+        self.root = root              # the concrete array written back at realization (or None)
+        self.root_shape = root_shape
+        self.np_dtype = np_dtype
+        self.value = value            # ref of the storage's current value, shaped root_shape
+        self.version = version        # the version counter value that value corresponds to
+
+
+def _contig_strides(shape: tuple, itemsize: int) -> tuple:
+    out = []
+    acc = itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+_SHADOW_BUF: dict = {}
+
+
+def _shadow_for(shape: tuple, np_dtype: Any) -> np.ndarray:
+    """A C-contiguous array geometry over a one-element buffer.  View kernels run on it to
+    compute the strides and offset of lazy views; its memory is never read."""
+    buf = _SHADOW_BUF.get(np_dtype)
+    if buf is None:
+        buf = _SHADOW_BUF[np_dtype] = np.zeros(1, dtype=np_dtype)
+    return np.lib.stride_tricks.as_strided(buf, shape=shape,
+                                           strides=_contig_strides(shape, buf.itemsize))
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class LazyArray:
+    """The payload of a tensor recorded in a trace: metadata now, values at realization."""
+
+    __slots__ = ("trace", "ref", "shape", "dtype", "shadow", "owner", "vc", "sver", "value",
+                 "__weakref__")
+
+    def __init__(self, trace: Trace, ref: tuple, shape: tuple, np_dtype: Any,
+                 shadow: np.ndarray | None, owner: Any, vc: list, sver: int) -> None:
+        self.trace = trace
+        self.ref = ref
+        self.shape = shape
+        self.dtype = np_dtype
+        # geometry in the owner's frame: for a LazyArray owner a view of a stand-in buffer, for
+        # a concrete owner the real NumPy view (never read while tracing); None: contiguous
+        self.shadow = shadow
+        # whose storage this value lives in: None (its own, fresh), the owning LazyArray, or
+        # the concrete root array of a tensor that existed before tracing
+        self.owner = owner
+        self.vc = vc             # the version counter shared by the storage's tensors
+        self.sver = sver         # version of the storage this value reflects
+        self.value: np.ndarray | None = None
+
+    # metadata a NumPy array answers without data
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def geometry(self) -> np.ndarray:
+        if self.shadow is None:
+            self.shadow = _shadow_for(self.shape, self.dtype)
+        return self.shadow
+
+    @property
+    def strides(self) -> tuple:
+        return self.geometry().strides
+
+    @property
+    def base(self) -> Any:
+        return None
+
+    # everything else needs the values: a graph break
+    def materialize(self, reason: str) -> np.ndarray:
+        if self.value is None:
+            self.trace.graph_break(reason)
+        assert self.value is not None
+        return self.value
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        v = self.materialize("a NumPy function read a lazy tensor's values")
+        return v if dtype is None else v.astype(dtype)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.materialize(f"NumPy attribute .{name} of a lazy tensor"), name)
+
+    def __getitem__(self, item: Any) -> Any:
+        return self.materialize("indexing a lazy tensor's values")[item]
+
+    def __setitem__(self, item: Any, value: Any) -> None:
+        self.materialize("writing into a lazy tensor's values")[item] = value
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        return iter(self.materialize("iterating over a lazy tensor's values"))
+
+    def __float__(self) -> float:
+        return float(self.materialize("float() of a lazy tensor"))
+
+    def __int__(self) -> int:
+        return int(self.materialize("int() of a lazy tensor"))
+
+    def __bool__(self) -> bool:
+        return bool(self.materialize("bool() of a lazy tensor"))
+
+    def __repr__(self) -> str:
+        return f"LazyArray(shape={self.shape}, dtype={self.dtype}, ref={self.ref})"
+
+
+def _forward_dunder(name: str) -> Callable:
+    def method(self: LazyArray, *args: Any) -> Any:
+        return getattr(self.materialize(f"NumPy operator {name} on a lazy tensor"), name)(*args)
+    method.__name__ = name
+    return method
+
+
+for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+           "__rtruediv__", "__floordiv__", "__mod__", "__pow__", "__neg__", "__abs__",
+           "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__",
+           "__xor__", "__invert__", "__matmul__", "__rmatmul__"):
+    setattr(LazyArray, _n, _forward_dunder(_n))
+LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+# ------------------------------------------------------------------------------------ state
+class _State:
+    """Which trace records (None: eager) and the graph-break policy stack."""
+
+    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer")
+
+    def __init__(self) -> None:
+        self.trace: Trace | None = None
+        self.error_on_break: list[bool] = []   # innermost last (error_on_graph_break)
+        self.fullgraph = 0                     # active compiled frames with fullgraph=True
+        self.realizer: Callable | None = None  # installed by ember.compiler
+
+
+STATE = _State()
+
+
+def install_realizer(fn: Callable[[Trace, list, list], list]) -> None:
+    """``fn(trace, nodes_needed, outputs) -> arrays`` runs a trace's graph (the compiler)."""
+    STATE.realizer = fn
+
+
+_EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def user_stack(limit: int = 8) -> list:
+    """The innermost frames outside the ember package (the user's code), outermost first."""
+    frames = []
+    f = sys._getframe(1)
+    while f is not None and len(frames) < limit:
+        fn = f.f_code.co_filename
+        if not os.path.abspath(fn).startswith(_EMBER_DIR) and not fn.startswith("<frozen"):
+            frames.append(traceback.FrameSummary(fn, f.f_lineno, f.f_code.co_name,
+                                                 lookup_line=False))
+        f = f.f_back
+    frames.reverse()
+    return frames
+
+
+# ------------------------------------------------------------------------------------ trace
+class Trace:
+    """The ops recorded since the last realization, and what realizing them needs."""
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner                  # the compiled function's state (compiler-defined)
+        self.reset()
+        self.breaks: list = []              # (reason, user_stack) per graph break this call
+        self.segment = 0                    # graphs realized so far in this call
+
+    def reset(self) -> None:
+        self.nodes: list[TNode] = []
+        self.inputs: list[np.ndarray] = []
+        self.input_ids: dict[int, int] = {}
+        self.lazies: list = []              # weakrefs of LazyArrays
+        self.tensors: list = []             # weakrefs of tensors with lazy payloads
+        self.storages: dict[int, _Storage] = {}
+        self.keep: list = []                # version counters of storages (keeps ids unique)
+        self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
+
+    # -- values -----------------------------------------------------------------------------
+    def input_ref(self, arr: np.ndarray) -> tuple:
+        k = self.input_ids.get(id(arr))
+        if k is None:
+            k = self.input_ids[id(arr)] = len(self.inputs)
+            self.inputs.append(arr)
+        return ("i", k)
+
+    def ref_of(self, t: Any) -> tuple:
+        """The ref of tensor ``t``'s current value (re-read from its storage if it was written
+        in place since ``t``'s payload was made)."""
+        p = t._data
+        st = self.storages.get(id(t._version_counter)) if self.storages else None
+        if p.__class__ is LazyArray:
+            if p.value is not None:  # realized by an earlier graph of this call
+                t._data = p.value
+                return self.ref_of(t)
+            if st is not None and st.version != p.sver:
+                return self._reread(t, st).ref
+            return p.ref
+        if st is not None:
+            return self._reread(t, st).ref
+        r = self.input_ref(p)
+        m = t.__dict__.get("_dyn_marks") if hasattr(t, "__dict__") else None
+        if m:
+            self.marks[r[1]] = m
+        return r
+
+    def frame(self, t: Any) -> tuple:
+        """(geometry array, owner) of ``t``: where ``t`` lives in its storage's frame."""
+        p = t._data
+        if p.__class__ is LazyArray:
+            if p.owner is None:
+                return p.geometry(), p
+            return p.geometry(), p.owner
+        root = p
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        return p, root
+
+    def _geometry(self, t: Any) -> tuple | None:
+        """(shape, element strides, offset) of ``t`` in its storage; None when ``t`` covers the
+        whole storage in C order."""
+        own, owner = self.frame(t)
+        root = owner.geometry() if owner.__class__ is LazyArray else owner
+        item = own.itemsize
+        if own.shape == root.shape and _ptr(own) == _ptr(root) and own.strides == \
+                _contig_strides(own.shape, item):
+            return None
+        return (tuple(own.shape), tuple(s // item for s in own.strides),
+                (_ptr(own) - _ptr(root)) // item)
+
+    def _reread(self, t: Any, st: _Storage) -> LazyArray:
+        own, owner = self.frame(t)
+        geom = self._geometry(t)
+        if geom is None:
+            ref = st.value
+        else:
+            from ember.ops.storage import STORAGE_READ
+            ref = self.add_node(STORAGE_READ, (st.value,), {"geom": geom},
+                                ((geom[0], t._dtype),))[0]
+        if owner.__class__ is LazyArray and geom is None:
+            owner, own = None, None   # the whole storage: a fresh value of its own
+        la = self.lazy(ref, tuple(own.shape) if own is not None else st.root_shape, st.np_dtype,
+                       own, owner, t._version_counter, st.version)
+        self._set_payload(t, la)
+        return la
+
+    def lazy(self, ref: tuple, shape: tuple, np_dtype: Any, shadow: Any, owner: Any, vc: list,
+             sver: int) -> LazyArray:
+        la = LazyArray(self, ref, shape, np_dtype, shadow, owner, vc, sver)
+        self.lazies.append(weakref.ref(la))
+        return la
+
+    def _set_payload(self, t: Any, la: LazyArray) -> None:
+        if t._data.__class__ is not LazyArray:
+            self.tensors.append(weakref.ref(t))
+        t._data = la
+
+    def register_tensor(self, t: Any) -> None:
+        self.tensors.append(weakref.ref(t))
+
+    def add_node(self, op: Any, args: tuple, params: dict, specs: tuple) -> list:
+        i = len(self.nodes)
+        self.nodes.append(TNode(op, args, params, specs))
+        return [("n", i, j) for j in range(len(specs))]
+
+    # -- in-place writes ----------------------------------------------------------------------
+    def write(self, t: Any, new: Any) -> bool:
+        """Functionalize ``t[...] = new`` (``new``: a tensor of ``t``'s shape and dtype).  The
+        caller bumps the version counter afterwards.  False when the write cannot be recorded
+        (the trace was realized instead and the caller writes eagerly)."""
+        vc = t._version_counter
+        st = self.storages.get(id(vc))
+        if st is None:
+            own, owner = self.frame(t)
+            if owner.__class__ is LazyArray:
+                st = _Storage(None, owner.shape, owner.dtype, owner.ref, owner.sver)
+            else:
+                if not owner.flags.c_contiguous or owner.dtype != own.dtype or \
+                        not owner.flags.writeable:
+                    self.graph_break("an in-place write into a tensor whose storage is not a "
+                                     "plain C-contiguous array")
+                    return False
+                st = _Storage(owner, tuple(owner.shape), owner.dtype, self.input_ref(owner), -1)
+            self.storages[id(vc)] = st
+            self.keep.append(vc)
+        new_ref = self.ref_of(new)
+        geom = self._geometry(t)
+        if geom is None:
+            st.value = new_ref
+        else:
+            from ember.ops.storage import STORAGE_WRITE
+            st.value = self.add_node(STORAGE_WRITE, (st.value, new_ref), {"geom": geom},
+                                     ((st.root_shape, t._dtype),))[0]
+        st.version = vc[0] + 1
+        if geom is None:  # the written tensor reads the new value directly
+            p = t._data
+            if p.__class__ is LazyArray:
+                la = self.lazy(new_ref, p.shape, st.np_dtype, p.shadow, p.owner, vc, st.version)
+            else:
+                la = self.lazy(new_ref, p.shape, st.np_dtype, p, self.frame(t)[1], vc,
+                               st.version)
+            self._set_payload(t, la)
+        return True
+
+    # -- graph breaks -------------------------------------------------------------------------
+    def graph_break(self, reason: str) -> None:
+        """Python needs values here: realize the graph so far (or raise, per policy)."""
+        stack = user_stack()
+        if STATE.fullgraph or (STATE.error_on_break and STATE.error_on_break[-1]):
+            where = stack[-1] if stack else None
+            loc = f'\n  from user code:\n    File "{where.filename}", line {where.lineno}, in ' \
+                  f'{where.name}' if where else ""
+            raise GraphBreakError(f"graph break: {reason}{loc}", reason, stack)
+        self.breaks.append((reason, stack))
+        self.realize(reason)
+
+    def realize(self, why: str = "end of the compiled call") -> None:
+        """Run the recorded graph and give every live lazy tensor its values."""
+        tensors = [t for t in (w() for w in self.tensors) if t is not None]
+        storages = self.storages
+        # tensors written through an alias are re-read first, so they are outputs too
+        for t in tensors:
+            p = t._data
+            if p.__class__ is LazyArray and p.value is None:
+                st = storages.get(id(t._version_counter))
+                if st is not None and st.version != p.sver:
+                    self._reread(t, st)
+        lazies = [la for la in (w() for w in self.lazies) if la is not None and la.value is None]
+        if not lazies and not storages:
+            self.reset()
+            return
+        direct: list = []
+        seen: set = set()
+        derived_np, derived_lazy = [], []
+        for la in lazies:
+            o = la.owner
+            if isinstance(o, np.ndarray):
+                st = storages.get(id(la.vc))
+                if (st is None or st.version == la.sver) and la.shadow is not None:
+                    derived_np.append(la)
+                    continue
+            elif o is not None and o.sver == la.sver and o.vc is la.vc \
+                    and o.dtype == la.dtype:
+                derived_lazy.append(la)
+                if id(o) not in seen and o.value is None:
+                    seen.add(id(o))
+                    direct.append(o)
+                continue
+            if id(la) not in seen:
+                seen.add(id(la))
+                direct.append(la)
+        written = [st for st in storages.values() if st.root is not None]
+        out_refs = [la.ref for la in direct] + [st.value for st in written]
+        results: list = []
+        if out_refs:
+            assert STATE.realizer is not None, "ember.compiler is not imported"
+            prev = STATE.trace
+            STATE.trace = None  # the backend runs eagerly
+            try:
+                results = STATE.realizer(self, self.nodes, self.inputs, out_refs)
+            finally:
+                STATE.trace = prev
+        owners = {id(la.owner) for la in derived_lazy}
+        for k, la in enumerate(direct):
+            v = _as_array(results[k], la.dtype)
+            la.value = np.ascontiguousarray(v) if id(la) in owners else v
+        for k, st in enumerate(written, len(direct)):
+            val = _as_array(results[k], st.np_dtype)
+            if val is not st.root:
+                st.root.reshape(-1)[...] = val.reshape(-1)
+        for la in derived_np:
+            la.value = la.shadow
+        for la in derived_lazy:
+            o = la.owner
+            g, og = la.geometry(), o.geometry()
+            off = (_ptr(g) - _ptr(og)) // la.dtype.itemsize
+            flat = o.value.reshape(-1)
+            la.value = np.lib.stride_tricks.as_strided(flat[off:] if flat.size else flat,
+                                                       shape=la.shape, strides=g.strides)
+        for t in tensors:
+            p = t._data
+            if p.__class__ is LazyArray and p.value is not None:
+                t._data = p.value
+        self.segment += 1
+        self.reset()
+
+
+def _as_array(x: Any, np_dtype: Any) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        x = np.asarray(x)
+    if x.dtype != np_dtype:
+        x = x.astype(np_dtype)
+    return x
+
+
+# ------------------------------------------------------------------------------------ helpers
+def storage_offset(t: Any) -> int:
+    """``t.storage_offset()`` of a lazy tensor, from its geometry."""
+    tr = t._data.trace
+    own, owner = tr.frame(t)
+    root = owner.geometry() if owner.__class__ is LazyArray else owner
+    return (_ptr(own) - _ptr(root)) // own.itemsize
+
+
+def tracing() -> bool:
+    return STATE.trace is not None
+
+
+def need_values(t: Any, reason: str) -> None:
+    """Called before Python reads ``t``'s values: a graph break when ``t`` is lazy."""
+    p = t._data
+    if p.__class__ is LazyArray and p.value is None:
+        p.trace.graph_break(reason)
+    if t._data.__class__ is LazyArray:
+        t._data = t._data.value
+
+
+__all__ = ["GraphBreakError", "LazyArray", "STATE", "Trace", "install_realizer", "need_values",
+           "tracing", "user_stack"]

@@ -1,0 +1,33 @@
+"""The compiler: ``ember.compile`` and its controls (ARCHITECTURE.md §4-5).
+
+``ember.compile(fn)`` records ``fn``'s tensor ops lazily on every call and runs them as cached
+graphs.  ``set_stance``, ``error_on_graph_break``, ``disable``, ``mark_dynamic`` and
+``explain`` steer and inspect it; ``Graph`` is the IR a custom backend receives.
+"""
+
+from ember.compiler.api import (
+    CompiledFunction,
+    OptimizedModule,
+    compile,
+    compiler_config,
+    disable,
+    error_on_graph_break,
+    graph_break,
+    is_compiling,
+    mark_dynamic,
+    mark_static,
+    maybe_mark_dynamic,
+    reset,
+    set_stance,
+)
+from ember.compiler.backends import list_backends, register_backend
+from ember.compiler.explain import ExplainOutput, explain
+from ember.compiler.graph import Graph, Node, Sym
+from ember.errors import GraphBreakError
+
+config = compiler_config
+
+__all__ = ["CompiledFunction", "ExplainOutput", "Graph", "GraphBreakError", "Node",
+           "OptimizedModule", "Sym", "compile", "config", "disable", "error_on_graph_break",
+           "explain", "graph_break", "is_compiling", "list_backends", "mark_dynamic",
+           "mark_static", "maybe_mark_dynamic", "register_backend", "reset", "set_stance"]

@@ -1,0 +1,679 @@
+"""``ember.compile`` and the policies around it: caching, recompiles, stances, graph breaks.
+
+A compiled function runs its Python on every call with a ``Trace`` active (``ember/_lazy.py``):
+tensor ops are recorded, and the trace is realized at graph breaks and when the call returns.
+Realizing captures the live part of the trace (``graph.capture``) and looks it up in the cache
+of the function's code object for that graph's position in the call (its *segment*: graph 0
+before the first break, graph 1 after it, ...).  Entries are keyed by structure with every
+number abstracted; a number an entry specializes must match, a number it has lifted (a size
+or a Python scalar that changed between calls) is passed at run time.  A miss compiles; a miss
+where the segment already has entries is a *recompile* and is subject to the stance and the
+recompile limit.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import _lazy
+from ember import dtypes as _dt
+from ember.autograd import grad_mode as _gm
+from ember.compiler.backends import lookup_backend
+from ember.compiler.graph import Captured, Graph, capture
+from ember.config import config
+from ember.errors import EmberRuntimeError, EmberTypeError
+from ember.tensor import Tensor, _wrap
+
+_LZ = _lazy.STATE
+
+
+# ------------------------------------------------------------------------------ settings
+class _Config:
+    """``ember.compiler.config``: ``recompile_limit`` (graphs per function and segment before
+    new ones run eagerly; alias ``cache_size_limit``), ``automatic_dynamic_shapes``."""
+
+    recompile_limit = 8
+    automatic_dynamic_shapes = True
+
+    @property
+    def cache_size_limit(self) -> int:
+        return self.recompile_limit
+
+    @cache_size_limit.setter
+    def cache_size_limit(self, v: int) -> None:
+        self.recompile_limit = v
+
+
+compiler_config = _Config()
+
+
+def _log(kind: str, msg: str) -> None:
+    if kind in config.logs:
+        print(f"[ember.compiler {kind}] {msg}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------ cache
+@dataclass
+class Entry:
+    """One compiled graph: the numbers it specializes and the callable the backend made."""
+
+    graph: Graph
+    fn: Callable
+    generic: frozenset
+    values: tuple            # the capture's numbers when compiled (specialized ones must match)
+    kinds: tuple
+    compile_time: float
+
+    def matches(self, values: list) -> bool:
+        gen = self.generic
+        kinds = self.kinds
+        for k, (mine, theirs) in enumerate(zip(self.values, values)):
+            if k in gen:
+                if kinds[k] == "size" and theirs in (0, 1):
+                    return False
+            elif mine != theirs or type(mine) is not type(theirs):
+                return False
+        return True
+
+
+@dataclass
+class SegmentCache:
+    entries: dict = field(default_factory=dict)   # key -> [Entry]
+    count: int = 0
+    warned: bool = False
+    last_values: dict = field(default_factory=dict)  # key -> values of the last capture
+
+
+@dataclass
+class CodeCache:
+    name: str
+    filename: str
+    lineno: int
+    segments: dict = field(default_factory=dict)   # segment index -> SegmentCache
+
+
+_CACHES: dict = {}        # code object (or other key) -> CodeCache
+
+
+def _code_key(fn: Callable) -> tuple:
+    f = getattr(fn, "__func__", fn)
+    code = getattr(f, "__code__", None)
+    if code is None:  # a callable object (a module): its forward's code
+        fwd = getattr(type(f), "forward", None) or type(f).__call__
+        code = getattr(fwd, "__code__", None)
+    if code is None:
+        return (id(f), getattr(f, "__qualname__", type(f).__name__), "<unknown>", 0)
+    return (code, code.co_name, code.co_filename, code.co_firstlineno)
+
+
+def reset() -> None:
+    """Forget every compiled graph and cache (``ember.compiler.reset()``)."""
+    _CACHES.clear()
+
+
+# ------------------------------------------------------------------------------ stances
+_STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile",
+            "eager_then_compile")
+
+
+@dataclass
+class _Stance:
+    stance: str = "default"
+    skip_guard_eval_unsafe: bool = False
+    backend: Any = None
+
+
+_STANCE = _Stance()
+
+
+class set_stance:  # noqa: N801 (PyTorch's name; usable as function, context manager, decorator)
+    """Set how compiled functions behave (``ember.compiler.set_stance``).
+
+    Stances: ``"default"``, ``"force_eager"`` (run the original Python, record nothing),
+    ``"eager_on_recompile"`` (use cached graphs; run eagerly where a recompile would be needed),
+    ``"fail_on_recompile"`` (raise instead of recompiling), ``"eager_then_compile"`` (the first
+    call runs eagerly; later calls compile, with sizes that changed already dynamic).
+    ``force_backend`` replaces every compiled function's backend (only with ``"default"``).
+    Called as a function it sets the stance until changed; as a context manager or decorator it
+    restores the previous stance on exit.
+    """
+
+    def __init__(self, stance: str = "default", *, skip_guard_eval_unsafe: bool = False,
+                 force_backend: Any = None) -> None:
+        if _LZ.trace is not None:
+            raise EmberRuntimeError("attempted to set_stance in an ember.compile region")
+        if force_backend is not None and stance != "default":
+            raise EmberRuntimeError("non-default stance cannot have force_backend set")
+        self.new = _Stance(stance, skip_guard_eval_unsafe, force_backend)
+        self.prev = _Stance(_STANCE.stance, _STANCE.skip_guard_eval_unsafe, _STANCE.backend)
+        _apply_stance(self.new)
+
+    def __enter__(self) -> set_stance:
+        if _LZ.trace is not None:
+            raise EmberRuntimeError("attempted to set_stance in an ember.compile region")
+        _apply_stance(self.new)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _apply_stance(self.prev)
+
+    def __call__(self, fn: Callable) -> Callable:
+        _apply_stance(self.prev)  # as a decorator it applies only while fn runs
+        new = self.new
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _LZ.trace is not None:
+                raise EmberRuntimeError("attempted to set_stance in an ember.compile region")
+            prev = _Stance(_STANCE.stance, _STANCE.skip_guard_eval_unsafe, _STANCE.backend)
+            _apply_stance(new)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _apply_stance(prev)
+        return wrapper
+
+
+def _apply_stance(s: _Stance) -> None:
+    _STANCE.stance = s.stance
+    _STANCE.skip_guard_eval_unsafe = s.skip_guard_eval_unsafe
+    _STANCE.backend = s.backend
+
+
+def _check_stance() -> str:
+    if _STANCE.stance not in _STANCES:
+        raise EmberRuntimeError(f"invalid ember.compile stance '{_STANCE.stance}'; expected one "
+                                f"of {', '.join(_STANCES)}")
+    return _STANCE.stance
+
+
+# ---------------------------------------------------------------------- error_on_graph_break
+class error_on_graph_break:  # noqa: N801 (PyTorch's name)
+    """Make graph breaks errors (``True``) or tolerated (``False``) in a region of compiled code:
+    a context manager and a decorator, nestable (the innermost active setting at a break wins).
+    Outside compiled code it does nothing; ``fullgraph=True`` takes precedence."""
+
+    def __init__(self, error_on_graph_break: bool) -> None:
+        self.value = bool(error_on_graph_break)
+
+    def __enter__(self) -> error_on_graph_break:
+        _LZ.error_on_break.append(self.value)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _LZ.error_on_break.pop()
+
+    def __call__(self, fn: Callable) -> Callable:
+        value = self.value
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            _LZ.error_on_break.append(value)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _LZ.error_on_break.pop()
+        return wrapper
+
+
+# ------------------------------------------------------------------------------ explain hooks
+class _Events:
+    """Collects graphs, breaks and recompiles while ``explain`` runs."""
+
+    def __init__(self) -> None:
+        self.graphs: list = []
+        self.breaks: list = []
+        self.recompile_reasons: list = []
+        self.compile_times: list = []
+
+
+_EVENTS: list = []
+
+
+# ------------------------------------------------------------------------------ compile
+class CompiledFunction:
+    """What ``ember.compile(fn)`` returns: call it like ``fn``."""
+
+    def __init__(self, fn: Callable, *, fullgraph: bool = False, dynamic: bool | None = None,
+                 backend: Any = "eager", mode: str | None = None,
+                 options: dict | None = None) -> None:
+        self._orig = fn
+        self.fullgraph = bool(fullgraph)
+        self.dynamic = dynamic
+        self.backend = backend
+        self.mode = mode
+        self.options = dict(options or {})
+        self._key = _code_key(fn)
+        self._calls = 0
+        functools.update_wrapper(self, fn, updated=())
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    @property
+    def _orig_mod(self) -> Callable:
+        return self._orig
+
+    def _code_cache(self) -> CodeCache:
+        key = self._key
+        cc = _CACHES.get(key[0])
+        if cc is None:
+            cc = _CACHES[key[0]] = CodeCache(key[1], key[2], key[3])
+        return cc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        stance = _check_stance()
+        if stance == "force_eager":
+            return self._orig(*args, **kwargs)
+        self._calls += 1
+        if stance == "eager_then_compile" and self._calls == 1:
+            return self._run(args, kwargs, observe_only=True)
+        return self._run(args, kwargs)
+
+    def _run(self, args: tuple, kwargs: dict, observe_only: bool = False) -> Any:
+        outer = _LZ.trace
+        if self.fullgraph:
+            _LZ.fullgraph += 1
+        try:
+            if outer is not None:  # nested compiled call: inline into the caller's trace
+                return self._orig(*args, **kwargs)
+            frame = _Frame(self, observe_only)
+            tr = _lazy.Trace(frame)
+            frame.trace = tr
+            _LZ.trace = tr
+            try:
+                out = self._orig(*args, **kwargs)
+                tr.realize()
+            except BaseException:
+                _LZ.trace = None
+                try:
+                    tr.realize("exception")
+                except Exception:  # noqa: BLE001 (the user's exception matters more)
+                    pass
+                raise
+            finally:
+                _LZ.trace = outer
+            for ev in _EVENTS:
+                ev.breaks.extend(tr.breaks)
+            if tr.breaks and "graph_breaks" in config.logs:
+                for reason, stack in tr.breaks:
+                    where = stack[-1] if stack else None
+                    loc = f" at {where.filename}:{where.lineno}" if where else ""
+                    _log("graph_breaks", f"graph break in {self._key[1]}: {reason}{loc}")
+            return out
+        finally:
+            if self.fullgraph:
+                _LZ.fullgraph -= 1
+
+
+class _Frame:
+    """One call of a compiled function: what realizing its graphs needs."""
+
+    def __init__(self, cf: CompiledFunction | None, observe_only: bool = False,
+                 code: CodeCache | None = None, backend: Any = "eager",
+                 dynamic: bool | None = None) -> None:
+        self.cf = cf
+        self.observe_only = observe_only
+        self.code = code if code is not None else cf._code_cache()  # type: ignore[union-attr]
+        self.backend = cf.backend if cf is not None else backend
+        self.dynamic = cf.dynamic if cf is not None else dynamic
+        self.trace: Any = None
+
+    def realize(self, cap: Captured, segment: int) -> list:
+        if _EVENTS:
+            g = cap.specialize(frozenset())
+            for ev in _EVENTS:
+                ev.graphs.append(g)
+        seg = self.code.segments.get(segment)
+        if seg is None:
+            seg = self.code.segments[segment] = SegmentCache()
+        entries = seg.entries.get(cap.key)
+        if entries:
+            for e in entries:
+                if e.matches(cap.values):
+                    seg.last_values[cap.key] = cap.values
+                    return _call(e, cap)
+        if self.observe_only:
+            seg.last_values[cap.key] = cap.values
+            return cap.specialize(frozenset()).run(cap.arrays)
+        stance = _STANCE.stance
+        if seg.count > 0:
+            reasons = _diff_reasons(seg, cap)
+            for ev in _EVENTS:
+                ev.recompile_reasons.extend(reasons)
+            if stance == "fail_on_recompile":
+                raise EmberRuntimeError(
+                    f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
+                    f"filename: '{self.code.filename}', function name: '{self.code.name}', "
+                    f"line number: {self.code.lineno}; graph {segment} differs from each "
+                    f"cached graph: " + "; ".join(reasons))
+            if stance == "eager_on_recompile":
+                return cap.specialize(frozenset()).run(cap.arrays)
+            if seg.count >= compiler_config.recompile_limit:
+                if not seg.warned:
+                    seg.warned = True
+                    warnings.warn(
+                        f"ember.compile hit config.recompile_limit "
+                        f"({compiler_config.recompile_limit})\n   function: '{self.code.name}' "
+                        f"({self.code.filename}:{self.code.lineno})\n   last reason: "
+                        f"{reasons[0] if reasons else 'unknown'}\nTo log all recompilation "
+                        f"reasons, use EMBER_LOGS=recompiles.", stacklevel=2)
+                return cap.specialize(frozenset()).run(cap.arrays)
+            _log("recompiles", f"Recompiling function {self.code.name} in "
+                 f"{self.code.filename}:{self.code.lineno} (graph {segment})\n    triggered by: "
+                 + "\n    ".join(reasons))
+        generic = self._generic(seg, cap)
+        e = self._compile(cap, generic)
+        seg.entries.setdefault(cap.key, []).append(e)
+        seg.count += 1
+        seg.last_values[cap.key] = cap.values
+        return _call(e, cap)
+
+    def _generic(self, seg: SegmentCache, cap: Captured) -> frozenset:
+        """Which numbers the new entry lifts to runtime arguments."""
+        if self.dynamic is False:
+            return frozenset()
+        kinds, values = cap.kinds, cap.values
+        if self.dynamic is True:
+            return frozenset(k for k, v in enumerate(values)
+                             if kinds[k] == "scalar" or v not in (0, 1))
+        dyn, static = _marked_slots(self.trace, cap)
+        gen: set = set(dyn)
+        if compiler_config.automatic_dynamic_shapes:
+            prev = seg.last_values.get(cap.key)
+            olds = [e.values for e in seg.entries.get(cap.key, [])]
+            if prev is not None:
+                olds.append(prev)
+            for old in olds:
+                for k, (a, b) in enumerate(zip(old, values)):
+                    if a != b or type(a) is not type(b):
+                        if kinds[k] == "size" and b in (0, 1):
+                            continue
+                        gen.add(k)
+            for e in seg.entries.get(cap.key, []):
+                gen |= {k for k in e.generic if not (kinds[k] == "size" and values[k] in (0, 1))}
+        return frozenset(gen - static)
+
+    def _compile(self, cap: Captured, generic: frozenset) -> Entry:
+        t0 = time.perf_counter()
+        graph = cap.specialize(generic)
+        if config.debug >= 1:
+            graph.verify()
+        backend = _STANCE.backend if _STANCE.backend is not None else self.backend
+        compiler_fn = lookup_backend(backend)
+        examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
+        fn = compiler_fn(graph, examples)
+        if not callable(fn):
+            raise EmberTypeError(f"[ember.compile] backend {backend!r} returned {fn!r}; expected "
+                                 f"a callable")
+        dt = time.perf_counter() - t0
+        if "graphs" in config.logs or config.debug >= 2:
+            print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
+                  f"{graph.python()}", file=sys.stderr)
+        for ev in _EVENTS:
+            ev.compile_times.append(dt)
+        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt)
+
+
+def _marked_slots(trace: Any, cap: Captured) -> tuple:
+    """Slots of dims marked with mark_dynamic / mark_static on the graph's tensor inputs."""
+    dyn: set = set()
+    static: set = set()
+    marks = getattr(trace, "marks", None)
+    if not marks:
+        return dyn, static
+    slot = 0
+    for k, (shape, _) in enumerate(cap.inputs):
+        m = marks.get(cap.in_orig[k])
+        if m:
+            for d, how in m.items():
+                if d < len(shape) and (how == "static" or shape[d] not in (0, 1)):
+                    (dyn if how == "dynamic" else static).add(slot + d)
+        slot += len(shape)
+    return dyn, static
+
+
+def _call(e: Entry, cap: Captured) -> list:
+    scalars = [cap.values[k] for k in e.graph.lifted]  # type: ignore[attr-defined]
+    fn = e.fn
+    if getattr(fn, "_ember_arrays", False):
+        return fn(cap.arrays, scalars)
+    args = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
+    with _gm.no_grad():
+        outs = fn(*args, *scalars)
+    if isinstance(outs, Tensor):
+        outs = (outs,)
+    return [o._data if isinstance(o, Tensor) else np.asarray(o) for o in outs]
+
+
+def _diff_reasons(seg: SegmentCache, cap: Captured) -> list:
+    reasons = []
+    n = 0
+    for key, entries in seg.entries.items():
+        for e in entries:
+            n += 1
+            if key == cap.key:
+                diffs = [f"{cap.where[k]}: expected {e.values[k]}, actual {cap.values[k]}"
+                         for k in range(len(cap.values))
+                         if k not in e.generic and (e.values[k] != cap.values[k])]
+                diffs += [f"{cap.where[k]}: {cap.values[k]} is 0 or 1 (always specialized)"
+                          for k in e.generic if cap.kinds[k] == "size"
+                          and cap.values[k] in (0, 1)]
+                reasons.append(f"graph {n - 1}: " + ", ".join(diffs[:4]))
+            else:
+                reasons.append(f"graph {n - 1}: {_structure_diff(key, cap.key)}")
+    return reasons
+
+
+def _structure_diff(old: tuple, new: tuple) -> str:
+    (oi, on, _), (ni, nn, _) = old, new
+    if len(oi) != len(ni):
+        return f"number of tensor inputs differs (expected {len(oi)}, actual {len(ni)})"
+    for k, (a, b) in enumerate(zip(oi, ni)):
+        if a != b:
+            what = ["rank", "dtype", "contiguity"]
+            for j in range(3):
+                if a[j] != b[j]:
+                    return f"tensor x{k} {what[j]} mismatch. expected {a[j]}, actual {b[j]}"
+    for i, (a, b) in enumerate(zip(on, nn)):
+        if a[0] != b[0]:
+            return f"op {i} differs (expected {a[0]}, actual {b[0]})"
+        if a != b:
+            return f"op {i} ({a[0]}) has different non-numeric arguments"
+    if len(on) != len(nn):
+        return f"number of ops differs (expected {len(on)}, actual {len(nn)})"
+    return "the set of live outputs differs"
+
+
+def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
+    cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype))
+    return trace.owner.realize(cap, trace.segment)
+
+
+_lazy.install_realizer(_realizer)
+
+
+def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: A001
+            dynamic: bool | None = None, backend: Any = "eager", mode: str | None = None,
+            options: dict | None = None, disable: bool = False) -> Any:
+    """Compile ``model`` (a function or ``nn.Module``): each call records its tensor ops lazily
+    and runs them as cached graphs (ARCHITECTURE.md §4).  Usable as ``ember.compile(fn)`` and as
+    a decorator with or without arguments."""
+    if mode is not None and options is not None:
+        raise EmberRuntimeError("Either mode or options can be specified, but both can't be "
+                                "specified at the same time.")
+    if mode not in (None, "default", "reduce-overhead", "max-autotune",
+                    "max-autotune-no-cudagraphs"):
+        raise EmberRuntimeError(f"[ember.compile] unknown mode {mode!r}; expected one of "
+                                "'default', 'reduce-overhead', 'max-autotune', "
+                                "'max-autotune-no-cudagraphs'")
+    lookup_backend(backend)  # unknown backends fail now, not at the first call
+
+    def wrap(fn: Callable) -> Any:
+        if disable:
+            return fn
+        if not callable(fn):
+            raise EmberTypeError(f"[ember.compile] expected a callable, got {type(fn).__name__}")
+        if _is_module(fn):
+            return _compile_module(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                   mode=mode, options=options)
+        if mode == "reduce-overhead":
+            from ember.compiler.replay import ReplayFunction
+            return ReplayFunction(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                  mode=mode, options=options)
+        return CompiledFunction(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                mode=mode, options=options)
+
+    if model is None:
+        return wrap
+    return wrap(model)
+
+
+def _is_module(obj: Any) -> bool:
+    return any(c.__name__ == "Module" and c.__module__.startswith("ember.nn")
+               for c in type(obj).__mro__)
+
+
+class OptimizedModule:
+    """``ember.compile(module)``: calls go through a compiled ``module.__call__``; attributes
+    are the module's (``_orig_mod`` is the module)."""
+
+    def __init__(self, mod: Any, compiled: Callable) -> None:
+        object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def _compile_module(mod: Any, **kw: Any) -> OptimizedModule:
+    return OptimizedModule(mod, _compile_callable(mod._call_impl, mod, **kw))
+
+
+def _compile_callable(bound: Callable, mod: Any, **kw: Any) -> Callable:
+    mode = kw.get("mode")
+    if mode == "reduce-overhead":
+        from ember.compiler.replay import ReplayFunction
+        cf: Any = ReplayFunction(bound, **kw)
+    else:
+        cf = CompiledFunction(bound, **kw)
+    cf._key = _code_key(type(mod).forward)
+    return cf
+
+
+def module_compile(mod: Any, *args: Any, **kwargs: Any) -> None:
+    """``nn.Module.compile(...)``: compile the module's ``__call__`` in place."""
+    if args:
+        raise EmberTypeError("[Module.compile] takes keyword arguments only (those of "
+                             "ember.compile)")
+    if kwargs.get("disable"):
+        return
+    kwargs.pop("disable", None)
+    mod._compiled_call_impl = _compile_callable(mod._call_impl, mod, **kwargs)
+
+
+# ------------------------------------------------------------------------------ disable etc.
+def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None
+            ) -> Any:
+    """Run ``fn`` eagerly even when called from compiled code (one graph break per call)."""
+    def deco(f: Callable) -> Callable:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tr = _LZ.trace
+            if tr is None:
+                return f(*args, **kwargs)
+            name = getattr(f, "__qualname__", repr(f))
+            why = f"call to ember.compiler.disable'd function {name}" + \
+                (f" ({reason})" if reason else "")
+            tr.graph_break(why)
+            _LZ.trace = None
+            try:
+                return f(*args, **kwargs)
+            finally:
+                _LZ.trace = tr
+        wrapper._ember_disabled = True  # type: ignore[attr-defined]
+        return wrapper
+    if fn is None:
+        return deco
+    return deco(fn)
+
+
+def graph_break(msg: str = "") -> None:
+    """Force a graph break here (``ember._dynamo.graph_break()``); a no-op outside compiled
+    code."""
+    tr = _LZ.trace
+    if tr is not None:
+        tr.graph_break("ember.compiler.graph_break()" + (f": {msg}" if msg else ""))
+
+
+def is_compiling() -> bool:
+    """True while a compiled function's Python is being recorded."""
+    return _LZ.trace is not None
+
+
+def _check_not_tracing(what: str) -> None:
+    if _LZ.trace is not None:
+        raise EmberRuntimeError(f"[{what}] must be called before the compiled call, not inside "
+                                "compiled code")
+
+
+def mark_dynamic(t: Tensor, index: int | list, *, min: int | None = None,  # noqa: A002
+                 max: int | None = None) -> None:  # noqa: A002
+    """Make dims ``index`` of ``t`` size-generic from the first compile."""
+    _check_not_tracing("mark_dynamic")
+    _mark(t, index, "dynamic")
+
+
+def maybe_mark_dynamic(t: Tensor, index: int | list) -> None:
+    """A hint that dims ``index`` of ``t`` vary (never an error)."""
+    _check_not_tracing("maybe_mark_dynamic")
+    _mark(t, index, "dynamic")
+
+
+def mark_static(t: Tensor, index: int | list | None = None) -> None:
+    """Keep dims ``index`` (all when None) of ``t`` specialized even when they change."""
+    _check_not_tracing("mark_static")
+    _mark(t, list(range(t.ndim)) if index is None else index, "static")
+
+
+def _mark(t: Tensor, index: int | list, how: str) -> None:
+    if not isinstance(t, Tensor):
+        raise EmberTypeError(f"[mark_{how}] expected a Tensor, got {type(t).__name__}")
+    idx = [index] if isinstance(index, int) else list(index)
+    marks = dict(t.__dict__.get("_dyn_marks") or {})
+    for i in idx:
+        if not -t.ndim <= i < max(t.ndim, 1):
+            raise EmberRuntimeError(f"[mark_{how}] dim {i} out of range for a {t.ndim}-d tensor")
+        marks[i % max(t.ndim, 1)] = how
+    t._dyn_marks = marks
+
+
+__all__ = ["CompiledFunction", "OptimizedModule", "compile", "compiler_config", "disable",
+           "error_on_graph_break", "graph_break", "is_compiling", "mark_dynamic",
+           "mark_static", "maybe_mark_dynamic", "module_compile", "reset", "set_stance"]
+
+
+def _install_module_hook() -> None:
+    from ember.nn.modules.module import Module
+    Module._compile_hook = module_compile
+
+
+_install_module_hook()

@@ -1,0 +1,395 @@
+"""The graph IR: what a realized trace becomes (ARCHITECTURE.md §4).
+
+A ``Graph`` has tensor inputs, lifted scalar inputs, a list of ``Node``s and a list of outputs.
+There is one node kind: a call of a registry ``OpDef`` on earlier values with parameters.  Values
+are refs: ``("i", k)`` tensor input ``k``, ``("n", i, j)`` output ``j`` of node ``i``.  A number
+that a graph lifts to a runtime argument (a size that changed between calls, a learning rate, a
+random offset) appears as a ``Sym`` in the node's args, params or an input's shape.
+
+``str(graph)`` is Python source that runs the graph with ember (``Graph.python()``), ``verify()``
+checks its invariants, and ``run`` executes it with the eager kernels (the reference backend).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from ember.dtypes import dtype as DType
+from ember.errors import EmberRuntimeError
+from ember.ops.registry import REGISTRY, OpDef
+
+
+class Sym:
+    """A lifted number: runtime scalar input ``index`` of the graph (printed ``s<index>``)."""
+
+    __slots__ = ("index", "kind")
+
+    def __init__(self, index: int, kind: str) -> None:
+        self.index = index
+        self.kind = kind  # "size" or "scalar"
+
+    def __repr__(self) -> str:
+        return f"s{self.index}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sym) and other.index == self.index
+
+    def __hash__(self) -> int:
+        return hash(("Sym", self.index))
+
+
+class Node:
+    """``op(*args, **params)`` with its output specs ``((shape, dtype), ...)``."""
+
+    __slots__ = ("op", "args", "params", "specs")
+
+    def __init__(self, op: OpDef, args: tuple, params: dict, specs: tuple) -> None:
+        self.op = op
+        self.args = args
+        self.params = params
+        self.specs = specs
+
+    def __repr__(self) -> str:
+        return f"Node({self.op.name}, {self.args}, {self.params})"
+
+
+def _is_num(x: Any) -> bool:
+    t = type(x)
+    return t is int or t is float
+
+
+def _skel(x: Any, values: list) -> Any:
+    """The structure of a param with its numbers replaced by their type; numbers go to
+    ``values`` in walk order."""
+    t = type(x)
+    if t is int or t is float:
+        values.append(x)
+        return t
+    if t is tuple or t is list:
+        return (t, tuple(_skel(y, values) for y in x))
+    if t is dict:
+        return (dict, tuple((k, _skel(v, values)) for k, v in x.items()))
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.shape, str(x.dtype), x.tobytes())
+    if isinstance(x, (np.integer, np.floating)):
+        return ("npscalar", str(x.dtype), x.item())
+    return x
+
+
+def _subst(x: Any, it: Iterator) -> Any:
+    t = type(x)
+    if t is int or t is float:
+        return next(it)
+    if t is tuple:
+        return tuple(_subst(y, it) for y in x)
+    if t is list:
+        return [_subst(y, it) for y in x]
+    if t is dict:
+        return {k: _subst(v, it) for k, v in x.items()}
+    return x
+
+
+def _resolve(x: Any, scalars: list) -> Any:
+    t = type(x)
+    if t is Sym:
+        return scalars[x.index]
+    if t is tuple:
+        return tuple(_resolve(y, scalars) for y in x)
+    if t is list:
+        return [_resolve(y, scalars) for y in x]
+    if t is dict:
+        return {k: _resolve(v, scalars) for k, v in x.items()}
+    return x
+
+
+def _has_sym(x: Any) -> bool:
+    t = type(x)
+    if t is Sym:
+        return True
+    if t is tuple or t is list:
+        return any(_has_sym(y) for y in x)
+    if t is dict:
+        return any(_has_sym(v) for v in x.values())
+    return False
+
+
+class Graph:
+    """Inputs, nodes, outputs; see the module docstring."""
+
+    def __init__(self, inputs: list, nodes: list[Node], outputs: list, num_scalars: int = 0,
+                 scalar_kinds: tuple = ()) -> None:
+        self.inputs = inputs            # [(shape, dtype)] per tensor input; shape may hold Syms
+        self.nodes = nodes
+        self.outputs = outputs          # refs
+        self.num_scalars = num_scalars
+        self.scalar_kinds = scalar_kinds
+
+    # -- inspection ----------------------------------------------------------------------------
+    def ops(self) -> list[str]:
+        return [n.op.name for n in self.nodes]
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def python(self, name: str = "graph") -> str:
+        """Runnable Python source: ``def graph(x0, ..., s0, ...)`` calling registry ops."""
+        params = [f"x{k}" for k in range(len(self.inputs))] + \
+            [f"s{k}" for k in range(self.num_scalars)]
+        lines = ["from ember.ops.registry import REGISTRY, bind", "",
+                 f"def {name}({', '.join(params)}):"]
+        for k, (shape, dt) in enumerate(self.inputs):
+            lines.append(f"    # x{k}: {dt.name}{list(shape)}")
+        for i, n in enumerate(self.nodes):
+            args = ", ".join(_fmt_arg(a) for a in n.args)
+            kw = ", ".join(f"{k}={_fmt(v)}" for k, v in n.params.items())
+            call = f"bind(REGISTRY[{n.op.name!r}]" + (f", {args}" if args else "") + \
+                (f", {kw}" if kw else "") + ")"
+            outs = ", ".join(f"v{i}_{j}" for j in range(len(n.specs)))
+            if len(n.specs) > 1:
+                outs += ","
+            spec = "; ".join(f"{d.name}{list(s)}" for s, d in n.specs)
+            lines.append(f"    {outs} = {call}  # {spec}")
+        lines.append(f"    return ({''.join(_fmt_arg(o) + ', ' for o in self.outputs)})")
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return self.python()
+
+    __repr__ = __str__
+
+    def verify(self) -> None:
+        """Check that every ref points backwards and specs agree with each op's meta."""
+        from ember.tensor import Tensor
+
+        def check_ref(r: Any, i: int) -> None:
+            if r[0] == "i":
+                if not 0 <= r[1] < len(self.inputs):
+                    raise EmberRuntimeError(f"[Graph.verify] node {i}: input {r[1]} missing")
+            elif not (0 <= r[1] < i and 0 <= r[2] < len(self.nodes[r[1]].specs)):
+                raise EmberRuntimeError(f"[Graph.verify] node {i}: bad ref {r}")
+
+        for i, n in enumerate(self.nodes):
+            if REGISTRY.get(n.op.name) is not n.op:
+                raise EmberRuntimeError(f"[Graph.verify] node {i}: {n.op.name} not registered")
+            for a in n.args:
+                if type(a) is tuple and a and a[0] in ("i", "n"):
+                    check_ref(a, i)
+        for o in self.outputs:
+            check_ref(o, len(self.nodes))
+        # the recorded specs follow from the op's meta rule (concrete shapes only)
+        if any(_has_sym(s) for s, _ in self.inputs):
+            return
+        vals: dict = {}
+        for k, (shape, dt) in enumerate(self.inputs):
+            vals[("i", k)] = _Spec(shape, dt)
+        for i, n in enumerate(self.nodes):
+            if _has_sym(n.params) or any(type(a) is Sym for a in n.args):
+                return
+            args = [vals[a] if type(a) is tuple and a and a[0] in ("i", "n") else a
+                    for a in n.args]
+            spec = n.op.meta(*args, **n.params)
+            specs = (spec,) if n.op.num_outputs == 1 else tuple(spec)
+            if tuple((tuple(s), d) for s, d in specs) != tuple((tuple(s), d) for s, d in n.specs):
+                raise EmberRuntimeError(f"[Graph.verify] node {i} ({n.op.name}): specs "
+                                        f"{n.specs} differ from meta {specs}")
+            for j, (s, d) in enumerate(specs):
+                vals[("n", i, j)] = _Spec(s, d)
+        del Tensor
+
+    # -- execution -----------------------------------------------------------------------------
+    def run(self, arrays: list, scalars: list = ()) -> list:
+        """Execute with the eager NumPy kernels: arrays in, arrays out."""
+        vals: dict = {}
+        for k, a in enumerate(arrays):
+            vals[("i", k)] = a
+        sc = list(scalars)
+        for i, n in enumerate(self.nodes):
+            args = [vals[a] if type(a) is tuple and a and a[0] in ("i", "n") else
+                    (sc[a.index] if type(a) is Sym else a) for a in n.args]
+            params = _resolve(n.params, sc) if sc else n.params
+            out = n.op.eager(*args, **params)
+            if len(n.specs) == 1 and n.op.num_outputs == 1:
+                vals[("n", i, 0)] = out
+            else:
+                for j, o in enumerate(out):
+                    vals[("n", i, j)] = o
+        return [vals[o] for o in self.outputs]
+
+    def forward(self, *args: Any) -> tuple:
+        """Run on ember tensors (then scalars): ``graph.forward(*tensors, *scalars)``."""
+        from ember.tensor import Tensor, _wrap
+        n = len(self.inputs)
+        arrays = [a._data if isinstance(a, Tensor) else np.asarray(a) for a in args[:n]]
+        outs = self.run(arrays, list(args[n:]))
+        res = []
+        for o, r in zip(outs, self.outputs):
+            d = self._dtype_of(r)
+            res.append(_wrap(np.asarray(o, dtype=d.np), d))
+        return tuple(res)
+
+    __call__ = forward
+
+    def _dtype_of(self, r: tuple) -> DType:
+        if r[0] == "i":
+            return self.inputs[r[1]][1]
+        return self.nodes[r[1]].specs[r[2]][1]
+
+
+class _Spec:
+    """Shape/dtype stand-in for ``meta`` during ``verify``."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: DType) -> None:
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, d: int | None = None) -> Any:
+        return self.shape if d is None else self.shape[d]
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+def _fmt_arg(a: Any) -> str:
+    if type(a) is tuple and a and a[0] == "i":
+        return f"x{a[1]}"
+    if type(a) is tuple and a and a[0] == "n":
+        return f"v{a[1]}_{a[2]}"
+    return _fmt(a)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, DType):
+        return f"ember.{v.name}"
+    if isinstance(v, float) and not np.isfinite(v):
+        return f"float({str(v)!r})"
+    if isinstance(v, np.ndarray):
+        return f"np.array({v.tolist()!r}, dtype={str(v.dtype)!r})"
+    return repr(v)
+
+
+# ------------------------------------------------------------------------------ from a trace
+class Captured:
+    """A trace cut down to what its outputs need, with its lifted-number slots.
+
+    ``key`` is the structure with every number abstracted (ops, arg structure, param structure,
+    input ranks/dtypes/layout, outputs); ``values`` are the numbers in walk order (input sizes
+    first); ``kinds`` says for each whether it is a size or a scalar; ``where`` describes it.
+    """
+
+    __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "where", "arrays",
+                 "in_orig")
+
+    def specialize(self, generic: frozenset) -> Graph:
+        """The Graph with slots in ``generic`` lifted to scalar inputs, the rest constant."""
+        syms: list = []
+        kinds = []
+        repl = []
+        for k, v in enumerate(self.values):
+            if k in generic:
+                s = Sym(len(syms), self.kinds[k])
+                syms.append(k)
+                kinds.append(self.kinds[k])
+                repl.append(s)
+            else:
+                repl.append(v)
+        it = iter(repl)
+        inputs = [(tuple(next(it) for _ in shape), dt) for shape, dt in self.inputs]
+        nodes = []
+        for n in self.nodes:
+            args = tuple(a if type(a) is tuple and a and a[0] in ("i", "n") else _subst(a, it)
+                         for a in n.args)
+            params = _subst(n.params, it)
+            specs = n.specs
+            nodes.append(Node(n.op, args, params, specs))
+        g = Graph(inputs, nodes, list(self.outputs), len(syms), tuple(kinds))
+        g.lifted = syms  # type: ignore[attr-defined]
+        return g
+
+
+def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any) -> Captured:
+    """Dead-code-eliminate ``tnodes`` to ``out_refs`` and renumber; compute key and slots."""
+    live = [False] * len(tnodes)
+    used_inputs: dict = {}
+    stack = [r for r in out_refs]
+    while stack:
+        r = stack.pop()
+        if r[0] == "i":
+            used_inputs[r[1]] = True
+            continue
+        i = r[1]
+        if live[i]:
+            continue
+        live[i] = True
+        for a in tnodes[i].args:
+            if type(a) is tuple and a and (a[0] == "n" or a[0] == "i"):
+                stack.append(a)
+    in_map = {}
+    inputs = []
+    in_arrays = []
+    for k in sorted(used_inputs):
+        in_map[k] = len(inputs)
+        arr = arrays[k]
+        inputs.append((tuple(arr.shape), dtype_of(arr)))
+        in_arrays.append(arr)
+    node_map = {}
+    nodes: list = []
+    for i, n in enumerate(tnodes):
+        if not live[i]:
+            continue
+        node_map[i] = len(nodes)
+        args = tuple(_remap(a, in_map, node_map) for a in n.args)
+        nodes.append(Node(n.op, args, n.params, n.specs))
+    outputs = [_remap(r, in_map, node_map) for r in out_refs]
+    values: list = []
+    kinds: list = []
+    where: list = []
+    in_key = []
+    for k, (arr, (shape, dt)) in enumerate(zip(in_arrays, inputs)):
+        for d, s in enumerate(shape):
+            values.append(s)
+            kinds.append("size")
+            where.append(f"x{k}.size()[{d}]")
+        in_key.append((len(shape), dt.name, bool(arr.flags.c_contiguous)))
+    node_key = []
+    for i, n in enumerate(nodes):
+        start = len(values)
+        ak = tuple(a if type(a) is tuple and a and a[0] in ("i", "n") else _skel(a, values)
+                   for a in n.args)
+        mid = len(values)
+        pk = _skel(n.params, values)
+        for k in range(start, len(values)):
+            kinds.append("scalar")
+            where.append(f"node {i} ({n.op.name}) " + ("argument" if k < mid else "parameter"))
+        node_key.append((n.op.name, ak, pk))
+    c = Captured()
+    c.nodes, c.inputs, c.outputs, c.arrays = nodes, inputs, outputs, in_arrays
+    c.in_orig = sorted(used_inputs)
+    c.key = (tuple(in_key), tuple(node_key), tuple(outputs))
+    c.values, c.kinds, c.where = values, kinds, where
+    return c
+
+
+def _remap(a: Any, in_map: dict, node_map: dict) -> Any:
+    if type(a) is tuple and a:
+        if a[0] == "i":
+            return ("i", in_map[a[1]])
+        if a[0] == "n":
+            return ("n", node_map[a[1]], a[2])
+    return a
+
+
+__all__ = ["Captured", "Graph", "Node", "Sym", "capture"]
