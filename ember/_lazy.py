@@ -413,14 +413,27 @@ class Trace:
             return
         direct: list = []
         seen: set = set()
-        derived_np, derived_lazy = [], []
+        derived_np, derived_lazy, derived_st = [], [], []
+        st_out: dict = {}       # id(storage) -> index among the storage outputs
+        st_list: list = []
         for la in lazies:
             o = la.owner
+            st = storages.get(id(la.vc)) if storages else None
+            if st is not None and st.version != la.sver:
+                continue  # a stale value: every tensor that still reads it was re-read above
             if isinstance(o, np.ndarray):
-                st = storages.get(id(la.vc))
-                if (st is None or st.version == la.sver) and la.shadow is not None:
+                if la.shadow is not None:
                     derived_np.append(la)
                     continue
+            elif st is not None and st.root is None and la.dtype == st.np_dtype and \
+                    (o is not None or la.shape == st.root_shape):
+                # a tensor of a written intermediate storage: a view of its realized value, so
+                # bases and views keep sharing memory after the call
+                derived_st.append((la, st))
+                if id(st) not in st_out:
+                    st_out[id(st)] = len(st_list)
+                    st_list.append(st)
+                continue
             elif o is not None and o.sver == la.sver and o.vc is la.vc \
                     and o.dtype == la.dtype:
                 derived_lazy.append(la)
@@ -432,7 +445,8 @@ class Trace:
                 seen.add(id(la))
                 direct.append(la)
         written = [st for st in storages.values() if st.root is not None]
-        out_refs = [la.ref for la in direct] + [st.value for st in written]
+        out_refs = [la.ref for la in direct] + [st.value for st in written] + \
+            [st.value for st in st_list]
         results: list = []
         if out_refs:
             assert STATE.realizer is not None, "ember.compiler is not imported"
@@ -442,29 +456,54 @@ class Trace:
                 results = STATE.realizer(self, self.nodes, self.inputs, out_refs)
             finally:
                 STATE.trace = prev
-        owners = {id(la.owner) for la in derived_lazy}
         for k, la in enumerate(direct):
             v = _as_array(results[k], la.dtype)
-            la.value = np.ascontiguousarray(v) if id(la) in owners else v
+            # owners of views and fresh values are C-contiguous: views are strided into them
+            la.value = _contig(v) if la.owner is None else v
         for k, st in enumerate(written, len(direct)):
             val = _as_array(results[k], st.np_dtype)
             if val is not st.root:
                 st.root.reshape(-1)[...] = val.reshape(-1)
+        base = len(direct) + len(written)
+        st_vals = [_contig(_as_array(results[base + k], st.np_dtype)).reshape(-1)
+                   for k, st in enumerate(st_list)]
         for la in derived_np:
             la.value = la.shadow
         for la in derived_lazy:
             o = la.owner
-            g, og = la.geometry(), o.geometry()
-            off = (_ptr(g) - _ptr(og)) // la.dtype.itemsize
-            flat = o.value.reshape(-1)
-            la.value = np.lib.stride_tricks.as_strided(flat[off:] if flat.size else flat,
-                                                       shape=la.shape, strides=g.strides)
+            la.value = _strided(o.value.reshape(-1), la, o.geometry())
+        for la, st in derived_st:
+            flat = st_vals[st_out[id(st)]]
+            if la.owner is None:
+                la.value = flat.reshape(la.shape)
+            else:
+                la.value = _strided(flat, la, la.owner.geometry())
         for t in tensors:
             p = t._data
             if p.__class__ is LazyArray and p.value is not None:
                 t._data = p.value
         self.segment += 1
         self.reset()
+
+
+def _strided(flat: np.ndarray, la: LazyArray, owner_geom: np.ndarray) -> np.ndarray:
+    """``la``'s value as a view of ``flat``, the C-ordered elements of its owner's value (an
+    ndarray whose ``.base`` chain reaches the storage, as eager views have)."""
+    g = la.geometry()
+    item = la.dtype.itemsize
+    off = _ptr(g) - _ptr(owner_geom)
+    try:
+        v = np.ndarray(la.shape, la.dtype, buffer=flat, offset=off, strides=g.strides)
+    except (TypeError, ValueError):
+        v = np.lib.stride_tricks.as_strided(flat[off // item:] if flat.size else flat,
+                                            shape=la.shape, strides=g.strides)
+    if not g.flags.writeable:
+        v.flags.writeable = False
+    return v
+
+
+def _contig(v: np.ndarray) -> np.ndarray:
+    return v if v.flags.c_contiguous else np.ascontiguousarray(v).reshape(v.shape)
 
 
 def _as_array(x: Any, np_dtype: Any) -> np.ndarray:
