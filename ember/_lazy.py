@@ -204,13 +204,16 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 class _State:
     """Which trace records (None: eager) and the graph-break policy stack."""
 
-    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer")
+    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer", "backward_owner")
 
     def __init__(self) -> None:
         self.trace: Trace | None = None
         self.error_on_break: list[bool] = []   # innermost last (error_on_graph_break)
         self.fullgraph = 0                     # active compiled frames with fullgraph=True
         self.realizer: Callable | None = None  # installed by ember.compiler
+        # owner of a trace that records a backward over compiled-forward nodes (compiled
+        # autograd): ``fn(forward_owner) -> owner``, installed by ember.compiler
+        self.backward_owner: Callable | None = None
 
 
 STATE = _State()
@@ -219,6 +222,12 @@ STATE = _State()
 def install_realizer(fn: Callable[[Trace, list, list], list]) -> None:
     """``fn(trace, nodes_needed, outputs) -> arrays`` runs a trace's graph (the compiler)."""
     STATE.realizer = fn
+
+
+def install_backward_owner(fn: Callable[[Any], Any]) -> None:
+    """``fn(forward_owner) -> owner``: the trace owner (cache) under which ``backward()`` over
+    autograd nodes recorded by a compiled call runs (compiled autograd)."""
+    STATE.backward_owner = fn
 
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -536,5 +545,5 @@ def need_values(t: Any, reason: str) -> None:
         t._data = t._data.value
 
 
-__all__ = ["GraphBreakError", "LazyArray", "STATE", "Trace", "install_realizer", "need_values",
-           "tracing", "user_stack"]
+__all__ = ["GraphBreakError", "LazyArray", "STATE", "Trace", "install_backward_owner",
+           "install_realizer", "need_values", "tracing", "user_stack"]

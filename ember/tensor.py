@@ -763,6 +763,10 @@ def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
             if isinstance(x, Tensor) and x._requires_grad:
                 needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
                 _record(op, inputs, params, results_t, needs)
+                for r in results_t:  # compiled autograd: backward over it is recorded too
+                    if r.grad_fn is not None:
+                        r.grad_fn._compiled_by = tr.owner
+                        break
                 break
     return results_t[0] if op.num_outputs == 1 else results_t
 

@@ -141,6 +141,7 @@ def commit_inplace(self: Tensor, result: Tensor, op: str) -> Tensor:
         if tr.write(self, val):
             self._version_counter[0] += 1
             _rebase_history(self, result, op)
+            _mark_compiled(self, tr.owner)
             if self._base is not None:
                 self._view_version = self._version_counter[0]
             return self
@@ -158,6 +159,15 @@ def commit_inplace(self: Tensor, result: Tensor, op: str) -> Tensor:
     if self._base is not None:
         self._view_version = self._version_counter[0]  # its grad_fn is current now
     return self
+
+
+def _mark_compiled(t: Tensor, owner: object) -> None:
+    """Nodes an in-place write made while tracing belong to the compiled call, like the ones
+    ``bind`` records (compiled autograd records the backward over them)."""
+    for x in (t, t._base):
+        if x is not None and x.grad_fn is not None and \
+                "_compiled_by" not in x.grad_fn.__dict__:
+            x.grad_fn._compiled_by = owner
 
 
 def _type_name(d: dt.dtype) -> str:

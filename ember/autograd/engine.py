@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ember import _lazy
 from ember.autograd import grad_mode as _gm
 from ember.autograd.graph import AccumulateGrad, Node, OpNode
 from ember.errors import EmberRuntimeError, ShapeError
@@ -63,10 +64,70 @@ def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
     return out
 
 
+# ------------------------------------------------------------------------- compiled autograd
+def _compiled_owner(tensors: list) -> Any:
+    """The trace owner under which a backward from ``tensors`` is recorded, or None (eager).
+
+    A backward whose roots were computed in compiled code (their nodes carry ``_compiled_by``,
+    set when the forward was recorded) runs under a trace of its own: every vjp is recorded
+    lazily and the whole backward is realized as one graph when the engine finishes
+    (ARCHITECTURE.md §4).  Inside a compiled call the active trace records it already.
+    """
+    st = _lazy.STATE
+    if st.trace is not None or st.backward_owner is None:
+        return None
+    for t in tensors:
+        fn = getattr(t, "grad_fn", None)
+        fwd = fn.__dict__.get("_compiled_by") if fn is not None else None
+        if fwd is not None:
+            return st.backward_owner(fwd)
+    return None
+
+
+class _CompiledAutograd:
+    """Records the engine's work under a trace and realizes it at the end."""
+
+    __slots__ = ("owner", "trace")
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
+        self.trace: Any = None
+
+    def __enter__(self) -> None:
+        if self.owner is None:
+            return
+        self.trace = _lazy.Trace(self.owner)
+        if hasattr(self.owner, "trace"):
+            self.owner.trace = self.trace
+        _lazy.STATE.trace = self.trace
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        tr = self.trace
+        if tr is None:
+            return
+        try:
+            if exc_type is None:
+                tr.realize("end of the backward pass")
+            else:
+                _lazy.STATE.trace = None
+                try:
+                    tr.realize("exception")
+                except Exception:  # noqa: BLE001 (the original error matters more)
+                    pass
+        finally:
+            _lazy.STATE.trace = None
+
+
 def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None = None,
              create_graph: bool = False, inputs: Any = None) -> None:
     """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
     tensors = _as_list(tensors)
+    with _CompiledAutograd(_compiled_owner(tensors)):
+        _backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
+
+
+def _backward(tensors: list, grad_tensors: Any, retain_graph: bool | None,
+              create_graph: bool, inputs: Any) -> None:
     grads = _root_grads(tensors, None if grad_tensors is None else _as_list(grad_tensors),
                         "backward")
     if retain_graph is None:
@@ -111,6 +172,14 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
          is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
     """Return d(outputs)/d(inputs) without touching ``.grad``."""
     outputs_l = _as_list(outputs)
+    with _CompiledAutograd(_compiled_owner(outputs_l)):
+        return _grad(outputs_l, inputs, grad_outputs, retain_graph, create_graph,
+                     allow_unused, is_grads_batched, materialize_grads)
+
+
+def _grad(outputs_l: list, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
+          create_graph: bool, allow_unused: bool | None, is_grads_batched: bool,
+          materialize_grads: bool) -> tuple:
     inputs_l = _as_list(inputs)
     if is_grads_batched:
         raise EmberRuntimeError("[grad] is_grads_batched=True is not supported")

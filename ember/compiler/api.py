@@ -502,6 +502,24 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
 _lazy.install_realizer(_realizer)
 
 
+def _backward_owner(fwd: Any) -> _Frame:
+    """Compiled autograd: the frame a backward over nodes recorded by ``fwd`` (a forward's
+    ``_Frame``) runs under; its graphs are cached per forward function, apart from the
+    forward's own graphs, with the forward's backend."""
+    code = getattr(fwd, "code", None)
+    if code is None:
+        return _Frame(None, code=CodeCache("backward", "<unknown>", 0))
+    key = ("backward", id(code))
+    entry = _CACHES.get(key)
+    if entry is None or entry[0] is not code:
+        entry = _CACHES[key] = (code, CodeCache(f"{code.name} (backward)", code.filename,
+                                                code.lineno))
+    return _Frame(None, code=entry[1], backend=fwd.backend, dynamic=fwd.dynamic)
+
+
+_lazy.install_backward_owner(_backward_owner)
+
+
 def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: A001
             dynamic: bool | None = None, backend: Any = "eager", mode: str | None = None,
             options: dict | None = None, disable: bool = False) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember._frontend.creation import full_like
-from ember.optim.optimizer import Optimizer, _scalar_step
+from ember.optim.optimizer import Optimizer, _advance_step, _scalar_step
 from ember.tensor import Tensor
 
 __all__ = ["Adagrad"]
@@ -52,8 +52,7 @@ class Adagrad(Optimizer):
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         lr, wd = float(group["lr"]), group["weight_decay"]
         state = self.state[p]
-        state["step"].add_(1)
-        step = state["step"].item()
+        step = _advance_step(state["step"])
         grad = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             grad = grad.add(p, alpha=wd)

@@ -7,7 +7,7 @@ from typing import Any
 
 from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
-from ember.optim.optimizer import Optimizer, _scalar_step
+from ember.optim.optimizer import Optimizer, _advance_step, _scalar_step
 from ember.tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -65,7 +65,7 @@ class Adam(Optimizer):
         state = self._state_for(p, amsgrad)
         grad = -p.grad if group["maximize"] else p.grad
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        state["step"].add_(1)
+        step = _advance_step(state["step"])
         if wd != 0:
             if group["decoupled_weight_decay"]:
                 p.mul_(1 - lr * wd)
@@ -73,7 +73,6 @@ class Adam(Optimizer):
                 grad = grad.add(p, alpha=wd)
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        step = state["step"].item()
         bias_correction1 = 1 - beta1**step
         bias_correction2 = 1 - beta2**step
         step_size = lr / bias_correction1

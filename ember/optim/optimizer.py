@@ -41,6 +41,16 @@ def _scalar_step() -> Tensor:
     return _tensor(0.0, dtype=dtype)
 
 
+def _advance_step(step: Tensor) -> float:
+    """``step.add_(1)`` and return the new count as a Python number.  The count is read before
+    the write (at the counter's own precision): inside ``ember.compile`` the written counter is
+    lazy and reading it afterwards would break the graph; the number then changes every step
+    and is lifted to a runtime argument instead of recompiling."""
+    n = float(step._data.dtype.type(step.item() + 1))
+    step.add_(1)
+    return n
+
+
 class Optimizer:
     """Base class of all optimizers.
 
