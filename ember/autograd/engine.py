@@ -65,20 +65,19 @@ def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
 
 
 # ------------------------------------------------------------------------- compiled autograd
-def _compiled_owner(tensors: list) -> Any:
-    """The trace owner under which a backward from ``tensors`` is recorded, or None (eager).
+def _compiled_owner(nodes: list) -> Any:
+    """The trace owner under which a backward over ``nodes`` is recorded, or None (eager).
 
-    A backward whose roots were computed in compiled code (their nodes carry ``_compiled_by``,
-    set when the forward was recorded) runs under a trace of its own: every vjp is recorded
-    lazily and the whole backward is realized as one graph when the engine finishes
+    A backward that reaches nodes recorded in compiled code (they carry ``_compiled_by``, set
+    when the forward was traced) runs under a trace of its own: every vjp is recorded lazily
+    and the whole backward is realized as one graph when the engine finishes
     (ARCHITECTURE.md §4).  Inside a compiled call the active trace records it already.
     """
     st = _lazy.STATE
     if st.trace is not None or st.backward_owner is None:
         return None
-    for t in tensors:
-        fn = getattr(t, "grad_fn", None)
-        fwd = fn.__dict__.get("_compiled_by") if fn is not None else None
+    for n in nodes:
+        fwd = n.__dict__.get("_compiled_by")
         if fwd is not None:
             return st.backward_owner(fwd)
     return None
@@ -122,12 +121,6 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
              create_graph: bool = False, inputs: Any = None) -> None:
     """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``."""
     tensors = _as_list(tensors)
-    with _CompiledAutograd(_compiled_owner(tensors)):
-        _backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
-
-
-def _backward(tensors: list, grad_tensors: Any, retain_graph: bool | None,
-              create_graph: bool, inputs: Any) -> None:
     grads = _root_grads(tensors, None if grad_tensors is None else _as_list(grad_tensors),
                         "backward")
     if retain_graph is None:
@@ -172,14 +165,6 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
          is_grads_batched: bool = False, materialize_grads: bool = False) -> tuple:
     """Return d(outputs)/d(inputs) without touching ``.grad``."""
     outputs_l = _as_list(outputs)
-    with _CompiledAutograd(_compiled_owner(outputs_l)):
-        return _grad(outputs_l, inputs, grad_outputs, retain_graph, create_graph,
-                     allow_unused, is_grads_batched, materialize_grads)
-
-
-def _grad(outputs_l: list, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
-          create_graph: bool, allow_unused: bool | None, is_grads_batched: bool,
-          materialize_grads: bool) -> tuple:
     inputs_l = _as_list(inputs)
     if is_grads_batched:
         raise EmberRuntimeError("[grad] is_grads_batched=True is not supported")
@@ -231,6 +216,17 @@ def _run(tensors: list, grads: list, retain_graph: bool, create_graph: bool,
          capture: list | None, accumulate: bool) -> dict:
     root_edges = [t._grad_edge() for t in tensors]
     children, nodes = _collect([e[0] for e in root_edges])
+    owner = _compiled_owner(nodes)
+    if owner is not None:
+        with _CompiledAutograd(owner):
+            return _execute(root_edges, children, nodes, grads, retain_graph, create_graph,
+                            capture, accumulate)
+    return _execute(root_edges, children, nodes, grads, retain_graph, create_graph, capture,
+                    accumulate)
+
+
+def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_graph: bool,
+             create_graph: bool, capture: list | None, accumulate: bool) -> dict:
 
     needed: set[Node] | None = None
     capture_set = set(capture) if capture is not None else set()

@@ -96,9 +96,12 @@ class _BatchNorm(_NormBase):
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             if self.num_batches_tracked is not None:
+                # the count is read before the write: inside ember.compile the written counter
+                # is lazy and reading it would break the graph
+                n = int(self.num_batches_tracked) + 1 if self.momentum is None else 0
                 self.num_batches_tracked.add_(1)
                 if self.momentum is None:  # cumulative moving average
-                    factor = 1.0 / float(self.num_batches_tracked)
+                    factor = 1.0 / float(n)
                 else:
                     factor = self.momentum
         if self.training:
