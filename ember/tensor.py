@@ -235,6 +235,8 @@ class Tensor:
     def data(self, other: Tensor) -> None:
         self._data = other._data
         self._dtype = other._dtype
+        if self._data.__class__ is _LazyArray:  # realized with the trace like other payloads
+            self._data.trace.register_tensor(self)
 
     @property
     def retains_grad(self) -> bool:

@@ -165,8 +165,7 @@ def _mark_compiled(t: Tensor, owner: object) -> None:
     """Nodes an in-place write made while tracing belong to the compiled call, like the ones
     ``bind`` records (compiled autograd records the backward over them)."""
     for x in (t, t._base):
-        if x is not None and x.grad_fn is not None and \
-                "_compiled_by" not in x.grad_fn.__dict__:
+        if x is not None and x.grad_fn is not None and x.grad_fn._compiled_by is None:
             x.grad_fn._compiled_by = owner
 
 

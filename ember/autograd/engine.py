@@ -77,7 +77,7 @@ def _compiled_owner(nodes: list) -> Any:
     if st.trace is not None or st.backward_owner is None:
         return None
     for n in nodes:
-        fwd = n.__dict__.get("_compiled_by")
+        fwd = n._compiled_by
         if fwd is not None:
             return st.backward_owner(fwd)
     return None

@@ -30,6 +30,7 @@ class Node:
     _pre_hooks: list[Callable] | None = None
     _hooks: list[Callable] | None = None
     _tensor_pre_hooks: dict[int, list[Callable]] | None = None
+    _compiled_by: Any = None  # the compiled call that recorded this node (compiled autograd)
 
     def __init__(self, next_functions: tuple[Edge | None, ...], num_outputs: int = 1) -> None:
         self.next_functions = next_functions

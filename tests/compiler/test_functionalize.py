@@ -22,6 +22,10 @@ def _fresh(spec):
             out.append(nn.Parameter(ember.randn(3, 4)))
         elif s == "grad":
             out.append(ember.randn(3, 4, requires_grad=True))
+        elif s == "idx":
+            out.append(ember.tensor([0, 2]))
+        elif s == "mask":
+            out.append(ember.arange(12).reshape(3, 4) % 3 == 0)
         elif s == "int":
             out.append(ember.arange(12).reshape(3, 4))
         else:
@@ -184,6 +188,42 @@ def _overwrite_intermediate_with_grad(x):
     return z
 
 
+def _chunk(x):
+    a, b = x.chunk(2)
+    a.mul_(2)
+    b.add_(a)
+    return x
+
+
+def _strided_setitem(x):
+    y = x.unsqueeze(0).squeeze(0).reshape(2, 6)
+    y[:, ::2] = 0
+    return x
+
+
+def _index_write(x, idx):
+    x[idx] = 1.0
+    x.index_add_(0, idx, ember.ones(2, 4))
+    return x
+
+
+def _diagonal(x):
+    x.diagonal().zero_()
+    x.transpose(0, 1)[0].fill_(2)
+    return x
+
+
+def _masked_fill(x, m):
+    x.masked_fill_(m, 0.0)
+    return x
+
+
+def _chained(x):
+    x.clamp_(min=0).mul_(2).add_(1)
+    x.relu_()
+    return x
+
+
 CASES = {
     "setitem": (_set0, [(3, 4)]),
     "column add_": (_col_add, [(3, 4)]),
@@ -205,7 +245,66 @@ CASES = {
     "integer tensor": (_int_write, ["int"]),
     "read after each write": (_read_after_each, [(3, 4)]),
     "in-place on a non-leaf, backward inside": (_overwrite_intermediate_with_grad, ["grad"]),
+    "chunk": (_chunk, [(4, 3)]),
+    "strided setitem": (_strided_setitem, [(3, 4)]),
+    "index_put and index_add_": (_index_write, [(3, 4), "idx"]),
+    "diagonal": (_diagonal, [(4, 4)]),
+    "masked_fill_": (_masked_fill, [(3, 4), "mask"]),
+    "chained in-place": (_chained, [(3, 4)]),
 }
+
+
+def _break_then_write_intermediate(x):
+    y = x * 2
+    v = y[0]
+    s = y.sum().item()
+    y.mul_(2)
+    return v * 1, y, s
+
+
+def _write_break_write(x):
+    y = x * 2
+    y.mul_(3)
+    v = y[1]
+    s = y.sum().item()
+    y.add_(1)
+    w = y.t()
+    v.mul_(-1)
+    return v * 1, w * 1, s
+
+
+def _input_write_break(x):
+    v = x[0]
+    x.add_(1)
+    if x.sum() > 0:
+        x.mul_(2)
+    v.sub_(1)
+    return v * 1
+
+
+def _loop_breaks(x):
+    y = x.clone()
+    outs = []
+    for i in range(3):
+        y[i] = y[i] * 2
+        outs.append(y[i].sum().item())
+    return y, outs
+
+
+BREAK_CASES = {
+    "write an intermediate after a break": (_break_then_write_intermediate, [(3, 4)], 1),
+    "write, break, write through views": (_write_break_write, [(3, 4)], 1),
+    "input written around a data-dependent if": (_input_write_break, [(3, 4)], 1),
+    "writes in a loop with breaks": (_loop_breaks, [(3, 4)], 3),
+}
+
+
+@pytest.mark.parametrize("name", list(BREAK_CASES))
+def test_matches_eager_across_graph_breaks(name):
+    fn, spec, n_breaks = BREAK_CASES[name]
+    _run_both(fn, spec)
+    ex = ember.compiler.explain(fn)(*_fresh(spec))
+    assert ex.graph_break_count == n_breaks
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -391,3 +490,19 @@ def test_grad_zero_in_place_in_compiled_code():
     b = nn.Parameter(ember.arange(3.0))
     _eq(f(a), ember.compile(f)(b), "grad")
     _eq(a.grad, b.grad, "p.grad")
+
+
+def test_data_assignment_in_compiled_code():
+    def f(p, x):
+        (p * x).sum().backward()
+        p.data = p.data - 0.1 * p.grad
+        return p * 1
+
+    def make():
+        ember.manual_seed(0)
+        return nn.Parameter(ember.randn(3)), ember.randn(3)
+
+    a, b = make(), make()
+    _eq(f(*a), ember.compile(f)(*b), "out")
+    _eq(list(a), list(b), "inputs")
+    assert isinstance(b[0]._data, np.ndarray)
