@@ -238,7 +238,7 @@ class OpNode(Node):
             ctx._owner = None
 
     def release(self) -> None:
-        if self.op.save or self.op.save_output:
+        if self.op.save or self.op.save_for or self.op.save_output:
             self._freed = True
             self.ctx._saved_inputs = ()
             self.ctx._saved_outputs = ()
