@@ -85,6 +85,17 @@ def _shadow_for(shape: tuple, np_dtype: Any) -> np.ndarray:
                                            strides=_contig_strides(shape, buf.itemsize))
 
 
+def _dense(a: np.ndarray) -> np.ndarray | None:
+    """``a``'s memory as a C-contiguous array (``a`` itself, or ``a`` with its axes permuted
+    into memory order, e.g. ``a.T`` for a Fortran-ordered array); None when ``a`` has gaps,
+    overlaps or negative strides."""
+    if a.flags.c_contiguous:
+        return a
+    order = sorted(range(a.ndim), key=lambda d: -a.strides[d])
+    t = a.transpose(order)
+    return t if t.flags.c_contiguous else None
+
+
 def _ptr(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
@@ -366,8 +377,8 @@ class Trace:
             if owner.__class__ is LazyArray:
                 st = _Storage(None, owner.shape, owner.dtype, owner.ref, owner.sver)
             else:
-                if not owner.flags.c_contiguous or owner.dtype != own.dtype or \
-                        not owner.flags.writeable:
+                owner = _dense(owner)
+                if owner is None or owner.dtype != own.dtype or not owner.flags.writeable:
                     self.graph_break("an in-place write into a tensor whose storage is not a "
                                      "plain C-contiguous array")
                     return False

@@ -506,3 +506,23 @@ def test_data_assignment_in_compiled_code():
     _eq(f(*a), ember.compile(f)(*b), "out")
     _eq(list(a), list(b), "inputs")
     assert isinstance(b[0]._data, np.ndarray)
+
+
+@pytest.mark.parametrize("layout", ["fortran", "permuted"])
+def test_write_into_input_with_non_c_order_memory(layout):
+    def make():
+        a = np.arange(24.0).reshape(2, 3, 4)
+        a = np.asfortranarray(a) if layout == "fortran" else a.transpose(1, 2, 0).copy(order="K")
+        return ember.from_numpy(a)
+
+    def f(x):
+        v = x[0]
+        x.add_(1)
+        x[:, 1].mul_(3)
+        return x * 2, v * 1
+
+    a, b = make(), make()
+    _eq(f(a), ember.compile(f)(b), "out")
+    _eq(a, b, "input")
+    ex = ember.compiler.explain(f)(make())
+    assert ex.graph_break_count == 0

@@ -263,3 +263,43 @@ def test_compiled_module_with_eager_optimizer_step():
     assert any("cross_entropy_backward" not in o and "linear" in o for o in ops)  # forward
     assert any("matmul" in o and "sum" in o for o in ops)                       # backward
     assert len(be.graphs) <= 4
+
+
+def test_gradient_accumulation_and_gradient_penalty_steps():
+    def make():
+        ember.manual_seed(0)
+        m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
+        return m, ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def accumulate(m, opt, xs, ys):
+        opt.zero_grad()
+        total = 0
+        for x, y in zip(xs, ys):
+            loss = F.cross_entropy(m(x), y) / len(xs)
+            loss.backward()
+            total = total + loss.detach()
+        opt.step()
+        return total
+
+    def penalty(m, x):
+        x = x.requires_grad_()
+        (g,) = ember.autograd.grad(m(x).sum(), x, create_graph=True)
+        pen = (g ** 2).sum()
+        pen.backward()
+        return pen
+
+    (m1, o1), (m2, o2) = make(), make()
+    ca, cp = ember.compile(accumulate), ember.compile(penalty)
+    ember.manual_seed(1)
+    for _ in range(3):
+        xs = [ember.randn(5, 4) for _ in range(2)]
+        ys = [ember.randint(0, 3, (5,)) for _ in range(2)]
+        assert accumulate(m1, o1, xs, ys).item() == ca(m2, o2, xs, ys).item()
+        x = ember.randn(2, 4)
+        assert penalty(m1, x.clone()).item() == cp(m2, x.clone()).item()
+        for p, q in zip(m1.parameters(), m2.parameters()):
+            np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+    _params_equal(m1, m2)
+    for fn, args in ((accumulate, (m2, o2, xs, ys)), (penalty, (m2, x.clone()))):
+        ex = ember.compiler.explain(fn)(*args)
+        assert ex.graph_count == 1 and ex.graph_break_count == 0
