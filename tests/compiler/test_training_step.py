@@ -303,3 +303,34 @@ def test_gradient_accumulation_and_gradient_penalty_steps():
     for fn, args in ((accumulate, (m2, o2, xs, ys)), (penalty, (m2, x.clone()))):
         ex = ember.compiler.explain(fn)(*args)
         assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+class _Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.layer(x).mean(1))
+
+
+def _cnn():
+    return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Dropout2d(0.2), nn.Flatten(), nn.Linear(64, 3))
+
+
+@pytest.mark.parametrize("model", ["cnn", "encoder"])
+def test_more_models_step_as_one_graph(model):
+    make, shape = {"cnn": (_cnn, (2, 2, 8, 8)), "encoder": (_Encoder, (2, 5, 8))}[model]
+    ember.manual_seed(1)
+    data = [(ember.randn(*shape), ember.randint(0, 3, (2,))) for _ in range(3)]
+    m1, _, l1, s1 = _train(make, OPTIMIZERS["adam"], data, False)
+    m2, o2, l2, s2 = _train(make, OPTIMIZERS["adam"], data, True)
+    assert l1 == l2
+    _params_equal(m1, m2)
+    for (n, b1), b2 in zip(m1.named_buffers(), m2.buffers()):
+        np.testing.assert_array_equal(b1.numpy(), b2.numpy(), err_msg=n)
+    np.testing.assert_array_equal(s1.numpy(), s2.numpy())
+    ex = ember.compiler.explain(_step)(m2, o2, *data[0])
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
