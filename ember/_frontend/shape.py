@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember._frontend.core import check_tensor
+from ember._lazy import LazyArray
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, ShapeError
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
@@ -516,6 +517,8 @@ def _metadata_inplace(name: str, fn: Any) -> None:
                                     "in an in-place operation.")
         v = fn(self, *args, **kwargs)
         self._data = v._data
+        if v._data.__class__ is LazyArray:  # realized (and re-read after writes) with the trace
+            v._data.trace.register_tensor(self)
         if v.grad_fn is not None:
             self.grad_fn, self._output_nr = v.grad_fn, v._output_nr
         return self

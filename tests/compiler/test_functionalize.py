@@ -224,6 +224,15 @@ def _chained(x):
     return x
 
 
+def _metadata_inplace(x):
+    x.t_()
+    x.add_(1)
+    y = x[0]
+    y.mul_(10)
+    x.unsqueeze_(0)
+    return x * 1
+
+
 CASES = {
     "setitem": (_set0, [(3, 4)]),
     "column add_": (_col_add, [(3, 4)]),
@@ -251,6 +260,7 @@ CASES = {
     "diagonal": (_diagonal, [(4, 4)]),
     "masked_fill_": (_masked_fill, [(3, 4), "mask"]),
     "chained in-place": (_chained, [(3, 4)]),
+    "t_ and unsqueeze_ then writes": (_metadata_inplace, [(3, 4)]),
 }
 
 
@@ -291,7 +301,16 @@ def _loop_breaks(x):
     return y, outs
 
 
-BREAK_CASES = {
+BREAK_def _metadata_inplace(x):
+    x.t_()
+    x.add_(1)
+    y = x[0]
+    y.mul_(10)
+    x.unsqueeze_(0)
+    return x * 1
+
+
+CASES = {
     "write an intermediate after a break": (_break_then_write_intermediate, [(3, 4)], 1),
     "write, break, write through views": (_write_break_write, [(3, 4)], 1),
     "input written around a data-dependent if": (_input_write_break, [(3, 4)], 1),
