@@ -301,16 +301,7 @@ def _loop_breaks(x):
     return y, outs
 
 
-BREAK_def _metadata_inplace(x):
-    x.t_()
-    x.add_(1)
-    y = x[0]
-    y.mul_(10)
-    x.unsqueeze_(0)
-    return x * 1
-
-
-CASES = {
+BREAK_CASES = {
     "write an intermediate after a break": (_break_then_write_intermediate, [(3, 4)], 1),
     "write, break, write through views": (_write_break_write, [(3, 4)], 1),
     "input written around a data-dependent if": (_input_write_break, [(3, 4)], 1),
