@@ -22,6 +22,8 @@ def _fresh(spec):
             out.append(nn.Parameter(ember.randn(3, 4)))
         elif s == "grad":
             out.append(ember.randn(3, 4, requires_grad=True))
+        elif s == "grad4":
+            out.append(ember.randn(4, requires_grad=True))
         elif s == "idx":
             out.append(ember.tensor([0, 2]))
         elif s == "mask":
@@ -224,6 +226,21 @@ def _chained(x):
     return x
 
 
+def _setitem_tensor(x, v):
+    x[0] = v
+    x[1:] = v * 2
+    x[:, 2] = x[:, 0]
+    return x
+
+
+def _setitem_with_grad(x, v):
+    y = x * 2
+    y[0] = v.sin()
+    loss = y.sum()
+    loss.backward()
+    return loss
+
+
 def _metadata_inplace(x):
     x.t_()
     x.add_(1)
@@ -261,6 +278,8 @@ CASES = {
     "masked_fill_": (_masked_fill, [(3, 4), "mask"]),
     "chained in-place": (_chained, [(3, 4)]),
     "t_ and unsqueeze_ then writes": (_metadata_inplace, [(3, 4)]),
+    "setitem with tensors": (_setitem_tensor, [(3, 4), (4,)]),
+    "setitem from a graph value, backward": (_setitem_with_grad, ["grad", "grad4"]),
 }
 
 
