@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from ember import _lazy
 from ember.autograd import grad_mode as _gm
 from ember.autograd.graph import Node, SavedTensor
 from ember.errors import EmberRuntimeError
@@ -163,6 +164,9 @@ class Function(metaclass=_FunctionMeta):
             edges = tuple(a._grad_edge() if n else None for a, n in zip(args, needs))
             specs = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else None for o in outs]
             node = BackwardCFunction(cls, ctx, edges, specs, len(args))
+            tr = _lazy.STATE.trace
+            if tr is not None:  # recorded in compiled code: compiled autograd covers it
+                node._compiled_by = tr.owner
             for i, o in enumerate(outs):
                 if not isinstance(o, Tensor):
                     continue

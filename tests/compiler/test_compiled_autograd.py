@@ -265,3 +265,49 @@ def test_backward_cache_is_per_forward_and_reset():
     ember.compiler.reset()
     ember.compile(f1, backend=be)(x).backward()
     assert len(be.graphs) == n + 2  # forward and backward compiled again
+
+
+class _Square(ember.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+@pytest.mark.parametrize("where", ["inside", "outside", "function-only"])
+def test_custom_function_backward(where):
+    be = Counting()
+
+    def fwd(x):
+        return _Square.apply(x.sin()).sum()
+
+    def step(x):
+        loss = fwd(x)
+        loss.backward()
+        return loss
+
+    def only(x):
+        return _Square.apply(x)
+
+    a = ember.arange(3.0).requires_grad_()
+    b = ember.arange(3.0).requires_grad_()
+    if where == "inside":
+        step(a)
+        ember.compile(step, backend=be)(b)
+        assert len(be.graphs) == 1
+    elif where == "outside":
+        fwd(a).backward()
+        loss = ember.compile(fwd, backend=be)(b)
+        loss.backward()
+        assert len(be.graphs) == 2
+    else:  # the only node between the eager loss and the leaf comes from a custom Function
+        only(a).sum().backward()
+        y = ember.compile(only, backend=be)(b)
+        y.sum().backward()
+        assert len(be.graphs) == 2
+    np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
