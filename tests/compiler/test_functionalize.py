@@ -555,3 +555,17 @@ def test_write_into_input_with_non_c_order_memory(layout):
     _eq(a, b, "input")
     ex = ember.compiler.explain(f)(make())
     assert ex.graph_break_count == 0
+
+
+def test_writes_before_an_exception_are_applied():
+    def f(x):
+        x.add_(1)
+        x[0].mul_(2)
+        x @ ember.ones(5)  # a shape error after the writes
+
+    a, b = ember.zeros(2, 3), ember.zeros(2, 3)
+    with pytest.raises(RuntimeError):
+        f(a)
+    with pytest.raises(RuntimeError):
+        ember.compile(f)(b)
+    _eq(a, b, "input")

@@ -334,3 +334,27 @@ def test_more_models_step_as_one_graph(model):
     np.testing.assert_array_equal(s1.numpy(), s2.numpy())
     ex = ember.compiler.explain(_step)(m2, o2, *data[0])
     assert ex.graph_count == 1 and ex.graph_break_count == 0
+
+
+def test_step_with_ema_copy_of_the_model():
+    def step(m, ema, opt, x, y, decay=0.9):
+        _step(m, opt, x, y)
+        with ember.no_grad():
+            for pe, p in zip(ema.parameters(), m.parameters()):
+                pe.mul_(decay).add_(p, alpha=1 - decay)
+        return ema(x)
+
+    def run(compiled):
+        ember.manual_seed(0)
+        m, ema = _mlp(), _mlp()
+        ema.load_state_dict(m.state_dict())
+        opt = OPTIMIZERS["adamw"](m.parameters())
+        f = ember.compile(step) if compiled else step
+        outs = [f(m, ema, opt, x, y).detach().numpy() for x, y in _mlp_data(4)]
+        return m, ema, outs
+
+    (m1, e1, o1), (m2, e2, o2) = run(False), run(True)
+    _params_equal(m1, m2)
+    _params_equal(e1, e2)
+    for a, b in zip(o1, o2):
+        np.testing.assert_array_equal(a, b)
