@@ -211,9 +211,13 @@ class Graph:
             params = _resolve(n.params, sc) if sc else n.params
             out = n.op.eager(*args, **params)
             if len(n.specs) == 1 and n.op.num_outputs == 1:
+                if type(out) is not np.ndarray:  # kernels may return NumPy scalars
+                    out = np.asarray(out, dtype=n.specs[0][1].np)
                 vals[("n", i, 0)] = out
             else:
                 for j, o in enumerate(out):
+                    if type(o) is not np.ndarray:
+                        o = np.asarray(o, dtype=n.specs[j][1].np)
                     vals[("n", i, j)] = o
         return [vals[o] for o in self.outputs]
 
