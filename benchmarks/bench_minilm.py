@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--profile", action="store_true", help="cProfile ember's forward")
+    ap.add_argument("--parts", action="store_true",
+                    help="time each kind of op at the model's shapes, ember vs torch")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     ember.set_num_threads(a.threads)
@@ -98,11 +100,55 @@ def main() -> None:
     t0 = time.perf_counter()
     for _ in range(20):
         enc.tokenizer(sents)
-    print(f"tokenization (both sides, not in the table): {fmt_time((time.perf_counter() - t0) / 20)}")
+    tok = fmt_time((time.perf_counter() - t0) / 20)
+    print(f"tokenization (the same for both sides, not in the table): {tok}")
     print_table(compare({f"MiniLM embed {shape[0]}x{shape[1]} tokens":
                          (ember_embed, torch_embed, 3)}, rounds=a.rounds))
+    if a.parts:
+        parts(shape, enc.model.config, batch["attention_mask"].numpy(), a.rounds)
     if a.profile:
         profile(ember_embed)
+
+
+def parts(shape: tuple[int, int], cfg, mask: np.ndarray, rounds: int) -> None:  # noqa: ANN001
+    """Each op kind of the forward at the benchmark's shapes; x calls = its share of a forward."""
+    b, t = shape
+    d, f, h = cfg.hidden_size, cfg.intermediate_size, cfg.num_attention_heads
+    n = cfg.num_hidden_layers
+    rng = np.random.default_rng(0)
+
+    def pair(*shp):
+        a = rng.standard_normal(shp).astype(np.float32)
+        return ember.tensor(a), torch.tensor(a)
+
+    (ex, tx), (eh, th) = pair(b, t, d), pair(b, t, f)
+    (ew, tw), (ew2, tw2), (ew3, tw3) = pair(d, d), pair(f, d), pair(d, f)
+    (eb, tb), (eb2, tb2) = pair(d), pair(f)
+    (eq, tq), (ek, tk), (ev, tv) = (pair(b, h, t, d // h) for _ in range(3))
+    em = ember.tensor(mask.astype(bool))[:, None, None, :]
+    tm = torch.from_numpy(mask.astype(bool))[:, None, None, :]
+    EF, G = ember.nn.functional, torch.nn.functional
+    cases = {  # name: (ember, torch, calls per forward)
+        "linear 384->384 (q,k,v,out)": (lambda: EF.linear(ex, ew, eb),
+                                        lambda: G.linear(tx, tw, tb), 4 * n),
+        "linear 384->1536": (lambda: EF.linear(ex, ew2, eb2), lambda: G.linear(tx, tw2, tb2), n),
+        "linear 1536->384": (lambda: EF.linear(eh, ew3, eb), lambda: G.linear(th, tw3, tb), n),
+        "gelu exact (b,t,1536)": (lambda: EF.gelu(eh), lambda: G.gelu(th), n),
+        "layer_norm (b,t,384)": (lambda: EF.layer_norm(ex, (d,), eb, eb),
+                                 lambda: G.layer_norm(tx, (d,), tb, tb), 2 * n + 1),
+        "sdpa bool mask (b,12,t,32)": (
+            lambda: EF.scaled_dot_product_attention(eq, ek, ev, attn_mask=em),
+            lambda: G.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm), n),
+        "add (b,t,384)": (lambda: ex + ex, lambda: tx + tx, 3 * n + 2),
+    }
+    with torch.no_grad(), ember.no_grad():
+        rows = compare({k: (fe, ft, 3) for k, (fe, ft, _) in cases.items()}, rounds=rounds)
+    print("\n| op at the model's shapes | ember | torch | ember/torch | calls/forward | "
+          "ember - torch per forward |")
+    print("|---|---|---|---|---|---|")
+    for (name, me, mt, r), (_, _, calls) in zip(rows, cases.values()):
+        print(f"| {name} | {fmt_time(me)} | {fmt_time(mt)} | {r:.2f} | {calls} | "
+              f"{fmt_time(calls * (me - mt))} |")
 
 
 def profile(fn, calls: int = 5) -> None:
