@@ -301,7 +301,7 @@ class Trace:
         if st is not None:
             return self._reread(t, st).ref
         r = self.input_ref(p)
-        m = t.__dict__.get("_dyn_marks") if hasattr(t, "__dict__") else None
+        m = t.__dict__.get("_dyn_marks")
         if m:
             self.marks[r[1]] = m
         return r

@@ -458,14 +458,15 @@ def _call(e: Entry, cap: Captured) -> list:
 def _diff_reasons(seg: SegmentCache, cap: Captured) -> list:
     reasons = []
     n = 0
+    where = cap.where
     for key, entries in seg.entries.items():
         for e in entries:
             n += 1
             if key == cap.key:
-                diffs = [f"{cap.where[k]}: expected {e.values[k]}, actual {cap.values[k]}"
+                diffs = [f"{where[k]}: expected {e.values[k]}, actual {cap.values[k]}"
                          for k in range(len(cap.values))
                          if k not in e.generic and (e.values[k] != cap.values[k])]
-                diffs += [f"{cap.where[k]}: {cap.values[k]} is 0 or 1 (always specialized)"
+                diffs += [f"{where[k]}: {cap.values[k]} is 0 or 1 (always specialized)"
                           for k in e.generic if cap.kinds[k] == "size"
                           and cap.values[k] in (0, 1)]
                 reasons.append(f"graph {n - 1}: " + ", ".join(diffs[:4]))
