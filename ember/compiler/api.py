@@ -26,7 +26,7 @@ from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.compiler.backends import lookup_backend
-from ember.compiler.graph import Captured, Graph, capture
+from ember.compiler.graph import Captured, Graph, _skel, capture
 from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.tensor import Tensor, _wrap
@@ -371,7 +371,7 @@ class _Frame:
             _log("recompiles", f"Recompiling function {self.code.name} in "
                  f"{self.code.filename}:{self.code.lineno} (graph {segment})\n    triggered by: "
                  + "\n    ".join(reasons))
-        generic = self._generic(seg, cap)
+        generic = self._generic(seg, cap) | _rng_slots(cap)
         e = self._compile(cap, generic)
         seg.entries.setdefault(cap.key, []).append(e)
         seg.count += 1
@@ -501,6 +501,36 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
 
 
 _lazy.install_realizer(_realizer)
+
+
+_RNG_PARAMS = ("seed", "offset")
+
+
+def _rng_slots(cap: Captured) -> frozenset:
+    """The slots of random ops' ``seed``/``offset`` parameters: always runtime arguments (the
+    generator state is an input of the graph, as in PyTorch), so a training step with dropout
+    does not recompile when the offsets move on, even under ``dynamic=False``."""
+    out: set = set()
+    bounds = getattr(cap, "_bounds", None)
+    if bounds is None:
+        return frozenset()
+    for (_, mid), n in zip(bounds, cap.nodes):
+        params = n.params
+        if not params or not any(k in params for k in _RNG_PARAMS):
+            continue
+        k = mid
+        for name, v in params.items():
+            count = len(_skel_numbers(v))
+            if name in _RNG_PARAMS and count == 1 and cap.kinds[k] == "scalar":
+                out.add(k)
+            k += count
+    return frozenset(out)
+
+
+def _skel_numbers(v: Any) -> list:
+    nums: list = []
+    _skel(v, nums)
+    return nums
 
 
 def _backward_owner(fwd: Any) -> _Frame:

@@ -16,6 +16,13 @@ import ember.nn.functional as F
 from ember import nn
 
 
+@pytest.fixture(autouse=True)
+def _fresh_compile_caches():
+    # graphs are cached per code object: a test's counting backend must see its own compiles
+    ember.compiler.reset()
+    yield
+
+
 class Counting:
     """A custom backend that records the graphs it compiles and how often each runs."""
 
