@@ -148,7 +148,8 @@ class Entry:
     """
 
     __slots__ = ("library", "name", "_fn", "_fn_addr", "_tramp", "_lock", "_nb", "_ni", "_nf",
-                 "_bufs", "_ints", "_floats", "_pb", "_pi", "_pf", "_last_ints", "_last_floats", "_call", "_pcall")
+                 "_bufs", "_ints", "_floats", "_pb", "_pi", "_pf", "_last_ints", "_last_floats",
+                 "_call", "_pcall")
 
     def __init__(self, library: Library, name: str) -> None:
         try:
