@@ -264,6 +264,7 @@ def _build(source: str, name: str, flags: tuple[str, ...], version: str | None) 
         _debug(5, f"cache hit {so}")
         return so
     folder.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(folder)
     _atomic_write(c_path, source.encode())
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem.name}.", suffix=".so.tmp")
     os.close(fd)
@@ -292,6 +293,21 @@ def _build(source: str, name: str, flags: tuple[str, ...], version: str | None) 
     _debug(1, f"compiled {name} in {seconds:.3f}s")
     _debug(5, f"built {so} ({seconds:.3f}s)")
     return so
+
+
+STALE_SECONDS = 3600.0
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Delete temporary files that processes killed mid-build left behind (an hour old: far
+    older than any build still running)."""
+    now = time.time()
+    for tmp in folder.glob(".*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > STALE_SECONDS:
+                tmp.unlink()
+        except OSError:
+            pass
 
 
 def _valid(so: Path, manifest: Path) -> bool:
