@@ -12,6 +12,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, ShapeError
+from ember.ops import _parallel
 from ember.ops._util import lowp
 from ember.ops.linalg import MATMUL, mT
 from ember.ops.registry import OpDef, bind, register
@@ -73,11 +74,11 @@ def _sdpa_meta(q, k, v, mask=None, *, scale: float, flash: bool = False) -> tupl
 
 def _sdpa_eager(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
                 scale: float, flash: bool = False) -> np.ndarray:
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s = _parallel.matmul(q, np.swapaxes(k, -1, -2))
     s *= np.asarray(scale, dtype=s.dtype)
     if mask is not None:
         s += mask
-    return np.matmul(_safe_softmax_np(s, inplace=True), v)
+    return _parallel.matmul(_safe_softmax_np(s, inplace=True), v)
 
 
 def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
