@@ -60,9 +60,57 @@ def _rows(x: np.ndarray, dims: tuple) -> np.ndarray | None:
     return None
 
 
+def _ln_rows(x: np.ndarray, w, b, eps, y: np.ndarray, mean: np.ndarray,  # noqa: ANN001
+             rstd: np.ndarray) -> None:
+    """layer_norm of a block of rows (R, N) into ``y``, ``mean`` and ``rstd`` (R,)."""
+    n = x.dtype.type(x.shape[1])
+    np.divide(np.einsum("ij->i", x), n, out=mean)
+    np.subtract(x, mean[:, None], out=y)
+    var = np.einsum("ij,ij->i", y, y)
+    var /= n
+    var += eps
+    np.sqrt(var, out=var)
+    np.divide(1.0, var, out=rstd)
+    y *= rstd[:, None]
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
+
+
+def _ln_blocked(x: np.ndarray, w, b, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
+    """Large trailing-dim layer_norm in cache-sized row blocks over ember's threads (the
+    statistics, centring and scaling of a block while it is in cache)."""
+    stat = reduced_shape(x.shape, dims, True)
+    n = _numel(x.shape, dims)
+    rows = x.size // n
+    x2 = x.reshape(rows, n)
+    y = np.empty((rows, n), x.dtype)
+    mean = np.empty(rows, x.dtype)
+    rstd = np.empty(rows, x.dtype)
+    w2 = None if w is None else w.reshape(n)
+    b2 = None if b is None else b.reshape(n)
+    e = x.dtype.type(eps)
+    per = max(1, _parallel.BLOCK // n)
+    blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
+    threads = min(_parallel.get_num_threads(), len(blocks))
+
+    def work(k: int) -> None:
+        for lo, hi in blocks[k::threads]:
+            _ln_rows(x2[lo:hi], w2, b2, e, y[lo:hi], mean[lo:hi], rstd[lo:hi])
+
+    _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
+
+
 def _ln_eager(x: np.ndarray, w, b, *, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
     stat = reduced_shape(x.shape, dims, True)
     rows = _rows(x, dims)
+    norm = x.shape[x.ndim - len(dims):]
+    if (rows is not None and x.size >= _parallel.MIN_ELEMENTS and _parallel.get_num_threads() > 1
+            and all(p is None or p.shape == norm for p in (w, b))
+            and x.dtype in (np.float32, np.float64)):
+        return _ln_blocked(x, w, b, dims, eps)
     if rows is not None:
         n = x.dtype.type(rows.shape[1])
         mean = (np.einsum("ij->i", rows) / n).reshape(stat)
