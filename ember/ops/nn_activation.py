@@ -26,7 +26,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
 from ember.ops import _parallel
-from ember.ops._special import erf_np
+from ember.ops._special import erf_np, normal_cdf_f32
 from ember.ops._util import lowp, tensor_inputs
 from ember.ops.registry import OpDef, bind, register
 
@@ -230,15 +230,37 @@ def _gelu_tanh_grad_block(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return t
 
 
+def _gelu_f32_block(x: np.ndarray) -> np.ndarray:
+    out = normal_cdf_f32(x)
+    out *= x
+    return out
+
+
+def _gelu_f32_grad_block(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """g * (Phi(x) + x * phi(x))."""
+    pdf = np.multiply(x, x)
+    pdf *= -0.5
+    np.exp(pdf, out=pdf)
+    pdf *= _INV_SQRT2PI
+    pdf *= x
+    pdf += normal_cdf_f32(x)
+    pdf *= g
+    return pdf
+
+
 def _gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
     if approximate == "tanh":
         return _blocked(_gelu_tanh_block, x)
+    if x.dtype == np.float32:  # float32 (and float16/bfloat16, computed in float32)
+        return _blocked(_gelu_f32_block, x)
     return x * 0.5 * (1.0 + erf_np(x * _INV_SQRT2))
 
 
 def _gelu_grad(g: np.ndarray, x: np.ndarray, *, approximate: str) -> np.ndarray | None:
     if approximate == "tanh":
         return _blocked(_gelu_tanh_grad_block, g, x)
+    if x.dtype == np.float32:
+        return _blocked(_gelu_f32_grad_block, g, x)
     return None
 
 
