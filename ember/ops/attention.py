@@ -18,23 +18,27 @@ from ember.ops.linalg import MATMUL, mT
 from ember.ops.registry import OpDef, bind, register
 
 
-def _softmax_rows(s: np.ndarray, out: np.ndarray) -> None:
-    """Safe softmax of the rows of 2-d ``s`` into ``out`` (which may be ``s``)."""
+def _softmax_rows(s: np.ndarray, out: np.ndarray, safe: bool = True) -> None:
+    """Softmax of the rows of 2-d ``s`` into ``out`` (which may be ``s``).  ``safe``: a row
+    that is entirely -inf gives zeros (attention); otherwise NaN, as ``torch.softmax``."""
     m = np.max(s, axis=-1, keepdims=True)
-    if not np.isfinite(m).all():
+    if safe and not np.isfinite(m).all():
         m = np.where(np.isfinite(m), m, 0)
     np.subtract(s, m, out=out)
     np.exp(out, out=out)
     den = np.add.reduce(out, axis=-1, keepdims=True)
-    # a fully masked row has exp(-inf) = 0 everywhere already: leave it at zero
-    np.divide(out, den, out=out, where=den > 0)
+    if safe:
+        # a fully masked row has exp(-inf) = 0 everywhere already: leave it at zero
+        np.divide(out, den, out=out, where=den > 0)
+    else:
+        np.divide(out, den, out=out)
 
 
-def _safe_softmax_np(s: np.ndarray, inplace: bool = False) -> np.ndarray:
-    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN.
-    ``inplace`` reuses ``s`` (a temporary of the caller) for the result.  Large inputs are
-    done in blocks of rows that fit in cache (max, exp, sum and divide in one sweep per
-    block instead of four over memory), spread over ember's threads."""
+def _safe_softmax_np(s: np.ndarray, inplace: bool = False, safe: bool = True) -> np.ndarray:
+    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN (unless
+    ``safe`` is False).  ``inplace`` reuses ``s`` (a temporary of the caller) for the result.
+    Large inputs are done in blocks of rows that fit in cache (max, exp, sum and divide in one
+    sweep per block instead of four over memory), spread over ember's threads."""
     if s.shape[-1] == 0:
         return np.zeros_like(s)
     n = s.shape[-1]
@@ -46,13 +50,13 @@ def _safe_softmax_np(s: np.ndarray, inplace: bool = False) -> np.ndarray:
     threads = min(_parallel.get_num_threads(), len(blocks))
     if s.size < _parallel.MIN_ELEMENTS or threads < 2:
         for lo, hi in blocks:
-            _softmax_rows(rows_in[lo:hi], rows_out[lo:hi])
+            _softmax_rows(rows_in[lo:hi], rows_out[lo:hi], safe)
         return out
 
     def work(k: int) -> None:
-        with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
             for lo, hi in blocks[k::threads]:
-                _softmax_rows(rows_in[lo:hi], rows_out[lo:hi])
+                _softmax_rows(rows_in[lo:hi], rows_out[lo:hi], safe)
 
     _parallel._run([lambda k=k: work(k) for k in range(threads)])
     return out
