@@ -301,17 +301,26 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             or a.dtype not in (np.float32, np.float64) or a.shape[:-2] != b.shape[:-2]):
         return np.matmul(a, b)
     out = np.empty(a.shape[:-1] + (n,), dtype=a.dtype)
+    # a few parts per thread, taken by whichever thread is free: a thread that the OS
+    # deschedules (other processes on the cores) does not hold up the whole product
     if batch >= threads:
         parts = [(lambda lo=lo, hi=hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]))
-                 for lo, hi in _bounds(batch, threads)]
+                 for lo, hi in _bounds(batch, min(batch, 4 * threads))]
     elif a.ndim == 2 and m >= 2 * threads:
+        pieces = max(threads, min(4 * threads, m // 128))
         parts = [(lambda lo=lo, hi=hi: np.matmul(a[lo:hi], b, out=out[lo:hi]))
-                 for lo, hi in _bounds(m, threads)]
+                 for lo, hi in _bounds(m, pieces)]
     else:
         return np.matmul(a, b)
+    todo = iter(parts)
+
+    def work() -> None:
+        for part in todo:
+            part()
+
     setter(1)
     try:
-        _run(parts)
+        _run([work] * threads)
     finally:
         setter(threads)
     return out

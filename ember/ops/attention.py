@@ -53,9 +53,11 @@ def _safe_softmax_np(s: np.ndarray, inplace: bool = False, safe: bool = True) ->
             _softmax_rows(rows_in[lo:hi], rows_out[lo:hi], safe)
         return out
 
+    todo = iter(blocks)  # shared: blocks go to whichever thread is free
+
     def work(k: int) -> None:
         with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
-            for lo, hi in blocks[k::threads]:
+            for lo, hi in todo:
                 _softmax_rows(rows_in[lo:hi], rows_out[lo:hi], safe)
 
     _parallel._run([lambda k=k: work(k) for k in range(threads)])
@@ -111,9 +113,11 @@ def _per_head(fn, count: int, flops: int) -> None:  # noqa: ANN001
             fn(i)
         return
 
+    todo = iter(range(count))  # shared: heads go to whichever thread is free
+
     def work(k: int) -> None:
         with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
-            for i in range(k, count, threads):
+            for i in todo:
                 fn(i)
 
     setter(1)

@@ -128,8 +128,10 @@ def _blocked(fn: Kernel, *arrays: np.ndarray) -> np.ndarray:
             run(lo, hi, out)
         return out.reshape(shape)
 
+    todo = iter(blocks)  # shared: a thread that is descheduled does not hold up the others
+
     def work(k: int) -> None:
-        for lo, hi in blocks[k::threads]:
+        for lo, hi in todo:
             run(lo, hi, out)
 
     _parallel._run([lambda k=k: work(k) for k in range(threads)])

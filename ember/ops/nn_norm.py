@@ -95,8 +95,10 @@ def _ln_blocked(x: np.ndarray, w, b, dims: tuple, eps: float) -> tuple:  # noqa:
     blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
     threads = min(_parallel.get_num_threads(), len(blocks))
 
+    todo = iter(blocks)  # shared: blocks go to whichever thread is free
+
     def work(k: int) -> None:
-        for lo, hi in blocks[k::threads]:
+        for lo, hi in todo:
             _ln_rows(x2[lo:hi], w2, b2, e, y[lo:hi], mean[lo:hi], rstd[lo:hi])
 
     _parallel._run([lambda k=k: work(k) for k in range(threads)])
@@ -235,22 +237,25 @@ def _ln_bwd_eager(gy: np.ndarray, x: np.ndarray, w, mean: np.ndarray, rstd: np.n
     if x.size < _parallel.MIN_ELEMENTS:
         threads = 1
 
-    def work(k: int) -> tuple:
-        gw = np.zeros(n, dt)
-        gb = np.zeros(n, dt)
-        for lo, hi in blocks[k::threads]:
-            sl = slice(lo, hi)
+    partial: list = [None] * len(blocks)
+    todo = iter(range(len(blocks)))  # shared: blocks go to whichever thread is free
+
+    def work(k: int) -> None:
+        for j in todo:
+            sl = slice(*blocks[j])
             gx[sl], pw, pb = _ln_bwd_rows(
                 g2[sl], x2[sl], w2, m2[sl], r2[sl], None if gm2 is None else gm2[sl],
                 None if gr2 is None else gr2[sl], inv_n)
-            gw += pw
-            gb += pb
-        return gw, gb
+            partial[j] = (pw, pb)
 
-    parts = _parallel._run([lambda k=k: work(k) for k in range(threads)]) if threads > 1 \
-        else [work(0)]
-    gw, gb = parts[0]
-    for pw, pb in parts[1:]:
+    if threads > 1:
+        _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    else:
+        work(0)
+    # summed in block order, whichever thread did a block: the same bits on every run
+    gw = np.zeros(n, dt)
+    gb = np.zeros(n, dt)
+    for pw, pb in partial:
         gw += pw
         gb += pb
     return gx.reshape(x.shape), gw.reshape(norm), gb.reshape(norm)

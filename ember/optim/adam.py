@@ -179,8 +179,10 @@ def _fast_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, beta1
         blocks = [(lo, min(lo + _BLOCK, n)) for lo in range(0, n, _BLOCK)]
         threads = min(_parallel.get_num_threads(), len(blocks))
 
+        todo = iter(blocks)  # shared: blocks go to whichever thread is free
+
         def work(k: int) -> None:
-            for lo, hi in blocks[k::threads]:
+            for lo, hi in todo:
                 _adam_block(*(None if a is None else a[lo:hi] for a in flat), c)
 
         if threads > 1:
