@@ -46,7 +46,7 @@ _MAX_ENTRIES = 64          # recorded entries kept per function (oldest dropped 
 _CONST_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None), type(Ellipsis)})
 
 
-class _NoReplay(Exception):
+class _NotReplayableError(Exception):
     """This call's recording cannot be replayed; the message says why."""
 
 
@@ -98,12 +98,37 @@ class _RecordFrame(_Frame):
     """A call's frame that keeps what realizing its graph did."""
 
     def __init__(self, cf: CompiledFunction, observe_only: bool) -> None:
+        self.grad_seen = False       # a tensor the graph read requires grad (grad mode on)
         super().__init__(cf, observe_only)
         self.graphs = 0
         self.cap: Captured | None = None
         self.results: list = []
         self.written: list = []      # (root array, version counter) per written-back storage
         self.entry: Any = None
+
+    @property
+    def trace(self) -> Any:
+        return self._trace
+
+    @trace.setter
+    def trace(self, tr: Any) -> None:
+        self._trace = tr
+        if tr is None or not _GM.grad_enabled:
+            return
+        # every tensor an op reads passes through ref_of, every in-place target through write:
+        # noting requires_grad there says whether autograd recorded anything
+        ref_of, write = tr.ref_of, tr.write
+
+        def noting_ref_of(t: Any) -> tuple:
+            if t._requires_grad:
+                self.grad_seen = True
+            return ref_of(t)
+
+        def noting_write(t: Any, new: Any) -> bool:
+            if t._requires_grad:
+                self.grad_seen = True
+            return write(t, new)
+        tr.ref_of, tr.write = noting_ref_of, noting_write
 
     def realize(self, cap: Captured, segment: int) -> list:
         res = super().realize(cap, segment)
@@ -152,7 +177,9 @@ class _Entry:
         self.members: list = []      # (dict, name, object, array or None, requires_grad)
         self.names: list = []        # (dict-like, name, object): globals, closure cells
         self.alias: tuple = ()
-        self.const_roots: frozenset = frozenset()
+        self.const_roots: frozenset = frozenset()   # storages the graph reads besides args
+        self.const_alias: tuple = ()                # per argument: shares one of those?
+        self.root_checks: list = []  # (leaf, root shape, root dtype, offset): written views
         self.keep: list = []         # modules named in the key by id: kept alive
         self.replay: _Replay | None = None
         self.reason = ""
@@ -175,9 +202,14 @@ class _Entry:
         if len(leaves) > 1 and _alias_pattern(leaves) != self.alias:
             return False
         if self.const_roots:
-            for t in leaves:
-                if id(_root(t._data)) in self.const_roots:
-                    return False
+            roots = self.const_roots
+            if tuple(id(_root(t._data)) in roots for t in leaves) != self.const_alias:
+                return False
+        for i, shape, dtype, off in self.root_checks:
+            a = leaves[i]._data
+            r = _root(a)
+            if r.shape != shape or r.dtype != dtype or _lazy._ptr(a) - _lazy._ptr(r) != off:
+                return False
         return True
 
 
@@ -210,6 +242,7 @@ class _Replay:
         self.direct = direct         # (leaf index, output k, ember dtype)
         self.views = views           # (leaf, k, shape, strides, offset, dtype, base leaf, bdtype)
         self.nleaves = nleaves
+        self.owners = sorted({v[1] for v in views})  # outputs that views are rebuilt over
 
     def run(self, leaves: list) -> Any:
         arrays = [leaves[i]._data if kind == 0 else (_root(leaves[i]._data) if kind == 1 else i)
@@ -222,6 +255,9 @@ class _Replay:
             res = _call_tensors(self.fn, arrays, self.scalars)
         res = [r if r.__class__ is np.ndarray and r.dtype == dt else _as_array(r, dt)
                for r, dt in zip(res, self.out_np)]
+        for k in self.owners:  # as Trace.realize makes them
+            if not res[k].flags.c_contiguous:
+                res[k] = res[k].copy(order="C")
         for k, (kind, i), vsrc, delta in self.writes:
             root = i if kind == 2 else (leaves[i]._data if kind == 0 else _root(leaves[i]._data))
             v = res[k]
@@ -244,7 +280,7 @@ class _Replay:
             else:
                 base = hidden.get(k)
                 if base is None:
-                    base = hidden[k] = _wrap(np.ascontiguousarray(res[k]), bdt)
+                    base = hidden[k] = _wrap(res[k], bdt)
             flat = base._data.reshape(-1)
             arr = np.lib.stride_tricks.as_strided(flat[off:] if flat.size else flat,
                                                   shape=shape, strides=strides)
@@ -357,7 +393,7 @@ class ReplayFunction(CompiledFunction):
         try:
             e.replay = self._replay_of(frame, out, leaves, data_ids, root_ids, versions, e,
                                        modules)
-        except _NoReplay as err:
+        except _NotReplayableError as err:
             e.reason = self.why_not = str(err)
         lst = self._entries.setdefault(key, [])
         lst.insert(0, e)
@@ -372,22 +408,7 @@ class ReplayFunction(CompiledFunction):
         owner = getattr(fn, "__self__", None)
         if owner is not None and _is_module(owner):
             found.append(owner)
-        f = getattr(fn, "__func__", fn)
-        code = getattr(f, "__code__", None)
-        if code is not None:
-            g = getattr(f, "__globals__", {})
-            for name in _names(code):
-                v = g.get(name)
-                if isinstance(v, Tensor) or _is_module(v):
-                    e.names.append((g, name, v))
-                    _track(v, found, e)
-            if getattr(f, "__closure__", None):
-                cells = _Cells(f)
-                for name in code.co_freevars:
-                    v = cells.get(name)
-                    if isinstance(v, Tensor) or _is_module(v):
-                        e.names.append((cells, name, v))
-                        _track(v, found, e)
+        _scan(getattr(fn, "__func__", fn), found, e, set(), 3)
         seen: set = set()
         modules = []
         for m in found:
@@ -409,39 +430,45 @@ class ReplayFunction(CompiledFunction):
                    root_ids: dict, versions: dict, e: _Entry, modules: list) -> _Replay:
         cap, res = frame.cap, frame.results
         if frame.graphs and frame.entry is None:
-            raise _NoReplay("the graph ran without a cache entry (stance or recompile limit)")
+            raise _NotReplayableError("the graph ran without a cache entry (stance or recompile limit)")
         if cap is not None and any(n.op.kind == "random" or "random" in n.op.tags
                                    for n in cap.nodes):
-            raise _NoReplay("the graph draws random numbers (the generator must advance)")
-        known = {id(t._data): t for _, _, t, a, _ in e.members if a is not None}
-        known.update((id(t._data), t) for _, _, t in e.names if isinstance(t, Tensor))
+            raise _NotReplayableError("the graph draws random numbers (the generator must advance)")
+        if _GM.grad_enabled and (frame.grad_seen or any(t._requires_grad for t in leaves)):
+            raise _NotReplayableError("grad mode is on and the graph reads a tensor that requires grad "
+                            "(autograd must record)")
+        known = {id(a) for _, _, _, a, _ in e.members if a is not None}
+        known.update(id(t._data) for _, _, t in e.names if isinstance(t, Tensor))
 
         def source(a: np.ndarray) -> tuple:
             if id(a) in data_ids:
                 return (0, data_ids[id(a)])
             if id(a) in root_ids:
                 return (1, root_ids[id(a)])
-            if _GM.grad_enabled:
-                t = known.get(id(a))
-                if t is None or t._requires_grad:
-                    raise _NoReplay("grad mode is on and the graph reads a tensor that requires "
-                                    "grad or that the guards do not know")
             return (2, a)
 
-        if _GM.grad_enabled and any(t._requires_grad for t in leaves):
-            raise _NoReplay("grad mode is on and an argument requires grad")
         sources = [source(a) for a in (cap.arrays if cap is not None else ())]
         consts = [s[1] for s in sources if s[0] == 2]
         writes = []
         for k, (root, vc) in enumerate(frame.written, len(res) - len(frame.written)):
             src = source(root)
             if src[0] == 2:
+                if id(root) not in known:
+                    raise _NotReplayableError("the graph writes into a tensor that is neither an argument "
+                                    "nor a guarded parameter, buffer or global (made during "
+                                    "the call?)")
                 consts.append(root)
             delta = vc[0] - versions[id(vc)] if vc is not None and id(vc) in versions else 1
             writes.append((k, src, vc, delta))
-        e.const_roots = frozenset(id(_root(a)) for a in consts)
-        if any(id(_root(t._data)) in e.const_roots for t in leaves):
-            raise _NoReplay("an argument shares memory with a tensor the graph reads otherwise")
+        known_arrays = [a for _, _, _, a, _ in e.members if a is not None]
+        known_arrays += [t._data for _, _, t in e.names if isinstance(t, Tensor)]
+        e.const_roots = frozenset(id(_root(a)) for a in consts + known_arrays)
+        e.const_alias = tuple(id(_root(t._data)) in e.const_roots for t in leaves)
+        for i in sorted({i for kind, i in sources if kind == 1} |
+                        {src[1] for _, src, _, _ in writes if src[0] == 1}):
+            a = leaves[i]._data
+            r = _root(a)
+            e.root_checks.append((i, r.shape, r.dtype, _lazy._ptr(a) - _lazy._ptr(r)))
         rl: list = []       # returned tensors, in walk order
         shape = _shape_of(out, rl, leaves)
         direct, views = _outputs(rl, res)
@@ -458,6 +485,28 @@ def _names(code: types.CodeType) -> list:
         if isinstance(c, types.CodeType):
             out += _names(c)
     return out
+
+
+def _scan(f: Any, found: list, e: _Entry, seen: set, depth: int) -> None:
+    """Guard the modules, tensors and user functions that ``f`` reads from its globals and
+    closure cells by name (and, ``depth`` levels down, those of the user functions found)."""
+    code = getattr(f, "__code__", None)
+    if code is None or id(f) in seen or depth <= 0:
+        return
+    seen.add(id(f))
+    spaces = [(getattr(f, "__globals__", {}), _names(code))]
+    if getattr(f, "__closure__", None):
+        spaces.append((_Cells(f), code.co_freevars))
+    for space, names in spaces:
+        for name in names:
+            v = space.get(name)
+            if isinstance(v, Tensor) or _is_module(v):
+                e.names.append((space, name, v))
+                _track(v, found, e)
+            elif isinstance(v, types.FunctionType) and \
+                    not getattr(v, "__module__", "").startswith("ember"):
+                e.names.append((space, name, v))
+                _scan(v, found, e, seen, depth - 1)
 
 
 def _track(v: Any, found: list, e: _Entry) -> None:
@@ -486,7 +535,7 @@ def _shape_of(x: Any, rl: list, leaves: list) -> tuple:
         return ("s", t, tuple(_shape_of(y, rl, leaves) for y in x))
     if t is dict:
         return ("d", tuple(x), tuple(_shape_of(y, rl, leaves) for y in x.values()))
-    raise _NoReplay(f"the function returns a {t.__name__}, which replay cannot rebuild")
+    raise _NotReplayableError(f"the function returns a {t.__name__}, which replay cannot rebuild")
 
 
 def _outputs(rl: list, res: list) -> tuple:
@@ -494,7 +543,7 @@ def _outputs(rl: list, res: list) -> tuple:
     direct, views = [], []
     for j, t in enumerate(rl):
         if t._requires_grad:
-            raise _NoReplay("a returned tensor requires grad")
+            raise _NotReplayableError("a returned tensor requires grad")
         a = t._data
         k = _find(res, a)
         if k is not None and t._base is None:
@@ -503,7 +552,7 @@ def _outputs(rl: list, res: list) -> tuple:
         b = t._base
         k = _find(res, b._data) if b is not None else None
         if k is None or not np.shares_memory(a, b._data) or a.dtype != b._data.dtype:
-            raise _NoReplay("a returned tensor is not a graph output or a view of one (a view "
+            raise _NotReplayableError("a returned tensor is not a graph output or a view of one (a view "
                             "of an input?)")
         off = (_lazy._ptr(a) - _lazy._ptr(b._data)) // a.itemsize
         bj = next((i for i, r in enumerate(rl) if r is b), -1)
