@@ -36,8 +36,9 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
-from ember.compiler.api import _EVENTS, _STANCE, CompiledFunction, _Frame, _is_module
+from ember.compiler.api import _CACHES, _EVENTS, _STANCE, CompiledFunction, _Frame, _is_module
 from ember.compiler.graph import Captured
+from ember.device import device as _device
 from ember.tensor import Tensor, _init, _new, _wrap
 
 _LZ = _lazy.STATE
@@ -55,13 +56,13 @@ def _walk(x: Any, key: list, leaves: list, mods: list) -> bool:
     """Append ``x``'s guard key to ``key``, its tensors to ``leaves`` and its modules to
     ``mods`` (walk order); False when ``x`` holds something the guards cannot describe."""
     t = type(x)
-    if t in _CONST_TYPES:
+    if t in _CONST_TYPES or t is _dt.dtype or t is _device or isinstance(x, np.generic):
         key.append((t, x))
     elif isinstance(x, Tensor):
         d = x._data
         key.append((t, d.shape, d.strides, x._dtype, x._requires_grad))
         leaves.append(x)
-    elif t is tuple or t is list:
+    elif isinstance(x, (tuple, list)):   # subclasses too (Size, named tuples): only read
         key.append((t, len(x)))
         for y in x:
             if not _walk(y, key, leaves, mods):
@@ -71,8 +72,6 @@ def _walk(x: Any, key: list, leaves: list, mods: list) -> bool:
         for y in x.values():
             if not _walk(y, key, leaves, mods):
                 return False
-    elif t is _dt.dtype:
-        key.append(x)
     elif _is_module(x):
         key.append(("module", id(x)))
         mods.append(x)
@@ -329,6 +328,7 @@ class ReplayFunction(CompiledFunction):
     def __init__(self, fn: Callable, **kw: Any) -> None:
         super().__init__(fn, **kw)
         self._entries: dict = {}      # argument key -> [_Entry]
+        self._cache: Any = None       # the code cache the entries' graphs live in
         self._broken = False          # the function broke its graph: never replay
         self._frame: _RecordFrame | None = None
         self._recording = False
@@ -352,6 +352,9 @@ class ReplayFunction(CompiledFunction):
                                                                            mods))):
             return CompiledFunction.__call__(self, *args, **kwargs)
         tkey = tuple(key)
+        if _CACHES.get(self._key[0]) is not self._cache:  # ember.compiler.reset() since
+            self._entries.clear()
+            self._cache = None
         for e in self._entries.get(tkey, ()):
             if e.check(leaves):
                 if e.replay is None:
@@ -383,6 +386,7 @@ class ReplayFunction(CompiledFunction):
             self._recording = False
             frame, self._frame = self._frame, None
         self.record_count += 1
+        self._cache = _CACHES.get(self._key[0])
         if frame is None:
             return out
         if frame.trace.breaks or frame.graphs > 1:
@@ -408,7 +412,12 @@ class ReplayFunction(CompiledFunction):
         owner = getattr(fn, "__self__", None)
         if owner is not None and _is_module(owner):
             found.append(owner)
-        _scan(getattr(fn, "__func__", fn), found, e, set(), 3)
+        seen_fns: set = set()
+        _scan(getattr(fn, "__func__", fn), found, e, seen_fns, 3)
+        for m in list(found):  # user-written forwards read globals too
+            fwd = getattr(type(m), "forward", None)
+            if not getattr(fwd, "__module__", "ember").startswith("ember"):
+                _scan(fwd, found, e, seen_fns, 2)
         seen: set = set()
         modules = []
         for m in found:
@@ -430,13 +439,15 @@ class ReplayFunction(CompiledFunction):
                    root_ids: dict, versions: dict, e: _Entry, modules: list) -> _Replay:
         cap, res = frame.cap, frame.results
         if frame.graphs and frame.entry is None:
-            raise _NotReplayableError("the graph ran without a cache entry (stance or recompile limit)")
+            raise _NotReplayableError("the graph ran without a cache entry (stance or "
+                                      "recompile limit)")
         if cap is not None and any(n.op.kind == "random" or "random" in n.op.tags
                                    for n in cap.nodes):
-            raise _NotReplayableError("the graph draws random numbers (the generator must advance)")
+            raise _NotReplayableError("the graph draws random numbers (the generator must "
+                                      "advance)")
         if _GM.grad_enabled and (frame.grad_seen or any(t._requires_grad for t in leaves)):
-            raise _NotReplayableError("grad mode is on and the graph reads a tensor that requires grad "
-                            "(autograd must record)")
+            raise _NotReplayableError("grad mode is on and the graph reads a tensor that "
+                                      "requires grad (autograd must record)")
         known = {id(a) for _, _, _, a, _ in e.members if a is not None}
         known.update(id(t._data) for _, _, t in e.names if isinstance(t, Tensor))
 
@@ -454,9 +465,9 @@ class ReplayFunction(CompiledFunction):
             src = source(root)
             if src[0] == 2:
                 if id(root) not in known:
-                    raise _NotReplayableError("the graph writes into a tensor that is neither an argument "
-                                    "nor a guarded parameter, buffer or global (made during "
-                                    "the call?)")
+                    raise _NotReplayableError(
+                        "the graph writes into a tensor that is neither an argument nor a "
+                        "guarded parameter, buffer or global (made during the call?)")
                 consts.append(root)
             delta = vc[0] - versions[id(vc)] if vc is not None and id(vc) in versions else 1
             writes.append((k, src, vc, delta))
@@ -529,8 +540,9 @@ def _shape_of(x: Any, rl: list, leaves: list) -> tuple:
                 return ("t", i)
         rl.append(x)
         return ("t", len(rl) - 1)
-    if t in _CONST_TYPES or t is _dt.dtype:
-        return ("c", x)
+    if t in _CONST_TYPES or t is _dt.dtype or t is _device or isinstance(x, np.generic) or (
+            isinstance(x, tuple) and all(type(y) in _CONST_TYPES for y in x)):
+        return ("c", x)   # immutable: returned as it was (a Size, a tuple of ints)
     if t is tuple or t is list:
         return ("s", t, tuple(_shape_of(y, rl, leaves) for y in x))
     if t is dict:
@@ -552,8 +564,8 @@ def _outputs(rl: list, res: list) -> tuple:
         b = t._base
         k = _find(res, b._data) if b is not None else None
         if k is None or not np.shares_memory(a, b._data) or a.dtype != b._data.dtype:
-            raise _NotReplayableError("a returned tensor is not a graph output or a view of one (a view "
-                            "of an input?)")
+            raise _NotReplayableError("a returned tensor is not a graph output or a view of "
+                                      "one (a view of an input?)")
         off = (_lazy._ptr(a) - _lazy._ptr(b._data)) // a.itemsize
         bj = next((i for i, r in enumerate(rl) if r is b), -1)
         views.append((j, k, a.shape, a.strides, off, t._dtype, bj, b._dtype))

@@ -591,3 +591,56 @@ def test_argument_that_is_also_read_through_a_closure():
     for w in (c, c, other, other, c):
         _close(f(w, x), x @ c + w.sum())
     assert g.calls[0] == 2 and f.replay_count == 3
+
+
+def test_reset_forgets_recordings():
+    g = _counted(lambda x: x - 1)
+    f = ember.compile(g, mode="reduce-overhead")
+    x = ember.ones(2)
+    f(x)
+    f(x)
+    ember.compiler.reset()
+    _close(f(x), x - 1)
+    f(x)
+    assert g.calls[0] == 2 and f.replay_count == 2
+
+
+def test_shape_and_constant_returns():
+    g = _counted(lambda x, n=ember.float64: (x.to(n), x.shape, ember.device("cpu"),
+                                             np.float32(2)))
+    f = ember.compile(g, mode="reduce-overhead")
+    x = ember.randn(2, 3)
+    for _ in range(2):
+        y, shape, dev, c = f(x, n=ember.float64)
+        assert y.dtype == ember.float64 and shape == (2, 3) and dev == ember.device("cpu")
+        assert c == 2 and type(shape) is ember.Size
+        _close(y, x.double())
+    assert g.calls[0] == 1
+
+
+_SCALE = ember.ones(3)
+
+
+class _UsesGlobal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.lin(x) * _SCALE
+
+
+def test_globals_read_by_a_module_forward_are_guarded():
+    global _SCALE
+    m = _UsesGlobal()
+    cm = ember.compile(m, mode="reduce-overhead")
+    x = ember.randn(2, 3)
+    with ember.no_grad():
+        cm(x)
+        cm(x)
+        assert m.calls == 1
+        _SCALE = ember.full((3,), 2.0)
+        _close(cm(x), m.lin(x) * 2.0)
+        assert m.calls == 2
