@@ -448,8 +448,8 @@ class ReplayFunction(CompiledFunction):
         if _GM.grad_enabled and (frame.grad_seen or any(t._requires_grad for t in leaves)):
             raise _NotReplayableError("grad mode is on and the graph reads a tensor that "
                                       "requires grad (autograd must record)")
-        known = {id(a) for _, _, _, a, _ in e.members if a is not None}
-        known.update(id(t._data) for _, _, t in e.names if isinstance(t, Tensor))
+        known_arrays = [a for _, _, _, a, _ in e.members if a is not None]
+        known = {id(a) for a in known_arrays} | {id(_root(a)) for a in known_arrays}
 
         def source(a: np.ndarray) -> tuple:
             if id(a) in data_ids:
@@ -471,8 +471,6 @@ class ReplayFunction(CompiledFunction):
                 consts.append(root)
             delta = vc[0] - versions[id(vc)] if vc is not None and id(vc) in versions else 1
             writes.append((k, src, vc, delta))
-        known_arrays = [a for _, _, _, a, _ in e.members if a is not None]
-        known_arrays += [t._data for _, _, t in e.names if isinstance(t, Tensor)]
         e.const_roots = frozenset(id(_root(a)) for a in consts + known_arrays)
         e.const_alias = tuple(id(_root(t._data)) in e.const_roots for t in leaves)
         for i in sorted({i for kind, i in sources if kind == 1} |
