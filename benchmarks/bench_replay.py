@@ -7,7 +7,9 @@ Each is timed eagerly, with ``ember.compile`` (default mode, eager backend: Pyth
 call), with ``mode="reduce-overhead"`` (replay), and the replayed graph alone (the eager backend
 interpreting it: the floor for this backend).  torch eager and ``torch.compile`` are peers, timed
 in a child process (inductor's cache-key pickler trips over ember's lazy module attributes when
-both are imported in one process).  Medians of 7 rounds after warm-up.
+both are imported in one process).  Medians of 7 rounds after warm-up, timed as CPU time of the
+calling thread (``--wall`` for wall-clock): everything here runs on that thread, and on a shared
+machine wall-clock medians swing 2-3x with other processes' load while thread CPU time does not.
 
 Run: ``python benchmarks/bench_replay.py``
 """
@@ -17,14 +19,23 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import fmt_time, time_per_call  # noqa: E402
+from benchmarks.common import fmt_time  # noqa: E402
 
 NUMBER = 2000
+CLOCK = time.perf_counter if "--wall" in sys.argv else time.thread_time
+
+
+def time_per_call(fn: Callable[[], object], number: int) -> float:
+    t0 = CLOCK()
+    for _ in range(number):
+        fn()
+    return (CLOCK() - t0) / number
 
 
 def _mlp(lib: Any) -> Any:
@@ -84,7 +95,8 @@ def ember_cases() -> dict:
 
 def main() -> None:
     cases = ember_cases()
-    child = subprocess.run([sys.executable, __file__, "--torch"], capture_output=True, text=True)
+    child = subprocess.run([sys.executable, __file__, "--torch", *sys.argv[1:]],
+                           capture_output=True, text=True)
     if child.returncode == 0:
         cases.update(eval(child.stdout.strip().splitlines()[-1]))  # noqa: S307 (our own dict)
     else:
