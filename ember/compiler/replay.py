@@ -6,8 +6,9 @@ call runs normally (Python on lazy tensors, one graph realized at the end) and n
 - the guard set: per tensor argument its type, shape, strides, dtype and requires_grad; Python
   scalar arguments by type and value; the training flag of every submodule of the modules the
   function uses; the identity of their parameter, buffer and child objects and of the arrays the
-  parameters and buffers hold (``p._data``); module- and tensor-valued globals and closure cells
-  by identity; grad mode, inference mode and the default dtype;
+  parameters and buffers hold (``p._data``); modules, tensors and user functions the function
+  reads by a global or closure name (followed into those functions and a user-written
+  ``forward``), by identity; grad mode, inference mode and the default dtype;
 - where each graph input comes from: an argument's array (or its storage root), or an array the
   call read from elsewhere (a parameter, a buffer, a global tensor), held by identity;
 - which graph outputs the returned tensors are (or views of), the return structure, and which
@@ -17,13 +18,15 @@ A later call whose guards pass skips Python: it runs the cached graph on the new
 applies the write-backs, and wraps the outputs in fresh tensors.  Guards that fail run the normal
 compiled path and record again.  A function that breaks its graph falls back to normal compiled
 calls for good.  Replay is refused (the call runs the normal path) when autograd would have to
-record (grad mode on and anything requires grad), when the graph draws random numbers (the
-generator must advance), and when a returned tensor is neither a graph output nor a view of one.
+record (an op read a tensor that requires grad while grad mode was on), when the graph draws
+random numbers (the generator must advance), when a returned tensor is neither a graph output
+nor a view of one, and when the graph writes into a tensor made during the call.
 
 The contract (``docs/compiler.md``): the function is pure apart from its tensor work.  Python side
 effects (printing, counters, appending to lists, setting attributes) happen on recording calls
 only, and Python state the guards do not cover (non-tensor module attributes, globals that are
-not modules or tensors, tensors reached through other objects) is read at recording time only.
+not modules, tensors or functions, tensors reached through other objects) is read at recording
+time only.
 """
 
 from __future__ import annotations
@@ -112,19 +115,20 @@ class _RecordFrame(_Frame):
     @trace.setter
     def trace(self, tr: Any) -> None:
         self._trace = tr
-        if tr is None or not _GM.grad_enabled:
+        if tr is None:
             return
         # every tensor an op reads passes through ref_of, every in-place target through write:
-        # noting requires_grad there says whether autograd recorded anything
+        # a tensor that requires grad there while grad mode is on means autograd recorded
         ref_of, write = tr.ref_of, tr.write
+        gm = _GM
 
         def noting_ref_of(t: Any) -> tuple:
-            if t._requires_grad:
+            if t._requires_grad and gm.grad_enabled:
                 self.grad_seen = True
             return ref_of(t)
 
         def noting_write(t: Any, new: Any) -> bool:
-            if t._requires_grad:
+            if t._requires_grad and gm.grad_enabled:
                 self.grad_seen = True
             return write(t, new)
         tr.ref_of, tr.write = noting_ref_of, noting_write
@@ -445,7 +449,7 @@ class ReplayFunction(CompiledFunction):
                                    for n in cap.nodes):
             raise _NotReplayableError("the graph draws random numbers (the generator must "
                                       "advance)")
-        if _GM.grad_enabled and (frame.grad_seen or any(t._requires_grad for t in leaves)):
+        if frame.grad_seen:
             raise _NotReplayableError("grad mode is on and the graph reads a tensor that "
                                       "requires grad (autograd must record)")
         known_arrays = [a for _, _, _, a, _ in e.members if a is not None]

@@ -644,3 +644,29 @@ def test_globals_read_by_a_module_forward_are_guarded():
         _SCALE = ember.full((3,), 2.0)
         _close(cm(x), m.lin(x) * 2.0)
         assert m.calls == 2
+
+
+def test_grad_enabled_inside_the_function_is_not_replayed():
+    w = ember.ones(3, requires_grad=True)
+
+    def fn(x):
+        fn.calls += 1
+        with ember.enable_grad():
+            return x * w
+    fn.calls = 0
+    f = ember.compile(fn, mode="reduce-overhead")
+    x = ember.randn(3)
+    with ember.no_grad():
+        for k in range(2):
+            y = f(x)
+            assert y.requires_grad and y.grad_fn is not None
+    assert fn.calls == 2
+
+
+def test_changing_sizes_replay_per_shape():
+    g = _counted(lambda x: (x * 2).sum(0))
+    f = ember.compile(g, mode="reduce-overhead")
+    for n in (3, 4, 5, 3, 4, 5, 6, 6):
+        x = ember.randn(n, 2)
+        _close(f(x), (x * 2).sum(0))
+    assert g.calls[0] == 4 and f.replay_count == 4
