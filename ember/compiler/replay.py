@@ -176,7 +176,7 @@ class _Entry:
         self.grad = _GM.grad_enabled
         self.inference = _GM.inference
         self.default_dtype = _dt._default_dtype
-        self.flags: list = []        # (module, training)
+        self.flags: list = []        # (module, training, pre-hook dict, hook dict, hook count)
         self.members: list = []      # (dict, name, object, array or None, requires_grad)
         self.names: list = []        # (dict-like, name, object): globals, closure cells
         self.alias: tuple = ()
@@ -191,8 +191,8 @@ class _Entry:
         if _GM.grad_enabled is not self.grad or _GM.inference is not self.inference \
                 or _dt._default_dtype is not self.default_dtype:
             return False
-        for m, flag in self.flags:
-            if m.training is not flag:
+        for m, flag, pre, post, nhooks in self.flags:
+            if m.training is not flag or len(pre) + len(post) != nhooks:
                 return False
         for d, name, obj, arr, rg in self.members:
             if d.get(name) is not obj:
@@ -430,7 +430,8 @@ class ReplayFunction(CompiledFunction):
                     continue
                 seen.add(id(sub))
                 modules.append(sub)
-                e.flags.append((sub, sub.training))
+                pre, post = sub._forward_pre_hooks, sub._forward_hooks
+                e.flags.append((sub, sub.training, pre, post, len(pre) + len(post)))
                 for d in (sub._parameters, sub._buffers):
                     for name, t in d.items():
                         e.members.append((d, name, t, None if t is None else t._data,
@@ -483,7 +484,8 @@ class ReplayFunction(CompiledFunction):
             r = _root(a)
             e.root_checks.append((i, r.shape, r.dtype, _lazy._ptr(a) - _lazy._ptr(r)))
         rl: list = []       # returned tensors, in walk order
-        shape = _shape_of(out, rl, leaves)
+        held = {id(t): t for _, _, t, a, _ in e.members if a is not None}
+        shape = _shape_of(out, rl, leaves, held)
         direct, views = _outputs(rl, res)
         return _Replay(frame.entry.fn if frame.entry is not None else None,
                        [cap.values[k] for k in frame.entry.graph.lifted] if cap else [],
@@ -529,14 +531,16 @@ def _track(v: Any, found: list, e: _Entry) -> None:
         e.members.append(({"t": v}, "t", v, v._data, v._requires_grad))
 
 
-def _shape_of(x: Any, rl: list, leaves: list) -> tuple:
-    """The return structure: ("t", returned tensor i), ("a", argument leaf i), ("c", constant),
-    ("s", tuple|list, items), ("d", keys, items)."""
+def _shape_of(x: Any, rl: list, leaves: list, held: dict) -> tuple:
+    """The return structure: ("t", returned tensor i), ("a", argument leaf i), ("c", constant or
+    a guarded parameter/buffer/global tensor), ("s", tuple|list, items), ("d", keys, items)."""
     t = type(x)
     if isinstance(x, Tensor):
         for i, a in enumerate(leaves):
             if a is x:
                 return ("a", i)
+        if id(x) in held:   # the guards keep it the same object
+            return ("c", x)
         for i, a in enumerate(rl):
             if a is x:
                 return ("t", i)
@@ -546,10 +550,11 @@ def _shape_of(x: Any, rl: list, leaves: list) -> tuple:
             isinstance(x, tuple) and all(type(y) in _CONST_TYPES for y in x)):
         return ("c", x)   # immutable: returned as it was (a Size, a tuple of ints)
     if t is tuple or t is list:
-        return ("s", t, tuple(_shape_of(y, rl, leaves) for y in x))
+        return ("s", t, tuple(_shape_of(y, rl, leaves, held) for y in x))
     if t is dict:
-        return ("d", tuple(x), tuple(_shape_of(y, rl, leaves) for y in x.values()))
-    raise _NotReplayableError(f"the function returns a {t.__name__}, which replay cannot rebuild")
+        return ("d", tuple(x), tuple(_shape_of(y, rl, leaves, held) for y in x.values()))
+    raise _NotReplayableError(f"the function returns a {t.__name__}, which replay cannot "
+                              "rebuild")
 
 
 def _outputs(rl: list, res: list) -> tuple:

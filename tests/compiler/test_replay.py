@@ -670,3 +670,33 @@ def test_changing_sizes_replay_per_shape():
         x = ember.randn(n, 2)
         _close(f(x), (x * 2).sum(0))
     assert g.calls[0] == 4 and f.replay_count == 4
+
+
+def test_returning_a_buffer_returns_the_same_object():
+    bn = nn.BatchNorm1d(3)
+
+    def fn(x):
+        fn.calls += 1
+        return bn(x), bn.running_mean
+    fn.calls = 0
+    f = ember.compile(fn, mode="reduce-overhead")
+    with ember.no_grad():
+        for k in range(3):
+            y, rm = f(ember.randn(4, 3))
+            assert rm is bn.running_mean
+    assert fn.calls == 1 and bn.num_batches_tracked.item() == 3
+
+
+def test_adding_a_forward_hook_rerecords():
+    m = _mlp()
+    cm = ember.compile(m, mode="reduce-overhead")
+    x = ember.randn(2, 6)
+    with ember.no_grad():
+        cm(x)
+        cm(x)
+        h = m[4].register_forward_hook(lambda mod, args, out: out * 0)
+        _close(cm(x), ember.zeros(2, 3))
+        cm(x)
+        h.remove()
+        _close(cm(x), m(x))
+    assert cm._compiled.record_count == 2 and cm._compiled.replay_count == 3
