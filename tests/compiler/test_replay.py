@@ -700,3 +700,20 @@ def test_adding_a_forward_hook_rerecords():
         h.remove()
         _close(cm(x), m(x))
     assert cm._compiled.record_count == 2 and cm._compiled.replay_count == 3
+
+
+def test_custom_backend_is_what_replay_runs():
+    runs = []
+
+    def backend(graph, example_inputs):
+        def run(*args):
+            runs.append(len(args))
+            return graph.forward(*args)
+        return run
+
+    g = _counted(lambda x, y: (x + y).tanh())
+    f = ember.compile(g, backend=backend, mode="reduce-overhead")
+    for _ in range(3):
+        x, y = ember.randn(2, 2), ember.randn(2, 2)
+        _close(f(x, y), (x + y).tanh())
+    assert g.calls[0] == 1 and len(runs) == 3
