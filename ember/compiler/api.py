@@ -14,6 +14,8 @@ recompile limit.
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 import sys
 import time
 import warnings
@@ -25,10 +27,11 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
+from ember.compiler import _reasons
 from ember.compiler.backends import lookup_backend
 from ember.compiler.graph import Captured, Graph, capture
 from ember.config import config
-from ember.errors import EmberRuntimeError, EmberTypeError
+from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError
 from ember.tensor import Tensor, _wrap
 
 _LZ = _lazy.STATE
@@ -52,6 +55,23 @@ class _Config:
 
 
 compiler_config = _Config()
+
+
+class RecompileLimitWarning(UserWarning):
+    """A compiled function hit ``config.recompile_limit``: its new graphs now run eagerly."""
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the innermost frame outside ember."""
+    f = sys._getframe(1)
+    level = 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_EMBER_DIR):
+        f = f.f_back
+        level += 1
+    return level
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _log(kind: str, msg: str) -> None:
@@ -85,25 +105,46 @@ class Entry:
 
 @dataclass
 class SegmentCache:
+    """The entries of one graph position (segment) of a code object."""
+
     entries: dict = field(default_factory=dict)   # key -> [Entry]
-    count: int = 0
-    warned: bool = False
+    order: list = field(default_factory=list)     # (key, Entry) in compile order
     last_values: dict = field(default_factory=dict)  # key -> values of the last capture
+
+    @property
+    def count(self) -> int:
+        return len(self.order)
 
 
 @dataclass
 class CodeCache:
+    """Everything compiled for one code object (copies of a function share it)."""
+
     name: str
     filename: str
     lineno: int
     segments: dict = field(default_factory=dict)   # segment index -> SegmentCache
+    calls: int = 0                                 # calls so far (eager_then_compile)
+    warned: bool = False                           # the recompile-limit warning was given
+
+    @property
+    def recompiles(self) -> int:
+        """Graphs compiled beyond the first of each segment."""
+        return sum(max(seg.count - 1, 0) for seg in self.segments.values())
+
+    def where(self) -> str:
+        return f"{self.filename}:{self.lineno}"
 
 
 _CACHES: dict = {}        # code object (or other key) -> CodeCache
 
 
 def _code_key(fn: Callable) -> tuple:
-    f = getattr(fn, "__func__", fn)
+    try:  # decorators made with functools.wraps (error_on_graph_break, disable, ...) share
+        f = inspect.unwrap(fn)  # one wrapper code object: key by the function they wrap
+    except ValueError:
+        f = fn
+    f = getattr(f, "__func__", f)
     code = getattr(f, "__code__", None)
     if code is None:  # a callable object (a module): its forward's code
         fwd = getattr(type(f), "forward", None) or type(f).__call__
@@ -251,7 +292,7 @@ class CompiledFunction:
         self.mode = mode
         self.options = dict(options or {})
         self._key = _code_key(fn)
-        self._calls = 0
+        self._module: Any = None  # the nn.Module when compiling a module's call
         functools.update_wrapper(self, fn, updated=())
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -274,8 +315,9 @@ class CompiledFunction:
         stance = _check_stance()
         if stance == "force_eager":
             return self._orig(*args, **kwargs)
-        self._calls += 1
-        if stance == "eager_then_compile" and self._calls == 1:
+        code = self._code_cache()
+        code.calls += 1
+        if stance == "eager_then_compile" and code.calls == 1:
             return self._run(args, kwargs, observe_only=True)
         return self._run(args, kwargs)
 
@@ -287,14 +329,17 @@ class CompiledFunction:
             if outer is not None:  # nested compiled call: inline into the caller's trace
                 return self._orig(*args, **kwargs)
             frame = _Frame(self, observe_only)
+            frame.args, frame.kwargs = args, kwargs
             tr = _lazy.Trace(frame)
             frame.trace = tr
             _LZ.trace = tr
             try:
                 out = self._orig(*args, **kwargs)
                 tr.realize()
-            except BaseException:
+            except BaseException as exc:
                 _LZ.trace = None
+                if isinstance(exc, GraphBreakError):
+                    exc.user_stack = _trim_stack(exc.user_stack, self._key)
                 try:
                     tr.realize("exception")
                 except Exception:  # noqa: BLE001 (the user's exception matters more)
@@ -302,17 +347,38 @@ class CompiledFunction:
                 raise
             finally:
                 _LZ.trace = outer
-            for ev in _EVENTS:
-                ev.breaks.extend(tr.breaks)
-            if tr.breaks and "graph_breaks" in config.logs:
-                for reason, stack in tr.breaks:
-                    where = stack[-1] if stack else None
-                    loc = f" at {where.filename}:{where.lineno}" if where else ""
-                    _log("graph_breaks", f"graph break in {self._key[1]}: {reason}{loc}")
+            if tr.breaks:
+                breaks = [(r, _trim_stack(st, self._key)) for r, st in tr.breaks]
+                for ev in _EVENTS:
+                    ev.breaks.extend(breaks)
+                if "graph_breaks" in config.logs:
+                    for reason, stack in breaks:
+                        _log("graph_breaks", _format_break(reason, stack))
             return out
         finally:
             if self.fullgraph:
                 _LZ.fullgraph -= 1
+
+
+def _trim_stack(stack: list, key: tuple) -> list:
+    """The user stack from the compiled function's frame inwards (PyTorch reports the frames
+    of the compiled code, not its callers)."""
+    _, name, filename, _ = key
+    for i, fs in enumerate(stack):
+        if fs.filename == filename and fs.name == name:
+            return stack[i:]
+    return stack
+
+
+def _format_break(reason: str, stack: list) -> str:
+    where = stack[-1] if stack else None
+    lines = [f"Graph break in user code at {where.filename}:{where.lineno}" if where
+             else "Graph break", f"Graph Break Reason: {reason}", "User code traceback:"]
+    for fs in stack:
+        lines.append(f'  File "{fs.filename}", line {fs.lineno}, in {fs.name}')
+        if fs.line:
+            lines.append(f"    {fs.line.strip()}")
+    return "\n".join(lines)
 
 
 class _Frame:
@@ -327,6 +393,8 @@ class _Frame:
         self.backend = cf.backend if cf is not None else backend
         self.dynamic = cf.dynamic if cf is not None else dynamic
         self.trace: Any = None
+        self.args: tuple = ()
+        self.kwargs: dict = {}
 
     def realize(self, cap: Captured, segment: int) -> list:
         if _EVENTS:
@@ -344,39 +412,61 @@ class _Frame:
                     return _call(e, cap)
         if self.observe_only:
             seg.last_values[cap.key] = cap.values
-            return cap.specialize(frozenset()).run(cap.arrays)
-        stance = _STANCE.stance
+            return _run_eagerly(cap)
         if seg.count > 0:
-            reasons = _diff_reasons(seg, cap)
-            for ev in _EVENTS:
-                ev.recompile_reasons.extend(reasons)
-            if stance == "fail_on_recompile":
-                raise EmberRuntimeError(
-                    f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
-                    f"filename: '{self.code.filename}', function name: '{self.code.name}', "
-                    f"line number: {self.code.lineno}; graph {segment} differs from each "
-                    f"cached graph: " + "; ".join(reasons))
-            if stance == "eager_on_recompile":
-                return cap.specialize(frozenset()).run(cap.arrays)
-            if seg.count >= compiler_config.recompile_limit:
-                if not seg.warned:
-                    seg.warned = True
-                    warnings.warn(
-                        f"ember.compile hit config.recompile_limit "
-                        f"({compiler_config.recompile_limit})\n   function: '{self.code.name}' "
-                        f"({self.code.filename}:{self.code.lineno})\n   last reason: "
-                        f"{reasons[0] if reasons else 'unknown'}\nTo log all recompilation "
-                        f"reasons, use EMBER_LOGS=recompiles.", stacklevel=2)
-                return cap.specialize(frozenset()).run(cap.arrays)
-            _log("recompiles", f"Recompiling function {self.code.name} in "
-                 f"{self.code.filename}:{self.code.lineno} (graph {segment})\n    triggered by: "
-                 + "\n    ".join(reasons))
+            got = self._recompile_policy(seg, cap, segment)
+            if got is not None:
+                return got
         generic = self._generic(seg, cap)
         e = self._compile(cap, generic)
         seg.entries.setdefault(cap.key, []).append(e)
-        seg.count += 1
+        seg.order.append((cap.key, e))
         seg.last_values[cap.key] = cap.values
         return _call(e, cap)
+
+    def _recompile_policy(self, seg: SegmentCache, cap: Captured, segment: int) -> list | None:
+        """A miss in a segment that has entries: apply the stance and the recompile limit.
+        Returns the outputs when the graph runs without compiling, None to compile it."""
+        stance = _STANCE.stance
+        reasons = self._reasons(seg, cap, segment)
+        for ev in _EVENTS:
+            ev.recompile_reasons.extend(reasons)
+        code = self.code
+        failures = "\n    triggered by the following guard failure(s):\n" + \
+            "\n".join(f"    - {r}" for r in reasons)
+        if stance == "fail_on_recompile":
+            if not cap.arrays:  # no tensors come into the frame: PyTorch skips such frames
+                return _run_eagerly(cap)
+            raise EmberRuntimeError(
+                f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
+                f"filename: '{code.filename}', function name: '{code.name}', line number: "
+                f"{code.lineno}" + failures)
+        if stance == "eager_on_recompile":
+            return _run_eagerly(cap)
+        limit = compiler_config.recompile_limit
+        if seg.count >= limit:
+            if not code.warned:
+                code.warned = True
+                warnings.warn(
+                    f"ember.compile hit config.recompile_limit ({limit})\n"
+                    f"   function: '{code.name}' ({code.where()})\n"
+                    f"   last reason: {reasons[0] if reasons else 'unknown'}\n"
+                    f"To log all recompilation reasons, use EMBER_LOGS=\"recompiles\".",
+                    RecompileLimitWarning, stacklevel=_user_stacklevel())
+            return _run_eagerly(cap)
+        _log("recompiles", f"Recompiling function {code.name} in {code.where()}" + failures)
+        return None
+
+    def _reasons(self, seg: SegmentCache, cap: Captured, segment: int) -> list:
+        """One line per cached entry of the segment, newest first: what differs from it."""
+        cf = self.cf
+        names = _reasons.input_names(cf._orig, cf._module, self.args, self.kwargs) \
+            if cf is not None else {}
+        out = []
+        for n in range(len(seg.order) - 1, -1, -1):
+            key, e = seg.order[n]
+            out.append(f"{segment}/{n}: " + _reasons.entry_diff(e, key, cap, names))
+        return out
 
     def _generic(self, seg: SegmentCache, cap: Captured) -> frozenset:
         """Which numbers the new entry lifts to runtime arguments."""
@@ -442,6 +532,12 @@ def _marked_slots(trace: Any, cap: Captured) -> tuple:
     return dyn, static
 
 
+def _run_eagerly(cap: Captured) -> list:
+    """Run a graph that is not compiled (a recompile the stance or the limit refused) with the
+    eager kernels: what running the function's Python eagerly would have computed."""
+    return cap.specialize(frozenset()).run(cap.arrays)
+
+
 def _call(e: Entry, cap: Captured) -> list:
     scalars = [cap.values[k] for k in e.graph.lifted]  # type: ignore[attr-defined]
     fn = e.fn
@@ -453,45 +549,6 @@ def _call(e: Entry, cap: Captured) -> list:
     if isinstance(outs, Tensor):
         outs = (outs,)
     return [o._data if isinstance(o, Tensor) else np.asarray(o) for o in outs]
-
-
-def _diff_reasons(seg: SegmentCache, cap: Captured) -> list:
-    reasons = []
-    n = 0
-    for key, entries in seg.entries.items():
-        for e in entries:
-            n += 1
-            if key == cap.key:
-                diffs = [f"{cap.where[k]}: expected {e.values[k]}, actual {cap.values[k]}"
-                         for k in range(len(cap.values))
-                         if k not in e.generic and (e.values[k] != cap.values[k])]
-                diffs += [f"{cap.where[k]}: {cap.values[k]} is 0 or 1 (always specialized)"
-                          for k in e.generic if cap.kinds[k] == "size"
-                          and cap.values[k] in (0, 1)]
-                reasons.append(f"graph {n - 1}: " + ", ".join(diffs[:4]))
-            else:
-                reasons.append(f"graph {n - 1}: {_structure_diff(key, cap.key)}")
-    return reasons
-
-
-def _structure_diff(old: tuple, new: tuple) -> str:
-    (oi, on, _), (ni, nn, _) = old, new
-    if len(oi) != len(ni):
-        return f"number of tensor inputs differs (expected {len(oi)}, actual {len(ni)})"
-    for k, (a, b) in enumerate(zip(oi, ni)):
-        if a != b:
-            what = ["rank", "dtype", "contiguity"]
-            for j in range(3):
-                if a[j] != b[j]:
-                    return f"tensor x{k} {what[j]} mismatch. expected {a[j]}, actual {b[j]}"
-    for i, (a, b) in enumerate(zip(on, nn)):
-        if a[0] != b[0]:
-            return f"op {i} differs (expected {a[0]}, actual {b[0]})"
-        if a != b:
-            return f"op {i} ({a[0]}) has different non-numeric arguments"
-    if len(on) != len(nn):
-        return f"number of ops differs (expected {len(on)}, actual {len(nn)})"
-    return "the set of live outputs differs"
 
 
 def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
@@ -576,6 +633,7 @@ def _compile_callable(bound: Callable, mod: Any, **kw: Any) -> Callable:
     else:
         cf = CompiledFunction(bound, **kw)
     cf._key = _code_key(type(mod).forward)
+    cf._module = mod
     return cf
 
 
