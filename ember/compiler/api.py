@@ -435,7 +435,7 @@ class _Frame:
         failures = "\n    triggered by the following guard failure(s):\n" + \
             "\n".join(f"    - {r}" for r in reasons)
         if stance == "fail_on_recompile":
-            if not cap.arrays:  # no tensors come into the frame: PyTorch skips such frames
+            if not self._has_tensors():  # PyTorch skips frames without tensors: eager
                 return _run_eagerly(cap)
             raise EmberRuntimeError(
                 f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
@@ -456,6 +456,17 @@ class _Frame:
             return _run_eagerly(cap)
         _log("recompiles", f"Recompiling function {code.name} in {code.where()}" + failures)
         return None
+
+    def _has_tensors(self) -> bool:
+        """Whether tensors (or a module) come into the compiled call: its arguments and the
+        function's closure, as PyTorch's check of a frame's locals."""
+        cf = self.cf
+        if cf is None or cf._module is not None:
+            return True
+        fn = inspect.unwrap(cf._orig)
+        cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+                 if _cell_ok(c)]
+        return any(_holds_tensor(v, 2) for v in (*self.args, *self.kwargs.values(), *cells))
 
     def _reasons(self, seg: SegmentCache, cap: Captured, segment: int) -> list:
         """One line per cached entry of the segment, newest first: what differs from it."""
@@ -530,6 +541,24 @@ def _marked_slots(trace: Any, cap: Captured) -> tuple:
                     (dyn if how == "dynamic" else static).add(slot + d)
         slot += len(shape)
     return dyn, static
+
+
+def _cell_ok(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
+
+
+def _holds_tensor(v: Any, depth: int) -> bool:
+    if isinstance(v, Tensor) or _is_module(v):
+        return True
+    if depth and isinstance(v, (list, tuple)):
+        return any(_holds_tensor(y, depth - 1) for y in v)
+    if depth and isinstance(v, dict):
+        return any(_holds_tensor(y, depth - 1) for y in v.values())
+    return False
 
 
 def _run_eagerly(cap: Captured) -> list:
