@@ -57,6 +57,10 @@ class _Config:
 compiler_config = _Config()
 
 
+class RecompileError(EmberRuntimeError):
+    """A recompile was needed under ``set_stance("fail_on_recompile")``."""
+
+
 class RecompileLimitWarning(UserWarning):
     """A compiled function hit ``config.recompile_limit``: its new graphs now run eagerly."""
 
@@ -340,7 +344,10 @@ class CompiledFunction:
                 _LZ.trace = None
                 if isinstance(exc, GraphBreakError):
                     exc.user_stack = _trim_stack(exc.user_stack, self._key)
-                try:
+                if isinstance(exc, (GraphBreakError, RecompileError)):
+                    _abort(tr)  # PyTorch raises these before the graph runs: nothing is written
+                    raise
+                try:  # the user's exception: what ran before it keeps its effects, as in eager
                     tr.realize("exception")
                 except Exception:  # noqa: BLE001 (the user's exception matters more)
                     pass
@@ -358,6 +365,20 @@ class CompiledFunction:
         finally:
             if self.fullgraph:
                 _LZ.fullgraph -= 1
+
+
+def _abort(tr: _lazy.Trace) -> None:
+    """Drop a trace without running it: tensors that existed before the call (inputs,
+    parameters, their views) get their unchanged arrays back."""
+    for w in tr.tensors:
+        t = w()
+        if t is None:
+            continue
+        p = t._data
+        if p.__class__ is _lazy.LazyArray and p.value is None and \
+                isinstance(p.owner, np.ndarray) and isinstance(p.shadow, np.ndarray):
+            t._data = p.shadow
+    tr.reset()
 
 
 def _trim_stack(stack: list, key: tuple) -> list:
@@ -437,7 +458,7 @@ class _Frame:
         if stance == "fail_on_recompile":
             if not self._has_tensors():  # PyTorch skips frames without tensors: eager
                 return _run_eagerly(cap)
-            raise EmberRuntimeError(
+            raise RecompileError(
                 f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
                 f"filename: '{code.filename}', function name: '{code.name}', line number: "
                 f"{code.lineno}" + failures)

@@ -449,3 +449,34 @@ def test_disable_outside_compiled_code_just_calls():
     reasoned = ember.compiler.disable(_helper, reason="third-party code")
     ex = explain(lambda x: reasoned(x + 1) - 1)(_x())
     assert "third-party code" in ex.break_reasons[0].reason
+
+
+def _mutating(p, x):
+    p.add_(1)
+    p[0].mul_(10)
+    p[1:].sub_(0.5)
+    return x * p.sum().item()
+
+
+def test_graph_break_error_leaves_inputs_unwritten():
+    # PyTorch raises before the graph runs: the recorded in-place writes never happen
+    p, x = ember.ones(3), ember.ones(2)
+    with pytest.raises(GraphBreakError, match="item"):
+        ember.compile(_mutating, fullgraph=True)(p, x)
+    assert p.tolist() == [1.0, 1.0, 1.0]
+    with eog(True), pytest.raises(GraphBreakError):
+        ember.compile(_mutating)(p, x)
+    assert p.tolist() == [1.0, 1.0, 1.0]
+    q = ember.ones(3)
+    _assert_same(ember.compile(_mutating)(p, x), _mutating(q, x))
+    assert p.tolist() == q.tolist() == [20.0, 1.5, 1.5]
+
+
+def test_user_exception_keeps_the_effects_before_it():
+    def f(p):
+        p.mul_(3)
+        raise ValueError("boom")
+    p = ember.ones(2)
+    with pytest.raises(ValueError):
+        ember.compile(f)(p)
+    assert p.tolist() == [3.0, 3.0]  # as in eager

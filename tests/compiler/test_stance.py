@@ -281,3 +281,18 @@ def test_skip_guard_eval_unsafe_is_accepted():
 
 def test_set_stance_in_both_namespaces():
     assert ember._dynamo.set_stance is ember.compiler.set_stance
+
+
+def test_fail_on_recompile_error_leaves_inputs_unwritten():
+    @ember.compile(dynamic=False)
+    def step(p, g):
+        p.add_(g)
+        return p * 2
+
+    step(ember.ones(3), ember.ones(3))
+    p = ember.ones(4)
+    with set_stance("fail_on_recompile"), pytest.raises(RuntimeError, match="recompile"):
+        step(p, ember.ones(4))
+    assert p.tolist() == [1.0] * 4
+    _check(step(p, ember.ones(4)), [4.0] * 4)
+    assert p.tolist() == [2.0] * 4
