@@ -342,8 +342,9 @@ class CompiledFunction:
                 tr.realize()
             except BaseException as exc:
                 _LZ.trace = None
-                if isinstance(exc, GraphBreakError):
+                if isinstance(exc, GraphBreakError) and exc.reason:
                     exc.user_stack = _trim_stack(exc.user_stack, self._key)
+                    exc.args = (_format_break_error(exc.reason, exc.user_stack),)
                 if isinstance(exc, (GraphBreakError, RecompileError)):
                     _abort(tr)  # PyTorch raises these before the graph runs: nothing is written
                     raise
@@ -389,6 +390,20 @@ def _trim_stack(stack: list, key: tuple) -> list:
         if fs.filename == filename and fs.name == name:
             return stack[i:]
     return stack
+
+
+def _format_break_error(reason: str, stack: list) -> str:
+    lines = [f"graph break: {reason}", "  from user code:"]
+    for fs in stack:
+        lines.append(f'    File "{fs.filename}", line {fs.lineno}, in {fs.name}')
+        if fs.line:
+            lines.append(f"      {fs.line.strip()}")
+    lines.append("  Graph breaks are errors here (fullgraph=True or "
+                 "ember.compiler.error_on_graph_break(True)). Hint: keep the computation in "
+                 "tensor ops (e.g. ember.where instead of an `if` on a tensor), move this code "
+                 "out of the compiled function, or allow breaks in this region with "
+                 "error_on_graph_break(False) (not under fullgraph=True).")
+    return "\n".join(lines)
 
 
 def _format_break(reason: str, stack: list) -> str:
