@@ -281,7 +281,7 @@ class Trace:
         if st is not None:
             return self._reread(t, st).ref
         r = self.input_ref(p)
-        m = t.__dict__.get("_dyn_marks") if hasattr(t, "__dict__") else None
+        m = t.__dict__.get("_dyn_marks")
         if m:
             self.marks[r[1]] = m
         return r
@@ -445,7 +445,9 @@ class Trace:
         owners = {id(la.owner) for la in derived_lazy}
         for k, la in enumerate(direct):
             v = _as_array(results[k], la.dtype)
-            la.value = np.ascontiguousarray(v) if id(la) in owners else v
+            if id(la) in owners and not v.flags.c_contiguous:
+                v = v.copy(order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
+            la.value = v
         for k, st in enumerate(written, len(direct)):
             val = _as_array(results[k], st.np_dtype)
             if val is not st.root:

@@ -23,6 +23,12 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     return (x * y).sum(dim)
 
 
+class _MissingLinalgError(AttributeError, NotImplementedError):
+    """An ``ember.linalg`` function that does not exist (also an AttributeError, so that
+    ``hasattr`` and tools probing the module behave)."""
+
+
 def __getattr__(name: str) -> Any:
-    from ember.errors import EmberNotImplementedError
-    raise EmberNotImplementedError(f"[linalg] ember.linalg.{name} is not implemented")
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _MissingLinalgError(f"[linalg] ember.linalg.{name} is not implemented")

@@ -712,7 +712,7 @@ def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
         tr.graph_break(f"{op.name} has an output shape that depends on the data")
         return _eager_bind(op, inputs, params)
     for x in inputs:
-        if isinstance(x, (list, tuple)) and any(isinstance(y, Tensor) for y in x):
+        if x.__class__ in (list, tuple) and any(isinstance(y, Tensor) for y in x):
             tr.graph_break(f"{op.name} takes a nested list of tensors")
             return _eager_bind(op, inputs, params)
     spec = op.meta(*inputs, **params)
@@ -721,7 +721,8 @@ def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
         if None in shape:
             tr.graph_break(f"{op.name} has an output shape that depends on the data")
             return _eager_bind(op, inputs, params)
-    args = tuple(tr.ref_of(x) if isinstance(x, Tensor) else x for x in inputs)
+    ref_of = tr.ref_of
+    args = tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs])
     refs = tr.add_node(op, args, params, specs)
     view = op.kind == "view"
     if view:

@@ -211,9 +211,13 @@ class Graph:
             params = _resolve(n.params, sc) if sc else n.params
             out = n.op.eager(*args, **params)
             if len(n.specs) == 1 and n.op.num_outputs == 1:
+                if type(out) is not np.ndarray:  # kernels may return NumPy scalars
+                    out = np.asarray(out, dtype=n.specs[0][1].np)
                 vals[("n", i, 0)] = out
             else:
                 for j, o in enumerate(out):
+                    if type(o) is not np.ndarray:
+                        o = np.asarray(o, dtype=n.specs[j][1].np)
                     vals[("n", i, j)] = o
         return [vals[o] for o in self.outputs]
 
@@ -290,8 +294,20 @@ class Captured:
     first); ``kinds`` says for each whether it is a size or a scalar; ``where`` describes it.
     """
 
-    __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "where", "arrays",
-                 "in_orig")
+    __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "arrays", "in_orig",
+                 "_bounds")
+
+    @property
+    def where(self) -> list:
+        """A description of each slot (for recompile reasons)."""
+        out = []
+        for k, shape in enumerate(s for s, _ in self.inputs):
+            out.extend(f"tensor 'x{k}' size at index {d}" for d in range(len(shape)))
+        for i, ((start, mid), n) in enumerate(zip(self._bounds, self.nodes)):
+            end = self._bounds[i + 1][0] if i + 1 < len(self._bounds) else len(self.values)
+            out.extend(f"node {i} ({n.op.name}) " + ("argument" if k < mid else "parameter")
+                       for k in range(start, end))
+        return out
 
     def specialize(self, generic: frozenset) -> Graph:
         """The Graph with slots in ``generic`` lifted to scalar inputs, the rest constant."""
@@ -322,65 +338,65 @@ class Captured:
 
 def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any) -> Captured:
     """Dead-code-eliminate ``tnodes`` to ``out_refs`` and renumber; compute key and slots."""
-    live = [False] * len(tnodes)
-    used_inputs: dict = {}
-    stack = [r for r in out_refs]
-    while stack:
-        r = stack.pop()
+    n_nodes = len(tnodes)
+    live = [False] * n_nodes
+    used = [False] * len(arrays)
+    for r in out_refs:
         if r[0] == "i":
-            used_inputs[r[1]] = True
-            continue
-        i = r[1]
+            used[r[1]] = True
+        else:
+            live[r[1]] = True
+    for i in range(n_nodes - 1, -1, -1):  # refs only point backwards: one reverse sweep
         if live[i]:
-            continue
-        live[i] = True
-        for a in tnodes[i].args:
-            if type(a) is tuple and a and (a[0] == "n" or a[0] == "i"):
-                stack.append(a)
-    in_map = {}
-    inputs = []
-    in_arrays = []
-    for k in sorted(used_inputs):
-        in_map[k] = len(inputs)
-        arr = arrays[k]
-        inputs.append((tuple(arr.shape), dtype_of(arr)))
-        in_arrays.append(arr)
-    node_map = {}
-    nodes: list = []
-    for i, n in enumerate(tnodes):
-        if not live[i]:
-            continue
-        node_map[i] = len(nodes)
-        args = tuple(_remap(a, in_map, node_map) for a in n.args)
-        nodes.append(Node(n.op, args, n.params, n.specs))
-    outputs = [_remap(r, in_map, node_map) for r in out_refs]
+            for a in tnodes[i].args:
+                if type(a) is tuple:
+                    if a[0] == "n":
+                        live[a[1]] = True
+                    elif a[0] == "i":
+                        used[a[1]] = True
+    in_orig = [k for k, u in enumerate(used) if u]
+    in_arrays = [arrays[k] for k in in_orig]
+    inputs = [(arr.shape, dtype_of(arr)) for arr in in_arrays]
+    if len(in_orig) == len(arrays) and all(live):
+        nodes = tnodes           # nothing to renumber
+        outputs = list(out_refs)
+    else:
+        in_map = {k: j for j, k in enumerate(in_orig)}
+        node_map: dict = {}
+        nodes = []
+        for i, n in enumerate(tnodes):
+            if live[i]:
+                node_map[i] = len(nodes)
+                nodes.append(TNodeLike(n.op, tuple(_remap(a, in_map, node_map) for a in n.args),
+                                       n.params, n.specs))
+        outputs = [_remap(r, in_map, node_map) for r in out_refs]
     values: list = []
-    kinds: list = []
-    where: list = []
     in_key = []
-    for k, (arr, (shape, dt)) in enumerate(zip(in_arrays, inputs)):
-        for d, s in enumerate(shape):
-            values.append(s)
-            kinds.append("size")
-            where.append(f"x{k}.size()[{d}]")
-        in_key.append((len(shape), dt.name, bool(arr.flags.c_contiguous)))
+    for arr in in_arrays:
+        values.extend(arr.shape)
+        in_key.append((arr.ndim, arr.dtype, arr.flags.c_contiguous))
+    n_sizes = len(values)
     node_key = []
-    for i, n in enumerate(nodes):
+    bounds = []
+    for n in nodes:
         start = len(values)
-        ak = tuple(a if type(a) is tuple and a and a[0] in ("i", "n") else _skel(a, values)
-                   for a in n.args)
+        ak = tuple(a if type(a) is tuple else _skel(a, values) for a in n.args)
         mid = len(values)
-        pk = _skel(n.params, values)
-        for k in range(start, len(values)):
-            kinds.append("scalar")
-            where.append(f"node {i} ({n.op.name}) " + ("argument" if k < mid else "parameter"))
+        params = n.params
+        pk = _skel(params, values) if params else ()
+        bounds.append((start, mid))
         node_key.append((n.op.name, ak, pk))
     c = Captured()
     c.nodes, c.inputs, c.outputs, c.arrays = nodes, inputs, outputs, in_arrays
-    c.in_orig = sorted(used_inputs)
+    c.in_orig = in_orig
     c.key = (tuple(in_key), tuple(node_key), tuple(outputs))
-    c.values, c.kinds, c.where = values, kinds, where
+    c.values = values
+    c.kinds = ["size"] * n_sizes + ["scalar"] * (len(values) - n_sizes)
+    c._bounds = bounds
     return c
+
+
+TNodeLike = Node
 
 
 def _remap(a: Any, in_map: dict, node_map: dict) -> Any:

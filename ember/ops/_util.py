@@ -11,9 +11,13 @@ from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, ShapeError
 from ember.ops import _parallel
 
+_NOT_TENSOR = (int, float, bool, complex, type(None))
+
 
 def tensor_inputs(inputs: tuple) -> list:
-    return [x for x in inputs if hasattr(x, "shape") and hasattr(x, "dtype")]
+    # Python scalars stand in for tensors of pointwise primitives; everything else is a tensor
+    # (or a stand-in with .shape/.dtype)
+    return [x for x in inputs if not isinstance(x, _NOT_TENSOR)]
 
 
 def pointwise_meta(name: str, out_dtype: dt.dtype | None = None,
