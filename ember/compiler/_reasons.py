@@ -76,7 +76,8 @@ def slot_diff(cap: Any, slot: int, expected: Any, names: dict) -> str:
         k, d = owner
         return (f"{_tensor_name(cap, k, names)} size mismatch at index {d}. expected "
                 f"{expected}, actual {actual}")
-    return f"Python scalar ({cap.where[slot]}) mismatch. expected {expected!r}, actual {actual!r}"
+    return (f"Python scalar ({cap.where[slot]}) mismatch. expected {expected!r}, "
+            f"actual {actual!r}")
 
 
 def entry_diff(entry: Any, key: tuple, cap: Any, names: dict) -> str:

@@ -50,9 +50,9 @@ def lookup_backend(backend: Any) -> Callable:
         return backend
     if isinstance(backend, str) and backend in _BACKENDS:
         return _BACKENDS[backend]
-    raise EmberRuntimeError(f"Invalid backend: {backend!r}, see "
-                            f"`ember._dynamo.list_backends(None)` for available backends "
-                            f"({', '.join(list_backends(None))}), or pass a callable "
+    raise EmberRuntimeError(f"Invalid backend: {backend!r} (unknown backend; registered: "
+                            f"{', '.join(list_backends(None))}), see "
+                            f"`ember._dynamo.list_backends(None)`, or pass a callable "
                             f"(graph, example_inputs) -> callable")
 
 
