@@ -789,7 +789,8 @@ def _mark(t: Tensor, index: int | list, how: str) -> None:
     t._dyn_marks = marks
 
 
-__all__ = ["CompiledFunction", "OptimizedModule", "compile", "compiler_config", "disable",
+__all__ = ["CompiledFunction", "OptimizedModule", "RecompileError", "RecompileLimitWarning",
+           "compile", "compiler_config", "disable",
            "error_on_graph_break", "graph_break", "is_compiling", "mark_dynamic",
            "mark_static", "maybe_mark_dynamic", "module_compile", "reset", "set_stance"]
 
