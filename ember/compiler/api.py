@@ -148,6 +148,8 @@ def _code_key(fn: Callable) -> tuple:
         f = inspect.unwrap(fn)  # one wrapper code object: key by the function they wrap
     except ValueError:
         f = fn
+    while isinstance(f, functools.partial):
+        f = f.func
     f = getattr(f, "__func__", f)
     code = getattr(f, "__code__", None)
     if code is None:  # a callable object (a module): its forward's code

@@ -466,3 +466,18 @@ def test_explain_accepts_extra_args_and_compiled_functions():
     cf = ember.compile(lambda x, y: x + y)
     ex = explain(cf, ember.ones(2))(ember.ones(2))
     assert (ex.graph_count, ex.ops_per_graph) == (1, [["add"]])
+
+
+def test_partials_and_bound_methods_share_their_function_cache():
+    import functools
+    cb = Counting()
+
+    def scale(k, x):
+        return x * k
+    f2 = ember.compile(functools.partial(scale, 2.0), backend=cb)
+    f3 = ember.compile(functools.partial(scale, 3.0), backend=cb)
+    assert f2(ember.ones(1)).tolist() == [2.0]
+    assert f3(ember.ones(1)).tolist() == [3.0]  # same code: the scalar became an argument
+    assert cb.count == 2 and cb.graphs[1].num_scalars == 1
+    with ember.compiler.set_stance("fail_on_recompile"):
+        assert ember.compile(functools.partial(scale, 4.0))(ember.ones(1)).tolist() == [4.0]
