@@ -58,7 +58,8 @@ compiler_config = _Config()
 
 
 class RecompileError(EmberRuntimeError):
-    """A recompile was needed under ``set_stance("fail_on_recompile")``."""
+    """A recompile was needed under ``set_stance("fail_on_recompile")``, or a ``fullgraph=True``
+    function went past ``config.recompile_limit``."""
 
 
 class RecompileLimitWarning(UserWarning):
@@ -483,12 +484,18 @@ class _Frame:
             return _run_eagerly(cap)
         limit = compiler_config.recompile_limit
         if seg.count >= limit:
+            last = reasons[0] if reasons else "unknown"
+            if self.cf is not None and self.cf.fullgraph:  # PyTorch 2.13: a hard failure
+                raise RecompileError(
+                    f"ember.compile hit config.recompile_limit ({limit}) with fullgraph=True "
+                    f"(a new graph cannot run eagerly)\n   function: '{code.name}' "
+                    f"({code.where()})\n   last reason: {last}")
             if not code.warned:
                 code.warned = True
                 warnings.warn(
                     f"ember.compile hit config.recompile_limit ({limit})\n"
                     f"   function: '{code.name}' ({code.where()})\n"
-                    f"   last reason: {reasons[0] if reasons else 'unknown'}\n"
+                    f"   last reason: {last}\n"
                     f"To log all recompilation reasons, use EMBER_LOGS=\"recompiles\".",
                     RecompileLimitWarning, stacklevel=_user_stacklevel())
             return _run_eagerly(cap)

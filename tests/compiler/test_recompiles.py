@@ -481,3 +481,15 @@ def test_partials_and_bound_methods_share_their_function_cache():
     assert cb.count == 2 and cb.graphs[1].num_scalars == 1
     with ember.compiler.set_stance("fail_on_recompile"):
         assert ember.compile(functools.partial(scale, 4.0))(ember.ones(1)).tolist() == [4.0]
+
+
+def test_recompile_limit_with_fullgraph_raises(monkeypatch):
+    # PyTorch 2.13: "Hard failure due to fullgraph=True" instead of running eagerly
+    monkeypatch.setattr(compiler_config, "recompile_limit", 2)
+    f = ember.compile(lambda x: x + 1, fullgraph=True, dynamic=False)
+    f(ember.ones(2))
+    f(ember.ones(3))
+    with pytest.raises(ember.compiler.RecompileError, match=r"recompile_limit \(2\) with "
+                       r"fullgraph=True[\s\S]*expected 3, actual 4"):
+        f(ember.ones(4))
+    assert f(ember.ones(3)).tolist() == [2.0] * 3
