@@ -328,6 +328,10 @@ class CompiledFunction:
             return self._run(args, kwargs, observe_only=True)
         return self._run(args, kwargs)
 
+    def _make_frame(self, observe_only: bool) -> _Frame:
+        # a seam for mode="reduce-overhead" (replay.py), which records what realizing did
+        return _Frame(self, observe_only)
+
     def _run(self, args: tuple, kwargs: dict, observe_only: bool = False) -> Any:
         outer = _LZ.trace
         if self.fullgraph:
@@ -335,7 +339,7 @@ class CompiledFunction:
         try:
             if outer is not None:  # nested compiled call: inline into the caller's trace
                 return self._orig(*args, **kwargs)
-            frame = _Frame(self, observe_only)
+            frame = self._make_frame(observe_only)
             frame.args, frame.kwargs = args, kwargs
             tr = _lazy.Trace(frame)
             frame.trace = tr
