@@ -1,4 +1,4 @@
-"""Why a captured graph missed the cache: readable "guard failure" lines.
+"""What the compiler tells the user: why a graph missed the cache, and where a graph broke.
 
 A cache entry of a segment matches a capture when their structural keys are equal and every
 number the entry specializes is equal (``api.Entry.matches``).  When none matches, these helpers
@@ -6,11 +6,16 @@ say, for each cached entry, what differs, in PyTorch's words where there is one
 (``tensor 'x' size mismatch at index 0. expected 3, actual 4``).  Tensor inputs are named after
 the compiled function's arguments (or ``self.<name>`` for a module's parameters and buffers)
 when the input is one of them.
+
+The rest formats graph breaks (``EMBER_LOGS=graph_breaks`` and ``GraphBreakError``) with the
+user's stack cut to the compiled function's frames.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -117,4 +122,86 @@ def structure_diff(old: tuple, new: tuple, cap: Any, names: dict) -> str:
     return "the set of live outputs differs"
 
 
-__all__ = ["entry_diff", "input_names", "slot_diff", "structure_diff"]
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the innermost frame outside ember."""
+    f = sys._getframe(1)
+    level = 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_EMBER_DIR):
+        f = f.f_back
+        level += 1
+    return level
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def trim_stack(stack: list, key: tuple) -> list:
+    """The user stack from the compiled function's frame inwards (PyTorch reports the frames
+    of the compiled code, not its callers)."""
+    _, name, filename, _ = key
+    for i, fs in enumerate(stack):
+        if fs.filename == filename and fs.name == name:
+            return stack[i:]
+    return stack
+
+
+def format_break_error(reason: str, stack: list) -> str:
+    """The message of a ``GraphBreakError``: reason, user stack with source lines, a hint."""
+    lines = [f"graph break: {reason}", "  from user code:"]
+    for fs in stack:
+        lines.append(f'    File "{fs.filename}", line {fs.lineno}, in {fs.name}')
+        if fs.line:
+            lines.append(f"      {fs.line.strip()}")
+    lines.append("  Graph breaks are errors here (fullgraph=True or "
+                 "ember.compiler.error_on_graph_break(True)). Hint: keep the computation in "
+                 "tensor ops (e.g. ember.where instead of an `if` on a tensor), move this code "
+                 "out of the compiled function, or allow breaks in this region with "
+                 "error_on_graph_break(False) (not under fullgraph=True).")
+    return "\n".join(lines)
+
+
+def format_break(reason: str, stack: list) -> str:
+    """One ``EMBER_LOGS=graph_breaks`` entry, in the shape of PyTorch's."""
+    where = stack[-1] if stack else None
+    lines = [f"Graph break in user code at {where.filename}:{where.lineno}" if where
+             else "Graph break", f"Graph Break Reason: {reason}", "User code traceback:"]
+    for fs in stack:
+        lines.append(f'  File "{fs.filename}", line {fs.lineno}, in {fs.name}')
+        if fs.line:
+            lines.append(f"    {fs.line.strip()}")
+    return "\n".join(lines)
+
+
+def call_has_tensors(fn: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a tensor or module is among a call's arguments or ``fn``'s closure."""
+    fn = inspect.unwrap(fn)
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if _cell_ok(c)]
+    return any(holds_tensor(v, 2) for v in (*args, *kwargs.values(), *cells))
+
+
+def _cell_ok(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
+
+
+def holds_tensor(v: Any, depth: int) -> bool:
+    if isinstance(v, Tensor) or is_module(v):
+        return True
+    if depth and isinstance(v, (list, tuple)):
+        return any(holds_tensor(y, depth - 1) for y in v)
+    if depth and isinstance(v, dict):
+        return any(holds_tensor(y, depth - 1) for y in v.values())
+    return False
+
+
+def is_module(obj: Any) -> bool:
+    return any(c.__name__ == "Module" and c.__module__.startswith("ember.nn")
+               for c in type(obj).__mro__)
+
+
+__all__ = ["call_has_tensors", "entry_diff", "format_break", "format_break_error",
+           "holds_tensor", "input_names", "is_module", "slot_diff", "structure_diff",
+           "trim_stack", "user_stacklevel"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import sys
 import time
 import warnings
@@ -64,19 +63,6 @@ class RecompileError(EmberRuntimeError):
 
 class RecompileLimitWarning(UserWarning):
     """A compiled function hit ``config.recompile_limit``: its new graphs now run eagerly."""
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning at the innermost frame outside ember."""
-    f = sys._getframe(1)
-    level = 1
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_EMBER_DIR):
-        f = f.f_back
-        level += 1
-    return level
-
-
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _log(kind: str, msg: str) -> None:
@@ -350,8 +336,8 @@ class CompiledFunction:
             except BaseException as exc:
                 _LZ.trace = None
                 if isinstance(exc, GraphBreakError) and exc.reason:
-                    exc.user_stack = _trim_stack(exc.user_stack, self._key)
-                    exc.args = (_format_break_error(exc.reason, exc.user_stack),)
+                    exc.user_stack = _reasons.trim_stack(exc.user_stack, self._key)
+                    exc.args = (_reasons.format_break_error(exc.reason, exc.user_stack),)
                 if isinstance(exc, (GraphBreakError, RecompileError)):
                     _abort(tr)  # PyTorch raises these before the graph runs: nothing is written
                     raise
@@ -362,17 +348,21 @@ class CompiledFunction:
                 raise
             finally:
                 _LZ.trace = outer
-            if tr.breaks:
-                breaks = [(r, _trim_stack(st, self._key)) for r, st in tr.breaks]
-                for ev in _EVENTS:
-                    ev.breaks.extend(breaks)
-                if "graph_breaks" in config.logs:
-                    for reason, stack in breaks:
-                        _log("graph_breaks", _format_break(reason, stack))
+                if tr.breaks:  # also when the call raised: the breaks before it happened
+                    self._report_breaks(tr.breaks)
             return out
         finally:
             if self.fullgraph:
                 _LZ.fullgraph -= 1
+
+
+    def _report_breaks(self, raw: list) -> None:
+        breaks = [(r, _reasons.trim_stack(st, self._key)) for r, st in raw]
+        for ev in _EVENTS:
+            ev.breaks.extend(breaks)
+        if "graph_breaks" in config.logs:
+            for reason, stack in breaks:
+                _log("graph_breaks", _reasons.format_break(reason, stack))
 
 
 def _abort(tr: _lazy.Trace) -> None:
@@ -387,41 +377,6 @@ def _abort(tr: _lazy.Trace) -> None:
                 isinstance(p.owner, np.ndarray) and isinstance(p.shadow, np.ndarray):
             t._data = p.shadow
     tr.reset()
-
-
-def _trim_stack(stack: list, key: tuple) -> list:
-    """The user stack from the compiled function's frame inwards (PyTorch reports the frames
-    of the compiled code, not its callers)."""
-    _, name, filename, _ = key
-    for i, fs in enumerate(stack):
-        if fs.filename == filename and fs.name == name:
-            return stack[i:]
-    return stack
-
-
-def _format_break_error(reason: str, stack: list) -> str:
-    lines = [f"graph break: {reason}", "  from user code:"]
-    for fs in stack:
-        lines.append(f'    File "{fs.filename}", line {fs.lineno}, in {fs.name}')
-        if fs.line:
-            lines.append(f"      {fs.line.strip()}")
-    lines.append("  Graph breaks are errors here (fullgraph=True or "
-                 "ember.compiler.error_on_graph_break(True)). Hint: keep the computation in "
-                 "tensor ops (e.g. ember.where instead of an `if` on a tensor), move this code "
-                 "out of the compiled function, or allow breaks in this region with "
-                 "error_on_graph_break(False) (not under fullgraph=True).")
-    return "\n".join(lines)
-
-
-def _format_break(reason: str, stack: list) -> str:
-    where = stack[-1] if stack else None
-    lines = [f"Graph break in user code at {where.filename}:{where.lineno}" if where
-             else "Graph break", f"Graph Break Reason: {reason}", "User code traceback:"]
-    for fs in stack:
-        lines.append(f'  File "{fs.filename}", line {fs.lineno}, in {fs.name}')
-        if fs.line:
-            lines.append(f"    {fs.line.strip()}")
-    return "\n".join(lines)
 
 
 class _Frame:
@@ -501,7 +456,7 @@ class _Frame:
                     f"   function: '{code.name}' ({code.where()})\n"
                     f"   last reason: {last}\n"
                     f"To log all recompilation reasons, use EMBER_LOGS=\"recompiles\".",
-                    RecompileLimitWarning, stacklevel=_user_stacklevel())
+                    RecompileLimitWarning, stacklevel=_reasons.user_stacklevel())
             return _run_eagerly(cap)
         _log("recompiles", f"Recompiling function {code.name} in {code.where()}" + failures)
         return None
@@ -512,10 +467,7 @@ class _Frame:
         cf = self.cf
         if cf is None or cf._module is not None:
             return True
-        fn = inspect.unwrap(cf._orig)
-        cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
-                 if _cell_ok(c)]
-        return any(_holds_tensor(v, 2) for v in (*self.args, *self.kwargs.values(), *cells))
+        return _reasons.call_has_tensors(cf._orig, self.args, self.kwargs)
 
     def _reasons(self, seg: SegmentCache, cap: Captured, segment: int) -> list:
         """One line per cached entry of the segment, newest first: what differs from it."""
@@ -592,24 +544,6 @@ def _marked_slots(trace: Any, cap: Captured) -> tuple:
     return dyn, static
 
 
-def _cell_ok(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 (an empty cell raises)
-    except ValueError:
-        return False
-    return True
-
-
-def _holds_tensor(v: Any, depth: int) -> bool:
-    if isinstance(v, Tensor) or _is_module(v):
-        return True
-    if depth and isinstance(v, (list, tuple)):
-        return any(_holds_tensor(y, depth - 1) for y in v)
-    if depth and isinstance(v, dict):
-        return any(_holds_tensor(y, depth - 1) for y in v.values())
-    return False
-
-
 def _run_eagerly(cap: Captured) -> list:
     """Run a graph that is not compiled (a recompile the stance or the limit refused) with the
     eager kernels: what running the function's Python eagerly would have computed."""
@@ -658,7 +592,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: 
             return fn
         if not callable(fn):
             raise EmberTypeError(f"[ember.compile] expected a callable, got {type(fn).__name__}")
-        if _is_module(fn):
+        if _reasons.is_module(fn):
             return _compile_module(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                    mode=mode, options=options)
         if mode == "reduce-overhead":
@@ -673,9 +607,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: 
     return wrap(model)
 
 
-def _is_module(obj: Any) -> bool:
-    return any(c.__name__ == "Module" and c.__module__.startswith("ember.nn")
-               for c in type(obj).__mro__)
+_is_module = _reasons.is_module
 
 
 class OptimizedModule:

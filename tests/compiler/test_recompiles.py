@@ -493,3 +493,16 @@ def test_recompile_limit_with_fullgraph_raises(monkeypatch):
                        r"fullgraph=True[\s\S]*expected 3, actual 4"):
         f(ember.ones(4))
     assert f(ember.ones(3)).tolist() == [2.0] * 3
+
+
+def test_logs_graph_breaks_of_a_call_that_raises(monkeypatch, capsys):
+    monkeypatch.setattr(config, "logs", frozenset({"graph_breaks"}))
+
+    @ember.compile
+    def f(x):
+        if (x * 2).sum() > 0:
+            raise ValueError("positive")
+        return x
+    with pytest.raises(ValueError):
+        f(ember.ones(2))
+    assert "Graph Break Reason: bool() of a tensor" in capsys.readouterr().err
