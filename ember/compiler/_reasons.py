@@ -85,8 +85,11 @@ def slot_diff(cap: Any, slot: int, expected: Any, names: dict) -> str:
             f"actual {actual!r}")
 
 
-def entry_diff(entry: Any, key: tuple, cap: Any, names: dict) -> str:
+def entry_diff(entry: Any, key: tuple, cap: Any, names: dict, backend: Any = None) -> str:
     """What about ``cap`` fails ``entry`` (compiled for structural key ``key``)."""
+    if backend is not None and entry.backend is not backend:
+        return (f"backend mismatch. expected {_backend_name(entry.backend)}, actual "
+                f"{_backend_name(backend)}")
     if key != cap.key:
         return structure_diff(key, cap.key, cap, names)
     diffs = []
@@ -101,6 +104,10 @@ def entry_diff(entry: Any, key: tuple, cap: Any, names: dict) -> str:
             diffs.append(slot_diff(cap, k, mine, names))
     more = f" (and {len(diffs) - 4} more)" if len(diffs) > 4 else ""
     return "; ".join(diffs[:4]) + more
+
+
+def _backend_name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
 def structure_diff(old: tuple, new: tuple, cap: Any, names: dict) -> str:

@@ -81,6 +81,7 @@ class Entry:
     values: tuple            # the capture's numbers when compiled (specialized ones must match)
     kinds: tuple
     compile_time: float
+    backend: Any = None      # the compiler function that made ``fn`` (entries are per backend)
 
     def matches(self, values: list) -> bool:
         gen = self.generic
@@ -393,6 +394,10 @@ class _Frame:
         self.trace: Any = None
         self.args: tuple = ()
         self.kwargs: dict = {}
+        # force_backend (set_stance) replaces the function's backend; it cannot change during
+        # a call (set_stance raises inside compiled code)
+        self.compiler_fn = lookup_backend(_STANCE.backend if _STANCE.backend is not None
+                                          else self.backend)
 
     def realize(self, cap: Captured, segment: int) -> list:
         if _EVENTS:
@@ -405,7 +410,7 @@ class _Frame:
         entries = seg.entries.get(cap.key)
         if entries:
             for e in entries:
-                if e.matches(cap.values):
+                if e.backend is self.compiler_fn and e.matches(cap.values):
                     seg.last_values[cap.key] = cap.values
                     return _call(e, cap)
         if self.observe_only:
@@ -477,7 +482,8 @@ class _Frame:
         out = []
         for n in range(len(seg.order) - 1, -1, -1):
             key, e = seg.order[n]
-            out.append(f"{segment}/{n}: " + _reasons.entry_diff(e, key, cap, names))
+            out.append(f"{segment}/{n}: " + _reasons.entry_diff(e, key, cap, names,
+                                                                 self.compiler_fn))
         return out
 
     def _generic(self, seg: SegmentCache, cap: Captured) -> frozenset:
@@ -511,7 +517,7 @@ class _Frame:
         if config.debug >= 1:
             graph.verify()
         backend = _STANCE.backend if _STANCE.backend is not None else self.backend
-        compiler_fn = lookup_backend(backend)
+        compiler_fn = self.compiler_fn
         examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
         fn = compiler_fn(graph, examples)
         if not callable(fn):
@@ -523,7 +529,7 @@ class _Frame:
                   f"{graph.python()}", file=sys.stderr)
         for ev in _EVENTS:
             ev.compile_times.append(dt)
-        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt)
+        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn)
 
 
 def _marked_slots(trace: Any, cap: Captured) -> tuple:

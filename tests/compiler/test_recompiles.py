@@ -480,7 +480,8 @@ def test_partials_and_bound_methods_share_their_function_cache():
     assert f3(ember.ones(1)).tolist() == [3.0]  # same code: the scalar became an argument
     assert cb.count == 2 and cb.graphs[1].num_scalars == 1
     with ember.compiler.set_stance("fail_on_recompile"):
-        assert ember.compile(functools.partial(scale, 4.0))(ember.ones(1)).tolist() == [4.0]
+        f4 = ember.compile(functools.partial(scale, 4.0), backend=cb)
+        assert f4(ember.ones(1)).tolist() == [4.0]
 
 
 def test_recompile_limit_with_fullgraph_raises(monkeypatch):
@@ -506,3 +507,22 @@ def test_logs_graph_breaks_of_a_call_that_raises(monkeypatch, capsys):
     with pytest.raises(ValueError):
         f(ember.ones(2))
     assert "Graph Break Reason: bool() of a tensor" in capsys.readouterr().err
+
+
+def test_cache_entries_are_per_backend():
+    # PyTorch: a copy of a function compiled with another backend compiles again; going back to
+    # the first backend reuses its entry
+    b1, b2 = Counting(), Counting()
+
+    def f(x):
+        return x + 1
+    ember.compile(f, backend=b1)(ember.ones(2))
+    ember.compile(f, backend=b2)(ember.ones(2))
+    ember.compile(f, backend=b1)(ember.ones(2))
+    assert (b1.count, b2.count) == (1, 1)
+    with ember.compiler.set_stance("default", force_backend=b2):
+        ember.compile(f, backend=b1)(ember.ones(2))
+    assert (b1.count, b2.count) == (1, 1)
+    with ember.compiler.set_stance("fail_on_recompile"), \
+            pytest.raises(ember.compiler.RecompileError, match="backend mismatch"):
+        ember.compile(f, backend="eager")(ember.ones(2))
