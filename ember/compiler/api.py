@@ -487,14 +487,16 @@ class _Frame:
         return out
 
     def _generic(self, seg: SegmentCache, cap: Captured) -> frozenset:
-        """Which numbers the new entry lifts to runtime arguments."""
-        if self.dynamic is False:
-            return frozenset()
+        """Which numbers the new entry lifts to runtime arguments.  Marks win over
+        ``dynamic=`` (as in PyTorch): mark_dynamic dims are generic even with dynamic=False,
+        mark_static dims specialized even with dynamic=True."""
         kinds, values = cap.kinds, cap.values
+        dyn, static = _marked_slots(self.trace, cap)
+        if self.dynamic is False:
+            return frozenset(dyn - static)
         if self.dynamic is True:
             return frozenset(k for k, v in enumerate(values)
-                             if kinds[k] == "scalar" or v not in (0, 1))
-        dyn, static = _marked_slots(self.trace, cap)
+                             if kinds[k] == "scalar" or v not in (0, 1)) - static
         gen: set = set(dyn)
         if compiler_config.automatic_dynamic_shapes:
             prev = seg.last_values.get(cap.key)

@@ -526,3 +526,20 @@ def test_cache_entries_are_per_backend():
     with ember.compiler.set_stance("fail_on_recompile"), \
             pytest.raises(ember.compiler.RecompileError, match="backend mismatch"):
         ember.compile(f, backend="eager")(ember.ones(2))
+
+
+def test_marks_win_over_the_dynamic_argument():
+    # PyTorch: mark_dynamic is honoured under dynamic=False; mark_static under dynamic=True
+    cb = Counting()
+    f = ember.compile(lambda x: x + 1, backend=cb, dynamic=False)
+    x = ember.ones(5)
+    ember._dynamo.mark_dynamic(x, 0)
+    f(x)
+    f(ember.ones(6))  # the generic graph serves it (one compile in PyTorch too)
+    assert [_inputs(g) for g in cb.graphs] == [[("s0",)]]
+    cb2 = Counting()
+    g = ember.compile(lambda x: x * 2, backend=cb2, dynamic=True)
+    y = ember.ones(4, 5)
+    ember._dynamo.mark_static(y, 1)
+    g(y)
+    assert _inputs(cb2.graphs[0]) == [("s0", "5")]
