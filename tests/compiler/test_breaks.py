@@ -12,6 +12,7 @@ Where ember's counts agree with PyTorch's design they are compared with ``torch.
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -183,7 +184,7 @@ def test_corpus_explain(name, capsys):
     assert ex.op_count == sum(len(o) for o in ops)
     lines = _break_lines(prog)
     for i, br in enumerate(ex.break_reasons):
-        assert br.reason and __import__("re").search(reason, br.reason)
+        assert br.reason and re.search(reason, br.reason)
         top = br.user_stack[-1]
         expected = lines[0] if len(lines) == 1 else lines[i]
         assert (top.filename, top.lineno) == expected
@@ -278,7 +279,7 @@ def test_error_on_graph_break_true_raises_with_reason_and_line(name, capsys):
     filename, line = _break_lines(prog)[0]
     assert (err.user_stack[-1].filename, err.user_stack[-1].lineno) == (filename, line)
     assert f'File "{filename}", line {line}' in str(err)
-    assert err.reason and __import__("re").search(reason, err.reason)
+    assert err.reason and re.search(reason, err.reason)
     # after the error nothing is left recording: the function still works
     _assert_same(f(_x()), _eager(prog, _x()))
 
@@ -480,3 +481,17 @@ def test_user_exception_keeps_the_effects_before_it():
     with pytest.raises(ValueError):
         ember.compile(f)(p)
     assert p.tolist() == [3.0, 3.0]  # as in eager
+
+
+def test_break_inside_a_nested_compiled_function():
+    # a compiled function called from compiled code is inlined: its break splits the caller
+    inner = ember.compile(_inner)
+
+    def outer(x):
+        return inner(x + 1) - 1
+    ex = explain(outer)(_x())
+    assert (ex.graph_count, ex.graph_break_count) == (2, 1)
+    top = ex.break_reasons[0].user_stack[-1]
+    assert (top.filename, top.lineno) == _break_lines(p_nested)[0]
+    assert [fs.name for fs in ex.break_reasons[0].user_stack][-2:] == ["outer", "_inner"]
+    _assert_same(ember.compile(outer)(_x()), p_nested(ember, _x()))
