@@ -43,6 +43,15 @@ def _blas_threads(n: int) -> None:
                 return
 
 
+_listeners: list[Callable[[int], None]] = []
+
+
+def on_num_threads_change(fn: Callable[[int], None]) -> None:
+    """Call ``fn(n)`` whenever ``set_num_threads(n)`` runs (the compiled runtime passes the count
+    on to generated OpenMP code this way)."""
+    _listeners.append(fn)
+
+
 def set_num_threads(n: int) -> None:
     """Threads used by ember's kernels and NumPy's BLAS."""
     n = max(1, int(n))
@@ -53,6 +62,8 @@ def set_num_threads(n: int) -> None:
             pool.shutdown(wait=True)
         _state["pool"] = None
         _state["threads"] = n
+    for fn in _listeners:
+        fn(n)
 
 
 def _forget_pool_after_fork() -> None:
