@@ -476,10 +476,12 @@ class Trace:
                 results = STATE.realizer(self, self.nodes, self.inputs, out_refs)
             finally:
                 STATE.trace = prev
+        owners = {id(la.owner) for la in derived_lazy}
         for k, la in enumerate(direct):
             v = _as_array(results[k], la.dtype)
-            # owners of views and fresh values are C-contiguous: views are strided into them
-            la.value = _contig(v) if la.owner is None else v
+            # owners of views are C-contiguous (views are strided into them); other values keep
+            # the layout the kernel gave them, as in eager
+            la.value = _contig(v) if id(la) in owners else v
         for k, st in enumerate(written, len(direct)):
             val = _as_array(results[k], st.np_dtype)
             if val is not st.root:

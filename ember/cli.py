@@ -26,22 +26,13 @@ def _info() -> int:
         print(f"blas       {blas.get('name', '?')} {blas.get('version', '')}")
     except Exception as e:  # pragma: no cover - depends on the NumPy build
         print(f"blas       unknown ({e})")
-    print(f"compiler   {_compiler()}")
+    from ember.compiler import toolchain
+    tc = toolchain.describe()
+    print(f"compiler   {tc['compiler']} (EMBER_CC)")
+    print(f"cflags     {tc['flags']}")
+    print(f"cache      {tc['cache']} (EMBER_CACHE_DIR)")
+    print(f"cpu        {tc['cpu']}")
     return 0
-
-
-def _compiler() -> str:
-    """The C compiler the (coming) compiled backend will use, or why there is none."""
-    import shutil
-    import subprocess
-    cc = shutil.which("gcc")
-    if cc is None:
-        return "gcc not found (ember.compile will need it)"
-    try:
-        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=10)
-        return f"{out.stdout.splitlines()[0]} ({cc})"
-    except (OSError, subprocess.SubprocessError, IndexError) as e:
-        return f"{cc} (version unknown: {e})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,15 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def _cache_dir() -> str:
+    """EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cache/ember."""
+    explicit = os.environ.get("EMBER_CACHE_DIR", "")
+    if explicit:
+        return os.path.abspath(os.path.expanduser(explicit))
+    base = os.environ.get("XDG_CACHE_HOME", "") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(os.path.abspath(base), "ember")
+
+
 @dataclass
 class Config:
     """Process-wide settings read once from the environment.
@@ -23,6 +32,9 @@ class Config:
     ``logs``: compiler events to print (EMBER_LOGS=recompiles,graph_breaks,graphs).
     ``malloc_tuning``: raise glibc's mmap/trim thresholds at import (EMBER_MALLOC_TUNING=0 to
     disable).
+    ``cache_dir``: where compiled C libraries are cached (EMBER_CACHE_DIR; default
+    $XDG_CACHE_HOME/ember or ~/.cache/ember).  ``cc``: the C compiler command (EMBER_CC; default
+    ``gcc``; may carry arguments, e.g. ``"ccache gcc"``).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -32,6 +44,9 @@ class Config:
     # compiler logs (EMBER_LOGS=recompiles,graph_breaks,graphs), printed to stderr
     logs: frozenset = frozenset(
         p.strip() for p in os.environ.get("EMBER_LOGS", "").split(",") if p.strip())
+    # the C backend's toolchain (ember/compiler/toolchain.py)
+    cache_dir: str = _cache_dir()
+    cc: str = os.environ.get("EMBER_CC", "") or "gcc"
 
 
 config = Config()

@@ -65,3 +65,19 @@ class GraphBreakError(EmberError, RuntimeError):
         super().__init__(message)
         self.reason = reason
         self.user_stack = list(user_stack or [])
+
+
+class CompileError(EmberError, RuntimeError):
+    """The C compiler failed on generated code, or no C compiler was found.
+
+    ``c_path`` is the C source that failed (kept in the cache directory; None when the compiler
+    is missing); ``log`` holds the compiler's last lines of output.
+    """
+
+    def __init__(self, message: str, c_path: str | None = None, log: str = "") -> None:
+        super().__init__(message)
+        self.c_path = c_path
+        self.log = log
+
+    def __reduce__(self) -> tuple:  # keep c_path and log across processes (multiprocessing)
+        return (type(self), (self.args[0] if self.args else "", self.c_path, self.log))

@@ -2,9 +2,7 @@
 ``ember.compiler``."""
 
 from ember.compiler.api import (
-    compiler_config as config,
-)
-from ember.compiler.api import (
+    OptimizedModule,
     disable,
     error_on_graph_break,
     graph_break,
@@ -13,10 +11,14 @@ from ember.compiler.api import (
     mark_static,
     maybe_mark_dynamic,
     reset,
+    set_stance,
 )
-from ember.compiler.backends import list_backends, register_backend
+from ember.compiler.api import (
+    compiler_config as config,
+)
+from ember.compiler.backends import list_backends, lookup_backend, register_backend
 from ember.compiler.explain import explain
 
-__all__ = ["config", "disable", "error_on_graph_break", "explain", "graph_break",
-           "is_compiling", "list_backends", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
-           "register_backend", "reset"]
+__all__ = ["OptimizedModule", "config", "disable", "error_on_graph_break", "explain",
+           "graph_break", "is_compiling", "list_backends", "lookup_backend", "mark_dynamic",
+           "mark_static", "maybe_mark_dynamic", "register_backend", "reset", "set_stance"]

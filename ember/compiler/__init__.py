@@ -8,6 +8,8 @@ graphs.  ``set_stance``, ``error_on_graph_break``, ``disable``, ``mark_dynamic``
 from ember.compiler.api import (
     CompiledFunction,
     OptimizedModule,
+    RecompileError,
+    RecompileLimitWarning,
     compile,
     compiler_config,
     disable,
@@ -28,6 +30,7 @@ from ember.errors import GraphBreakError
 config = compiler_config
 
 __all__ = ["CompiledFunction", "ExplainOutput", "Graph", "GraphBreakError", "Node",
-           "OptimizedModule", "Sym", "compile", "config", "disable", "error_on_graph_break",
-           "explain", "graph_break", "is_compiling", "list_backends", "mark_dynamic",
-           "mark_static", "maybe_mark_dynamic", "register_backend", "reset", "set_stance"]
+           "OptimizedModule", "RecompileError", "RecompileLimitWarning", "Sym", "compile",
+           "config", "disable", "error_on_graph_break", "explain", "graph_break",
+           "is_compiling", "list_backends", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
+           "register_backend", "reset", "set_stance"]

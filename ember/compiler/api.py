@@ -14,6 +14,7 @@ recompile limit.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import time
 import warnings
@@ -25,10 +26,11 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
+from ember.compiler import _reasons
 from ember.compiler.backends import lookup_backend
 from ember.compiler.graph import Captured, Graph, _skel, capture
 from ember.config import config
-from ember.errors import EmberRuntimeError, EmberTypeError
+from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError
 from ember.tensor import Tensor, _wrap
 
 _LZ = _lazy.STATE
@@ -54,6 +56,15 @@ class _Config:
 compiler_config = _Config()
 
 
+class RecompileError(EmberRuntimeError):
+    """A recompile was needed under ``set_stance("fail_on_recompile")``, or a ``fullgraph=True``
+    function went past ``config.recompile_limit``."""
+
+
+class RecompileLimitWarning(UserWarning):
+    """A compiled function hit ``config.recompile_limit``: its new graphs now run eagerly."""
+
+
 def _log(kind: str, msg: str) -> None:
     if kind in config.logs:
         print(f"[ember.compiler {kind}] {msg}", file=sys.stderr)
@@ -70,6 +81,7 @@ class Entry:
     values: tuple            # the capture's numbers when compiled (specialized ones must match)
     kinds: tuple
     compile_time: float
+    backend: Any = None      # the compiler function that made ``fn`` (entries are per backend)
 
     def matches(self, values: list) -> bool:
         gen = self.generic
@@ -85,25 +97,48 @@ class Entry:
 
 @dataclass
 class SegmentCache:
+    """The entries of one graph position (segment) of a code object."""
+
     entries: dict = field(default_factory=dict)   # key -> [Entry]
-    count: int = 0
-    warned: bool = False
+    order: list = field(default_factory=list)     # (key, Entry) in compile order
     last_values: dict = field(default_factory=dict)  # key -> values of the last capture
+
+    @property
+    def count(self) -> int:
+        return len(self.order)
 
 
 @dataclass
 class CodeCache:
+    """Everything compiled for one code object (copies of a function share it)."""
+
     name: str
     filename: str
     lineno: int
     segments: dict = field(default_factory=dict)   # segment index -> SegmentCache
+    calls: int = 0                                 # calls so far (eager_then_compile)
+    warned: bool = False                           # the recompile-limit warning was given
+
+    @property
+    def recompiles(self) -> int:
+        """Graphs compiled beyond the first of each segment."""
+        return sum(max(seg.count - 1, 0) for seg in self.segments.values())
+
+    def where(self) -> str:
+        return f"{self.filename}:{self.lineno}"
 
 
 _CACHES: dict = {}        # code object (or other key) -> CodeCache
 
 
 def _code_key(fn: Callable) -> tuple:
-    f = getattr(fn, "__func__", fn)
+    try:  # decorators made with functools.wraps (error_on_graph_break, disable, ...) share
+        f = inspect.unwrap(fn)  # one wrapper code object: key by the function they wrap
+    except ValueError:
+        f = fn
+    while isinstance(f, functools.partial):
+        f = f.func
+    f = getattr(f, "__func__", f)
     code = getattr(f, "__code__", None)
     if code is None:  # a callable object (a module): its forward's code
         fwd = getattr(type(f), "forward", None) or type(f).__call__
@@ -251,7 +286,7 @@ class CompiledFunction:
         self.mode = mode
         self.options = dict(options or {})
         self._key = _code_key(fn)
-        self._calls = 0
+        self._module: Any = None  # the nn.Module when compiling a module's call
         functools.update_wrapper(self, fn, updated=())
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -274,10 +309,15 @@ class CompiledFunction:
         stance = _check_stance()
         if stance == "force_eager":
             return self._orig(*args, **kwargs)
-        self._calls += 1
-        if stance == "eager_then_compile" and self._calls == 1:
+        code = self._code_cache()
+        code.calls += 1
+        if stance == "eager_then_compile" and code.calls == 1:
             return self._run(args, kwargs, observe_only=True)
         return self._run(args, kwargs)
+
+    def _make_frame(self, observe_only: bool) -> _Frame:
+        # a seam for mode="reduce-overhead" (replay.py), which records what realizing did
+        return _Frame(self, observe_only)
 
     def _run(self, args: tuple, kwargs: dict, observe_only: bool = False) -> Any:
         outer = _LZ.trace
@@ -286,33 +326,58 @@ class CompiledFunction:
         try:
             if outer is not None:  # nested compiled call: inline into the caller's trace
                 return self._orig(*args, **kwargs)
-            frame = _Frame(self, observe_only)
+            frame = self._make_frame(observe_only)
+            frame.args, frame.kwargs = args, kwargs
             tr = _lazy.Trace(frame)
             frame.trace = tr
             _LZ.trace = tr
             try:
                 out = self._orig(*args, **kwargs)
                 tr.realize()
-            except BaseException:
+            except BaseException as exc:
                 _LZ.trace = None
-                try:
+                if isinstance(exc, GraphBreakError) and exc.reason:
+                    exc.user_stack = _reasons.trim_stack(exc.user_stack, self._key)
+                    exc.args = (_reasons.format_break_error(exc.reason, exc.user_stack),)
+                if isinstance(exc, (GraphBreakError, RecompileError)):
+                    _abort(tr)  # PyTorch raises these before the graph runs: nothing is written
+                    raise
+                try:  # the user's exception: what ran before it keeps its effects, as in eager
                     tr.realize("exception")
                 except Exception:  # noqa: BLE001 (the user's exception matters more)
                     pass
                 raise
             finally:
                 _LZ.trace = outer
-            for ev in _EVENTS:
-                ev.breaks.extend(tr.breaks)
-            if tr.breaks and "graph_breaks" in config.logs:
-                for reason, stack in tr.breaks:
-                    where = stack[-1] if stack else None
-                    loc = f" at {where.filename}:{where.lineno}" if where else ""
-                    _log("graph_breaks", f"graph break in {self._key[1]}: {reason}{loc}")
+                if tr.breaks:  # also when the call raised: the breaks before it happened
+                    self._report_breaks(tr.breaks)
             return out
         finally:
             if self.fullgraph:
                 _LZ.fullgraph -= 1
+
+
+    def _report_breaks(self, raw: list) -> None:
+        breaks = [(r, _reasons.trim_stack(st, self._key)) for r, st in raw]
+        for ev in _EVENTS:
+            ev.breaks.extend(breaks)
+        if "graph_breaks" in config.logs:
+            for reason, stack in breaks:
+                _log("graph_breaks", _reasons.format_break(reason, stack))
+
+
+def _abort(tr: _lazy.Trace) -> None:
+    """Drop a trace without running it: tensors that existed before the call (inputs,
+    parameters, their views) get their unchanged arrays back."""
+    for w in tr.tensors:
+        t = w()
+        if t is None:
+            continue
+        p = t._data
+        if p.__class__ is _lazy.LazyArray and p.value is None and \
+                isinstance(p.owner, np.ndarray) and isinstance(p.shadow, np.ndarray):
+            t._data = p.shadow
+    tr.reset()
 
 
 class _Frame:
@@ -327,6 +392,12 @@ class _Frame:
         self.backend = cf.backend if cf is not None else backend
         self.dynamic = cf.dynamic if cf is not None else dynamic
         self.trace: Any = None
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+        # force_backend (set_stance) replaces the function's backend; it cannot change during
+        # a call (set_stance raises inside compiled code)
+        self.compiler_fn = lookup_backend(_STANCE.backend if _STANCE.backend is not None
+                                          else self.backend)
 
     def realize(self, cap: Captured, segment: int) -> list:
         if _EVENTS:
@@ -339,54 +410,93 @@ class _Frame:
         entries = seg.entries.get(cap.key)
         if entries:
             for e in entries:
-                if e.matches(cap.values):
+                if e.backend is self.compiler_fn and e.matches(cap.values):
                     seg.last_values[cap.key] = cap.values
                     return _call(e, cap)
         if self.observe_only:
             seg.last_values[cap.key] = cap.values
-            return cap.specialize(frozenset()).run(cap.arrays)
-        stance = _STANCE.stance
+            return _run_eagerly(cap)
         if seg.count > 0:
-            reasons = _diff_reasons(seg, cap)
-            for ev in _EVENTS:
-                ev.recompile_reasons.extend(reasons)
-            if stance == "fail_on_recompile":
-                raise EmberRuntimeError(
-                    f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
-                    f"filename: '{self.code.filename}', function name: '{self.code.name}', "
-                    f"line number: {self.code.lineno}; graph {segment} differs from each "
-                    f"cached graph: " + "; ".join(reasons))
-            if stance == "eager_on_recompile":
-                return cap.specialize(frozenset()).run(cap.arrays)
-            if seg.count >= compiler_config.recompile_limit:
-                if not seg.warned:
-                    seg.warned = True
-                    warnings.warn(
-                        f"ember.compile hit config.recompile_limit "
-                        f"({compiler_config.recompile_limit})\n   function: '{self.code.name}' "
-                        f"({self.code.filename}:{self.code.lineno})\n   last reason: "
-                        f"{reasons[0] if reasons else 'unknown'}\nTo log all recompilation "
-                        f"reasons, use EMBER_LOGS=recompiles.", stacklevel=2)
-                return cap.specialize(frozenset()).run(cap.arrays)
-            _log("recompiles", f"Recompiling function {self.code.name} in "
-                 f"{self.code.filename}:{self.code.lineno} (graph {segment})\n    triggered by: "
-                 + "\n    ".join(reasons))
+            got = self._recompile_policy(seg, cap, segment)
+            if got is not None:
+                return got
         generic = self._generic(seg, cap) | _rng_slots(cap)
         e = self._compile(cap, generic)
         seg.entries.setdefault(cap.key, []).append(e)
-        seg.count += 1
+        seg.order.append((cap.key, e))
         seg.last_values[cap.key] = cap.values
         return _call(e, cap)
 
+    def _recompile_policy(self, seg: SegmentCache, cap: Captured, segment: int) -> list | None:
+        """A miss in a segment that has entries: apply the stance and the recompile limit.
+        Returns the outputs when the graph runs without compiling, None to compile it."""
+        stance = _STANCE.stance
+        reasons = self._reasons(seg, cap, segment)
+        for ev in _EVENTS:
+            ev.recompile_reasons.extend(reasons)
+        code = self.code
+        failures = "\n    triggered by the following guard failure(s):\n" + \
+            "\n".join(f"    - {r}" for r in reasons)
+        if stance == "fail_on_recompile":
+            if not self._has_tensors():  # PyTorch skips frames without tensors: eager
+                return _run_eagerly(cap)
+            raise RecompileError(
+                f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
+                f"filename: '{code.filename}', function name: '{code.name}', line number: "
+                f"{code.lineno}" + failures)
+        if stance == "eager_on_recompile":
+            return _run_eagerly(cap)
+        limit = compiler_config.recompile_limit
+        if seg.count >= limit:
+            last = reasons[0] if reasons else "unknown"
+            if self.cf is not None and self.cf.fullgraph:  # PyTorch 2.13: a hard failure
+                raise RecompileError(
+                    f"ember.compile hit config.recompile_limit ({limit}) with fullgraph=True "
+                    f"(a new graph cannot run eagerly)\n   function: '{code.name}' "
+                    f"({code.where()})\n   last reason: {last}")
+            if not code.warned:
+                code.warned = True
+                warnings.warn(
+                    f"ember.compile hit config.recompile_limit ({limit})\n"
+                    f"   function: '{code.name}' ({code.where()})\n"
+                    f"   last reason: {last}\n"
+                    f"To log all recompilation reasons, use EMBER_LOGS=\"recompiles\".",
+                    RecompileLimitWarning, stacklevel=_reasons.user_stacklevel())
+            return _run_eagerly(cap)
+        _log("recompiles", f"Recompiling function {code.name} in {code.where()}" + failures)
+        return None
+
+    def _has_tensors(self) -> bool:
+        """Whether tensors (or a module) come into the compiled call: its arguments and the
+        function's closure, as PyTorch's check of a frame's locals."""
+        cf = self.cf
+        if cf is None or cf._module is not None:
+            return True
+        return _reasons.call_has_tensors(cf._orig, self.args, self.kwargs)
+
+    def _reasons(self, seg: SegmentCache, cap: Captured, segment: int) -> list:
+        """One line per cached entry of the segment, newest first: what differs from it."""
+        cf = self.cf
+        names = _reasons.input_names(cf._orig, cf._module, self.args, self.kwargs) \
+            if cf is not None else {}
+        out = []
+        for n in range(len(seg.order) - 1, -1, -1):
+            key, e = seg.order[n]
+            out.append(f"{segment}/{n}: " + _reasons.entry_diff(e, key, cap, names,
+                                                                 self.compiler_fn))
+        return out
+
     def _generic(self, seg: SegmentCache, cap: Captured) -> frozenset:
-        """Which numbers the new entry lifts to runtime arguments."""
-        if self.dynamic is False:
-            return frozenset()
+        """Which numbers the new entry lifts to runtime arguments.  Marks win over
+        ``dynamic=`` (as in PyTorch): mark_dynamic dims are generic even with dynamic=False,
+        mark_static dims specialized even with dynamic=True."""
         kinds, values = cap.kinds, cap.values
+        dyn, static = _marked_slots(self.trace, cap)
+        if self.dynamic is False:
+            return frozenset(dyn - static)
         if self.dynamic is True:
             return frozenset(k for k, v in enumerate(values)
-                             if kinds[k] == "scalar" or v not in (0, 1))
-        dyn, static = _marked_slots(self.trace, cap)
+                             if kinds[k] == "scalar" or v not in (0, 1)) - static
         gen: set = set(dyn)
         if compiler_config.automatic_dynamic_shapes:
             prev = seg.last_values.get(cap.key)
@@ -409,7 +519,7 @@ class _Frame:
         if config.debug >= 1:
             graph.verify()
         backend = _STANCE.backend if _STANCE.backend is not None else self.backend
-        compiler_fn = lookup_backend(backend)
+        compiler_fn = self.compiler_fn
         examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
         fn = compiler_fn(graph, examples)
         if not callable(fn):
@@ -421,7 +531,7 @@ class _Frame:
                   f"{graph.python()}", file=sys.stderr)
         for ev in _EVENTS:
             ev.compile_times.append(dt)
-        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt)
+        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn)
 
 
 def _marked_slots(trace: Any, cap: Captured) -> tuple:
@@ -442,6 +552,12 @@ def _marked_slots(trace: Any, cap: Captured) -> tuple:
     return dyn, static
 
 
+def _run_eagerly(cap: Captured) -> list:
+    """Run a graph that is not compiled (a recompile the stance or the limit refused) with the
+    eager kernels: what running the function's Python eagerly would have computed."""
+    return cap.specialize(frozenset()).run(cap.arrays)
+
+
 def _call(e: Entry, cap: Captured) -> list:
     scalars = [cap.values[k] for k in e.graph.lifted]  # type: ignore[attr-defined]
     fn = e.fn
@@ -453,46 +569,6 @@ def _call(e: Entry, cap: Captured) -> list:
     if isinstance(outs, Tensor):
         outs = (outs,)
     return [o._data if isinstance(o, Tensor) else np.asarray(o) for o in outs]
-
-
-def _diff_reasons(seg: SegmentCache, cap: Captured) -> list:
-    reasons = []
-    n = 0
-    where = cap.where
-    for key, entries in seg.entries.items():
-        for e in entries:
-            n += 1
-            if key == cap.key:
-                diffs = [f"{where[k]}: expected {e.values[k]}, actual {cap.values[k]}"
-                         for k in range(len(cap.values))
-                         if k not in e.generic and (e.values[k] != cap.values[k])]
-                diffs += [f"{where[k]}: {cap.values[k]} is 0 or 1 (always specialized)"
-                          for k in e.generic if cap.kinds[k] == "size"
-                          and cap.values[k] in (0, 1)]
-                reasons.append(f"graph {n - 1}: " + ", ".join(diffs[:4]))
-            else:
-                reasons.append(f"graph {n - 1}: {_structure_diff(key, cap.key)}")
-    return reasons
-
-
-def _structure_diff(old: tuple, new: tuple) -> str:
-    (oi, on, _), (ni, nn, _) = old, new
-    if len(oi) != len(ni):
-        return f"number of tensor inputs differs (expected {len(oi)}, actual {len(ni)})"
-    for k, (a, b) in enumerate(zip(oi, ni)):
-        if a != b:
-            what = ["rank", "dtype", "contiguity"]
-            for j in range(3):
-                if a[j] != b[j]:
-                    return f"tensor x{k} {what[j]} mismatch. expected {a[j]}, actual {b[j]}"
-    for i, (a, b) in enumerate(zip(on, nn)):
-        if a[0] != b[0]:
-            return f"op {i} differs (expected {a[0]}, actual {b[0]})"
-        if a != b:
-            return f"op {i} ({a[0]}) has different non-numeric arguments"
-    if len(on) != len(nn):
-        return f"number of ops differs (expected {len(on)}, actual {len(nn)})"
-    return "the set of live outputs differs"
 
 
 def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
@@ -572,7 +648,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: 
             return fn
         if not callable(fn):
             raise EmberTypeError(f"[ember.compile] expected a callable, got {type(fn).__name__}")
-        if _is_module(fn):
+        if _reasons.is_module(fn):
             return _compile_module(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                    mode=mode, options=options)
         if mode == "reduce-overhead":
@@ -587,9 +663,7 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: 
     return wrap(model)
 
 
-def _is_module(obj: Any) -> bool:
-    return any(c.__name__ == "Module" and c.__module__.startswith("ember.nn")
-               for c in type(obj).__mro__)
+_is_module = _reasons.is_module
 
 
 class OptimizedModule:
@@ -625,6 +699,7 @@ def _compile_callable(bound: Callable, mod: Any, **kw: Any) -> Callable:
     else:
         cf = CompiledFunction(bound, **kw)
     cf._key = _code_key(type(mod).forward)
+    cf._module = mod
     return cf
 
 
@@ -715,7 +790,8 @@ def _mark(t: Tensor, index: int | list, how: str) -> None:
     t._dyn_marks = marks
 
 
-__all__ = ["CompiledFunction", "OptimizedModule", "compile", "compiler_config", "disable",
+__all__ = ["CompiledFunction", "OptimizedModule", "RecompileError", "RecompileLimitWarning",
+           "compile", "compiler_config", "disable",
            "error_on_graph_break", "graph_break", "is_compiling", "mark_dynamic",
            "mark_static", "maybe_mark_dynamic", "module_compile", "reset", "set_stance"]
 

@@ -9,39 +9,51 @@ the eager NumPy kernels; it is the reference for every other backend.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ember.errors import EmberRuntimeError
 
 _BACKENDS: dict[str, Callable] = {}
+_TAGS: dict[str, tuple] = {}
 
 
-def register_backend(compiler_fn: Callable | None = None, name: str | None = None) -> Any:
+def register_backend(compiler_fn: Callable | None = None, name: str | None = None,
+                     tags: Sequence[str] = ()) -> Any:
     """Register ``compiler_fn`` under ``name`` (default: its ``__name__``); usable as a
-    decorator."""
+    decorator.  ``tags`` (e.g. ``("debug",)``) let ``list_backends`` leave it out.
+
+    >>> @register_backend
+    ... def my_backend(graph, example_inputs):
+    ...     return graph.forward
+    """
     def deco(fn: Callable) -> Callable:
         key = name or fn.__name__
         if key in _BACKENDS:
             raise EmberRuntimeError(f"[register_backend] duplicate name: {key}")
         _BACKENDS[key] = fn
+        _TAGS[key] = tuple(tags)
         return fn
     if compiler_fn is None:
         return deco
     return deco(compiler_fn)
 
 
-def list_backends(exclude_tags: Any = ("debug",)) -> list[str]:
-    """Names of the registered backends."""
-    return sorted(_BACKENDS)
+def list_backends(exclude_tags: Sequence[str] | None = ("debug", "experimental")) -> list[str]:
+    """Names of the registered backends without any of ``exclude_tags`` (``None``: all)."""
+    skip = set(exclude_tags or ())
+    return sorted(k for k in _BACKENDS if not skip.intersection(_TAGS.get(k, ())))
 
 
 def lookup_backend(backend: Any) -> Callable:
+    """The compiler function for ``backend`` (a registered name or a callable)."""
     if callable(backend):
         return backend
     if isinstance(backend, str) and backend in _BACKENDS:
         return _BACKENDS[backend]
-    raise EmberRuntimeError(f"[ember.compile] unknown backend {backend!r}; registered: "
-                            f"{', '.join(list_backends())} (or pass a callable)")
+    raise EmberRuntimeError(f"Invalid backend: {backend!r} (unknown backend; registered: "
+                            f"{', '.join(list_backends(None))}), see "
+                            f"`ember._dynamo.list_backends(None)`, or pass a callable "
+                            f"(graph, example_inputs) -> callable")
 
 
 def _eager(graph: Any, example_inputs: list) -> Callable:
@@ -51,9 +63,9 @@ def _eager(graph: Any, example_inputs: list) -> Callable:
     return run
 
 
-register_backend(_eager, "eager")
+register_backend(_eager, "eager", tags=("debug",))
 # the C backend (issue 5) registers "inductor"-like names; until then these run the reference
-register_backend(_eager, "aot_eager")
+register_backend(_eager, "aot_eager", tags=("debug",))
 register_backend(_eager, "inductor")
 
 __all__ = ["list_backends", "lookup_backend", "register_backend"]

@@ -19,6 +19,8 @@ class BreakReason:
         lines = [f"  Reason: {self.reason}", "  User Stack:"]
         for fs in self.user_stack:
             lines.append(f"    File \"{fs.filename}\", line {fs.lineno}, in {fs.name}")
+            if fs.line:
+                lines.append(f"      {fs.line.strip()}")
         return "\n".join(lines)
 
 

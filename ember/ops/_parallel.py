@@ -43,6 +43,15 @@ def _blas_threads(n: int) -> None:
                 return
 
 
+_listeners: list[Callable[[int], None]] = []
+
+
+def on_num_threads_change(fn: Callable[[int], None]) -> None:
+    """Call ``fn(n)`` whenever ``set_num_threads(n)`` runs (the compiled runtime passes the count
+    on to generated OpenMP code this way)."""
+    _listeners.append(fn)
+
+
 def set_num_threads(n: int) -> None:
     """Threads used by ember's kernels and NumPy's BLAS."""
     n = max(1, int(n))
@@ -53,6 +62,8 @@ def set_num_threads(n: int) -> None:
             pool.shutdown(wait=True)
         _state["pool"] = None
         _state["threads"] = n
+    for fn in _listeners:
+        fn(n)
 
 
 def _forget_pool_after_fork() -> None:
@@ -253,3 +264,74 @@ def map_blocks(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndar
 
     _run([lambda k=k: work(k) for k in range(threads)])
     return out.reshape(x.shape)
+
+
+# ------------------------------------------------------------------------------ matmul
+# OpenBLAS's own threads wake per call and synchronise per GEMM panel: for the small and
+# thin products of a training step (attention's (256, 64) heads, weight gradients
+# (384, 2048) @ (2048, 384)) that costs 2-10x, and far more when other processes load the
+# machine.  Products above a small size are instead split into one part per ember thread
+# (batch entries or row blocks), each a single-threaded GEMM; NumPy releases the GIL inside.
+_BLAS_SETTER: dict[str, Any] = {}
+MATMUL_MIN_FLOPS = 1 << 22
+
+
+def _blas_setter() -> Callable[[int], None] | None:
+    if "fn" not in _BLAS_SETTER:
+        import ctypes
+        import glob
+        fn = None
+        libdir = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+        for path in glob.glob(os.path.join(libdir, "libscipy_openblas*.so")):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                         "openblas_set_num_threads"):
+                f = getattr(lib, name, None)
+                if f is not None:
+                    fn = f
+                    break
+            if fn is not None:
+                break
+        _BLAS_SETTER["fn"] = fn
+    return _BLAS_SETTER["fn"]
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul(a, b)`` for float32/float64 arrays of equal rank (>= 2, equal batch dims),
+    split over ember's threads with single-threaded BLAS when large enough."""
+    threads = _state["threads"]
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = a.shape[0] if a.ndim > 2 else 1
+    flops = 2 * m * n * k * (a.size // max(m * k, 1))
+    setter = _blas_setter()
+    if (threads < 2 or setter is None or flops < MATMUL_MIN_FLOPS or a.dtype != b.dtype
+            or a.dtype not in (np.float32, np.float64) or a.shape[:-2] != b.shape[:-2]):
+        return np.matmul(a, b)
+    out = np.empty(a.shape[:-1] + (n,), dtype=a.dtype)
+    # a few parts per thread, taken by whichever thread is free: a thread that the OS
+    # deschedules (other processes on the cores) does not hold up the whole product
+    if batch >= threads:
+        parts = [(lambda lo=lo, hi=hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]))
+                 for lo, hi in _bounds(batch, min(batch, 4 * threads))]
+    elif a.ndim == 2 and m >= 2 * threads:
+        pieces = max(threads, min(4 * threads, m // 128))
+        parts = [(lambda lo=lo, hi=hi: np.matmul(a[lo:hi], b, out=out[lo:hi]))
+                 for lo, hi in _bounds(m, pieces)]
+    else:
+        return np.matmul(a, b)
+    todo = iter(parts)
+
+    def work() -> None:
+        for part in todo:
+            part()
+
+    setter(1)
+    try:
+        _run([work] * threads)
+    finally:
+        setter(threads)
+    return out

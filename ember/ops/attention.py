@@ -11,25 +11,57 @@ from __future__ import annotations
 import numpy as np
 
 from ember import dtypes as dt
-from ember.errors import DTypeError, ShapeError
+from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
+from ember.ops import _parallel
 from ember.ops._util import lowp
 from ember.ops.linalg import MATMUL, mT
 from ember.ops.registry import OpDef, bind, register
 
 
-def _safe_softmax_np(s: np.ndarray, inplace: bool = False) -> np.ndarray:
-    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN.
-    ``inplace`` reuses ``s`` (a temporary of the caller) for the result."""
+def _softmax_rows(s: np.ndarray, out: np.ndarray, safe: bool = True) -> None:
+    """Softmax of the rows of 2-d ``s`` into ``out`` (which may be ``s``).  ``safe``: a row
+    that is entirely -inf gives zeros (attention); otherwise NaN, as ``torch.softmax``."""
+    m = np.max(s, axis=-1, keepdims=True)
+    if safe and not np.isfinite(m).all():
+        m = np.where(np.isfinite(m), m, 0)
+    np.subtract(s, m, out=out)
+    np.exp(out, out=out)
+    den = np.add.reduce(out, axis=-1, keepdims=True)
+    if safe:
+        # a fully masked row has exp(-inf) = 0 everywhere already: leave it at zero
+        np.divide(out, den, out=out, where=den > 0)
+    else:
+        np.divide(out, den, out=out)
+
+
+def _safe_softmax_np(s: np.ndarray, inplace: bool = False, safe: bool = True) -> np.ndarray:
+    """Softmax over the last dim; rows that are entirely -inf give zeros, not NaN (unless
+    ``safe`` is False).  ``inplace`` reuses ``s`` (a temporary of the caller) for the result.
+    Large inputs are done in blocks of rows that fit in cache (max, exp, sum and divide in one
+    sweep per block instead of four over memory), spread over ember's threads."""
     if s.shape[-1] == 0:
         return np.zeros_like(s)
-    m = np.max(s, axis=-1, keepdims=True)
-    if not np.isfinite(m).all():
-        m = np.where(np.isfinite(m), m, 0)
-    e = np.subtract(s, m, out=s if inplace else None)
-    np.exp(e, out=e)
-    den = np.sum(e, axis=-1, keepdims=True)
-    # a fully masked row has exp(-inf) = 0 everywhere already: leave it at zero
-    return np.divide(e, den, out=e, where=den > 0)
+    n = s.shape[-1]
+    out = s if inplace and s.flags.c_contiguous else np.empty(s.shape, s.dtype)
+    rows_in = s.reshape(-1, n)
+    rows_out = out.reshape(-1, n)
+    per = max(1, _parallel.BLOCK // n)
+    blocks = [(lo, min(lo + per, rows_in.shape[0])) for lo in range(0, rows_in.shape[0], per)]
+    threads = min(_parallel.get_num_threads(), len(blocks))
+    if s.size < _parallel.MIN_ELEMENTS or threads < 2:
+        for lo, hi in blocks:
+            _softmax_rows(rows_in[lo:hi], rows_out[lo:hi], safe)
+        return out
+
+    todo = iter(blocks)  # shared: blocks go to whichever thread is free
+
+    def work(k: int) -> None:
+        with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
+            for lo, hi in todo:
+                _softmax_rows(rows_in[lo:hi], rows_out[lo:hi], safe)
+
+    _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    return out
 
 
 # ---------------------------------------------------------------------------------- softmax
@@ -71,13 +103,66 @@ def _sdpa_meta(q, k, v, mask=None, *, scale: float, flash: bool = False) -> tupl
     return sq[:-1] + sv[-1:], q.dtype
 
 
+def _per_head(fn, count: int, flops: int) -> None:  # noqa: ANN001
+    """Run ``fn(i)`` for each head ``i < count``: spread over ember's threads with
+    single-threaded BLAS when the work is large (each head's scores stay in cache)."""
+    threads = min(_parallel.get_num_threads(), count)
+    setter = _parallel._blas_setter()
+    if threads < 2 or setter is None or flops < _parallel.MATMUL_MIN_FLOPS:
+        for i in range(count):
+            fn(i)
+        return
+
+    todo = iter(range(count))  # shared: heads go to whichever thread is free
+
+    def work(k: int) -> None:
+        with np.errstate(invalid="ignore", over="ignore", under="ignore", divide="ignore"):
+            for i in todo:
+                fn(i)
+
+    setter(1)
+    try:
+        _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    finally:
+        setter(_parallel.get_num_threads())
+
+
+def _heads(*arrays: np.ndarray | None) -> tuple:
+    """Index lists over the batch dims of (..., L, E) arrays: ``a[idx[i]]`` is head i."""
+    batch = arrays[0].shape[:-2]
+    return list(np.ndindex(*batch)) if batch else [()]
+
+
+def _scores(q: np.ndarray, k: np.ndarray, mask: np.ndarray | None, scale: float,
+            i: tuple) -> np.ndarray:
+    """Softmax probabilities of one head, in a fresh (L, S) array."""
+    s = np.matmul(q[i], k[i].T)
+    s *= np.asarray(scale, dtype=s.dtype)
+    if mask is not None:
+        s += mask[i]
+    if s.shape[-1]:
+        _softmax_rows(s, s)
+    return s
+
+
 def _sdpa_eager(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
                 scale: float, flash: bool = False) -> np.ndarray:
-    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    if q.ndim > 2 and q.shape[-2] and k.shape[-2] and v.dtype == q.dtype:
+        # one head at a time: scores, softmax and the product with v while they are in cache
+        idx = _heads(q)
+        out = np.empty(q.shape[:-1] + v.shape[-1:], q.dtype)
+
+        def head(j: int) -> None:
+            i = idx[j]
+            np.matmul(_scores(q, k, mask, scale, i), v[i], out=out[i])
+
+        _per_head(head, len(idx), 4 * q.size * k.shape[-2])
+        return out
+    s = _parallel.matmul(q, np.swapaxes(k, -1, -2))
     s *= np.asarray(scale, dtype=s.dtype)
     if mask is not None:
         s += mask
-    return np.matmul(_safe_softmax_np(s, inplace=True), v)
+    return _parallel.matmul(_safe_softmax_np(s, inplace=True), v)
 
 
 def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
@@ -107,11 +192,76 @@ def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | N
     return np.divide(num, den, out=num, where=den > 0).astype(q.dtype)
 
 
+def _sdpa_bwd_meta(g, q, k, v, mask=None, *, scale: float) -> tuple:  # noqa: ANN001
+    return ((tuple(q.shape), q.dtype), (tuple(k.shape), k.dtype), (tuple(v.shape), v.dtype),
+            (tuple(q.shape[:-1]) + tuple(k.shape[-2:-1]), q.dtype))
+
+
+def _sdpa_bwd_eager(g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                    mask: np.ndarray | None = None, *, scale: float) -> tuple:
+    """First-order gradients (q, k, v, mask) one head at a time: the scores are recomputed
+    and every (L, S) temporary of a head stays in cache."""
+    idx = _heads(q)
+    gq, gk, gv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    gm = np.empty(q.shape[:-1] + k.shape[-2:-1], q.dtype) if mask is not None else None
+    sc = np.asarray(scale, dtype=q.dtype)
+
+    def head(j: int) -> None:
+        i = idx[j]
+        p = _scores(q, k, mask, scale, i)
+        np.matmul(p.T, g[i], out=gv[i])
+        gs = np.matmul(g[i], v[i].T)                          # gp
+        gs -= np.add.reduce(gs * p, axis=-1, keepdims=True)   # gp - rowsum(gp * p)
+        gs *= p
+        if gm is not None:
+            gm[i] = gs
+        np.matmul(gs, k[i], out=gq[i])
+        gq[i] *= sc
+        np.matmul(gs.T, q[i], out=gk[i])
+        gk[i] *= sc
+
+    _per_head(head, len(idx), 8 * q.size * k.shape[-2])
+    if gm is None:
+        gm = np.zeros(q.shape[:-1] + k.shape[-2:-1], q.dtype)
+    return gq, gk, gv, gm
+
+
+def _sdpa_bwd_vjp(ctx, *grads):  # noqa: ANN001
+    raise EmberNotImplementedError(
+        "[scaled_dot_product_attention] the fused backward serves first-order gradients only; "
+        "a backward with create_graph=True uses the differentiable formula")
+
+
+SDPA_BACKWARD = register(OpDef(
+    "scaled_dot_product_attention_backward", "composite", _sdpa_bwd_meta, _sdpa_bwd_eager,
+    _sdpa_bwd_vjp, num_outputs=4, tags=frozenset({"multi_output"}),
+    doc="First-order gradients of scaled_dot_product_attention (float32/float64), fused.",
+))
+
+
+def _sdpa_fused_ok(ctx, q, k, v, rest) -> bool:  # noqa: ANN001
+    """A first-order backward (the engine leaves ``ctx._owner`` unset when no graph of the
+    backward is recorded) of float32/float64 heads with equal dtypes."""
+    if getattr(ctx, "_owner", True) is not None:
+        return False
+    d = ctx.input_dtypes[0]
+    if d.name not in ("float32", "float64") or len(q.shape) < 3:
+        return False
+    if any(t.dtype is not d for t in (k, v, *rest)):
+        return False
+    return bool(q.shape[-2]) and bool(k.shape[-2])
+
+
 def _sdpa_vjp(ctx, g):  # noqa: ANN001
     """dV = P^T dO; dS = P * (dO V^T - rowsum(.)); dQ = scale dS K; dK = scale dS^T Q."""
     q, k, v, *rest = ctx.inputs
     scale = ctx.params["scale"]
     d = ctx.input_dtypes[0]
+    if _sdpa_fused_ok(ctx, q, k, v, rest):
+        gq, gk, gv, gm = bind(SDPA_BACKWARD, g, q, k, v, *rest, scale=scale)
+        needs = ctx.needs_input_grad
+        out = [gq if needs[0] else None, gk if needs[1] else None, gv if needs[2] else None]
+        return tuple(out + ([gm if needs[3] else None] if len(needs) > 3 else []))
     if d.itemsize < 4:  # recompute in float32 like the forward
         q, k, v, g = (t.to(dt.float32) for t in (q, k, v, g))
         rest = [m.to(dt.float32) for m in rest]

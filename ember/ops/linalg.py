@@ -16,6 +16,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
+from ember.ops import _parallel
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
@@ -57,7 +58,7 @@ def _matmul_eager(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     src = a.dtype
     if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
         return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(src)
-    return np.matmul(a, b)
+    return _parallel.matmul(a, b)
 
 
 def _matmul_vjp(ctx, g):  # noqa: ANN001
@@ -84,7 +85,7 @@ def _addmm_meta(c, a, b, *, beta: object, alpha: object) -> tuple:  # noqa: ANN0
 
 def _addmm_eager(c: np.ndarray, a: np.ndarray, b: np.ndarray, *, beta: object,
                  alpha: object) -> np.ndarray:
-    out = np.matmul(a, b)
+    out = _parallel.matmul(a, b)
     if alpha != 1:
         out *= np.asarray(alpha, dtype=out.dtype)
     if beta == 1:
@@ -190,13 +191,13 @@ def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> 
         return _linear_eager(x.astype(f), w.astype(f), None if b is None else b.astype(f)
                              ).astype(src)
     if x.ndim == 2:
-        out = np.matmul(x, w.T)
+        out = _parallel.matmul(x, w.T)
     else:
         lead = x.shape[:-1]
         rows = 1
         for n in lead:
             rows *= n
-        out = np.matmul(x.reshape(rows, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
+        out = _parallel.matmul(x.reshape(rows, x.shape[-1]), w.T).reshape(lead + (w.shape[0],))
     if b is not None:
         out += b
     return out

@@ -25,7 +25,8 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
-from ember.ops._special import erf_np
+from ember.ops import _parallel
+from ember.ops._special import erf_np, normal_cdf_f32
 from ember.ops._util import lowp, tensor_inputs
 from ember.ops.registry import OpDef, bind, register
 
@@ -43,6 +44,8 @@ class _Act:
     # ``rnd`` (round to the storage dtype) and applies it where PyTorch's ops end
     rounds: bool = False
     grad_name: str = ""
+    # optional fused ``g * f'(x)`` (saves the full-size temporary of f'(x) and one pass)
+    grad: Kernel | None = None
 
 
 def _meta(name: str, ints: bool) -> Callable[..., tuple]:
@@ -92,11 +95,47 @@ def _forward_kernel(f: Kernel, rounds: bool) -> Kernel:
     return rounding_kernel
 
 
-def _deriv_kernel(d: Kernel) -> Kernel:
+def _deriv_kernel(d: Kernel, fused: Kernel | None = None) -> Kernel:
     def kernel(g: Any, x: np.ndarray, **params: Any) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            if fused is not None and isinstance(g, np.ndarray) and g.dtype == x.dtype:
+                out = fused(g, x, **params)
+                if out is not None:
+                    return out
             return np.asarray(g * d(x, **params)).astype(x.dtype, copy=False)
     return lowp(kernel)
+
+
+def _blocked(fn: Kernel, *arrays: np.ndarray) -> np.ndarray:
+    """``fn(*arrays)`` for an elementwise ``fn`` of same-shape float arrays that makes several
+    temporaries: computed on cache-sized blocks (its temporaries stay in cache), spread over
+    ember's threads when large.  Each block runs under its own errstate (worker threads do
+    not inherit the caller's)."""
+    shape = arrays[0].shape
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+    n = flat[0].shape[0]
+    block = _parallel.BLOCK
+
+    def run(lo: int, hi: int, out: np.ndarray) -> None:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            out[lo:hi] = fn(*(a[lo:hi] for a in flat))
+
+    out = np.empty(n, dtype=arrays[0].dtype)
+    blocks = [(lo, min(lo + block, n)) for lo in range(0, n, block)]
+    threads = min(_parallel.get_num_threads(), len(blocks))
+    if n < _parallel.MIN_ELEMENTS or threads < 2:
+        for lo, hi in blocks:
+            run(lo, hi, out)
+        return out.reshape(shape)
+
+    todo = iter(blocks)  # shared: a thread that is descheduled does not hold up the others
+
+    def work(k: int) -> None:
+        for lo, hi in todo:
+            run(lo, hi, out)
+
+    _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    return out.reshape(shape)
 
 
 def _register(a: _Act) -> OpDef:
@@ -122,7 +161,8 @@ def _register(a: _Act) -> OpDef:
     for k, d in enumerate(a.derivs):
         name = a.name + "_backward" * (k + 1)
         chain.append(register(OpDef(
-            name, "pointwise", _meta(name, False), _deriv_kernel(d), deriv_vjp(k),
+            name, "pointwise", _meta(name, False),
+            _deriv_kernel(d, a.grad if k == 0 else None), deriv_vjp(k),
             save=(0, 1), save_for={0: (1,), 1: (0, 1)},
             doc=f"``g * f^({k + 1})(x)`` for f = {a.name}.",
         )))
@@ -155,11 +195,75 @@ _GELU_BETA = math.sqrt(2.0 / math.pi)
 _GELU_KAPPA = 0.044715
 
 
+def _gelu_tanh_block(x: np.ndarray) -> np.ndarray:
+    """0.5 * x * (1 + tanh(beta * (x + kappa * x^3))) in PyTorch's operation order, in place
+    on one temporary."""
+    t = np.multiply(x, x)
+    t *= x
+    t *= _GELU_KAPPA
+    t += x
+    t *= _GELU_BETA
+    np.tanh(t, out=t)
+    t += 1.0
+    t *= np.multiply(x, 0.5)
+    return t
+
+
+def _gelu_tanh_grad_block(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """g * gelu_tanh'(x), PyTorch's formula: 0.5 (1 + t) + 0.5 x (1 - t^2) beta (1 + 3 kappa
+    x^2) with t = tanh(beta (x + kappa x^3))."""
+    xsq = np.multiply(x, x)
+    t = np.multiply(xsq, x)
+    t *= _GELU_KAPPA
+    t += x
+    t *= _GELU_BETA
+    np.tanh(t, out=t)
+    xsq *= 3.0 * _GELU_KAPPA           # inner derivative beta * (1 + 3 kappa x^2), in xsq
+    xsq += 1.0
+    xsq *= _GELU_BETA
+    rd = np.multiply(t, t)             # right derivative 0.5 x (1 - t^2) * inner derivative
+    np.subtract(1.0, rd, out=rd)
+    rd *= np.multiply(x, 0.5)
+    rd *= xsq
+    t += 1.0                           # left derivative 0.5 (1 + t)
+    t *= 0.5
+    t += rd
+    t *= g
+    return t
+
+
+def _gelu_f32_block(x: np.ndarray) -> np.ndarray:
+    out = normal_cdf_f32(x)
+    out *= x
+    return out
+
+
+def _gelu_f32_grad_block(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """g * (Phi(x) + x * phi(x))."""
+    pdf = np.multiply(x, x)
+    pdf *= -0.5
+    np.exp(pdf, out=pdf)
+    pdf *= _INV_SQRT2PI
+    pdf *= x
+    pdf += normal_cdf_f32(x)
+    pdf *= g
+    return pdf
+
+
 def _gelu(x: np.ndarray, *, approximate: str) -> np.ndarray:
     if approximate == "tanh":
-        inner = _GELU_BETA * (x + _GELU_KAPPA * x * x * x)
-        return 0.5 * x * (1.0 + np.tanh(inner))
+        return _blocked(_gelu_tanh_block, x)
+    if x.dtype == np.float32:  # float32 (and float16/bfloat16, computed in float32)
+        return _blocked(_gelu_f32_block, x)
     return x * 0.5 * (1.0 + erf_np(x * _INV_SQRT2))
+
+
+def _gelu_grad(g: np.ndarray, x: np.ndarray, *, approximate: str) -> np.ndarray | None:
+    if approximate == "tanh":
+        return _blocked(_gelu_tanh_grad_block, g, x)
+    if x.dtype == np.float32:
+        return _blocked(_gelu_f32_grad_block, g, x)
+    return None
 
 
 def _gelu_tanh_parts(x: np.ndarray) -> tuple:
@@ -290,7 +394,7 @@ _ACTS = (
          (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False),
     _Act("threshold", _threshold,
          (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False),
-    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2)),
+    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad),
     _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2)),
     _Act("mish", _mish, (_mish_d1, _mish_d2)),
     _Act("softplus", _softplus, (_softplus_d1, _softplus_d2)),

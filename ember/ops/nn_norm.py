@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import DTypeError, ShapeError
+from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
+from ember.ops import _parallel
 from ember.ops._util import lowp, pointwise_meta
 from ember.ops.reduction import reduced_shape
-from ember.ops.registry import OpDef, register
+from ember.ops.registry import OpDef, bind, register
 
 
 def _check(name: str, x, *params) -> tuple:  # noqa: ANN001
@@ -59,9 +60,59 @@ def _rows(x: np.ndarray, dims: tuple) -> np.ndarray | None:
     return None
 
 
+def _ln_rows(x: np.ndarray, w, b, eps, y: np.ndarray, mean: np.ndarray,  # noqa: ANN001
+             rstd: np.ndarray) -> None:
+    """layer_norm of a block of rows (R, N) into ``y``, ``mean`` and ``rstd`` (R,)."""
+    n = x.dtype.type(x.shape[1])
+    np.divide(np.einsum("ij->i", x), n, out=mean)
+    np.subtract(x, mean[:, None], out=y)
+    var = np.einsum("ij,ij->i", y, y)
+    var /= n
+    var += eps
+    np.sqrt(var, out=var)
+    np.divide(1.0, var, out=rstd)
+    y *= rstd[:, None]
+    if w is not None:
+        y *= w
+    if b is not None:
+        y += b
+
+
+def _ln_blocked(x: np.ndarray, w, b, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
+    """Large trailing-dim layer_norm in cache-sized row blocks over ember's threads (the
+    statistics, centring and scaling of a block while it is in cache)."""
+    stat = reduced_shape(x.shape, dims, True)
+    n = _numel(x.shape, dims)
+    rows = x.size // n
+    x2 = x.reshape(rows, n)
+    y = np.empty((rows, n), x.dtype)
+    mean = np.empty(rows, x.dtype)
+    rstd = np.empty(rows, x.dtype)
+    w2 = None if w is None else w.reshape(n)
+    b2 = None if b is None else b.reshape(n)
+    e = x.dtype.type(eps)
+    per = max(1, _parallel.BLOCK // n)
+    blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
+    threads = min(_parallel.get_num_threads(), len(blocks))
+
+    todo = iter(blocks)  # shared: blocks go to whichever thread is free
+
+    def work(k: int) -> None:
+        for lo, hi in todo:
+            _ln_rows(x2[lo:hi], w2, b2, e, y[lo:hi], mean[lo:hi], rstd[lo:hi])
+
+    _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    return y.reshape(x.shape), mean.reshape(stat), rstd.reshape(stat)
+
+
 def _ln_eager(x: np.ndarray, w, b, *, dims: tuple, eps: float) -> tuple:  # noqa: ANN001
     stat = reduced_shape(x.shape, dims, True)
     rows = _rows(x, dims)
+    norm = x.shape[x.ndim - len(dims):]
+    if (rows is not None and x.size >= _parallel.MIN_ELEMENTS and _parallel.get_num_threads() > 1
+            and all(p is None or p.shape == norm for p in (w, b))
+            and x.dtype in (np.float32, np.float64)):
+        return _ln_blocked(x, w, b, dims, eps)
     if rows is not None:
         n = x.dtype.type(rows.shape[1])
         mean = (np.einsum("ij->i", rows) / n).reshape(stat)
@@ -81,10 +132,30 @@ def _ln_eager(x: np.ndarray, w, b, *, dims: tuple, eps: float) -> tuple:  # noqa
     return y, mean, rstd
 
 
+def _ln_fused_ok(ctx, gy, w, b) -> bool:  # noqa: ANN001
+    """The fused NumPy backward serves a first-order backward (no graph of the backward is
+    recorded: the engine leaves ``ctx._owner`` unset) of float32/float64 inputs normalized over
+    trailing dims with weight/bias of the normalized shape; a backward that is itself
+    differentiated takes the op-by-op formula below."""
+    if getattr(ctx, "_owner", True) is not None or gy is None:
+        return False
+    shape, dims = tuple(ctx.input_shapes[0]), ctx.params["dims"]
+    k = len(dims)
+    if (not k or dims != tuple(range(len(shape) - k, len(shape)))
+            or ctx.input_dtypes[0].name not in ("float32", "float64")):
+        return False
+    return all(p is None or tuple(p.shape) == shape[-k:] for p in (w, b))
+
+
 def _ln_vjp(ctx, gy, gmean, grstd):  # noqa: ANN001
     x, w, _b = ctx.inputs
     _y, mean, rstd = ctx.outputs
     dims = ctx.params["dims"]
+    if _ln_fused_ok(ctx, gy, w, _b):
+        gx, gw, gb = bind(LAYER_NORM_BACKWARD, gy, x, w, mean, rstd, gmean, grstd, dims=dims)
+        needs = ctx.needs_input_grad
+        return (gx if needs[0] else None, gw if needs[1] else None,
+                gb if needs[2] else None)
     n = _numel(ctx.input_shapes[0], dims)
     xhat = (x - mean) * rstd
     gx = gw = gb = None
@@ -108,6 +179,98 @@ LAYER_NORM = register(OpDef(
     save=(0, 1), save_output=True, tags=frozenset({"multi_output", "lowp_upcast"}),
     doc="(x - mean) * rstd * weight + bias over ``dims``; returns (y, mean, rstd).",
     grad_name="NativeLayerNormBackward0",
+))
+
+
+def _ln_bwd_meta(gy, x, w, mean, rstd, gmean, grstd, *, dims: tuple) -> tuple:  # noqa: ANN001
+    shape = tuple(x.shape)
+    norm = shape[len(shape) - len(dims):]
+    return (shape, x.dtype), (norm, x.dtype), (norm, x.dtype)
+
+
+def _ln_bwd_rows(gy: np.ndarray, x: np.ndarray, w, mean: np.ndarray, rstd: np.ndarray,  # noqa: ANN001
+                 gmean, grstd, inv_n: float) -> tuple:  # noqa: ANN001
+    """One block of rows (R, N): (gx, partial gw, partial gb), in the op order of the
+    composite formula."""
+    xhat = np.subtract(x, mean)
+    xhat *= rstd
+    gxh = gy * w if w is not None else gy
+    m1 = np.add.reduce(gxh, axis=-1, keepdims=True)
+    m1 *= inv_n
+    t = gxh * xhat
+    m2 = np.add.reduce(t, axis=-1, keepdims=True)
+    m2 *= inv_n
+    c1 = rstd * m2
+    if grstd is not None:
+        c1 += grstd * rstd * rstd * inv_n
+    c0 = rstd * m1
+    if gmean is not None:
+        c0 -= gmean * inv_n
+    gx = np.multiply(gxh, rstd, out=t)
+    xhat_c1 = np.multiply(xhat, c1)
+    gx -= xhat_c1
+    gx -= c0
+    np.multiply(gy, xhat, out=xhat_c1)
+    return gx, np.add.reduce(xhat_c1, axis=0), np.add.reduce(gy, axis=0)
+
+
+def _ln_bwd_eager(gy: np.ndarray, x: np.ndarray, w, mean: np.ndarray, rstd: np.ndarray,  # noqa: ANN001
+                  gmean, grstd, *, dims: tuple) -> tuple:  # noqa: ANN001
+    """Fused first-order layer_norm backward over row blocks that fit in cache, spread over
+    ember's threads (the op-by-op formula makes ~12 passes over memory)."""
+    n = _numel(x.shape, dims)
+    norm = x.shape[x.ndim - len(dims):]
+    rows = x.size // n if n else 0
+    dt = x.dtype
+    if rows == 0 or n == 0:
+        return (np.zeros(x.shape, dt), np.zeros(norm, dt), np.zeros(norm, dt))
+    g2, x2 = gy.reshape(rows, n), x.reshape(rows, n)
+    m2, r2 = mean.reshape(rows, 1), rstd.reshape(rows, 1)
+    gm2 = None if gmean is None else gmean.reshape(rows, 1)
+    gr2 = None if grstd is None else grstd.reshape(rows, 1)
+    w2 = None if w is None else w.reshape(n)
+    inv_n = 1.0 / n
+    gx = np.empty((rows, n), dt)
+    per = max(1, _parallel.BLOCK // n)
+    blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
+    threads = min(_parallel.get_num_threads(), len(blocks))
+    if x.size < _parallel.MIN_ELEMENTS:
+        threads = 1
+
+    partial: list = [None] * len(blocks)
+    todo = iter(range(len(blocks)))  # shared: blocks go to whichever thread is free
+
+    def work(k: int) -> None:
+        for j in todo:
+            sl = slice(*blocks[j])
+            gx[sl], pw, pb = _ln_bwd_rows(
+                g2[sl], x2[sl], w2, m2[sl], r2[sl], None if gm2 is None else gm2[sl],
+                None if gr2 is None else gr2[sl], inv_n)
+            partial[j] = (pw, pb)
+
+    if threads > 1:
+        _parallel._run([lambda k=k: work(k) for k in range(threads)])
+    else:
+        work(0)
+    # summed in block order, whichever thread did a block: the same bits on every run
+    gw = np.zeros(n, dt)
+    gb = np.zeros(n, dt)
+    for pw, pb in partial:
+        gw += pw
+        gb += pb
+    return gx.reshape(x.shape), gw.reshape(norm), gb.reshape(norm)
+
+
+def _ln_bwd_vjp(ctx, *grads):  # noqa: ANN001
+    raise EmberNotImplementedError(
+        "[layer_norm] the fused backward serves first-order gradients only; a backward with "
+        "create_graph=True uses the differentiable formula")
+
+
+LAYER_NORM_BACKWARD = register(OpDef(
+    "layer_norm_backward", "composite", _ln_bwd_meta, _ln_bwd_eager, _ln_bwd_vjp,
+    num_outputs=3, tags=frozenset({"multi_output"}),
+    doc="First-order gradients (x, weight, bias) of layer_norm over trailing dims, fused.",
 ))
 
 

@@ -131,6 +131,9 @@ def _softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
         return x.copy()
     if x.ndim == 0:
         return _softmax_eager(x.reshape(1), dim=0).reshape(())
+    if dim == x.ndim - 1 and x.size >= _parallel.MIN_ELEMENTS and x.dtype.kind == "f":
+        from ember.ops.attention import _safe_softmax_np  # row blocks over threads
+        return _safe_softmax_np(x, safe=False)
     e = np.subtract(x, np.max(x, axis=dim, keepdims=True))
     np.exp(e, out=e)
     if dim == x.ndim - 1 and e.flags.c_contiguous:

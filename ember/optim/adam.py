@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
+from ember._lazy import STATE as _LZ
+from ember.ops import _parallel
 from ember.optim.optimizer import Optimizer, _advance_step, _scalar_step
 from ember.tensor import Tensor
 
@@ -63,6 +67,10 @@ class Adam(Optimizer):
         beta1, beta2 = group["betas"]
         amsgrad = group["amsgrad"]
         state = self._state_for(p, amsgrad)
+        if _fast_ok(p, state, group):
+            _fast_update(p, state, lr, wd, eps, beta1, beta2, amsgrad,
+                         group["decoupled_weight_decay"])
+            return
         grad = -p.grad if group["maximize"] else p.grad
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         step = _advance_step(state["step"])
@@ -84,6 +92,108 @@ class Adam(Optimizer):
         else:
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
         p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+# ---------------------------------------------------------------------------- NumPy fast path
+# The update above is ~12 in-place tensor ops per parameter, each a frontend call and a fresh
+# full-size temporary.  For plain float32/float64 tensors the same arithmetic, in the same
+# order and precision (so the same bits), runs here as in-place NumPy ufuncs on cache-sized
+# blocks spread over ember's threads: the temporaries stay in cache and no Tensor is built.
+_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_BLOCK = 1 << 14      # elements per block (two scratch rows + four operands fit in L2)
+
+
+def _plain(t: Any, dtype: np.dtype, shape: tuple) -> bool:
+    return (isinstance(t, Tensor) and t._base is None and t._data.dtype == dtype
+            and t._data.shape == shape)
+
+
+def _fast_ok(p: Tensor, state: dict, group: dict) -> bool:
+    if _LZ.trace is not None:  # compiled code: the ember ops below are recorded instead
+        return False
+    d = p._data
+    if (d.dtype not in _FAST_DTYPES or group["maximize"] or group["differentiable"]
+            or isinstance(group["lr"], Tensor) or p._base is not None
+            or not d.flags.c_contiguous or not d.flags.writeable):
+        return False
+    g = p.grad
+    if not (isinstance(g, Tensor) and g._data.dtype == d.dtype and g._data.shape == d.shape):
+        return False
+    keys = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
+    step = state["step"]
+    return (all(_plain(state[k], d.dtype, d.shape) and state[k]._data.flags.c_contiguous
+                for k in keys)
+            and isinstance(step, Tensor) and step._data.shape == () and step._base is None)
+
+
+def _adam_block(pd: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
+                vmax: np.ndarray | None, c: tuple) -> None:
+    """One block of the update; ``c`` holds the scalars of this step."""
+    decay, coupled_wd, w, beta2, one_m_b2, bc2_sqrt, eps, neg_step = c
+    t1 = np.empty_like(pd)
+    if coupled_wd is not None:           # grad.add(p, alpha=wd): grad + wd * p
+        g = np.add(g, np.multiply(pd, coupled_wd, out=t1))
+        t1 = np.empty_like(pd)
+    elif decay is not None:              # p.mul_(1 - lr * wd)
+        pd *= decay
+    # exp_avg.lerp_(grad, w): start + w * (end - start), or end - (end - start) * (1 - w)
+    np.subtract(g, m, out=t1)
+    if abs(w) < 0.5:
+        t1 *= w
+        m += t1
+    else:
+        t1 *= m.dtype.type(1) - m.dtype.type(w)
+        np.subtract(g, t1, out=m)
+    # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    v *= beta2
+    np.multiply(g, one_m_b2, out=t1)
+    t1 *= g
+    v += t1
+    if vmax is not None:
+        np.maximum(vmax, v, out=vmax)
+    # denom = (sqrt(v) / bias_correction2_sqrt).add_(eps); p.addcdiv_(m, denom, -step_size)
+    np.sqrt(v if vmax is None else vmax, out=t1)
+    t1 /= bc2_sqrt
+    t1 += eps
+    t2 = np.multiply(m, neg_step)
+    t2 /= t1
+    pd += t2
+
+
+def _fast_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, beta1: float,
+                 beta2: float, amsgrad: bool, decoupled: bool) -> None:
+    step_t = state["step"]
+    step_t._data[...] = step_t._data + 1           # state["step"].add_(1)
+    step_t._version_counter[0] += 1
+    step = step_t._data.item()
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    c = (1 - lr * wd if wd != 0 and decoupled else None,
+         wd if wd != 0 and not decoupled else None,
+         1 - beta1, beta2, 1 - beta2, bias_correction2**0.5, eps, -(lr / bias_correction1))
+    arrays = [p._data, p.grad._data, state["exp_avg"]._data, state["exp_avg_sq"]._data,
+              state["max_exp_avg_sq"]._data if amsgrad else None]
+    n = p._data.size
+    if n <= _BLOCK or not p.grad._data.flags.c_contiguous:
+        _adam_block(*arrays, c)
+    else:
+        flat = [None if a is None else a.reshape(-1) for a in arrays]
+        blocks = [(lo, min(lo + _BLOCK, n)) for lo in range(0, n, _BLOCK)]
+        threads = min(_parallel.get_num_threads(), len(blocks))
+
+        todo = iter(blocks)  # shared: blocks go to whichever thread is free
+
+        def work(k: int) -> None:
+            for lo, hi in todo:
+                _adam_block(*(None if a is None else a[lo:hi] for a in flat), c)
+
+        if threads > 1:
+            _parallel._run([lambda k=k: work(k) for k in range(threads)])
+        else:
+            work(0)
+    for key in ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ()):
+        state[key]._version_counter[0] += 1
+    p._version_counter[0] += 1
 
 
 class AdamW(Adam):

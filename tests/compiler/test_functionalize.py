@@ -576,3 +576,13 @@ def test_writes_before_an_exception_are_applied():
     with pytest.raises(RuntimeError):
         ember.compile(f)(b)
     _eq(a, b, "input")
+
+
+def test_fresh_results_keep_the_kernels_layout():
+    def f(x):
+        return x.t() * 2, (x.t() * 3)[0]
+
+    x = ember.randn(3, 4)
+    (a, av), (b, bv) = f(x), ember.compile(f)(x)
+    assert a.stride() == b.stride()
+    np.testing.assert_array_equal(av.numpy(), bv.numpy())
