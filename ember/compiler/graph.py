@@ -201,25 +201,51 @@ class Graph:
     # -- execution -----------------------------------------------------------------------------
     def run(self, arrays: list, scalars: list = ()) -> list:
         """Execute with the eager NumPy kernels: arrays in, arrays out."""
-        vals: dict = {}
-        for k, a in enumerate(arrays):
-            vals[("i", k)] = a
-        sc = list(scalars)
-        for i, n in enumerate(self.nodes):
-            args = [vals[a] if type(a) is tuple and a and a[0] in ("i", "n") else
-                    (sc[a.index] if type(a) is Sym else a) for a in n.args]
-            params = _resolve(n.params, sc) if sc else n.params
-            out = n.op.eager(*args, **params)
-            if len(n.specs) == 1 and n.op.num_outputs == 1:
+        plan = self.__dict__.get("_plan")
+        if plan is None:
+            plan = self._plan = self._make_plan()
+        steps, n_in, out_slots = plan
+        vals = list(arrays)
+        vals.extend([None] * n_in)
+        sc = scalars
+        for kernel, arg_slots, consts, params, has_sym, single, np_dt, first in steps:
+            if arg_slots is not None:
+                args = [vals[k] if k >= 0 else (sc[c.index] if type(c) is Sym else c)
+                        for k, c in zip(arg_slots, consts)]
+            else:
+                args = [vals[k] for k in consts]
+            out = kernel(*args, **(_resolve(params, sc) if has_sym else params))
+            if single:
                 if type(out) is not np.ndarray:  # kernels may return NumPy scalars
-                    out = np.asarray(out, dtype=n.specs[0][1].np)
-                vals[("n", i, 0)] = out
+                    out = np.asarray(out, dtype=np_dt)
+                vals[first] = out
             else:
                 for j, o in enumerate(out):
                     if type(o) is not np.ndarray:
-                        o = np.asarray(o, dtype=n.specs[j][1].np)
-                    vals[("n", i, j)] = o
-        return [vals[o] for o in self.outputs]
+                        o = np.asarray(o, dtype=np_dt[j])
+                    vals[first + j] = o
+        return [vals[k] for k in out_slots]
+
+    def _make_plan(self) -> tuple:
+        """Refs resolved to slots of one flat value list, once per graph."""
+        slot: dict = {("i", k): k for k in range(len(self.inputs))}
+        nxt = len(self.inputs)
+        steps = []
+        for i, n in enumerate(self.nodes):
+            refs = [type(a) is tuple and bool(a) and a[0] in ("i", "n") for a in n.args]
+            if all(refs):
+                arg_slots, consts = None, [slot[a] for a in n.args]
+            else:
+                arg_slots = [slot[a] if r else -1 for a, r in zip(n.args, refs)]
+                consts = [None if r else a for a, r in zip(n.args, refs)]
+            single = len(n.specs) == 1 and n.op.num_outputs == 1
+            np_dt = n.specs[0][1].np if single else [d.np for _, d in n.specs]
+            for j in range(len(n.specs)):
+                slot[("n", i, j)] = nxt + j
+            steps.append((n.op.eager, arg_slots, consts, n.params,
+                          _has_sym(n.params), single, np_dt, nxt))
+            nxt += len(n.specs)
+        return steps, nxt - len(self.inputs), [slot[o] for o in self.outputs]
 
     def forward(self, *args: Any) -> tuple:
         """Run on ember tensors (then scalars): ``graph.forward(*tensors, *scalars)``."""
