@@ -132,7 +132,7 @@ EMBER_INLINE float ember_expm1f(float x) {
     float s = ember__pow2f(k - big);
     float y = ((s - (big > 0.0f ? 0.5f : 1.0f)) + s * u) * (1.0f + big);
     y = x > 88.7228394f ? INFINITY : y;
-    return x != x ? x : y;
+    return ember__self((x != x) | (x == 0.0f), x, y);          /* NaN, and -0 stays -0 */
 }
 
 EMBER_INLINE double ember_expm1d(double x) {
@@ -161,7 +161,7 @@ EMBER_INLINE double ember_expm1d(double x) {
     double s = ember__pow2d(k - big);
     double y = ((s - (big > 0.0 ? 0.5 : 1.0)) + s * u) * (1.0 + big);
     y = x > 709.782712893384 ? INFINITY : y;
-    return x != x ? x : y;
+    return ember__seld((x != x) | (x == 0.0), x, y);
 }
 
 /* ------------------------------------------------------------------------- log */
@@ -367,8 +367,7 @@ EMBER_INLINE double ember_erfinvd(double yv) {
         double st = f / (1.1283791670955126 * ember__exp_neg_square(x));
         x = x - st / (1.0 + x * st);
     }
-    double out = yv < 0.0 ? -x : x;
-    out = ay == 1.0 ? (yv < 0.0 ? -INFINITY : INFINITY) : out;
+    double out = __builtin_copysign(ay == 1.0 ? INFINITY : x, yv);
     return (ay > 1.0 | yv != yv) ? NAN : out;
 }
 EMBER_INLINE float ember_erfinvf(float x) { return (float)ember_erfinvd((double)x); }
