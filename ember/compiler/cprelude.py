@@ -112,10 +112,21 @@ def render_c_expr(op: Any, args: list[str], params: dict | None = None,
         if v is None:
             return _none_param(op.name, key, dtype_name)
         if hasattr(v, "np") and hasattr(v, "name"):           # an ember dtype
-            return COMPUTE_TYPES[v.name]
+            # a cast to float16/bfloat16 is done by the store (one rounding from any source
+            # type); double holds every source value the store needs exactly
+            return "double" if v.name in ("float16", "bfloat16") else C_TYPES[v.name]
         return c_literal(v)
 
-    return re.sub(r"\{(\w+)\}", sub, template)
+    out = re.sub(r"\{(\w+)\}", sub, template)
+    if dtype_name in ("float16", "bfloat16"):
+        suffix = "f16" if dtype_name == "float16" else "bf16"
+        out = re.sub(rf"\b({'|'.join(_LOWP_VARIANTS)})\(", rf"\1_{suffix}(", out)
+    return out
+
+
+# helpers with a float16/bfloat16 variant (``ember_div_trunc_f16``): the eager kernel rounds an
+# intermediate to the low-precision dtype
+_LOWP_VARIANTS = ("ember_div_trunc", "ember_logit")
 
 
 def _compiler() -> str | None:

@@ -96,7 +96,7 @@ void dropout_f16(uint64_t seed, uint64_t offset, double p, const uint16_t* x, ui
         y[i] = ember_f32_to_f16(ember_f16_to_f32(x[i]) * k);
     }
 }
-""")
+""")  # noqa: E501
     return "\n".join(lines) + "\n", where
 
 

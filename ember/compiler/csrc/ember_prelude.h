@@ -426,6 +426,10 @@ EMBER_INLINE uint16_t ember_f64_to_f16(double d) { return ember_f32_to_f16(ember
 EMBER_INLINE uint16_t ember_f64_to_bf16(double d) {
     return ember_f32_to_bf16(ember__f64_to_f32_odd(d));
 }
+/* a float value rounded to float16 / bfloat16 and back: what a fused kernel applies to a
+ * low-precision intermediate it keeps in a register (eager rounds after every op) */
+EMBER_INLINE float ember_round_f16(float x) { return ember_f16_to_f32(ember_f32_to_f16(x)); }
+EMBER_INLINE float ember_round_bf16(float x) { return ember_bf16_to_f32(ember_f32_to_bf16(x)); }
 /* store helpers that pick the float or double rounding by the value's type */
 #define ember_to_f16(x) _Generic((x), double: ember_f64_to_f16, default: ember_f32_to_f16)(x)
 #define ember_to_bf16(x) _Generic((x), double: ember_f64_to_bf16, default: ember_f32_to_bf16)(x)
@@ -585,12 +589,13 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
 /* ------------------------------------------------------------------------- float helpers */
 #define EMBER__FLOAT_HELPERS(T, S, BS, FMOD, ZERO, TWO_P)                                               \
     EMBER_INLINE T ember_abs##S(T x) { return __builtin_fabs##BS(x); }                     \
-    /* NaN-propagating, as NumPy's maximum/minimum: (a >= b or a is NaN) ? a : b */          \
-    EMBER_INLINE T ember_maximum##S(T a, T b) { return (a >= b | a != a) ? a : b; }         \
-    EMBER_INLINE T ember_minimum##S(T a, T b) { return (a <= b | a != a) ? a : b; }         \
-    /* NaN-ignoring (fmax/fmin) */                                                           \
-    EMBER_INLINE T ember_fmax##S(T a, T b) { return (a >= b | b != b) ? a : b; }            \
-    EMBER_INLINE T ember_fmin##S(T a, T b) { return (a <= b | b != b) ? a : b; }            \
+    /* NaN-propagating, as NumPy's maximum/minimum: (a > b or a is NaN) ? a : b (so the     \
+     * second operand wins a tie: maximum(0.0, -0.0) is -0.0, as NumPy) */                   \
+    EMBER_INLINE T ember_maximum##S(T a, T b) { return (a > b | a != a) ? a : b; }          \
+    EMBER_INLINE T ember_minimum##S(T a, T b) { return (a < b | a != a) ? a : b; }          \
+    /* NaN-ignoring (fmax/fmin), ties likewise to the second operand */                      \
+    EMBER_INLINE T ember_fmax##S(T a, T b) { return (a > b | b != b) ? a : b; }             \
+    EMBER_INLINE T ember_fmin##S(T a, T b) { return (a < b | b != b) ? a : b; }             \
     /* rounding without libm (gcc vectorizes trunc/floor/ceil calls only with              \
      * -fno-trapping-math): |x| + 2**p - 2**p rounds to an integer (ties to even) */        \
     EMBER_INLINE T ember_rint##S(T x) {                                                      \
@@ -609,6 +614,15 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
     }                                                                                        \
     EMBER_INLINE T ember_ceil##S(T x) {                                                      \
         T t = ember_trunc##S(x); return t - (x > t ? (T)-1 : (T)0);                          \
+    }                                                                                        \
+    /* round half to even at ``decimals`` places, as the eager kernel: with ten = 10**|d|    \
+     * rounded to T, rint(x * ten) / ten for d > 0 and rint(x / ten) * ten for d < 0 */      \
+    EMBER_INLINE T ember_round##S(T x, int64_t decimals) {                                   \
+        double p = 1.0;                                                                      \
+        for (int64_t k = decimals < 0 ? -decimals : decimals; k > 0; k--) p *= 10.0;         \
+        T ten = (T)p;                                                                        \
+        T r = decimals > 0 ? ember_rint##S(x * ten) / ten : ember_rint##S(x / ten) * ten;    \
+        return decimals == 0 ? ember_rint##S(x) : r;                                         \
     }                                                                                        \
     /* c10::div_floor_floating: the exact floor of the true quotient; a / b where b == 0 */  \
     EMBER_INLINE T ember_div_floor##S(T a, T b) {                                            \
@@ -650,6 +664,26 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
         return ember_log##S(c / (1 - c));                                                    \
     }
 EMBER__FLOAT_HELPERS(float, f, f, fmodf, 0.0f, 8388608.0f)
+
+/* float16/bfloat16 variants where the eager kernel rounds an intermediate to the dtype
+ * (cprelude.render_c_expr picks them for those dtypes) */
+#define EMBER__LOWP_HELPERS(H)                                                               \
+    /* trunc of the quotient rounded to the dtype (PyTorch's order) */                       \
+    EMBER_INLINE float ember_div_trunc_##H(float a, float b) {                               \
+        return ember_truncf(ember_round_##H(a / b));                                         \
+    }                                                                                        \
+    /* logit rounding after the clamp, 1 - x and the quotient, as the eager kernel */        \
+    EMBER_INLINE float ember_logit_##H(float x, double eps) {                                \
+        float lo = (float)eps, hi = (float)(1.0 - eps);                                      \
+        float c = x < lo ? lo : x;                                                           \
+        c = c > hi ? hi : c;                                                                 \
+        c = (eps == eps & x == x) ? ember_round_##H(c) : x;                                  \
+        float om = ember_round_##H(1.0f - c);                                                \
+        return ember_logf(ember_round_##H(c / om));                                          \
+    }
+EMBER__LOWP_HELPERS(f16)
+EMBER__LOWP_HELPERS(bf16)
+#undef EMBER__LOWP_HELPERS
 EMBER__FLOAT_HELPERS(double, d, , fmod, 0.0, 4503599627370496.0)
 #undef EMBER__FLOAT_HELPERS
 
@@ -710,6 +744,15 @@ EMBER_INLINE bool ember_isfinited(double x) { return x - x == 0.0; }
 #define ember_isnan(x) EMBER__G1I(ember_isnan, ember__false_i, x)
 #define ember_isinf(x) EMBER__G1I(ember_isinf, ember__false_i, x)
 #define ember_isfinite(x) EMBER__G1I(ember_isfinite, ember__true_i, x)
+EMBER_INLINE int64_t ember__round_i(int64_t x, int64_t d) { (void)d; return x; }
+#define ember_round(x, d) _Generic((x) + 0, float: ember_roundf, double: ember_roundd,        \
+                                   default: ember__round_i)(x, d)
+EMBER_INLINE int64_t ember__nan_to_num_i(int64_t x, double a, double b, double c) {
+    (void)a; (void)b; (void)c; return x;
+}
+#define ember_nan_to_num(x, nan, posinf, neginf) _Generic((x) + 0,                          \
+    float: ember_nan_to_numf, double: ember_nan_to_numd,                                     \
+    default: ember__nan_to_num_i)(x, nan, posinf, neginf)
 /* bitwise not: logical not on bool */
 #define ember_bitwise_not(x) _Generic((x), bool: !(x), default: ~(x))
 /* a double constant in x's float type (what NumPy does with x * x.dtype.type(c)) */
