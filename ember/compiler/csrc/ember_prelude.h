@@ -220,31 +220,31 @@ EMBER_INLINE double ember_logd(double x) {
     return ember__seld((x <= 0.0) | (x == INFINITY) | (x != x), sp, r);
 }
 
-/* log1p by Goldberg's trick: u = 1 + x rounded; log1p(x) = log(u) * x / (u - 1). */
+/* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term is the
+ * first-order correction for the rounding of u (u - 1 is exact). */
 EMBER_INLINE float ember_log1pf(float x) {
     float u = 1.0f + x;
-    float d = u - 1.0f;
-    float q = x / (d == 0.0f ? 1.0f : d);
-    float r = ember_logf(u) * q;
-    return ember__self((d == 0.0f) | (x == INFINITY), x, r);
+    float c = (x - (u - 1.0f)) / (u == 0.0f ? 1.0f : u);
+    float r = ember_logf(u) + c;
+    return ember__self((x == 0.0f) | (x == INFINITY), x, r);
 }
 
 EMBER_INLINE double ember_log1pd(double x) {
     double u = 1.0 + x;
-    double d = u - 1.0;
-    double q = x / (d == 0.0 ? 1.0 : d);
-    double r = ember_logd(u) * q;
-    return ember__seld((d == 0.0) | (x == INFINITY), x, r);
+    double c = (x - (u - 1.0)) / (u == 0.0 ? 1.0 : u);
+    double r = ember_logd(u) + c;
+    return ember__seld((x == 0.0) | (x == INFINITY), x, r);
 }
 
 /* ------------------------------------------------------------------------- tanh, sigmoid */
-/* tanh(|x|) = e / (e + 2) with e = expm1(2|x|); a polynomial below 0.625 (Cephes tanhf)
- * where that quotient loses an ulp; |x| is capped where tanh rounds to 1. */
+/* tanh: Cephes' polynomial below 0.625, else 1 - 2 / (exp(2|x|) + 1) (cheaper than the
+ * expm1 form and as accurate there); |x| is capped where tanh rounds to 1.  The double
+ * version uses e / (e + 2), e = expm1(2|x|), which keeps double's last bit. */
 EMBER_INLINE float ember_tanhf(float x) {
     float a = x < 0.0f ? -x : x;
     float ac = a > 10.0f ? 10.0f : a;
-    float e = ember_expm1f(ac + ac);
-    float big = e / (e + 2.0f);
+    float e = ember_expf(ac + ac);
+    float big = 1.0f - 2.0f / (e + 1.0f);
     float z = x * x;
     float p = -5.70498872745e-3f;
     p = p * z + 2.06390887954e-2f;
@@ -254,7 +254,7 @@ EMBER_INLINE float ember_tanhf(float x) {
     float small = a + a * z * p;
     float r = a < 0.625f ? small : big;
     r = x < 0.0f ? -r : r;
-    return (x != x | x == 0.0f) ? x : r;
+    return ember__self((x != x) | (x == 0.0f), x, r);
 }
 
 EMBER_INLINE double ember_tanhd(double x) {
