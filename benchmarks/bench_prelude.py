@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import os
+import sys
 import time
 
 import numpy as np
 
-from ember.compiler import cprelude
-from ember.ops import _special
-from ember.ops.pointwise_math import _sigmoid
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ember.compiler import cprelude  # noqa: E402
+from ember.ops import _special  # noqa: E402
+from ember.ops.pointwise_math import _sigmoid  # noqa: E402
 
 FUNCS = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc", "erfinv"]
 LIBM = {"exp": "expf", "expm1": "expm1f", "log": "logf", "log1p": "log1pf", "tanh": "tanhf",

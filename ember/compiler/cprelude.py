@@ -85,10 +85,10 @@ def _none_param(op_name: str, key: str, dtype_name: str) -> str:
     # nan_to_num: None means the output dtype's largest / lowest finite value
     if op_name == "nan_to_num" and key in ("posinf", "neginf"):
         from ember import dtypes as dt
-        info = dt.finfo(getattr(dt, dtype_name)) if dtype_name in C_TYPES and \
-            getattr(dt, dtype_name).is_floating_point else None
-        if info is None:
+        d = getattr(dt, dtype_name)
+        if not d.is_floating_point:          # integers pass through unchanged
             return "0.0"
+        info = dt.finfo(d)
         return c_literal(float(info.max if key == "posinf" else info.min))
     # logit: eps=None is NaN (the prelude's ember_logit clamps only for a number)
     return "NAN"
