@@ -327,6 +327,6 @@ def _rsqrt_eps_vjp(ctx, g):  # noqa: ANN001
 RSQRT_EPS = register(OpDef(
     "rsqrt_eps", "pointwise", pointwise_meta("rsqrt_eps"),
     lowp(lambda x, *, eps: 1.0 / np.sqrt(x + x.dtype.type(eps))), _rsqrt_eps_vjp,
-    save_output=True, c_expr="(1.0 / sqrt({0} + {eps}))",
+    save_output=True, c_expr="(1 / ember_sqrt({0} + ember_like({0}, {eps})))",
     doc="1 / sqrt(x + eps): the inverse standard deviation of batch_norm's running variance.",
 ))

@@ -238,7 +238,7 @@ def _fmod_vjp(ctx, g):  # noqa: ANN001
 REMAINDER = binary("remainder", lowp(_remainder_eager), _remainder_vjp, reject=NOT_BOOL,
                    save_for={1: (0, 1)}, c_expr="ember_remainder({0}, {1})")
 FMOD = binary("fmod", lowp(_fmod_eager), _fmod_vjp, reject=NOT_BOOL, save_for={1: (0, 1)},
-              c_expr="fmod({0}, {1})")
+              c_expr="ember_fmod({0}, {1})")
 
 
 # ---------------------------------------------------------------------------------- pow
@@ -284,7 +284,7 @@ def _pow_vjp(ctx, g):  # noqa: ANN001
 
 POW = register(OpDef(
     "pow", "pointwise", meta("pow", reject=NOT_BOOL, kernel="pow"), lowp(_pow_eager), _pow_vjp,
-    save=(0, 1), save_output=True, c_expr="pow({0}, {1})",
+    save=(0, 1), save_output=True, c_expr="ember_pow({0}, {1})",
 ))
 
 
@@ -339,17 +339,18 @@ def _zero_vjp(ctx, g):  # noqa: ANN001, ANN202
 
 
 FLOOR = unary("floor", lowp(_int_identity(np.floor)), _zero_vjp, save=(), reject=NOT_BOOL,
-              kernel="floor_vml_cpu", c_expr="floor({0})")
+              kernel="floor_vml_cpu", c_expr="ember_floor({0})")
 CEIL = unary("ceil", lowp(_int_identity(np.ceil)), _zero_vjp, save=(), reject=NOT_BOOL,
-             kernel="ceil_vml_cpu", c_expr="ceil({0})")
+             kernel="ceil_vml_cpu", c_expr="ember_ceil({0})")
 TRUNC = unary("trunc", lowp(_int_identity(np.trunc)), _zero_vjp, save=(), reject=NOT_BOOL,
-              kernel="trunc_vml_cpu", c_expr="trunc({0})")
+              kernel="trunc_vml_cpu", c_expr="ember_trunc({0})")
 ROUND = register(OpDef(
     "round", "pointwise", _round_meta, lowp(_int_identity(_round_eager)), _zero_vjp,
-    c_expr="nearbyint({0})", doc="Round half to even, optionally to ``decimals`` places.",
+    c_expr="ember_round({0}, {decimals})",
+    doc="Round half to even, optionally to ``decimals`` places.",
 ))
 FRAC = unary("frac", lowp(lambda x: x - np.trunc(x)), lambda ctx, g: (g,), save=(),
-             reject=FLOAT_ONLY, c_expr="({0} - trunc({0}))")
+             reject=FLOAT_ONLY, c_expr="({0} - ember_trunc({0}))")
 
 
 # ---------------------------------------------------------------------------------- min / max
@@ -371,9 +372,9 @@ def _fmax_vjp(ctx, g, ge: bool = True):  # noqa: ANN001
 MAXIMUM = binary("maximum", lowp(np.maximum), _maximum_vjp, c_expr="ember_maximum({0}, {1})")
 MINIMUM = binary("minimum", lowp(np.minimum), lambda ctx, g: _maximum_vjp(ctx, g, False),
                  c_expr="ember_minimum({0}, {1})")
-FMAX = binary("fmax", lowp(np.fmax), _fmax_vjp, c_expr="fmax({0}, {1})")
+FMAX = binary("fmax", lowp(np.fmax), _fmax_vjp, c_expr="ember_fmax({0}, {1})")
 FMIN = binary("fmin", lowp(np.fmin), lambda ctx, g: _fmax_vjp(ctx, g, False),
-              c_expr="fmin({0}, {1})")
+              c_expr="ember_fmin({0}, {1})")
 
 
 # ---------------------------------------------------------------------------------- where

@@ -44,7 +44,8 @@ BITWISE_AND = binary("bitwise_and", np.bitwise_and, None, reject=INT_ONLY,
 BITWISE_OR = binary("bitwise_or", np.bitwise_or, None, reject=INT_ONLY, c_expr="({0} | {1})")
 BITWISE_XOR = binary("bitwise_xor", np.bitwise_xor, None, reject=INT_ONLY,
                      c_expr="({0} ^ {1})")
-BITWISE_NOT = unary("bitwise_not", np.invert, None, reject=INT_ONLY, c_expr="(~{0})")
+BITWISE_NOT = unary("bitwise_not", np.invert, None, reject=INT_ONLY,
+                    c_expr="ember_bitwise_not({0})")
 
 
 def _shift_operands(a: Any, b: Any) -> tuple:
@@ -95,10 +96,10 @@ def _floaty(fn, default: bool):  # noqa: ANN001, ANN202
     return lowp(kernel)
 
 
-ISNAN = unary("isnan", _floaty(np.isnan, False), None, out_dtype=_B, c_expr="isnan({0})")
-ISINF = unary("isinf", _floaty(np.isinf, False), None, out_dtype=_B, c_expr="isinf({0})")
+ISNAN = unary("isnan", _floaty(np.isnan, False), None, out_dtype=_B, c_expr="ember_isnan({0})")
+ISINF = unary("isinf", _floaty(np.isinf, False), None, out_dtype=_B, c_expr="ember_isinf({0})")
 ISFINITE = unary("isfinite", _floaty(np.isfinite, True), None, out_dtype=_B,
-                 c_expr="isfinite({0})")
+                 c_expr="ember_isfinite({0})")
 ISPOSINF = unary("isposinf", _floaty(lambda x: x == np.inf, False), None, out_dtype=_B,
                  c_expr="({0} == INFINITY)")
 ISNEGINF = unary("isneginf", _floaty(lambda x: x == -np.inf, False), None, out_dtype=_B,

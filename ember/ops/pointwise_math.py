@@ -46,59 +46,60 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 _OUT = {"save": (), "save_output": True}
 
-EXP = _float_unary("exp", np.exp, lambda c, g: (g * _y(c),), c_expr="exp({0})", **_OUT)
-EXP2 = _float_unary("exp2", np.exp2, lambda c, g: (g * (_y(c) * _LN2),), c_expr="exp2({0})",
+EXP = _float_unary("exp", np.exp, lambda c, g: (g * _y(c),), c_expr="ember_exp({0})", **_OUT)
+EXP2 = _float_unary("exp2", np.exp2, lambda c, g: (g * (_y(c) * _LN2),), c_expr="ember_exp2({0})",
                     **_OUT)
-EXPM1 = _float_unary("expm1", np.expm1, lambda c, g: (g * (_y(c) + 1),), c_expr="expm1({0})",
+EXPM1 = _float_unary("expm1", np.expm1, lambda c, g: (g * (_y(c) + 1),), c_expr="ember_expm1({0})",
                      **_OUT)
-LOG = _float_unary("log", np.log, lambda c, g: (g / _x(c),), c_expr="log({0})")
-LOG2 = _float_unary("log2", np.log2, lambda c, g: (g / (_x(c) * _LN2),), c_expr="log2({0})")
+LOG = _float_unary("log", np.log, lambda c, g: (g / _x(c),), c_expr="ember_log({0})")
+LOG2 = _float_unary("log2", np.log2, lambda c, g: (g / (_x(c) * _LN2),), c_expr="ember_log2({0})")
 LOG10 = _float_unary("log10", np.log10, lambda c, g: (g / (_x(c) * _LN10),),
-                     c_expr="log10({0})")
-LOG1P = _float_unary("log1p", np.log1p, lambda c, g: (g / (_x(c) + 1),), c_expr="log1p({0})")
-SQRT = _float_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * _y(c)),), c_expr="sqrt({0})",
+                     c_expr="ember_log10({0})")
+LOG1P = _float_unary("log1p", np.log1p, lambda c, g: (g / (_x(c) + 1),), c_expr="ember_log1p({0})")
+SQRT = _float_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * _y(c)),), c_expr="ember_sqrt({0})",
                     **_OUT)
 RSQRT = _float_unary("rsqrt", lambda x: 1.0 / np.sqrt(x),
-                     lambda c, g: (-0.5 * g * _y(c).pow(3),), c_expr="(1 / sqrt({0}))", **_OUT)
+                     lambda c, g: (-0.5 * g * _y(c).pow(3),), c_expr="(1 / ember_sqrt({0}))",
+                     **_OUT)
 RECIPROCAL = _float_unary("reciprocal", lambda x: 1.0 / x, lambda c, g: (-g * (_y(c) * _y(c)),),
                           c_expr="(1 / {0})", **_OUT)
-SIN = _float_unary("sin", np.sin, lambda c, g: (g * _x(c).cos(),), c_expr="sin({0})")
-COS = _float_unary("cos", np.cos, lambda c, g: (g * -_x(c).sin(),), c_expr="cos({0})")
-TAN = _float_unary("tan", np.tan, lambda c, g: (g * (1 + _y(c) * _y(c)),), c_expr="tan({0})",
+SIN = _float_unary("sin", np.sin, lambda c, g: (g * _x(c).cos(),), c_expr="ember_sin({0})")
+COS = _float_unary("cos", np.cos, lambda c, g: (g * -_x(c).sin(),), c_expr="ember_cos({0})")
+TAN = _float_unary("tan", np.tan, lambda c, g: (g * (1 + _y(c) * _y(c)),), c_expr="ember_tan({0})",
                    **_OUT)
 ASIN = _float_unary("asin", np.arcsin, lambda c, g: (g * (1 - _x(c) * _x(c)).rsqrt(),),
-                    c_expr="asin({0})")
+                    c_expr="ember_asin({0})")
 ACOS = _float_unary("acos", np.arccos, lambda c, g: (g * -(1 - _x(c) * _x(c)).rsqrt(),),
-                    c_expr="acos({0})")
+                    c_expr="ember_acos({0})")
 ATAN = _float_unary("atan", np.arctan, lambda c, g: (g / (_x(c) * _x(c) + 1),),
-                    c_expr="atan({0})")
-SINH = _float_unary("sinh", np.sinh, lambda c, g: (g * _x(c).cosh(),), c_expr="sinh({0})")
-COSH = _float_unary("cosh", np.cosh, lambda c, g: (g * _x(c).sinh(),), c_expr="cosh({0})")
+                    c_expr="ember_atan({0})")
+SINH = _float_unary("sinh", np.sinh, lambda c, g: (g * _x(c).cosh(),), c_expr="ember_sinh({0})")
+COSH = _float_unary("cosh", np.cosh, lambda c, g: (g * _x(c).sinh(),), c_expr="ember_cosh({0})")
 TANH = _float_unary("tanh", np.tanh, lambda c, g: (g * (1 - _y(c) * _y(c)),),
-                    c_expr="tanh({0})", **_OUT)
+                    c_expr="ember_tanh({0})", **_OUT)
 SIGMOID = _float_unary("sigmoid", _sigmoid, lambda c, g: (g * (_y(c) * (1 - _y(c))),),
-                       c_expr="(1 / (1 + exp(-{0})))", **_OUT)
+                       c_expr="ember_sigmoid({0})", **_OUT)
 ERF = _float_unary("erf", _special.erf,
                    lambda c, g: (g * (_TWO_OVER_SQRT_PI * (-_x(c) * _x(c)).exp()),),
-                   c_expr="erf({0})")
+                   c_expr="ember_erf({0})")
 ERFC = _float_unary("erfc", _special.erfc,
                     lambda c, g: (g * (-_TWO_OVER_SQRT_PI * (-_x(c) * _x(c)).exp()),),
-                    c_expr="erfc({0})")
+                    c_expr="ember_erfc({0})")
 ERFINV = _float_unary("erfinv", _special.erfinv,
                       lambda c, g: (g * (_SQRT_PI_OVER_2 * (_y(c) * _y(c)).exp()),),
                       c_expr="ember_erfinv({0})", **_OUT)
 ASINH = _float_unary("asinh", np.arcsinh, lambda c, g: (g * (_x(c) * _x(c) + 1).rsqrt(),),
-                     c_expr="asinh({0})")
+                     c_expr="ember_asinh({0})")
 ACOSH = _float_unary("acosh", np.arccosh, lambda c, g: (g * (_x(c) * _x(c) - 1).rsqrt(),),
-                     c_expr="acosh({0})")
+                     c_expr="ember_acosh({0})")
 ATANH = _float_unary("atanh", np.arctanh, lambda c, g: (g / (1 - _x(c) * _x(c)),),
-                     c_expr="atanh({0})")
+                     c_expr="ember_atanh({0})")
 DEG2RAD = _float_unary("deg2rad", lambda x: x * x.dtype.type(math.pi / 180.0),
                        lambda c, g: (g * (math.pi / 180.0),), save=(),
-                       c_expr="({0} * (M_PI / 180.0))")
+                       c_expr="({0} * ember_like({0}, 0.017453292519943295))")
 RAD2DEG = _float_unary("rad2deg", lambda x: x * x.dtype.type(180.0 / math.pi),
                        lambda c, g: (g * (180.0 / math.pi),), save=(),
-                       c_expr="({0} * (180.0 / M_PI))")
+                       c_expr="({0} * ember_like({0}, 57.29577951308232))")
 
 
 # ---------------------------------------------------------------------------------- logit
@@ -131,7 +132,7 @@ def _logit_meta(x, *, eps: float | None = None) -> tuple:  # noqa: ANN001
 
 
 LOGIT = register(OpDef("logit", "pointwise", _logit_meta, _logit_eager, _logit_vjp,
-                       save=(0,), c_expr="log({0} / (1 - {0}))"))
+                       save=(0,), c_expr="ember_logit({0}, {eps})"))
 
 
 # ---------------------------------------------------------------------------------- binary
@@ -192,13 +193,13 @@ def _logaddexp_vjp(ctx, g):  # noqa: ANN001
 
 LOGADDEXP = binary("logaddexp", lowp(_logaddexp_eager), _logaddexp_vjp, reject=FLOAT_ONLY,
                    c_expr="ember_logaddexp({0}, {1})")
-ATAN2 = binary("atan2", lowp(np.arctan2), _atan2_vjp, c_expr="atan2({0}, {1})")
+ATAN2 = binary("atan2", lowp(np.arctan2), _atan2_vjp, c_expr="ember_atan2({0}, {1})")
 HYPOT = binary("hypot", lowp(np.hypot), _hypot_vjp, save_output=True, reject=FLOAT_ONLY,
-               c_expr="hypot({0}, {1})")
+               c_expr="ember_hypot({0}, {1})")
 XLOGY = binary("xlogy", lowp(_xlogy_eager), _xlogy_vjp, save_for={0: (0, 1), 1: (0, 1)},
                c_expr="ember_xlogy({0}, {1})")
 COPYSIGN = binary("copysign", lowp(np.copysign), _copysign_vjp, save=(0,), save_output=True,
-                  c_expr="copysign({0}, {1})")
+                  c_expr="ember_copysign({0}, {1})")
 
 
 # ---------------------------------------------------------------------------------- addc*
@@ -225,11 +226,11 @@ _ADDC_BASE = meta("addcmul", reject=frozenset({dt.bool}), kernel="addcmul_cpu_ou
 # one rounding for the whole expression, as PyTorch's fused kernel (matters in half precision)
 ADDCMUL = register(OpDef(
     "addcmul", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a * b),
-    _addcmul_vjp, save=(1, 2), c_expr="({0} + {value} * {1} * {2})",
+    _addcmul_vjp, save=(1, 2), c_expr="({0} + ember_like({0}, {value}) * {1} * {2})",
 ))
 ADDCDIV = register(OpDef(
     "addcdiv", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a / b),
-    _addcdiv_vjp, save=(1, 2), c_expr="({0} + {value} * {1} / {2})",
+    _addcdiv_vjp, save=(1, 2), c_expr="({0} + ember_like({0}, {value}) * {1} / {2})",
 ))
 
 
@@ -252,4 +253,5 @@ def _lerp_vjp(ctx, g):  # noqa: ANN001
 
 LERP = binary("lerp", lowp(_lerp_eager), _lerp_vjp, save=(0, 1, 2), reject=FLOAT_ONLY,
               kernel="lerp_kernel_scalar",
-              c_expr="(fabs({2}) < 0.5 ? {0} + {2} * ({1} - {0}) : {1} - ({1} - {0}) * (1 - {2}))")
+              c_expr="(ember_abs({2}) < 0.5 ? {0} + {2} * ({1} - {0})"
+                     " : {1} - ({1} - {0}) * (1 - {2}))")

@@ -1,0 +1,823 @@
+/* ember C prelude: the helpers generated kernels and OpDef ``c_expr`` templates call.
+ *
+ * Portable C (C99 plus C11 ``_Generic`` for the type-generic names templates use); no
+ * intrinsics.  Compiled with ``-O3 -march=native -ffp-contract=off`` (never -ffast-math).
+ *
+ * - Transcendentals (exp, expm1, log, log1p, tanh, sigmoid, erf, erfc, erfinv) are branch-free
+ *   polynomial/rational approximations with range reduction, written with +,-,*,/, bit casts
+ *   and selects only, so gcc inlines and vectorizes loops that call them (a libm call blocks
+ *   vectorization).  float versions end in ``f``, double versions in ``d``; ``ember_exp(x)``
+ *   etc. pick one by the argument's type.  Accuracy (max ulp vs a float64/longer reference) is
+ *   recorded in docs/compiler_prelude.md and checked by tests/compiler/test_prelude.py.
+ * - float16/bfloat16 storage: loads to float, stores from float or double with one
+ *   round-to-nearest-even, bit-identical to NumPy / ml_dtypes casts (NaN payloads included).
+ * - Philox4x32-10 and the word -> number maps of docs/random.md, bit-identical to eager.
+ * - Integer and float helpers with PyTorch's semantics (NaN-propagating max/min, floor
+ *   division, shifts, xlogy, ...), each mirroring an eager kernel in ember/ops.
+ *
+ * Functions other templates name (sin, cos, tan, asin, ..., pow, fmod, atan2, hypot) go to
+ * libm through the same ``ember_*`` type-generic names; they are correct but not vectorized.
+ */
+#ifndef EMBER_PRELUDE_H
+#define EMBER_PRELUDE_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+/* selects combine comparisons with | and & (not || and &&): short-circuit operators are
+ * control flow that gcc will not if-convert under -ftrapping-math, which blocks vectorization */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wparentheses"
+#define EMBER_INLINE static inline __attribute__((always_inline))
+#else
+#define EMBER_INLINE static inline
+#endif
+
+/* ------------------------------------------------------------------------- bit casts */
+EMBER_INLINE uint32_t ember_f2u(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+EMBER_INLINE float ember_u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+EMBER_INLINE uint64_t ember_d2u(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+EMBER_INLINE double ember_u2d(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+
+/* select by bit masks: for the special-case fixups at the end of a function.  With a plain
+ * ?: gcc may move the main computation under a branch that skips it for the special inputs,
+ * and control flow blocks vectorization; it cannot see through the masks. */
+EMBER_INLINE float ember__self(int c, float a, float b) {
+    uint32_t m = 0u - (uint32_t)(c != 0);
+    return ember_u2f((ember_f2u(a) & m) | (ember_f2u(b) & ~m));
+}
+EMBER_INLINE double ember__seld(int c, double a, double b) {
+    uint64_t m = 0u - (uint64_t)(c != 0);
+    return ember_u2d((ember_d2u(a) & m) | (ember_d2u(b) & ~m));
+}
+
+/* round to nearest integer (ties to even) for |x| < 2**22 (float) / 2**51 (double): adding
+ * and subtracting 1.5 * 2**mant leaves the rounded value (no libm, vectorizes) */
+#define EMBER_RNDF_MAGIC 12582912.0f
+#define EMBER_RNDD_MAGIC 6755399441055744.0
+EMBER_INLINE float ember__rintf(float x) { return (x + EMBER_RNDF_MAGIC) - EMBER_RNDF_MAGIC; }
+EMBER_INLINE double ember__rintd(double x) { return (x + EMBER_RNDD_MAGIC) - EMBER_RNDD_MAGIC; }
+/* 2**k for an integral float k in [-126, 127] (double: [-1022, 1023]) */
+EMBER_INLINE float ember__pow2f(float k) {
+    return ember_u2f((ember_f2u(k + EMBER_RNDF_MAGIC) + 127u) << 23);
+}
+EMBER_INLINE double ember__pow2d(double k) {
+    return ember_u2d((ember_d2u(k + EMBER_RNDD_MAGIC) + 1023u) << 52);
+}
+
+/* ------------------------------------------------------------------------- exp */
+/* Cephes expf: exp(x) = 2**k * exp(r), r = x - k ln2 in two parts; the scale is applied in
+ * two halves so results in the subnormal range round once and overflow gives inf. */
+EMBER_INLINE float ember_expf(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -104.0f ? -104.0f : xc;
+    xc = x != x ? 0.0f : xc;
+    float k = ember__rintf(xc * 1.44269504088896341f);
+    float r = xc - k * 0.693359375f;
+    r = r - k * -2.12194440e-4f;
+    float z = r * r;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * z + r + 1.0f;
+    float k1 = ember__rintf(k * 0.5f);
+    float y = p * ember__pow2f(k1) * ember__pow2f(k - k1);
+    return x != x ? x : y;
+}
+
+/* fdlibm exp: reduction with ln2 split in hi/lo, rational form of exp(r) (< 1 ulp). */
+EMBER_INLINE double ember_expd(double x) {
+    double xc = x > 710.0 ? 710.0 : x;
+    xc = xc < -746.0 ? -746.0 : xc;
+    xc = x != x ? 0.0 : xc;
+    double k = ember__rintd(xc * 1.44269504088896338700e+00);
+    double hi = xc - k * 6.93147180369123816490e-01;
+    double lo = k * 1.90821492927058770002e-10;
+    double r = hi - lo;
+    double t = r * r;
+    double c = r - t * (1.66666666666666019037e-01 + t * (-2.77777777770155933842e-03 +
+               t * (6.61375632143793436117e-05 + t * (-1.65339022054652515390e-06 +
+               t * 4.13813679705723846039e-08))));
+    double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+    double k1 = ember__rintd(k * 0.5);
+    y = y * ember__pow2d(k1) * ember__pow2d(k - k1);
+    return x != x ? x : y;
+}
+
+/* expm1 = 2**k (expm1(r) + 1) - 1 = (2**k - 1) + 2**k expm1(r); expm1(r) by its Taylor
+ * series on |r| <= ln2/2.  k = 128 (1024 for double) is scaled in two steps. */
+EMBER_INLINE float ember_expm1f(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -18.0f ? -18.0f : xc;
+    xc = x != x ? 0.0f : xc;
+    float k = ember__rintf(xc * 1.44269504088896341f);
+    float hi = xc - k * 0.693359375f;
+    float lo = k * -2.12194440e-4f;
+    float r = hi - lo;
+    float p = 2.4801587302e-5f;                 /* 1/8! .. 1/2!, Horner in r */
+    p = p * r + 1.9841269841e-4f;
+    p = p * r + 1.3888888889e-3f;
+    p = p * r + 8.3333333333e-3f;
+    p = p * r + 4.1666666667e-2f;
+    p = p * r + 1.6666666667e-1f;
+    p = p * r + 0.5f;
+    float u = r + (r * r) * p;
+    float big = k > 127.0f ? 1.0f : 0.0f;
+    float s = ember__pow2f(k - big);
+    float y = ((s - (big > 0.0f ? 0.5f : 1.0f)) + s * u) * (1.0f + big);
+    y = x > 88.7228394f ? INFINITY : y;
+    return ember__self((x != x) | (x == 0.0f), x, y);          /* NaN, and -0 stays -0 */
+}
+
+EMBER_INLINE double ember_expm1d(double x) {
+    double xc = x > 710.0 ? 710.0 : x;
+    xc = xc < -40.0 ? -40.0 : xc;
+    xc = x != x ? 0.0 : xc;
+    double k = ember__rintd(xc * 1.44269504088896338700e+00);
+    double hi = xc - k * 6.93147180369123816490e-01;
+    double lo = k * 1.90821492927058770002e-10;
+    double r = hi - lo;
+    double cr = (hi - r) - lo;                  /* the bits of r that rounding lost */
+    double p = 1.0 / 6227020800.0;              /* 1/13! .. 1/2! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    double u = r + ((r * r) * p + cr * (1.0 + r));
+    double big = k > 1023.0 ? 1.0 : 0.0;
+    double s = ember__pow2d(k - big);
+    double y = ((s - (big > 0.0 ? 0.5 : 1.0)) + s * u) * (1.0 + big);
+    y = x > 709.782712893384 ? INFINITY : y;
+    return ember__seld((x != x) | (x == 0.0), x, y);
+}
+
+/* ------------------------------------------------------------------------- log */
+/* Cephes logf: x = m 2**e with m in [sqrt(1/2), sqrt(2)), log(1 + f) by a polynomial. */
+EMBER_INLINE float ember_logf(float x) {
+    int sub = x < 1.17549435e-38f;
+    /* arithmetic stays outside the selects: gcc will not if-convert an FP operation that
+     * might trap (-ftrapping-math), and control flow blocks vectorization */
+    float xs = x * ember_u2f((uint32_t)(127 + 23 * sub) << 23);  /* subnormals: * 2**23 */
+    uint32_t ix = ember_f2u(xs);
+    uint32_t mb = (ix & 0x007fffffu) | 0x3f000000u;             /* m in [0.5, 1) */
+    int lo = mb < 0x3f3504f3u;                                   /* m < sqrt(1/2) */
+    float e = (float)((int32_t)(ix >> 23) - 126 - 23 * sub - lo);
+    float f = ember_u2f(mb + ((uint32_t)lo << 23)) - 1.0f;      /* 2m - 1 or m - 1 */
+    float z = f * f;
+    float y = 7.0376836292e-2f;
+    y = y * f - 1.1514610310e-1f;
+    y = y * f + 1.1676998740e-1f;
+    y = y * f - 1.2420140846e-1f;
+    y = y * f + 1.4249322787e-1f;
+    y = y * f - 1.6668057665e-1f;
+    y = y * f + 2.0000714765e-1f;
+    y = y * f - 2.4999993993e-1f;
+    y = y * f + 3.3333331174e-1f;
+    y = y * f * z;
+    y = y + -2.12194440e-4f * e;
+    y = y + -0.5f * z;
+    float r = f + y;
+    r = r + 0.693359375f * e;
+    float sp = x == 0.0f ? -INFINITY : (x < 0.0f ? NAN : x);    /* 0, < 0, inf, NaN */
+    return ember__self((x <= 0.0f) | (x == INFINITY) | (x != x), sp, r);
+}
+
+/* fdlibm log: f = m - 1 with m in [sqrt(2)/2, sqrt(2)), s = f / (2 + f), rational in s*s. */
+EMBER_INLINE double ember_logd(double x) {
+    int sub = x < 2.2250738585072014e-308;
+    double xs = x * ember_u2d((uint64_t)(1023 + 54 * sub) << 52);  /* subnormals: * 2**54 */
+    uint64_t ix = ember_d2u(xs);
+    uint64_t mb = ix & 0x000fffffffffffffull;
+    uint64_t i = (mb + 0x00095f6400000000ull) & 0x0010000000000000ull;
+    double m = ember_u2d(mb | (i ^ 0x3ff0000000000000ull));
+    double k = (double)((int32_t)(ix >> 52) - 1023 + (int32_t)(i >> 52) - 54 * sub);
+    double f = m - 1.0;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double w = z * z;
+    double t1 = w * (3.999999999940941908e-01 + w * (2.222219843214978396e-01 +
+                w * 1.531383769920937332e-01));
+    double t2 = z * (6.666666666666735130e-01 + w * (2.857142874366239149e-01 +
+                w * (1.818357216161805012e-01 + w * 1.479819860511658591e-01)));
+    double R = t2 + t1;
+    double hfsq = 0.5 * f * f;
+    double r = k * 6.93147180369123816490e-01 -
+               ((hfsq - (s * (hfsq + R) + k * 1.90821492927058770002e-10)) - f);
+    double sp = x == 0.0 ? -INFINITY : (x < 0.0 ? NAN : x);
+    return ember__seld((x <= 0.0) | (x == INFINITY) | (x != x), sp, r);
+}
+
+/* log1p(x) = log(u) + (x - (u - 1)) / u with u = 1 + x rounded: the second term is the
+ * first-order correction for the rounding of u (u - 1 is exact). */
+EMBER_INLINE float ember_log1pf(float x) {
+    float u = 1.0f + x;
+    float c = (x - (u - 1.0f)) / (u == 0.0f ? 1.0f : u);
+    float r = ember_logf(u) + c;
+    return ember__self((x == 0.0f) | (x == INFINITY), x, r);
+}
+
+EMBER_INLINE double ember_log1pd(double x) {
+    double u = 1.0 + x;
+    double c = (x - (u - 1.0)) / (u == 0.0 ? 1.0 : u);
+    double r = ember_logd(u) + c;
+    return ember__seld((x == 0.0) | (x == INFINITY), x, r);
+}
+
+/* ------------------------------------------------------------------------- tanh, sigmoid */
+/* tanh: Cephes' polynomial below 0.625, else 1 - 2 / (exp(2|x|) + 1) (cheaper than the
+ * expm1 form and as accurate there); |x| is capped where tanh rounds to 1.  The double
+ * version uses e / (e + 2), e = expm1(2|x|), which keeps double's last bit. */
+EMBER_INLINE float ember_tanhf(float x) {
+    float a = x < 0.0f ? -x : x;
+    float ac = a > 10.0f ? 10.0f : a;
+    float e = ember_expf(ac + ac);
+    float big = 1.0f - 2.0f / (e + 1.0f);
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    float small = a + a * z * p;
+    float r = a < 0.625f ? small : big;
+    r = x < 0.0f ? -r : r;
+    return ember__self((x != x) | (x == 0.0f), x, r);
+}
+
+EMBER_INLINE double ember_tanhd(double x) {
+    double a = x < 0.0 ? -x : x;
+    double ac = a > 20.0 ? 20.0 : a;
+    double e = ember_expm1d(ac + ac);
+    double big = e / (e + 2.0);
+    /* Cephes tanh below 0.625: x + x^3 P(x^2) / Q(x^2) */
+    double z = x * x;
+    double pn = (-9.64399179425052238628e-1 * z - 9.92877231001918586564e1) * z
+                - 1.61468768441708447952e3;
+    double pd = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z
+                + 4.84406305325125486048e3;
+    double small = a + a * z * (pn / pd);
+    double r = a < 0.625 ? small : big;
+    r = x < 0.0 ? -r : r;
+    return (x != x | x == 0.0) ? x : r;
+}
+
+/* sigmoid as the eager kernel: e = exp(-|x|); 1 / (1 + e) for x >= 0, else e / (1 + e) */
+EMBER_INLINE float ember_sigmoidf(float x) {
+    float e = ember_expf(x < 0.0f ? x : -x);
+    float d = 1.0f + e;
+    return x >= 0.0f ? 1.0f / d : e / d;
+}
+
+EMBER_INLINE double ember_sigmoidd(double x) {
+    double e = ember_expd(x < 0.0 ? x : -x);
+    double d = 1.0 + e;
+    return x >= 0.0 ? 1.0 / d : e / d;
+}
+
+/* ------------------------------------------------------------------------- erf, erfc */
+/* W. J. Cody's rational approximations (the algorithm of the eager kernel, ops/_special.py),
+ * every range evaluated and the right one selected.  exp(-y*y) is exp(-s*s) exp(-(y-s)(y+s))
+ * with s = y rounded to 1/16, so the square is exact. */
+EMBER_INLINE void ember__erf_parts(double x, double *erf_out, double *erfc_out) {
+    double y = x < 0.0 ? -x : x;
+    double yc = y > 30.0 ? 30.0 : y;
+    yc = y != y ? 0.0 : yc;
+    /* |x| <= 0.46875: erf = x * P(x^2) / Q(x^2) */
+    double z = yc * yc;
+    double num = 1.85777706184603153e-1 * z + 3.16112374387056560e00;
+    double den = z + 2.36012909523441209e01;
+    num = num * z + 1.13864154151050156e02; den = den * z + 2.44024637934444173e02;
+    num = num * z + 3.77485237685302021e02; den = den * z + 1.28261652607737228e03;
+    num = num * z + 3.20937758913846947e03; den = den * z + 2.84423683343917062e03;
+    double erf_small = yc * num / den;
+    /* 0.46875 < y <= 4: erfc = exp(-y^2) C(y) / D(y) */
+    double cn = 2.15311535474403846e-8 * yc + 5.64188496988670089e-1;
+    double cd = yc + 1.57449261107098347e01;
+    cn = cn * yc + 8.88314979438837594e00;  cd = cd * yc + 1.17693950891312499e02;
+    cn = cn * yc + 6.61191906371416295e01;  cd = cd * yc + 5.37181101862009858e02;
+    cn = cn * yc + 2.98635138197400131e02;  cd = cd * yc + 1.62138957456669019e03;
+    cn = cn * yc + 8.81952221241769090e02;  cd = cd * yc + 3.29079923573345963e03;
+    cn = cn * yc + 1.71204761263407058e03;  cd = cd * yc + 4.36261909014324716e03;
+    cn = cn * yc + 2.05107837782607147e03;  cd = cd * yc + 3.43936767414372164e03;
+    cn = cn * yc + 1.23033935479799725e03;  cd = cd * yc + 1.23033935480374942e03;
+    double mid = cn / cd;
+    /* y > 4: erfc = exp(-y^2) (1/sqrt(pi) - w P(w) / Q(w)) / y, w = 1 / y^2 */
+    double yb = yc > 4.0 ? yc : 4.0;
+    double w = 1.0 / (yb * yb);
+    double pn = 1.63153871373020978e-2 * w + 3.05326634961232344e-1;
+    double pd = w + 2.56852019228982242e00;
+    pn = pn * w + 3.60344899949804439e-1;  pd = pd * w + 1.87295284992346725e00;
+    pn = pn * w + 1.25781726111229246e-1;  pd = pd * w + 5.27905102951428412e-1;
+    pn = pn * w + 1.60837851487422766e-2;  pd = pd * w + 6.05183413124413191e-2;
+    pn = pn * w + 6.58749161529837803e-4;  pd = pd * w + 2.33520497626869185e-3;
+    double big = (5.6418958354775628695e-1 - w * pn / pd) / yb;
+    double s = ember__rintd(yc * 16.0) * 0.0625;
+    double ex = ember_expd(-s * s) * ember_expd(-(yc - s) * (yc + s));
+    double tail = (yc <= 4.0 ? mid : big) * ex;           /* erfc(y), y > 0.46875 */
+    int small = y <= 0.46875;
+    double one_m_tail = 1.0 - tail, two_m_tail = 2.0 - tail;
+    double e_abs = small ? erf_small : one_m_tail;
+    double erf = x < 0.0 ? -e_abs : e_abs;
+    double one_m_small = 1.0 - (x < 0.0 ? -erf_small : erf_small);
+    double erfc = small ? one_m_small : (x < 0.0 ? two_m_tail : tail);
+    *erf_out = ember__seld(x != x, x, erf);
+    *erfc_out = ember__seld(x != x, x, erfc);
+}
+
+EMBER_INLINE double ember_erfd(double x) { double e, c; ember__erf_parts(x, &e, &c); return e; }
+EMBER_INLINE double ember_erfcd(double x) { double e, c; ember__erf_parts(x, &e, &c); return c; }
+/* float erf in float arithmetic (GELU's hot path; ~2.3x the speed of the double kernel,
+ * max 1.4 ulp): Taylor series up to |x| = 1, written x + x * (c0 - 1 + ...) so the leading
+ * term is exact; above, 1 - erfc with Cody's middle-range rational in float (erfc <= 0.16
+ * there, so its error shrinks by the subtraction); |x| >= 4 rounds to +-1. */
+EMBER_INLINE float ember_erff(float x) {
+    float y = __builtin_fabsf(x);
+    float yc = y > 4.0f ? 4.0f : y;
+    yc = y != y ? 0.0f : yc;
+    /* |x| <= T: Taylor series x * sum c_n x^2n (terms fall by ~x^2 / n) */
+    float z = yc * yc;
+    float p = -1.2290555301717926e-09f;
+    p = p * z + 1.4807192815879218e-08f;
+    p = p * z - 1.6365844691234924e-07f;
+    p = p * z + 1.6462114365889246e-06f;
+    p = p * z - 1.492565035840625e-05f;
+    p = p * z + 0.00012055332981789664f;
+    p = p * z - 0.00085483270234508522f;
+    p = p * z + 0.0052239776254421879f;
+    p = p * z - 0.026866170645131252f;
+    p = p * z + 0.11283791670955126f;
+    p = p * z - 0.37612638903183754f;
+    float small = yc + yc * (0.12837916709551257f + z * p);
+    float cn = 2.15311535474403846e-8f * yc + 5.64188496988670089e-1f;
+    float cd = yc + 1.57449261107098347e01f;
+    cn = cn * yc + 8.88314979438837594e00f;  cd = cd * yc + 1.17693950891312499e02f;
+    cn = cn * yc + 6.61191906371416295e01f;  cd = cd * yc + 5.37181101862009858e02f;
+    cn = cn * yc + 2.98635138197400131e02f;  cd = cd * yc + 1.62138957456669019e03f;
+    cn = cn * yc + 8.81952221241769090e02f;  cd = cd * yc + 3.29079923573345963e03f;
+    cn = cn * yc + 1.71204761263407058e03f;  cd = cd * yc + 4.36261909014324716e03f;
+    cn = cn * yc + 2.05107837782607147e03f;  cd = cd * yc + 3.43936767414372164e03f;
+    cn = cn * yc + 1.23033935479799725e03f;  cd = cd * yc + 1.23033935480374942e03f;
+    float s = ember__rintf(yc * 16.0f) * 0.0625f;
+    float ex = ember_expf(-s * s) * ember_expf(-(yc - s) * (yc + s));
+    float big = 1.0f - (cn / cd) * ex;
+    float r = y <= 1.0f ? small : big;
+    r = __builtin_copysignf(r, x);
+    return ember__self(x != x, x, r);
+}
+/* float erfc: the double kernel rounded once (no cancellation to hide float errors in) */
+EMBER_INLINE float ember_erfcf(float x) { return (float)ember_erfcd((double)x); }
+
+/* erfinv as the eager kernel: Winitzki's closed form, then two Halley steps on erf (or on
+ * erfc for |y| > 0.5, where 1 - |y| is exact). */
+EMBER_INLINE double ember__exp_neg_square(double x) {
+    double hi = ember_u2d(ember_d2u(x) & 0xFFFFFFFFF8000000ull);
+    return ember_expd(-hi * hi) * ember_expd(-(x - hi) * (x + hi));
+}
+
+EMBER_INLINE double ember_erfinvd(double yv) {
+    double ay = yv < 0.0 ? -yv : yv;
+    int inside = ay < 1.0;
+    double a = 0.147;
+    double w = ember_log1pd(-(inside ? ay * ay : 0.0));
+    double t = 2.0 / (3.14159265358979323846 * a) + 0.5 * w;
+    double x = sqrt(sqrt(t * t - w / a) - t);
+    x = inside ? x : 0.0;
+    int tail = ay > 0.5;
+    double rest = 1.0 - ay;
+    for (int step = 0; step < 2; step++) {
+        double e, c;
+        ember__erf_parts(x, &e, &c);
+        double f = tail ? rest - c : e - ay;
+        double st = f / (1.1283791670955126 * ember__exp_neg_square(x));
+        x = x - st / (1.0 + x * st);
+    }
+    double out = __builtin_copysign(ay == 1.0 ? INFINITY : x, yv);
+    return (ay > 1.0 | yv != yv) ? NAN : out;
+}
+EMBER_INLINE float ember_erfinvf(float x) { return (float)ember_erfinvd((double)x); }
+
+/* ------------------------------------------------------------------------- float16 / bfloat16 */
+/* float16 bits -> float (exact), as NumPy: NaN payloads kept (F. Giesen's half_to_float). */
+EMBER_INLINE float ember_f16_to_f32(uint16_t h) {
+    uint32_t o = ((uint32_t)h & 0x7fffu) << 13;
+    uint32_t ex = o & 0x0f800000u;
+    o += (127u - 15u) << 23;
+    uint32_t infnan = o + ((128u - 16u) << 23);
+    float sub = ember_u2f(o + (1u << 23)) - ember_u2f(113u << 23);
+    uint32_t r = ex == 0x0f800000u ? infnan : (ex == 0 ? ember_f2u(sub) : o);
+    return ember_u2f(r | (((uint32_t)h & 0x8000u) << 16));
+}
+
+/* float -> float16 bits, round to nearest even, as NumPy's cast (NaN: payload >> 13, kept
+ * non-zero). */
+EMBER_INLINE uint16_t ember_f32_to_f16(float x) {
+    uint32_t f = ember_f2u(x);
+    uint32_t sign = f & 0x80000000u;
+    f ^= sign;
+    uint32_t nan = 0x7c00u | ((f & 0x007fffffu) >> 13);
+    nan = nan == 0x7c00u ? 0x7c01u : nan;
+    uint32_t infnan = f > 0x7f800000u ? nan : 0x7c00u;
+    /* subnormal results: let the FPU round by adding 0.5 (its exponent places the point) */
+    uint32_t sub = ember_f2u(ember_u2f(f) + 0.5f) - 0x3f000000u;
+    uint32_t odd = (f >> 13) & 1u;
+    uint32_t norm = (f + ((uint32_t)(15 - 127) << 23) + 0xfffu + odd) >> 13;
+    uint32_t o = f >= 0x47800000u ? infnan : (f < 0x38800000u ? sub : norm);
+    return (uint16_t)(o | (sign >> 16));
+}
+
+/* bfloat16 bits -> float (exact) */
+EMBER_INLINE float ember_bf16_to_f32(uint16_t b) { return ember_u2f((uint32_t)b << 16); }
+
+/* float -> bfloat16 bits, round to nearest even; NaN -> quiet NaN with the sign (ml_dtypes) */
+EMBER_INLINE uint16_t ember_f32_to_bf16(float x) {
+    uint32_t u = ember_f2u(x);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t nan = ((u >> 16) & 0x8000u) | 0x7fc0u;
+    return (uint16_t)(x != x ? nan : r);
+}
+
+/* double -> float rounded to odd: with 2+ spare bits, a second round-to-nearest-even to a
+ * narrower format then equals one direct rounding of the double (no double rounding). */
+EMBER_INLINE float ember__f64_to_f32_odd(double d) {
+    float f = (float)d;
+    uint32_t b = ember_f2u(f);
+    int inexact = (double)f != d;
+    int up = (f < 0.0f ? -(double)f : (double)f) > (d < 0.0 ? -d : d);
+    uint32_t odd = (b & 1u) ? b : (up ? b - 1u : b + 1u);
+    return d != d ? f : ember_u2f(inexact ? odd : b);
+}
+EMBER_INLINE uint16_t ember_f64_to_f16(double d) { return ember_f32_to_f16(ember__f64_to_f32_odd(d)); }
+EMBER_INLINE uint16_t ember_f64_to_bf16(double d) {
+    return ember_f32_to_bf16(ember__f64_to_f32_odd(d));
+}
+/* a float value rounded to float16 / bfloat16 and back: what a fused kernel applies to a
+ * low-precision intermediate it keeps in a register (eager rounds after every op) */
+EMBER_INLINE float ember_round_f16(float x) { return ember_f16_to_f32(ember_f32_to_f16(x)); }
+EMBER_INLINE float ember_round_bf16(float x) { return ember_bf16_to_f32(ember_f32_to_bf16(x)); }
+/* store helpers that pick the float or double rounding by the value's type */
+#define ember_to_f16(x) _Generic((x), double: ember_f64_to_f16, default: ember_f32_to_f16)(x)
+#define ember_to_bf16(x) _Generic((x), double: ember_f64_to_bf16, default: ember_f32_to_bf16)(x)
+
+/* ------------------------------------------------------------------------- Philox4x32-10 */
+/* The stream of docs/random.md: word w of the stream keyed by seed is lane w % 4 of
+ * Philox4x32-10(counter = (b, b >> 32, 0, 0), key = (seed, seed >> 32)), b = w / 4. */
+EMBER_INLINE void ember_philox4x32(uint32_t c[4], uint32_t k0, uint32_t k1) {
+    uint32_t c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
+    for (int r = 0; r < 10; r++) {
+        uint64_t p0 = (uint64_t)c0 * 0xD2511F53u;
+        uint64_t p1 = (uint64_t)c2 * 0xCD9E8D57u;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    c[0] = c0; c[1] = c1; c[2] = c2; c[3] = c3;
+}
+
+/* word w of the stream (one Philox block per call: a kernel that needs consecutive words can
+ * call ember_philox4x32 once per 4 elements instead) */
+EMBER_INLINE uint32_t ember_philox_word(uint64_t seed, uint64_t w) {
+    uint64_t b = w >> 2;
+    uint32_t c[4] = {(uint32_t)b, (uint32_t)(b >> 32), 0u, 0u};
+    ember_philox4x32(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+    uint32_t lane = (uint32_t)(w & 3u);
+    return lane == 0 ? c[0] : lane == 1 ? c[1] : lane == 2 ? c[2] : c[3];
+}
+
+/* words -> uniform [0, 1) doubles with the dtype's significand width (docs/random.md §3) */
+EMBER_INLINE double ember_unit_f32(uint32_t w) { return (double)(w >> 8) * 0x1p-24; }
+EMBER_INLINE double ember_unit_f16(uint32_t w) { return (double)(w >> 21) * 0x1p-11; }
+EMBER_INLINE double ember_unit_bf16(uint32_t w) { return (double)(w >> 24) * 0x1p-8; }
+EMBER_INLINE double ember_unit_f64(uint32_t a, uint32_t b) {
+    return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) * 0x1p-53;
+}
+/* w * 2**-32: the uniform bernoulli and dropout compare with */
+EMBER_INLINE double ember_unit32(uint32_t w) { return (double)w * 0x1p-32; }
+
+/* element i of uniform(low, high) for a dtype drawing one word per value (float32/16/bf16:
+ * pass the matching ember_unit_*) or two (float64), as doubles; the caller rounds once */
+EMBER_INLINE double ember_rand_uniform_f32(uint64_t seed, uint64_t offset, uint64_t i,
+                                           double low, double high) {
+    return low + (high - low) * ember_unit_f32(ember_philox_word(seed, offset + i));
+}
+EMBER_INLINE double ember_rand_uniform_f64(uint64_t seed, uint64_t offset, uint64_t i,
+                                           double low, double high) {
+    uint32_t a = ember_philox_word(seed, offset + 2 * i);
+    uint32_t b = ember_philox_word(seed, offset + 2 * i + 1);
+    return low + (high - low) * ember_unit_f64(a, b);
+}
+
+/* element i of a standard normal (Box-Muller on pairs, docs/random.md §3): pair k = i / 2
+ * uses the uniforms of values 2k (u1 = 1 - u, in (0, 1]) and 2k + 1; even i is r cos t, odd i
+ * r sin t.  ``wpu`` is the words per uniform (2 for float64, else 1); ``unit`` the dtype's
+ * uniform map for one word (ember_unit_f32/f16/bf16; ignored when wpu is 2). */
+EMBER_INLINE double ember_randn(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                double (*unit)(uint32_t)) {
+    uint64_t k = i >> 1;
+    double ua, ub;
+    if (wpu == 2) {
+        uint64_t base = offset + 4 * k;
+        ua = ember_unit_f64(ember_philox_word(seed, base), ember_philox_word(seed, base + 1));
+        ub = ember_unit_f64(ember_philox_word(seed, base + 2), ember_philox_word(seed, base + 3));
+    } else {
+        ua = unit(ember_philox_word(seed, offset + 2 * k));
+        ub = unit(ember_philox_word(seed, offset + 2 * k + 1));
+    }
+    double r = sqrt(-2.0 * log(1.0 - ua));
+    double t = 2.0 * 3.141592653589793 * ub;
+    return (i & 1) ? r * sin(t) : r * cos(t);
+}
+
+/* bernoulli(p) and the dropout keep mask for element i: w * 2**-32 < p (resp. < 1 - p) */
+EMBER_INLINE bool ember_bernoulli(uint64_t seed, uint64_t offset, uint64_t i, double p) {
+    return ember_unit32(ember_philox_word(seed, offset + i)) < p;
+}
+EMBER_INLINE bool ember_dropout_keep(uint64_t seed, uint64_t offset, uint64_t i, double p) {
+    return ember_unit32(ember_philox_word(seed, offset + i)) < 1.0 - p;
+}
+
+/* ------------------------------------------------------------------------- integer helpers */
+/* Integer inputs arrive as int64 (C promotes narrower types); the caller stores the result to
+ * the op's dtype, which wraps as NumPy does.  Division by zero returns 0 (the eager kernel
+ * raises before running; generated code checks divisors separately). */
+EMBER_INLINE int64_t ember_div_trunc_i(int64_t a, int64_t b) {
+    int64_t bs = (b == 0 | b == -1) ? 1 : b;
+    int64_t q = a / bs;
+    return b == 0 ? 0 : (b == -1 ? (int64_t)(0 - (uint64_t)a) : q);
+}
+EMBER_INLINE int64_t ember_div_floor_i(int64_t a, int64_t b) {
+    int64_t bs = (b == 0 | b == -1) ? 1 : b;
+    int64_t q = a / bs;
+    int64_t r = a % bs;
+    q = (r != 0 & ((r < 0) != (bs < 0))) ? q - 1 : q;
+    return b == 0 ? 0 : (b == -1 ? (int64_t)(0 - (uint64_t)a) : q);
+}
+EMBER_INLINE int64_t ember_remainder_i(int64_t a, int64_t b) {
+    int64_t bs = (b == 0 | b == -1) ? 1 : b;
+    int64_t r = a % bs;
+    r = (r != 0 & ((r < 0) != (bs < 0))) ? r + bs : r;
+    return (b == 0 | b == -1) ? 0 : r;
+}
+EMBER_INLINE int64_t ember_fmod_i(int64_t a, int64_t b) {
+    int64_t bs = (b == 0 | b == -1) ? 1 : b;
+    return (b == 0 | b == -1) ? 0 : a % bs;
+}
+EMBER_INLINE int64_t ember_abs_i(int64_t a) { return a < 0 ? (int64_t)(0 - (uint64_t)a) : a; }
+EMBER_INLINE int64_t ember_maximum_i(int64_t a, int64_t b) { return a >= b ? a : b; }
+EMBER_INLINE int64_t ember_minimum_i(int64_t a, int64_t b) { return a <= b ? a : b; }
+
+/* integer power with wrap-around; negative exponents give 1, +-1 or 0 (PyTorch) */
+EMBER_INLINE int64_t ember_pow_i(int64_t a, int64_t b) {
+    uint64_t base = (uint64_t)a, acc = 1;
+    int64_t e = b < 0 ? 0 : b;
+    while (e) {
+        if (e & 1) acc *= base;
+        base *= base;
+        e >>= 1;
+    }
+    int64_t neg = a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+    return b < 0 ? neg : (int64_t)acc;
+}
+
+/* shifts with PyTorch's rules: an amount < 0 or >= the bit width gives 0 (left) or the sign
+ * fill (right); a uint8 amount is read as signed. */
+#define EMBER__SHIFTS(T, UT, BITS, SUF, AMT)                                                 \
+    EMBER_INLINE T ember_lshift_##SUF(T a, T b) {                                           \
+        int64_t s = (int64_t)(AMT)b;                                                         \
+        int bad = s < 0 | s >= BITS;                                                        \
+        return bad ? (T)0 : (T)(UT)((UT)a << (bad ? 0 : s));                                 \
+    }                                                                                        \
+    EMBER_INLINE T ember_rshift_##SUF(T a, T b) {                                           \
+        int64_t s = (int64_t)(AMT)b;                                                         \
+        int64_t mx = ((T)-1 < 0) ? BITS - 1 : BITS;                                          \
+        int64_t amt = (s < 0 | s >= mx) ? mx : s;                                           \
+        return amt >= BITS ? (T)0 : (T)(a >> amt);                                           \
+    }
+EMBER__SHIFTS(uint8_t, uint8_t, 8, u8, int8_t)
+EMBER__SHIFTS(int8_t, uint8_t, 8, i8, int8_t)
+EMBER__SHIFTS(int16_t, uint16_t, 16, i16, int16_t)
+EMBER__SHIFTS(int32_t, uint32_t, 32, i32, int32_t)
+EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
+#undef EMBER__SHIFTS
+/* the type is the first operand's own (not promoted) type: cast fused sub-expressions to
+ * their dtype's C type before passing them */
+#define ember_lshift(a, b) _Generic((a), uint8_t: ember_lshift_u8, int8_t: ember_lshift_i8,   \
+    int16_t: ember_lshift_i16, int32_t: ember_lshift_i32, default: ember_lshift_i64)(a, b)
+#define ember_rshift(a, b) _Generic((a), uint8_t: ember_rshift_u8, int8_t: ember_rshift_i8,   \
+    int16_t: ember_rshift_i16, int32_t: ember_rshift_i32, default: ember_rshift_i64)(a, b)
+
+/* ------------------------------------------------------------------------- float helpers */
+#define EMBER__FLOAT_HELPERS(T, S, BS, FMOD, ZERO, TWO_P)                                               \
+    EMBER_INLINE T ember_abs##S(T x) { return __builtin_fabs##BS(x); }                     \
+    /* NaN-propagating, as NumPy's maximum/minimum: (a > b or a is NaN) ? a : b (so the     \
+     * second operand wins a tie: maximum(0.0, -0.0) is -0.0, as NumPy) */                   \
+    EMBER_INLINE T ember_maximum##S(T a, T b) { return (a > b | a != a) ? a : b; }          \
+    EMBER_INLINE T ember_minimum##S(T a, T b) { return (a < b | a != a) ? a : b; }          \
+    /* NaN-ignoring (fmax/fmin), ties likewise to the second operand */                      \
+    EMBER_INLINE T ember_fmax##S(T a, T b) { return (a > b | b != b) ? a : b; }             \
+    EMBER_INLINE T ember_fmin##S(T a, T b) { return (a < b | b != b) ? a : b; }             \
+    /* rounding without libm (gcc vectorizes trunc/floor/ceil calls only with              \
+     * -fno-trapping-math): |x| + 2**p - 2**p rounds to an integer (ties to even) */        \
+    EMBER_INLINE T ember_rint##S(T x) {                                                      \
+        T a = __builtin_fabs##BS(x);                                                         \
+        T r = (a + TWO_P) - TWO_P;                                                           \
+        return __builtin_copysign##BS(ember__sel##S(a >= TWO_P, a, r), x);                   \
+    }                                                                                        \
+    EMBER_INLINE T ember_trunc##S(T x) {                                                     \
+        T a = __builtin_fabs##BS(x);                                                         \
+        T r = (a + TWO_P) - TWO_P;                                                           \
+        r = r - (r > a ? (T)1 : (T)0);                                                       \
+        return __builtin_copysign##BS(ember__sel##S(a >= TWO_P, a, r), x);                   \
+    }                                                                                        \
+    EMBER_INLINE T ember_floor##S(T x) {                                                     \
+        T t = ember_trunc##S(x); return t - (x < t ? (T)1 : (T)0);                           \
+    }                                                                                        \
+    EMBER_INLINE T ember_ceil##S(T x) {                                                      \
+        T t = ember_trunc##S(x); return t - (x > t ? (T)-1 : (T)0);                          \
+    }                                                                                        \
+    /* round half to even at ``decimals`` places, as the eager kernel: with ten = 10**|d|    \
+     * rounded to T, rint(x * ten) / ten for d > 0 and rint(x / ten) * ten for d < 0 */      \
+    EMBER_INLINE T ember_round##S(T x, int64_t decimals) {                                   \
+        double p = 1.0;                                                                      \
+        for (int64_t k = decimals < 0 ? -decimals : decimals; k > 0; k--) p *= 10.0;         \
+        T ten = (T)p;                                                                        \
+        T r = decimals > 0 ? ember_rint##S(x * ten) / ten : ember_rint##S(x / ten) * ten;    \
+        return decimals == 0 ? ember_rint##S(x) : r;                                         \
+    }                                                                                        \
+    /* c10::div_floor_floating: the exact floor of the true quotient; a / b where b == 0 */  \
+    EMBER_INLINE T ember_div_floor##S(T a, T b) {                                            \
+        T mod = FMOD(a, b);                                                                  \
+        T div = (a - mod) / b;                                                               \
+        div = (mod != 0 & ((b < 0) != (mod < 0))) ? div - 1 : div;                          \
+        T fl = ember_floor##S(div);                                                          \
+        fl = (div - fl > (T)0.5) ? fl + 1 : fl;                                              \
+        T q = a / b;                                                                         \
+        fl = div == 0 ? __builtin_copysign##BS(ZERO, q) : fl;                                 \
+        return b == 0 ? q : fl;                                                              \
+    }                                                                                        \
+    EMBER_INLINE T ember_div_trunc##S(T a, T b) { return ember_trunc##S(a / b); }            \
+    EMBER_INLINE T ember_remainder##S(T a, T b) {                                            \
+        T mod = FMOD(a, b);                                                                  \
+        return (mod != 0 & ((b < 0) != (mod < 0))) ? mod + b : mod;                         \
+    }                                                                                        \
+    /* x * log(y), 0 where x == 0, NaN where y is NaN */                                     \
+    EMBER_INLINE T ember_xlogy##S(T x, T y) {                                                \
+        T r = x == 0 ? ZERO : x * ember_log##S(y);                                           \
+        return y != y ? y : r;                                                               \
+    }                                                                                        \
+    EMBER_INLINE T ember_logaddexp##S(T a, T b) {                                            \
+        T m = ember_maximum##S(a, b);                                                        \
+        T r = m + ember_log1p##S(ember_exp##S(-ember_abs##S(a - b)));                        \
+        return (a == b & (a - a) != (a - a)) ? a : r;                                       \
+    }                                                                                        \
+    EMBER_INLINE T ember_nan_to_num##S(T x, double nan, double posinf, double neginf) {      \
+        T r = x != x ? (T)nan : x;                                                           \
+        r = x == (T)INFINITY ? (T)posinf : r;                                                \
+        return x == -(T)INFINITY ? (T)neginf : r;                                            \
+    }                                                                                        \
+    /* logit; eps is NaN for "no clamp" (eps=None), else x is clamped to [eps, 1 - eps] */   \
+    EMBER_INLINE T ember_logit##S(T x, double eps) {                                         \
+        T lo = (T)eps, hi = (T)(1.0 - eps);                                                  \
+        T c = x < lo ? lo : x;                                                               \
+        c = c > hi ? hi : c;                                                                 \
+        c = (eps == eps & x == x) ? c : x;                                                  \
+        return ember_log##S(c / (1 - c));                                                    \
+    }
+EMBER__FLOAT_HELPERS(float, f, f, fmodf, 0.0f, 8388608.0f)
+
+/* float16/bfloat16 variants where the eager kernel rounds an intermediate to the dtype
+ * (cprelude.render_c_expr picks them for those dtypes) */
+#define EMBER__LOWP_HELPERS(H)                                                               \
+    /* trunc of the quotient rounded to the dtype (PyTorch's order) */                       \
+    EMBER_INLINE float ember_div_trunc_##H(float a, float b) {                               \
+        return ember_truncf(ember_round_##H(a / b));                                         \
+    }                                                                                        \
+    /* logit rounding after the clamp, 1 - x and the quotient, as the eager kernel */        \
+    EMBER_INLINE float ember_logit_##H(float x, double eps) {                                \
+        float lo = (float)eps, hi = (float)(1.0 - eps);                                      \
+        float c = x < lo ? lo : x;                                                           \
+        c = c > hi ? hi : c;                                                                 \
+        c = (eps == eps & x == x) ? ember_round_##H(c) : x;                                  \
+        float om = ember_round_##H(1.0f - c);                                                \
+        return ember_logf(ember_round_##H(c / om));                                          \
+    }
+EMBER__LOWP_HELPERS(f16)
+EMBER__LOWP_HELPERS(bf16)
+#undef EMBER__LOWP_HELPERS
+EMBER__FLOAT_HELPERS(double, d, , fmod, 0.0, 4503599627370496.0)
+#undef EMBER__FLOAT_HELPERS
+
+EMBER_INLINE float ember_powf(float a, float b) { return powf(a, b); }
+EMBER_INLINE double ember_powd(double a, double b) { return pow(a, b); }
+EMBER_INLINE float ember_fmodf(float a, float b) { return fmodf(a, b); }
+EMBER_INLINE double ember_fmodd(double a, double b) { return fmod(a, b); }
+
+/* ------------------------------------------------------------------------- type-generic names */
+/* Templates name these; float -> the f version, double -> the d version, integers (promoted:
+ * bool/int8/uint8/int16/int32 arrive as int) -> the _i version where one exists. */
+#define EMBER__G1(name, x) _Generic((x), float: name##f, default: name##d)(x)
+#define EMBER__G2(name, a, b) _Generic((a) + (b), float: name##f, double: name##d,           \
+                                       default: name##_i)(a, b)
+#define EMBER__G2F(name, a, b) _Generic((a) + (b), float: name##f, default: name##d)(a, b)
+
+#define ember_exp(x) EMBER__G1(ember_exp, x)
+#define ember_expm1(x) EMBER__G1(ember_expm1, x)
+#define ember_log(x) EMBER__G1(ember_log, x)
+#define ember_log1p(x) EMBER__G1(ember_log1p, x)
+#define ember_tanh(x) EMBER__G1(ember_tanh, x)
+#define ember_sigmoid(x) EMBER__G1(ember_sigmoid, x)
+#define ember_erf(x) EMBER__G1(ember_erf, x)
+#define ember_erfc(x) EMBER__G1(ember_erfc, x)
+#define ember_erfinv(x) EMBER__G1(ember_erfinv, x)
+#define ember_logit(x, eps) _Generic((x), float: ember_logitf, default: ember_logitd)(x, eps)
+#define ember_xlogy(a, b) EMBER__G2F(ember_xlogy, a, b)
+#define ember_logaddexp(a, b) EMBER__G2F(ember_logaddexp, a, b)
+#define ember_div_floor(a, b) EMBER__G2(ember_div_floor, a, b)
+#define ember_div_trunc(a, b) EMBER__G2(ember_div_trunc, a, b)
+#define ember_remainder(a, b) EMBER__G2(ember_remainder, a, b)
+#define ember_fmod(a, b) EMBER__G2(ember_fmod, a, b)
+#define ember_pow(a, b) EMBER__G2(ember_pow, a, b)
+#define ember_maximum(a, b) EMBER__G2(ember_maximum, a, b)
+#define ember_minimum(a, b) EMBER__G2(ember_minimum, a, b)
+#define ember_fmax(a, b) EMBER__G2(ember_fmax, a, b)
+#define ember_fmin(a, b) EMBER__G2(ember_fmin, a, b)
+EMBER_INLINE int64_t ember_fmax_i(int64_t a, int64_t b) { return a >= b ? a : b; }
+EMBER_INLINE int64_t ember_fmin_i(int64_t a, int64_t b) { return a <= b ? a : b; }
+#define ember_abs(x) _Generic((x) + 0, float: ember_absf, double: ember_absd,                  \
+                              default: ember_abs_i)(x)
+/* rounding and classification are the identity / constant on integers, as the eager kernels */
+EMBER_INLINE int64_t ember__ident_i(int64_t x) { return x; }
+EMBER_INLINE bool ember__false_i(int64_t x) { (void)x; return false; }
+EMBER_INLINE bool ember__true_i(int64_t x) { (void)x; return true; }
+EMBER_INLINE bool ember_isnanf(float x) { return x != x; }
+EMBER_INLINE bool ember_isnand(double x) { return x != x; }
+EMBER_INLINE bool ember_isinff(float x) { return x == INFINITY | x == -INFINITY; }
+EMBER_INLINE bool ember_isinfd(double x) { return x == INFINITY | x == -INFINITY; }
+EMBER_INLINE bool ember_isfinitef(float x) { return x - x == 0.0f; }
+EMBER_INLINE bool ember_isfinited(double x) { return x - x == 0.0; }
+#define EMBER__G1I(name, iname, x) _Generic((x) + 0, float: name##f, double: name##d,         \
+                                            default: iname)(x)
+#define ember_floor(x) EMBER__G1I(ember_floor, ember__ident_i, x)
+#define ember_ceil(x) EMBER__G1I(ember_ceil, ember__ident_i, x)
+#define ember_trunc(x) EMBER__G1I(ember_trunc, ember__ident_i, x)
+#define ember_rint(x) EMBER__G1I(ember_rint, ember__ident_i, x)
+#define ember_isnan(x) EMBER__G1I(ember_isnan, ember__false_i, x)
+#define ember_isinf(x) EMBER__G1I(ember_isinf, ember__false_i, x)
+#define ember_isfinite(x) EMBER__G1I(ember_isfinite, ember__true_i, x)
+EMBER_INLINE int64_t ember__round_i(int64_t x, int64_t d) { (void)d; return x; }
+#define ember_round(x, d) _Generic((x) + 0, float: ember_roundf, double: ember_roundd,        \
+                                   default: ember__round_i)(x, d)
+EMBER_INLINE int64_t ember__nan_to_num_i(int64_t x, double a, double b, double c) {
+    (void)a; (void)b; (void)c; return x;
+}
+#define ember_nan_to_num(x, nan, posinf, neginf) _Generic((x) + 0,                          \
+    float: ember_nan_to_numf, double: ember_nan_to_numd,                                     \
+    default: ember__nan_to_num_i)(x, nan, posinf, neginf)
+/* bitwise not: logical not on bool */
+#define ember_bitwise_not(x) _Generic((x), bool: !(x), default: ~(x))
+/* a double constant in x's float type (what NumPy does with x * x.dtype.type(c)) */
+#define ember_like(x, c) _Generic((x), float: (float)(c), default: (double)(c))
+
+/* libm-backed names (correct, not vectorized) */
+#define EMBER__LIBM1(x, fn) _Generic((x), float: fn##f, default: fn)(x)
+#define EMBER__LIBM2(a, b, fn) _Generic((a) + (b), float: fn##f, default: fn)(a, b)
+#define ember_sqrt(x) EMBER__LIBM1(x, sqrt)
+#define ember_exp2(x) EMBER__LIBM1(x, exp2)
+#define ember_log2(x) EMBER__LIBM1(x, log2)
+#define ember_log10(x) EMBER__LIBM1(x, log10)
+#define ember_sin(x) EMBER__LIBM1(x, sin)
+#define ember_cos(x) EMBER__LIBM1(x, cos)
+#define ember_tan(x) EMBER__LIBM1(x, tan)
+#define ember_asin(x) EMBER__LIBM1(x, asin)
+#define ember_acos(x) EMBER__LIBM1(x, acos)
+#define ember_atan(x) EMBER__LIBM1(x, atan)
+#define ember_sinh(x) EMBER__LIBM1(x, sinh)
+#define ember_cosh(x) EMBER__LIBM1(x, cosh)
+#define ember_asinh(x) EMBER__LIBM1(x, asinh)
+#define ember_acosh(x) EMBER__LIBM1(x, acosh)
+#define ember_atanh(x) EMBER__LIBM1(x, atanh)
+#define ember_atan2(a, b) EMBER__LIBM2(a, b, atan2)
+#define ember_hypot(a, b) EMBER__LIBM2(a, b, hypot)
+#define ember_copysign(a, b) EMBER__LIBM2(a, b, copysign)
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#endif /* EMBER_PRELUDE_H */

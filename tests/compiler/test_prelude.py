@@ -1,0 +1,388 @@
+"""The C prelude (ember/compiler/csrc/ember_prelude.h): accuracy of its math against float64
+references, vectorization of loops that call it, float16/bfloat16 casts bit for bit against
+NumPy/ml_dtypes, and Philox streams bit for bit against the eager random ops.
+
+One library is compiled for the whole module (gcc ~1 s); every test skips without gcc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import shutil
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ember import dtypes as dt
+from ember.compiler import cprelude
+from ember.ops import _special
+from ember.ops import random as R
+from ember.ops._philox import random_words
+from ember.ops.pointwise_math import _sigmoid
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")
+
+MATH = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc", "erfinv"]
+# loops that must vectorize (erfinv needs sqrt, which vectorizes only with -fno-math-errno)
+VEC = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc"]
+
+_P = ctypes.c_void_p
+_N = ctypes.c_long
+
+
+def _source() -> tuple[str, dict]:
+    lines = ['#include "ember_prelude.h"']
+    where = {}
+    for f in MATH:
+        for s, t in (("f", "float"), ("d", "double")):
+            if f in VEC:
+                where[f + s] = len(lines) + 1
+            lines.append(f"void m_{f}{s}(const {t}* restrict x, {t}* restrict y, long n) "
+                         f"{{ for (long i = 0; i < n; i++) y[i] = ember_{f}{s}(x[i]); }}")
+    lines.append("")
+    return "\n".join(lines) + "\n", where
+
+
+def _source_rest() -> str:
+    return '#include "ember_prelude.h"\n' + """
+void f16_load(const uint16_t* h, float* y, long n) { for (long i = 0; i < n; i++) y[i] = ember_f16_to_f32(h[i]); }
+void bf16_load(const uint16_t* h, float* y, long n) { for (long i = 0; i < n; i++) y[i] = ember_bf16_to_f32(h[i]); }
+void f16_store(const float* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_f16(x[i]); }
+void bf16_store(const float* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_bf16(x[i]); }
+void f16_store_d(const double* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_f16(x[i]); }
+void bf16_store_d(const double* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_bf16(x[i]); }
+void philox_words(uint64_t seed, uint64_t offset, uint32_t* y, long n) {
+    for (long i = 0; i < n; i++) y[i] = ember_philox_word(seed, offset + (uint64_t)i);
+}
+void philox_block(uint32_t* c, uint32_t k0, uint32_t k1) { ember_philox4x32(c, k0, k1); }
+/* uniform(low, high) per dtype: 0 float32, 1 float16, 2 bfloat16, 3 float64 (out as bits) */
+void rand_uniform(int kind, uint64_t seed, uint64_t offset, double low, double high, void* out, long n) {
+    for (long i = 0; i < n; i++) {
+        if (kind == 3) { ((double*)out)[i] = ember_rand_uniform_f64(seed, offset, i, low, high); continue; }
+        uint32_t w = ember_philox_word(seed, offset + (uint64_t)i);
+        double u = kind == 0 ? ember_unit_f32(w) : kind == 1 ? ember_unit_f16(w) : ember_unit_bf16(w);
+        double v = low + (high - low) * u;
+        if (kind == 0) ((float*)out)[i] = (float)v;
+        else if (kind == 1) ((uint16_t*)out)[i] = ember_f64_to_f16(v);
+        else ((uint16_t*)out)[i] = ember_f64_to_bf16(v);
+    }
+}
+void rand_normal(int kind, uint64_t seed, uint64_t offset, double mean, double std, void* out, long n) {
+    for (long i = 0; i < n; i++) {
+        double z = kind == 3 ? ember_randn(seed, offset, i, 2, ember_unit_f32)
+                             : ember_randn(seed, offset, i, 1, kind == 0 ? ember_unit_f32
+                                                                : kind == 1 ? ember_unit_f16 : ember_unit_bf16);
+        double v = mean + std * z;
+        if (kind == 0) ((float*)out)[i] = (float)v;
+        else if (kind == 1) ((uint16_t*)out)[i] = ember_f64_to_f16(v);
+        else if (kind == 2) ((uint16_t*)out)[i] = ember_f64_to_bf16(v);
+        else ((double*)out)[i] = v;
+    }
+}
+void bernoulli(uint64_t seed, uint64_t offset, const double* p, bool* out, long n) {
+    for (long i = 0; i < n; i++) out[i] = ember_bernoulli(seed, offset, (uint64_t)i, p[i]);
+}
+/* the dropout kernel the compiler would generate: x * (keep ? scale : 0), scale rounded to
+ * the dtype first; float16 multiplies in float */
+void dropout_f32(uint64_t seed, uint64_t offset, double p, const float* x, float* y, long n) {
+    float scale = p < 1 ? (float)(1.0 / (1.0 - p)) : 0.0f;
+    for (long i = 0; i < n; i++) y[i] = x[i] * (ember_dropout_keep(seed, offset, (uint64_t)i, p) ? scale : 0.0f);
+}
+void dropout_f64(uint64_t seed, uint64_t offset, double p, const double* x, double* y, long n) {
+    double scale = p < 1 ? 1.0 / (1.0 - p) : 0.0;
+    for (long i = 0; i < n; i++) y[i] = x[i] * (ember_dropout_keep(seed, offset, (uint64_t)i, p) ? scale : 0.0);
+}
+void dropout_f16(uint64_t seed, uint64_t offset, double p, const uint16_t* x, uint16_t* y, long n) {
+    float scale = ember_f16_to_f32(ember_f64_to_f16(p < 1 ? 1.0 / (1.0 - p) : 0.0));
+    for (long i = 0; i < n; i++) {
+        float k = ember_dropout_keep(seed, offset, (uint64_t)i, p) ? scale : 0.0f;
+        y[i] = ember_f32_to_f16(ember_f16_to_f32(x[i]) * k);
+    }
+}
+"""  # noqa: E501
+
+
+class _Libs:
+    """The math library (-O3, with gcc's vectorization report) and the rest, compiled at once
+    (two gcc processes) and looked up by symbol name."""
+
+    def __init__(self, math_lib, rest_lib) -> None:
+        self._libs = (math_lib, rest_lib)
+
+    def __getattr__(self, name: str):
+        lib = self._libs[0] if name.startswith("m_") else self._libs[1]
+        return getattr(lib, name)
+
+
+@pytest.fixture(scope="module")
+def built():
+    from concurrent.futures import ThreadPoolExecutor
+    src, where = _source()
+    with ThreadPoolExecutor(2) as pool:
+        math_job = pool.submit(cprelude.build_test_lib, src, opt_info=True)
+        rest_job = pool.submit(cprelude.build_test_lib, _source_rest())
+        (math_lib, info), rest_lib = math_job.result(), rest_job.result()
+    return _Libs(math_lib, rest_lib), info, where
+
+
+@pytest.fixture(scope="module")
+def lib(built):
+    return built[0]
+
+
+def _call(lib, name: str, x: np.ndarray, out_dtype=None) -> np.ndarray:
+    x = np.ascontiguousarray(x)
+    y = np.empty(x.shape, out_dtype or x.dtype)
+    getattr(lib, name)(x.ctypes.data_as(_P), y.ctypes.data_as(_P), _N(x.size))
+    return y
+
+
+# ----------------------------------------------------------------------------- accuracy
+def ulp_error(y: np.ndarray, ref: np.ndarray, dtype) -> np.ndarray:
+    """|y - ref| in ulps of ``dtype`` at the reference (0 where y is ref rounded to dtype or
+    both are NaN)."""
+    y64 = y.astype(np.float64)
+    with np.errstate(all="ignore"):
+        rr = ref.astype(dtype)
+        tiny = np.finfo(dtype).smallest_subnormal
+        sp = np.spacing(np.maximum(np.abs(rr), tiny)).astype(np.float64)
+        err = np.abs(y64 - ref) / sp
+    ok = (np.isnan(y) & np.isnan(ref)) | (y == rr) | (y64 == ref)
+    err = np.where(ok, 0.0, err)
+    return np.where(np.isnan(err), np.inf, err)
+
+
+def _f32_sweep() -> np.ndarray:
+    """Every 4093rd float32 bit pattern (1M values, ~2000 per binade over the whole line,
+    NaNs included) plus special values and thresholds."""
+    bits = np.arange(0, 2 ** 32, 4093, dtype=np.uint64).astype(np.uint32)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38,
+                        1.1754944e-38, 88.72283, 88.72284, -87.33654, -103.97207, -103.97208,
+                        -104.0, 89.0, 1.0, -1.0, 0.5, -0.5, 0.46875, 4.0, 9.0, 10.0, 0.625,
+                        1e-8, -1e-8, 0.9999999, -0.9999999], np.float32)
+    return np.concatenate([bits.view(np.float32), special])
+
+
+def _f64_sample() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    parts = [rng.standard_normal(40000) * s for s in (1e-9, 1e-3, 0.3, 1, 3, 10, 100, 700)]
+    parts.append(rng.uniform(-1, 1, 40000))
+    parts.append(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324,
+                           2.2250738585072014e-308, 709.78, 709.79, -745.13, -745.14, 0.5,
+                           0.46875, 4.0, 27.0, 0.999999, -0.999999, 1.0, -1.0]))
+    return np.concatenate(parts)
+
+
+def _reference(name: str, x: np.ndarray) -> np.ndarray:
+    """float64 references; erf/erfc/erfinv are the eager kernels (what compiled code must
+    match), sigmoid the eager formula on float64."""
+    import scipy.special as sp
+    x = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        return {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p,
+                "tanh": np.tanh, "sigmoid": sp.expit, "erf": sp.erf, "erfc": sp.erfc,
+                "erfinv": _special.erfinv}[name](x)
+
+
+# max ulp measured (docs/compiler_prelude.md) with a little headroom; float32 vs the float64
+# function, float64 vs NumPy/SciPy float64 (themselves within ~1 ulp) or the eager kernel
+F32_ULP = {"exp": 1, "expm1": 1.5, "log": 1, "log1p": 1.5, "tanh": 1.5, "sigmoid": 2.5,
+           "erf": 1.5, "erfc": 0.5, "erfinv": 0.5}
+F64_ULP = {"exp": 1, "expm1": 1, "log": 1, "log1p": 1, "tanh": 2, "sigmoid": 2, "erf": 8,
+           "erfc": 8, "erfinv": 8}
+
+
+@pytest.mark.parametrize("name", MATH)
+def test_float32_accuracy(lib, name):
+    x = _f32_sweep()
+    y = _call(lib, f"m_{name}f", x)
+    err = ulp_error(y, _reference(name, x), np.float32)
+    worst = int(np.argmax(err))
+    assert err.max() <= F32_ULP[name], (name, x[worst], y[worst], err.max())
+
+
+@pytest.mark.parametrize("name", MATH)
+def test_float64_accuracy(lib, name):
+    x = _f64_sample()
+    y = _call(lib, f"m_{name}d", x)
+    if name in ("erf", "erfc", "erfinv"):
+        ref = getattr(_special, name)(x)       # Cody's algorithm, as the eager op
+    elif name == "sigmoid":
+        ref = _sigmoid(x)                      # SciPy's expit flushes tiny results to 0
+    else:
+        ref = _reference(name, x)
+    err = ulp_error(y, ref, np.float64)
+    worst = int(np.argmax(err))
+    assert err.max() <= F64_ULP[name], (name, x[worst], y[worst], ref[worst], err.max())
+
+
+def test_special_values_exact(lib):
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    expect = {"exp": [1, 1, np.inf, 0, np.nan], "expm1": [0, -0.0, np.inf, -1, np.nan],
+              "log": [-np.inf, -np.inf, np.inf, np.nan, np.nan],
+              "log1p": [0, -0.0, np.inf, np.nan, np.nan], "tanh": [0, -0.0, 1, -1, np.nan],
+              "sigmoid": [0.5, 0.5, 1, 0, np.nan], "erf": [0, -0.0, 1, -1, np.nan],
+              "erfc": [1, 1, 0, 2, np.nan], "erfinv": [0, -0.0, np.nan, np.nan, np.nan]}
+    for name, want in expect.items():
+        for s, t in (("f", np.float32), ("d", np.float64)):
+            got = _call(lib, f"m_{name}{s}", x.astype(t))
+            np.testing.assert_array_equal(got, np.array(want, t), err_msg=name + s)
+            # signs of zero results
+            w = np.array(want, t)
+            z = w == 0
+            assert (np.signbit(got[z]) == np.signbit(w[z])).all(), name + s
+
+
+def test_vectorized(built):
+    """gcc -O3 -march=native vectorizes loops over the prelude's math, float and double."""
+    _, info, where = built
+    done = {int(m.group(1)) for m in re.finditer(r"k\.c:(\d+):\d+: optimized: loop vectorized",
+                                                  info)}
+    missing = [f for f, line in where.items() if line not in done]
+    assert not missing, f"not vectorized: {missing}\n{info[:2000]}"
+
+
+# ----------------------------------------------------------------------------- float16 / bfloat16
+def test_half_loads_all_patterns(lib):
+    h = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16)
+    for name, np_t in (("f16_load", np.float16), ("bf16_load", ml_dtypes.bfloat16)):
+        got = _call(lib, name, h, np.float32)
+        want = h.view(np_t).astype(np.float32)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=name)
+
+
+def _store_inputs() -> np.ndarray:
+    # every half value, the midpoints between neighbours (ties) and just off them, plus
+    # 2M random float32 bit patterns (NaN payloads, subnormals, overflow)
+    rng = np.random.default_rng(1)
+    parts = []
+    for np_t in (np.float16, ml_dtypes.bfloat16):
+        v = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).view(np_t).astype(np.float64)
+        v = np.sort(v[np.isfinite(v)])
+        mid = (v[:-1] + v[1:]) / 2
+        parts += [v, mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf)]
+    f32 = np.concatenate(parts).astype(np.float32)
+    rnd = rng.integers(0, 2 ** 32, 2_000_000, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    return np.concatenate([f32, rnd])
+
+
+def test_half_stores_match_numpy(lib):
+    with np.errstate(all="ignore"):
+        x = _store_inputs()
+        for name, np_t in (("f16_store", np.float16), ("bf16_store", ml_dtypes.bfloat16)):
+            got = _call(lib, name, x, np.uint16)
+            want = x.astype(np_t).view(np.uint16)
+            bad = np.flatnonzero(got != want)
+            assert bad.size == 0, (name, x[bad[:5]], got[bad[:5]], want[bad[:5]])
+
+
+def test_half_stores_from_double_round_once(lib):
+    rng = np.random.default_rng(2)
+    with np.errstate(all="ignore"):
+        x = np.concatenate([_store_inputs()[:400000].astype(np.float64),
+                            rng.standard_normal(200000) * 100,
+                            # just above a float16/bfloat16 tie: rounding via float32 would
+                            # land on the tie and round to even
+                            1.0 + 2.0 ** -11 + 2.0 ** -40 * np.arange(1, 100),
+                            1.0 + 2.0 ** -8 + 2.0 ** -40 * np.arange(1, 100),
+                            [1e300, -1e300, 1e-300, 65520.0, 65519.99, np.nan, -np.nan]])
+        for name, np_t in (("f16_store_d", np.float16), ("bf16_store_d", ml_dtypes.bfloat16)):
+            got = _call(lib, name, x, np.uint16)
+            want = x.astype(np_t).view(np.uint16)
+            bad = np.flatnonzero(got != want)
+            assert bad.size == 0, (name, x[bad[:5]], got[bad[:5]], want[bad[:5]])
+
+
+# ----------------------------------------------------------------------------- Philox
+CASES = [(0, 0, 1), (0, 4, 7), (1234, 8, 33), (2 ** 63 + 5, 1 << 34, 100),
+         (67280421310721, 2 ** 32 * 4 - 8, 50), (2 ** 64 - 1, 12, 1000)]
+
+
+def test_philox_known_answers(lib):
+    for ctr, key, want in [((0, 0, 0, 0), (0, 0), "6627e8d5 e169c58d bc57ac4c 9b00dbd8"),
+                           ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2,
+                            "408f276d 41c83b0e a20bc7c6 6d5451fd"),
+                           ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+                            (0xA4093822, 0x299F31D0), "d16cfe09 94fdcceb 5001e420 24126ea1")]:
+        c = (ctypes.c_uint32 * 4)(*ctr)
+        lib.philox_block(c, ctypes.c_uint32(key[0]), ctypes.c_uint32(key[1]))
+        assert " ".join(f"{v:08x}" for v in c) == want
+
+
+def test_philox_words_match_eager(lib):
+    for seed, offset, n in CASES:
+        y = np.empty(n, np.uint32)
+        lib.philox_words(ctypes.c_uint64(seed), ctypes.c_uint64(offset), y.ctypes.data_as(_P),
+                         _N(n))
+        np.testing.assert_array_equal(y, random_words(seed, offset, n))
+
+
+KINDS = {0: dt.float32, 1: dt.float16, 2: dt.bfloat16, 3: dt.float64}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_uniform_and_normal_match_eager(lib, kind):
+    d = KINDS[kind]
+    store = np.float64 if kind == 3 else np.float32 if kind == 0 else np.uint16
+    for seed, offset, n in CASES:
+        for low, high in ((0.0, 1.0), (-3.0, 5.5)):
+            out = np.empty(n, store)
+            lib.rand_uniform(kind, ctypes.c_uint64(seed), ctypes.c_uint64(offset),
+                             ctypes.c_double(low), ctypes.c_double(high), out.ctypes.data_as(_P),
+                             _N(n))
+            want = R.UNIFORM.eager(shape=(n,), dtype=d, low=low, high=high, seed=seed,
+                                   offset=offset)
+            np.testing.assert_array_equal(out.view(d.np), want)
+        out = np.empty(n, store)
+        lib.rand_normal(kind, ctypes.c_uint64(seed), ctypes.c_uint64(offset), ctypes.c_double(0.5),
+                        ctypes.c_double(2.0), out.ctypes.data_as(_P), _N(n))
+        want = R.NORMAL.eager(0.5, 2.0, shape=(n,), dtype=d, seed=seed, offset=offset)
+        if kind == 3:
+            # glibc's log/cos/sin may differ from NumPy's by an ulp (docs/random.md §5)
+            np.testing.assert_array_max_ulp(out, want, maxulp=4)
+        else:
+            np.testing.assert_array_equal(out.view(d.np), want)
+
+
+def test_bernoulli_matches_eager(lib):
+    rng = np.random.default_rng(3)
+    for seed, offset, n in CASES:
+        p = rng.uniform(0, 1, n)
+        p[:2] = [0.0, 1.0][:n]
+        out = np.empty(n, np.bool_)
+        lib.bernoulli(ctypes.c_uint64(seed), ctypes.c_uint64(offset), p.ctypes.data_as(_P),
+                      out.ctypes.data_as(_P), _N(n))
+        want = R.BERNOULLI.eager(p, dtype=dt.float64, seed=seed, offset=offset)
+        np.testing.assert_array_equal(out, want.astype(bool))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_dropout_kernel_matches_eager(lib, dtype):
+    import ember
+    rng = np.random.default_rng(4)
+    name = {np.float32: "dropout_f32", np.float64: "dropout_f64", np.float16: "dropout_f16"}
+    for seed, offset, n in CASES:
+        for p in (0.1, 0.5, 0.9):
+            x = rng.standard_normal(n).astype(dtype)
+            out = np.empty_like(x)
+            getattr(lib, name[dtype])(ctypes.c_uint64(seed), ctypes.c_uint64(offset),
+                                      ctypes.c_double(p), x.ctypes.data_as(_P),
+                                      out.ctypes.data_as(_P), _N(n))
+            want = R.DROPOUT.eager(x, p=p, seed=seed, offset=offset)
+            np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+    # and through the public API: the generator's (seed, offset) before the call
+    g = ember.Generator().manual_seed(77)
+    g.set_offset(40)
+    x = ember.randn(1000, generator=ember.Generator().manual_seed(1))
+    seed, offset = g.initial_seed(), g.get_offset()
+    with ember.random.fork_rng():
+        ember.manual_seed(0)
+        ember.default_generator.set_state(g.get_state())
+        want = ember.nn.functional.dropout(x, 0.3).numpy()
+    out = np.empty(1000, np.float32)
+    xs = x.numpy()
+    lib.dropout_f32(ctypes.c_uint64(seed), ctypes.c_uint64(offset), ctypes.c_double(0.3),
+                    xs.ctypes.data_as(_P), out.ctypes.data_as(_P), _N(1000))
+    np.testing.assert_array_equal(out, want)
