@@ -21,6 +21,7 @@ from ember.compiler.api import (
     set_stance,
 )
 from ember.compiler.backends import list_backends, register_backend
+from ember.compiler.cbackend import codegen
 from ember.compiler.explain import ExplainOutput, explain
 from ember.compiler.graph import Graph, Node, Sym
 from ember.errors import GraphBreakError
@@ -28,6 +29,7 @@ from ember.errors import GraphBreakError
 config = compiler_config
 
 __all__ = ["CompiledFunction", "ExplainOutput", "Graph", "GraphBreakError", "Node",
-           "OptimizedModule", "Sym", "compile", "config", "disable", "error_on_graph_break",
+           "OptimizedModule", "Sym", "codegen", "compile", "config", "disable",
+           "error_on_graph_break",
            "explain", "graph_break", "is_compiling", "list_backends", "mark_dynamic",
            "mark_static", "maybe_mark_dynamic", "register_backend", "reset", "set_stance"]
