@@ -97,9 +97,10 @@ except ImportError:
     PRELUDE = _FALLBACK_HELPERS
 
 
-def generate(program: Program) -> str:
-    """The C translation unit of ``program`` (its segments' entry functions)."""
-    parts = [C_PRELUDE, PRELUDE]
+def generate(program: Program, prelude: bool = True) -> str:
+    """The C translation unit of ``program`` (its segments' entry functions); without the
+    preludes when ``prelude`` is false (golden tests compare only the generated part)."""
+    parts = [C_PRELUDE, PRELUDE] if prelude else []
     for seg in program.segments():
         for k in seg.kernels:
             parts.append(_kernel(k, program))
