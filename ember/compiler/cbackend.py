@@ -13,6 +13,7 @@ the same library.  Inputs that are not C-contiguous are copied (counted in ``sta
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any, Callable
 
@@ -26,9 +27,13 @@ from ember.compiler.lower import helpers_in, lower
 from ember.config import config
 
 EXTRA_FLAGS = ("-fwrapv",)  # integer overflow wraps, as in NumPy
+# OpenMP is opt-in in this slice (EMBER_C_OPENMP=1): libgomp hangs in a fork()ed child once the
+# parent has run a parallel region, and DataLoader workers fork by default
+OPENMP = os.environ.get("EMBER_C_OPENMP", "") not in ("", "0")
 _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
+BUILDS = [0]        # CompiledGraphs made in this process
 
 
 class CompiledGraph:
@@ -41,7 +46,7 @@ class CompiledGraph:
         self.program: Program = lower(graph, _HELPERS)
         self.program.verify()
         self.stats = self.program.stats  # type: ignore[attr-defined]
-        self.source = generate(self.program)
+        self.source = generate(self.program, openmp=OPENMP)
         self.path = None
         self.entries: dict = {}
         if config.debug >= 2:
@@ -50,12 +55,13 @@ class CompiledGraph:
             print(f"[ember.compiler c_source]\n{self.source}", file=sys.stderr)
         if self.program.segments():
             self.path = toolchain.compile_library(self.source, name="graph",
-                                                  extra_flags=EXTRA_FLAGS)
+                                                  extra_flags=EXTRA_FLAGS, openmp=OPENMP)
             lib = runtime.load(self.path)
             self.entries = {s.entry: lib.entry(s.entry) for s in self.program.segments()}
         self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
                       for s in self.program.steps]
         self._n_ints = len(self.program.int_names)
+        BUILDS[0] += 1
         _RECENT.append(self)
         del _RECENT[:-8]
 

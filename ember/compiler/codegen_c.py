@@ -97,18 +97,23 @@ except ImportError:
     PRELUDE = _FALLBACK_HELPERS
 
 
-def generate(program: Program, prelude: bool = True) -> str:
+# below this many iterations a kernel runs on one thread (an OpenMP fork/join costs ~µs)
+OMP_MIN_ITERATIONS = 32768
+
+
+def generate(program: Program, prelude: bool = True, openmp: bool = False) -> str:
     """The C translation unit of ``program`` (its segments' entry functions); without the
-    preludes when ``prelude`` is false (golden tests compare only the generated part)."""
+    preludes when ``prelude`` is false (golden tests compare only the generated part).
+    ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads."""
     parts = [C_PRELUDE, PRELUDE] if prelude else []
     for seg in program.segments():
         for k in seg.kernels:
-            parts.append(_kernel(k, program))
+            parts.append(_kernel(k, program, openmp))
         parts.append(_entry(seg))
     return "\n".join(parts)
 
 
-def _kernel(k: Kernel, program: Program) -> str:
+def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -119,6 +124,10 @@ def _kernel(k: Kernel, program: Program) -> str:
         lines.append(f"  const int64_t {name} = ints[{j}];")
     lines.append("  (void)ints; (void)floats;")
     ind = "  "
+    if openmp and k.ranges:
+        total = " * ".join(f"(int64_t)({n})" for n in k.ranges)
+        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
+                     f"if({total} >= {OMP_MIN_ITERATIONS})")
     for v, n in zip(k.loop_vars(), k.loop_ranges()):
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
         ind += "  "
