@@ -26,7 +26,9 @@ from ember.compiler.loop_ir import Program, Segment, eval_size
 from ember.compiler.lower import helpers_in, lower
 from ember.config import config
 
-EXTRA_FLAGS = ("-fwrapv",)  # integer overflow wraps, as in NumPy
+# integer overflow wraps, as in NumPy; libm need not set errno (lets gcc inline sqrt and CSE
+# pure calls; results are unchanged)
+EXTRA_FLAGS = ("-fwrapv", "-fno-math-errno")
 # OpenMP is opt-in in this slice (EMBER_C_OPENMP=1): libgomp hangs in a fork()ed child once the
 # parent has run a parallel region, and DataLoader workers fork by default
 OPENMP = os.environ.get("EMBER_C_OPENMP", "") not in ("", "0")

@@ -48,6 +48,13 @@ _EXTRA_EXPR = {
     ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
 }
+# templates that replace the registry's to match the eager kernel's formula
+_OVERRIDES = {
+    # eager: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e) (no overflow to 0 for x < -88)
+    "sigmoid": "({0} >= 0 ? 1 / (1 + exp(-fabs({0}))) : exp(-fabs({0})) / (1 + exp(-fabs({0}))))",
+}
+# float classification of integer or bool inputs is constant (C's isnan rejects integers)
+_INT_CLASSIFY = {"isnan": "0", "isinf": "0", "isfinite": "1", "isposinf": "0", "isneginf": "0"}
 
 
 @dataclass
@@ -201,8 +208,17 @@ class Lowering:
         return None
 
     def _template(self, n: Any) -> str | None:
-        if n.op.name == "gelu":
+        name = n.op.name
+        if name == "gelu":
             return _EXTRA_EXPR.get(("gelu", n.params.get("approximate")))
+        if name in _OVERRIDES:
+            return _OVERRIDES[name]
+        tensors = [a for a in n.args if _is_ref(a)]
+        floating = bool(tensors) and self._dtype(tensors[0]).np.kind == "f"
+        if name in _INT_CLASSIFY and not floating:
+            return _INT_CLASSIFY[name]
+        if name == "pow" and not floating:
+            return None  # integer pow (negative exponents, overflow) stays eager
         if n.op.name == "bitwise_not" and n.specs[0][1].np.name == "bool":
             return "(!{0})"  # ~ on a C bool is never false
         return n.op.c_expr
@@ -211,7 +227,10 @@ class Lowering:
     def _pointwise(self, i: int, n: Any) -> None:
         tensors = [a for a in n.args if _is_ref(a)]
         shape = self._shape(tensors[0])
-        in_dt = self._dtype(tensors[0])
+        out_dt = n.specs[0][1]
+        # scalars take the type of the value operands (where's cond is bool, its x/y are not)
+        in_dt = next((self._dtype(r) for r in tensors if self._dtype(r) == out_dt),
+                     self._dtype(tensors[0]))
         g = self.group
         if g is not None and (g.shape != shape or any(
                 isinstance(self.vals[r], _Mat) and id(self.vals[r].buf) in g.writes
@@ -233,7 +252,6 @@ class Lowering:
                 params.append((k, CTYPES[v.np.name]))
             elif k != "approximate":
                 params.append((k, _scalar(v, ct)))
-        out_dt = n.specs[0][1]
         name = g.local()
         g.body.append(Let(name, CTYPES[out_dt.np.name],
                           Op(n.op.name, self._template(n), tuple(args), tuple(params))))
