@@ -47,6 +47,9 @@ _EXTRA_EXPR = {
     ("gelu", "none"): "({0} * ({T})0.5 * (1 + erf({0} * ({T})M_SQRT1_2)))",
     ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
+    ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
+    ("silu", None): "({0} * ({0} >= 0 ? 1 / (1 + exp(-fabs({0}))) : "
+                    "exp(-fabs({0})) / (1 + exp(-fabs({0})))))",
 }
 # templates that replace the registry's to match the eager kernel's formula
 _OVERRIDES = {
@@ -211,6 +214,8 @@ class Lowering:
         name = n.op.name
         if name == "gelu":
             return _EXTRA_EXPR.get(("gelu", n.params.get("approximate")))
+        if (name, None) in _EXTRA_EXPR and not n.params:
+            return _EXTRA_EXPR[(name, None)]
         if name in _OVERRIDES:
             return _OVERRIDES[name]
         tensors = [a for a in n.args if _is_ref(a)]
