@@ -48,13 +48,14 @@ _EXTRA_EXPR = {
     ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
     ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
-    ("silu", None): "({0} * ({0} >= 0 ? 1 / (1 + exp(-fabs({0}))) : "
-                    "exp(-fabs({0})) / (1 + exp(-fabs({0})))))",
+    ("silu", None): "({0} * ({{ {T} e_ = exp(-fabs({0})); {0} >= 0 ? 1 / (1 + e_) "
+                    ": e_ / (1 + e_); }}))",
 }
 # templates that replace the registry's to match the eager kernel's formula
 _OVERRIDES = {
     # eager: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e) (no overflow to 0 for x < -88)
-    "sigmoid": "({0} >= 0 ? 1 / (1 + exp(-fabs({0}))) : exp(-fabs({0})) / (1 + exp(-fabs({0}))))",
+    # (a GNU statement expression: exp is called once)
+    "sigmoid": "({{ {T} e_ = exp(-fabs({0})); {0} >= 0 ? 1 / (1 + e_) : e_ / (1 + e_); }})",
 }
 # float classification of integer or bool inputs is constant (C's isnan rejects integers)
 _INT_CLASSIFY = {"isnan": "0", "isinf": "0", "isfinite": "1", "isposinf": "0", "isneginf": "0"}
