@@ -156,7 +156,7 @@ def last_compiled() -> CompiledGraph | None:
 def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     """The C source that ``fn(*args, **kwargs)``'s graphs compile to with the C backend
     (several graphs, e.g. around graph breaks, are concatenated)."""
-    import ember
+    from ember.compiler import api
     sources: list = []
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
@@ -167,12 +167,11 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
         run._ember_arrays = True  # type: ignore[attr-defined]
         return run
 
-    from ember.compiler import api
     # compiled graphs are cached per code object: look at fresh ones, keep the caller's
     key = api._code_key(fn)[0]
     saved = api._CACHES.pop(key, None)
     try:
-        ember.compile(fn, backend=capture)(*args, **kwargs)
+        api.compile(fn, backend=capture)(*args, **kwargs)
     finally:
         api._CACHES.pop(key, None)
         if saved is not None:
