@@ -57,6 +57,8 @@ _OVERRIDES = {
     # (a GNU statement expression: exp is called once)
     "sigmoid": "({{ {T} e_ = exp(-fabs({0})); {0} >= 0 ? 1 / (1 + e_) : e_ / (1 + e_); }})",
 }
+# integer division by zero raises in eager (data-dependent): these stay eager for integers
+_INT_ZERO_RAISES = frozenset({"div_trunc", "div_floor", "remainder", "fmod"})
 # float classification of integer or bool inputs is constant (C's isnan rejects integers)
 _INT_CLASSIFY = {"isnan": "0", "isinf": "0", "isfinite": "1", "isposinf": "0", "isneginf": "0"}
 
@@ -185,6 +187,8 @@ class Lowering:
             return f"{op.kind} op (no C lowering yet)"
         tmpl = self._template(n)
         if tmpl is None:
+            if op.name in _INT_ZERO_RAISES or op.name == "pow":
+                return "integer division/pow checks its operands in eager"
             return "pointwise op without a c_expr"
         if len(n.specs) != 1:
             return "multi-output pointwise op"
@@ -225,6 +229,8 @@ class Lowering:
             return _INT_CLASSIFY[name]
         if name == "pow" and not floating:
             return None  # integer pow (negative exponents, overflow) stays eager
+        if name in _INT_ZERO_RAISES and not floating:
+            return None
         if n.op.name == "bitwise_not" and n.specs[0][1].np.name == "bool":
             return "(!{0})"  # ~ on a C bool is never false
         return n.op.c_expr

@@ -93,13 +93,27 @@ def test_transcendental_chain(dtype):
 
 def test_int64_chain():
     def f(x, y):
-        return (x * y + 7) - (x // y) + ember.maximum(x, y) + x % y
+        return (x * y + 7) - (x - y) * 3 + ember.maximum(x, y) + (x >= y).to(ember.int64)
 
     x = ember.randint(-50, 50, (5, 6))
     y = ember.randint(1, 9, (5, 6)) * (ember.randint(0, 2, (5, 6)) * 2 - 1)
     got, want, cg = run_c(f, x, y)
     assert_close(got, want)
     assert cg.stats.fallback_count == 0 and len(cg.program.kernels()) == 1
+
+
+def test_integer_division_stays_eager_and_raises_on_zero():
+    def f(x, y):
+        return (x // y) + x % y + 1
+
+    x = ember.randint(-50, 50, (5, 6))
+    y = ember.randint(1, 9, (5, 6)) * (ember.randint(0, 2, (5, 6)) * 2 - 1)
+    got, want, cg = run_c(f, x, y)
+    assert_close(got, want)
+    assert cg.stats.fallback_count == 2  # floor division and remainder run their eager kernels
+    y[0, 0] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        ember.compile(f, backend="c")(x, y)
 
 
 def test_int32_and_bool_chain():
