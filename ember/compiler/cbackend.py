@@ -88,7 +88,7 @@ class CompiledGraph:
                         if src is None:  # a buffer this segment writes first
                             if env is None:
                                 env = dict(zip(prog.int_names, ints))
-                            a = np.empty(tuple(eval_size(n, env) for n in b.shape), b.dtype.np)
+                            a = _allocate(b, env)
                             py[id(b)] = a
                         elif src.flags.c_contiguous and src.dtype == b.dtype.np:
                             a = src
@@ -137,6 +137,16 @@ class CompiledGraph:
             v = out if isinstance(out, np.ndarray) else out[src[2]]
         memo[r] = v
         return v
+
+
+def _allocate(b: Any, env: dict) -> np.ndarray:
+    shape = tuple(eval_size(n, env) for n in b.shape)
+    if b.strides is None:
+        return np.empty(shape, b.dtype.np)
+    # eager's memory order: allocate the permuted shape C-contiguous, then transpose back
+    order = sorted(range(len(shape)), key=lambda d: -b.strides[d])
+    a = np.empty(tuple(shape[d] for d in order), b.dtype.np)
+    return a.transpose(np.argsort(order))
 
 
 def _is_ref(a: Any) -> bool:

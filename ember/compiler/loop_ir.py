@@ -81,13 +81,15 @@ def eval_size(e: SizeExpr, env: dict) -> int:
 # ------------------------------------------------------------------------------ buffers
 @dataclass(eq=False)
 class Buffer:
-    """A materialized array: a graph input, an extern's output or a stored kernel value
-    (always C-contiguous in ``shape``)."""
+    """A materialized array: a graph input, an extern's output or a stored kernel value.
+    C-contiguous in ``shape`` unless ``strides`` (element strides, a permutation of a
+    contiguous layout: a stored value keeps the memory order eager would give it)."""
 
     name: str
     dtype: Any          # ember dtype
     shape: tuple        # SizeExprs
     role: str           # "input" | "extern" | "temp"
+    strides: Any = None
 
     @property
     def ctype(self) -> str:

@@ -89,10 +89,12 @@ def _log(kind: str, message: str, level: int = 1) -> None:
 class _Pw:
     """A value computed by the open group: a local; ``buf`` once it is stored."""
 
-    __slots__ = ("group", "local", "shape", "dtype", "buf")
+    __slots__ = ("group", "local", "shape", "dtype", "buf", "strides")
 
-    def __init__(self, group: _Group, local: str, shape: tuple, dtype: Any) -> None:
+    def __init__(self, group: _Group, local: str, shape: tuple, dtype: Any,
+                 strides: tuple) -> None:
         self.group, self.local, self.shape, self.dtype, self.buf = group, local, shape, dtype, None
+        self.strides = strides  # the layout eager gives this value (where it is stored)
 
 
 class _Mat:
@@ -268,7 +270,7 @@ class Lowering:
         g.body.append(Let(name, CTYPES[out_dt.np.name],
                           Op(n.op.name, self._template(n), tuple(args), tuple(params))))
         ref = ("n", i, 0)
-        v = _Pw(g, name, shape, out_dt)
+        v = _Pw(g, name, shape, out_dt, self._layout(n, shape, tensors))
         g.members[ref] = v
         g.ops.append(n.op.name)
         self.vals[ref] = v
@@ -285,9 +287,35 @@ class Lowering:
             g.body.append(_PendingLoad(name, v.buf, v.geom))
         return Local(name)
 
+    def _layout(self, n: Any, shape: tuple, tensors: list) -> tuple:
+        """Element strides of the node's output in eager's memory order (NumPy keeps its
+        operands' order, as PyTorch does): contiguous unless an operand is permuted."""
+        contig = contiguous_strides(shape)
+        ops = []
+        for r in tensors:
+            v = self.vals[r]
+            ops.append(v.strides if isinstance(v, _Pw) else v.geom.strides)
+        if all(_ordered(st, shape) for st in ops) or any(type(x) is not int for st in ops
+                                                           for x in st + shape):
+            return contig
+        try:
+            order = _probe_order(n, shape, ops, [self._dtype(r) for r in tensors])
+        except Exception:  # noqa: BLE001 - a kernel that rejects the stand-ins: C order
+            return contig
+        if order is None:
+            return contig
+        out = [0] * len(shape)
+        acc = 1
+        for d in reversed(order):
+            out[d] = acc
+            acc *= shape[d]
+        return tuple(out)
+
     def _store_buffer(self, ref: tuple, v: _Pw) -> Buffer:
         if v.buf is None:
             v.buf = self._buffer(v.dtype, v.shape, "temp")
+            if v.strides != contiguous_strides(v.shape):
+                v.buf.strides = v.strides
             v.group.writes.add(id(v.buf))
             self.sources[ref] = ("buf", v.buf)
         return v.buf
@@ -303,16 +331,16 @@ class Lowering:
             if outside or v.buf is not None:
                 self._store_buffer(ref, v)
                 g.body.append(("store", v))
-            self.vals[ref] = _Mat(v.buf, Geometry.contiguous(v.shape), v.dtype) \
+            self.vals[ref] = _Mat(v.buf, Geometry(v.shape, v.strides, 0), v.dtype) \
                 if v.buf is not None else v
         stores = [x for x in g.body if type(x) is tuple]
         if not stores:
             return  # nothing leaves the group: dead code
         loads = [x for x in g.body if isinstance(x, _PendingLoad)]
-        flat = all(p.geom.is_contiguous() for p in loads)
+        flat = all(p.geom.is_contiguous() for p in loads) and all(
+            x[1].strides == contiguous_strides(g.shape) for x in stores)
         ranges = g.shape
         loop_vars = ["i"] if flat else [f"i{d}" for d in range(len(ranges))]
-        contig = Geometry.contiguous(ranges)
         body = []
         for x in g.body:
             if isinstance(x, _PendingLoad):
@@ -320,7 +348,8 @@ class Lowering:
                                                                          flat))))
             elif type(x) is tuple:
                 v = x[1]
-                body.append(Store(v.buf, _index(contig, loop_vars, flat), Local(v.local)))
+                body.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0), loop_vars, flat),
+                                  Local(v.local)))
             else:
                 body.append(x)
         if self.segment is None:
@@ -356,11 +385,14 @@ class Lowering:
         if isinstance(v, _Pw):
             if v.group is not self.group:  # an unstored value of a closed group cannot happen
                 return False
-            geom = Geometry.contiguous(v.shape)
+            geom = Geometry(v.shape, v.strides, 0)
             buf = None
         else:
             geom, buf = v.geom, v.buf
-        outs = _view_geometry(n, geom, v.dtype)
+        try:
+            outs = _view_geometry(n, geom, v.dtype)
+        except Exception:  # noqa: BLE001 - an unexpected view form is an extern, not an error
+            outs = None
         if outs is None:
             return False
         if isinstance(v, _Pw):
@@ -437,12 +469,61 @@ def _index(geom: Geometry, loop_vars: list, flat: bool) -> Index:
     return Index(geom.offset, terms)
 
 
+def _ordered(strides: tuple, shape: tuple) -> bool:
+    """True when the non-broadcast dims of a geometry run in C order (slowest first)."""
+    last = None
+    for s, m in zip(strides, shape):
+        if s == 0 or m == 1:
+            continue
+        if type(s) is not int:
+            return True
+        if last is not None and s > last:
+            return False
+        last = s
+    return True
+
+
+def _probe_order(n: Any, shape: tuple, strides: list, dtypes: list) -> list | None:
+    """Dims from slowest to fastest of the output the node's eager kernel makes from small
+    stand-ins laid out like its operands (2 per dim; broadcast dims stay stride 0)."""
+    if _has_sym(n.params) or any(type(a) is Sym for a in n.args):
+        return None
+    small = tuple(1 if m == 1 else 2 for m in shape)
+    it = iter(zip(strides, dtypes))
+    args = []
+    for a in n.args:
+        if not _is_ref(a):
+            args.append(a)
+            continue
+        st, dt = next(it)
+        if dt.np.name not in CTYPES:
+            return None
+        npdt = np.dtype(dt.np)
+        order = sorted(range(len(shape)), key=lambda d: -abs(st[d]))
+        sst = [0] * len(shape)
+        acc = 1
+        for d in reversed(order):
+            if st[d] != 0:
+                sst[d] = acc
+                acc *= small[d]
+        base = np.ones(acc, npdt)
+        args.append(np.lib.stride_tricks.as_strided(
+            base, small, tuple(x * npdt.itemsize for x in sst)))
+    with np.errstate(all="ignore"):
+        out = n.op.eager(*args, **n.params)
+    if not isinstance(out, np.ndarray) or out.shape != small:
+        return None
+    return sorted(range(len(shape)), key=lambda d: -out.strides[d])
+
+
 def _view_geometry(n: Any, geom: Geometry, dt: Any) -> list | None:
     """Geometries of a view node's outputs over its source's geometry, or None."""
     name, p = n.op.name, n.params
     shape, st = geom.shape, geom.strides
     if name == "permute":
         d = p["dims"]
+        if _has_sym(d):  # a dynamic graph lifts every int, even dims
+            return None
         return [Geometry(tuple(shape[k] for k in d), tuple(st[k] for k in d), geom.offset)]
     if name == "expand":
         out = tuple(_size(x) for x in p["shape"])

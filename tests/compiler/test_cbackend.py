@@ -165,6 +165,22 @@ def test_transposed_and_sliced_views_load_in_place():
     assert cg.stats.copies == 0
 
 
+@pytest.mark.parametrize("case", ["t_add", "t_exp_t", "t_then_t", "permute3"])
+def test_outputs_keep_eager_memory_order(case):
+    fns = {
+        "t_add": lambda x: x.t() + 1,
+        "t_exp_t": lambda x: x.t() * ember.exp(x.t()),
+        "t_then_t": lambda x: (x.t() * 2).t() + 1,
+        "permute3": lambda x: ember.exp(x.reshape(2, 3, 5).permute(2, 0, 1)) * 2,
+    }
+    f = fns[case]
+    x = randn(6, 5)
+    got, want, cg = run_c(f, x)
+    assert_close(got, want, ulps=2)
+    assert got.stride() == want.stride() and got.is_contiguous() == want.is_contiguous()
+    assert cg.stats.fallback_count == 0 and cg.stats.copies == 0
+
+
 def test_non_contiguous_inputs():
     def f(x, y):
         return x * y - 1.0
