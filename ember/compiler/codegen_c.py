@@ -128,7 +128,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         total = " * ".join(f"(int64_t)({n})" for n in k.ranges)
         lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
                      f"if({total} >= {OMP_MIN_ITERATIONS})")
-    for v, n in zip(k.loop_vars(), k.loop_ranges()):
+    for v, n in k.loops():
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
         ind += "  "
     lines.extend(f"{ind}{st}" for st in k.body)

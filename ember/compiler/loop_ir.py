@@ -201,12 +201,21 @@ class Kernel:
     body: list = field(default_factory=list)
     flat: bool = False
     ops: list = field(default_factory=list)      # names of the graph ops fused here
+    order: tuple = ()   # dims from outermost to innermost loop (empty: 0, 1, ...)
 
     def loop_vars(self) -> list:
         return ["i"] if self.flat else [f"i{d}" for d in range(len(self.ranges))]
 
     def loop_ranges(self) -> list:
         return [numel(self.ranges)] if self.flat else list(self.ranges)
+
+    def loops(self) -> list:
+        """(variable, range) per loop, outermost first: the memory order of the stores, so
+        the innermost loop walks unit stride."""
+        pairs = list(zip(self.loop_vars(), self.loop_ranges()))
+        if self.flat or not self.order:
+            return pairs
+        return [pairs[d] for d in self.order]
 
     def buffers(self) -> tuple[list, list]:
         """(loaded buffers, stored buffers), each in first-use order."""
@@ -229,7 +238,7 @@ class Kernel:
     def __str__(self) -> str:
         lines = [f"kernel {self.name}  // {' '.join(self.ops)}"]
         ind = ""
-        for v, n in zip(self.loop_vars(), self.loop_ranges()):
+        for v, n in self.loops():
             lines.append(f"{ind}for {v} in 0..{n}:")
             ind += "  "
         ind = ind or "  "

@@ -355,8 +355,12 @@ class Lowering:
         if self.segment is None:
             self.segment = Segment("ember_entry" if not self.program_segments() else
                                    f"ember_entry_{self.program_segments()}")
+        order: tuple = ()
+        lay = stores[0][1].strides
+        if not flat and all(type(x) is int for x in lay) and list(lay) != sorted(lay)[::-1]:
+            order = tuple(sorted(range(len(lay)), key=lambda d: -lay[d]))
         k = Kernel(f"kernel{sum(len(s.kernels) for s in self._segments())}", ranges, body, flat,
-                   list(g.ops))
+                   list(g.ops), order)
         self.segment.kernels.append(k)
         self.stats.kernels += 1
         _log("fusion", f"{k.name}: {len(g.ops)} ops fused over {list(ranges)}"
