@@ -12,7 +12,7 @@ per segment with the runtime's ABI::
 
 from __future__ import annotations
 
-from ember.compiler.loop_ir import Kernel, Program, Segment
+from ember.compiler.loop_ir import Kernel, Program, RowKernel, Segment
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -113,7 +113,48 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
     return "\n".join(parts)
 
 
+def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
+    t = k.src.ctype
+    lines = [f"/* {k.op} over the last dim */",
+             f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
+             f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{"]
+    for j, name in enumerate(program.int_names):
+        lines.append(f"  const int64_t {name} = ints[{j}];")
+    lines.append("  (void)ints; (void)floats;")
+    lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
+    if openmp:
+        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
+                     f"if(R * C >= {OMP_MIN_ITERATIONS})")
+    body = [
+        "for (int64_t r = 0; r < R; r++) {",
+        f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;",
+        f"  {t} *restrict y = {k.dst.name} + r * C;",
+        f"  {t} m = x[0];",
+        "  for (int64_t c = 1; c < C; c++) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;",
+        "  double s = 0;",
+    ]
+    if k.op == "softmax":
+        body += [
+            f"  for (int64_t c = 0; c < C; c++) {{ const {t} e = exp(x[c] - m); y[c] = e; "
+            f"s += e; }}",
+            f"  const {t} st = ({t})s;",
+            "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;",
+        ]
+    else:
+        body += [
+            "  for (int64_t c = 0; c < C; c++) s += exp(x[c] - m);",
+            f"  const {t} ls = log(({t})s);",
+            "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;",
+        ]
+    body.append("}")
+    lines.extend("  " + b for b in body)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
+    if isinstance(k, RowKernel):
+        return _row_kernel(k, program, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

@@ -247,6 +247,36 @@ class Kernel:
 
 
 @dataclass(eq=False)
+class RowKernel:
+    """A row-wise reduction kernel over the last dim of a contiguous ``rows x cols`` value:
+    ``softmax`` (max, exp and sum, divide) or ``log_softmax`` (max, sum of exp, subtract the
+    log), one pass per row in cache; the row sum accumulates in double."""
+
+    name: str
+    op: str
+    rows: SizeExpr
+    cols: SizeExpr
+    src: Buffer
+    offset: SizeExpr
+    dst: Buffer
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src], [self.dst]
+
+    def __str__(self) -> str:
+        src = f"{self.src.name}[{self.offset} + r * {self.cols} + c]" if self.offset != 0 else \
+            f"{self.src.name}[r * {self.cols} + c]"
+        last = ("out[c] = e[c] / sum" if self.op == "softmax" else
+                "out[c] = (x[c] - m) - log(sum)")
+        return (f"kernel {self.name}  // {self.op} over the last dim\n"
+                f"for r in 0..{self.rows}:\n"
+                f"  x[c] = {src} for c in 0..{self.cols}\n"
+                f"  m = max(x[c]) (NaN propagates); sum = sum(exp(x[c] - m)) in double\n"
+                f"  {self.dst.name}[r * {self.cols} + c]: {last}")
+
+
+@dataclass(eq=False)
 class Segment:
     """One C entry function: its kernels, run in order."""
 
@@ -312,6 +342,11 @@ class Program:
             for k in step.kernels:
                 defined: set = set()
                 loads, stores = k.buffers()
+                if isinstance(k, RowKernel):
+                    if id(k.src) not in known or k.dst.role == "input" or k.dst is k.src:
+                        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
+                    known.add(id(k.dst))
+                    continue
                 for b in loads:
                     if id(b) not in known:
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name} loads {b.name} "
@@ -362,5 +397,5 @@ def _indices(st: Any) -> list:
 
 
 __all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "Index", "Kernel", "Let", "Load",
-           "Local", "Op", "Program", "Segment", "SizeExpr", "Store", "contiguous_strides",
-           "eval_size", "numel"]
+           "Local", "Op", "Program", "RowKernel", "Segment", "SizeExpr", "Store",
+           "contiguous_strides", "eval_size", "numel"]

@@ -36,9 +36,11 @@ from ember.compiler.loop_ir import (
     Local,
     Op,
     Program,
+    RowKernel,
     Segment,
     Store,
     contiguous_strides,
+    s_mul,
 )
 from ember.config import config
 
@@ -172,6 +174,8 @@ class Lowering:
     # -- dispatch --------------------------------------------------------------------------
     def _node(self, i: int, n: Any) -> None:
         kind = n.op.kind
+        if n.op.name in ("softmax", "log_softmax") and self._row(i, n):
+            return
         if kind == "view":
             if self._view(i, n):
                 return
@@ -379,6 +383,45 @@ class Lowering:
             self.steps.append(self.segment)
             self.stats.segments += 1
         self.segment = None
+
+    # -- row-wise reductions ----------------------------------------------------------------------
+    def _row(self, i: int, n: Any) -> bool:
+        """softmax/log_softmax over the last dim of a float32/float64 value as a RowKernel."""
+        src = n.args[0]
+        v = self.vals.get(src)
+        dim = n.params.get("dim")
+        if v is None or type(dim) is not int or v.dtype.np.name not in ("float32", "float64"):
+            return False
+        shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+        if not shape or dim not in (len(shape) - 1, -1):
+            return False
+        if any(type(m) is int and m == 0 for m in shape):
+            return False  # empty: eager returns a copy
+        if isinstance(v, _Pw):
+            if v.strides != contiguous_strides(shape):
+                return False
+            buf, offset = self._store_buffer(src, v), 0
+        elif v.geom.strides == contiguous_strides(shape):
+            buf, offset = v.buf, v.geom.offset
+        else:
+            return False
+        self._close_group()  # the source is stored by the kernels before this one
+        rows = 1
+        for m in shape[:-1]:
+            rows = s_mul(rows, m)
+        out = self._buffer(v.dtype, shape, "temp")
+        if self.segment is None:
+            self.segment = Segment("ember_entry" if not self.program_segments() else
+                                   f"ember_entry_{self.program_segments()}")
+        k = RowKernel(f"kernel{sum(len(s.kernels) for s in self._segments())}", n.op.name,
+                      rows, shape[-1], buf, offset, out, [n.op.name])
+        self.segment.kernels.append(k)
+        self.stats.kernels += 1
+        ref = ("n", i, 0)
+        self.vals[ref] = _Mat(out, Geometry.contiguous(shape), v.dtype)
+        self.sources[ref] = ("buf", out)
+        _log("fusion", f"{k.name}: {n.op.name} over rows of {list(shape)}", 3)
+        return True
 
     # -- views ----------------------------------------------------------------------------------
     def _view(self, i: int, n: Any) -> bool:

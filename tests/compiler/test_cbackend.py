@@ -309,6 +309,33 @@ def test_builtin_gelu_and_sigmoid_fuse():
     assert cg.stats.kernels == 1 and cg.stats.fallback_count == 0
 
 
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("cols", [1, 33, 1024])
+def test_softmax_and_log_softmax_rows(dtype, cols):
+    def f(x):
+        return ember.softmax(x * 2, -1), ember.log_softmax(x, -1) + 1
+
+    x = randn(5, cols, dtype=dtype)
+    x[1, 0] = float("nan")
+    if cols > 1:
+        x[2] = float("-inf")
+        x[3, -1] = float("inf")
+    got, want, cg = run_c(f, x)
+    assert_close(got, want, ulps=8)
+    assert cg.stats.fallback_count == 0
+    kinds = [type(k).__name__ for k in cg.program.kernels()]
+    assert kinds.count("RowKernel") == 2 and len(kinds) == 4
+
+
+def test_softmax_over_a_leading_dim_stays_eager():
+    def f(x):
+        return ember.softmax(x, 0)
+
+    got, want, cg = run_c(f, randn(4, 6))
+    assert_close(got, want)
+    assert cg.stats.fallback_count == 1
+
+
 def test_loop_ir_prints_and_verifies():
     def f(x, y):
         return (x + y) * y

@@ -1,4 +1,5 @@
-"""The pointwise OpInfo table through the C backend (forward, float32/float64/int64/bool).
+"""The pointwise OpInfo table (and softmax) through the C backend (forward; float32, float64,
+int64, bool).
 
 Every sample runs eagerly and compiled with ``backend="c"``.  Graphs that lowered fully to C
 compare in ulps (libm's last bit may differ from NumPy's); graphs with an extern step run that
@@ -20,6 +21,7 @@ from tests.opinfo import (
     ops_pointwise,
     ops_pointwise_logic,
     ops_pointwise_math,
+    ops_reduction,
 )
 from tests.opinfo.core import to_ember
 
@@ -28,7 +30,8 @@ pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
 
 DTYPES = {"float32", "float64", "int64", "bool"}
 OPS = (ops_pointwise.OPINFOS + ops_pointwise_math.OPINFOS + ops_pointwise_logic.OPINFOS
-       + ops_nn_activation.OPINFOS)
+       + ops_nn_activation.OPINFOS
+       + [o for o in ops_reduction.OPINFOS if "softmax" in o.name])
 CASES = [(op, d) for op in OPS for d in op.dtypes if d in DTYPES and d not in op.xfail]
 ULPS = 4
 
