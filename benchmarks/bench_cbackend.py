@@ -50,5 +50,34 @@ def main(n: int = 1 << 22, rounds: int = 9, number: int = 5) -> None:
         print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
 
 
+def softmax(rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5) -> None:
+    """softmax over the last dim of rows x cols float32: one C row kernel."""
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((rows, cols), dtype=np.float32)
+    ex, tx = ember.tensor(xs), torch.from_numpy(xs)
+
+    def f(x):
+        return ember.softmax(x, -1)
+
+    fc = ember.compile(f, backend="c")
+    got, want = fc(ex).numpy(), f(ex).numpy()
+    cg = cbackend.last_compiled()
+    print(f"\nkernels: {cg.stats.kernels}, fallbacks: {cg.stats.fallback_count}, "
+          f"max |c - eager| = {np.abs(got - want).max():.3g}")
+    cases = {"ember eager": lambda: f(ex), "ember backend='c'": lambda: fc(ex),
+             "torch eager": lambda: torch.softmax(tx, -1)}
+    times: dict = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            times[k].append(time_per_call(fn, number))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"softmax(x, -1), x float32 {rows}x{cols}")
+    print("| implementation | median | vs torch eager |")
+    print("|---|---|---|")
+    for k, t in med.items():
+        print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
+
+
 if __name__ == "__main__":
     main()
+    softmax()
