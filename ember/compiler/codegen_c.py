@@ -114,10 +114,13 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
 
 
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
-    t = k.src.ctype
-    lines = [f"/* {k.op} over the last dim */",
-             f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
-             f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{"]
+    t = k.dst.ctype
+    loads, _ = k.buffers()
+    params = [f"{t} *restrict {k.dst.name}"]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    lines = [f"/* {' '.join(k.ops)}: {k.op} over the last dim */",
+             f"static void {k.name}({', '.join(params)}) {{"]
     for j, name in enumerate(program.int_names):
         lines.append(f"  const int64_t {name} = ints[{j}];")
     lines.append("  (void)ints; (void)floats;")
@@ -125,10 +128,24 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     if openmp:
         lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
                      f"if(R * C >= {OMP_MIN_ITERATIONS})")
-    body = [
-        "for (int64_t r = 0; r < R; r++) {",
-        f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;",
-        f"  {t} *restrict y = {k.dst.name} + r * C;",
+    body = ["for (int64_t r = 0; r < R; r++) {",
+            f"  {t} *restrict y = {k.dst.name} + r * C;"]
+    if k.prologue:  # the fused producers write x into the output row once
+        body.append("  int64_t rest_ = r; (void)rest_;")
+        for d in range(len(k.lead) - 1, -1, -1):  # the row's leading indices, last dim fastest
+            if d:
+                body.append(f"  const int64_t i{d} = rest_ % ({k.lead[d]}); "
+                            f"rest_ /= ({k.lead[d]});")
+            else:
+                body.append("  const int64_t i0 = rest_;")
+        body.append("  for (int64_t c = 0; c < C; c++) {")
+        body.extend(f"    {st}" for st in k.prologue)
+        body.append(f"    y[c] = {k.value};")
+        body.append("  }")
+        body.append(f"  const {t} *x = y;")
+    else:
+        body.append(f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
+    body += [
         f"  {t} m = x[0];",
         "  for (int64_t c = 1; c < C; c++) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;",
         "  double s = 0;",

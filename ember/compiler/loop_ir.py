@@ -256,24 +256,43 @@ class RowKernel:
     op: str
     rows: SizeExpr
     cols: SizeExpr
-    src: Buffer
+    src: Any            # Buffer, or None when ``prologue`` computes the row
     offset: SizeExpr
     dst: Buffer
     ops: list = field(default_factory=list)
+    # fused pointwise producers: Lets indexed by the row's (i0, ..) and c; ``value`` is
+    # the local holding x[c] (computed once, into the output row, then reduced in cache)
+    prologue: list = field(default_factory=list)
+    value: str = ""
+    lead: tuple = ()    # the leading dims (``rows`` is their product): loads index i0, i1, .., c
 
     def buffers(self) -> tuple[list, list]:
-        return [self.src], [self.dst]
+        if not self.prologue:
+            return [self.src], [self.dst]
+        loads: list = []
+        for st in self.prologue:
+            for b in _loaded(st.expr):
+                if b not in loads:
+                    loads.append(b)
+        return loads, [self.dst]
 
     def __str__(self) -> str:
-        src = f"{self.src.name}[{self.offset} + r * {self.cols} + c]" if self.offset != 0 else \
-            f"{self.src.name}[r * {self.cols} + c]"
-        last = ("out[c] = e[c] / sum" if self.op == "softmax" else
-                "out[c] = (x[c] - m) - log(sum)")
-        return (f"kernel {self.name}  // {self.op} over the last dim\n"
-                f"for r in 0..{self.rows}:\n"
-                f"  x[c] = {src} for c in 0..{self.cols}\n"
-                f"  m = max(x[c]) (NaN propagates); sum = sum(exp(x[c] - m)) in double\n"
-                f"  {self.dst.name}[r * {self.cols} + c]: {last}")
+        head = [f"kernel {self.name}  // {' '.join(self.ops)} ({self.op} over the last dim)",
+                f"for r in 0..{self.rows}:"]
+        if self.prologue:
+            lead = ", ".join(f"i{d}" for d in range(len(self.lead)))
+            head.append(f"  ({lead}) = unravel(r, {list(self.lead)})")
+            head.append(f"  for c in 0..{self.cols}:")
+            head.extend(f"    {st}" for st in self.prologue)
+            head.append(f"    x[c] = {self.dst.name}[r * {self.cols} + c] = {self.value}")
+        else:
+            off = f"{self.offset} + " if self.offset != 0 else ""
+            head.append(f"  x[c] = {self.src.name}[{off}r * {self.cols} + c] "
+                        f"for c in 0..{self.cols}")
+        last = ("e[c] / sum" if self.op == "softmax" else "(x[c] - m) - log(sum)")
+        head.append("  m = max(x[c]) (NaN propagates); sum = sum(exp(x[c] - m)) in double")
+        head.append(f"  {self.dst.name}[r * {self.cols} + c] = {last}")
+        return "\n".join(head)
 
 
 @dataclass(eq=False)
@@ -343,7 +362,8 @@ class Program:
                 defined: set = set()
                 loads, stores = k.buffers()
                 if isinstance(k, RowKernel):
-                    if id(k.src) not in known or k.dst.role == "input" or k.dst is k.src:
+                    if any(id(b) not in known for b in loads) or k.dst.role == "input" \
+                            or k.dst in loads:
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
                     known.add(id(k.dst))
                     continue
@@ -371,6 +391,14 @@ class Program:
                                                     f"defined twice")
                         defined.add(st.name)
                 known.update(id(b) for b in stores)
+
+
+def _loaded(e: Any) -> list:
+    if isinstance(e, Load):
+        return [e.buf]
+    if isinstance(e, Op):
+        return [b for a in e.args for b in _loaded(a)]
+    return []
 
 
 def _locals(e: Any) -> list:

@@ -174,9 +174,11 @@ class Lowering:
     # -- dispatch --------------------------------------------------------------------------
     def _node(self, i: int, n: Any) -> None:
         kind = n.op.kind
-        if n.op.name in ("softmax", "log_softmax") and self._row(i, n):
-            return
-        if kind == "view":
+        if n.op.name in ("softmax", "log_softmax"):
+            if self._row(i, n):
+                return
+            reason = "not over the last dim of a C-order float32/float64 value"
+        elif kind == "view":
             if self._view(i, n):
                 return
             reason = "view geometry not computable (dynamic size or copy)"
@@ -397,6 +399,8 @@ class Lowering:
             return False
         if any(type(m) is int and m == 0 for m in shape):
             return False  # empty: eager returns a copy
+        if isinstance(v, _Pw) and self._fuse_into_row(i, n, src, v, shape):
+            return True
         if isinstance(v, _Pw):
             if v.strides != contiguous_strides(shape):
                 return False
@@ -421,6 +425,45 @@ class Lowering:
         self.vals[ref] = _Mat(out, Geometry.contiguous(shape), v.dtype)
         self.sources[ref] = ("buf", out)
         _log("fusion", f"{k.name}: {n.op.name} over rows of {list(shape)}", 3)
+        return True
+
+    def _fuse_into_row(self, i: int, n: Any, src: tuple, v: _Pw, shape: tuple) -> bool:
+        """Make the open group the row kernel's producer when it exists only to compute the
+        row kernel's input (nothing else leaves it) and reads its inputs contiguously."""
+        g = self.group
+        if g is None or v.group is not g or g.shape != shape or v.buf is not None:
+            return False
+        if v.strides != contiguous_strides(shape):
+            return False  # eager keeps a permuted layout through softmax; the row kernel's is C
+        if self.uses.get(src) != [i] or src in self.outputs:
+            return False
+        for ref, m in g.members.items():
+            if ref == src:
+                continue
+            if m.buf is not None or ref in self.outputs or any(
+                    ("n", c, 0) not in g.members for c in self.uses.get(ref, ())):
+                return False
+        self.group = None
+        row_vars = [f"i{d}" for d in range(len(shape) - 1)] + ["c"]
+        prologue = [Let(x.name, x.buf.ctype, Load(x.buf, _index(x.geom, row_vars, False)))
+                    if isinstance(x, _PendingLoad) else x for x in g.body]
+        rows = 1
+        for m in shape[:-1]:
+            rows = s_mul(rows, m)
+        out = self._buffer(v.dtype, shape, "temp")
+        if self.segment is None:
+            self.segment = Segment("ember_entry" if not self.program_segments() else
+                                   f"ember_entry_{self.program_segments()}")
+        k = RowKernel(f"kernel{sum(len(s.kernels) for s in self._segments())}", n.op.name,
+                      rows, shape[-1], None, 0, out, list(g.ops) + [n.op.name], prologue,
+                      v.local, tuple(shape[:-1]))
+        self.segment.kernels.append(k)
+        self.stats.kernels += 1
+        ref = ("n", i, 0)
+        self.vals[ref] = _Mat(out, Geometry.contiguous(shape), v.dtype)
+        self.sources[ref] = ("buf", out)
+        _log("fusion", f"{k.name}: {' '.join(k.ops)} fused into one row kernel over "
+             f"{list(shape)}", 3)
         return True
 
     # -- views ----------------------------------------------------------------------------------
