@@ -5,6 +5,8 @@ graphs.  ``set_stance``, ``error_on_graph_break``, ``disable``, ``mark_dynamic``
 ``explain`` steer and inspect it; ``Graph`` is the IR a custom backend receives.
 """
 
+from typing import Any
+
 from ember.compiler.api import (
     CompiledFunction,
     OptimizedModule,
@@ -21,12 +23,18 @@ from ember.compiler.api import (
     set_stance,
 )
 from ember.compiler.backends import list_backends, register_backend
-from ember.compiler.cbackend import codegen
 from ember.compiler.explain import ExplainOutput, explain
 from ember.compiler.graph import Graph, Node, Sym
 from ember.errors import GraphBreakError
 
 config = compiler_config
+
+
+def codegen(fn: Any, *args: Any, **kwargs: Any) -> str:
+    """The C source ``fn(*args, **kwargs)``'s graphs compile to with the C backend."""
+    from ember.compiler.cbackend import codegen as _codegen  # the C toolchain loads on use
+    return _codegen(fn, *args, **kwargs)
+
 
 __all__ = ["CompiledFunction", "ExplainOutput", "Graph", "GraphBreakError", "Node",
            "OptimizedModule", "Sym", "codegen", "compile", "config", "disable",
