@@ -5,6 +5,8 @@ graphs.  ``set_stance``, ``error_on_graph_break``, ``disable``, ``mark_dynamic``
 ``explain`` steer and inspect it; ``Graph`` is the IR a custom backend receives.
 """
 
+from typing import Any
+
 from ember.compiler.api import (
     CompiledFunction,
     OptimizedModule,
@@ -29,8 +31,15 @@ from ember.errors import GraphBreakError
 
 config = compiler_config
 
+
+def codegen(fn: Any, *args: Any, **kwargs: Any) -> str:
+    """The C source ``fn(*args, **kwargs)``'s graphs compile to with the C backend."""
+    from ember.compiler.cbackend import codegen as _codegen  # the C toolchain loads on use
+    return _codegen(fn, *args, **kwargs)
+
+
 __all__ = ["CompiledFunction", "ExplainOutput", "Graph", "GraphBreakError", "Node",
-           "OptimizedModule", "RecompileError", "RecompileLimitWarning", "Sym", "compile",
-           "config", "disable", "error_on_graph_break", "explain", "graph_break",
+           "OptimizedModule", "RecompileError", "RecompileLimitWarning", "Sym", "codegen",
+           "compile", "config", "disable", "error_on_graph_break", "explain", "graph_break",
            "is_compiling", "list_backends", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
            "register_backend", "reset", "set_stance"]

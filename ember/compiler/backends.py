@@ -64,6 +64,14 @@ def _eager(graph: Any, example_inputs: list) -> Callable:
 
 
 register_backend(_eager, "eager", tags=("debug",))
+
+
+def _c(graph: Any, example_inputs: list) -> Callable:
+    from ember.compiler.cbackend import c_backend  # the C toolchain loads on first use
+    return c_backend(graph, example_inputs)
+
+
+register_backend(_c, "c")
 # the C backend (issue 5) registers "inductor"-like names; until then these run the reference
 register_backend(_eager, "aot_eager", tags=("debug",))
 register_backend(_eager, "inductor")
