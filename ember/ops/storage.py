@@ -43,7 +43,9 @@ def _read_meta(storage, *, geom: tuple) -> tuple:  # noqa: ANN001
 
 def _read(storage: np.ndarray, *, geom: tuple) -> np.ndarray:
     flat = np.ascontiguousarray(storage).reshape(-1)
-    return _region(flat, geom).copy()
+    # order "K": the region keeps the memory order it has in eager (a transposed input stays
+    # F-ordered), so reductions over it sum in eager's order and match it bit for bit
+    return _region(flat, geom).copy(order="K")
 
 
 def _write_meta(storage, src, *, geom: tuple) -> tuple:  # noqa: ANN001
