@@ -68,3 +68,23 @@ def test_reread_of_written_transposed_input_sums_in_eager_order():
     se, xe, sc, xc = _both(fn, make, )
     assert se == sc
     np.testing.assert_array_equal(xe[0].numpy(), xc[0].numpy())
+
+
+def test_setitem_on_f_ordered_intermediate_grad_matches_torch():
+    # eager bug the fuzzer exposed (compiled was right): n = -x of a transposed x is F-ordered
+    # (NumPy order "K"); n[0] = v recorded CopySlices with n's *memory* strides, but CopySlices
+    # reads them in the C order of n's shape, so the gradient was transposed
+    torch = pytest.importorskip("torch")
+
+    def fn(lib, x):
+        n = -x
+        n[0] = -3
+        n.sum().backward()
+        return x.grad
+
+    a = np.arange(6.0).reshape(2, 3)
+    xt = torch.tensor(a).t().detach().requires_grad_(True)
+    expect = fn(torch, xt).numpy()
+    for run in (lambda f, x: f(ember, x), lambda f, x: ember.compile(f)(ember, x)):
+        x = ember.tensor(a).t().detach().requires_grad_(True)
+        np.testing.assert_array_equal(run(fn, x).numpy(), expect)
