@@ -43,9 +43,13 @@ def _read_meta(storage, *, geom: tuple) -> tuple:  # noqa: ANN001
 
 def _read(storage: np.ndarray, *, geom: tuple) -> np.ndarray:
     flat = np.ascontiguousarray(storage).reshape(-1)
-    # order "K": the region keeps the memory order it has in eager (a transposed input stays
-    # F-ordered), so reductions over it sum in eager's order and match it bit for bit
-    return _region(flat, geom).copy(order="K")
+    # a strided view, not a copy: the region has the strides it has in eager (a transposed or
+    # sliced input), so reductions and BLAS calls over it run as in eager and match it bit for
+    # bit.  Storage values are never mutated inside a graph (storage_write copies), so the view
+    # is safe; it is read-only so that no kernel writes through it
+    v = _region(flat, geom)
+    v.flags.writeable = False
+    return v
 
 
 def _write_meta(storage, src, *, geom: tuple) -> tuple:  # noqa: ANN001

@@ -23,7 +23,8 @@ BINARY = ("add", "mul", "sub", "maximum", "div")
 REDUCE = ("sum", "mean", "amax")
 VIEWS = ("transpose", "permute", "slice", "select", "reshape", "view", "expand", "unsqueeze",
          "narrow", "diagonal", "t_flat", "detach")
-INPLACE = ("add_", "mul_", "copy_", "zero_", "setitem", "masked_fill_", "setslice", "view_add_")
+INPLACE = ("add_", "mul_", "copy_", "zero_", "setitem", "masked_fill_", "setslice", "view_add_",
+           "mul_t", "index_iadd", "nograd_sub_")
 OTHER = ("retview", "break", "write_input_view", "matmul", "cat", "stack", "softmax", "layer_norm", "rand_like", "dropout", "item",
          "bool", "keep", "clone", "contiguous", "to64", "to32")
 OPS = UNARY + BINARY + REDUCE + VIEWS + INPLACE + OTHER
@@ -162,9 +163,19 @@ def run_program(prog: list, inputs: list, keep: list, seed: int) -> list:
             if nd >= 2:
                 r = x.diagonal(offset=(b % 3) - 1, dim1=0, dim2=1)
         elif op == "t_flat":
-            r = x.t() if nd <= 2 else x.flatten(1)
+            r = x.t() if nd <= 2 else dense.flatten(1)
         elif op == "detach":
             r = x.detach()
+        elif op == "nograd_sub_":
+            # an optimizer-style update of a leaf (or anything) under no_grad
+            if x.dtype.is_floating_point and (x.numel() == 0 or 0 not in x.stride()):
+                y = _other(pool, x, b)
+                with ember.no_grad():
+                    if isinstance(y, ember.Tensor) and tuple(
+                            ember.broadcast_shapes(x.shape, y.shape)) == tuple(x.shape):
+                        x.sub_(0.1 * y.detach().to(x.dtype))
+                    else:
+                        x.sub_(0.25)
         elif op in INPLACE:
             if not _writable(x):
                 continue
@@ -184,6 +195,17 @@ def run_program(prog: list, inputs: list, keep: list, seed: int) -> list:
                                       zip(x.shape[::-1], y.shape[::-1])):
                     continue
                 x.copy_(y)
+            elif op == "mul_t":
+                y = _other(pool, x, b)
+                if not isinstance(y, ember.Tensor) or tuple(
+                        ember.broadcast_shapes(x.shape, y.shape)) != tuple(x.shape) or (
+                        y.dtype.is_floating_point and not fl):
+                    continue
+                x.mul_(y)
+            elif op == "index_iadd":
+                if nd and x.shape[0]:
+                    idx = ember.tensor([c % x.shape[0], (c // 3) % x.shape[0]])
+                    x[idx] += 1
             elif op == "zero_":
                 x.zero_()
             elif op == "setitem":
@@ -261,10 +283,10 @@ def run_program(prog: list, inputs: list, keep: list, seed: int) -> list:
         elif op == "to32":
             r = x.to(ember.float32) if x.dtype != ember.bool else None
         if r is not None:
-            if r._base is not None and not (op in ("reshape", "view", "contiguous") and xt):
+            if r._base is not None and not (op in ("reshape", "view", "contiguous", "t_flat") and xt):
                 if xt:
                     tainted.add(id(r))
-            elif r is not x and op not in ("reshape", "view", "contiguous") and (
+            elif r is not x and op not in ("reshape", "view", "contiguous", "t_flat") and (
                     odd(x) or odd(extra)):
                 tainted.add(id(r))
             pool.append(r)

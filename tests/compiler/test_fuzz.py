@@ -20,7 +20,7 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import ember
@@ -41,7 +41,7 @@ _step = st.tuples(st.sampled_from(OPS), st.integers(0, 10_000), st.integers(0, 1
 
 PROGRAM = st.fixed_dictionaries({
     "inputs": st.lists(_input, min_size=1, max_size=3),
-    "prog": st.lists(_step, min_size=1, max_size=int(os.environ.get("EMBER_FUZZ_STEPS", "12"))),
+    "prog": st.lists(_step, min_size=1, max_size=int(os.environ.get("EMBER_FUZZ_STEPS", "16"))),
     "nret": st.integers(1, 4),
     "ret_input": st.booleans(),
     "backward": st.sampled_from(("none", "inside", "outside")),
@@ -172,7 +172,9 @@ class _Compiled:
         return self.fn(*args)
 
 
-@settings(max_examples=int(os.environ.get("EMBER_FUZZ_EXAMPLES", "250")), deadline=None, derandomize=True, database=None, report_multiple_bugs=False,
+@settings(max_examples=int(os.environ.get("EMBER_FUZZ_EXAMPLES", "1200")), deadline=None, derandomize=not os.environ.get("EMBER_FUZZ_RANDOM"), database=None, report_multiple_bugs=False,
+          # (no "explain" phase: its sys.settrace tracer has crashed the interpreter in a GC)
+          phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
           suppress_health_check=list(HealthCheck))
 @given(PROGRAM)
 def test_fuzz_compiled_matches_eager(p):
