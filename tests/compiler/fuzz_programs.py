@@ -25,8 +25,9 @@ VIEWS = ("transpose", "permute", "slice", "select", "reshape", "view", "expand",
          "narrow", "diagonal", "t_flat", "detach")
 INPLACE = ("add_", "mul_", "copy_", "zero_", "setitem", "masked_fill_", "setslice", "view_add_",
            "mul_t", "index_iadd", "nograd_sub_")
-OTHER = ("retview", "break", "write_input_view", "matmul", "cat", "stack", "softmax", "layer_norm", "rand_like", "dropout", "item",
-         "bool", "keep", "clone", "contiguous", "to64", "to32")
+OTHER = ("retview", "break", "write_input_view", "matmul", "cat", "stack", "softmax",
+         "layer_norm", "rand_like", "dropout", "item", "bool", "keep", "clone", "contiguous",
+         "to64", "to32")
 OPS = UNARY + BINARY + REDUCE + VIEWS + INPLACE + OTHER
 
 
@@ -283,11 +284,11 @@ def run_program(prog: list, inputs: list, keep: list, seed: int) -> list:
         elif op == "to32":
             r = x.to(ember.float32) if x.dtype != ember.bool else None
         if r is not None:
-            if r._base is not None and not (op in ("reshape", "view", "contiguous", "t_flat") and xt):
+            densified = op in ("reshape", "view", "contiguous", "t_flat")
+            if r._base is not None and not (densified and xt):
                 if xt:
                     tainted.add(id(r))
-            elif r is not x and op not in ("reshape", "view", "contiguous", "t_flat") and (
-                    odd(x) or odd(extra)):
+            elif r is not x and not densified and (odd(x) or odd(extra)):
                 tainted.add(id(r))
             pool.append(r)
     return pool, scalars

@@ -172,7 +172,11 @@ class _Compiled:
         return self.fn(*args)
 
 
-@settings(max_examples=int(os.environ.get("EMBER_FUZZ_EXAMPLES", "1200")), deadline=None, derandomize=not os.environ.get("EMBER_FUZZ_RANDOM"), database=None, report_multiple_bugs=False,
+# EMBER_FUZZ_EXAMPLES / EMBER_FUZZ_STEPS / EMBER_FUZZ_RANDOM=1 (fresh random programs) for
+# longer local hunts; the default is deterministic and takes ~15 s
+@settings(max_examples=int(os.environ.get("EMBER_FUZZ_EXAMPLES", "2000")), deadline=None,
+          derandomize=not os.environ.get("EMBER_FUZZ_RANDOM"), database=None,
+          report_multiple_bugs=False,
           # (no "explain" phase: its sys.settrace tracer has crashed the interpreter in a GC)
           phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
           suppress_health_check=list(HealthCheck))

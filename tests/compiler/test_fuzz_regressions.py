@@ -91,8 +91,9 @@ def test_setitem_on_f_ordered_intermediate_grad_matches_torch():
 
 
 def test_dot_of_written_strided_input_matches_eager_bit_for_bit():
-    # x = base[..., ::2] written in place, then x @ x.mT: the compiled dot read x back as a dense copy
-    # of its region, and BLAS over dense memory rounds differently than over eager's strided view
+    # x = base[..., ::2] written in place, then x @ x.mT: the compiled matmul read x back as a
+    # dense copy of its region, and BLAS over dense memory rounds differently than over eager's
+    # strided view
     def fn(x):
         x.add_(x)
         return x @ x.transpose(-1, -2)
