@@ -74,8 +74,8 @@ def test_setitem_on_f_ordered_intermediate_grad_matches_torch():
     # eager bug the fuzzer exposed (compiled was right): n = -x of a transposed x is F-ordered
     # (NumPy order "K"); n[0] = v recorded CopySlices with n's *memory* strides, but CopySlices
     # reads them in the C order of n's shape, so the gradient was transposed
-    torch = pytest.importorskip("torch")
-
+    # (PyTorch's values, written out: importing torch here changes which OpenBLAS a test worker
+    # has loaded, which test_runtime's fresh-process BLAS test is sensitive to)
     def fn(lib, x):
         n = -x
         n[0] = -3
@@ -83,8 +83,7 @@ def test_setitem_on_f_ordered_intermediate_grad_matches_torch():
         return x.grad
 
     a = np.arange(6.0).reshape(2, 3)
-    xt = torch.tensor(a).t().detach().requires_grad_(True)
-    expect = fn(torch, xt).numpy()
+    expect = np.array([[0.0, 0.0], [-1.0, -1.0], [-1.0, -1.0]])
     for run in (lambda f, x: f(ember, x), lambda f, x: ember.compile(f)(ember, x)):
         x = ember.tensor(a).t().detach().requires_grad_(True)
         np.testing.assert_array_equal(run(fn, x).numpy(), expect)
