@@ -387,6 +387,14 @@ class Trace:
             self.keep.append(vc)
         new_ref = self.ref_of(new)
         geom = self._geometry(t)
+        if geom is None and st.root is None and (new._base is not None
+                                                 or new._data.__class__ is not LazyArray):
+            # the whole storage of an intermediate takes the new value: when that value is a
+            # view (``t.copy_(x)`` with x broadcast: an expand of x) or a concrete tensor, its
+            # graph output is that memory, and the written tensor would alias x after the call
+            from ember.ops.shape import CLONE
+            new_ref = self.add_node(CLONE, (new_ref,), {"contiguous": True},
+                                    ((tuple(new.shape), new._dtype),))[0]
         if geom is None:
             st.value = new_ref
         else:

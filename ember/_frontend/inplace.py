@@ -25,6 +25,28 @@ def _geometry(view: Tensor, base: Tensor) -> tuple:
     item = view._dtype.itemsize
     strides = tuple(s // item for s in view._data.strides)
     offset = view.storage_offset() - base.storage_offset()
+    b = base._data
+    if b.__class__ is LazyArray:
+        b = b.geometry()  # its layout (a lazy base's own layout is C order)
+    if not b.flags.c_contiguous and b.ndim > 1 and b.size > 1:
+        # CopySlices reads the geometry in the C order of base's shape (the grad's layout);
+        # a base laid out otherwise (the result of an op on a transposed tensor is F-ordered,
+        # as NumPy keeps order "K") has memory strides that must be mapped to that order
+        dims = sorted(range(b.ndim), key=lambda d: -b.strides[d])
+        mem = [b.strides[d] // item for d in dims]
+        if all(m > 0 for m in mem) and b.transpose(dims).flags.c_contiguous:
+            cst = [1] * b.ndim
+            for d in range(b.ndim - 2, -1, -1):
+                cst[d] = cst[d + 1] * b.shape[d + 1]
+
+            def to_c(n: int) -> int:
+                out = 0
+                for d, m in zip(dims, mem):
+                    out += (n // m) * cst[d]
+                    n %= m
+                return out
+            strides = tuple(to_c(s) for s in strides)
+            offset = to_c(offset)
     return tuple(view._data.shape), strides, offset
 
 

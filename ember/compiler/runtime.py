@@ -398,7 +398,15 @@ class BlasLibrary:
 def blas_candidates() -> list[str]:
     """Paths of OpenBLAS libraries to try, NumPy's own first."""
     paths: list[str] = []
-    try:  # the copy NumPy has already loaded into this process
+    site = os.path.dirname(os.path.dirname(np.__file__))
+    # NumPy's bundled copy before any other OpenBLAS mapped into this process (torch or scipy
+    # may have loaded one with other symbol names): a fresh process that only imports NumPy
+    # must resolve the same symbols as the process that generated the code
+    for pattern in (os.path.join(site, "numpy.libs", "*openblas*.so*"),
+                    os.path.join(os.path.dirname(np.__file__), ".libs", "*openblas*.so*"),
+                    os.path.join(os.path.dirname(np.__file__), ".dylibs", "*openblas*.dylib")):
+        paths.extend(sorted(glob.glob(pattern)))
+    try:  # copies already loaded into this process
         with open("/proc/self/maps") as f:
             for line in f:
                 p = line.split()[-1]
@@ -406,11 +414,6 @@ def blas_candidates() -> list[str]:
                     paths.append(p)
     except OSError:
         pass
-    site = os.path.dirname(os.path.dirname(np.__file__))
-    for pattern in (os.path.join(site, "numpy.libs", "*openblas*.so*"),
-                    os.path.join(os.path.dirname(np.__file__), ".libs", "*openblas*.so*"),
-                    os.path.join(os.path.dirname(np.__file__), ".dylibs", "*openblas*.dylib")):
-        paths.extend(sorted(glob.glob(pattern)))
     for pkg in ("scipy_openblas64", "scipy_openblas32"):
         if importlib.util.find_spec(pkg) is not None:
             mod = __import__(pkg)

@@ -43,7 +43,13 @@ def _read_meta(storage, *, geom: tuple) -> tuple:  # noqa: ANN001
 
 def _read(storage: np.ndarray, *, geom: tuple) -> np.ndarray:
     flat = np.ascontiguousarray(storage).reshape(-1)
-    return _region(flat, geom).copy()
+    # a strided view, not a copy: the region has the strides it has in eager (a transposed or
+    # sliced input), so reductions and BLAS calls over it run as in eager and match it bit for
+    # bit.  Storage values are never mutated inside a graph (storage_write copies), so the view
+    # is safe; it is read-only so that no kernel writes through it
+    v = _region(flat, geom)
+    v.flags.writeable = False
+    return v
 
 
 def _write_meta(storage, src, *, geom: tuple) -> tuple:  # noqa: ANN001
