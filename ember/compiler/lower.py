@@ -46,18 +46,18 @@ from ember.config import config
 
 # pointwise ops without a c_expr in the registry that the C backend still lowers
 _EXTRA_EXPR = {
-    ("gelu", "none"): "({0} * ({T})0.5 * (1 + erf({0} * ({T})M_SQRT1_2)))",
-    ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
+    # the prelude's ember_* math vectorizes (libm's erf/exp/tanh calls would not)
+    ("gelu", "none"): "({0} * ({T})0.5 * (1 + ember_erf({0} * ({T})M_SQRT1_2)))",
+    ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + ember_tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
     ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
-    ("silu", None): "({0} * ({{ {T} e_ = exp(-fabs({0})); {0} >= 0 ? 1 / (1 + e_) "
-                    ": e_ / (1 + e_); }}))",
+    ("silu", None): "({0} * ember_sigmoid({0}))",
 }
 # templates that replace the registry's to match the eager kernel's formula
 _OVERRIDES = {
     # eager: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e) (no overflow to 0 for x < -88)
     # (a GNU statement expression: exp is called once)
-    "sigmoid": "({{ {T} e_ = exp(-fabs({0})); {0} >= 0 ? 1 / (1 + e_) : e_ / (1 + e_); }})",
+    "sigmoid": "ember_sigmoid({0})",
 }
 # integer division by zero raises in eager (data-dependent): these stay eager for integers
 _INT_ZERO_RAISES = frozenset({"div_trunc", "div_floor", "remainder", "fmod"})
