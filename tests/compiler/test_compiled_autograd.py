@@ -14,29 +14,7 @@ import pytest
 import ember
 import ember.nn.functional as F
 from ember import nn
-
-
-@pytest.fixture(autouse=True)
-def _fresh_compile_caches():
-    # graphs are cached per code object: a test's counting backend must see its own compiles
-    ember.compiler.reset()
-    yield
-
-
-class Counting:
-    """A custom backend that records the graphs it compiles and how often each runs."""
-
-    def __init__(self):
-        self.graphs = []
-        self.runs = 0
-
-    def __call__(self, graph, example_inputs):
-        self.graphs.append(graph)
-
-        def run(*args):
-            self.runs += 1
-            return graph.forward(*args)
-        return run
+from tests.compiler.helpers import Counting
 
 
 def _mlp():

@@ -14,13 +14,6 @@ import ember
 from ember import nn
 
 
-@pytest.fixture(autouse=True)
-def _fresh_compile_caches():
-    # graphs are cached per code object: a test's counting backend must see its own compiles
-    ember.compiler.reset()
-    yield
-
-
 def _fresh(spec):
     ember.manual_seed(0)
     out = []

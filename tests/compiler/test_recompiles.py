@@ -15,6 +15,7 @@ import ember
 from ember.compiler import Graph, explain
 from ember.compiler.api import RecompileLimitWarning, compiler_config
 from ember.config import config
+from tests.compiler.helpers import Counting
 
 
 @pytest.fixture(autouse=True)
@@ -24,19 +25,6 @@ def _fresh_compiler():
     ember.compiler.reset()
 
 
-class Counting:
-    def __init__(self):
-        self.graphs = []
-        self.examples = []
-
-    def __call__(self, graph, example_inputs):
-        self.graphs.append(graph)
-        self.examples.append(example_inputs)
-        return graph.forward
-
-    @property
-    def count(self):
-        return len(self.graphs)
 
 
 def _inputs(graph):

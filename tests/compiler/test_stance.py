@@ -8,6 +8,7 @@ import pytest
 import ember
 from ember.compiler import set_stance
 from ember.compiler.explain import explain
+from tests.compiler.helpers import Counting
 
 
 @pytest.fixture(autouse=True)
@@ -19,19 +20,6 @@ def _fresh_compiler():
     ember.compiler.reset()
 
 
-class Counting:
-    """A custom backend that counts compiles (PyTorch's tutorial uses one the same way)."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, graph, example_inputs):
-        self.graphs.append(graph)
-        return graph.forward
-
-    @property
-    def count(self):
-        return len(self.graphs)
 
 
 def _check(out, expected):
