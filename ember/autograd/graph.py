@@ -183,6 +183,13 @@ class BackwardContext:
         self._owner: Node | None = None
 
     @property
+    def create_graph(self) -> bool:
+        """Whether a graph of this backward is being recorded (``backward(create_graph=True)``,
+        ``autograd.grad(..., create_graph=True)``): a ``vjp`` may take a fused first-order
+        kernel only when this is false."""
+        return self._owner is not None
+
+    @property
     def inputs(self) -> tuple:
         return tuple(None if s is None else s.unpack() if isinstance(s, SavedTensor) else s
                      for s in self._saved_inputs)

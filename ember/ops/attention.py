@@ -240,9 +240,9 @@ SDPA_BACKWARD = register(OpDef(
 
 
 def _sdpa_fused_ok(ctx, q, k, v, rest) -> bool:  # noqa: ANN001
-    """A first-order backward (the engine leaves ``ctx._owner`` unset when no graph of the
-    backward is recorded) of float32/float64 heads with equal dtypes."""
-    if getattr(ctx, "_owner", True) is not None:
+    """A first-order backward (``ctx.create_graph`` is false) of float32/float64 heads with
+    equal dtypes."""
+    if ctx.create_graph:
         return False
     d = ctx.input_dtypes[0]
     if d.name not in ("float32", "float64") or len(q.shape) < 3:

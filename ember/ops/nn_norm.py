@@ -134,10 +134,10 @@ def _ln_eager(x: np.ndarray, w, b, *, dims: tuple, eps: float) -> tuple:  # noqa
 
 def _ln_fused_ok(ctx, gy, w, b) -> bool:  # noqa: ANN001
     """The fused NumPy backward serves a first-order backward (no graph of the backward is
-    recorded: the engine leaves ``ctx._owner`` unset) of float32/float64 inputs normalized over
+    recorded: ``ctx.create_graph`` is false) of float32/float64 inputs normalized over
     trailing dims with weight/bias of the normalized shape; a backward that is itself
     differentiated takes the op-by-op formula below."""
-    if getattr(ctx, "_owner", True) is not None or gy is None:
+    if ctx.create_graph or gy is None:
         return False
     shape, dims = tuple(ctx.input_shapes[0]), ctx.params["dims"]
     k = len(dims)
