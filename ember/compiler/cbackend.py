@@ -156,6 +156,13 @@ def _is_ref(a: Any) -> bool:
     return type(a) is tuple and len(a) >= 2 and a[0] in ("i", "n")
 
 
+def _eager_runner(graph: Graph) -> Callable:
+    def run(arrays: list, scalars: list) -> list:
+        return graph.run(arrays, scalars)
+    run._ember_arrays = True  # type: ignore[attr-defined]
+    return run
+
+
 def c_source(graph: Graph) -> str | None:
     """The C translation unit the ``"c"`` backend builds for ``graph`` (the same text
     ``CompiledGraph`` generates), or None when the graph has no C segment (all externs)."""
@@ -205,11 +212,7 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
         sources.append(generate(lower(graph, _HELPERS)))
-
-        def run(arrays: list, scalars: list) -> list:
-            return graph.run(arrays, scalars)
-        run._ember_arrays = True  # type: ignore[attr-defined]
-        return run
+        return _eager_runner(graph)
 
     # compiled graphs are cached per code object: look at fresh ones, keep the caller's
     key = api._code_key(fn)[0]
