@@ -36,6 +36,7 @@ _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
 BUILDS = [0]        # CompiledGraphs made in this process
+KERNEL_BUILDS = [0]  # those with at least one C kernel
 
 
 class CompiledGraph:
@@ -67,6 +68,7 @@ class CompiledGraph:
                       for s in self.program.steps]
         self._n_ints = len(self.program.int_names)
         BUILDS[0] += 1
+        KERNEL_BUILDS[0] += bool(self.program.kernels())
         _RECENT.append(self)
         del _RECENT[:-8]
 
