@@ -12,11 +12,13 @@ the cache.
 Under pytest-xdist the items are cut into ``SHARDS`` shards; each worker claims shards (an
 exclusive file create in the run's shared temporary directory), traces and builds them, then
 waits until every shard is built, so the workers share the work and no library is built twice.
-A worker that never runs the module leaves its shards to the others.
+A worker that never runs the module leaves its shards to the others.  EMBER_TEST_PREBUILD=0
+turns the prebuild off; EMBER_TEST_PREBUILD_REPORT=<file> appends what it did (JSON lines).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -90,6 +92,10 @@ def prebuild(request, tmp_path_factory, trace: Callable) -> None:
         while time.time() < deadline and not all((root / f"done-{k}").exists()
                                                   for k in range(SHARDS)):
             time.sleep(0.05)
-    STATS[module] = {"items": traced, "units": built,
+    STATS[module] = {"module": module, "worker": worker, "items": traced, "units": built,
                      "seconds": round(time.perf_counter() - t0, 2),
                      "waited": round(time.perf_counter() - waited, 2)}
+    report = os.environ.get("EMBER_TEST_PREBUILD_REPORT")
+    if report:  # one JSON line per worker and module (timing measurements)
+        with open(report, "a") as f:
+            f.write(json.dumps(STATS[module]) + "\n")
