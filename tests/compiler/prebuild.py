@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Callable
@@ -67,17 +68,21 @@ def prebuild(request, tmp_path_factory, trace: Callable) -> None:
         n = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
         start, jobs = int(worker.lstrip("gw") or 0) * SHARDS // max(n, 1), 1
     built = traced = 0
+    trace_cpu = 0.0
+    gcc0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for k in [(start + j) % SHARDS for j in range(SHARDS)]:
         if root is not None and not _claim(root / f"claim-{k}"):
             continue
         sources: list = []
         backend = collecting_backend(sources)
+        c0 = time.process_time()
         for item in items[k::SHARDS]:
             try:
                 trace(item, backend)
             except Exception:  # noqa: BLE001 - the test itself reports its failures
                 pass
             traced += 1
+        trace_cpu += time.process_time() - c0
         ember.compiler.reset()
         try:
             units = cbackend.prebuild(sources, max_workers=jobs)
@@ -92,7 +97,11 @@ def prebuild(request, tmp_path_factory, trace: Callable) -> None:
         while time.time() < deadline and not all((root / f"done-{k}").exists()
                                                   for k in range(SHARDS)):
             time.sleep(0.05)
+    gcc1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     STATS[module] = {"module": module, "worker": worker, "items": traced, "units": built,
+                     "trace_cpu": round(trace_cpu, 2),
+                     "compiler_cpu": round(gcc1.ru_utime + gcc1.ru_stime - gcc0.ru_utime
+                                           - gcc0.ru_stime, 2),
                      "seconds": round(time.perf_counter() - t0, 2),
                      "waited": round(time.perf_counter() - waited, 2)}
     report = os.environ.get("EMBER_TEST_PREBUILD_REPORT")
