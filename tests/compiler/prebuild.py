@@ -25,11 +25,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import pytest
+
 import ember
 from ember.compiler import cbackend
 
 SHARDS = 8
 WAIT_SECONDS = 900.0
+
+# what a traced test may raise: its failures and skips surface when the test itself runs
+_OUTCOMES = (Exception, pytest.skip.Exception, pytest.fail.Exception, pytest.xfail.Exception)
 
 STATS: dict = {}  # module name -> what the last prebuild did (for the timing report)
 
@@ -73,24 +78,26 @@ def prebuild(request, tmp_path_factory, trace: Callable) -> None:
     for k in [(start + j) % SHARDS for j in range(SHARDS)]:
         if root is not None and not _claim(root / f"claim-{k}"):
             continue
-        sources: list = []
-        backend = collecting_backend(sources)
-        c0 = time.process_time()
-        for item in items[k::SHARDS]:
-            try:
-                trace(item, backend)
-            except Exception:  # noqa: BLE001 - the test itself reports its failures
-                pass
-            traced += 1
-        trace_cpu += time.process_time() - c0
-        ember.compiler.reset()
         try:
-            units = cbackend.prebuild(sources, max_workers=jobs)
-            built += len(units)
-        except Exception:  # noqa: BLE001 - a unit that fails to build fails its own test
-            pass
-        if root is not None:
-            (root / f"done-{k}").touch()
+            sources: list = []
+            backend = collecting_backend(sources)
+            c0 = time.process_time()
+            for item in items[k::SHARDS]:
+                try:
+                    trace(item, backend)
+                except _OUTCOMES:  # the test itself reports its failures and skips
+                    pass
+                traced += 1
+            trace_cpu += time.process_time() - c0
+            ember.compiler.reset()
+            try:
+                units = cbackend.prebuild(sources, max_workers=jobs)
+                built += len(units)
+            except Exception:  # noqa: BLE001 - a unit that fails to build fails its own test
+                pass
+        finally:  # even when interrupted: the other workers must not wait for this shard
+            if root is not None:
+                (root / f"done-{k}").touch()
     waited = time.perf_counter()
     if root is not None:
         deadline = time.time() + WAIT_SECONDS
