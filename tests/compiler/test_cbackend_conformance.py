@@ -2,7 +2,8 @@
 
 * forward: every op and every dtype of its table entry (float32, float64, float16, bfloat16,
   the integer types and bool), every sample (they include non-contiguous and broadcast inputs);
-* backward: gradients of the float inputs (as ``test_conformance.py``), float64 and float32;
+* backward: gradients of the float inputs (as ``test_conformance.py``) in every float dtype of
+  the op's entry;
 * dynamic sizes: the pointwise, activation, movement and shape ops again with
   ``dynamic=True`` (size-generic kernels).
 
@@ -36,14 +37,14 @@ from tests.opinfo import (
     ops_pointwise_math,
     ops_shape,
 )
-from tests.opinfo.core import to_ember
+from tests.opinfo.core import FLOATS, to_ember
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
                                 reason="no C compiler")
 
 FWD = [(op, d) for op in ALL_OPINFOS for d in op.dtypes if d not in op.xfail]
 GRAD = [(op, d) for op in ALL_OPINFOS if op.grad
-        for d in sorted(set(op.grad_dtypes) | ({"float32"} & set(op.dtypes)))
+        for d in sorted(set(op.grad_dtypes) | (set(FLOATS) & set(op.dtypes)))
         if d not in op.xfail]
 DYN_OPS = (ops_pointwise.OPINFOS + ops_pointwise_math.OPINFOS + ops_pointwise_logic.OPINFOS
            + ops_nn_activation.OPINFOS + ops_movement.OPINFOS + ops_shape.OPINFOS)
