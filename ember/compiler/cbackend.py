@@ -36,6 +36,7 @@ _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
 BUILDS = [0]        # CompiledGraphs made in this process
+KERNEL_BUILDS = [0]  # those with at least one C kernel
 
 
 class CompiledGraph:
@@ -50,20 +51,24 @@ class CompiledGraph:
         self.stats = self.program.stats  # type: ignore[attr-defined]
         self.source = generate(self.program, openmp=OPENMP)
         self.path = None
+        self.prefix = ""
         self.entries: dict = {}
         if config.debug >= 2:
             print(f"[ember.compiler loop_ir]\n{self.program}", file=sys.stderr)
         if config.debug >= 4:
             print(f"[ember.compiler c_source]\n{self.source}", file=sys.stderr)
         if self.program.segments():
-            self.path = toolchain.compile_library(self.source, name="graph",
-                                                  extra_flags=EXTRA_FLAGS, openmp=OPENMP)
+            unit = toolchain.compile_unit(self.source, **build_options())
+            self.path, self.prefix = unit.path, unit.prefix
             lib = runtime.load(self.path)
-            self.entries = {s.entry: lib.entry(s.entry) for s in self.program.segments()}
+            # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
+            self.entries = {s.entry: lib.entry(unit.prefix + s.entry)
+                            for s in self.program.segments()}
         self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
                       for s in self.program.steps]
         self._n_ints = len(self.program.int_names)
         BUILDS[0] += 1
+        KERNEL_BUILDS[0] += bool(self.program.kernels())
         _RECENT.append(self)
         del _RECENT[:-8]
 
@@ -153,6 +158,44 @@ def _is_ref(a: Any) -> bool:
     return type(a) is tuple and len(a) >= 2 and a[0] in ("i", "n")
 
 
+def _eager_runner(graph: Graph) -> Callable:
+    def run(arrays: list, scalars: list) -> list:
+        return graph.run(arrays, scalars)
+    run._ember_arrays = True  # type: ignore[attr-defined]
+    return run
+
+
+def c_source(graph: Graph) -> str | None:
+    """The C translation unit the ``"c"`` backend builds for ``graph`` (the same text
+    ``CompiledGraph`` generates), or None when the graph has no C segment (all externs)."""
+    program = lower(graph, _HELPERS)
+    if not program.segments():
+        return None
+    return generate(program, openmp=OPENMP)
+
+
+def build_options() -> dict:
+    """The keyword arguments the ``"c"`` backend passes to ``toolchain.compile_unit`` (a prebuild
+    with ``toolchain.compile_bundle`` must use the same ones to hit the cache)."""
+    return {"name": "graph", "extra_flags": EXTRA_FLAGS, "openmp": OPENMP}
+
+
+BUNDLE_PRELUDE = runtime.C_PRELUDE + "\n" + PRELUDE + "\n"
+"""The text every unit ``generate`` makes starts with (shared once per bundle)."""
+
+
+def prebuild(sources: list, **kwargs: Any) -> list:
+    """Build many graphs' C sources (``c_source``) in bundles (``toolchain.compile_bundle``), so
+    that the ``"c"`` backend later finds each of them in the cache without running the compiler;
+    returns their ``toolchain.Unit``s.  ``kwargs`` go to ``compile_bundle`` (``bundle_bytes``,
+    ``max_workers``)."""
+    opts = build_options()
+    specs = [(s, opts["name"]) for s in sources]
+    return toolchain.compile_bundle(specs, prelude=BUNDLE_PRELUDE,
+                                    extra_flags=opts["extra_flags"], openmp=opts["openmp"],
+                                    **kwargs)
+
+
 def c_backend(graph: Graph, example_inputs: list) -> CompiledGraph:
     """The ``"c"`` backend: build ``graph`` to C (see the module docstring)."""
     return CompiledGraph(graph)
@@ -171,11 +214,7 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
         sources.append(generate(lower(graph, _HELPERS)))
-
-        def run(arrays: list, scalars: list) -> list:
-            return graph.run(arrays, scalars)
-        run._ember_arrays = True  # type: ignore[attr-defined]
-        return run
+        return _eager_runner(graph)
 
     # compiled graphs are cached per code object: look at fresh ones, keep the caller's
     key = api._code_key(fn)[0]
@@ -189,4 +228,5 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     return "\n".join(sources)
 
 
-__all__ = ["CompiledGraph", "c_backend", "codegen", "last_compiled"]
+__all__ = ["BUNDLE_PRELUDE", "CompiledGraph", "build_options", "c_backend", "c_source", "codegen",
+           "last_compiled", "prebuild"]
