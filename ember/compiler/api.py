@@ -431,10 +431,16 @@ class _Frame:
         """A miss in a segment that has entries: apply the stance and the recompile limit.
         Returns the outputs when the graph runs without compiling, None to compile it."""
         stance = _STANCE.stance
+        code = self.code
+        limit = compiler_config.recompile_limit
+        # the reasons (a diff against every cached entry) cost ~0.1-0.5 s on a large graph:
+        # computed only when something reports them
+        if not (_EVENTS or stance == "fail_on_recompile" or seg.count >= limit
+                or "recompiles" in config.logs):
+            return None if stance != "eager_on_recompile" else _run_eagerly(cap)
         reasons = self._reasons(seg, cap, segment)
         for ev in _EVENTS:
             ev.recompile_reasons.extend(reasons)
-        code = self.code
         failures = "\n    triggered by the following guard failure(s):\n" + \
             "\n".join(f"    - {r}" for r in reasons)
         if stance == "fail_on_recompile":
@@ -446,7 +452,6 @@ class _Frame:
                 f"{code.lineno}" + failures)
         if stance == "eager_on_recompile":
             return _run_eagerly(cap)
-        limit = compiler_config.recompile_limit
         if seg.count >= limit:
             last = reasons[0] if reasons else "unknown"
             if self.cf is not None and self.cf.fullgraph:  # PyTorch 2.13: a hard failure
