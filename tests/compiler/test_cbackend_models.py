@@ -17,6 +17,8 @@ differ by a few ulp of float32 (2.4e-7 = 1 ulp measured here); the test allows 2
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -92,3 +94,44 @@ def test_gpt_inference_matches_eager():
         want = m(x).numpy()
         got = ember.compile(m, backend="c")(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- warm start
+def _fresh_process_state():
+    """What a new process starts without: compiled functions, the toolchain's memo and the
+    loaded libraries' Python objects (the on-disk cache stays)."""
+    from ember.compiler import runtime, toolchain
+    ember.compiler.reset()
+    toolchain.CACHE.clear()
+    runtime.LIBRARIES.clear()
+
+
+def test_warm_start_uses_the_run_plan_without_lowering(tmp_path, monkeypatch):
+    from ember.config import config
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    _fresh_process_state()
+
+    def f(x, w):
+        return ember.softmax((x @ w) * 0.5 + 1, -1).sum(0)
+
+    x, w = ember.randn(6, 5), ember.randn(5, 7)
+    first = ember.compile(f, backend="c")(x, w).numpy()
+    cold = cbackend.last_compiled()
+    assert cold._program is not None and list((tmp_path / "plans").rglob("*.json"))
+    _fresh_process_state()
+    second = ember.compile(f, backend="c")(x, w).numpy()
+    warm = cbackend.last_compiled()
+    assert warm is not cold and warm._program is None  # nothing was lowered
+    np.testing.assert_array_equal(second, first)
+    np.testing.assert_array_equal(second, f(x, w).numpy())
+    assert warm.stats.fallbacks == cold.stats.fallbacks
+    assert warm.source == cold.source  # lowered again on demand for inspection
+
+    # a plan whose library is gone is not used: the graph is built again (unlink, not
+    # overwrite: this process still has the library mapped)
+    Path(warm.path).unlink()
+    _fresh_process_state()
+    third = ember.compile(f, backend="c")(x, w).numpy()
+    rebuilt = cbackend.last_compiled()
+    assert rebuilt._program is not None
+    np.testing.assert_array_equal(third, first)
