@@ -526,14 +526,21 @@ class _Frame:
         backend = _STANCE.backend if _STANCE.backend is not None else self.backend
         compiler_fn = self.compiler_fn
         examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
+        if "graphs" in config.logs or config.debug >= 2:
+            print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
+                  f"{graph.python()}", file=sys.stderr)
         fn = compiler_fn(graph, examples)
         if not callable(fn):
             raise EmberTypeError(f"[ember.compile] backend {backend!r} returned {fn!r}; expected "
                                  f"a callable")
         dt = time.perf_counter() - t0
-        if "graphs" in config.logs or config.debug >= 2:
-            print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
-                  f"{graph.python()}", file=sys.stderr)
+        if config.debug >= 1:
+            name = backend if isinstance(backend, str) else getattr(
+                backend, "__name__", type(backend).__name__)
+            print(f"[ember.compiler compile] {self.code.name} ({self.code.where()}): graph of "
+                  f"{len(graph)} ops, {len(generic)} lifted numbers, backend {name!r}, "
+                  f"{dt:.3f} s",
+                  file=sys.stderr)
         for ev in _EVENTS:
             ev.compile_times.append(dt)
         return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn)

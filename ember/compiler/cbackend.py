@@ -60,7 +60,8 @@ class CompiledGraph:
         self._source: str | None = None
         self.path = None
         self.entries: dict = {}
-        key = _plan_key(graph) if config.debug < 2 else None
+        # EMBER_DEBUG>=3 prints the loop IR and fusion decisions: lower even when warm
+        key = _plan_key(graph) if config.debug < 3 else None
         plan = _load_plan(key) if key is not None else None
         if plan is not None:
             self._from_plan(plan)
@@ -69,6 +70,8 @@ class CompiledGraph:
             self._build()
             if key is not None:
                 _save_plan(key, self)
+        if config.debug >= 1:
+            self._summary(plan is not None)
         self._n_ints = len(self._int_names)
         BUILDS[0] += 1
         _RECENT.append(self)
@@ -79,13 +82,17 @@ class CompiledGraph:
         program.verify()
         self.stats = program.stats  # type: ignore[attr-defined]
         self._source = generate(program, openmp=OPENMP)
-        if config.debug >= 2:
+        if config.debug >= 3:
             print(f"[ember.compiler loop_ir]\n{program}", file=sys.stderr)
-        if config.debug >= 4:
-            print(f"[ember.compiler c_source]\n{self._source}", file=sys.stderr)
         if program.segments():
             self.path = toolchain.compile_library(self._source, name="graph",
                                                   extra_flags=EXTRA_FLAGS, openmp=OPENMP)
+        if config.debug >= 4:  # the generated part; the whole unit is the cached .c file
+            where = f" (whole unit with the preludes: {Path(self.path).with_suffix('.c')})" \
+                if self.path is not None else ""
+            print(f"[ember.compiler c_source]{where}\n"
+                  f"{generate(program, prelude=False, openmp=OPENMP)}", file=sys.stderr)
+        if program.segments():
             lib = runtime.load(self.path)
             self.entries = {s.entry: lib.entry(s.entry) for s in program.segments()}
         self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
@@ -107,7 +114,7 @@ class CompiledGraph:
                 self._plan.append((Extern(st[1], node, [bufs[j] for j in st[2]], st[3]), None))
                 # the same fallback log as lowering gives (EMBER_LOGS=fallbacks, EMBER_DEBUG)
                 lower_log("fallbacks", f"node {st[1]} ({node.op.name}) runs its eager kernel: "
-                                       f"{st[3]}")
+                                       f"{st[3]}", 3)
         self._inputs = [bufs[j] for j in plan["inputs"]]
         self._int_names = list(plan["int_names"])
         self._sources = {tuple(ref): (kind, bufs[v] if kind == "buf" else v) if kind != "view"
@@ -117,6 +124,20 @@ class CompiledGraph:
             self.path = Path(plan["path"])
             lib = runtime.load(self.path)
             self.entries = {s.entry: lib.entry(s.entry) for s, b in self._plan if b is not None}
+
+    def _summary(self, warm: bool) -> None:
+        """EMBER_DEBUG>=1: one line per built graph, with its fallbacks counted per op."""
+        st = self.stats
+        counts: dict = {}
+        for f in st.fallbacks:
+            op = f.split(":", 1)[0]
+            counts[op] = counts.get(op, 0) + 1
+        falls = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda x: -x[1]))
+        lib = "no C code" if self.path is None else \
+            f"{Path(self.path).name}{' (run plan from the cache)' if warm else ''}"
+        print(f"[ember.compiler c] graph of {len(self.graph.nodes)} ops: {st.kernels} kernels "
+              f"in {st.segments} C segments, {st.externs} externs (eager fallbacks"
+              f"{': ' + falls if falls else ''}); {lib}", file=sys.stderr)
 
     @property
     def program(self) -> Program:
