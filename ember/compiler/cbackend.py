@@ -257,9 +257,10 @@ def _code_digest() -> str:
 def _plan_key(graph: Graph) -> str | None:
     try:
         text = graph.python()
-    except Exception:  # noqa: BLE001 - a graph without a text form is simply not cached
-        return None
-    return hashlib.sha256((_code_digest() + "\0" + text).encode()).hexdigest()
+        digest = _code_digest()
+    except Exception:  # noqa: BLE001 - no text form, or no compiler (a graph without C
+        return None    # segments still runs): simply not cached
+    return hashlib.sha256((digest + "\0" + text).encode()).hexdigest()
 
 
 def _plan_path(key: str) -> Path:

@@ -135,3 +135,16 @@ def test_warm_start_uses_the_run_plan_without_lowering(tmp_path, monkeypatch):
     rebuilt = cbackend.last_compiled()
     assert rebuilt._program is not None
     np.testing.assert_array_equal(third, first)
+
+
+def test_graph_without_c_segments_needs_no_compiler(tmp_path, monkeypatch):
+    """The run-plan cache key includes the compiler's version; without a compiler a graph of
+    externs only still runs (uncached), as before."""
+    from ember.config import config
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(config, "cc", "ember-no-such-compiler")
+    _fresh_process_state()
+    x, w = ember.randn(2, 3), ember.randn(3, 2)
+    got = ember.compile(lambda a, b: a @ b, backend="c")(x, w)
+    np.testing.assert_array_equal(got.numpy(), (x @ w).numpy())
+    assert cbackend.last_compiled().path is None
