@@ -431,10 +431,16 @@ class _Frame:
         """A miss in a segment that has entries: apply the stance and the recompile limit.
         Returns the outputs when the graph runs without compiling, None to compile it."""
         stance = _STANCE.stance
+        code = self.code
+        limit = compiler_config.recompile_limit
+        # the reasons (a diff against every cached entry) cost ~0.1-0.5 s on a large graph:
+        # computed only when something reports them
+        if not (_EVENTS or stance == "fail_on_recompile" or seg.count >= limit
+                or "recompiles" in config.logs):
+            return None if stance != "eager_on_recompile" else _run_eagerly(cap)
         reasons = self._reasons(seg, cap, segment)
         for ev in _EVENTS:
             ev.recompile_reasons.extend(reasons)
-        code = self.code
         failures = "\n    triggered by the following guard failure(s):\n" + \
             "\n".join(f"    - {r}" for r in reasons)
         if stance == "fail_on_recompile":
@@ -446,7 +452,6 @@ class _Frame:
                 f"{code.lineno}" + failures)
         if stance == "eager_on_recompile":
             return _run_eagerly(cap)
-        limit = compiler_config.recompile_limit
         if seg.count >= limit:
             last = reasons[0] if reasons else "unknown"
             if self.cf is not None and self.cf.fullgraph:  # PyTorch 2.13: a hard failure
@@ -521,14 +526,21 @@ class _Frame:
         backend = _STANCE.backend if _STANCE.backend is not None else self.backend
         compiler_fn = self.compiler_fn
         examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
+        if "graphs" in config.logs or config.debug >= 2:
+            print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
+                  f"{graph.python()}", file=sys.stderr)
         fn = compiler_fn(graph, examples)
         if not callable(fn):
             raise EmberTypeError(f"[ember.compile] backend {backend!r} returned {fn!r}; expected "
                                  f"a callable")
         dt = time.perf_counter() - t0
-        if "graphs" in config.logs or config.debug >= 2:
-            print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
-                  f"{graph.python()}", file=sys.stderr)
+        if config.debug >= 1:
+            name = backend if isinstance(backend, str) else getattr(
+                backend, "__name__", type(backend).__name__)
+            print(f"[ember.compiler compile] {self.code.name} ({self.code.where()}): graph of "
+                  f"{len(graph)} ops, {len(generic)} lifted numbers, backend {name!r}, "
+                  f"{dt:.3f} s",
+                  file=sys.stderr)
         for ev in _EVENTS:
             ev.compile_times.append(dt)
         return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn)

@@ -12,9 +12,13 @@ the same library.  Inputs that are not C-contiguous are copied (counted in ``sta
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import math
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -22,9 +26,11 @@ import numpy as np
 from ember.compiler import runtime, toolchain
 from ember.compiler.codegen_c import PRELUDE, generate
 from ember.compiler.graph import Graph, _resolve
-from ember.compiler.loop_ir import Program, Segment, eval_size
-from ember.compiler.lower import helpers_in, lower
+from ember.compiler.loop_ir import Buffer, Extern, Program, Segment, eval_size
+from ember.compiler.lower import LowerStats, helpers_in, lower
+from ember.compiler.lower import _log as lower_log
 from ember.config import config
+from ember.dtypes import by_name
 
 # integer overflow wraps, as in NumPy; libm need not set errno (lets gcc inline sqrt and CSE
 # pure calls; results are unchanged)
@@ -40,47 +46,128 @@ KERNEL_BUILDS = [0]  # those with at least one C kernel
 
 
 class CompiledGraph:
-    """A graph built to C: ``cg(arrays, scalars) -> outputs`` (``_ember_arrays`` protocol)."""
+    """A graph built to C: ``cg(arrays, scalars) -> outputs`` (``_ember_arrays`` protocol).
+
+    A warm start skips lowering and code generation: the run plan (segments' entry names and
+    buffers, externs, where each value lives) is kept on disk next to the library, keyed by the
+    graph's text and a digest of the compiler's own source files (``_plan_key``).  ``program``
+    and ``source`` are then computed only when asked for."""
 
     _ember_arrays = True
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
-        self.program: Program = lower(graph, _HELPERS)
-        self.program.verify()
-        self.stats = self.program.stats  # type: ignore[attr-defined]
-        self.source = generate(self.program, openmp=OPENMP)
+        self._program: Program | None = None
+        self._source: str | None = None
         self.path = None
         self.prefix = ""
         self.entries: dict = {}
-        if config.debug >= 2:
-            print(f"[ember.compiler loop_ir]\n{self.program}", file=sys.stderr)
-        if config.debug >= 4:
-            print(f"[ember.compiler c_source]\n{self.source}", file=sys.stderr)
-        if self.program.segments():
-            unit = toolchain.compile_unit(self.source, **build_options())
-            self.path, self.prefix = unit.path, unit.prefix
-            lib = runtime.load(self.path)
-            # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
-            self.entries = {s.entry: lib.entry(unit.prefix + s.entry)
-                            for s in self.program.segments()}
-        self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
-                      for s in self.program.steps]
-        self._n_ints = len(self.program.int_names)
+        # EMBER_DEBUG>=3 prints the loop IR and fusion decisions: lower even when warm
+        key = _plan_key(graph) if config.debug < 3 else None
+        plan = _load_plan(key) if key is not None else None
+        if plan is not None:
+            self._from_plan(plan)
+            _log(5, f"plan cache hit {key[:16]} ({len(self._plan)} steps, {self.path})")
+        else:
+            self._build()
+            if key is not None:
+                _save_plan(key, self)
+        if config.debug >= 1:
+            self._summary(plan is not None)
+        self._n_ints = len(self._int_names)
         BUILDS[0] += 1
-        KERNEL_BUILDS[0] += bool(self.program.kernels())
+        KERNEL_BUILDS[0] += bool(self.stats.kernels)
         _RECENT.append(self)
         del _RECENT[:-8]
 
+    def _build(self) -> None:
+        program = self._program = lower(self.graph, _HELPERS)
+        program.verify()
+        self.stats = program.stats  # type: ignore[attr-defined]
+        self._source = generate(program, openmp=OPENMP)
+        if config.debug >= 3:
+            print(f"[ember.compiler loop_ir]\n{program}", file=sys.stderr)
+        if program.segments():
+            unit = toolchain.compile_unit(self._source, **build_options())
+            self.path, self.prefix = unit.path, unit.prefix
+        if config.debug >= 4:  # the generated part; the whole unit is the cached .c file
+            where = f" (whole unit with the preludes: {Path(self.path).with_suffix('.c')})" \
+                if self.path is not None else ""
+            print(f"[ember.compiler c_source]{where}\n"
+                  f"{generate(program, prelude=False, openmp=OPENMP)}", file=sys.stderr)
+        if program.segments():
+            lib = runtime.load(self.path)
+            # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
+            self.entries = {s.entry: lib.entry(self.prefix + s.entry)
+                            for s in program.segments()}
+        self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
+                      for s in program.steps]
+        self._inputs = program.inputs
+        self._int_names = list(program.int_names)
+        self._sources = program.sources  # type: ignore[attr-defined]
+
+    def _from_plan(self, plan: dict) -> None:
+        bufs = [Buffer(name, by_name(dt), tuple(shape), role,
+                       None if strides is None else tuple(strides))
+                for name, dt, shape, role, strides in plan["buffers"]]
+        self._plan = []
+        for st in plan["steps"]:
+            if st[0] == "seg":
+                self._plan.append((Segment(st[1]), [bufs[j] for j in st[2]]))
+            else:
+                node = self.graph.nodes[st[1]]
+                self._plan.append((Extern(st[1], node, [bufs[j] for j in st[2]], st[3]), None))
+                # the same fallback log as lowering gives (EMBER_LOGS=fallbacks, EMBER_DEBUG)
+                lower_log("fallbacks", f"node {st[1]} ({node.op.name}) runs its eager kernel: "
+                                       f"{st[3]}", 3)
+        self._inputs = [bufs[j] for j in plan["inputs"]]
+        self._int_names = list(plan["int_names"])
+        self._sources = {tuple(ref): (kind, bufs[v] if kind == "buf" else v) if kind != "view"
+                         else ("view", *v) for ref, kind, v in plan["sources"]}
+        self.stats = LowerStats(**plan["stats"])
+        if plan["path"] is not None:
+            self.path = Path(plan["path"])
+            lib = runtime.load(self.path)
+            self.prefix = plan.get("prefix", "")
+            self.entries = {s.entry: lib.entry(self.prefix + s.entry)
+                            for s, b in self._plan if b is not None}
+
+    def _summary(self, warm: bool) -> None:
+        """EMBER_DEBUG>=1: one line per built graph, with its fallbacks counted per op."""
+        st = self.stats
+        counts: dict = {}
+        for f in st.fallbacks:
+            op = f.split(":", 1)[0]
+            counts[op] = counts.get(op, 0) + 1
+        falls = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda x: -x[1]))
+        lib = "no C code" if self.path is None else \
+            f"{Path(self.path).name}{' (run plan from the cache)' if warm else ''}"
+        print(f"[ember.compiler c] graph of {len(self.graph.nodes)} ops: {st.kernels} kernels "
+              f"in {st.segments} C segments, {st.externs} externs (eager fallbacks"
+              f"{': ' + falls if falls else ''}); {lib}", file=sys.stderr)
+
+    @property
+    def program(self) -> Program:
+        """The loop IR (lowered again on first access after a warm start)."""
+        if self._program is None:
+            self._program = lower(self.graph, _HELPERS)
+        return self._program
+
+    @property
+    def source(self) -> str:
+        """The C translation unit."""
+        if self._source is None:
+            self._source = generate(self.program, openmp=OPENMP)
+        return self._source
+
     def __call__(self, arrays: list, scalars: list = ()) -> list:
-        prog = self.program
         ints = [0] * self._n_ints
         for k, v in enumerate(scalars):
             ints[k] = int(v) if not (isinstance(v, float) and not math.isfinite(v)) else 0
         floats = tuple(float(v) for v in scalars)
         py: dict = {}    # buffer id -> array as produced (Python-side uses)
         cv: dict = {}    # buffer id -> C-contiguous array of the buffer's dtype (C uses)
-        for b, a in zip(prog.inputs, arrays):
+        for b, a in zip(self._inputs, arrays):
             py[id(b)] = a
         env = None
         for step, bufs in self._plan:
@@ -92,7 +179,7 @@ class CompiledGraph:
                         src = py.get(id(b))
                         if src is None:  # a buffer this segment writes first
                             if env is None:
-                                env = dict(zip(prog.int_names, ints))
+                                env = dict(zip(self._int_names, ints))
                             a = _allocate(b, env)
                             py[id(b)] = a
                         elif src.flags.c_contiguous and src.dtype == b.dtype.np:
@@ -109,7 +196,7 @@ class CompiledGraph:
                     py[id(b)] = o
                     for d, name in enumerate(b.shape):
                         if type(name) is str:  # a dynamic graph: the extern's sizes go to C
-                            ints[prog.int_names.index(name)] = o.shape[d]
+                            ints[self._int_names.index(name)] = o.shape[d]
                             env = None
         memo: dict = {}
         return [self._value(r, py, arrays, scalars, memo) for r in self.graph.outputs]
@@ -129,7 +216,7 @@ class CompiledGraph:
         got = memo.get(r)
         if got is not None:
             return got
-        src = self.program.sources[r]  # type: ignore[attr-defined]
+        src = self._sources[r]
         if src[0] == "in":
             v = arrays[src[1]]
         elif src[0] == "buf":
@@ -142,6 +229,103 @@ class CompiledGraph:
             v = out if isinstance(out, np.ndarray) else out[src[2]]
         memo[r] = v
         return v
+
+
+def _log(level: int, message: str) -> None:
+    if config.debug >= level:
+        print(f"[ember.compiler cache] {message}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------ run plans
+PLAN_VERSION = 1
+_DIGEST: dict = {}   # config.cc -> digest (memo per process)
+
+
+def _code_digest() -> str:
+    """What decides the generated code besides the graph: the sources of the compiler and of
+    the ops (templates, eager layouts), by path, size and modification time (stat calls only),
+    ember's version, the compiler, the CPU and this module's settings."""
+    got = _DIGEST.get(config.cc)
+    if got is None:
+        h = hashlib.sha256(f"plan-v{PLAN_VERSION} {OPENMP} {EXTRA_FLAGS} {PRELUDE is not None}"
+                           .encode())
+        root = Path(__file__).resolve().parents[1]
+        for folder in ("compiler", "ops"):
+            for f in sorted((root / folder).glob("*.py")):
+                st = f.stat()
+                h.update(f"{f.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+        cc = toolchain.CACHE.compiler()
+        h.update(f"{cc.version} {cc.command} {toolchain.CACHE.cpu()} "
+                 f"{toolchain.ember_version()}".encode())
+        got = _DIGEST[config.cc] = h.hexdigest()
+    return got
+
+
+def _plan_key(graph: Graph) -> str | None:
+    try:
+        text = graph.python()
+        digest = _code_digest()
+    except Exception:  # noqa: BLE001 - no text form, or no compiler (a graph without C
+        return None    # segments still runs): simply not cached
+    return hashlib.sha256((digest + "\0" + text).encode()).hexdigest()
+
+
+def _plan_path(key: str) -> Path:
+    return Path(config.cache_dir) / "plans" / key[:2] / f"{key}.json"
+
+
+def _load_plan(key: str) -> dict | None:
+    try:
+        plan = json.loads(_plan_path(key).read_bytes())
+        if plan.get("version") != PLAN_VERSION:
+            return None
+        if plan["path"] is not None:
+            so = Path(plan["path"])
+            if not toolchain._valid(so, so.with_suffix(".json")):
+                return None
+        return plan
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _save_plan(key: str, cg: CompiledGraph) -> None:
+    """Write ``cg``'s run plan (skipped for step kinds this format does not describe)."""
+    index: dict = {}
+    bufs: list = []
+
+    def ref(b: Buffer) -> int:
+        j = index.get(id(b))
+        if j is None:
+            j = index[id(b)] = len(bufs)
+            bufs.append([b.name, b.dtype.name, list(b.shape), b.role,
+                         None if b.strides is None else list(b.strides)])
+        return j
+
+    steps = []
+    for st, bl in cg._plan:
+        if type(st) is Segment:
+            steps.append(["seg", st.entry, [ref(b) for b in bl]])
+        elif type(st) is Extern:
+            steps.append(["ext", st.index, [ref(b) for b in st.outs], st.reason])
+        else:
+            return
+    sources = []
+    for r, src in cg._sources.items():
+        if src[0] == "buf":
+            sources.append([list(r), "buf", ref(src[1])])
+        elif src[0] == "view":
+            sources.append([list(r), "view", list(src[1:])])
+        else:
+            sources.append([list(r), src[0], src[1]])
+    plan = {"version": PLAN_VERSION, "path": None if cg.path is None else str(cg.path),
+            "prefix": cg.prefix,
+            "steps": steps, "inputs": [ref(b) for b in cg._inputs],
+            "int_names": cg._int_names, "sources": sources, "buffers": bufs,
+            "stats": dataclasses.asdict(cg.stats)}
+    try:
+        toolchain._atomic_write(_plan_path(key), json.dumps(plan).encode())
+    except (OSError, TypeError, ValueError):
+        pass  # a plan that cannot be written only costs the next process a lowering
 
 
 def _allocate(b: Any, env: dict) -> np.ndarray:

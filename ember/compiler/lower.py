@@ -9,7 +9,8 @@ Nodes are taken in graph order:
   source's buffer, so consumers load through index arithmetic and nothing is copied;
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
-  (``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=1``), never silent.
+  (each one with ``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=3``; a count per op with
+  ``EMBER_DEBUG>=1``), never silent.
 """
 
 from __future__ import annotations
@@ -511,7 +512,7 @@ class Lowering:
         self.steps.append(Extern(i, n, outs, reason))
         self.stats.externs += 1
         self.stats.fallbacks.append(f"{n.op.name}: {reason}")
-        _log("fallbacks", f"node {i} ({n.op.name}) runs its eager kernel: {reason}")
+        _log("fallbacks", f"node {i} ({n.op.name}) runs its eager kernel: {reason}", 3)
 
     # -- helpers --------------------------------------------------------------------------------
     def _buffer(self, dt: Any, shape: tuple, role: str) -> Buffer:

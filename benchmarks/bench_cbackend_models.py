@@ -1,0 +1,310 @@
+"""The char GPT compiled with the C backend (issue 5): training step and inference against ember
+eager, torch eager and torch.compile, plus cold and warm compile times.
+
+Run: ``python benchmarks/bench_cbackend_models.py [--rounds N] [--check-steps N] [--profile]``
+(needs torch).  The model is ``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256
+(``benchmarks/bench_models.py``; torch runs its mirror ``TorchCharGPT`` with ember's initial
+weights).
+
+* training step (forward, cross_entropy, backward, AdamW step, zero_grad) on a batch of 8x256,
+  the whole step compiled with ``ember.compile(step, backend="c")`` and ``torch.compile(step)``;
+* inference, logits of 1x256 under no_grad, the module compiled.
+
+Implementations run interleaved in one process (one model copy each, medians).  Before timing,
+``--check-steps`` identical training steps (default 3) compare the losses of ember eager and
+ember C (relative difference printed) and torch eager; inference compares logits.
+
+Compile times are measured in fresh subprocesses (``--child``): the first two calls of the
+compiled training step (two graphs: the first step creates AdamW's state) minus two steady
+calls, with an empty cache (cold: a new ``EMBER_CACHE_DIR`` / ``TORCHINDUCTOR_CACHE_DIR``) and
+again with ember's cache warm.  The ember child also reports the compile phases ember timed
+itself (``Entry.compile_time``: lowering, codegen, gcc or cache lookups, dlopen).
+``--profile`` runs cProfile over compiled training steps and prints the top functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import ember  # noqa: E402
+import ember.nn.functional as F  # noqa: E402
+from ember import demo  # noqa: E402
+
+try:
+    import torch
+    import torch.nn.functional as TF
+except ImportError:  # pragma: no cover
+    sys.exit("benchmarks need torch (pip install torch==2.13.0)")
+
+from bench_models import TorchCharGPT, copy_weights  # noqa: E402
+from common import fmt_time, time_per_call  # noqa: E402
+
+LAYERS, HEADS, D, BLOCK, BATCH = 6, 6, 384, 256, 8
+
+
+def ember_step(m, opt, x, y):
+    out = m(x)
+    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+def torch_step(m, opt, x, y):
+    out = m(x)
+    loss = TF.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+def batch(vocab: int, b: int, seed: int = 0) -> tuple:
+    text = demo.load_text()
+    stoi = {c: i for i, c in enumerate(sorted(set(text)))}
+    data = np.array([stoi[c] for c in text[:200_000]], dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    ix = rng.integers(0, len(data) - BLOCK - 1, b)
+    chunk = np.stack([data[i:i + BLOCK + 1] for i in ix])
+    return chunk[:, :-1].copy(), chunk[:, 1:].copy()
+
+
+def vocab() -> int:
+    return len(set(demo.load_text()))
+
+
+def ember_model(layers: int = LAYERS) -> ember.nn.Module:
+    ember.manual_seed(0)
+    return demo.CharGPT(vocab(), block=BLOCK, d=D, layers=layers, heads=HEADS)
+
+
+def ember_opt(m):
+    return ember.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+
+
+def torch_model(em) -> torch.nn.Module:
+    tm = TorchCharGPT(vocab(), BLOCK, D, LAYERS, HEADS)
+    copy_weights(em, tm)
+    return tm
+
+
+def torch_opt(m):
+    return torch.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01, foreach=False)
+
+
+# ------------------------------------------------------------------------------ child: compile
+def child(which: str) -> None:
+    """First two compiled training steps in this fresh process, minus two steady ones."""
+    xs, ys = batch(vocab(), BATCH)
+    if which == "ember":
+        from ember.compiler import api
+        ember.set_num_threads(2)
+        m = ember_model()
+        opt = ember_opt(m)
+        x, y = ember.tensor(xs, dtype=ember.int64), ember.tensor(ys, dtype=ember.int64)
+        step = ember.compile(ember_step, backend="c")
+        run = lambda: step(m, opt, x, y).item()  # noqa: E731
+    else:
+        torch.set_num_threads(2)
+        tm = torch_model(ember_model())
+        opt = torch_opt(tm)
+        x, y = torch.from_numpy(xs), torch.from_numpy(ys)
+        step = torch.compile(torch_step)
+        run = lambda: step(tm, opt, x, y).item()  # noqa: E731
+    t0 = time.perf_counter()
+    run()
+    run()
+    first = time.perf_counter() - t0
+    steady = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        run()
+        run()
+        steady.append(time.perf_counter() - t0)
+    out = {"first_two": first, "steady_two": min(steady), "compile": first - min(steady)}
+    if which == "ember":
+        entries = [e for code in api._CACHES.values() if hasattr(code, "segments")
+                   for seg in code.segments.values() for _, e in seg.order]
+        out["ember_compile_time"] = sum(e.compile_time for e in entries)
+        out["graphs"] = len(entries)
+    print("RESULT " + json.dumps(out))
+
+
+def run_child(which: str, env: dict) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", which]
+    res = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True,
+                         timeout=3600)
+    for line in res.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    raise RuntimeError(f"child {which} failed:\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}")
+
+
+def compile_times() -> None:
+    cache = tempfile.mkdtemp(prefix="ember-cold-")
+    tcache = tempfile.mkdtemp(prefix="inductor-cold-")
+    cold = run_child("ember", {"EMBER_CACHE_DIR": cache})
+    warm = run_child("ember", {"EMBER_CACHE_DIR": cache})
+    tcold = run_child("torch", {"TORCHINDUCTOR_CACHE_DIR": tcache})
+    print(f"\ncompile times of the GPT training step (fresh processes; first two calls minus "
+          f"two steady calls; load {os.getloadavg()[0]:.1f}):")
+    print("| | first two calls | steady two calls | compile overhead | ember's own timing |")
+    print("|---|---|---|---|---|")
+    for name, r in (("ember C, cold cache", cold), ("ember C, warm cache", warm),
+                    ("torch.compile, cold cache", tcold)):
+        own = f"{r['ember_compile_time']:.3f} s ({r['graphs']} graphs)" \
+            if "ember_compile_time" in r else "-"
+        print(f"| {name} | {r['first_two']:.2f} s | {r['steady_two']:.2f} s | "
+              f"{r['compile']:.2f} s | {own} |")
+    print(f"cold ember / torch.compile (compile overhead): {cold['compile'] / tcold['compile']:.2f}"
+          f"; by ember's own timing: {cold['ember_compile_time'] / tcold['compile']:.2f}")
+
+
+# ------------------------------------------------------------------------------ timings
+def medians(cases: dict, rounds: int, number: int = 1) -> dict:
+    times: dict = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            times[k].append(time_per_call(fn, number))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def table(title: str, med: dict) -> None:
+    ref = med["torch.compile"]
+    print(f"\n{title}")
+    print("| implementation | median | vs torch.compile (>1: slower) |")
+    print("|---|---|---|")
+    for k, t in med.items():
+        print(f"| {k} | {fmt_time(t)} | {t / ref:.2f} |")
+
+
+def training(rounds: int, check_steps: int) -> None:
+    xs, ys = batch(vocab(), BATCH)
+    ex, ey = ember.tensor(xs, dtype=ember.int64), ember.tensor(ys, dtype=ember.int64)
+    tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
+    m_e, m_c = ember_model(), ember_model()
+    o_e, o_c = ember_opt(m_e), ember_opt(m_c)
+    t_e, t_c = torch_model(m_e), torch_model(m_e)
+    p_e, p_c = torch_opt(t_e), torch_opt(t_c)
+    cstep = ember.compile(ember_step, backend="c")
+    tstep = torch.compile(torch_step)
+    cases = {
+        "ember eager": lambda: ember_step(m_e, o_e, ex, ey).item(),
+        "ember backend='c'": lambda: cstep(m_c, o_c, ex, ey).item(),
+        "torch eager": lambda: torch_step(t_e, p_e, tx, ty).item(),
+        "torch.compile": lambda: tstep(t_c, p_c, tx, ty).item(),
+    }
+    print(f"training step losses over {check_steps} identical steps "
+          f"(ember eager, ember C, torch eager, torch.compile):")
+    worst = 0.0
+    for i in range(check_steps):
+        le, lc, lt, ltc = (fn() for fn in cases.values())
+        worst = max(worst, abs(lc - le) / abs(le))
+        if i < 5 or i == check_steps - 1:
+            print(f"  step {i}: {le:.7f} {lc:.7f} {lt:.7f} {ltc:.7f}")
+    print(f"  max |ember C - ember eager| / |loss| over {check_steps} steps: {worst:.2e}")
+    from ember.compiler import cbackend
+    cg = cbackend.last_compiled()
+    print(f"  C graph: {cg.stats.kernels} kernels in {cg.stats.segments} segments, "
+          f"{cg.stats.externs} externs")
+    table(f"char GPT {LAYERS}x{D} training step, batch {BATCH}x{BLOCK}, AdamW "
+          f"(load {os.getloadavg()[0]:.1f})", medians(cases, rounds))
+
+
+def inference(rounds: int) -> None:
+    xs, _ = batch(vocab(), 1)
+    ex, tx = ember.tensor(xs, dtype=ember.int64), torch.from_numpy(xs)
+    m = ember_model()
+    tm = torch_model(m)
+    cm = ember.compile(m, backend="c")
+    ctm = torch.compile(tm)
+
+    def e_eager():
+        with ember.no_grad():
+            return m(ex).numpy()
+
+    def e_c():
+        with ember.no_grad():
+            return cm(ex).numpy()
+
+    def t_eager():
+        with torch.no_grad():
+            return tm(tx).numpy()
+
+    def t_c():
+        with torch.no_grad():
+            return ctm(tx).numpy()
+
+    cases = {"ember eager": e_eager, "ember backend='c'": e_c, "torch eager": t_eager,
+             "torch.compile": t_c}
+    outs = {k: fn() for k, fn in cases.items()}
+    ref = outs["ember eager"]
+    print("\ninference logits, max |x - ember eager|: " + ", ".join(
+        f"{k} {np.abs(v - ref).max():.2e}" for k, v in outs.items() if k != "ember eager"))
+    table(f"char GPT {LAYERS}x{D} inference, 1x{BLOCK} (load {os.getloadavg()[0]:.1f})",
+          medians(cases, rounds, number=3))
+
+
+def profile(steps: int = 5) -> None:
+    import cProfile
+    import pstats
+    xs, ys = batch(vocab(), BATCH)
+    ex, ey = ember.tensor(xs, dtype=ember.int64), ember.tensor(ys, dtype=ember.int64)
+    m = ember_model()
+    o = ember_opt(m)
+    cstep = ember.compile(ember_step, backend="c")
+    for _ in range(3):
+        cstep(m, o, ex, ey).item()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(steps):
+        cstep(m, o, ex, ey).item()
+    pr.disable()
+    st = pstats.Stats(pr)
+    st.sort_stats("tottime").print_stats(25)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--check-steps", type=int, default=3)
+    ap.add_argument("--child", choices=("ember", "torch"))
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--skip", default="", help="comma list of: train,infer,compile")
+    args = ap.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    torch.set_num_threads(2)
+    ember.set_num_threads(2)
+    if args.profile:
+        profile()
+        return
+    skip = set(args.skip.split(","))
+    if "train" not in skip:
+        training(args.rounds, args.check_steps)
+    if "infer" not in skip:
+        inference(args.rounds)
+    if "compile" not in skip:
+        compile_times()
+
+
+if __name__ == "__main__":
+    main()

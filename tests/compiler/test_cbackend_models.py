@@ -1,0 +1,150 @@
+"""Whole training steps compiled with the C backend give eager's losses (issue 5, "Tests").
+
+The benchmark models (``benchmarks/bench_models.py``: the MLP 784-512-512-10 and the char GPT
+of ``ember.demo``) at small sizes so the suite stays fast: forward, cross_entropy, backward,
+AdamW step and zero_grad compiled as one function with ``backend="c"``, 20 steps against the
+same steps run eagerly from the same initial weights and batches.
+
+Tolerances: the MLP's C kernels are pointwise float32 arithmetic, relu and AdamW's
+sqrt/divide, which round exactly as NumPy does (``-ffp-contract=off``, no fast-math), so its
+losses are equal bit for bit.  The GPT's C kernels also compute gelu(approximate="tanh") with
+the prelude's vectorized ``ember_tanh`` (1.3 ulp from the float64 function, docs/compiler.md
+"Accuracy") where eager calls NumPy's tanh: single activations differ by a few ulp, and 20 AdamW
+steps carry that into the weights.  The losses (means over 32 positions, magnitude ~3.7) then
+differ by a few ulp of float32 (2.4e-7 = 1 ulp measured here); the test allows 2e-6 relative
+(about 30 ulp at 3.7), far below any real error (a wrong kernel moves the loss by > 1e-3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember import demo, nn
+from ember.compiler import cbackend
+
+STEPS = 20
+
+
+def _step(m, opt, x, y):
+    out = m(x)
+    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+def _mlp():
+    m = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                      nn.Linear(32, 10))
+    rng = np.random.default_rng(0)
+    data = [(ember.tensor(rng.standard_normal((16, 64)).astype(np.float32)),
+             ember.tensor(rng.integers(0, 10, 16), dtype=ember.int64)) for _ in range(STEPS)]
+    return m, data
+
+
+def _gpt():
+    m = demo.CharGPT(40, block=16, d=32, layers=2, heads=2)
+    rng = np.random.default_rng(0)
+    data = [(ember.tensor(rng.integers(0, 40, (2, 16)), dtype=ember.int64),
+             ember.tensor(rng.integers(0, 40, (2, 16)), dtype=ember.int64))
+            for _ in range(STEPS)]
+    return m, data
+
+
+def _train(make, backend):
+    ember.manual_seed(0)
+    m, data = make()
+    opt = ember.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.01)
+    step = _step if backend is None else ember.compile(_step, backend=backend)
+    losses = [step(m, opt, x, y).item() for x, y in data]
+    return m, np.array(losses)
+
+
+@pytest.mark.parametrize("make", [_mlp, _gpt], ids=["mlp", "gpt"])
+def test_training_step_losses_match_eager(make):
+    builds = cbackend.BUILDS[0]
+    m1, eager = _train(make, None)
+    m2, comp = _train(make, "c")
+    # the step really ran through C: a graph for the first step (it creates AdamW's state) and
+    # one for the steady step, each with C kernels; never a recompile per step
+    made = cbackend._RECENT[-(cbackend.BUILDS[0] - builds):]
+    assert 1 <= len(made) <= 2, len(made)
+    assert all(cg.stats.kernels > 0 and cg.entries for cg in made)
+    if make is _mlp:
+        np.testing.assert_array_equal(comp, eager)
+        for (name, p), q in zip(m1.named_parameters(), m2.parameters()):
+            np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy(), err_msg=name)
+    else:
+        np.testing.assert_allclose(comp, eager, rtol=2e-6, atol=0)
+
+
+def test_gpt_inference_matches_eager():
+    """The GPT's forward alone (no_grad, as in generation): logits within float32 rounding of
+    the vectorized tanh (measured max difference 1e-7 on logits of magnitude ~0.5)."""
+    ember.manual_seed(0)
+    m, data = _gpt()
+    x = data[0][0]
+    with ember.no_grad():
+        want = m(x).numpy()
+        got = ember.compile(m, backend="c")(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- warm start
+def _fresh_process_state():
+    """What a new process starts without: compiled functions, the toolchain's memo and the
+    loaded libraries' Python objects (the on-disk cache stays)."""
+    from ember.compiler import runtime, toolchain
+    ember.compiler.reset()
+    toolchain.CACHE.clear()
+    runtime.LIBRARIES.clear()
+
+
+def test_warm_start_uses_the_run_plan_without_lowering(tmp_path, monkeypatch):
+    from ember.config import config
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    _fresh_process_state()
+
+    def f(x, w):
+        return ember.softmax((x @ w) * 0.5 + 1, -1).sum(0)
+
+    x, w = ember.randn(6, 5), ember.randn(5, 7)
+    first = ember.compile(f, backend="c")(x, w).numpy()
+    cold = cbackend.last_compiled()
+    assert cold._program is not None and list((tmp_path / "plans").rglob("*.json"))
+    _fresh_process_state()
+    second = ember.compile(f, backend="c")(x, w).numpy()
+    warm = cbackend.last_compiled()
+    assert warm is not cold and warm._program is None  # nothing was lowered
+    np.testing.assert_array_equal(second, first)
+    np.testing.assert_array_equal(second, f(x, w).numpy())
+    assert warm.stats.fallbacks == cold.stats.fallbacks
+    assert warm.source == cold.source  # lowered again on demand for inspection
+
+    # a plan whose library is gone is not used: the graph is built again (unlink, not
+    # overwrite: this process still has the library mapped)
+    Path(warm.path).unlink()
+    _fresh_process_state()
+    third = ember.compile(f, backend="c")(x, w).numpy()
+    rebuilt = cbackend.last_compiled()
+    assert rebuilt._program is not None
+    np.testing.assert_array_equal(third, first)
+
+
+def test_graph_without_c_segments_needs_no_compiler(tmp_path, monkeypatch):
+    """The run-plan cache key includes the compiler's version; without a compiler a graph of
+    externs only still runs (uncached), as before."""
+    from ember.config import config
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(config, "cc", "ember-no-such-compiler")
+    _fresh_process_state()
+    x, w = ember.randn(2, 3), ember.randn(3, 2)
+    got = ember.compile(lambda a, b: a @ b, backend="c")(x, w)
+    np.testing.assert_array_equal(got.numpy(), (x @ w).numpy())
+    assert cbackend.last_compiled().path is None
