@@ -12,7 +12,8 @@ per segment with the runtime's ABI::
 
 from __future__ import annotations
 
-from ember.compiler.loop_ir import Kernel, Program, RowKernel, Segment
+from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude
+from ember.compiler.loop_ir import GemmKernel, Kernel, Program, RowKernel, Segment
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -105,7 +106,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
     """The C translation unit of ``program`` (its segments' entry functions); without the
     preludes when ``prelude`` is false (golden tests compare only the generated part).
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads."""
-    parts = [C_PRELUDE, PRELUDE] if prelude else []
+    parts = [C_PRELUDE, PRELUDE, gemm_prelude(program)] if prelude else []
     for seg in program.segments():
         for k in seg.kernels:
             parts.append(_kernel(k, program, openmp))
@@ -172,6 +173,8 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
 def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, RowKernel):
         return _row_kernel(k, program, openmp)
+    if isinstance(k, GemmKernel):
+        return gemm_kernel(k, program, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ember.compiler.graph import Graph, Sym, _resolve
+from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
 from ember.compiler.loop_ir import (
     CTYPES,
     Buffer,
@@ -77,6 +78,7 @@ class LowerStats:
     externs: int = 0
     fallbacks: list = field(default_factory=list)   # "op: reason"
     copies: int = 0
+    epilogues: int = 0   # pointwise kernels fused into a GEMM's epilogue (lower_gemm)
 
     @property
     def fallback_count(self) -> int:
@@ -182,6 +184,10 @@ class Lowering:
             if self._view(i, n):
                 return
             reason = "view geometry not computable (dynamic size or copy)"
+        elif n.op.name in GEMM_OPS:
+            reason = lower_gemm(self, i, n)
+            if reason is None:
+                return
         else:
             reason = self._pointwise_reason(n)
             if reason is None:
@@ -691,7 +697,9 @@ def _has_sym(x: Any) -> bool:
 
 def lower(graph: Graph, helpers: frozenset) -> Program:
     """The loop-IR ``Program`` of ``graph`` (with ``.stats`` and ``.sources``)."""
-    return Lowering(graph, helpers).program
+    program = Lowering(graph, helpers).program
+    fuse_epilogues(program, graph)
+    return program
 
 
 resolve_params = _resolve

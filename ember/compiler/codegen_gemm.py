@@ -1,0 +1,303 @@
+"""C for ``GemmKernel``s (loop_ir.py): BLAS calls and the generated GEMM template.
+
+``gemm_prelude(program)`` is added once to a translation unit with products: the BLAS
+prototypes of ``blas.c_declarations()`` and, per dtype, ``ember_gemm_<s>`` (``s`` = ``f`` or
+``d``), which maps each operand's (row, col) strides to BLAS's row-major trans flag and leading
+dim (a transposed view is ``TRANS``, a sliced one a larger leading dim; a layout BLAS cannot
+take, such as a broadcast or a doubly strided view, is packed into a temporary first) and calls
+sgemm/dgemm, or a plain loop when the process has no BLAS.
+
+``gemm_kernel(k, program, openmp)`` is the kernel: a loop over the batch around the product,
+then the epilogue in one pass over the output (``impl="blas"``), or the template
+(``impl="tmpl_<mr>x<nr>"``): packed A/B panels, an ``mr x nr`` register-blocked micro-kernel
+whose inner loop gcc vectorizes (AVX2 at ``-march=native``), and the epilogue applied to each
+finished tile while it is in cache.  The template accumulates in its own order (no FMA:
+``-ffp-contract=off``), so it equals BLAS within rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+from ember.compiler import blas
+from ember.compiler.loop_ir import GemmKernel, Program, numel
+
+# template variants (micro-tile rows x cols) per dtype: autotuning candidates
+TEMPLATES = {"float32": ("tmpl_4x16", "tmpl_6x16", "tmpl_8x8"),
+             "float64": ("tmpl_4x8", "tmpl_6x8", "tmpl_4x4")}
+_KC = 256
+
+_HELPERS = r"""
+/* {T} GEMM through BLAS (ember/compiler/codegen_gemm.py) */
+static void ember_gemm_ref_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_t ars,
+                              int64_t acs, const {T} *B, int64_t brs, int64_t bcs, {T} *C,
+                              int64_t ldc) {{
+  for (int64_t i = 0; i < M; i++) {{
+    {T} *c = C + i * ldc;
+    for (int64_t j = 0; j < N; j++) c[j] = 0;
+    for (int64_t p = 0; p < K; p++) {{
+      const {T} a = A[i * ars + p * acs];
+      for (int64_t j = 0; j < N; j++) c[j] += a * B[p * brs + j * bcs];
+    }}
+  }}
+}}
+#ifdef EMBER_BLAS_{S}
+/* X (R x C, strides rs, cs) as a row-major BLAS operand: its trans flag and leading dim, or
+   a packed copy in *tmp when neither layout fits (NULL when that allocation fails) */
+static const {T} *ember_gemm_layout_{s}(const {T} *X, int64_t R, int64_t C, int64_t rs,
+                                      int64_t cs, int *trans, int64_t *ld, {T} **tmp) {{
+  if (R == 1) rs = cs == 1 ? C : 1;  /* a single row: its stride is never used */
+  if (C == 1) cs = rs == 1 ? R : 1;
+  if (cs == 1 && rs >= C && rs >= 1) {{ *trans = EMBER_CBLAS_NO_TRANS; *ld = rs; return X; }}
+  if (rs == 1 && cs >= R && cs >= 1) {{ *trans = EMBER_CBLAS_TRANS; *ld = cs; return X; }}
+  {T} *p = ({T} *)malloc((size_t)(R * C) * sizeof({T}));
+  if (p == NULL) return NULL;
+  for (int64_t i = 0; i < R; i++)
+    for (int64_t j = 0; j < C; j++) p[i * C + j] = X[i * rs + j * cs];
+  *tmp = p; *trans = EMBER_CBLAS_NO_TRANS; *ld = C;
+  return p;
+}}
+#endif
+static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_t ars,
+                          int64_t acs, const {T} *B, int64_t brs, int64_t bcs, {T} *C,
+                          int64_t ldc) {{
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {{
+    for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0;
+    return;
+  }}
+#ifdef EMBER_BLAS_{S}
+  int ta, tb;
+  int64_t lda, ldb;
+  {T} *pa = NULL, *pb = NULL;
+  const {T} *a = ember_gemm_layout_{s}(A, M, K, ars, acs, &ta, &lda, &pa);
+  const {T} *b = ember_gemm_layout_{s}(B, K, N, brs, bcs, &tb, &ldb, &pb);
+  if (a != NULL && b != NULL)
+    {blasfn}(EMBER_CBLAS_ROW_MAJOR, ta, tb, M, N, K, ({T})1, a, lda, b, ldb, ({T})0, C, ldc);
+  else
+    ember_gemm_ref_{s}(M, N, K, A, ars, acs, B, brs, bcs, C, ldc);
+  free(pa);
+  free(pb);
+#else
+  ember_gemm_ref_{s}(M, N, K, A, ars, acs, B, brs, bcs, C, ldc);
+#endif
+}}
+"""
+
+_TEMPLATE = r"""
+/* {T} GEMM template, {mr}x{nr} micro-tile (ember/compiler/codegen_gemm.py) */
+static void ember_pack_a_{mr}_{s}(const {T} *restrict A, int64_t ars, int64_t acs, int64_t mc,
+                                 int64_t kc, {T} *restrict pa) {{
+  for (int64_t r0 = 0; r0 < mc; r0 += {mr})
+    for (int64_t p = 0; p < kc; p++)
+      for (int64_t ii = 0; ii < {mr}; ii++)
+        *pa++ = r0 + ii < mc ? A[(r0 + ii) * ars + p * acs] : ({T})0;
+}}
+static void ember_pack_b_{nr}_{s}(const {T} *restrict B, int64_t brs, int64_t bcs, int64_t kc,
+                                 int64_t nc, {T} *restrict pb) {{
+  for (int64_t c0 = 0; c0 < nc; c0 += {nr})
+    for (int64_t p = 0; p < kc; p++)
+      for (int64_t jj = 0; jj < {nr}; jj++)
+        *pb++ = c0 + jj < nc ? B[p * brs + (c0 + jj) * bcs] : ({T})0;
+}}
+static inline void ember_micro_{mr}x{nr}_{s}(int64_t kc, const {T} *restrict a,
+                                            const {T} *restrict b, {T} out[{mr}][{nr}]) {{
+  {T} c[{mr}][{nr}];
+  for (int ii = 0; ii < {mr}; ii++) for (int jj = 0; jj < {nr}; jj++) c[ii][jj] = 0;
+  for (int64_t p = 0; p < kc; p++) {{
+    const {T} *restrict bp = b + p * {nr};
+    for (int ii = 0; ii < {mr}; ii++) {{
+      const {T} av = a[p * {mr} + ii];
+      for (int jj = 0; jj < {nr}; jj++) c[ii][jj] += av * bp[jj];
+    }}
+  }}
+  for (int ii = 0; ii < {mr}; ii++) for (int jj = 0; jj < {nr}; jj++) out[ii][jj] = c[ii][jj];
+}}
+"""
+
+
+def _suffix(k: GemmKernel) -> str:
+    return "f" if k.dtype.np.name == "float32" else "d"
+
+
+def gemm_prelude(program: Program) -> str:
+    """The GEMM helpers the program's GemmKernels call ("" when it has none)."""
+    kernels = [k for k in program.kernels() if isinstance(k, GemmKernel)]
+    if not kernels:
+        return ""
+    lib = blas.load_blas()
+    parts = ["#include <string.h>", blas.c_declarations(lib)]
+    done: set = set()
+    for k in kernels:
+        t, s = k.out.ctype, _suffix(k)
+        if s not in done:
+            done.add(s)
+            fn = None if lib is None else (lib.sgemm if s == "f" else lib.dgemm)
+            if fn is not None:
+                parts.append(f"#define EMBER_BLAS_{s.upper()} 1")
+            parts.append(_HELPERS.format(T=t, s=s, S=s.upper(), blasfn=fn or "ember_no_blas"))
+        if k.impl.startswith("tmpl_") and (k.impl, s) not in done:
+            done.add((k.impl, s))
+            mr, nr = _tile(k.impl)
+            parts.append(_TEMPLATE.format(T=t, s=s, mr=mr, nr=nr))
+    return "\n".join(parts)
+
+
+def _tile(impl: str) -> tuple[int, int]:
+    mr, nr = impl[len("tmpl_"):].split("x")
+    return int(mr), int(nr)
+
+
+def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
+    """The C function of one GemmKernel (same parameter conventions as other kernels)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    lines = [f"/* {' '.join(k.ops)} (GEMM, {k.impl}) */",
+             f"static void {k.name}({', '.join(params)}) {{"]
+    for j, name in enumerate(program.int_names):
+        lines.append(f"  const int64_t {name} = ints[{j}];")
+    lines.append("  (void)ints; (void)floats;")
+    lines.append(f"  const int64_t M_ = {k.m}, N_ = {k.n}, K_ = {k.k};")
+    if k.impl == "blas":
+        lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
+                                  f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
+        lines += _epilogue_pass(k, openmp)
+    else:
+        lines += _template_body(k)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _batch_loops(k: GemmKernel, body: list) -> list:
+    """Loops over the batch setting A_, B_, C_ (and bflat_, the flat batch index)."""
+    t = k.out.ctype
+    out = []
+    ind = "  "
+    flat = "0"
+    aoff, boff = [str(k.a.offset)], [str(k.b.offset)]
+    for d, n in enumerate(k.batch):
+        out.append(f"{ind}for (int64_t b{d} = 0; b{d} < ({n}); b{d}++) {{")
+        ind += "  "
+        flat = f"({flat}) * ({n}) + b{d}"
+        if k.a.batch_strides[d] != 0:
+            aoff.append(f"({k.a.batch_strides[d]}) * b{d}")
+        if k.b.batch_strides[d] != 0:
+            boff.append(f"({k.b.batch_strides[d]}) * b{d}")
+    out.append(f"{ind}const int64_t bflat_ = {flat}; (void)bflat_;")
+    out.append(f"{ind}const {t} *A_ = {k.a.buf.name} + {' + '.join(aoff)};")
+    out.append(f"{ind}const {t} *B_ = {k.b.buf.name} + {' + '.join(boff)};")
+    out.append(f"{ind}{t} *C_ = {k.out.name} + bflat_ * M_ * N_;")
+    out += [ind + b for b in body]
+    for _ in k.batch:
+        ind = ind[:-2]
+        out.append(f"{ind}}}")
+    return out
+
+
+def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
+    if not k.epilogue:
+        return []
+    from ember.compiler.codegen_c import OMP_MIN_ITERATIONS
+    ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
+    out = []
+    if openmp:
+        total = " * ".join(f"(int64_t)({n})" for n in ranges)
+        out.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
+                   f"if({total} >= {OMP_MIN_ITERATIONS})")
+    ind = "  "
+    for v, n in zip(k.epi_vars(), ranges):
+        out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    out += [f"{ind}{st}" for st in k.epilogue]
+    for _ in ranges:
+        ind = ind[:-2]
+        out.append(f"{ind}}}")
+    return out
+
+
+def _template_body(k: GemmKernel) -> list:
+    mr, nr = _tile(k.impl)
+    t, s = k.out.ctype, _suffix(k)
+    mc, nc = mr * 16, nr * 32
+    pre = [f"  {t} *pa_ = ({t} *)malloc(sizeof({t}) * {mc * _KC});",
+           f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * {nc * _KC});",
+           "  if (pa_ == NULL || pb_ == NULL) { free(pa_); free(pb_); return; }"]
+    body = [
+        f"for (int64_t jc = 0; jc < N_; jc += {nc}) {{",
+        f"  const int64_t nc = N_ - jc < {nc} ? N_ - jc : {nc};",
+        "  if (K_ == 0) {",
+        "    for (int64_t r = 0; r < M_; r++) {",
+        "      for (int64_t c = jc; c < jc + nc; c++) C_[r * N_ + c] = 0;",
+        "      const int64_t row = r, col0 = jc, ncols = nc; (void)row; (void)col0; (void)ncols;",
+        *[f"      {x}" for x in _tile_epilogue(k)],
+        "    }",
+        "  }",
+        f"  for (int64_t pc = 0; pc < K_; pc += {_KC}) {{",
+        f"    const int64_t kc = K_ - pc < {_KC} ? K_ - pc : {_KC};",
+        "    const int last = pc + kc >= K_;",
+        f"    ember_pack_b_{nr}_{s}(B_ + pc * ({k.b.rs}) + jc * ({k.b.cs}), {k.b.rs}, {k.b.cs}, "
+        f"kc, nc, pb_);",
+        f"    for (int64_t ic = 0; ic < M_; ic += {mc}) {{",
+        f"      const int64_t mc = M_ - ic < {mc} ? M_ - ic : {mc};",
+        f"      ember_pack_a_{mr}_{s}(A_ + ic * ({k.a.rs}) + pc * ({k.a.cs}), {k.a.rs}, "
+        f"{k.a.cs}, mc, kc, pa_);",
+        f"      for (int64_t jr = 0; jr < nc; jr += {nr}) {{",
+        f"        for (int64_t ir = 0; ir < mc; ir += {mr}) {{",
+        f"          {t} acc[{mr}][{nr}];",
+        f"          ember_micro_{mr}x{nr}_{s}(kc, pa_ + ir * kc, pb_ + jr * kc, acc);",
+        f"          const int64_t mm = mc - ir < {mr} ? mc - ir : {mr};",
+        f"          const int64_t ncols = nc - jr < {nr} ? nc - jr : {nr};",
+        "          for (int64_t ii = 0; ii < mm; ii++) {",
+        "            const int64_t row = ic + ir + ii, col0 = jc + jr;",
+        f"            {t} *restrict crow = C_ + row * N_ + col0;",
+        "            if (pc == 0) for (int64_t jj = 0; jj < ncols; jj++) crow[jj] = acc[ii][jj];",
+        "            else for (int64_t jj = 0; jj < ncols; jj++) crow[jj] += acc[ii][jj];",
+        "            if (last) {",
+        *[f"              {x}" for x in _tile_epilogue(k)],
+        "            }",
+        "          }",
+        "        }",
+        "      }",
+        "    }",
+        "  }",
+        "}",
+    ]
+    return pre + _batch_loops(k, body) + ["  free(pa_);", "  free(pb_);"]
+
+
+def _tile_epilogue(k: GemmKernel) -> list:
+    """The epilogue over one finished row piece (``row``, columns ``col0 .. col0+ncols``) of
+    batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position."""
+    if not k.epilogue:
+        return []
+    shape = k.epi_ranges()
+    out = []
+    if k.epi_flat:
+        out.append("for (int64_t c_ = col0; c_ < col0 + ncols; c_++) {")
+        out.append("  const int64_t i = (bflat_ * M_ + row) * N_ + c_;")
+    else:
+        r = len(shape)
+        out.append("int64_t rest_ = bflat_ * M_ + row; (void)rest_;")
+        for d in range(r - 2, -1, -1):
+            if d:
+                out.append(f"const int64_t i{d} = rest_ % ({shape[d]}); rest_ /= ({shape[d]});")
+            else:
+                out.append("const int64_t i0 = rest_;")
+        out.append(f"for (int64_t i{r - 1} = col0; i{r - 1} < col0 + ncols; i{r - 1}++) {{")
+    out += [f"  {st}" for st in k.epilogue]
+    out.append("}")
+    return out
+
+
+def canonical_source(k: GemmKernel, program: Program) -> str:
+    """The kernel's C with its name and buffer names replaced by position (an autotuning key:
+    same shape, dtype, layout and epilogue give the same text)."""
+    import re
+    text = gemm_kernel(k, program, False).replace(k.name, "K")
+    loads, stores = k.buffers()
+    for j, b in enumerate(stores + loads):
+        text = re.sub(rf"\b{b.name}\b", f"B{j}", text)
+    return re.sub(r"\(GEMM, [\w]+\)", "", text)
+
+
+__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude"]
