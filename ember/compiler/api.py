@@ -521,7 +521,10 @@ class _Frame:
         backend = _STANCE.backend if _STANCE.backend is not None else self.backend
         compiler_fn = self.compiler_fn
         examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
-        fn = compiler_fn(graph, examples)
+        if getattr(compiler_fn, "takes_mode", False):  # the C backend: max-autotune
+            fn = compiler_fn(graph, examples, mode=self.cf.mode if self.cf is not None else None)
+        else:
+            fn = compiler_fn(graph, examples)
         if not callable(fn):
             raise EmberTypeError(f"[ember.compile] backend {backend!r} returned {fn!r}; expected "
                                  f"a callable")

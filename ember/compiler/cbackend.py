@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember.compiler import runtime, toolchain
+from ember.compiler import autotune, runtime, toolchain
 from ember.compiler.codegen_c import PRELUDE, generate
 from ember.compiler.graph import Graph, _resolve
 from ember.compiler.loop_ir import Program, Segment, eval_size
@@ -43,10 +43,12 @@ class CompiledGraph:
 
     _ember_arrays = True
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, mode: str | None = None) -> None:
         self.graph = graph
         self.program: Program = lower(graph, _HELPERS)
         self.program.verify()
+        if mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached on disk
+            autotune.tune_program(self.program, EXTRA_FLAGS)
         self.stats = self.program.stats  # type: ignore[attr-defined]
         self.source = generate(self.program, openmp=OPENMP)
         self.path = None
@@ -153,9 +155,10 @@ def _is_ref(a: Any) -> bool:
     return type(a) is tuple and len(a) >= 2 and a[0] in ("i", "n")
 
 
-def c_backend(graph: Graph, example_inputs: list) -> CompiledGraph:
-    """The ``"c"`` backend: build ``graph`` to C (see the module docstring)."""
-    return CompiledGraph(graph)
+def c_backend(graph: Graph, example_inputs: list, mode: str | None = None) -> CompiledGraph:
+    """The ``"c"`` backend: build ``graph`` to C (see the module docstring); ``mode`` is
+    ``ember.compile``'s (``"max-autotune"`` times GEMM candidates, autotune.py)."""
+    return CompiledGraph(graph, mode)
 
 
 def last_compiled() -> CompiledGraph | None:

@@ -82,8 +82,8 @@ static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_
 }}
 """
 
-_TEMPLATE = r"""
-/* {T} GEMM template, {mr}x{nr} micro-tile (ember/compiler/codegen_gemm.py) */
+_PACK_A = r"""
+/* {T} GEMM template pieces (ember/compiler/codegen_gemm.py): packed A slivers of {mr} rows */
 static void ember_pack_a_{mr}_{s}(const {T} *restrict A, int64_t ars, int64_t acs, int64_t mc,
                                  int64_t kc, {T} *restrict pa) {{
   for (int64_t r0 = 0; r0 < mc; r0 += {mr})
@@ -91,6 +91,8 @@ static void ember_pack_a_{mr}_{s}(const {T} *restrict A, int64_t ars, int64_t ac
       for (int64_t ii = 0; ii < {mr}; ii++)
         *pa++ = r0 + ii < mc ? A[(r0 + ii) * ars + p * acs] : ({T})0;
 }}
+"""
+_PACK_B = r"""
 static void ember_pack_b_{nr}_{s}(const {T} *restrict B, int64_t brs, int64_t bcs, int64_t kc,
                                  int64_t nc, {T} *restrict pb) {{
   for (int64_t c0 = 0; c0 < nc; c0 += {nr})
@@ -98,6 +100,8 @@ static void ember_pack_b_{nr}_{s}(const {T} *restrict B, int64_t brs, int64_t bc
       for (int64_t jj = 0; jj < {nr}; jj++)
         *pb++ = c0 + jj < nc ? B[p * brs + (c0 + jj) * bcs] : ({T})0;
 }}
+"""
+_MICRO = r"""
 static inline void ember_micro_{mr}x{nr}_{s}(int64_t kc, const {T} *restrict a,
                                             const {T} *restrict b, {T} out[{mr}][{nr}]) {{
   {T} c[{mr}][{nr}];
@@ -134,10 +138,13 @@ def gemm_prelude(program: Program) -> str:
             if fn is not None:
                 parts.append(f"#define EMBER_BLAS_{s.upper()} 1")
             parts.append(_HELPERS.format(T=t, s=s, S=s.upper(), blasfn=fn or "ember_no_blas"))
-        if k.impl.startswith("tmpl_") and (k.impl, s) not in done:
-            done.add((k.impl, s))
+        if k.impl.startswith("tmpl_"):
             mr, nr = _tile(k.impl)
-            parts.append(_TEMPLATE.format(T=t, s=s, mr=mr, nr=nr))
+            for piece, tag in ((_PACK_A, ("a", mr)), (_PACK_B, ("b", nr)),
+                               (_MICRO, ("micro", mr, nr))):
+                if (tag, s) not in done:
+                    done.add((tag, s))
+                    parts.append(piece.format(T=t, s=s, mr=mr, nr=nr))
     return "\n".join(parts)
 
 

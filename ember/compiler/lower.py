@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from ember.compiler.graph import Graph, Sym, _resolve
-from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
 from ember.compiler.loop_ir import (
     CTYPES,
     Buffer,
@@ -43,6 +42,7 @@ from ember.compiler.loop_ir import (
     contiguous_strides,
     s_mul,
 )
+from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
 from ember.config import config
 
 # pointwise ops without a c_expr in the registry that the C backend still lowers
@@ -53,6 +53,8 @@ _EXTRA_EXPR = {
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
     ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
     ("silu", None): "({0} * ember_sigmoid({0}))",
+    # eager: g * ((x > 0) | isnan(x)): a product with 0 or 1 (-0, NaN for g = inf kept)
+    ("relu_backward", None): "({0} * (({1} > 0 || {1} != {1}) ? ({T})1 : ({T})0))",
 }
 # templates that replace the registry's to match the eager kernel's formula
 _OVERRIDES = {

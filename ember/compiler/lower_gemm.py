@@ -22,8 +22,8 @@ from ember.compiler.loop_ir import (
     CTYPES,
     Buffer,
     Const,
-    Geometry,
     GemmKernel,
+    Geometry,
     Index,
     Kernel,
     Let,
@@ -34,7 +34,6 @@ from ember.compiler.loop_ir import (
     Program,
     Segment,
     Store,
-    contiguous_strides,
     s_mul,
 )
 
@@ -164,27 +163,43 @@ def _bias_epilogue(gk: GemmKernel, n: Any, mats: list, out_shape: tuple) -> None
 
 # ------------------------------------------------------------------------------ epilogue fusion
 def fuse_epilogues(program: Program, graph: Any) -> int:
-    """Merge each pointwise kernel that directly follows a GEMM (same index space, reads the
-    product only element by element) into the GEMM's epilogue; returns how many merged."""
+    """Merge each pointwise kernel that reads a GEMM's product element by element (same index
+    space) into that GEMM's epilogue, when no kernel between the two writes what it reads;
+    returns how many merged."""
     from ember.compiler import lower as L
 
     merged = 0
     outside = _python_visible(program, graph)
     for seg in program.segments():
         j = 0
-        while j + 1 < len(seg.kernels):
-            g, k = seg.kernels[j], seg.kernels[j + 1]
-            if isinstance(g, GemmKernel) and _fusable(g, k):
-                _merge(g, k, merged)
-                del seg.kernels[j + 1]
-                merged += 1
-                _in_place(g, program, outside)
-                L._log("fusion", f"{g.name}: epilogue {' '.join(k.ops)} fused into the GEMM", 3)
+        while j < len(seg.kernels):
+            k = seg.kernels[j]
+            g = _producer(seg.kernels, j) if type(k) is Kernel else None
+            if g is None:
+                j += 1
                 continue
-            j += 1
+            _merge(g, k, merged)
+            del seg.kernels[j]
+            merged += 1
+            _in_place(g, program, outside)
+            L._log("fusion", f"{g.name}: epilogue {' '.join(k.ops)} fused into the GEMM", 3)
     program.stats.kernels -= merged  # type: ignore[attr-defined]
     program.stats.epilogues += merged  # type: ignore[attr-defined]
     return merged
+
+
+def _producer(kernels: list, j: int) -> GemmKernel | None:
+    """The GEMM before ``kernels[j]`` whose epilogue it can join: the nearest one whose product
+    it reads, with nothing in between writing a buffer it loads."""
+    k = kernels[j]
+    reads = set(id(b) for b in k.buffers()[0])
+    for p in range(j - 1, -1, -1):
+        g = kernels[p]
+        if isinstance(g, GemmKernel) and id(g.out) in reads:
+            return g if _fusable(g, k) else None
+        if any(id(b) in reads for b in g.buffers()[1]):
+            return None
+    return None
 
 
 def _fusable(g: GemmKernel, k: Any) -> bool:
@@ -316,4 +331,4 @@ def _python_visible(program: Program, graph: Any) -> set:
     return seen
 
 
-__all__ = ["GEMM_OPS", "contiguous_strides", "fuse_epilogues", "lower_gemm"]
+__all__ = ["GEMM_OPS", "fuse_epilogues", "lower_gemm"]
