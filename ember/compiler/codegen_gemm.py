@@ -18,12 +18,14 @@ finished tile while it is in cache.  The template accumulates in its own order (
 from __future__ import annotations
 
 from ember.compiler import blas
+from ember.ops import _parallel
 from ember.compiler.loop_ir import GemmKernel, Program, numel
 
 # template variants (micro-tile rows x cols) per dtype: autotuning candidates
 TEMPLATES = {"float32": ("tmpl_4x16", "tmpl_6x16", "tmpl_8x8"),
              "float64": ("tmpl_4x8", "tmpl_6x8", "tmpl_4x4")}
 _KC = 256
+MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
 
 _HELPERS = r"""
 /* {T} GEMM through BLAS (ember/compiler/codegen_gemm.py) */
@@ -56,9 +58,9 @@ static const {T} *ember_gemm_layout_{s}(const {T} *X, int64_t R, int64_t C, int6
   return p;
 }}
 #endif
-static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_t ars,
-                          int64_t acs, const {T} *B, int64_t brs, int64_t bcs, {T} *C,
-                          int64_t ldc) {{
+static void ember_gemm1_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_t ars,
+                           int64_t acs, const {T} *B, int64_t brs, int64_t bcs, {T} *C,
+                           int64_t ldc) {{
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {{
     for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < N; j++) C[i * ldc + j] = 0;
@@ -80,6 +82,66 @@ static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_
   ember_gemm_ref_{s}(M, N, K, A, ars, acs, B, brs, bcs, C, ldc);
 #endif
 }}
+/* BLAS runs single-threaded here: large products run as pieces (row or column blocks) on
+   ember_num_threads threads, each one BLAS call, as eager's matmul does (ember/ops/
+   _parallel.py); OpenBLAS's own threads wake per call and synchronise per panel, which costs
+   several times over for small products and on a loaded machine.  Its thread count is
+   restored afterwards (eager code shares it). */
+typedef struct {{
+  int64_t M, N, K, ars, acs, brs, bcs, ldc, step, pieces, rows;
+  const {T} *A, *B;
+  {T} *C;
+  int64_t next;
+}} ember_gemm_job_{s};
+static void *ember_gemm_work_{s}(void *arg) {{
+  ember_gemm_job_{s} *j = (ember_gemm_job_{s} *)arg;
+  for (;;) {{
+    const int64_t p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (p >= j->pieces) return NULL;
+    const int64_t lo = p * j->step, n = (j->rows ? j->M : j->N) - lo;
+    const int64_t len = n < j->step ? n : j->step;
+    if (j->rows)
+      ember_gemm1_{s}(len, j->N, j->K, j->A + lo * j->ars, j->ars, j->acs, j->B, j->brs,
+                      j->bcs, j->C + lo * j->ldc, j->ldc);
+    else
+      ember_gemm1_{s}(j->M, len, j->K, j->A, j->ars, j->acs, j->B + lo * j->bcs, j->brs,
+                      j->bcs, j->C + lo, j->ldc);
+  }}
+}}
+static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_t ars,
+                          int64_t acs, const {T} *B, int64_t brs, int64_t bcs, {T} *C,
+                          int64_t ldc) {{
+  const int threads = ember_num_threads;
+  const int rows = M >= N;
+  const int64_t dim = rows ? M : N;
+  if (threads < 2 || 2.0 * M * N * K < EMBER_GEMM_MIN_FLOPS || dim < 2 * threads) {{
+    if (threads > 1) ember_blas_threads(1);
+    ember_gemm1_{s}(M, N, K, A, ars, acs, B, brs, bcs, C, ldc);
+    if (threads > 1) ember_blas_threads(threads);
+    return;
+  }}
+  int64_t pieces = dim / 128 < 4 * threads ? dim / 128 : 4 * threads;
+  if (pieces < threads) pieces = threads;
+  ember_gemm_job_{s} job = {{M, N, K, ars, acs, brs, bcs, ldc, (dim + pieces - 1) / pieces, 0,
+                            rows, A, B, C, 0}};
+  job.pieces = (dim + job.step - 1) / job.step;
+  pthread_t tid[64];
+  int started = 0;
+  ember_blas_threads(1);
+  for (int t = 1; t < threads && t < 64; t++)
+    if (pthread_create(&tid[started], NULL, ember_gemm_work_{s}, &job) == 0) started++;
+  ember_gemm_work_{s}(&job);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ember_blas_threads(threads);
+}}
+"""
+
+_COMMON = r"""
+#include <pthread.h>
+#include <string.h>
+/* products below this many flops run as one call (eager's _parallel.MATMUL_MIN_FLOPS) */
+#define EMBER_GEMM_MIN_FLOPS {min_flops}
+static void ember_blas_threads(int n) {{ {set_threads} }}
 """
 
 _PACK_A = r"""
@@ -128,7 +190,12 @@ def gemm_prelude(program: Program) -> str:
     if not kernels:
         return ""
     lib = blas.load_blas()
-    parts = ["#include <string.h>", blas.c_declarations(lib)]
+    setter = None if lib is None else lib.set_num_threads
+    parts = [blas.c_declarations(lib)]
+    if setter is not None:
+        parts.append(f"extern void {setter}(int);")
+    parts.append(_COMMON.format(min_flops=MIN_FLOPS, set_threads=f"{setter}(n);" if setter
+                                else "(void)n;"))
     done: set = set()
     for k in kernels:
         t, s = k.out.ctype, _suffix(k)
