@@ -56,7 +56,7 @@ def tune_program(program: Program, extra_flags: tuple = ()) -> None:
 
 def choose(k: GemmKernel, program: Program, extra_flags: tuple = ()) -> str:
     from ember.compiler.lower import _log
-    if FORCE is not None:
+    if FORCE is not None and FORCE in candidates(k):
         return FORCE
     sizes = [k.m, k.n, k.k, *k.batch] + [x for b in _buffers(k) for x in b.shape]
     if any(type(x) is not int for x in sizes):

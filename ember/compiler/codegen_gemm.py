@@ -18,8 +18,8 @@ finished tile while it is in cache.  The template accumulates in its own order (
 from __future__ import annotations
 
 from ember.compiler import blas
-from ember.ops import _parallel
 from ember.compiler.loop_ir import GemmKernel, Program, numel
+from ember.ops import _parallel
 
 # template variants (micro-tile rows x cols) per dtype: autotuning candidates
 TEMPLATES = {"float32": ("tmpl_4x16", "tmpl_6x16", "tmpl_8x8"),
@@ -216,6 +216,7 @@ def gemm_prelude(program: Program) -> str:
             parts.append(_HELPERS.format(T=t, s=s, S=s.upper(), blasfn=fn or "ember_no_blas"))
         if k.impl.startswith("tmpl_"):
             mr, nr = _tile(k.impl)
+            assert nr % (32 // k.out.dtype.np.itemsize) == 0, (k.impl, k.dtype)  # whole vectors
             for piece, tag in ((_PACK_A, ("a", mr)), (_PACK_B, ("b", nr)),
                                (_MICRO, ("micro", mr, nr))):
                 if (tag, s) not in done:

@@ -19,6 +19,7 @@ import pytest
 
 import ember
 from ember.compiler import autotune, cbackend
+from ember.compiler.codegen_gemm import TEMPLATES
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
@@ -277,8 +278,9 @@ def test_max_autotune_choice_is_reused_by_a_new_process(tune_dir):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("impl", ["tmpl_4x16", "tmpl_6x8", "tmpl_4x4"])
-def test_forced_template_equals_eager(tune_dir, monkeypatch, dtype, impl):
+@pytest.mark.parametrize("variant", [0, 1, 2])
+def test_forced_template_equals_eager(tune_dir, monkeypatch, dtype, variant):
+    impl = TEMPLATES[dtype.name][variant]
     monkeypatch.setattr(autotune, "FORCE", impl)
 
     def f(x, w, b, r):
