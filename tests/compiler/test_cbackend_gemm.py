@@ -136,6 +136,13 @@ def test_addmm_alpha_beta_and_linear(dtype):
     no_externs(cg)
 
 
+@pytest.mark.parametrize("m,k,n", [(0, 5, 3), (4, 0, 3), (4, 5, 0)])
+def test_empty_products(m, k, n):
+    a, b = randn(m, k), randn(k, n)
+    got, want, cg = compiled(lambda x, y: (x @ y) + 1, a, b)
+    close(got, want)
+
+
 def test_addmm_beta_zero_ignores_nan():
     c = ember.full((3, 4), float("nan"))
     a, b = randn(3, 5), randn(5, 4)
