@@ -165,6 +165,20 @@ def test_dynamic_sizes_share_one_library():
     assert cbackend.BUILDS[0] == builds
 
 
+def test_dynamic_batched_and_addmm():
+    bmm = ember.compile(lambda x, y: ember.bmm(x, y.transpose(1, 2)) * 2, backend="c",
+                        dynamic=True)
+    addmm = ember.compile(lambda c, x, y: ember.addmm(c, x, y, beta=0.5, alpha=2.0),
+                          backend="c", dynamic=True)
+    for n in (3, 6):
+        x, y = randn(n, 4, 5), randn(n, 7, 5)
+        close(bmm(x, y), ember.bmm(x, y.transpose(1, 2)) * 2)
+        c, a, b = randn(n, 7), randn(n, 5), randn(5, 7)
+        close(addmm(c, a, b), ember.addmm(c, a, b, beta=0.5, alpha=2.0))
+        assert any(type(k).__name__ == "GemmKernel"
+                   for k in cbackend.last_compiled().program.kernels())
+
+
 # ----------------------------------------------------------------------------- fusion
 def test_linear_gelu_is_one_gemm_with_fused_epilogue():
     x, w, b = randn(32, 20), randn(24, 20), randn(24)
