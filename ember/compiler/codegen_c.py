@@ -12,8 +12,8 @@ per segment with the runtime's ABI::
 
 from __future__ import annotations
 
-from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude
-from ember.compiler.loop_ir import GemmKernel, Kernel, Program, RowKernel, Segment
+from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.loop_ir import GemmKernel, Im2colKernel, Kernel, Program, RowKernel, Segment
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -175,6 +175,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return _row_kernel(k, program, openmp)
     if isinstance(k, GemmKernel):
         return gemm_kernel(k, program, openmp)
+    if isinstance(k, Im2colKernel):
+        return im2col_kernel(k)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

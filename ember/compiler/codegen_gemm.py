@@ -18,7 +18,7 @@ finished tile while it is in cache.  The template accumulates in its own order (
 from __future__ import annotations
 
 from ember.compiler import blas
-from ember.compiler.loop_ir import GemmKernel, Program, numel
+from ember.compiler.loop_ir import GemmKernel, Im2colKernel, Program, numel
 from ember.ops import _parallel
 
 # template variants (micro-tile rows x cols) per dtype: autotuning candidates
@@ -359,6 +359,16 @@ def _tile_epilogue(k: GemmKernel) -> list:
     if k.epi_flat:
         out.append("for (int64_t c_ = col0; c_ < col0 + ncols; c_++) {")
         out.append("  const int64_t i = (bflat_ * M_ + row) * N_ + c_;")
+    elif str(shape[-1]) != str(k.n):  # conv: n spans several output dims
+        r = len(shape)
+        out.append("for (int64_t c_ = col0; c_ < col0 + ncols; c_++) {")
+        out.append("  int64_t rest_ = (bflat_ * M_ + row) * N_ + c_;")
+        for dd in range(r - 1, -1, -1):
+            if dd:
+                out.append(f"  const int64_t i{dd} = rest_ % ({shape[dd]}); "
+                           f"rest_ /= ({shape[dd]});")
+            else:
+                out.append("  const int64_t i0 = rest_;")
     else:
         r = len(shape)
         out.append("int64_t rest_ = bflat_ * M_ + row; (void)rest_;")
@@ -373,6 +383,40 @@ def _tile_epilogue(k: GemmKernel) -> list:
     return out
 
 
+def im2col_kernel(k: Im2colKernel) -> str:
+    """The C of an Im2colKernel: loops in ``dst``'s memory order, one store each."""
+    t = k.dst.ctype
+    g = k.geom
+    d = len(k.kernel)
+    lines = [f"/* {' '.join(k.ops)}: im2col */",
+             f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
+             f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{",
+             "  (void)ints; (void)floats;",
+             f"  {t} *restrict d_ = {k.dst.name};"]
+    ind = "  "
+    lines.append(f"{ind}for (int64_t n = 0; n < {g.shape[0]}; n++)")
+    lines.append(f"{ind}for (int64_t c = 0; c < {g.shape[1]}; c++) {{")
+    ind += "  "
+    lines.append(f"{ind}const {t} *restrict x_ = {k.src.name} + {g.offset} + n * "
+                 f"({g.strides[0]}) + c * ({g.strides[1]});")
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t k{j} = 0; k{j} < {k.kernel[j]}; k{j}++)")
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t o{j} = 0; o{j} < {k.out[j]}; o{j}++) {{")
+        ind += "  "
+        lines.append(f"{ind}const int64_t p{j} = o{j} * {k.stride[j]} - {k.pad_lo[j]} + k{j} * "
+                     f"{k.dilation[j]};")
+    inside = " && ".join(f"p{j} >= 0 && p{j} < {g.shape[2 + j]}" for j in range(d))
+    at = " + ".join(f"p{j} * ({g.strides[2 + j]})" for j in range(d))
+    lines.append(f"{ind}*d_++ = ({inside}) ? x_[{at}] : ({t})0;")
+    for _ in range(d):
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def canonical_source(k: GemmKernel, program: Program) -> str:
     """The kernel's C with its name and buffer names replaced by position (an autotuning key:
     same shape, dtype, layout and epilogue give the same text)."""
@@ -385,4 +429,4 @@ def canonical_source(k: GemmKernel, program: Program) -> str:
     return re.sub(r"\(GEMM, [\w]+\)", "", text)
 
 
-__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude"]
+__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude", "im2col_kernel"]

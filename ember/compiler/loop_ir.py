@@ -381,6 +381,34 @@ class GemmKernel:
 
 
 @dataclass(eq=False)
+class Im2colKernel:
+    """Convolution's im2col: ``dst[n, c, k..., o...] = src[n, c, o * stride - pad_lo + k *
+    dilation]`` (0 outside the input), ``dst`` C-contiguous ``(N, C, prod(kernel),
+    prod(out))``, which is ``(N, G, Cg * prod(kernel), prod(out))`` for the GEMM that
+    follows.  Static sizes; ``src`` is read through ``geom`` (a view of its buffer)."""
+
+    name: str
+    src: Buffer
+    geom: Geometry
+    dst: Buffer
+    kernel: tuple
+    stride: tuple
+    pad_lo: tuple
+    dilation: tuple
+    out: tuple
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src], [self.dst]
+
+    def __str__(self) -> str:
+        return (f"kernel {self.name}  // im2col of {self.src.name} {list(self.geom.shape)} "
+                f"(strides {list(self.geom.strides)}): kernel {list(self.kernel)}, stride "
+                f"{list(self.stride)}, padding {list(self.pad_lo)}, dilation "
+                f"{list(self.dilation)} -> {self.dst.name} {list(self.dst.shape)}")
+
+
+@dataclass(eq=False)
 class Segment:
     """One C entry function: its kernels, run in order."""
 
@@ -450,7 +478,7 @@ class Program:
                     _verify_gemm(k, known)
                     known.update(id(b) for b in stores)
                     continue
-                if isinstance(k, RowKernel):
+                if isinstance(k, (RowKernel, Im2colKernel)):
                     if any(id(b) not in known for b in loads) or k.dst.role == "input" \
                             or k.dst in loads:
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
@@ -561,6 +589,6 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "GemmKernel", "Index", "Kernel",
-           "Let", "Load", "Local", "MatOperand", "Op", "Program", "RowKernel", "Segment",
-           "SizeExpr", "Store", "contiguous_strides", "eval_size", "numel"]
+__all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "GemmKernel", "Im2colKernel",
+           "Index", "Kernel", "Let", "Load", "Local", "MatOperand", "Op", "Program", "RowKernel",
+           "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size", "numel"]

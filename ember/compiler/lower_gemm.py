@@ -24,6 +24,7 @@ from ember.compiler.loop_ir import (
     Const,
     GemmKernel,
     Geometry,
+    Im2colKernel,
     Index,
     Kernel,
     Let,
@@ -34,10 +35,11 @@ from ember.compiler.loop_ir import (
     Program,
     Segment,
     Store,
+    contiguous_strides,
     s_mul,
 )
 
-GEMM_OPS = frozenset({"matmul", "addmm", "linear"})
+GEMM_OPS = frozenset({"matmul", "addmm", "linear", "convolution"})
 _FLOATS = ("float32", "float64")
 
 
@@ -59,6 +61,8 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
     if any(m is None for m in mats):
         return "an operand is not in memory"
     name = n.op.name
+    if name == "convolution":
+        return _conv(lw, i, n, mats, out_dt)
     if name == "linear":
         x, w = mats[0], mats[1]
         a, batch, m = _rows_operand(x)
@@ -76,9 +80,7 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
         out_shape = batch + (m, nn)
     lw._close_group()  # operands stored by the segment's earlier kernels
     out = lw._buffer(out_dt, out_shape, "temp")
-    if lw.segment is None:
-        segs = lw.program_segments()
-        lw.segment = Segment("ember_entry" if not segs else f"ember_entry_{segs}")
+    _open_segment(lw)
     kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
     gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name])
     _bias_epilogue(gk, n, mats, out_shape)
@@ -90,6 +92,58 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
     L._log("fusion", f"{kname}: {name} as a GEMM, batch {list(gk.batch)}, m={gk.m} n={nn} "
            f"k={k}", 3)
     return None
+
+
+def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
+    """convolution as eager computes it: im2col into ``(N, G, Cg*K, P)``, then one GEMM per
+    (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
+    from ember.compiler import lower as L
+
+    x, w = mats
+    p = n.params
+    items = list(x.geom.shape) + list(x.geom.strides) + [x.geom.offset] + list(w.geom.shape) \
+        + list(w.geom.strides) + [w.geom.offset]
+    if any(type(v) is not int for v in items) or L._has_sym(p):
+        return "convolution with dynamic sizes or parameters"
+    wshape = tuple(w.geom.shape)
+    if tuple(w.geom.strides[1:]) != contiguous_strides(wshape[1:]):
+        return "convolution weight not contiguous per output channel"
+    out_shape = tuple(L._size(v) for v in n.specs[0][0])
+    nb, c = x.geom.shape[:2]
+    o, g = wshape[0], p["groups"]
+    kern, spatial = wshape[2:], out_shape[2:]
+    kk, pp = 1, 1
+    for v in kern:
+        kk *= v
+    for v in spatial:
+        pp *= v
+    cgk = (c // g) * kk
+    lw._close_group()
+    seg = _open_segment(lw)
+    cols = lw._buffer(dt, (nb, c, kk, pp), "temp")
+    name = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    seg.kernels.append(Im2colKernel(name, x.buf, x.geom, cols, tuple(kern), tuple(p["stride"]),
+                                    tuple(lo for lo, _ in p["padding"]), tuple(p["dilation"]),
+                                    tuple(spatial), ["im2col"]))
+    out = lw._buffer(dt, out_shape, "temp")
+    a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * w.geom.strides[0]), w.geom.strides[0], 1)
+    b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), pp, 1)
+    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk, ["convolution"]))
+    lw.stats.kernels += 2
+    ref = ("n", i, 0)
+    lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), dt)
+    lw.sources[ref] = ("buf", out)
+    L._log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
+           f"{o // g}x{cgk} by {cgk}x{pp})", 3)
+    return None
+
+
+def _open_segment(lw: Any) -> Segment:
+    if lw.segment is None:
+        segs = lw.program_segments()
+        lw.segment = Segment("ember_entry" if not segs else f"ember_entry_{segs}")
+    return lw.segment
 
 
 def _materialize(lw: Any, r: tuple) -> Any:

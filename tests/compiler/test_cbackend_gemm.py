@@ -232,6 +232,56 @@ def test_linear_training_step_grads_equal_eager(dtype, act):
         close(pc.grad, pe.grad, ulps=64)
 
 
+# ----------------------------------------------------------------------------- convolution
+CONVS = [
+    ((2, 4, 9, 8), (6, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
+    ((3, 3, 10), (5, 3, 4), dict(padding=2, dilation=2)),
+    ((1, 2, 6, 7), (3, 2, 3, 2), dict(stride=(2, 1), padding=(1, 0))),
+    ((2, 3, 5, 5), (4, 3, 1, 1), {}),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CONVS)))
+def test_conv_is_im2col_gemm_with_fused_epilogue(dtype, case):
+    shape, wshape, kw = CONVS[case]
+    conv = F.conv1d if len(shape) == 3 else F.conv2d
+    x, w, b = randn(*shape, dtype=dtype), randn(*wshape, dtype=dtype), randn(wshape[0],
+                                                                              dtype=dtype)
+    got, want, cg = compiled(lambda p, q, r: F.relu(conv(p, q, r, **kw)), x, w, b)
+    close(got, want)
+    no_externs(cg)
+    assert cg.stats.epilogues == 1
+    assert [type(k).__name__ for k in cg.program.kernels()] == ["Im2colKernel", "GemmKernel"]
+    # a permuted (channels-last) input is read through its strides
+    xt = randn(*(shape[:1] + shape[2:] + shape[1:2]), dtype=dtype)
+    perm = (0, len(shape) - 1) + tuple(range(1, len(shape) - 1))
+    got, want, cg = compiled(lambda p, q: conv(p.permute(*perm), q, **kw), xt, w)
+    close(got, want)
+    no_externs(cg)
+
+
+def test_conv_training_grads_equal_eager():
+    def make():
+        ember.manual_seed(0)
+        return ember.nn.Sequential(ember.nn.Conv2d(3, 4, 3, padding=1), ember.nn.ReLU(),
+                                   ember.nn.Flatten(), ember.nn.Linear(4 * 6 * 6, 5))
+
+    x, y = randn(2, 3, 6, 6), ember.randint(0, 5, (2,))
+
+    def step(m, x, y):
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        return loss
+
+    me, mc = make(), make()
+    le = step(me, x, y)
+    lc = ember.compile(step, backend="c")(mc, x, y)
+    close(lc, le, ulps=64)
+    for pe, pc in zip(me.parameters(), mc.parameters()):
+        close(pc.grad, pe.grad, ulps=64)
+
+
 def test_integer_matmul_stays_extern():
     a = ember.randint(0, 5, (3, 4))
     got, want, cg = compiled(lambda x: x @ x.t(), a)
@@ -315,4 +365,11 @@ def test_forced_template_equals_eager(tune_dir, monkeypatch, dtype, variant):
     a, bb = randn(3, 20, 33, dtype=dtype), randn(3, 33, 17, dtype=dtype)
     got, want, cg = compiled(lambda p, q: p.transpose(1, 2)[:, :, :20] @ q[:, :20], a, bb,
                              mode="max-autotune")
+    close(got, want, ulps=64)
+    # convolution: the tile epilogue unravels (n, o, h, w) from the GEMM's flat position
+    x, w, b = randn(2, 4, 9, 8, dtype=dtype), randn(6, 2, 3, 3, dtype=dtype), randn(6,
+                                                                                  dtype=dtype)
+    got, want, cg = compiled(lambda p, q, r: F.relu(F.conv2d(p, q, r, padding=1, groups=2)),
+                             x, w, b, mode="max-autotune")
+    assert cg.program.kernels()[1].impl == impl and cg.stats.epilogues == 1
     close(got, want, ulps=64)
