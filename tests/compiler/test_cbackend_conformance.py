@@ -19,6 +19,7 @@ from ember.config import config
 from tests.opinfo import (
     ops_linalg,
     ops_nn_activation,
+    ops_nn_conv,
     ops_pointwise,
     ops_pointwise_logic,
     ops_pointwise_math,
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
 DTYPES = {"float32", "float64", "int64", "bool"}
 OPS = (ops_pointwise.OPINFOS + ops_pointwise_math.OPINFOS + ops_pointwise_logic.OPINFOS
        + ops_nn_activation.OPINFOS + ops_linalg.OPINFOS
+       + [o for o in ops_nn_conv.OPINFOS if "conv" in o.name]
        + [o for o in ops_reduction.OPINFOS if "softmax" in o.name])
 CASES = [(op, d) for op in OPS for d in op.dtypes if d in DTYPES and d not in op.xfail]
 ULPS = 4
