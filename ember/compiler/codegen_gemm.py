@@ -134,6 +134,62 @@ static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_
   for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
   ember_blas_threads(threads);
 }}
+/* nd batch dims (shape bshape; operand element strides as, bs; C contiguous batch-major):
+   entries run in parallel, one single-threaded product each, when there are enough of them
+   and enough work in all (eager's split); else one after another, each split by itself */
+typedef struct {{
+  int64_t nb, nd, M, N, K, ars, acs, brs, bcs;
+  const int64_t *bshape, *as, *bs;
+  const {T} *A, *B;
+  {T} *C;
+  int64_t next;
+}} ember_bgemm_job_{s};
+static void *ember_bgemm_work_{s}(void *arg) {{
+  ember_bgemm_job_{s} *j = (ember_bgemm_job_{s} *)arg;
+  for (;;) {{
+    const int64_t p = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (p >= j->nb) return NULL;
+    int64_t rest = p, ao = 0, bo = 0;
+    for (int64_t d = j->nd - 1; d >= 0; d--) {{
+      const int64_t i = rest % j->bshape[d];
+      rest /= j->bshape[d];
+      ao += i * j->as[d];
+      bo += i * j->bs[d];
+    }}
+    ember_gemm1_{s}(j->M, j->N, j->K, j->A + ao, j->ars, j->acs, j->B + bo, j->brs, j->bcs,
+                    j->C + p * j->M * j->N, j->N);
+  }}
+}}
+static void ember_gemm_batched_{s}(int64_t nd, const int64_t *bshape, const int64_t *as,
+                                  const int64_t *bs, int64_t M, int64_t N, int64_t K,
+                                  const {T} *A, int64_t ars, int64_t acs, const {T} *B,
+                                  int64_t brs, int64_t bcs, {T} *C) {{
+  int64_t nb = 1;
+  for (int64_t d = 0; d < nd; d++) nb *= bshape[d];
+  const int threads = ember_num_threads;
+  ember_bgemm_job_{s} job = {{nb, nd, M, N, K, ars, acs, brs, bcs, bshape, as, bs, A, B, C, 0}};
+  if (threads < 2 || nb < threads || 2.0 * M * N * K * nb < EMBER_GEMM_MIN_FLOPS) {{
+    for (int64_t p = 0; p < nb; p++) {{
+      int64_t rest = p, ao = 0, bo = 0;
+      for (int64_t d = nd - 1; d >= 0; d--) {{
+        const int64_t i = rest % bshape[d];
+        rest /= bshape[d];
+        ao += i * as[d];
+        bo += i * bs[d];
+      }}
+      ember_gemm_{s}(M, N, K, A + ao, ars, acs, B + bo, brs, bcs, C + p * M * N, N);
+    }}
+    return;
+  }}
+  pthread_t tid[64];
+  int started = 0;
+  ember_blas_threads(1);
+  for (int t = 1; t < threads && t < 64; t++)
+    if (pthread_create(&tid[started], NULL, ember_bgemm_work_{s}, &job) == 0) started++;
+  ember_bgemm_work_{s}(&job);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ember_blas_threads(threads);
+}}
 """
 
 _COMMON = r"""
@@ -242,7 +298,18 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
         lines.append(f"  const int64_t {name} = ints[{j}];")
     lines.append("  (void)ints; (void)floats;")
     lines.append(f"  const int64_t M_ = {k.m}, N_ = {k.n}, K_ = {k.k};")
-    if k.impl == "blas":
+    if k.impl == "blas" and k.batch:
+        nd = len(k.batch)
+        lines.append(f"  const int64_t bshape_[{nd}] = {{{', '.join(str(x) for x in k.batch)}}};")
+        lines.append(f"  const int64_t as_[{nd}] = "
+                     f"{{{', '.join(str(x) for x in k.a.batch_strides)}}};")
+        lines.append(f"  const int64_t bs_[{nd}] = "
+                     f"{{{', '.join(str(x) for x in k.b.batch_strides)}}};")
+        lines.append(f"  ember_gemm_batched_{_suffix(k)}({nd}, bshape_, as_, bs_, M_, N_, K_, "
+                     f"{k.a.buf.name} + {k.a.offset}, {k.a.rs}, {k.a.cs}, "
+                     f"{k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, {k.out.name});")
+        lines += _epilogue_pass(k, openmp)
+    elif k.impl == "blas":
         lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
                                   f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
         lines += _epilogue_pass(k, openmp)

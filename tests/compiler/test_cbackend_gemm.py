@@ -118,6 +118,22 @@ def test_bmm_baddbmm_and_broadcast_batches(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_large_batches_split_over_threads(dtype):
+    # enough work for eager's batch split (and the C one): each entry one sgemm/dgemm call
+    a, b = randn(2, 4, 64, 72, dtype=dtype), randn(2, 4, 72, 64, dtype=dtype)
+    before = ember.get_num_threads()
+    for threads in (1, 2):
+        ember.set_num_threads(threads)
+        try:
+            got, want, cg = compiled(lambda x, y: x @ y, a, b)
+        finally:
+            ember.set_num_threads(before)
+        no_externs(cg)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        ember.compiler.reset()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_addmm_alpha_beta_and_linear(dtype):
     a, b = randn(9, 11, dtype=dtype), randn(11, 13, dtype=dtype)
     for c in (randn(9, 13, dtype=dtype), randn(13, dtype=dtype)):
