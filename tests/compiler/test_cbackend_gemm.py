@@ -305,6 +305,22 @@ def test_integer_matmul_stays_extern():
     assert cg.stats.externs == 1
 
 
+def test_golden_gemm_source():
+    from pathlib import Path
+
+    from ember.compiler.codegen_c import generate
+    from ember.compiler.lower import lower
+
+    ember.compile(lambda x, w, b: F.gelu(F.linear(x.t(), w, b)), backend="c")(
+        randn(3, 4), randn(5, 3), randn(5))
+    cg = cbackend.last_compiled()
+    src = generate(lower(cg.graph, cbackend._HELPERS), prelude=False)
+    path = Path(__file__).parent / "golden" / "linear_gelu_gemm.c"
+    if os.environ.get("EMBER_UPDATE_GOLDEN"):
+        path.write_text(src)
+    assert src == path.read_text(), "generated C changed; EMBER_UPDATE_GOLDEN=1 rewrites it"
+
+
 # ----------------------------------------------------------------------------- max-autotune
 def _tune_fn(x, w, b):
     return F.gelu(F.linear(x, w, b))
