@@ -1,5 +1,6 @@
-"""Matrix products in the loop IR: ``matmul``, ``addmm`` and ``linear`` become ``GemmKernel``s
-inside a C segment (ARCHITECTURE.md §5, "Matrix products").
+"""Matrix products in the loop IR: ``matmul``, ``addmm``, ``linear``, ``convolution`` and
+``conv_weight_grad`` become ``GemmKernel``s inside a C segment (ARCHITECTURE.md §5, "Matrix
+products"; convolutions as an ``Im2colKernel`` plus a batched GEMM, as eager computes them).
 
 * ``lower_gemm(lowering, i, node)`` (called from ``Lowering._node``) turns a float32/float64
   product into one ``GemmKernel``: operands are buffers seen through their view geometry
@@ -39,7 +40,7 @@ from ember.compiler.loop_ir import (
     s_mul,
 )
 
-GEMM_OPS = frozenset({"matmul", "addmm", "linear", "convolution"})
+GEMM_OPS = frozenset({"matmul", "addmm", "linear", "convolution", "conv_weight_grad"})
 _FLOATS = ("float32", "float64")
 
 
@@ -61,7 +62,7 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
     if any(m is None for m in mats):
         return "an operand is not in memory"
     name = n.op.name
-    if name == "convolution":
+    if name in ("convolution", "conv_weight_grad"):
         return _conv(lw, i, n, mats, out_dt)
     if name == "linear":
         x, w = mats[0], mats[1]
@@ -99,19 +100,26 @@ def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
     (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
     from ember.compiler import lower as L
 
-    x, w = mats
+    x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
+    grad = n.op.name == "conv_weight_grad"
     items = list(x.geom.shape) + list(x.geom.strides) + [x.geom.offset] + list(w.geom.shape) \
         + list(w.geom.strides) + [w.geom.offset]
     if any(type(v) is not int for v in items) or L._has_sym(p):
-        return "convolution with dynamic sizes or parameters"
-    wshape = tuple(w.geom.shape)
-    if tuple(w.geom.strides[1:]) != contiguous_strides(wshape[1:]):
+        return f"{n.op.name} with dynamic sizes or parameters"
+    wshape = tuple(p["weight_shape"]) if grad else tuple(w.geom.shape)
+    ws, wsh = w.geom.strides, w.geom.shape
+    if grad and any(ws[d] != ws[d + 1] * wsh[d + 1] for d in range(2, len(wsh) - 1)):
+        return "conv_weight_grad: the gradient's spatial dims do not fold into one"
+    if not grad and tuple(ws[1:]) != contiguous_strides(tuple(wsh[1:])):
         return "convolution weight not contiguous per output channel"
     out_shape = tuple(L._size(v) for v in n.specs[0][0])
     nb, c = x.geom.shape[:2]
     o, g = wshape[0], p["groups"]
-    kern, spatial = wshape[2:], out_shape[2:]
+    kern = wshape[2:]
+    spatial = tuple(w.geom.shape[2:]) if grad else out_shape[2:]
+    if grad and nb == 0:
+        return "conv_weight_grad of an empty batch"
     kk, pp = 1, 1
     for v in kern:
         kk *= v
@@ -125,18 +133,46 @@ def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
     seg.kernels.append(Im2colKernel(name, x.buf, x.geom, cols, tuple(kern), tuple(p["stride"]),
                                     tuple(lo for lo, _ in p["padding"]), tuple(p["dilation"]),
                                     tuple(spatial), ["im2col"]))
-    out = lw._buffer(dt, out_shape, "temp")
-    a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * w.geom.strides[0]), w.geom.strides[0], 1)
-    b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), pp, 1)
     kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
-    seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk, ["convolution"]))
-    lw.stats.kernels += 2
+    if grad:
+        # eager: per (sample, group) g[n, g] (Og x P) @ cols[n, g]^T, then a sum over samples
+        prod = lw._buffer(dt, (nb, o * cgk), "temp")
+        a = MatOperand(w.buf, w.geom.offset, (ws[0], (o // g) * ws[1]), ws[1], ws[-1])
+        b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), 1, pp)
+        seg.kernels.append(GemmKernel(kname, a, b, prod, (nb, g), o // g, cgk, pp,
+                                      ["conv_weight_grad"]))
+        out = lw._buffer(dt, out_shape, "temp")
+        seg.kernels.append(_batch_sum(f"kernel{int(kname[6:]) + 1}", prod, out, nb, o * cgk))
+        lw.stats.kernels += 3
+    else:
+        out = lw._buffer(dt, out_shape, "temp")
+        a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * w.geom.strides[0]),
+                       w.geom.strides[0], 1)
+        b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), pp, 1)
+        seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk,
+                                      ["convolution"]))
+        lw.stats.kernels += 2
     ref = ("n", i, 0)
     lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), dt)
     lw.sources[ref] = ("buf", out)
     L._log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
            f"{o // g}x{cgk} by {cgk}x{pp})", 3)
     return None
+
+
+def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kernel:
+    """``dst = src[0] + src[1] + ...`` in that order (NumPy's ``sum(axis=0)`` of a C-order
+    array adds whole rows one after another)."""
+    ct = CTYPES[dst.dtype.np.name]
+    here = Index(0, (("i", 1),))
+    body: list = [Let("t0", ct, Load(src, here))]
+    acc = "t0"
+    for j in range(1, nb):
+        body.append(Let(f"l{j}", ct, Load(src, Index(j * size, (("i", 1),)))))
+        body.append(Let(f"t{j}", ct, Op("add", "({0} + {1})", (Local(acc), Local(f"l{j}")))))
+        acc = f"t{j}"
+    body.append(Store(dst, here, Local(acc)))
+    return Kernel(name, tuple(dst.shape), body, True, ["sum"])
 
 
 def _open_segment(lw: Any) -> Segment:

@@ -293,9 +293,35 @@ def test_conv_training_grads_equal_eager():
     me, mc = make(), make()
     le = step(me, x, y)
     lc = ember.compile(step, backend="c")(mc, x, y)
+    cg = cbackend.last_compiled()
+    assert not any(f.startswith(("convolution", "conv_weight_grad")) for f in cg.stats.fallbacks)
     close(lc, le, ulps=64)
     for pe, pc in zip(me.parameters(), mc.parameters()):
         close(pc.grad, pe.grad, ulps=64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CONVS)))
+def test_conv_weight_grad_in_c_equals_eager(dtype, case):
+    shape, wshape, kw = CONVS[case]
+    conv = F.conv1d if len(shape) == 3 else F.conv2d
+    x, w0 = randn(*shape, dtype=dtype), randn(*wshape, dtype=dtype)
+    gy = randn(*conv(x, w0, **kw).shape, dtype=dtype)  # a dense output gradient
+
+    def fn(p, q, r):
+        y = conv(p, q, **kw)
+        (y * r).sum().backward()
+        return y
+
+    grads = []
+    for use_c in (True, False):
+        w = w0.clone().requires_grad_(True)
+        (ember.compile(fn, backend="c") if use_c else fn)(x, w, gy)
+        grads.append(w.grad)
+        if use_c:
+            cg = cbackend.last_compiled()
+            assert not any(f.startswith("conv_weight_grad") for f in cg.stats.fallbacks)
+    np.testing.assert_array_equal(grads[0].numpy(), grads[1].numpy())
 
 
 def test_integer_matmul_stays_extern():
