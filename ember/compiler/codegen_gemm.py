@@ -452,6 +452,8 @@ def _tile_epilogue(k: GemmKernel) -> list:
 
 def im2col_kernel(k: Im2colKernel) -> str:
     """The C of an Im2colKernel: loops in ``dst``'s memory order, one store each."""
+    if k.col2im:
+        return _col2im_kernel(k)
     t = k.dst.ctype
     g = k.geom
     d = len(k.kernel)
@@ -476,6 +478,44 @@ def im2col_kernel(k: Im2colKernel) -> str:
     inside = " && ".join(f"p{j} >= 0 && p{j} < {g.shape[2 + j]}" for j in range(d))
     at = " + ".join(f"p{j} * ({g.strides[2 + j]})" for j in range(d))
     lines.append(f"{ind}*d_++ = ({inside}) ? x_[{at}] : ({t})0;")
+    for _ in range(d):
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _col2im_kernel(k: Im2colKernel) -> str:
+    t = k.dst.ctype
+    g = k.geom
+    d = len(k.kernel)
+    size = 1
+    for v in g.shape[2:]:
+        size *= v
+    lines = [f"/* {' '.join(k.ops)}: col2im */",
+             f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
+             f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{",
+             "  (void)ints; (void)floats;",
+             f"  const {t} *restrict s_ = {k.src.name};",
+             f"  for (int64_t nc = 0; nc < (int64_t){g.shape[0]} * {g.shape[1]}; nc++) {{",
+             f"    {t} *restrict y_ = {k.dst.name} + nc * {size};",
+             f"    for (int64_t q = 0; q < {size}; q++) y_[q] = 0;"]
+    ind = "    "
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t k{j} = 0; k{j} < {k.kernel[j]}; k{j}++)")
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t o{j} = 0; o{j} < {k.out[j]}; o{j}++) {{")
+        ind += "  "
+        lines.append(f"{ind}const int64_t p{j} = o{j} * {k.stride[j]} - {k.pad_lo[j]} + k{j} * "
+                     f"{k.dilation[j]};")
+    inside = " && ".join(f"p{j} >= 0 && p{j} < {g.shape[2 + j]}" for j in range(d))
+    strides = [1] * d
+    for j in range(d - 2, -1, -1):
+        strides[j] = strides[j + 1] * g.shape[3 + j]
+    at = " + ".join(f"p{j} * {strides[j]}" for j in range(d))
+    lines.append(f"{ind}if ({inside}) y_[{at}] += *s_;")
+    lines.append(f"{ind}s_++;")
     for _ in range(d):
         ind = ind[:-2]
         lines.append(f"{ind}}}")

@@ -397,11 +397,20 @@ class Im2colKernel:
     dilation: tuple
     out: tuple
     ops: list = field(default_factory=list)
+    # the adjoint (col2im, conv_input_grad): ``src`` is the columns, ``dst`` the C-contiguous
+    # image ``geom`` describes; each pixel adds its windows' values in kernel-offset order,
+    # starting from 0, as eager's strided adds do
+    col2im: bool = False
 
     def buffers(self) -> tuple[list, list]:
         return [self.src], [self.dst]
 
     def __str__(self) -> str:
+        if self.col2im:
+            return (f"kernel {self.name}  // col2im of {self.src.name} {list(self.src.shape)} "
+                    f"into {self.dst.name} {list(self.geom.shape)}: kernel "
+                    f"{list(self.kernel)}, stride {list(self.stride)}, padding "
+                    f"{list(self.pad_lo)}, dilation {list(self.dilation)}")
         return (f"kernel {self.name}  // im2col of {self.src.name} {list(self.geom.shape)} "
                 f"(strides {list(self.geom.strides)}): kernel {list(self.kernel)}, stride "
                 f"{list(self.stride)}, padding {list(self.pad_lo)}, dilation "

@@ -1,6 +1,7 @@
-"""Matrix products in the loop IR: ``matmul``, ``addmm``, ``linear``, ``convolution`` and
-``conv_weight_grad`` become ``GemmKernel``s inside a C segment (ARCHITECTURE.md §5, "Matrix
-products"; convolutions as an ``Im2colKernel`` plus a batched GEMM, as eager computes them).
+"""Matrix products in the loop IR: ``matmul``, ``addmm``, ``linear``, ``convolution``,
+``conv_weight_grad`` and ``conv_input_grad`` become ``GemmKernel``s inside a C segment
+(ARCHITECTURE.md §5, "Matrix products"; convolutions add an ``Im2colKernel`` (im2col or
+col2im) around a batched GEMM, as eager computes them).
 
 * ``lower_gemm(lowering, i, node)`` (called from ``Lowering._node``) turns a float32/float64
   product into one ``GemmKernel``: operands are buffers seen through their view geometry
@@ -40,7 +41,8 @@ from ember.compiler.loop_ir import (
     s_mul,
 )
 
-GEMM_OPS = frozenset({"matmul", "addmm", "linear", "convolution", "conv_weight_grad"})
+GEMM_OPS = frozenset({"matmul", "addmm", "linear", "convolution", "conv_weight_grad",
+                      "conv_input_grad"})
 _FLOATS = ("float32", "float64")
 
 
@@ -64,6 +66,8 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
     name = n.op.name
     if name in ("convolution", "conv_weight_grad"):
         return _conv(lw, i, n, mats, out_dt)
+    if name == "conv_input_grad":
+        return _conv_input_grad(lw, i, n, mats, out_dt)
     if name == "linear":
         x, w = mats[0], mats[1]
         a, batch, m = _rows_operand(x)
@@ -157,6 +161,54 @@ def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
     lw.sources[ref] = ("buf", out)
     L._log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
            f"{o // g}x{cgk} by {cgk}x{pp})", 3)
+    return None
+
+
+def _conv_input_grad(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
+    """conv_input_grad as eager computes it: per (sample, group) ``w[g]^T (Cg*K x Og)`` times
+    the output gradient ``(Og x P)`` into columns, then col2im into the input's shape."""
+    from ember.compiler import lower as L
+
+    gy, w = mats
+    p = n.params
+    items = list(gy.geom.shape) + list(gy.geom.strides) + [gy.geom.offset] \
+        + list(w.geom.shape) + list(w.geom.strides) + [w.geom.offset]
+    if any(type(v) is not int for v in items) or L._has_sym(p):
+        return "conv_input_grad with dynamic sizes or parameters"
+    gs, gsh = gy.geom.strides, gy.geom.shape
+    ws, wsh = w.geom.strides, tuple(w.geom.shape)
+    if any(gs[d] != gs[d + 1] * gsh[d + 1] for d in range(2, len(gsh) - 1)):
+        return "conv_input_grad: the gradient's spatial dims do not fold into one"
+    if tuple(ws[1:]) != contiguous_strides(wsh[1:]):
+        return "conv_input_grad: weight not contiguous per output channel"
+    in_shape = tuple(L._size(v) for v in n.specs[0][0])
+    nb, c = in_shape[:2]
+    o, g = wsh[0], p["groups"]
+    kern, spatial = wsh[2:], tuple(gsh[2:])
+    kk, pp = 1, 1
+    for v in kern:
+        kk *= v
+    for v in spatial:
+        pp *= v
+    cgk = (c // g) * kk
+    lw._close_group()
+    seg = _open_segment(lw)
+    cols = lw._buffer(dt, (nb, c, kk, pp), "temp")
+    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * ws[0]), 1, ws[0])
+    b = MatOperand(gy.buf, gy.geom.offset, (gs[0], (o // g) * gs[1]), gs[1], gs[-1])
+    seg.kernels.append(GemmKernel(kname, a, b, cols, (nb, g), cgk, pp, o // g,
+                                  ["conv_input_grad"]))
+    out = lw._buffer(dt, in_shape, "temp")
+    name = f"kernel{int(kname[6:]) + 1}"
+    seg.kernels.append(Im2colKernel(name, cols, Geometry.contiguous(in_shape), out, tuple(kern),
+                                    tuple(p["stride"]), tuple(lo for lo, _ in p["padding"]),
+                                    tuple(p["dilation"]), spatial, ["col2im"], col2im=True))
+    lw.stats.kernels += 2
+    ref = ("n", i, 0)
+    lw.vals[ref] = L._Mat(out, Geometry.contiguous(in_shape), dt)
+    lw.sources[ref] = ("buf", out)
+    L._log("fusion", f"{kname}, {name}: conv_input_grad as GEMM + col2im", 3)
     return None
 
 
