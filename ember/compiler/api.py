@@ -529,7 +529,10 @@ class _Frame:
         if "graphs" in config.logs or config.debug >= 2:
             print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
                   f"{graph.python()}", file=sys.stderr)
-        fn = compiler_fn(graph, examples)
+        if getattr(compiler_fn, "takes_mode", False):  # the C backend: max-autotune
+            fn = compiler_fn(graph, examples, mode=self.cf.mode if self.cf is not None else None)
+        else:
+            fn = compiler_fn(graph, examples)
         if not callable(fn):
             raise EmberTypeError(f"[ember.compile] backend {backend!r} returned {fn!r}; expected "
                                  f"a callable")

@@ -66,11 +66,12 @@ def _eager(graph: Any, example_inputs: list) -> Callable:
 register_backend(_eager, "eager", tags=("debug",))
 
 
-def _c(graph: Any, example_inputs: list) -> Callable:
+def _c(graph: Any, example_inputs: list, mode: str | None = None) -> Callable:
     from ember.compiler.cbackend import c_backend  # the C toolchain loads on first use
-    return c_backend(graph, example_inputs)
+    return c_backend(graph, example_inputs, mode)
 
 
+_c.takes_mode = True  # type: ignore[attr-defined]  # ember.compile passes its mode
 register_backend(_c, "c")
 # the C backend (issue 5) registers "inductor"-like names; until then these run the reference
 register_backend(_eager, "aot_eager", tags=("debug",))

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember.compiler import runtime, toolchain
+from ember.compiler import autotune, runtime, toolchain
 from ember.compiler.codegen_c import PRELUDE, generate
 from ember.compiler.graph import Graph, _resolve
 from ember.compiler.loop_ir import Buffer, Extern, Program, Segment, eval_size
@@ -55,15 +55,17 @@ class CompiledGraph:
 
     _ember_arrays = True
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, mode: str | None = None) -> None:
         self.graph = graph
+        self.mode = mode
         self._program: Program | None = None
         self._source: str | None = None
         self.path = None
         self.prefix = ""
         self.entries: dict = {}
         # EMBER_DEBUG>=3 prints the loop IR and fusion decisions: lower even when warm
-        key = _plan_key(graph) if config.debug < 3 else None
+        # (max-autotune chooses GEMM variants while lowering: never from a run plan)
+        key = _plan_key(graph) if config.debug < 3 and mode not in autotune.MODES else None
         plan = _load_plan(key) if key is not None else None
         if plan is not None:
             self._from_plan(plan)
@@ -83,6 +85,8 @@ class CompiledGraph:
     def _build(self) -> None:
         program = self._program = lower(self.graph, _HELPERS)
         program.verify()
+        if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
+            autotune.tune_program(program, EXTRA_FLAGS)
         self.stats = program.stats  # type: ignore[attr-defined]
         self._source = generate(program, openmp=OPENMP)
         if config.debug >= 3:
@@ -380,9 +384,10 @@ def prebuild(sources: list, **kwargs: Any) -> list:
                                     **kwargs)
 
 
-def c_backend(graph: Graph, example_inputs: list) -> CompiledGraph:
-    """The ``"c"`` backend: build ``graph`` to C (see the module docstring)."""
-    return CompiledGraph(graph)
+def c_backend(graph: Graph, example_inputs: list, mode: str | None = None) -> CompiledGraph:
+    """The ``"c"`` backend: build ``graph`` to C (see the module docstring); ``mode`` is
+    ``ember.compile``'s (``"max-autotune"`` times GEMM candidates, autotune.py)."""
+    return CompiledGraph(graph, mode)
 
 
 def last_compiled() -> CompiledGraph | None:

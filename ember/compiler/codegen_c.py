@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from ember.compiler.loop_ir import Kernel, Program, RowKernel, Segment
+from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.loop_ir import GemmKernel, Im2colKernel, Kernel, Program, RowKernel, Segment
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -107,7 +108,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
     """The C translation unit of ``program`` (its segments' entry functions); without the
     preludes when ``prelude`` is false (golden tests compare only the generated part).
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads."""
-    parts = [C_PRELUDE, PRELUDE] if prelude else []
+    parts = [C_PRELUDE, PRELUDE, gemm_prelude(program)] if prelude else []
     funcs: dict = {}     # canonical text -> [function text, its name, call count]
     calls: dict = {}     # kernel name -> (function it calls, scalar arguments)
     segs = program.segments()
@@ -232,6 +233,10 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
 def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, RowKernel):
         return _row_kernel(k, program, openmp)
+    if isinstance(k, GemmKernel):
+        return gemm_kernel(k, program, openmp)
+    if isinstance(k, Im2colKernel):
+        return im2col_kernel(k)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

@@ -295,6 +295,128 @@ class RowKernel:
         return "\n".join(head)
 
 
+@dataclass(frozen=True)
+class MatOperand:
+    """One GEMM operand: matrix ``b`` of a batch is ``buf[offset + sum(batch_strides * b) +
+    rs * row + cs * col]`` (element strides, SizeExprs; a transposed view just swaps rs/cs)."""
+
+    buf: Buffer
+    offset: SizeExpr
+    batch_strides: tuple
+    rs: SizeExpr
+    cs: SizeExpr
+
+    def __str__(self) -> str:
+        bs = "".join(f" + {s} * b{d}" for d, s in enumerate(self.batch_strides) if s != 0)
+        return f"{self.buf.name}[{self.offset}{bs}; rs={self.rs}, cs={self.cs}]"
+
+
+@dataclass(eq=False)
+class GemmKernel:
+    """``out[b] = a[b] @ b[b]`` (``m x k`` times ``k x n``) for every index ``b`` of ``batch``
+    into the C-contiguous ``out`` (its shape is ``batch + (m, n)`` with ``m`` possibly split
+    into several dims: linear's leading dims), then ``epilogue``: Let/Store statements over
+    ``out``'s index space (loop variables ``i0..``, or one flat ``i`` when
+    ``epi_flat``) that may load ``out`` at the element they store (fused pointwise consumers:
+    bias, activation, residual; they run in place, in one pass, while the output is in cache).
+    ``impl`` is how the product runs: ``"blas"`` (sgemm/dgemm) or a template variant
+    ``"tmpl_<mr>x<nr>"`` (codegen_gemm.py)."""
+
+    name: str
+    a: MatOperand
+    b: MatOperand
+    out: Buffer
+    batch: tuple
+    m: SizeExpr
+    n: SizeExpr
+    k: SizeExpr
+    ops: list = field(default_factory=list)
+    epilogue: list = field(default_factory=list)
+    epi_flat: bool = False
+    impl: str = "blas"
+
+    @property
+    def dtype(self) -> Any:
+        return self.out.dtype
+
+    def epi_ranges(self) -> tuple:
+        return tuple(self.out.shape)
+
+    def epi_vars(self) -> list:
+        return ["i"] if self.epi_flat else [f"i{d}" for d in range(len(self.epi_ranges()))]
+
+    def buffers(self) -> tuple[list, list]:
+        """(loaded buffers, stored buffers); ``out`` counts as stored only."""
+        loads: list = []
+        stores: list = [self.out]
+        for b in (self.a.buf, self.b.buf):
+            if b not in loads:
+                loads.append(b)
+        for st in self.epilogue:
+            for b in _loaded(st.expr):
+                if b not in loads and b is not self.out:
+                    loads.append(b)
+            if isinstance(st, Store) and st.buf not in stores:
+                stores.append(st.buf)
+        return loads, stores
+
+    def __str__(self) -> str:
+        head = f"kernel {self.name}  // {' '.join(self.ops)} (GEMM, {self.impl})"
+        lines = [head]
+        ind = "  "
+        for d, n in enumerate(self.batch):
+            lines.append(f"{ind}for b{d} in 0..{n}:")
+            ind += "  "
+        lines.append(f"{ind}{self.out.name}[b] = {self.a} @ {self.b}  "
+                     f"// m={self.m} n={self.n} k={self.k}")
+        if self.epilogue:
+            lines.append("  epilogue:")
+            ind = "    "
+            rng = [numel(self.epi_ranges())] if self.epi_flat else self.epi_ranges()
+            for v, n in zip(self.epi_vars(), rng):
+                lines.append(f"{ind}for {v} in 0..{n}:")
+                ind += "  "
+            lines.extend(f"{ind}{st}" for st in self.epilogue)
+        return "\n".join(lines)
+
+
+@dataclass(eq=False)
+class Im2colKernel:
+    """Convolution's im2col: ``dst[n, c, k..., o...] = src[n, c, o * stride - pad_lo + k *
+    dilation]`` (0 outside the input), ``dst`` C-contiguous ``(N, C, prod(kernel),
+    prod(out))``, which is ``(N, G, Cg * prod(kernel), prod(out))`` for the GEMM that
+    follows.  Static sizes; ``src`` is read through ``geom`` (a view of its buffer)."""
+
+    name: str
+    src: Buffer
+    geom: Geometry
+    dst: Buffer
+    kernel: tuple
+    stride: tuple
+    pad_lo: tuple
+    dilation: tuple
+    out: tuple
+    ops: list = field(default_factory=list)
+    # the adjoint (col2im, conv_input_grad): ``src`` is the columns, ``dst`` the C-contiguous
+    # image ``geom`` describes; each pixel adds its windows' values in kernel-offset order,
+    # starting from 0, as eager's strided adds do
+    col2im: bool = False
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src], [self.dst]
+
+    def __str__(self) -> str:
+        if self.col2im:
+            return (f"kernel {self.name}  // col2im of {self.src.name} {list(self.src.shape)} "
+                    f"into {self.dst.name} {list(self.geom.shape)}: kernel "
+                    f"{list(self.kernel)}, stride {list(self.stride)}, padding "
+                    f"{list(self.pad_lo)}, dilation {list(self.dilation)}")
+        return (f"kernel {self.name}  // im2col of {self.src.name} {list(self.geom.shape)} "
+                f"(strides {list(self.geom.strides)}): kernel {list(self.kernel)}, stride "
+                f"{list(self.stride)}, padding {list(self.pad_lo)}, dilation "
+                f"{list(self.dilation)} -> {self.dst.name} {list(self.dst.shape)}")
+
+
 @dataclass(eq=False)
 class Segment:
     """One C entry function: its kernels, run in order."""
@@ -361,7 +483,11 @@ class Program:
             for k in step.kernels:
                 defined: set = set()
                 loads, stores = k.buffers()
-                if isinstance(k, RowKernel):
+                if isinstance(k, GemmKernel):
+                    _verify_gemm(k, known)
+                    known.update(id(b) for b in stores)
+                    continue
+                if isinstance(k, (RowKernel, Im2colKernel)):
                     if any(id(b) not in known for b in loads) or k.dst.role == "input" \
                             or k.dst in loads:
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
@@ -391,6 +517,54 @@ class Program:
                                                     f"defined twice")
                         defined.add(st.name)
                 known.update(id(b) for b in stores)
+
+
+def _verify_gemm(k: GemmKernel, known: set) -> None:
+    """Operands are written before the product; ``out`` is a fresh C-contiguous buffer that is
+    not an operand; the epilogue defines locals before use, loads ``out`` only at the element
+    it stores, and uses only its loop variables."""
+    loads, stores = k.buffers()
+    bad = [b.name for b in loads if id(b) not in known]
+    if bad:
+        raise EmberRuntimeError(f"[loop_ir.verify] {k.name} loads {', '.join(bad)} before "
+                                f"they are written")
+    if k.out.role == "input" or k.out in (k.a.buf, k.b.buf) or k.out.strides is not None:
+        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad GEMM output {k.out.name}")
+    here = None
+    defined: set = set()
+    for st in k.epilogue:
+        for name in _locals(st.expr):
+            if name not in defined:
+                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: {name} used before its "
+                                        f"definition")
+        for v, _ in _indices(st):
+            if v not in k.epi_vars():
+                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: unknown loop variable {v}")
+        for idx in _out_loads(st.expr, k.out):
+            if here is None:
+                here = idx
+            if idx != here:
+                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: the epilogue loads "
+                                        f"{k.out.name} at two places ({here} and {idx})")
+        if isinstance(st, Store):
+            if st.buf.role == "input" or st.buf in loads:
+                raise EmberRuntimeError(f"[loop_ir.verify] {k.name} stores {st.buf.name}, "
+                                        f"which is an input or loaded by the kernel")
+            if st.buf is k.out and here is not None and st.index != here:
+                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: in-place epilogue store "
+                                        f"at {st.index}, load at {here}")
+        if isinstance(st, Let):
+            if st.name in defined:
+                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: {st.name} defined twice")
+            defined.add(st.name)
+
+
+def _out_loads(e: Any, buf: Buffer) -> list:
+    if isinstance(e, Load):
+        return [e.index] if e.buf is buf else []
+    if isinstance(e, Op):
+        return [x for a in e.args for x in _out_loads(a, buf)]
+    return []
 
 
 def _loaded(e: Any) -> list:
@@ -424,6 +598,6 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "Index", "Kernel", "Let", "Load",
-           "Local", "Op", "Program", "RowKernel", "Segment", "SizeExpr", "Store",
-           "contiguous_strides", "eval_size", "numel"]
+__all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "GemmKernel", "Im2colKernel",
+           "Index", "Kernel", "Let", "Load", "Local", "MatOperand", "Op", "Program", "RowKernel",
+           "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size", "numel"]

@@ -43,6 +43,7 @@ from ember.compiler.loop_ir import (
     contiguous_strides,
     s_mul,
 )
+from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
 from ember.config import config
 
 # pointwise ops without a c_expr in the registry that the C backend still lowers
@@ -53,6 +54,8 @@ _EXTRA_EXPR = {
                       "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
     ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
     ("silu", None): "({0} * ember_sigmoid({0}))",
+    # eager: g * ((x > 0) | isnan(x)): a product with 0 or 1 (-0, NaN for g = inf kept)
+    ("relu_backward", None): "({0} * (({1} > 0 || {1} != {1}) ? ({T})1 : ({T})0))",
 }
 # templates that replace the registry's to match the eager kernel's formula
 _OVERRIDES = {
@@ -78,6 +81,7 @@ class LowerStats:
     externs: int = 0
     fallbacks: list = field(default_factory=list)   # "op: reason"
     copies: int = 0
+    epilogues: int = 0   # pointwise kernels fused into a GEMM's epilogue (lower_gemm)
 
     @property
     def fallback_count(self) -> int:
@@ -183,6 +187,10 @@ class Lowering:
             if self._view(i, n):
                 return
             reason = "view geometry not computable (dynamic size or copy)"
+        elif n.op.name in GEMM_OPS:
+            reason = lower_gemm(self, i, n)
+            if reason is None:
+                return
         else:
             reason = self._pointwise_reason(n)
             if reason is None:
@@ -692,7 +700,9 @@ def _has_sym(x: Any) -> bool:
 
 def lower(graph: Graph, helpers: frozenset) -> Program:
     """The loop-IR ``Program`` of ``graph`` (with ``.stats`` and ``.sources``)."""
-    return Lowering(graph, helpers).program
+    program = Lowering(graph, helpers).program
+    fuse_epilogues(program, graph)
+    return program
 
 
 resolve_params = _resolve

@@ -1,0 +1,107 @@
+"""The MLP training step compiled with the C backend (issue 5 goal: >= 1.15x torch.compile).
+
+Run: ``python benchmarks/bench_mlp_c.py [--rounds N] [--mode max-autotune] [--threads T]``
+(needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs torch).
+
+MLP 784-512-512-10 (ReLU), batch 256, cross_entropy, backward, AdamW step, zero_grad: four
+copies with the same initial weights (``bench_models.mlp_case``), run as
+
+* ember, the whole step under ``ember.compile(step, backend="c")``;
+* ember eager;
+* torch eager;
+* torch, the whole step under ``torch.compile(step)``.
+
+The four losses are printed side by side over the first steps (they must agree), then rounds
+of 10 steps each are interleaved and the medians printed, with each time over torch.compile's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_models import mlp_case  # noqa: E402
+from common import fmt_time, time_per_call  # noqa: E402
+
+import ember  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    sys.exit("benchmarks need torch (pip install torch==2.13.0)")
+
+
+# (m, k, n) of the step's products: 3 forward, 2 + 2 + 2 backward (input and weight grads)
+GEMMS = [(256, 784, 512), (256, 512, 512), (256, 512, 10), (256, 10, 512), (10, 256, 512),
+         (256, 512, 512), (512, 256, 512), (256, 512, 512), (512, 256, 784)]
+
+
+def gemms_only(rounds: int) -> None:
+    """The step's products alone, NumPy's OpenBLAS vs torch, on the current thread settings."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    ops = [(rng.standard_normal((m, k), dtype=np.float32),
+            rng.standard_normal((k, n), dtype=np.float32)) for m, k, n in GEMMS]
+    tops = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in ops]
+    tn, tt = [], []
+    for _ in range(rounds):
+        tn.append(time_per_call(lambda: [a @ b for a, b in ops], 1))
+        tt.append(time_per_call(lambda: [a @ b for a, b in tops], 1))
+    flops = sum(2 * m * k * n for m, k, n in GEMMS)
+    print(f"the step's {len(GEMMS)} products ({flops / 1e9:.2f} GFLOP): NumPy/OpenBLAS "
+          f"{fmt_time(statistics.median(tn))}, torch {fmt_time(statistics.median(tt))}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--mode", default=None, help="ember.compile mode (e.g. max-autotune)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5, help="steps whose losses are compared")
+    ap.add_argument("--gemms", action="store_true", help="time only the step's products")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    ember.set_num_threads(args.threads)
+    if args.gemms:
+        gemms_only(args.rounds)
+        return
+    cases = [mlp_case() for _ in range(4)]   # same seed: the same weights and batch
+    steps = {
+        "ember c": ember.compile(cases[0].ember_step, backend="c", mode=args.mode),
+        "ember eager": cases[1].ember_step,
+        "torch eager": cases[2].torch_step,
+        "torch.compile": torch.compile(cases[3].torch_step),
+    }
+    print(f"losses over {args.steps} identical steps ({', '.join(steps)}):")
+    worst = 0.0
+    for _ in range(args.steps):
+        losses = [float(f().item()) for f in steps.values()]
+        worst = max(worst, max(losses) - min(losses))
+        print("  " + "  ".join(f"{v:.6f}" for v in losses))
+    print(f"largest spread {worst:.2e}")
+    times: dict = {k: [] for k in steps}
+    for _ in range(2):
+        for f in steps.values():
+            f()
+    for _ in range(args.rounds):
+        for name, f in steps.items():
+            times[name].append(time_per_call(f, args.calls))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ref = med["torch.compile"]
+    print(f"\nMLP 784-512-512-10, batch 256, AdamW step; {args.threads} threads, "
+          f"mode={args.mode}, {args.rounds} rounds x {args.calls} steps, medians")
+    print("| variant | time per step | torch.compile / variant |")
+    print("|---|---|---|")
+    for name, t in med.items():
+        print(f"| {name} | {fmt_time(t)} | {ref / t:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
