@@ -113,6 +113,64 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
     return "\n".join(parts)
 
 
+# -- reductions ---------------------------------------------------------------------------------
+# Independent partial results per lane: gcc vectorizes the lane loop without reassociating
+# anything (no -ffast-math), and the lanes are combined in a fixed order at the end.
+LANES = 16
+
+
+def combine(kind: str, acc: str, v: str, ctype: str) -> str:
+    """C expression folding value ``v`` into accumulator ``acc`` for reduction ``kind``."""
+    floating = ctype in ("float", "double")
+    if kind in ("sum", "nansum"):
+        return f"{acc} + {v}"
+    if kind == "prod":
+        return f"{acc} * {v}"
+    if kind in ("max", "min"):
+        cmp = ">" if kind == "max" else "<"
+        if floating:  # NaN propagates (np.max); `|` keeps it a select gcc if-converts
+            return f"((({v}) {cmp} ({acc})) | (({v}) != ({v}))) ? ({v}) : ({acc})"
+        return f"(({v}) {cmp} ({acc})) ? ({v}) : ({acc})"
+    if kind == "any":
+        return f"{acc} | {v}"
+    if kind == "all":
+        return f"{acc} & {v}"
+    raise AssertionError(kind)
+
+
+def lane_loop(var: str, n: str, body: list, accs: list, ind: str) -> list:
+    """Lines of a loop ``for var in 0..n`` running ``body`` (C lines that may use ``var``) and
+    folding each accumulator ``(name, ctype, kind, init, value)`` over LANES lanes; afterwards
+    ``name`` holds the result (lanes combined in order, then the tail)."""
+    out = [f"{ct} {name};" for name, ct, *_ in accs] + ["{"]
+    for name, ct, _kind, init, _v in accs:
+        out.append(f"{ct} {name}_l[{LANES}];")
+        out.append(f"for (int j_ = 0; j_ < {LANES}; j_++) {name}_l[j_] = {init};")
+    out.append(f"int64_t {var}_b = 0;")
+    if accs:
+        out.append(f"for (; {var}_b + {LANES} <= ({n}); {var}_b += {LANES}) {{")
+        # fully unrolled first, the lane loop would not vectorize (its selects stay scalar)
+        out.append("  _Pragma(\"GCC unroll 1\")")
+        out.append(f"  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
+        out.append(f"    const int64_t {var} = {var}_b + j_;")
+        out.extend("    " + b for b in body)
+        for name, ct, kind, _init, v in accs:
+            out.append(f"    {name}_l[j_] = {combine(kind, f'{name}_l[j_]', v, ct)};")
+        out.append("  }")
+        out.append("}")
+    out.append(f"for (int64_t {var} = {var}_b; {var} < ({n}); {var}++) {{")
+    out.extend("  " + b for b in body)
+    for name, ct, kind, _init, v in accs:
+        out.append(f"  {name}_l[0] = {combine(kind, f'{name}_l[0]', v, ct)};")
+    out.append("}")
+    for name, ct, kind, _init, _v in accs:
+        out.append(f"{name} = {name}_l[0];")
+        out.append(f"for (int j_ = 1; j_ < {LANES}; j_++) "
+                   f"{name} = {combine(kind, name, f'{name}_l[j_]', ct)};")
+    out.append("}")
+    return [ind + x for x in out]
+
+
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     t = k.dst.ctype
     loads, _ = k.buffers()
@@ -145,24 +203,19 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body.append(f"  const {t} *x = y;")
     else:
         body.append(f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
-    body += [
-        f"  {t} m = x[0];",
-        "  for (int64_t c = 1; c < C; c++) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;",
-        "  double s = 0;",
-    ]
+    # the max in lanes (NaN propagates), then exp and the sum: float lanes of double partial
+    # sums (at least as accurate as NumPy's pairwise float sum), vectorized
+    body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", "x[c]")], "  ")
     if k.op == "softmax":
-        body += [
-            f"  for (int64_t c = 0; c < C; c++) {{ const {t} e = exp(x[c] - m); y[c] = e; "
-            f"s += e; }}",
-            f"  const {t} st = ({t})s;",
-            "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;",
-        ]
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
+                          [("s", "double", "sum", "0.0", "(double)e")], "  ")
+        body += [f"  const {t} st = ({t})s;",
+                 "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;"]
     else:
-        body += [
-            "  for (int64_t c = 0; c < C; c++) s += exp(x[c] - m);",
-            f"  const {t} ls = log(({t})s);",
-            "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;",
-        ]
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);"],
+                          [("s", "double", "sum", "0.0", "(double)e")], "  ")
+        body += [f"  const {t} ls = ember_log(({t})s);",
+                 "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;"]
     body.append("}")
     lines.extend("  " + b for b in body)
     lines.append("}")
