@@ -12,7 +12,7 @@ per segment with the runtime's ABI::
 
 from __future__ import annotations
 
-from ember.compiler.loop_ir import Kernel, Program, RowKernel, Segment
+from ember.compiler.loop_ir import Kernel, Program, ReduceKernel, RowKernel, Segment
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -138,37 +138,91 @@ def combine(kind: str, acc: str, v: str, ctype: str) -> str:
     raise AssertionError(kind)
 
 
-def lane_loop(var: str, n: str, body: list, accs: list, ind: str) -> list:
-    """Lines of a loop ``for var in 0..n`` running ``body`` (C lines that may use ``var``) and
-    folding each accumulator ``(name, ctype, kind, init, value)`` over LANES lanes; afterwards
-    ``name`` holds the result (lanes combined in order, then the tail)."""
+def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
+              outer: tuple = ()) -> list:
+    """Lines of a loop ``for var in 0..n`` (inside the plain loops ``outer``: (var, n) pairs)
+    running ``body`` (C lines that may use the loop variables) and folding each accumulator
+    ``(name, ctype, kind, init, value)`` over LANES lanes; afterwards ``name`` holds the
+    result (lanes combined in order)."""
+    if not accs:
+        out, pad = [], ""
+        for v, m in list(outer) + [(var, n)]:
+            out.append(f"{pad}for (int64_t {v} = 0; {v} < ({m}); {v}++) {{")
+            pad += "  "
+        out.extend(pad + b for b in body)
+        for _ in list(outer) + [(var, n)]:
+            pad = pad[:-2]
+            out.append(f"{pad}}}")
+        return [ind + x for x in out]
     out = [f"{ct} {name};" for name, ct, *_ in accs] + ["{"]
     for name, ct, _kind, init, _v in accs:
         out.append(f"{ct} {name}_l[{LANES}];")
         out.append(f"for (int j_ = 0; j_ < {LANES}; j_++) {name}_l[j_] = {init};")
-    out.append(f"int64_t {var}_b = 0;")
-    if accs:
-        out.append(f"for (; {var}_b + {LANES} <= ({n}); {var}_b += {LANES}) {{")
-        # fully unrolled first, the lane loop would not vectorize (its selects stay scalar)
-        out.append("  _Pragma(\"GCC unroll 1\")")
-        out.append(f"  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
-        out.append(f"    const int64_t {var} = {var}_b + j_;")
-        out.extend("    " + b for b in body)
-        for name, ct, kind, _init, v in accs:
-            out.append(f"    {name}_l[j_] = {combine(kind, f'{name}_l[j_]', v, ct)};")
-        out.append("  }")
-        out.append("}")
-    out.append(f"for (int64_t {var} = {var}_b; {var} < ({n}); {var}++) {{")
-    out.extend("  " + b for b in body)
+    pad = ""
+    for v, m in outer:
+        out.append(f"{pad}for (int64_t {v} = 0; {v} < ({m}); {v}++) {{")
+        pad += "  "
+    out.append(f"{pad}int64_t {var}_b = 0;")
+    out.append(f"{pad}for (; {var}_b + {LANES} <= ({n}); {var}_b += {LANES}) {{")
+    # fully unrolled first, the lane loop would not vectorize (its selects stay scalar)
+    out.append(f"{pad}  _Pragma(\"GCC unroll 1\")")
+    out.append(f"{pad}  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
+    out.append(f"{pad}    const int64_t {var} = {var}_b + j_;")
+    out.extend(f"{pad}    " + b for b in body)
     for name, ct, kind, _init, v in accs:
-        out.append(f"  {name}_l[0] = {combine(kind, f'{name}_l[0]', v, ct)};")
-    out.append("}")
+        out.append(f"{pad}    {name}_l[j_] = {combine(kind, f'{name}_l[j_]', v, ct)};")
+    out.append(f"{pad}  }}")
+    out.append(f"{pad}}}")
+    out.append(f"{pad}for (int64_t {var} = {var}_b; {var} < ({n}); {var}++) {{")
+    out.extend(f"{pad}  " + b for b in body)
+    for name, ct, kind, _init, v in accs:
+        out.append(f"{pad}  {name}_l[0] = {combine(kind, f'{name}_l[0]', v, ct)};")
+    out.append(f"{pad}}}")
+    for _ in outer:
+        pad = pad[:-2]
+        out.append(f"{pad}}}")
     for name, ct, kind, _init, _v in accs:
         out.append(f"{name} = {name}_l[0];")
         out.append(f"for (int j_ = 1; j_ < {LANES}; j_++) "
                    f"{name} = {combine(kind, name, f'{name}_l[j_]', ct)};")
     out.append("}")
     return [ind + x for x in out]
+
+
+def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    lines = [f"/* {' '.join(k.ops)} (reduction) */",
+             f"static void {k.name}({', '.join(params)}) {{"]
+    for j, name in enumerate(program.int_names):
+        lines.append(f"  const int64_t {name} = ints[{j}];")
+    lines.append("  (void)ints; (void)floats;")
+    outer = list(zip(k.outer_vars(), k.outer))
+    if k.order:
+        outer = [outer[d] for d in k.order]
+    if openmp and outer:
+        total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
+        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
+                     f"if({total} >= {OMP_MIN_ITERATIONS})")
+    ind = "  "
+    for v, n in outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    inner = list(zip(k.inner_vars(), k.inner))
+    for p in k.passes:
+        accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in p.accums]
+        var, n = inner[-1]
+        lines += lane_loop(var, str(n), [str(st) for st in p.body], accs, ind,
+                           tuple(inner[:-1]))
+        lines.extend(f"{ind}{st}" for st in p.finals)
+    lines.extend(f"{ind}{st}" for st in k.stores)
+    for _ in outer:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
@@ -225,6 +279,8 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
 def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, RowKernel):
         return _row_kernel(k, program, openmp)
+    if isinstance(k, ReduceKernel):
+        return _reduce_kernel(k, program, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

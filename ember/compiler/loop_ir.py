@@ -295,6 +295,135 @@ class RowKernel:
         return "\n".join(head)
 
 
+@dataclass(frozen=True)
+class Accum:
+    """A reduction accumulator: ``value`` (an expression of the pass's locals) folded with
+    ``kind`` (sum, max, min, prod, any, all) in C type ``ctype`` from ``init``; after its
+    pass, the local ``name`` holds the result.  Codegen folds in independent lanes, so the
+    loop vectorizes without reassociating (combined in a fixed order at the end)."""
+
+    name: str
+    kind: str
+    ctype: str
+    init: str
+    value: Expr
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.kind}({self.value})  // {self.ctype} lanes"
+
+
+@dataclass(eq=False)
+class ReducePass:
+    """One sweep over the reduced dims: ``body`` (Lets, and Stores of per-element results)
+    runs per element, ``accums`` fold, then ``finals`` (Lets over the accumulators and earlier
+    finals) run once per kept index."""
+
+    body: list = field(default_factory=list)
+    accums: list = field(default_factory=list)
+    finals: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ReduceKernel:
+    """A reduction nest: kept dims ``outer`` (loop variables ``o0, o1, ..``) outside, one or
+    more ``passes`` over the reduced dims ``inner`` (``r0, r1, ..``) inside, then ``stores``
+    of reduced values (indexed by the ``o`` variables).  Several reductions over the same
+    input and dims share one nest (horizontal fusion); a pass's ``body`` holds the fused
+    pointwise producers; a last pass without accumulators writes per-element results that
+    use the reduced values (layer_norm's normalized output)."""
+
+    name: str
+    outer: tuple
+    inner: tuple
+    passes: list = field(default_factory=list)
+    stores: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    order: tuple = ()   # kept dims from outermost to innermost loop (empty: 0, 1, ..)
+
+    def outer_vars(self) -> list:
+        return [f"o{d}" for d in range(len(self.outer))]
+
+    def inner_vars(self) -> list:
+        return [f"r{d}" for d in range(len(self.inner))]
+
+    def statements(self) -> list:
+        out: list = []
+        for p in self.passes:
+            out += p.body + [a for a in p.accums] + p.finals
+        return out + self.stores
+
+    def buffers(self) -> tuple[list, list]:
+        loads: list = []
+        stores: list = []
+        for st in self.statements():
+            for b in _loaded(st.value if isinstance(st, Accum) else st.expr):
+                if b not in loads:
+                    loads.append(b)
+            if isinstance(st, Store) and st.buf not in stores:
+                stores.append(st.buf)
+        return loads, stores
+
+    def __str__(self) -> str:
+        lines = [f"kernel {self.name}  // {' '.join(self.ops)} (reduction)"]
+        ind = ""
+        outer = list(zip(self.outer_vars(), self.outer))
+        if self.order:
+            outer = [outer[d] for d in self.order]
+        for v, n in outer:
+            lines.append(f"{ind}for {v} in 0..{n}:")
+            ind += "  "
+        for k, p in enumerate(self.passes):
+            rng = ", ".join(f"{v} in 0..{n}" for v, n in zip(self.inner_vars(), self.inner))
+            lines.append(f"{ind}pass {k}: for {rng or '()'}:")
+            lines.extend(f"{ind}  {st}" for st in p.body + p.accums)
+            lines.extend(f"{ind}{st}" for st in p.finals)
+        lines.extend(f"{ind}{st}" for st in self.stores)
+        return "\n".join(lines)
+
+    def verify(self, known: set) -> None:
+        """Locals defined before use (pass bodies are their own scopes, so a producer chain
+        recomputed in each pass may reuse its names); loop variables in range."""
+        outer_defined: set = set()
+        ov, iv = set(self.outer_vars()), set(self.inner_vars())
+        loads, stores = self.buffers()
+        for b in loads:
+            if id(b) not in known:
+                raise EmberRuntimeError(f"[loop_ir.verify] {self.name} loads {b.name} before "
+                                        f"it is written")
+        for b in stores:
+            if b.role == "input" or b in loads:
+                raise EmberRuntimeError(f"[loop_ir.verify] {self.name} stores {b.name}, which "
+                                        f"is an input or loaded by the kernel")
+
+        def check(st: Any, defined: set, vars_: set) -> None:
+            expr = st.value if isinstance(st, Accum) else st.expr
+            for name in _locals(expr):
+                if name not in defined:
+                    raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {name} used "
+                                            f"before its definition")
+            terms = _indices(st) if not isinstance(st, Accum) else _indices(Let("", "", expr))
+            for v, _ in terms:
+                if v not in vars_:
+                    raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: loop variable "
+                                            f"{v} out of scope")
+        for p in self.passes:
+            defined = set(outer_defined)
+            for st in p.body + p.accums:
+                check(st, defined, ov | iv)
+                if isinstance(st, Let):
+                    if st.name in defined:
+                        raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {st.name} "
+                                                f"defined twice")
+                    defined.add(st.name)
+            for a in p.accums:
+                outer_defined.add(a.name)
+            for st in p.finals:
+                check(st, outer_defined, ov)
+                outer_defined.add(st.name)
+        for st in self.stores:
+            check(st, outer_defined, ov)
+
+
 @dataclass(eq=False)
 class Segment:
     """One C entry function: its kernels, run in order."""
@@ -361,6 +490,10 @@ class Program:
             for k in step.kernels:
                 defined: set = set()
                 loads, stores = k.buffers()
+                if isinstance(k, ReduceKernel):
+                    k.verify(known)
+                    known.update(id(b) for b in stores)
+                    continue
                 if isinstance(k, RowKernel):
                     if any(id(b) not in known for b in loads) or k.dst.role == "input" \
                             or k.dst in loads:
@@ -424,6 +557,6 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "Index", "Kernel", "Let", "Load",
-           "Local", "Op", "Program", "RowKernel", "Segment", "SizeExpr", "Store",
-           "contiguous_strides", "eval_size", "numel"]
+__all__ = ["Accum", "Buffer", "CTYPES", "Const", "Extern", "Geometry", "Index", "Kernel", "Let",
+           "Load", "Local", "Op", "Program", "ReduceKernel", "ReducePass", "RowKernel",
+           "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size", "numel"]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.compiler import lower_reduce
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
     CTYPES,
@@ -182,6 +183,10 @@ class Lowering:
             if self._view(i, n):
                 return
             reason = "view geometry not computable (dynamic size or copy)"
+        elif n.op.name in lower_reduce.HANDLED:
+            reason = lower_reduce.lower(self, i, n)
+            if reason is None:
+                return
         else:
             reason = self._pointwise_reason(n)
             if reason is None:
