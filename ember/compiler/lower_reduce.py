@@ -75,6 +75,10 @@ def accumulator(kind: str, dtype: Any, out_dtype: Any) -> tuple[str, str]:
 def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower graph node ``i`` (``n``) into a reduction kernel; None, or why it stays eager."""
     x = n.args[0]
+    state = lw.__dict__.get("reduce_nests", {})
+    dims = n.params.get("dims")
+    if not any(key[0] == x and key[-1] == dims for key in state):
+        materialize(lw, [a for a in n.args if _is_ref(a)])
     v = lw.vals.get(x)
     if v is None or not _is_ref(x):
         return "input not lowered"
@@ -173,6 +177,7 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
     lw.segment.kernels.append(kern)
     lw.stats.kernels += 1
     nest = _Nest(kern, prologue, value, dim_vars, ct)
+    lw.__dict__.setdefault("reduce_all", []).append(nest)
     if n.op.name in REDUCTIONS:
         state[key] = nest
     return nest
@@ -183,15 +188,121 @@ def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
     g = lw.group
     if g is None or v.group is not g or g.shape != shape or v.buf is not None:
         return False
-    if x in lw.outputs or not all(allowed(lw.graph.nodes[c]) for c in lw.uses.get(x, ())):
+    from ember.compiler.lower import _size
+
+    def ok(c: int) -> bool:  # a later pointwise consumer of the same shape recomputes it
+        u = lw.graph.nodes[c]
+        return allowed(u) or (u.op.kind == "pointwise" and len(u.specs) == 1 and
+                              tuple(_size(m) for m in u.specs[0][0]) == shape)
+    if x in lw.outputs or not all(ok(c) for c in lw.uses.get(x, ())):
         return False
     for ref, m in g.members.items():
         if ref == x:
             continue
         if m.buf is not None or ref in lw.outputs or any(
-                ("n", c, 0) not in g.members for c in lw.uses.get(ref, ())):
+                ("n", c, 0) not in g.members and not ok(c) for c in lw.uses.get(ref, ())):
             return False
     return True
+
+
+# -- recomputed producers, epilogues ------------------------------------------------------------
+def _rename(e: Any, m: dict) -> Any:
+    if isinstance(e, Local):
+        return Local(m.get(e.name, e.name))
+    if isinstance(e, Op):
+        return Op(e.name, e.template, tuple(_rename(a, m) for a in e.args), e.params)
+    return e
+
+
+def recompute(g: Any, v: Any) -> str:
+    """Re-emit the (absorbed) group that computed ``v`` into group ``g``; ``v``'s local in ``g``.
+    A producer chain fused into a reduction is recomputed by its other consumers rather than
+    stored (it reads the same inputs, which are in cache for a row kernel)."""
+    from ember.compiler.lower import _PendingLoad
+    done = g.__dict__.setdefault("recomputed", {})
+    m = done.get(id(v.group))
+    if m is None:
+        m = done[id(v.group)] = {}
+        for x in v.group.body:
+            if isinstance(x, _PendingLoad):
+                key = (id(x.buf), x.geom)
+                name = g.loads.get(key)
+                if name is None:
+                    name = g.loads[key] = g.local()
+                    g.body.append(_PendingLoad(name, x.buf, x.geom))
+                m[x.name] = name
+            elif isinstance(x, Let):
+                m[x.name] = g.local()
+                g.body.append(Let(m[x.name], x.ctype, _rename(x.expr, m)))
+    return m[v.local]
+
+
+def materialize(lw: Any, refs: list) -> None:
+    """Store the values among ``refs`` that live only in a reduction's prologue (a view or an
+    extern needs them in memory): one pointwise kernel recomputes and stores each."""
+    from ember.compiler.lower import _Group, _Pw
+    for r in refs:
+        v = lw.vals.get(r)
+        if not isinstance(v, _Pw) or v.group is lw.group:
+            continue
+        lw._close_group()
+        g = lw.group = _Group(v.shape)
+        local = recompute(g, v)
+        lw.vals[r] = w = _Pw(g, local, v.shape, v.dtype, v.strides)
+        g.members[r] = w
+        g.ops.append("recompute")
+        lw._close_group()
+
+
+def as_epilogue(lw: Any, g: Any) -> bool:
+    """Append closing group ``g`` to a reduction kernel of this segment as a last pass when it
+    iterates that kernel's input space and reads only what the kernel can see (the inputs it
+    had, or its reduced results, which become registers): ``softmax`` backward's
+    ``g * y - y * sum(g * y)`` is then ONE kernel.  True when it did."""
+    from ember.compiler.lower import _PendingLoad
+    seg = lw.segment
+    if seg is None:
+        return False
+    for nest in reversed(lw.__dict__.get("reduce_all", [])):
+        k = nest.kernel
+        if k not in seg.kernels or k.order:
+            continue
+        shape = tuple(k.outer) + tuple(k.inner)  # the kernel's input space, kept dims first
+        ins = [None] * len(nest.dim_vars)
+        for d, var in enumerate(nest.dim_vars):
+            ins[d] = (k.outer if var[0] == "o" else k.inner)[int(var[1:])]
+        if tuple(ins) != tuple(g.shape) or len(shape) != len(g.shape):
+            continue
+        later = set()
+        for k2 in seg.kernels[seg.kernels.index(k) + 1:]:
+            later.update(id(b) for b in k2.buffers()[1])
+        _, kstores = k.buffers()
+        reduced = {(id(st.buf), st.index): st.expr for st in k.stores}
+        body: list = []
+        ok = True
+        for x in g.body:
+            if isinstance(x, _PendingLoad):
+                idx = _index(x.geom, nest.dim_vars)
+                got = reduced.get((id(x.buf), idx))
+                if got is not None:
+                    body.append(Let(x.name, x.buf.ctype, got))
+                elif id(x.buf) in later or x.buf in kstores:
+                    ok = False
+                    break
+                else:
+                    body.append(Let(x.name, x.buf.ctype, Load(x.buf, idx)))
+            elif type(x) is tuple:
+                v = x[1]
+                body.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0),
+                                                nest.dim_vars), Local(v.local)))
+            else:
+                body.append(x)
+        if not ok:
+            continue
+        k.passes.append(ReducePass(body))
+        k.ops.extend(g.ops)
+        return True
+    return False
 
 
 def _index(geom: Geometry, dim_vars: list) -> Index:

@@ -255,7 +255,11 @@ def test_extern_matmul_in_the_middle():
 
     x, w, b = randn(6, 8), randn(8, 5), randn(5)
     got, want, cg = run_c(f, x, w, b)
-    assert_close(got, want)
+    # h.sum() runs in C (double lanes) and eager sums float32 pairwise: they agree within the
+    # sum's conditioning bound (log2(n) + 2) * eps * sum(|h|); the rest is exact
+    h = (x * 2 + 1).numpy()
+    tol = (np.log2(h.size) + 2) * np.finfo(np.float32).eps * np.abs(h).sum()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0, atol=tol)
     assert cg.stats.fallback_count > 0
     assert any(f.startswith("matmul") or "mm" in f for f in cg.stats.fallbacks)
     assert len(cg.program.segments()) >= 2
