@@ -12,7 +12,15 @@ per segment with the runtime's ABI::
 
 from __future__ import annotations
 
-from ember.compiler.loop_ir import Kernel, Program, ReduceKernel, RowKernel, Segment
+from ember.compiler.loop_ir import (
+    ColumnAccum,
+    Kernel,
+    Program,
+    ReduceKernel,
+    RowKernel,
+    Segment,
+    numel,
+)
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -202,7 +210,16 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     outer = list(zip(k.outer_vars(), k.outer))
     if k.order:
         outer = [outer[d] for d in k.order]
-    if openmp and outer:
+    cols = k.column_accums()
+    scratch: list = []
+    for st in cols:  # one zeroed double scratch per buffer summed over the rows
+        if st.buf not in scratch:
+            scratch.append(st.buf)
+    for b in scratch:
+        lines.append(f"  const int64_t n_{b.name} = {numel(b.shape)};")
+        lines.append(f"  double *acc_{b.name} = (double *)calloc(n_{b.name} ? n_{b.name} : 1, "
+                     f"sizeof(double));")
+    if openmp and outer and not cols:  # (column sums are sequential over the rows)
         total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
         lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
                      f"if({total} >= {OMP_MIN_ITERATIONS})")
@@ -214,13 +231,18 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     for p in k.passes:
         accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in p.accums]
         var, n = inner[-1]
-        lines += lane_loop(var, str(n), [str(st) for st in p.body], accs, ind,
-                           tuple(inner[:-1]))
+        body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
+                if isinstance(st, ColumnAccum) else str(st) for st in p.body]
+        lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]))
         lines.extend(f"{ind}{st}" for st in p.finals)
     lines.extend(f"{ind}{st}" for st in k.stores)
     for _ in outer:
         ind = ind[:-2]
         lines.append(f"{ind}}}")
+    for b in scratch:
+        lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {b.name}[i] = "
+                     f"({b.ctype})acc_{b.name}[i];")
+        lines.append(f"  free(acc_{b.name});")
     lines.append("}")
     return "\n".join(lines) + "\n"
 

@@ -312,6 +312,21 @@ class Accum:
         return f"{self.name} = {self.kind}({self.value})  // {self.ctype} lanes"
 
 
+@dataclass(frozen=True)
+class ColumnAccum:
+    """``buf[index] += value`` across the kernel's kept (outer) loop: a reduction over the
+    rows of a row kernel (layer_norm backward's weight and bias gradients).  ``index`` uses
+    the reduced (``r``) variables; the sums run in a zeroed double scratch of ``buf``'s size
+    and are rounded into ``buf`` once, after the last row."""
+
+    buf: Buffer
+    index: Index
+    expr: Expr
+
+    def __str__(self) -> str:
+        return f"{self.buf.name}[{self.index}] += {self.expr};  // double scratch, all rows"
+
+
 @dataclass(eq=False)
 class ReducePass:
     """One sweep over the reduced dims: ``body`` (Lets, and Stores of per-element results)
@@ -359,9 +374,12 @@ class ReduceKernel:
             for b in _loaded(st.value if isinstance(st, Accum) else st.expr):
                 if b not in loads:
                     loads.append(b)
-            if isinstance(st, Store) and st.buf not in stores:
+            if isinstance(st, (Store, ColumnAccum)) and st.buf not in stores:
                 stores.append(st.buf)
         return loads, stores
+
+    def column_accums(self) -> list:
+        return [st for p in self.passes for st in p.body if isinstance(st, ColumnAccum)]
 
     def __str__(self) -> str:
         lines = [f"kernel {self.name}  // {' '.join(self.ops)} (reduction)"]
@@ -401,7 +419,10 @@ class ReduceKernel:
                 if name not in defined:
                     raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {name} used "
                                             f"before its definition")
-            terms = _indices(st) if not isinstance(st, Accum) else _indices(Let("", "", expr))
+            terms = _indices(Let("", "", expr)) if isinstance(st, (Accum, ColumnAccum)) \
+                else _indices(st)
+            if isinstance(st, ColumnAccum):
+                terms = terms + list(st.index.terms)
             for v, _ in terms:
                 if v not in vars_:
                     raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: loop variable "
@@ -409,7 +430,7 @@ class ReduceKernel:
         for p in self.passes:
             defined = set(outer_defined)
             for st in p.body + p.accums:
-                check(st, defined, ov | iv)
+                check(st, defined, (ov | iv) if not isinstance(st, ColumnAccum) else iv | ov)
                 if isinstance(st, Let):
                     if st.name in defined:
                         raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {st.name} "
@@ -557,6 +578,7 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Accum", "Buffer", "CTYPES", "Const", "Extern", "Geometry", "Index", "Kernel", "Let",
-           "Load", "Local", "Op", "Program", "ReduceKernel", "ReducePass", "RowKernel",
-           "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size", "numel"]
+__all__ = ["Accum", "Buffer", "CTYPES", "ColumnAccum", "Const", "Extern", "Geometry", "Index",
+           "Kernel", "Let", "Load", "Local", "Op", "Program", "ReduceKernel", "ReducePass",
+           "RowKernel", "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size",
+           "numel"]

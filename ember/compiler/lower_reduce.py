@@ -30,6 +30,7 @@ from ember.compiler.loop_ir import (
     CTYPES,
     Accum,
     Buffer,
+    ColumnAccum,
     Geometry,
     Index,
     Let,
@@ -46,7 +47,7 @@ from ember.compiler.loop_ir import (
 
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "nansum", "logsumexp", "var",
                         "std", "any", "all"})
-ROW_OPS = frozenset({"layer_norm", "rms_norm"})
+ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward"})
 HANDLED = REDUCTIONS | ROW_OPS
 _FLOAT = ("float", "double")
 _INT_MIN = {"int64_t": "INT64_MIN", "int32_t": "INT32_MIN", "int16_t": "INT16_MIN",
@@ -88,6 +89,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
             return f"dtype {lw.vals[r].dtype.name} (float16/bfloat16 not lowered yet)"
     if any(s[1].np.name not in CTYPES for s in n.specs):
         return "output dtype not lowered"
+    if n.op.name == "layer_norm_backward":
+        return _norm_backward(lw, i, n)
     if n.op.name in ROW_OPS:
         return _norm(lw, i, n)
     return _reduction(lw, i, n)
@@ -524,6 +527,93 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
         buf = _out(lw, i, j, stat, st, n.specs[j][1])
         nest.kernel.stores.append(Store(buf, sidx, Local(val)))
     nest.kernel.ops.append(name)
+    return None
+
+
+def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
+    """layer_norm_backward (gx, gw, gb) over trailing dims: per row the two sums of the eager
+    formula, then gx; gw and gb are column sums over the rows in the same nest (double
+    scratch).  ONE kernel; the op order of ``_ln_bwd_rows``."""
+    from ember.compiler.lower import _ordered, _Pw
+    dims = n.params.get("dims")
+    gy_ref, x_ref, w_ref, m_ref, r_ref, gm_ref, gr_ref = n.args
+    v = lw.vals[gy_ref]
+    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    nd = len(shape)
+    if type(dims) is not tuple or not dims or dims != tuple(range(nd - len(dims), nd)):
+        return "not over trailing dims"
+    if any(m == 0 for m in shape):
+        return "empty input"
+    norm_shape = shape[nd - len(dims):]
+    stat = tuple(1 if d in dims else shape[d] for d in range(nd))
+    want = {x_ref: shape, w_ref: norm_shape, m_ref: stat, r_ref: stat, gm_ref: stat,
+            gr_ref: stat}
+    close = False
+    for r, sh in want.items():
+        if r is None:
+            continue
+        if not _is_ref(r) or lw._shape(r) != sh:
+            return "operand shapes"
+        rv = lw.vals[r]
+        if not _ordered(rv.strides if isinstance(rv, _Pw) else rv.geom.strides, sh):
+            return "permuted operand"
+        if isinstance(rv, _Pw):
+            lw._store_buffer(r, rv)
+            close = True
+    if close:
+        lw._close_group()
+
+    def allowed(u: Any) -> bool:
+        return u is n
+    nest = _nest(lw, i, n, dims, allowed)
+    if isinstance(nest, str):
+        return nest
+    t, dv = nest.ctype, nest.dim_vars
+    wv = dv[nd - len(dims):]
+
+    def ld(k: int, r: Any, vars_: list) -> str:
+        m = lw.vals[r]
+        return nest.let(k, t, Load(m.buf, _index(m.geom, vars_)))
+
+    def row(k: int) -> tuple:
+        xhat = nest.let(k, t, _op("({0} - {1})", ld(k, x_ref, dv), ld(k, m_ref, dv)))
+        xhat = nest.let(k, t, _op("({0} * {1})", xhat, ld(k, r_ref, dv)))
+        gxh = nest.value if w_ref is None else \
+            nest.let(k, t, _op("({0} * {1})", nest.value, ld(k, w_ref, wv)))
+        return xhat, gxh
+    xhat, gxh = row(0)
+    a1 = nest.accum(0, "sum", "double", "0", _op("((double)({0}))", gxh))
+    prod = nest.let(0, t, _op("({0} * {1})", gxh, xhat))
+    a2 = nest.accum(0, "sum", "double", "0", _op("((double)({0}))", prod))
+    count = numel(norm_shape)
+
+    def fin(tmpl: str, *args: Any) -> str:
+        return nest.final(0, t, _op(tmpl, *args))
+    inv = nest.final(0, t, Op("reduce", f"(({t})(1.0 / (double)({count})))", ()))
+    rs = nest.final(0, t, Load(lw.vals[r_ref].buf, _index(lw.vals[r_ref].geom, dv)))
+    m1 = fin(f"(({t}){{0}} * {{1}})", a1, inv)
+    m2 = fin(f"(({t}){{0}} * {{1}})", a2, inv)
+    c1 = fin("({0} * {1})", rs, m2)
+    if gr_ref is not None:
+        g = nest.final(0, t, Load(lw.vals[gr_ref].buf, _index(lw.vals[gr_ref].geom, dv)))
+        c1 = fin("({0} + ((({1} * {2}) * {2}) * {3}))", c1, g, rs, inv)
+    c0 = fin("({0} * {1})", rs, m1)
+    if gm_ref is not None:
+        g = nest.final(0, t, Load(lw.vals[gm_ref].buf, _index(lw.vals[gm_ref].geom, dv)))
+        c0 = fin("({0} - ({1} * {2}))", c0, g, inv)
+    xhat, gxh = row(1)
+    gx = nest.let(1, t, _op("(({0} * {1}) - ({2} * {3}))", gxh, rs, xhat, c1))
+    gx = nest.let(1, t, _op("({0} - {1})", gx, c0))
+    contig = contiguous_strides(shape)
+    gxb = _out(lw, i, 0, shape, contig, n.specs[0][1])
+    nest.pass_(1).body.append(Store(gxb, _index(Geometry(shape, contig), dv), Local(gx)))
+    wst = contiguous_strides(norm_shape)
+    widx = _index(Geometry(norm_shape, wst), wv)
+    gyx = nest.let(1, t, _op("({0} * {1})", nest.value, xhat))
+    for j, val in ((1, gyx), (2, nest.value)):
+        buf = _out(lw, i, j, norm_shape, wst, n.specs[j][1])
+        nest.pass_(1).body.append(ColumnAccum(buf, widx, Local(val)))
+    nest.kernel.ops.append(n.op.name)
     return None
 
 

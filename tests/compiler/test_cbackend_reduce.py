@@ -408,3 +408,31 @@ def test_recomputed_producer_needed_by_a_view_is_materialized():
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
     assert cg.stats.externs == 0
     cg.program.verify()
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("shape,norm,affine", [((6, 50), (50,), True), ((2, 3, 40), (40,), False),
+                                               ((3, 4, 5), (4, 5), True)])
+def test_layer_norm_backward_graph_is_one_kernel(shape, norm, affine, dtype):
+    rng = np.random.default_rng(0)
+    npdt = np.float32 if dtype == ember.float32 else np.float64
+    x0, g0 = (rng.standard_normal(shape).astype(npdt) for _ in range(2))
+    w0, b0 = (rng.standard_normal(norm).astype(npdt) for _ in range(2))
+
+    def f(x, w, b):
+        return F.layer_norm(x, norm, w, b)
+
+    grads = []
+    for fn in (ember.compile(f, backend="c"), f):
+        x = ember.tensor(x0, requires_grad=True)
+        w = ember.tensor(w0, requires_grad=affine)
+        b = ember.tensor(b0, requires_grad=affine)
+        fn(x, w if affine else None, b if affine else None).backward(ember.tensor(g0))
+        grads.append([t.grad.numpy() for t in ((x, w, b) if affine else (x,))])
+    cg = cbackend.last_compiled()
+    assert [n.op.name for n in cg.graph.nodes] == ["layer_norm_backward"]
+    assert cg.stats.kernels == 1 and cg.stats.externs == 0
+    tol = 1e-5 if dtype == ember.float32 else 1e-12
+    for g, w in zip(*grads):
+        # column sums over rows: eager sums float32 per row block, C in double
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * shape[0])
