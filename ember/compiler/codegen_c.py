@@ -13,6 +13,7 @@ per segment with the runtime's ABI::
 from __future__ import annotations
 
 from ember.compiler.loop_ir import (
+    Check,
     ColumnAccum,
     Kernel,
     Program,
@@ -203,7 +204,7 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     lines = [f"/* {' '.join(k.ops)} (reduction) */",
-             f"static void {k.name}({', '.join(params)}) {{"]
+             f"static int {k.name}({', '.join(params)}) {{", "  int err_ = 0;"]
     for j, name in enumerate(program.int_names):
         lines.append(f"  const int64_t {name} = ints[{j}];")
     lines.append("  (void)ints; (void)floats;")
@@ -222,7 +223,7 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     if openmp and outer and not cols:  # (column sums are sequential over the rows)
         total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
         lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                     f"if({total} >= {OMP_MIN_ITERATIONS})")
+                     f"if({total} >= {OMP_MIN_ITERATIONS}) reduction(|:err_)")
     ind = "  "
     for v, n in outer:
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
@@ -234,15 +235,21 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
                 if isinstance(st, ColumnAccum) else str(st) for st in p.body]
         lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]))
-        lines.extend(f"{ind}{st}" for st in p.finals)
-    lines.extend(f"{ind}{st}" for st in k.stores)
+        lines.extend(f"{ind}err_ |= ({st.expr}) != 0;" if isinstance(st, Check) else
+                     f"{ind}{st}" for st in p.finals)
+    lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
+                 if isinstance(st, ColumnAccum) else f"{ind}{st}" for st in k.stores)
     for _ in outer:
         ind = ind[:-2]
         lines.append(f"{ind}}}")
+    finals = {id(st.buf): st.final for st in cols if st.final}
     for b in scratch:
+        val = finals.get(id(b), "{0}").format(f"acc_{b.name}[i]")
         lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {b.name}[i] = "
-                     f"({b.ctype})acc_{b.name}[i];")
+                     f"({b.ctype})({val});")
+    for b in scratch:
         lines.append(f"  free(acc_{b.name});")
+    lines.append("  return err_;")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -336,7 +343,11 @@ def _entry(seg: Segment) -> str:
         loads, stores = k.buffers()
         args = [f"({b.ctype} *)bufs[{index[id(b)]}]" for b in stores]
         args += [f"(const {b.ctype} *)bufs[{index[id(b)]}]" for b in loads]
-        lines.append(f"  {k.name}({', '.join(args + ['ints', 'floats'])});")
+        call = f"{k.name}({', '.join(args + ['ints', 'floats'])})"
+        if isinstance(k, ReduceKernel) and k.has_checks():
+            lines.append(f"  if ({call}) return 1;  /* invalid input: eager raises */")
+        else:
+            lines.append(f"  {call};")
     lines.append("  return 0;")
     lines.append("}")
     return "\n".join(lines) + "\n"

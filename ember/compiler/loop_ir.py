@@ -322,9 +322,22 @@ class ColumnAccum:
     buf: Buffer
     index: Index
     expr: Expr
+    final: str = ""     # C template of the stored value from the double sum ``{0}``
 
     def __str__(self) -> str:
         return f"{self.buf.name}[{self.index}] += {self.expr};  // double scratch, all rows"
+
+
+@dataclass(frozen=True)
+class Check:
+    """An input check at the kept (outer) level: when ``expr`` is true the kernel reports an
+    error and the driver reruns the graph eagerly, which raises eager's exact error (a target
+    class index out of range)."""
+
+    expr: Expr
+
+    def __str__(self) -> str:
+        return f"check not ({self.expr})"
 
 
 @dataclass(eq=False)
@@ -379,7 +392,11 @@ class ReduceKernel:
         return loads, stores
 
     def column_accums(self) -> list:
-        return [st for p in self.passes for st in p.body if isinstance(st, ColumnAccum)]
+        return [st for p in self.passes for st in p.body if isinstance(st, ColumnAccum)] + [
+            st for st in self.stores if isinstance(st, ColumnAccum)]
+
+    def has_checks(self) -> bool:
+        return any(isinstance(st, Check) for p in self.passes for st in p.finals)
 
     def __str__(self) -> str:
         lines = [f"kernel {self.name}  // {' '.join(self.ops)} (reduction)"]
@@ -440,7 +457,8 @@ class ReduceKernel:
                 outer_defined.add(a.name)
             for st in p.finals:
                 check(st, outer_defined, ov)
-                outer_defined.add(st.name)
+                if isinstance(st, Let):
+                    outer_defined.add(st.name)
         for st in self.stores:
             check(st, outer_defined, ov)
 
@@ -578,7 +596,8 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Accum", "Buffer", "CTYPES", "ColumnAccum", "Const", "Extern", "Geometry", "Index",
+__all__ = ["Accum", "Buffer", "CTYPES", "Check", "ColumnAccum", "Const", "Extern", "Geometry",
+           "Index",
            "Kernel", "Let", "Load", "Local", "Op", "Program", "ReduceKernel", "ReducePass",
            "RowKernel", "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size",
            "numel"]

@@ -30,6 +30,7 @@ from ember.compiler.loop_ir import (
     CTYPES,
     Accum,
     Buffer,
+    Check,
     ColumnAccum,
     Geometry,
     Index,
@@ -47,7 +48,7 @@ from ember.compiler.loop_ir import (
 
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "nansum", "logsumexp", "var",
                         "std", "any", "all"})
-ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward"})
+ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward", "cross_entropy"})
 HANDLED = REDUCTIONS | ROW_OPS
 _FLOAT = ("float", "double")
 _INT_MIN = {"int64_t": "INT64_MIN", "int32_t": "INT32_MIN", "int16_t": "INT16_MIN",
@@ -84,6 +85,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     if v is None or not _is_ref(x):
         return "input not lowered"
     for r in [a for a in n.args if _is_ref(a)]:
+        if n.op.name == "cross_entropy" and r == n.args[1]:
+            continue  # the int64 targets
         if lw.vals[r].dtype.np.name not in ("float32", "float64") and (
                 n.op.name in ROW_OPS or lw.vals[r].dtype.np.name not in CTYPES):
             return f"dtype {lw.vals[r].dtype.name} (float16/bfloat16 not lowered yet)"
@@ -91,6 +94,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         return "output dtype not lowered"
     if n.op.name == "layer_norm_backward":
         return _norm_backward(lw, i, n)
+    if n.op.name == "cross_entropy":
+        return _cross_entropy(lw, i, n)
     if n.op.name in ROW_OPS:
         return _norm(lw, i, n)
     return _reduction(lw, i, n)
@@ -613,6 +618,88 @@ def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
     for j, val in ((1, gyx), (2, nest.value)):
         buf = _out(lw, i, j, norm_shape, wst, n.specs[j][1])
         nest.pass_(1).body.append(ColumnAccum(buf, widx, Local(val)))
+    nest.kernel.ops.append(n.op.name)
+    return None
+
+
+def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
+    """cross_entropy of (N, C) (or (C,)) float logits with int64 class targets, no class
+    weights: per row the max and sum of exp (log_softmax), the picked target, label smoothing
+    from the row sum; 'sum'/'mean' add the rows in a double scratch (mean divides by the
+    number of targets that are not ``ignore_index``).  ONE kernel.  A target out of range
+    makes the kernel fail and the graph rerun eagerly, which raises eager's error."""
+    from ember.compiler.lower import _ordered, _Pw
+    x_ref, t_ref, w_ref = n.args
+    p = n.params
+    red, ign, eps = p.get("reduction"), p.get("ignore_index"), p.get("label_smoothing")
+    if w_ref is not None:
+        return "class weights (not lowered)"
+    if red not in ("none", "sum", "mean") or type(ign) is not int or type(eps) not in (
+            int, float):
+        return "symbolic parameters"
+    v = lw.vals[x_ref]
+    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    if len(shape) not in (1, 2) or any(m == 0 for m in shape):
+        return "class dim not last, or empty"
+    if not _is_ref(t_ref) or lw.vals[t_ref].dtype.np.name != "int64":
+        return "targets are not int64 class indices"
+    tv = lw.vals[t_ref]
+    if isinstance(tv, _Pw):
+        lw._store_buffer(t_ref, tv)
+        lw._close_group()
+        tv = lw.vals[t_ref]
+    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    if not _ordered(strides, shape):
+        return "permuted logits"
+    dims = (len(shape) - 1,)
+
+    # the logits stay in memory (the picked one is gathered): producers are not fused
+    nest = _nest(lw, i, n, dims, lambda u: False)
+    if isinstance(nest, str):
+        return nest
+    x = lw.vals[x_ref]
+    t, n_cls = nest.ctype, shape[-1]
+    m = nest.accum(0, "max", t, "-INFINITY", Local(nest.value))
+    sx = nest.accum(0, "sum", "double", "0", _op("((double)({0}))", nest.value)) if eps else ""
+    m = nest.final(0, t, _op(f"(isfinite({{0}}) ? {{0}} : ({t})0)", m))
+    e = nest.let(1, t, _op("ember_exp({0} - {1})", nest.value, m))
+    s = nest.accum(1, "sum", "double", "0", _op("((double)({0}))", e))
+    ls = nest.final(1, t, _op(f"ember_log(({t})({{0}}))", s))
+    tidx = _index(Geometry(tv.geom.shape, tv.geom.strides, tv.geom.offset), nest.dim_vars[:-1])
+    tgt = nest.final(1, "int64_t", Load(tv.buf, tidx))
+    nest.pass_(1).finals.append(Check(_op(
+        f"(({{0}} < 0) | ({{0}} >= {n_cls})) & ({{0}} != {ign})", tgt)))
+    valid = nest.final(1, "bool", _op(f"({{0}} != {ign})", tgt))
+    safe = nest.final(1, "int64_t", _op("({1} ? {0} : 0)", tgt, valid))
+    row = Index(x.geom.offset, tuple(
+        (var, st) for var, st, m in zip(nest.dim_vars[:-1], x.geom.strides[:-1],
+                                        x.geom.shape[:-1]) if st != 0 and m != 1))
+    stride = x.geom.strides[-1]
+    xt = nest.final(1, t, _op(f"{x.buf.name}[{row} + ({{0}}) * {stride}]", safe))
+    logp = nest.final(1, t, _op("(({0} - {1}) - {2})", xt, m, ls))
+    loss = nest.final(1, t, _op(f"(({t})({{1}} ? -{{0}} : ({t})0) * ({t}){1.0 - eps!r})",
+                                logp, valid))
+    if eps:
+        # sum_c logp_c = sum_c x_c - C (m + log(sum)), in double
+        smooth = nest.final(1, t, _op(f"(({t})({{0}} - (double)({n_cls}) * ((double){{1}} + "
+                                      f"(double){{2}})))", sx, m, ls))
+        loss = nest.final(1, t, _op(f"({{0}} + ({{1}} ? -{{2}} : ({t})0) * "
+                                    f"({t}){eps / n_cls!r})", loss, valid, smooth))
+    out_shape = tuple(shape[:-1]) if red == "none" else ()
+    buf = _out(lw, i, 0, out_shape, contiguous_strides(out_shape), n.specs[0][1])
+    if red == "none":
+        st = contiguous_strides(out_shape)
+        nest.kernel.stores.append(Store(buf, Index(0, tuple(
+            (f"o{d}", st[d]) for d in range(len(out_shape)) if out_shape[d] != 1)),
+            Local(loss)))
+    else:
+        final = ""
+        if red == "mean":
+            cnt = lw._buffer(n.specs[0][1], (), "temp")
+            nest.kernel.stores.append(ColumnAccum(cnt, Index(0, ()),
+                                                  _op("((double){0})", valid)))
+            final = f"(({t})({{0}}) / ({t})acc_{cnt.name}[0])"
+        nest.kernel.stores.append(ColumnAccum(buf, Index(0, ()), Local(loss), final))
     nest.kernel.ops.append(n.op.name)
     return None
 

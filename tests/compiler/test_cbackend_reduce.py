@@ -436,3 +436,51 @@ def test_layer_norm_backward_graph_is_one_kernel(shape, norm, affine, dtype):
     for g, w in zip(*grads):
         # column sums over rows: eager sums float32 per row block, C in double
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * shape[0])
+
+
+# ----------------------------------------------------------------------------- cross_entropy
+@pytest.mark.parametrize("shape", [(6, 50), (50,), (32, 1000)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing,ignore", [(0.0, -100), (0.1, 2)])
+def test_cross_entropy_forward_is_one_kernel(shape, reduction, smoothing, ignore):
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal(shape, dtype=np.float32) * 3)
+    t = ember.tensor(rng.integers(0, shape[-1], shape[:-1]).astype(np.int64))
+    if len(shape) == 2 and ignore >= 0:
+        t[1] = ignore
+
+    def f(x, t):
+        return F.cross_entropy(x, t, reduction=reduction, label_smoothing=smoothing,
+                               ignore_index=ignore)
+
+    got, want, cg = run_c(f, x, t)
+    assert_meta(got, want)
+    assert cg.stats.kernels == 1 and cg.stats.externs == 0
+    # per-row log-sum-exp: a few ulps of the row's scale; sums over rows as for sum()
+    lse = np.abs(x.numpy()).max(-1) + np.log(shape[-1])
+    scale = np.sum(lse) if reduction != "none" else lse
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=0,
+                               atol=(np.log2(x.numel()) + 8) * 1.2e-7 * np.max(scale))
+
+
+def test_cross_entropy_bad_target_raises_eagers_error():
+    def f(x, t):
+        return F.cross_entropy(x, t)
+
+    x, t = randn(4, 5), ember.tensor(np.array([0, 7, 1, 2]))
+    with pytest.raises(Exception) as want:
+        f(x, t)
+    with pytest.raises(type(want.value), match="out of bounds"):
+        ember.compile(f, backend="c")(x, t)
+    good = ember.tensor(np.array([0, 4, 1, 2]))
+    np.testing.assert_allclose(ember.compile(f, backend="c")(x, good).numpy(),
+                               f(x, good).numpy(), rtol=1e-6)
+
+
+def test_cross_entropy_backward_stays_eager_and_is_logged():
+    x = ember.tensor(np.random.default_rng(0).standard_normal((8, 10), dtype=np.float32),
+                     requires_grad=True)
+    t = ember.tensor(np.arange(8) % 10)
+    ember.compile(lambda x, t: F.cross_entropy(x, t), backend="c")(x, t).backward()
+    cg = cbackend.last_compiled()
+    assert any(f.startswith("cross_entropy_backward") for f in cg.stats.fallbacks)

@@ -1,5 +1,6 @@
 /* layer_norm (reduction) */
-static void kernel0(float *restrict buf0, float *restrict buf1, float *restrict buf2, const float *restrict in0, const float *restrict in1, const float *restrict in2, const int64_t *restrict ints, const double *restrict floats) {
+static int kernel0(float *restrict buf0, float *restrict buf1, float *restrict buf2, const float *restrict in0, const float *restrict in1, const float *restrict in2, const int64_t *restrict ints, const double *restrict floats) {
+  int err_ = 0;
   (void)ints; (void)floats;
   for (int64_t o0 = 0; o0 < 4; o0++) {
     double a0;
@@ -60,6 +61,7 @@ static void kernel0(float *restrict buf0, float *restrict buf1, float *restrict 
     buf1[o0] = f1;
     buf2[o0] = f5;
   }
+  return err_;
 }
 
 EMBER_EXPORT int ember_entry(void **bufs, const int64_t *ints, const double *floats) {

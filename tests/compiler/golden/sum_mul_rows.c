@@ -1,5 +1,6 @@
 /* mul sum (reduction) */
-static void kernel0(float *restrict buf0, const float *restrict in1, const float *restrict in0, const int64_t *restrict ints, const double *restrict floats) {
+static int kernel0(float *restrict buf0, const float *restrict in1, const float *restrict in0, const int64_t *restrict ints, const double *restrict floats) {
+  int err_ = 0;
   (void)ints; (void)floats;
   for (int64_t o0 = 0; o0 < 4; o0++) {
     double a0;
@@ -29,6 +30,7 @@ static void kernel0(float *restrict buf0, const float *restrict in1, const float
     const float f1 = (float)(((float)(a0)));
     buf0[o0] = f1;
   }
+  return err_;
 }
 
 EMBER_EXPORT int ember_entry(void **bufs, const int64_t *ints, const double *floats) {
