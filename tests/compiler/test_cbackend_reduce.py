@@ -484,3 +484,48 @@ def test_cross_entropy_backward_stays_eager_and_is_logged():
     ember.compile(lambda x, t: F.cross_entropy(x, t), backend="c")(x, t).backward()
     cg = cbackend.last_compiled()
     assert any(f.startswith("cross_entropy_backward") for f in cg.stats.fallbacks)
+
+
+# ----------------------------------------------------------------------------- the OpInfo table
+_TABLE = {"sum", "sum_dtype", "mean", "mean_dtype", "nansum", "nanmean", "prod", "prod_dtype",
+          "amax", "amin", "amax_ties", "max_full", "min_full", "var", "std", "std_constant",
+          "var_mean", "std_mean", "logsumexp", "all", "any", "norm"}
+
+
+def _table_cases():
+    from tests.opinfo import ops_reduction
+    return [(op, d) for op in ops_reduction.OPINFOS if op.name in _TABLE for d in op.dtypes
+            if d in ("float32", "float64", "int64", "bool") and d not in op.xfail]
+
+
+@pytest.mark.parametrize("op,dtype", _table_cases(),
+                         ids=[f"{o.name}-{d}" for o, d in _table_cases()])
+def test_reduction_table_equals_eager(op, dtype):
+    """Every sample of the reduction OpInfos: values within 1e-5 (float32) / 1e-12 (float64)
+    relative (double accumulation vs eager's float sums), integers and flags exact, dtypes,
+    shapes and strides equal."""
+    from tests.opinfo.core import to_ember
+    for sample in op.samples(dtype, op.rng(dtype)):
+        try:
+            want = op.fn(ember, *[to_ember(a) for a in sample.args], **sample.kwargs)
+        except Exception:  # noqa: BLE001 - error samples are another test's business
+            continue
+        ember.compiler.reset()
+
+        def fn(*args, _op=op, _s=sample):
+            return _op.fn(ember, *args, **_s.kwargs)
+
+        got = ember.compile(fn, backend="c")(*[to_ember(a) for a in sample.args])
+        for g, w in zip(_t(got), _t(want)):
+            if not isinstance(w, ember.Tensor):
+                continue
+            assert_meta(g, w)
+            a, b = g.numpy(), w.numpy()
+            if a.dtype.kind != "f":
+                np.testing.assert_array_equal(a, b)
+                continue
+            assert np.array_equal(np.isnan(a), np.isnan(b)), repr(sample)
+            rel = 1e-5 if a.dtype == np.float32 else 1e-12
+            fin = ~np.isnan(b)
+            assert np.all((np.abs(a[fin] - b[fin]) <= rel * (1 + np.abs(b[fin])))
+                          | (a[fin] == b[fin])), repr(sample)
