@@ -20,6 +20,7 @@ from ember.compiler.loop_ir import (
     ReduceKernel,
     RowKernel,
     Segment,
+    contiguous_strides,
     numel,
 )
 from ember.compiler.runtime import C_PRELUDE
@@ -198,6 +199,47 @@ def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
     return [ind + x for x in out]
 
 
+def _interchanged_body(k: ReduceKernel) -> list:
+    """Lines of a single-pass kernel with the reduced loops outside and the kept loops inside:
+    each output has its own accumulator in a scratch array (loads at unit stride, vectorized
+    across the outputs; each accumulator still folds in order, so nothing is reassociated)."""
+    p = k.passes[0]
+    outer = list(zip(k.outer_vars(), k.outer))
+    inner = list(zip(k.inner_vars(), k.inner))
+    strides = contiguous_strides(tuple(k.outer))
+    flat = " + ".join(f"{v} * ({s})" if s != 1 else v for (v, _), s in zip(outer, strides)) \
+        or "0"
+    n_out = numel(tuple(k.outer))
+    lines = [f"  const int64_t n_out_ = {n_out};"]
+    for a in p.accums:
+        lines.append(f"  {a.ctype} *{a.name}_o = ({a.ctype} *)malloc((n_out_ ? n_out_ : 1) * "
+                     f"sizeof({a.ctype}));")
+        lines.append(f"  for (int64_t i = 0; i < n_out_; i++) {a.name}_o[i] = {a.init};")
+    ind = "  "
+    for v, n in inner + outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    lines.append(f"{ind}const int64_t oi_ = {flat};")
+    lines.extend(f"{ind}{st}" for st in p.body)
+    for a in p.accums:
+        lines.append(f"{ind}{a.name}_o[oi_] = "
+                     f"{combine(a.kind, f'{a.name}_o[oi_]', str(a.value), a.ctype)};")
+    for _ in inner + outer:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    for v, n in outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    lines.append(f"{ind}const int64_t oi_ = {flat};")
+    lines.extend(f"{ind}const {a.ctype} {a.name} = {a.name}_o[oi_];" for a in p.accums)
+    lines.extend(f"{ind}{st}" for st in p.finals + k.stores)
+    for _ in outer:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.extend(f"  free({a.name}_o);" for a in p.accums)
+    return lines
+
+
 def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
@@ -208,6 +250,8 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     for j, name in enumerate(program.int_names):
         lines.append(f"  const int64_t {name} = ints[{j}];")
     lines.append("  (void)ints; (void)floats;")
+    if k.interchanged():
+        return "\n".join(lines + _interchanged_body(k) + ["  return err_;", "}"]) + "\n"
     outer = list(zip(k.outer_vars(), k.outer))
     if k.order:
         outer = [outer[d] for d in k.order]

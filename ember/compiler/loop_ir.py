@@ -367,6 +367,18 @@ class ReduceKernel:
     stores: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     order: tuple = ()   # kept dims from outermost to innermost loop (empty: 0, 1, ..)
+    # the input's unit-stride dim is kept (x.sum(0) of a C-order matrix): a single-pass kernel
+    # then runs the reduced loops outside and the kept ones inside, into per-output
+    # accumulators (contiguous loads, vectorized across outputs)
+    kept_inner: bool = False
+
+    def interchanged(self) -> bool:
+        """Whether codegen runs the reduced loops outside (see ``kept_inner``)."""
+        if not self.kept_inner or len(self.passes) != 1:
+            return False
+        p = self.passes[0]
+        return bool(p.accums) and all(isinstance(st, Let) for st in p.body + p.finals) and \
+            all(isinstance(st, Store) for st in self.stores)
 
     def outer_vars(self) -> list:
         return [f"o{d}" for d in range(len(self.outer))]
@@ -399,7 +411,8 @@ class ReduceKernel:
         return any(isinstance(st, Check) for p in self.passes for st in p.finals)
 
     def __str__(self) -> str:
-        lines = [f"kernel {self.name}  // {' '.join(self.ops)} (reduction)"]
+        lines = [f"kernel {self.name}  // {' '.join(self.ops)} (reduction"
+                 f"{', reduced loops outside' if self.interchanged() else ''})"]
         ind = ""
         outer = list(zip(self.outer_vars(), self.outer))
         if self.order:

@@ -181,7 +181,8 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
         lw.segment = Segment("ember_entry" if not k else f"ember_entry_{k}")
     inner = tuple(shape[d] for d in dims) or (1,)
     kern = ReduceKernel(f"kernel{sum(len(s.kernels) for s in lw._segments())}",
-                        tuple(shape[d] for d in kept), inner, ops=ops)
+                        tuple(shape[d] for d in kept), inner, ops=ops,
+                        kept_inner=_unit_dim_kept(v, shape, dims))
     lw.segment.kernels.append(kern)
     lw.stats.kernels += 1
     nest = _Nest(kern, prologue, value, dim_vars, ct)
@@ -189,6 +190,20 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
     if n.op.name in REDUCTIONS:
         state[key] = nest
     return nest
+
+
+def _unit_dim_kept(v: Any, shape: tuple, dims: tuple) -> bool:
+    """True when the input's fastest-varying dim (in memory, or the last dim of a fused
+    chain in C order) is kept and something is reduced."""
+    from ember.compiler.lower import _Pw
+    if not dims or len(dims) == len(shape):
+        return False
+    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    live = [d for d in range(len(shape)) if strides[d] != 0 and shape[d] != 1]
+    if not live or any(type(strides[d]) is not int for d in live):
+        return live[-1] not in dims if live else False
+    fastest = min(live, key=lambda d: abs(strides[d]))
+    return fastest not in dims
 
 
 def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:

@@ -529,3 +529,20 @@ def test_reduction_table_equals_eager(op, dtype):
             fin = ~np.isnan(b)
             assert np.all((np.abs(a[fin] - b[fin]) <= rel * (1 + np.abs(b[fin])))
                           | (a[fin] == b[fin])), repr(sample)
+
+
+def test_outer_reductions_run_the_reduced_loop_outside():
+    def f(x):
+        return x.sum(0), x.amax(0), x.t().mean(1)
+
+    x = randn(33, 40)
+    x[3, 5] = float("nan")
+    got, want, cg = run_c(f, x)
+    assert_meta(got, want)
+    ks = cg.program.kernels()
+    assert all(k.interchanged() for k in ks) and "reduced loops outside" in str(ks[0])
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+    _, _, cg = run_c(lambda x: x.sum(1), x)
+    assert not cg.program.kernels()[0].interchanged()
