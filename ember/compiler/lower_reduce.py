@@ -278,54 +278,70 @@ def materialize(lw: Any, refs: list) -> None:
 
 
 def as_epilogue(lw: Any, g: Any) -> bool:
-    """Append closing group ``g`` to a reduction kernel of this segment as a last pass when it
-    iterates that kernel's input space and reads only what the kernel can see (the inputs it
-    had, or its reduced results, which become registers): ``softmax`` backward's
-    ``g * y - y * sum(g * y)`` is then ONE kernel.  True when it did."""
-    from ember.compiler.lower import _PendingLoad
+    """Append closing group ``g`` to a reduction kernel of this segment when it reads only
+    what that kernel can see (what was in memory before it, or its reduced results, which
+    become registers) and iterates either the kernel's input space (a last pass: softmax
+    backward's ``g * y - y * sum(g * y)`` is then ONE kernel) or its reduced space (finals
+    once per kept index: ``sum / n``, ``rstd * mean``).  True when it did."""
     seg = lw.segment
     if seg is None:
         return False
     for nest in reversed(lw.__dict__.get("reduce_all", [])):
         k = nest.kernel
-        if k not in seg.kernels or k.order:
+        if k not in seg.kernels or k.order or k.interchanged():
             continue
-        shape = tuple(k.outer) + tuple(k.inner)  # the kernel's input space, kept dims first
-        ins = [None] * len(nest.dim_vars)
-        for d, var in enumerate(nest.dim_vars):
-            ins[d] = (k.outer if var[0] == "o" else k.inner)[int(var[1:])]
-        if tuple(ins) != tuple(g.shape) or len(shape) != len(g.shape):
+        ins = tuple((k.outer if var[0] == "o" else k.inner)[int(var[1:])]
+                    for var in nest.dim_vars)
+        kept = tuple(1 if var[0] == "r" else m for var, m in zip(nest.dim_vars, ins))
+        if tuple(g.shape) == ins:
+            dim_vars, full = nest.dim_vars, True
+        elif tuple(g.shape) == kept:
+            dim_vars, full = nest.dim_vars, False
+        elif tuple(g.shape) == tuple(k.outer):
+            dim_vars, full = k.outer_vars(), False
+        else:
             continue
-        later = set()
-        for k2 in seg.kernels[seg.kernels.index(k) + 1:]:
-            later.update(id(b) for b in k2.buffers()[1])
-        _, kstores = k.buffers()
-        reduced = {(id(st.buf), st.index): st.expr for st in k.stores}
-        body: list = []
-        ok = True
-        for x in g.body:
-            if isinstance(x, _PendingLoad):
-                idx = _index(x.geom, nest.dim_vars)
-                got = reduced.get((id(x.buf), idx))
-                if got is not None:
-                    body.append(Let(x.name, x.buf.ctype, got))
-                elif id(x.buf) in later or x.buf in kstores:
-                    ok = False
-                    break
-                else:
-                    body.append(Let(x.name, x.buf.ctype, Load(x.buf, idx)))
-            elif type(x) is tuple:
-                v = x[1]
-                body.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0),
-                                                nest.dim_vars), Local(v.local)))
-            else:
-                body.append(x)
-        if not ok:
-            continue
-        k.passes.append(ReducePass(body))
-        k.ops.extend(g.ops)
-        return True
+        if _merge(lw, seg, nest, g, dim_vars, full):
+            return True
     return False
+
+
+def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -> bool:
+    from ember.compiler.lower import _PendingLoad
+    k = nest.kernel
+    later = set()
+    for k2 in seg.kernels[seg.kernels.index(k) + 1:]:
+        later.update(id(b) for b in k2.buffers()[1])
+    _, kstores = k.buffers()
+    reduced = {(id(st.buf), st.index): st.expr for st in k.stores if isinstance(st, Store)}
+    names: dict = {}
+    if not full:  # outer-level locals share one scope with the finals: fresh names
+        for x in g.body:
+            if isinstance(x, (_PendingLoad, Let)):
+                names[x.name] = nest.name("q")
+    body: list = []
+    stores: list = []
+    for x in g.body:
+        if isinstance(x, _PendingLoad):
+            idx = _index(x.geom, dim_vars)
+            got = reduced.get((id(x.buf), idx))
+            if got is None and (id(x.buf) in later or x.buf in kstores):
+                return False
+            expr = got if got is not None else Load(x.buf, idx)
+            body.append(Let(names.get(x.name, x.name), x.buf.ctype, expr))
+        elif type(x) is tuple:
+            v = x[1]
+            stores.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0), dim_vars),
+                                _rename(Local(v.local), names)))
+        else:
+            body.append(Let(names.get(x.name, x.name), x.ctype, _rename(x.expr, names)))
+    if full:
+        k.passes.append(ReducePass(body + stores))
+    else:
+        k.passes[-1].finals.extend(body)
+        k.stores.extend(stores)
+    k.ops.extend(g.ops)
+    return True
 
 
 def _index(geom: Geometry, dim_vars: list) -> Index:
