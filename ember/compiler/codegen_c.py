@@ -253,6 +253,12 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     if k.interchanged():
         return "\n".join(lines + _interchanged_body(k) + ["  return err_;", "}"]) + "\n"
     outer = list(zip(k.outer_vars(), k.outer))
+    if k.pre is not None:
+        pre = k.pre
+        accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in pre.accums]
+        lines += lane_loop(outer[-1][0], str(outer[-1][1]), [str(st) for st in pre.body],
+                           accs, "  ", tuple(outer[:-1]))
+        lines.extend(f"  {st}" for st in pre.finals)
     if k.order:
         outer = [outer[d] for d in k.order]
     cols = k.column_accums()

@@ -371,10 +371,13 @@ class ReduceKernel:
     # then runs the reduced loops outside and the kept ones inside, into per-output
     # accumulators (contiguous loads, vectorized across outputs)
     kept_inner: bool = False
+    # a sweep over the kept dims before the main nest (a global count the rows need:
+    # cross_entropy backward's mean divisor); its accumulators and finals are kernel-level
+    pre: Any = None
 
     def interchanged(self) -> bool:
         """Whether codegen runs the reduced loops outside (see ``kept_inner``)."""
-        if not self.kept_inner or len(self.passes) != 1:
+        if not self.kept_inner or len(self.passes) != 1 or self.pre is not None:
             return False
         p = self.passes[0]
         return bool(p.accums) and all(isinstance(st, Let) for st in p.body + p.finals) and \
@@ -388,7 +391,7 @@ class ReduceKernel:
 
     def statements(self) -> list:
         out: list = []
-        for p in self.passes:
+        for p in ([self.pre] if self.pre is not None else []) + self.passes:
             out += p.body + [a for a in p.accums] + p.finals
         return out + self.stores
 
@@ -417,6 +420,11 @@ class ReduceKernel:
         outer = list(zip(self.outer_vars(), self.outer))
         if self.order:
             outer = [outer[d] for d in self.order]
+        if self.pre is not None:
+            rng = ", ".join(f"{v} in 0..{n}" for v, n in outer)
+            lines.append(f"pre: for {rng}:")
+            lines.extend(f"  {st}" for st in self.pre.body + self.pre.accums)
+            lines.extend(str(st) for st in self.pre.finals)
         for v, n in outer:
             lines.append(f"{ind}for {v} in 0..{n}:")
             ind += "  "
@@ -457,6 +465,15 @@ class ReduceKernel:
                 if v not in vars_:
                     raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: loop variable "
                                             f"{v} out of scope")
+        if self.pre is not None:
+            for st in self.pre.body + self.pre.accums:
+                check(st, outer_defined, ov)
+                if isinstance(st, Let):
+                    outer_defined.add(st.name)
+            outer_defined.update(a.name for a in self.pre.accums)
+            for st in self.pre.finals:
+                check(st, outer_defined, set())
+                outer_defined.add(st.name)
         for p in self.passes:
             defined = set(outer_defined)
             for st in p.body + p.accums:

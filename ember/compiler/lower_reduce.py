@@ -48,7 +48,8 @@ from ember.compiler.loop_ir import (
 
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "nansum", "logsumexp", "var",
                         "std", "any", "all"})
-ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward", "cross_entropy"})
+ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward", "cross_entropy",
+                     "cross_entropy_backward"})
 HANDLED = REDUCTIONS | ROW_OPS
 _FLOAT = ("float", "double")
 _INT_MIN = {"int64_t": "INT64_MIN", "int32_t": "INT32_MIN", "int16_t": "INT16_MIN",
@@ -85,7 +86,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     if v is None or not _is_ref(x):
         return "input not lowered"
     for r in [a for a in n.args if _is_ref(a)]:
-        if n.op.name == "cross_entropy" and r == n.args[1]:
+        if n.op.name.startswith("cross_entropy") and r == n.args[-2]:
             continue  # the int64 targets
         if lw.vals[r].dtype.np.name not in ("float32", "float64") and (
                 n.op.name in ROW_OPS or lw.vals[r].dtype.np.name not in CTYPES):
@@ -94,7 +95,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         return "output dtype not lowered"
     if n.op.name == "layer_norm_backward":
         return _norm_backward(lw, i, n)
-    if n.op.name == "cross_entropy":
+    if n.op.name in ("cross_entropy", "cross_entropy_backward"):
         return _cross_entropy(lw, i, n)
     if n.op.name in ROW_OPS:
         return _norm(lw, i, n)
@@ -660,7 +661,8 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
     number of targets that are not ``ignore_index``).  ONE kernel.  A target out of range
     makes the kernel fail and the graph rerun eagerly, which raises eager's error."""
     from ember.compiler.lower import _ordered, _Pw
-    x_ref, t_ref, w_ref = n.args
+    backward = n.op.name == "cross_entropy_backward"
+    g_ref, x_ref, t_ref, w_ref = n.args if backward else (None,) + tuple(n.args)
     p = n.params
     red, ign, eps = p.get("reduction"), p.get("ignore_index"), p.get("label_smoothing")
     if w_ref is not None:
@@ -674,18 +676,24 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
         return "class dim not last, or empty"
     if not _is_ref(t_ref) or lw.vals[t_ref].dtype.np.name != "int64":
         return "targets are not int64 class indices"
+    for r in (t_ref, g_ref):
+        rv = lw.vals.get(r) if r is not None else None
+        if isinstance(rv, _Pw):
+            lw._store_buffer(r, rv)
+            lw._close_group()
     tv = lw.vals[t_ref]
-    if isinstance(tv, _Pw):
-        lw._store_buffer(t_ref, tv)
-        lw._close_group()
-        tv = lw.vals[t_ref]
+    if backward and lw.vals[g_ref].dtype.np.name != lw.vals[x_ref].dtype.np.name:
+        return "gradient dtype differs from the logits'"
     strides = v.strides if isinstance(v, _Pw) else v.geom.strides
     if not _ordered(strides, shape):
         return "permuted logits"
     dims = (len(shape) - 1,)
 
     # the logits stay in memory (the picked one is gathered): producers are not fused
+    if backward:  # the nest iterates the logits
+        n = _Shifted(n)
     nest = _nest(lw, i, n, dims, lambda u: False)
+    n = getattr(n, "node", n)
     if isinstance(nest, str):
         return nest
     x = lw.vals[x_ref]
@@ -707,6 +715,8 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
                                         x.geom.shape[:-1]) if st != 0 and m != 1))
     stride = x.geom.strides[-1]
     xt = nest.final(1, t, _op(f"{x.buf.name}[{row} + ({{0}}) * {stride}]", safe))
+    if backward:
+        return _ce_grad(lw, i, n, nest, m, ls, tgt, valid, safe, g_ref, tv)
     logp = nest.final(1, t, _op("(({0} - {1}) - {2})", xt, m, ls))
     loss = nest.final(1, t, _op(f"(({t})({{1}} ? -{{0}} : ({t})0) * ({t}){1.0 - eps!r})",
                                 logp, valid))
@@ -732,6 +742,61 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
             final = f"(({t})({{0}}) / ({t})acc_{cnt.name}[0])"
         nest.kernel.stores.append(ColumnAccum(buf, Index(0, ()), Local(loss), final))
     nest.kernel.ops.append(n.op.name)
+    return None
+
+
+class _Shifted:
+    """A cross_entropy_backward node seen with the logits first (what ``_nest`` reduces)."""
+
+    def __init__(self, node: Any) -> None:
+        self.node, self.op, self.params = node, node.op, node.params
+        self.args = tuple(node.args[1:])
+
+
+def _ce_grad(lw: Any, i: int, n: Any, nest: _Nest, m: str, ls: str, tgt: str, valid: str,
+             safe: str, g_ref: Any, tv: Any) -> None:
+    """cross_entropy_backward: grad = gs * (a * p - b) per element, eager's ``_ce_coefs``
+    (p = exp(logp); a = (1 - e) [valid] + e; b = (1 - e) [valid] at the target, + e / C);
+    for 'mean' a sweep over the targets first counts the valid ones (the divisor)."""
+    t, p = nest.ctype, n.params
+    red, ign, eps = p["reduction"], p["ignore_index"], float(p["label_smoothing"])
+    k = nest.kernel
+    n_cls = k.inner[-1]
+    gv = lw.vals[g_ref]
+    if red == "none":
+        gs = nest.final(1, t, Load(gv.buf, _index(gv.geom, nest.dim_vars[:-1])))
+    else:
+        gs = nest.final(1, t, Load(gv.buf, Index(gv.geom.offset, ())))
+    if red == "mean":
+        if k.outer:
+            tidx = _index(Geometry(tv.geom.shape, tv.geom.strides, tv.geom.offset),
+                          k.outer_vars())
+            q = nest.name("q")
+            a = nest.name("a")
+            k.pre = ReducePass([Let(q, "int64_t", Load(tv.buf, tidx))],
+                               [Accum(a, "sum", "int64_t", "0", _op(f"({{0}} != {ign})", q))])
+            den = nest.name("f")
+            k.pre.finals.append(Let(den, t, _op(f"(({t}){{0}})", a)))
+        else:
+            den = nest.final(1, t, _op(f"(({t}){{0}})", valid))
+        gs = nest.final(1, t, _op("({0} / {1})", gs, den))
+    gs = nest.final(1, t, _op(f"({{0}} * ({t}){{1}})", gs, valid))
+    wt = f"(({t}){{0}})"
+    es = eps / n_cls * n_cls if type(n_cls) is int else eps  # eager: eps / C * sum(w = 1)
+    a = nest.final(1, t, _op(f"((({t}){1.0 - eps!r} * {wt}) + ({t}){es!r})", valid))
+    bt = nest.final(1, t, _op(f"(({t}){1.0 - eps!r} * {wt})", valid))
+    cls = nest.dim_vars[-1]
+    lp = nest.let(2, t, _op("(({0} - {1}) - {2})", nest.value, m, ls))
+    pr = nest.let(2, t, _op("ember_exp({0})", lp))
+    b = nest.let(2, t, _op(f"((({cls} == {{0}}) ? {{1}} : ({t})0) + ({t}){eps / n_cls!r})"
+                           if eps else f"(({cls} == {{0}}) ? {{1}} : ({t})0)", safe, bt))
+    gr = nest.let(2, t, _op("({0} * (({1} * {2}) - {3}))", gs, a, pr, b))
+    shape = tuple(k.outer) + (n_cls,)
+    contig = contiguous_strides(shape)
+    buf = _out(lw, i, 0, shape, contig, n.specs[0][1])
+    nest.pass_(2).body.append(Store(buf, _index(Geometry(shape, contig), nest.dim_vars),
+                                    Local(gr)))
+    k.ops.append(n.op.name)
     return None
 
 
