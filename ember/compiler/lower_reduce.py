@@ -342,6 +342,11 @@ def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -
         k.passes[-1].finals.extend(body)
         k.stores.extend(stores)
     k.ops.extend(g.ops)
+    # sealed: a later reduction over the same input starts its own kernel (its passes would
+    # otherwise land in the epilogue, which does not hold the input's prologue)
+    state = lw.__dict__.get("reduce_nests", {})
+    for key in [key for key, got in state.items() if got is nest]:
+        del state[key]
     return True
 
 

@@ -589,3 +589,21 @@ def test_reduced_space_consumers_become_finals():
     assert cg.stats.kernels <= 3 and cg.stats.externs == 0
     for g, w in zip(*grads):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_reduction_after_an_epilogue_starts_a_new_kernel():
+    def f(x):
+        s = x.sum(-1, keepdim=True)
+        y = x * s - 1.0          # the epilogue pass of the sum's kernel ...
+        z = x.t() + 1.0          # ... closed by a group of another shape
+        return y, z, x.var(-1), x.amax(-1)
+
+    x = randn(6, 40)
+    got, want, cg = run_c(f, x)
+    assert_meta(got, want)
+    cg.program.verify()
+    np.testing.assert_array_equal(got[3].numpy(), want[3].numpy())
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-4)
+    ops = [k.ops for k in cg.program.kernels()]
+    assert ["sum", "mul", "sub"] in ops and ["var", "amax"] in ops
