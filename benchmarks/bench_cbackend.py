@@ -1,12 +1,14 @@
 """The C backend's first slice (issue 5): one fused pointwise kernel vs eager.
 
 gelu(x*w + b) * sigmoid(x) on 2^22 float32: ember eager, ember compiled with backend="c",
-torch eager (interleaved rounds, medians).  Run: python -m benchmarks.bench_cbackend
+torch eager (interleaved rounds, medians); then softmax, log_softmax and layer_norm rows
+(``rows``).  Run: python -m benchmarks.bench_cbackend [--rows]
 """
 
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,34 +52,69 @@ def main(n: int = 1 << 22, rounds: int = 9, number: int = 5) -> None:
         print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
 
 
-def softmax(rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5) -> None:
-    """softmax over the last dim of rows x cols float32: one C row kernel."""
+def rows(n_rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5,
+         with_torch_compile: bool = True) -> None:
+    """softmax, log_softmax and layer_norm over the last dim of n_rows x cols float32: each ONE
+    C kernel (single-threaded).  Interleaved rounds, medians; torch eager on its default
+    threads and on one thread; a NumPy copy of the same array gives the memory floor (each op
+    reads the input once and writes the output once)."""
     rng = np.random.default_rng(0)
-    xs = rng.standard_normal((rows, cols), dtype=np.float32)
-    ex, tx = ember.tensor(xs), torch.from_numpy(xs)
+    xs = rng.standard_normal((n_rows, cols), dtype=np.float32)
+    ws, bs = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal(cols,
+                                                                               dtype=np.float32)
+    ex, ew, eb = ember.tensor(xs), ember.tensor(ws), ember.tensor(bs)
+    tx, tw, tb = torch.from_numpy(xs), torch.from_numpy(ws), torch.from_numpy(bs)
+    F, TF = ember.nn.functional, torch.nn.functional
+    ops = {
+        "softmax": (lambda x, w, b: ember.softmax(x, -1), lambda x, w, b: torch.softmax(x, -1)),
+        "log_softmax": (lambda x, w, b: ember.log_softmax(x, -1),
+                        lambda x, w, b: torch.log_softmax(x, -1)),
+        "layer_norm": (lambda x, w, b: F.layer_norm(x, (cols,), w, b),
+                       lambda x, w, b: TF.layer_norm(x, (cols,), w, b)),
+    }
+    out = np.empty_like(xs)
+    nthreads = torch.get_num_threads()
+    print(f"\n{n_rows}x{cols} float32; torch threads {nthreads}; ember C kernels single-threaded")
+    for name, (fe, ft) in ops.items():
+        fc = ember.compile(fe, backend="c")
+        got, want = fc(ex, ew, eb).numpy(), fe(ex, ew, eb).numpy()
+        cg = cbackend.last_compiled()
+        cases = {"ember backend='c'": lambda fc=fc: fc(ex, ew, eb),
+                 "ember eager": lambda fe=fe: fe(ex, ew, eb),
+                 "torch eager": lambda ft=ft: ft(tx, tw, tb)}
+        if with_torch_compile:
+            try:
+                tc = torch.compile(ft)
+                tc(tx, tw, tb)
+                cases["torch.compile"] = lambda tc=tc: tc(tx, tw, tb)
+            except Exception as e:  # noqa: BLE001 - report and go on without it
+                print(f"torch.compile unavailable: {type(e).__name__}: {e}")
 
-    def f(x):
-        return ember.softmax(x, -1)
-
-    fc = ember.compile(f, backend="c")
-    got, want = fc(ex).numpy(), f(ex).numpy()
-    cg = cbackend.last_compiled()
-    print(f"\nkernels: {cg.stats.kernels}, fallbacks: {cg.stats.fallback_count}, "
-          f"max |c - eager| = {np.abs(got - want).max():.3g}")
-    cases = {"ember eager": lambda: f(ex), "ember backend='c'": lambda: fc(ex),
-             "torch eager": lambda: torch.softmax(tx, -1)}
-    times: dict = {k: [] for k in cases}
-    for _ in range(rounds):
-        for k, fn in cases.items():
-            times[k].append(time_per_call(fn, number))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"softmax(x, -1), x float32 {rows}x{cols}")
-    print("| implementation | median | vs torch eager |")
-    print("|---|---|---|")
-    for k, t in med.items():
-        print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
+        def torch_one_thread(ft: Any = ft) -> None:
+            torch.set_num_threads(1)
+            try:
+                ft(tx, tw, tb)
+            finally:
+                torch.set_num_threads(nthreads)
+        cases["torch eager, 1 thread"] = torch_one_thread
+        cases["copy (memory floor)"] = lambda: np.copyto(out, xs)
+        for fn in cases.values():
+            fn()
+        times: dict = {k: [] for k in cases}
+        for _ in range(rounds):
+            for k, fn in cases.items():
+                times[k].append(time_per_call(fn, number))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        print(f"\n{name}: kernels {cg.stats.kernels}, externs {cg.stats.externs}, "
+              f"max |c - eager| = {np.abs(got - want).max():.3g}")
+        print("| implementation | median | vs torch eager |")
+        print("|---|---|---|")
+        for k, t in med.items():
+            print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
 
 
 if __name__ == "__main__":
-    main()
-    softmax()
+    import sys
+    if "--rows" not in sys.argv:
+        main()
+    rows()

@@ -113,7 +113,7 @@ def _time(k: GemmKernel, program: Program, extra_flags: tuple) -> dict:
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(fake)]
     for seg in segs:
         parts.append(_kernel(seg.kernels[0], fake))
-        parts.append(_entry(seg))
+        parts.append(_entry(seg, {}))
     path = toolchain.compile_library("\n".join(parts), name="autotune", extra_flags=extra_flags)
     lib = runtime.load(path)
     rng = np.random.default_rng(0)

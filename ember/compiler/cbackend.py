@@ -31,6 +31,7 @@ from ember.compiler.lower import LowerStats, helpers_in, lower
 from ember.compiler.lower import _log as lower_log
 from ember.config import config
 from ember.dtypes import by_name
+from ember.errors import EmberRuntimeError
 
 # integer overflow wraps, as in NumPy; libm need not set errno (lets gcc inline sqrt and CSE
 # pure calls; results are unchanged)
@@ -193,7 +194,12 @@ class CompiledGraph:
                             self.stats.copies += 1
                         cv[id(b)] = a
                     call.append(a)
-                self.entries[step.entry](tuple(call), tuple(ints), floats)
+                try:
+                    self.entries[step.entry](tuple(call), tuple(ints), floats)
+                except EmberRuntimeError:
+                    # a kernel found invalid input (a class index out of range): eager's
+                    # kernels raise the exact error eager would
+                    return self.graph.run(arrays, list(scalars))
             else:
                 outs = self._extern(step, py, arrays, scalars)
                 for b, o in zip(step.outs, outs):

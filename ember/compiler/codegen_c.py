@@ -15,7 +15,19 @@ from __future__ import annotations
 import re
 
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
-from ember.compiler.loop_ir import GemmKernel, Im2colKernel, Kernel, Program, RowKernel, Segment
+from ember.compiler.loop_ir import (
+    Check,
+    ColumnAccum,
+    GemmKernel,
+    Im2colKernel,
+    Kernel,
+    Program,
+    ReduceKernel,
+    RowKernel,
+    Segment,
+    contiguous_strides,
+    numel,
+)
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -125,8 +137,9 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
             if f is not None:  # the first kernel of its kind: emit its function here
                 # a function called from several places stays one function: gcc would
                 # otherwise inline a copy into every call site (its time grows with each)
-                parts.append(f[0].replace("static void ", "__attribute__((noinline)) static "
-                                          "void ", 1) if f[2] > 1 else f[0])
+                parts.append(re.sub(r"static (void|int) ",
+                                    r"__attribute__((noinline)) static \1 ", f[0], count=1)
+                             if f[2] > 1 else f[0])
         parts.append(_entry(seg, calls))
     return "\n".join(parts)
 
@@ -168,12 +181,194 @@ def _by_value_scalars(text: str) -> tuple:
 
 
 def _canonical(text: str) -> str:
-    head, _, rest = text.partition("static void ")
-    rest = rest.split("(", 1)[1]
+    m = re.search(r"static (?:void|int) ", text)
+    head, rest = text[:m.start()], text[m.end():]
+    ret = m.group(0)  # kernels that report input errors return int: never shared with voids
+    rest = ret + rest.split("(", 1)[1]
     seen: dict = {}
     rest = _BUF_NAME.sub(lambda m: seen.setdefault(m.group(0), f"b{len(seen)}"), rest)
     ints: dict = {}
     return _INT_NAME.sub(lambda m: ints.setdefault(m.group(0), f"n{len(ints)}"), rest)
+
+
+# -- reductions ---------------------------------------------------------------------------------
+# Independent partial results per lane: gcc vectorizes the lane loop without reassociating
+# anything (no -ffast-math), and the lanes are combined in a fixed order at the end.
+LANES = 16
+
+
+def combine(kind: str, acc: str, v: str, ctype: str) -> str:
+    """C expression folding value ``v`` into accumulator ``acc`` for reduction ``kind``."""
+    floating = ctype in ("float", "double")
+    if kind in ("sum", "nansum"):
+        return f"{acc} + {v}"
+    if kind == "prod":
+        return f"{acc} * {v}"
+    if kind in ("max", "min"):
+        cmp = ">" if kind == "max" else "<"
+        if floating:  # NaN propagates (np.max); `|` keeps it a select gcc if-converts
+            return f"((({v}) {cmp} ({acc})) | (({v}) != ({v}))) ? ({v}) : ({acc})"
+        return f"(({v}) {cmp} ({acc})) ? ({v}) : ({acc})"
+    if kind == "any":
+        return f"{acc} | {v}"
+    if kind == "all":
+        return f"{acc} & {v}"
+    raise AssertionError(kind)
+
+
+def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
+              outer: tuple = ()) -> list:
+    """Lines of a loop ``for var in 0..n`` (inside the plain loops ``outer``: (var, n) pairs)
+    running ``body`` (C lines that may use the loop variables) and folding each accumulator
+    ``(name, ctype, kind, init, value)`` over LANES lanes; afterwards ``name`` holds the
+    result (lanes combined in order)."""
+    if not accs:
+        out, pad = [], ""
+        for v, m in list(outer) + [(var, n)]:
+            out.append(f"{pad}for (int64_t {v} = 0; {v} < ({m}); {v}++) {{")
+            pad += "  "
+        out.extend(pad + b for b in body)
+        for _ in list(outer) + [(var, n)]:
+            pad = pad[:-2]
+            out.append(f"{pad}}}")
+        return [ind + x for x in out]
+    out = [f"{ct} {name};" for name, ct, *_ in accs] + ["{"]
+    for name, ct, _kind, init, _v in accs:
+        out.append(f"{ct} {name}_l[{LANES}];")
+        out.append(f"for (int j_ = 0; j_ < {LANES}; j_++) {name}_l[j_] = {init};")
+    pad = ""
+    for v, m in outer:
+        out.append(f"{pad}for (int64_t {v} = 0; {v} < ({m}); {v}++) {{")
+        pad += "  "
+    out.append(f"{pad}int64_t {var}_b = 0;")
+    out.append(f"{pad}for (; {var}_b + {LANES} <= ({n}); {var}_b += {LANES}) {{")
+    # fully unrolled first, the lane loop would not vectorize (its selects stay scalar)
+    out.append(f"{pad}  _Pragma(\"GCC unroll 1\")")
+    out.append(f"{pad}  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
+    out.append(f"{pad}    const int64_t {var} = {var}_b + j_;")
+    out.extend(f"{pad}    " + b for b in body)
+    for name, ct, kind, _init, v in accs:
+        out.append(f"{pad}    {name}_l[j_] = {combine(kind, f'{name}_l[j_]', v, ct)};")
+    out.append(f"{pad}  }}")
+    out.append(f"{pad}}}")
+    out.append(f"{pad}for (int64_t {var} = {var}_b; {var} < ({n}); {var}++) {{")
+    out.extend(f"{pad}  " + b for b in body)
+    for name, ct, kind, _init, v in accs:
+        out.append(f"{pad}  {name}_l[0] = {combine(kind, f'{name}_l[0]', v, ct)};")
+    out.append(f"{pad}}}")
+    for _ in outer:
+        pad = pad[:-2]
+        out.append(f"{pad}}}")
+    for name, ct, kind, _init, _v in accs:
+        out.append(f"{name} = {name}_l[0];")
+        out.append(f"for (int j_ = 1; j_ < {LANES}; j_++) "
+                   f"{name} = {combine(kind, name, f'{name}_l[j_]', ct)};")
+    out.append("}")
+    return [ind + x for x in out]
+
+
+def _interchanged_body(k: ReduceKernel) -> list:
+    """Lines of a single-pass kernel with the reduced loops outside and the kept loops inside:
+    each output has its own accumulator in a scratch array (loads at unit stride, vectorized
+    across the outputs; each accumulator still folds in order, so nothing is reassociated)."""
+    p = k.passes[0]
+    outer = list(zip(k.outer_vars(), k.outer))
+    inner = list(zip(k.inner_vars(), k.inner))
+    strides = contiguous_strides(tuple(k.outer))
+    flat = " + ".join(f"{v} * ({s})" if s != 1 else v for (v, _), s in zip(outer, strides)) \
+        or "0"
+    n_out = numel(tuple(k.outer))
+    lines = [f"  const int64_t n_out_ = {n_out};"]
+    for a in p.accums:
+        lines.append(f"  {a.ctype} *{a.name}_o = ({a.ctype} *)malloc((n_out_ ? n_out_ : 1) * "
+                     f"sizeof({a.ctype}));")
+        lines.append(f"  for (int64_t i = 0; i < n_out_; i++) {a.name}_o[i] = {a.init};")
+    ind = "  "
+    for v, n in inner + outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    lines.append(f"{ind}const int64_t oi_ = {flat};")
+    lines.extend(f"{ind}{st}" for st in p.body)
+    for a in p.accums:
+        lines.append(f"{ind}{a.name}_o[oi_] = "
+                     f"{combine(a.kind, f'{a.name}_o[oi_]', str(a.value), a.ctype)};")
+    for _ in inner + outer:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    for v, n in outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    lines.append(f"{ind}const int64_t oi_ = {flat};")
+    lines.extend(f"{ind}const {a.ctype} {a.name} = {a.name}_o[oi_];" for a in p.accums)
+    lines.extend(f"{ind}{st}" for st in p.finals + k.stores)
+    for _ in outer:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.extend(f"  free({a.name}_o);" for a in p.accums)
+    return lines
+
+
+def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    lines = [f"/* {' '.join(k.ops)} (reduction) */",
+             f"static int {k.name}({', '.join(params)}) {{", "  int err_ = 0;"]
+    lines.append(_INTS)
+    lines.append("  (void)ints; (void)floats;")
+    if k.interchanged():
+        return _declare_ints(lines + _interchanged_body(k) + ["  return err_;", "}"], program)
+    outer = list(zip(k.outer_vars(), k.outer))
+    if k.pre is not None:
+        pre = k.pre
+        accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in pre.accums]
+        lines += lane_loop(outer[-1][0], str(outer[-1][1]), [str(st) for st in pre.body],
+                           accs, "  ", tuple(outer[:-1]))
+        lines.extend(f"  {st}" for st in pre.finals)
+    if k.order:
+        outer = [outer[d] for d in k.order]
+    cols = k.column_accums()
+    scratch: list = []
+    for st in cols:  # one zeroed double scratch per buffer summed over the rows
+        if st.buf not in scratch:
+            scratch.append(st.buf)
+    for b in scratch:
+        lines.append(f"  const int64_t n_{b.name} = {numel(b.shape)};")
+        lines.append(f"  double *acc_{b.name} = (double *)calloc(n_{b.name} ? n_{b.name} : 1, "
+                     f"sizeof(double));")
+    if openmp and outer and not cols:  # (column sums are sequential over the rows)
+        total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
+        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
+                     f"if({total} >= {OMP_MIN_ITERATIONS}) reduction(|:err_)")
+    ind = "  "
+    for v, n in outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    inner = list(zip(k.inner_vars(), k.inner))
+    for p in k.passes:
+        accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in p.accums]
+        var, n = inner[-1]
+        body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
+                if isinstance(st, ColumnAccum) else str(st) for st in p.body]
+        lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]))
+        lines.extend(f"{ind}err_ |= ({st.expr}) != 0;" if isinstance(st, Check) else
+                     f"{ind}{st}" for st in p.finals)
+    lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
+                 if isinstance(st, ColumnAccum) else f"{ind}{st}" for st in k.stores)
+    for _ in outer:
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    finals = {id(st.buf): st.final for st in cols if st.final}
+    for b in scratch:
+        val = finals.get(id(b), "{0}").format(f"acc_{b.name}[i]")
+        lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {b.name}[i] = "
+                     f"({b.ctype})({val});")
+    for b in scratch:
+        lines.append(f"  free(acc_{b.name});")
+    lines.append("  return err_;")
+    lines.append("}")
+    return _declare_ints(lines, program)
 
 
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
@@ -206,24 +401,19 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body.append(f"  const {t} *x = y;")
     else:
         body.append(f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
-    body += [
-        f"  {t} m = x[0];",
-        "  for (int64_t c = 1; c < C; c++) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;",
-        "  double s = 0;",
-    ]
+    # the max in lanes (NaN propagates), then exp and the sum: float lanes of double partial
+    # sums (at least as accurate as NumPy's pairwise float sum), vectorized
+    body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", "x[c]")], "  ")
     if k.op == "softmax":
-        body += [
-            f"  for (int64_t c = 0; c < C; c++) {{ const {t} e = exp(x[c] - m); y[c] = e; "
-            f"s += e; }}",
-            f"  const {t} st = ({t})s;",
-            "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;",
-        ]
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
+                          [("s", "double", "sum", "0.0", "(double)e")], "  ")
+        body += [f"  const {t} st = ({t})s;",
+                 "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;"]
     else:
-        body += [
-            "  for (int64_t c = 0; c < C; c++) s += exp(x[c] - m);",
-            f"  const {t} ls = log(({t})s);",
-            "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;",
-        ]
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);"],
+                          [("s", "double", "sum", "0.0", "(double)e")], "  ")
+        body += [f"  const {t} ls = ember_log(({t})s);",
+                 "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;"]
     body.append("}")
     lines.extend("  " + b for b in body)
     lines.append("}")
@@ -237,6 +427,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return gemm_kernel(k, program, openmp)
     if isinstance(k, Im2colKernel):
         return im2col_kernel(k)
+    if isinstance(k, ReduceKernel):
+        return _reduce_kernel(k, program, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -285,7 +477,11 @@ def _entry(seg: Segment, calls: dict) -> str:
         args += [f"(const {b.ctype} *)bufs[{index[id(b)]}]" for b in loads]
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
-        lines.append(f"  {name}({', '.join(args)});")
+        call = f"{name}({', '.join(args)})"
+        if isinstance(k, ReduceKernel) and k.has_checks():
+            lines.append(f"  if ({call}) return 1;  /* invalid input: eager raises */")
+        else:
+            lines.append(f"  {call};")
     lines.append("  return 0;")
     lines.append("}")
     return "\n".join(lines) + "\n"

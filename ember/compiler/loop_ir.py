@@ -417,6 +417,204 @@ class Im2colKernel:
                 f"{list(self.dilation)} -> {self.dst.name} {list(self.dst.shape)}")
 
 
+@dataclass(frozen=True)
+class Accum:
+    """A reduction accumulator: ``value`` (an expression of the pass's locals) folded with
+    ``kind`` (sum, max, min, prod, any, all) in C type ``ctype`` from ``init``; after its
+    pass, the local ``name`` holds the result.  Codegen folds in independent lanes, so the
+    loop vectorizes without reassociating (combined in a fixed order at the end)."""
+
+    name: str
+    kind: str
+    ctype: str
+    init: str
+    value: Expr
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.kind}({self.value})  // {self.ctype} lanes"
+
+
+@dataclass(frozen=True)
+class ColumnAccum:
+    """``buf[index] += value`` across the kernel's kept (outer) loop: a reduction over the
+    rows of a row kernel (layer_norm backward's weight and bias gradients).  ``index`` uses
+    the reduced (``r``) variables; the sums run in a zeroed double scratch of ``buf``'s size
+    and are rounded into ``buf`` once, after the last row."""
+
+    buf: Buffer
+    index: Index
+    expr: Expr
+    final: str = ""     # C template of the stored value from the double sum ``{0}``
+
+    def __str__(self) -> str:
+        return f"{self.buf.name}[{self.index}] += {self.expr};  // double scratch, all rows"
+
+
+@dataclass(frozen=True)
+class Check:
+    """An input check at the kept (outer) level: when ``expr`` is true the kernel reports an
+    error and the driver reruns the graph eagerly, which raises eager's exact error (a target
+    class index out of range)."""
+
+    expr: Expr
+
+    def __str__(self) -> str:
+        return f"check not ({self.expr})"
+
+
+@dataclass(eq=False)
+class ReducePass:
+    """One sweep over the reduced dims: ``body`` (Lets, and Stores of per-element results)
+    runs per element, ``accums`` fold, then ``finals`` (Lets over the accumulators and earlier
+    finals) run once per kept index."""
+
+    body: list = field(default_factory=list)
+    accums: list = field(default_factory=list)
+    finals: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ReduceKernel:
+    """A reduction nest: kept dims ``outer`` (loop variables ``o0, o1, ..``) outside, one or
+    more ``passes`` over the reduced dims ``inner`` (``r0, r1, ..``) inside, then ``stores``
+    of reduced values (indexed by the ``o`` variables).  Several reductions over the same
+    input and dims share one nest (horizontal fusion); a pass's ``body`` holds the fused
+    pointwise producers; a last pass without accumulators writes per-element results that
+    use the reduced values (layer_norm's normalized output)."""
+
+    name: str
+    outer: tuple
+    inner: tuple
+    passes: list = field(default_factory=list)
+    stores: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    order: tuple = ()   # kept dims from outermost to innermost loop (empty: 0, 1, ..)
+    # the input's unit-stride dim is kept (x.sum(0) of a C-order matrix): a single-pass kernel
+    # then runs the reduced loops outside and the kept ones inside, into per-output
+    # accumulators (contiguous loads, vectorized across outputs)
+    kept_inner: bool = False
+    # a sweep over the kept dims before the main nest (a global count the rows need:
+    # cross_entropy backward's mean divisor); its accumulators and finals are kernel-level
+    pre: Any = None
+
+    def interchanged(self) -> bool:
+        """Whether codegen runs the reduced loops outside (see ``kept_inner``)."""
+        if not self.kept_inner or len(self.passes) != 1 or self.pre is not None:
+            return False
+        p = self.passes[0]
+        return bool(p.accums) and all(isinstance(st, Let) for st in p.body + p.finals) and \
+            all(isinstance(st, Store) for st in self.stores)
+
+    def outer_vars(self) -> list:
+        return [f"o{d}" for d in range(len(self.outer))]
+
+    def inner_vars(self) -> list:
+        return [f"r{d}" for d in range(len(self.inner))]
+
+    def statements(self) -> list:
+        out: list = []
+        for p in ([self.pre] if self.pre is not None else []) + self.passes:
+            out += p.body + [a for a in p.accums] + p.finals
+        return out + self.stores
+
+    def buffers(self) -> tuple[list, list]:
+        loads: list = []
+        stores: list = []
+        for st in self.statements():
+            for b in _loaded(st.value if isinstance(st, Accum) else st.expr):
+                if b not in loads:
+                    loads.append(b)
+            if isinstance(st, (Store, ColumnAccum)) and st.buf not in stores:
+                stores.append(st.buf)
+        return loads, stores
+
+    def column_accums(self) -> list:
+        return [st for p in self.passes for st in p.body if isinstance(st, ColumnAccum)] + [
+            st for st in self.stores if isinstance(st, ColumnAccum)]
+
+    def has_checks(self) -> bool:
+        return any(isinstance(st, Check) for p in self.passes for st in p.finals)
+
+    def __str__(self) -> str:
+        lines = [f"kernel {self.name}  // {' '.join(self.ops)} (reduction"
+                 f"{', reduced loops outside' if self.interchanged() else ''})"]
+        ind = ""
+        outer = list(zip(self.outer_vars(), self.outer))
+        if self.order:
+            outer = [outer[d] for d in self.order]
+        if self.pre is not None:
+            rng = ", ".join(f"{v} in 0..{n}" for v, n in outer)
+            lines.append(f"pre: for {rng}:")
+            lines.extend(f"  {st}" for st in self.pre.body + self.pre.accums)
+            lines.extend(str(st) for st in self.pre.finals)
+        for v, n in outer:
+            lines.append(f"{ind}for {v} in 0..{n}:")
+            ind += "  "
+        for k, p in enumerate(self.passes):
+            rng = ", ".join(f"{v} in 0..{n}" for v, n in zip(self.inner_vars(), self.inner))
+            lines.append(f"{ind}pass {k}: for {rng or '()'}:")
+            lines.extend(f"{ind}  {st}" for st in p.body + p.accums)
+            lines.extend(f"{ind}{st}" for st in p.finals)
+        lines.extend(f"{ind}{st}" for st in self.stores)
+        return "\n".join(lines)
+
+    def verify(self, known: set) -> None:
+        """Locals defined before use (pass bodies are their own scopes, so a producer chain
+        recomputed in each pass may reuse its names); loop variables in range."""
+        outer_defined: set = set()
+        ov, iv = set(self.outer_vars()), set(self.inner_vars())
+        loads, stores = self.buffers()
+        for b in loads:
+            if id(b) not in known:
+                raise EmberRuntimeError(f"[loop_ir.verify] {self.name} loads {b.name} before "
+                                        f"it is written")
+        for b in stores:
+            if b.role == "input" or b in loads:
+                raise EmberRuntimeError(f"[loop_ir.verify] {self.name} stores {b.name}, which "
+                                        f"is an input or loaded by the kernel")
+
+        def check(st: Any, defined: set, vars_: set) -> None:
+            expr = st.value if isinstance(st, Accum) else st.expr
+            for name in _locals(expr):
+                if name not in defined:
+                    raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {name} used "
+                                            f"before its definition")
+            terms = _indices(Let("", "", expr)) if isinstance(st, (Accum, ColumnAccum)) \
+                else _indices(st)
+            if isinstance(st, ColumnAccum):
+                terms = terms + list(st.index.terms)
+            for v, _ in terms:
+                if v not in vars_:
+                    raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: loop variable "
+                                            f"{v} out of scope")
+        if self.pre is not None:
+            for st in self.pre.body + self.pre.accums:
+                check(st, outer_defined, ov)
+                if isinstance(st, Let):
+                    outer_defined.add(st.name)
+            outer_defined.update(a.name for a in self.pre.accums)
+            for st in self.pre.finals:
+                check(st, outer_defined, set())
+                outer_defined.add(st.name)
+        for p in self.passes:
+            defined = set(outer_defined)
+            for st in p.body + p.accums:
+                check(st, defined, (ov | iv) if not isinstance(st, ColumnAccum) else iv | ov)
+                if isinstance(st, Let):
+                    if st.name in defined:
+                        raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {st.name} "
+                                                f"defined twice")
+                    defined.add(st.name)
+            for a in p.accums:
+                outer_defined.add(a.name)
+            for st in p.finals:
+                check(st, outer_defined, ov)
+                if isinstance(st, Let):
+                    outer_defined.add(st.name)
+        for st in self.stores:
+            check(st, outer_defined, ov)
+
+
 @dataclass(eq=False)
 class Segment:
     """One C entry function: its kernels, run in order."""
@@ -485,6 +683,10 @@ class Program:
                 loads, stores = k.buffers()
                 if isinstance(k, GemmKernel):
                     _verify_gemm(k, known)
+                    known.update(id(b) for b in stores)
+                    continue
+                if isinstance(k, ReduceKernel):
+                    k.verify(known)
                     known.update(id(b) for b in stores)
                     continue
                 if isinstance(k, (RowKernel, Im2colKernel)):
@@ -598,6 +800,7 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Buffer", "CTYPES", "Const", "Extern", "Geometry", "GemmKernel", "Im2colKernel",
-           "Index", "Kernel", "Let", "Load", "Local", "MatOperand", "Op", "Program", "RowKernel",
-           "Segment", "SizeExpr", "Store", "contiguous_strides", "eval_size", "numel"]
+__all__ = ["Accum", "Buffer", "CTYPES", "Check", "ColumnAccum", "Const", "Extern", "Geometry",
+           "GemmKernel", "Im2colKernel", "Index", "Kernel", "Let", "Load", "Local", "MatOperand",
+           "Op", "Program", "ReduceKernel", "ReducePass", "RowKernel", "Segment", "SizeExpr",
+           "Store", "contiguous_strides", "eval_size", "numel"]

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.compiler import lower_reduce
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
     CTYPES,
@@ -191,6 +192,10 @@ class Lowering:
             reason = lower_gemm(self, i, n)
             if reason is None:
                 return
+        elif n.op.name in lower_reduce.HANDLED:
+            reason = lower_reduce.lower(self, i, n)
+            if reason is None:
+                return
         else:
             reason = self._pointwise_reason(n)
             if reason is None:
@@ -294,6 +299,8 @@ class Lowering:
     def _operand(self, g: _Group, r: tuple) -> Any:
         v = self.vals[r]
         if isinstance(v, _Pw):
+            if v.group is not g:  # fused into a reduction's prologue: recomputed here
+                return Local(lower_reduce.recompute(g, v))
             return Local(v.local)
         key = (id(v.buf), v.geom)
         name = g.loads.get(key)
@@ -351,6 +358,8 @@ class Lowering:
         stores = [x for x in g.body if type(x) is tuple]
         if not stores:
             return  # nothing leaves the group: dead code
+        if lower_reduce.as_epilogue(self, g):
+            return
         loads = [x for x in g.body if isinstance(x, _PendingLoad)]
         flat = all(p.geom.is_contiguous() for p in loads) and all(
             x[1].strides == contiguous_strides(g.shape) for x in stores)
@@ -478,6 +487,7 @@ class Lowering:
     # -- views ----------------------------------------------------------------------------------
     def _view(self, i: int, n: Any) -> bool:
         src_ref = n.args[0]
+        lower_reduce.materialize(self, [src_ref])
         v = self.vals.get(src_ref)
         if v is None:
             return False
@@ -505,6 +515,7 @@ class Lowering:
 
     # -- externs --------------------------------------------------------------------------------
     def _extern(self, i: int, n: Any, reason: str) -> None:
+        lower_reduce.materialize(self, [a for a in n.args if _is_ref(a)])
         self._close_segment()
         outs = []
         for j, (shape, dt) in enumerate(n.specs):

@@ -7,7 +7,7 @@ same steps run eagerly from the same initial weights and batches.
 
 Tolerances: the MLP's C kernels are pointwise float32 arithmetic, relu and AdamW's
 sqrt/divide, which round exactly as NumPy does (``-ffp-contract=off``, no fast-math), so its
-losses are equal bit for bit.  The GPT's C kernels also compute gelu(approximate="tanh") with
+losses agree to a few ulp (C reductions accumulate in double).  The GPT's C kernels also compute gelu(approximate="tanh") with
 the prelude's vectorized ``ember_tanh`` (1.3 ulp from the float64 function, docs/compiler.md
 "Accuracy") where eager calls NumPy's tanh: single activations differ by a few ulp, and 20 AdamW
 steps carry that into the weights.  The losses (means over 32 positions, magnitude ~3.7) then
@@ -76,12 +76,15 @@ def test_training_step_losses_match_eager(make):
     made = cbackend._RECENT[-(cbackend.BUILDS[0] - builds):]
     assert 1 <= len(made) <= 2, len(made)
     assert all(cg.stats.kernels > 0 and cg.entries for cg in made)
+    # C reductions (cross_entropy, the bias gradients' sums) accumulate in double where eager
+    # sums float32 pairwise: each differs by about an ulp, so losses agree to a few ulp
+    # (measured 1.1e-7 relative for the MLP) and parameters of magnitude <= 0.31 to a few ulp
+    # after 20 AdamW steps (measured 7.5e-8 absolute); the GPT's gelu also uses the prelude's tanh
+    np.testing.assert_allclose(comp, eager, rtol=2e-6, atol=0)
     if make is _mlp:
-        np.testing.assert_array_equal(comp, eager)
         for (name, p), q in zip(m1.named_parameters(), m2.parameters()):
-            np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy(), err_msg=name)
-    else:
-        np.testing.assert_allclose(comp, eager, rtol=2e-6, atol=0)
+            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=0,
+                                       atol=5e-7, err_msg=name)
 
 
 def test_gpt_inference_matches_eager():
@@ -123,7 +126,8 @@ def test_warm_start_uses_the_run_plan_without_lowering(tmp_path, monkeypatch):
     warm = cbackend.last_compiled()
     assert warm is not cold and warm._program is None  # nothing was lowered
     np.testing.assert_array_equal(second, first)
-    np.testing.assert_array_equal(second, f(x, w).numpy())
+    # the row kernel and the sum accumulate in double, eager in float32: a few ulp apart
+    np.testing.assert_allclose(second, f(x, w).numpy(), rtol=1e-6, atol=1e-7)
     assert warm.stats.fallbacks == cold.stats.fallbacks
     assert warm.source == cold.source  # lowered again on demand for inspection
 
@@ -144,7 +148,7 @@ def test_graph_without_c_segments_needs_no_compiler(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "cache_dir", str(tmp_path))
     monkeypatch.setattr(config, "cc", "ember-no-such-compiler")
     _fresh_process_state()
-    x, w = ember.randn(2, 3), ember.randn(3, 2)
-    got = ember.compile(lambda a, b: a @ b, backend="c")(x, w)
-    np.testing.assert_array_equal(got.numpy(), (x @ w).numpy())
+    x = ember.randn(2, 3)
+    got = ember.compile(lambda a: a.cumsum(0), backend="c")(x)  # cumsum: an extern
+    np.testing.assert_array_equal(got.numpy(), x.cumsum(0).numpy())
     assert cbackend.last_compiled().path is None

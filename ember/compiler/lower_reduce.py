@@ -1,0 +1,504 @@
+"""Reductions and fused row-wise ops -> ``ReduceKernel`` (ARCHITECTURE.md §5).
+
+``lower(lowering, i, node)`` is called by ``Lowering._node`` for the ops in ``HANDLED`` and
+returns None when the node became (part of) a reduction kernel, else the reason it stays an
+extern.  What it does:
+
+* **producers fuse**: when the open pointwise group exists only to compute the reduction's
+  input (nothing else leaves it), the group's body becomes the kernel's per-element prologue:
+  ``(x * y).sum(-1)`` never stores ``x * y``;
+* **horizontal fusion**: reductions over the same input and the same dims share one kernel
+  (``x.sum(-1)`` and ``x.amax(-1)``: one loop nest, two accumulators); a reduction joins the
+  kernel of an earlier one even when other kernels were emitted in between (it only reads
+  what that kernel reads, and its result is used later);
+* **multi-pass ops** (mean-then-variance, max-then-sum-of-exp) are passes over the reduced
+  dims of one kernel; ``layer_norm``/``rms_norm`` add a last pass that writes the normalized
+  output: ONE kernel each (the row ops live in ``lower_rows.py``);
+* the reduced value is stored (in eager's memory order) and later pointwise consumers load it.
+
+Accumulation: float32/float64 sums, means, products and variances accumulate in double, in
+independent lanes (the codegen's ``lane_loop``): at least as accurate as NumPy's pairwise float
+sum, and vectorized.  max/min propagate NaN as NumPy does.  ``accumulator`` is the one place
+that maps a dtype to accumulator and compute types (float16/bfloat16 plug in there).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.compiler.loop_ir import (
+    CTYPES,
+    Accum,
+    Buffer,
+    Geometry,
+    Index,
+    Let,
+    Load,
+    Local,
+    Op,
+    ReduceKernel,
+    ReducePass,
+    Segment,
+    Store,
+    contiguous_strides,
+    numel,
+)
+
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "nansum", "logsumexp", "var",
+                        "std", "any", "all"})
+ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward", "cross_entropy",
+                     "cross_entropy_backward"})
+HANDLED = REDUCTIONS | ROW_OPS
+_FLOAT = ("float", "double")
+_INT_MIN = {"int64_t": "INT64_MIN", "int32_t": "INT32_MIN", "int16_t": "INT16_MIN",
+            "int8_t": "INT8_MIN", "uint8_t": "0", "bool": "0"}
+_INT_MAX = {"int64_t": "INT64_MAX", "int32_t": "INT32_MAX", "int16_t": "INT16_MAX",
+            "int8_t": "INT8_MAX", "uint8_t": "UINT8_MAX", "bool": "1"}
+
+
+def accumulator(kind: str, dtype: Any, out_dtype: Any) -> tuple[str, str]:
+    """(accumulator C type, initial value) of reduction ``kind`` over values of ``dtype``
+    giving ``out_dtype``: float sums/products in double, max/min in the value type, integer
+    sums in the output type (they wrap as NumPy's do), any/all in bool."""
+    t = CTYPES[dtype.np.name]
+    if kind in ("any", "all"):
+        return "bool", "0" if kind == "any" else "1"
+    if kind in ("max", "min"):
+        if t in _FLOAT:
+            return t, "-INFINITY" if kind == "max" else "INFINITY"
+        return t, (_INT_MIN if kind == "max" else _INT_MAX)[t]
+    init = "1" if kind == "prod" else "0"
+    if t in _FLOAT:
+        return "double", init
+    return CTYPES[out_dtype.np.name], init
+
+
+def lower(lw: Any, i: int, n: Any) -> str | None:
+    """Lower graph node ``i`` (``n``) into a reduction kernel; None, or why it stays eager."""
+    x = n.args[0]
+    state = lw.__dict__.get("reduce_nests", {})
+    dims = n.params.get("dims")
+    if not any(key[0] == x and key[-1] == dims for key in state):
+        materialize(lw, [a for a in n.args if _is_ref(a)])
+    v = lw.vals.get(x)
+    if v is None or not _is_ref(x):
+        return "input not lowered"
+    for r in [a for a in n.args if _is_ref(a)]:
+        if n.op.name.startswith("cross_entropy") and r == n.args[-2]:
+            continue  # the int64 targets
+        if lw.vals[r].dtype.np.name not in ("float32", "float64") and (
+                n.op.name in ROW_OPS or lw.vals[r].dtype.np.name not in CTYPES):
+            return f"dtype {lw.vals[r].dtype.name} (float16/bfloat16 not lowered yet)"
+    if any(s[1].np.name not in CTYPES for s in n.specs):
+        return "output dtype not lowered"
+    if n.op.name in ROW_OPS:
+        from ember.compiler import lower_rows
+        return lower_rows.lower(lw, i, n)
+    return _reduction(lw, i, n)
+
+
+# -- kernel state -------------------------------------------------------------------------------
+class _Nest:
+    """A ReduceKernel under construction: the per-element prologue (producers) and the
+    variable of each input dim."""
+
+    def __init__(self, kernel: ReduceKernel, prologue: list, value: str, dim_vars: list,
+                 ctype: str) -> None:
+        self.kernel, self.prologue, self.value = kernel, prologue, value
+        self.dim_vars, self.ctype = dim_vars, ctype
+        self.count = 0
+
+    def name(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count - 1}"
+
+    def pass_(self, k: int) -> ReducePass:
+        while len(self.kernel.passes) <= k:
+            self.kernel.passes.append(ReducePass(list(self.prologue)))
+        return self.kernel.passes[k]
+
+    def accum(self, k: int, kind: str, ctype: str, init: str, value: Any) -> str:
+        name = self.name("a")
+        self.pass_(k).accums.append(Accum(name, kind, ctype, init, value))
+        return name
+
+    def final(self, k: int, ctype: str, expr: Any) -> str:
+        name = self.name("f")
+        self.pass_(k).finals.append(Let(name, ctype, expr))
+        return name
+
+    def let(self, k: int, ctype: str, expr: Any) -> str:
+        name = self.name("p")
+        self.pass_(k).body.append(Let(name, ctype, expr))
+        return name
+
+
+def _op(template: str, *args: Any) -> Op:
+    return Op("reduce", template, tuple(a if not isinstance(a, str) else Local(a)
+                                         for a in args))
+
+
+def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
+    """The kernel that reduces node ``n``'s first input over ``dims``: an open one over the
+    same input and dims (horizontal fusion), or a new one with the input's producers fused
+    in as its prologue when ``allowed(use_node)`` holds for every other use."""
+    from ember.compiler.lower import _PendingLoad, _Pw
+    x = n.args[0]
+    v = lw.vals[x]
+    state = lw.__dict__.setdefault("reduce_nests", {})
+    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    key = (x, dims) if isinstance(v, _Pw) else (id(v.buf), v.geom, dims)
+    got = state.get(key)
+    if got is not None and n.op.name in REDUCTIONS:
+        return got
+    kept = [d for d in range(len(shape)) if d not in dims]
+    dim_vars = [f"o{kept.index(d)}" if d in kept else f"r{dims.index(d)}"
+                for d in range(len(shape))]
+    ct = CTYPES[v.dtype.np.name]
+    if isinstance(v, _Pw) and _absorbable(lw, x, v, shape, allowed):
+        g = lw.group
+        lw.group = None
+        prologue = [Let(p.name, p.buf.ctype, Load(p.buf, _index(p.geom, dim_vars)))
+                    if isinstance(p, _PendingLoad) else p for p in g.body]
+        value, ops = v.local, list(g.ops)
+    else:
+        if isinstance(v, _Pw) and v.group is not lw.group:
+            return "value of a reduction kernel's prologue"
+        if isinstance(v, _Pw):
+            lw._store_buffer(x, v)
+            lw._close_group()  # the value is stored by the group's kernel, before this one
+            v = lw.vals[x]
+        elif lw.group is not None and id(v.buf) in lw.group.writes:
+            lw._close_group()
+        value, ops = "x0", []
+        prologue = [Let(value, ct, Load(v.buf, _index(v.geom, dim_vars)))]
+    if lw.segment is None:
+        k = lw.program_segments()
+        lw.segment = Segment("ember_entry" if not k else f"ember_entry_{k}")
+    inner = tuple(shape[d] for d in dims) or (1,)
+    kern = ReduceKernel(f"kernel{sum(len(s.kernels) for s in lw._segments())}",
+                        tuple(shape[d] for d in kept), inner, ops=ops,
+                        kept_inner=_unit_dim_kept(v, shape, dims))
+    lw.segment.kernels.append(kern)
+    lw.stats.kernels += 1
+    nest = _Nest(kern, prologue, value, dim_vars, ct)
+    lw.__dict__.setdefault("reduce_all", []).append(nest)
+    if n.op.name in REDUCTIONS:
+        state[key] = nest
+    return nest
+
+
+def _unit_dim_kept(v: Any, shape: tuple, dims: tuple) -> bool:
+    """True when the input's fastest-varying dim (in memory, or the last dim of a fused
+    chain in C order) is kept and something is reduced."""
+    from ember.compiler.lower import _Pw
+    if not dims or len(dims) == len(shape):
+        return False
+    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    live = [d for d in range(len(shape)) if strides[d] != 0 and shape[d] != 1]
+    if not live or any(type(strides[d]) is not int for d in live):
+        return live[-1] not in dims if live else False
+    fastest = min(live, key=lambda d: abs(strides[d]))
+    return fastest not in dims
+
+
+def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
+    """True when the open group computes ``x`` only for reductions ``allowed`` accepts."""
+    g = lw.group
+    if g is None or v.group is not g or g.shape != shape or v.buf is not None:
+        return False
+    from ember.compiler.lower import _size
+
+    def ok(c: int) -> bool:  # a later pointwise consumer of the same shape recomputes it
+        u = lw.graph.nodes[c]
+        return allowed(u) or (u.op.kind == "pointwise" and len(u.specs) == 1 and
+                              tuple(_size(m) for m in u.specs[0][0]) == shape)
+    if x in lw.outputs or not all(ok(c) for c in lw.uses.get(x, ())):
+        return False
+    for ref, m in g.members.items():
+        if ref == x:
+            continue
+        if m.buf is not None or ref in lw.outputs or any(
+                ("n", c, 0) not in g.members and not ok(c) for c in lw.uses.get(ref, ())):
+            return False
+    return True
+
+
+# -- recomputed producers, epilogues ------------------------------------------------------------
+def _rename(e: Any, m: dict) -> Any:
+    if isinstance(e, Local):
+        return Local(m.get(e.name, e.name))
+    if isinstance(e, Op):
+        return Op(e.name, e.template, tuple(_rename(a, m) for a in e.args), e.params)
+    return e
+
+
+def recompute(g: Any, v: Any) -> str:
+    """Re-emit the (absorbed) group that computed ``v`` into group ``g``; ``v``'s local in ``g``.
+    A producer chain fused into a reduction is recomputed by its other consumers rather than
+    stored (it reads the same inputs, which are in cache for a row kernel)."""
+    from ember.compiler.lower import _PendingLoad
+    done = g.__dict__.setdefault("recomputed", {})
+    m = done.get(id(v.group))
+    if m is None:
+        m = done[id(v.group)] = {}
+        for x in v.group.body:
+            if isinstance(x, _PendingLoad):
+                key = (id(x.buf), x.geom)
+                name = g.loads.get(key)
+                if name is None:
+                    name = g.loads[key] = g.local()
+                    g.body.append(_PendingLoad(name, x.buf, x.geom))
+                m[x.name] = name
+            elif isinstance(x, Let):
+                m[x.name] = g.local()
+                g.body.append(Let(m[x.name], x.ctype, _rename(x.expr, m)))
+    return m[v.local]
+
+
+def materialize(lw: Any, refs: list) -> None:
+    """Store the values among ``refs`` that live only in a reduction's prologue (a view or an
+    extern needs them in memory): one pointwise kernel recomputes and stores each."""
+    from ember.compiler.lower import _Group, _Pw
+    for r in refs:
+        v = lw.vals.get(r)
+        if not isinstance(v, _Pw) or v.group is lw.group:
+            continue
+        lw._close_group()
+        g = lw.group = _Group(v.shape)
+        local = recompute(g, v)
+        lw.vals[r] = w = _Pw(g, local, v.shape, v.dtype, v.strides)
+        g.members[r] = w
+        g.ops.append("recompute")
+        lw._close_group()
+
+
+def as_epilogue(lw: Any, g: Any) -> bool:
+    """Append closing group ``g`` to a reduction kernel of this segment when it reads only
+    what that kernel can see (what was in memory before it, or its reduced results, which
+    become registers) and iterates either the kernel's input space (a last pass: softmax
+    backward's ``g * y - y * sum(g * y)`` is then ONE kernel) or its reduced space (finals
+    once per kept index: ``sum / n``, ``rstd * mean``).  True when it did."""
+    seg = lw.segment
+    if seg is None:
+        return False
+    for nest in reversed(lw.__dict__.get("reduce_all", [])):
+        k = nest.kernel
+        if k not in seg.kernels or k.order or k.interchanged():
+            continue
+        ins = tuple((k.outer if var[0] == "o" else k.inner)[int(var[1:])]
+                    for var in nest.dim_vars)
+        kept = tuple(1 if var[0] == "r" else m for var, m in zip(nest.dim_vars, ins))
+        if tuple(g.shape) == ins:
+            dim_vars, full = nest.dim_vars, True
+        elif tuple(g.shape) == kept:
+            dim_vars, full = nest.dim_vars, False
+        elif tuple(g.shape) == tuple(k.outer):
+            dim_vars, full = k.outer_vars(), False
+        else:
+            continue
+        if _merge(lw, seg, nest, g, dim_vars, full):
+            return True
+    return False
+
+
+def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -> bool:
+    from ember.compiler.lower import _PendingLoad
+    k = nest.kernel
+    later = set()
+    for k2 in seg.kernels[seg.kernels.index(k) + 1:]:
+        later.update(id(b) for b in k2.buffers()[1])
+    _, kstores = k.buffers()
+    reduced = {(id(st.buf), st.index): st.expr for st in k.stores if isinstance(st, Store)}
+    names: dict = {}
+    if not full:  # outer-level locals share one scope with the finals: fresh names
+        for x in g.body:
+            if isinstance(x, (_PendingLoad, Let)):
+                names[x.name] = nest.name("q")
+    body: list = []
+    stores: list = []
+    for x in g.body:
+        if isinstance(x, _PendingLoad):
+            idx = _index(x.geom, dim_vars)
+            got = reduced.get((id(x.buf), idx))
+            if got is None and (id(x.buf) in later or x.buf in kstores):
+                return False
+            expr = got if got is not None else Load(x.buf, idx)
+            body.append(Let(names.get(x.name, x.name), x.buf.ctype, expr))
+        elif type(x) is tuple:
+            v = x[1]
+            stores.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0), dim_vars),
+                                _rename(Local(v.local), names)))
+        else:
+            body.append(Let(names.get(x.name, x.name), x.ctype, _rename(x.expr, names)))
+    if full:
+        k.passes.append(ReducePass(body + stores))
+    else:
+        k.passes[-1].finals.extend(body)
+        k.stores.extend(stores)
+    k.ops.extend(g.ops)
+    # sealed: a later reduction over the same input starts its own kernel (its passes would
+    # otherwise land in the epilogue, which does not hold the input's prologue)
+    state = lw.__dict__.get("reduce_nests", {})
+    for key in [key for key, got in state.items() if got is nest]:
+        del state[key]
+    return True
+
+
+def _index(geom: Geometry, dim_vars: list) -> Index:
+    terms = tuple((var, s) for var, s, m in zip(dim_vars, geom.strides, geom.shape)
+                  if s != 0 and m != 1)
+    return Index(geom.offset, terms)
+
+
+def _out(lw: Any, i: int, j: int, shape: tuple, strides: tuple, dt: Any) -> Buffer:
+    from ember.compiler.lower import _Mat
+    buf = lw._buffer(dt, shape, "temp")
+    if strides != contiguous_strides(shape):
+        buf.strides = strides
+    ref = ("n", i, j)
+    lw.vals[ref] = _Mat(buf, Geometry(shape, strides, 0), dt)
+    lw.sources[ref] = ("buf", buf)
+    return buf
+
+
+# -- reductions ---------------------------------------------------------------------------------
+def _reduction(lw: Any, i: int, n: Any) -> str | None:
+    from ember.compiler.lower import _Pw
+    name, p = n.op.name, n.params
+    dims, keepdim = p.get("dims"), p.get("keepdim")
+    if type(dims) is not tuple or any(type(d) is not int for d in dims) or \
+            type(keepdim) is not bool:
+        return "symbolic dims"
+    if name in ("var", "std") and type(p.get("correction")) not in (int, float):
+        return "symbolic correction"
+    v = lw.vals[n.args[0]]
+    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    in_strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    if name in ("amax", "amin") and any(shape[d] == 0 for d in dims):
+        return "empty amax/amin (eager raises)"
+    same = frozenset(REDUCTIONS)
+
+    def allowed(u: Any) -> bool:
+        return u.op.name in same and u.args[0] == n.args[0] and u.params.get("dims") == dims
+    nest = _nest(lw, i, n, dims, allowed)
+    if isinstance(nest, str):
+        return nest
+    out_dt = n.specs[0][1]
+    out_shape = tuple(m for _, m in _out_dims(shape, dims, keepdim))
+    result = _RULES[name](nest, n, v.dtype, out_dt, numel(tuple(shape[d] for d in dims)))
+    strides = _out_strides(n, shape, in_strides, out_shape)
+    buf = _out(lw, i, 0, out_shape, strides, out_dt)
+    kept = [d for d in range(len(shape)) if d not in dims]
+    pos = kept if keepdim else list(range(len(kept)))
+    terms = tuple((f"o{k}", strides[q]) for k, q in enumerate(pos)
+                  if strides[q] != 0 and out_shape[q] != 1)
+    nest.kernel.stores.append(Store(buf, Index(0, terms), Local(result)))
+    nest.kernel.ops.append(name)
+    return None
+
+
+def _out_dims(shape: tuple, dims: tuple, keepdim: bool) -> list:
+    """(input dim, output size) per output dim (sizes from the input's SizeExprs)."""
+    if keepdim:
+        return [(d, 1 if d in dims else shape[d]) for d in range(len(shape))]
+    return [(d, shape[d]) for d in range(len(shape)) if d not in dims]
+
+
+def _out_strides(n: Any, shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
+    """Element strides of the reduction's output in eager's memory order (NumPy keeps the
+    input's order for the kept dims)."""
+    from ember.compiler.lower import _ordered
+    contig = contiguous_strides(out_shape)
+    if _ordered(strides, shape) or any(type(s) is not int for s in strides + shape):
+        return contig
+    import numpy as np
+    small = tuple(1 if m == 1 else 2 for m in shape)
+    order = sorted(range(len(shape)), key=lambda d: -abs(strides[d]))
+    a = np.ones(tuple(small[d] for d in order), np.float64).transpose(np.argsort(order))
+    try:
+        out = n.op.eager(a, **n.params)
+    except Exception:  # noqa: BLE001 - a kernel that rejects the stand-in: C order
+        return contig
+    if not isinstance(out, np.ndarray) or out.ndim != len(out_shape):
+        return contig
+    o = sorted(range(out.ndim), key=lambda d: -out.strides[d])
+    res = [0] * len(out_shape)
+    acc: Any = 1
+    for d in reversed(o):
+        res[d] = acc
+        acc = acc * out_shape[d] if type(out_shape[d]) is int and type(acc) is int else \
+            f"({acc} * {out_shape[d]})"
+    return tuple(res)
+
+
+def _cast(t: str, expr: str) -> str:
+    return f"(({t})({expr}))"
+
+
+def _sum_like(kind: str, value_tmpl: str):  # noqa: ANN202
+    def rule(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
+        act, init = accumulator(kind, dt, out_dt)
+        ot = CTYPES[out_dt.np.name]
+        val = value_tmpl.format(v="{0}", A=act, T=nest.ctype)
+        a = nest.accum(0, kind, act, init, _op(val, nest.value))
+        return nest.final(0, ot, _op(_cast(ot, "{0}"), a))
+    return rule
+
+
+def _mean(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
+    t = nest.ctype
+    a = nest.accum(0, "sum", "double", "0", _op("((double)({0}))", nest.value))
+    return nest.final(0, t, _op(f"(({t})({{0}}) / ({t})({count}))", a))
+
+
+def _var(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any, sqrt: bool = False) -> str:
+    """Two passes as eager: the mean (float sum / n), then the sum of squared deviations."""
+    t = nest.ctype
+    mean = _mean(nest, n, dt, out_dt, count)
+    d = nest.let(1, t, _op("({0} - {1})", nest.value, mean))
+    a = nest.accum(1, "sum", "double", "0", _op(f"((double)(({t})({{0}} * {{0}})))", d))
+    corr = float(n.params["correction"])
+    den = f"((double)({count}) - {corr!r})"
+    var = f"(({t})({{0}}) / ({t})({den} > 0 ? {den} : 0.0))"
+    return nest.final(1, t, _op(f"ember_sqrt({var})" if sqrt else var, a))
+
+
+def _logsumexp(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
+    t = nest.ctype
+    act, init = accumulator("max", dt, out_dt)
+    m = nest.accum(0, "max", act, init, Local(nest.value))
+    m = nest.final(0, t, _op(f"(isfinite({{0}}) ? {{0}} : ({t})0)", m))
+    e = nest.let(1, t, _op("ember_exp({0} - {1})", nest.value, m))
+    s = nest.accum(1, "sum", "double", "0", _op("((double)({0}))", e))
+    return nest.final(1, t, _op(f"(ember_log(({t})({{0}})) + {{1}})", s, m))
+
+
+def _extreme(kind: str):  # noqa: ANN202
+    def rule(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
+        act, init = accumulator(kind, dt, out_dt)
+        a = nest.accum(0, kind, act, init, Local(nest.value))
+        return nest.final(0, CTYPES[out_dt.np.name], Local(a))
+    return rule
+
+
+_RULES = {
+    "sum": _sum_like("sum", "(({A})({v}))"),
+    "nansum": _sum_like("sum", "(({v}) != ({v}) ? ({A})0 : ({A})({v}))"),
+    "prod": _sum_like("prod", "(({A})({v}))"),
+    "any": _sum_like("any", "(({v}) != 0)"),
+    "all": _sum_like("all", "(({v}) != 0)"),
+    "amax": _extreme("max"),
+    "amin": _extreme("min"),
+    "mean": _mean,
+    "var": _var,
+    "std": lambda *a: _var(*a, sqrt=True),
+    "logsumexp": _logsumexp,
+}
+
+
+def _is_ref(a: Any) -> bool:
+    return type(a) is tuple and len(a) >= 2 and a[0] in ("i", "n")
+
+
+__all__ = ["HANDLED", "accumulator", "lower"]
