@@ -13,7 +13,6 @@ the same library.  Inputs that are not C-contiguous are copied (counted in ``sta
 from __future__ import annotations
 
 import math
-import os
 import sys
 from typing import Any, Callable
 
@@ -29,9 +28,6 @@ from ember.config import config
 # integer overflow wraps, as in NumPy; libm need not set errno (lets gcc inline sqrt and CSE
 # pure calls; results are unchanged)
 EXTRA_FLAGS = ("-fwrapv", "-fno-math-errno")
-# OpenMP is opt-in in this slice (EMBER_C_OPENMP=1): libgomp hangs in a fork()ed child once the
-# parent has run a parallel region, and DataLoader workers fork by default
-OPENMP = os.environ.get("EMBER_C_OPENMP", "") not in ("", "0")
 _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
@@ -48,7 +44,8 @@ class CompiledGraph:
         self.program: Program = lower(graph, _HELPERS)
         self.program.verify()
         self.stats = self.program.stats  # type: ignore[attr-defined]
-        self.source = generate(self.program, openmp=OPENMP)
+        openmp = config.c_openmp  # EMBER_C_OPENMP=0 builds serial code
+        self.source = generate(self.program, openmp=openmp)
         self.path = None
         self.entries: dict = {}
         if config.debug >= 2:
@@ -57,7 +54,7 @@ class CompiledGraph:
             print(f"[ember.compiler c_source]\n{self.source}", file=sys.stderr)
         if self.program.segments():
             self.path = toolchain.compile_library(self.source, name="graph",
-                                                  extra_flags=EXTRA_FLAGS, openmp=OPENMP)
+                                                  extra_flags=EXTRA_FLAGS, openmp=openmp)
             lib = runtime.load(self.path)
             self.entries = {s.entry: lib.entry(s.entry) for s in self.program.segments()}
         self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
@@ -170,7 +167,7 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     sources: list = []
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
-        sources.append(generate(lower(graph, _HELPERS)))
+        sources.append(generate(lower(graph, _HELPERS), openmp=config.c_openmp))
 
         def run(arrays: list, scalars: list) -> list:
             return graph.run(arrays, scalars)

@@ -113,6 +113,14 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
     return "\n".join(parts)
 
 
+def _omp_for(iterations: str) -> str:
+    """The pragma that splits the next loop over the runtime's thread count.  The ``if`` keeps
+    small loops and one-thread runs (``ember.set_num_threads(1)``, a fork()ed child) off the
+    thread pool: libgomp then runs the loop on the calling thread."""
+    return (f"#pragma omp parallel for num_threads(ember_num_threads) "
+            f"if(ember_num_threads > 1 && {iterations} >= {OMP_MIN_ITERATIONS})")
+
+
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     t = k.dst.ctype
     loads, _ = k.buffers()
@@ -126,8 +134,7 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     lines.append("  (void)ints; (void)floats;")
     lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
     if openmp:
-        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                     f"if(R * C >= {OMP_MIN_ITERATIONS})")
+        lines.append(f"  {_omp_for('R * C')}")
     body = ["for (int64_t r = 0; r < R; r++) {",
             f"  {t} *restrict y = {k.dst.name} + r * C;"]
     if k.prologue:  # the fused producers write x into the output row once
@@ -184,8 +191,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     ind = "  "
     if openmp and k.ranges:
         total = " * ".join(f"(int64_t)({n})" for n in k.ranges)
-        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                     f"if({total} >= {OMP_MIN_ITERATIONS})")
+        lines.append(f"  {_omp_for(total)}")
     for v, n in k.loops():
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
         ind += "  "
