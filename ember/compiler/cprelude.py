@@ -99,10 +99,11 @@ def render_c_expr(op: Any, args: list[str], params: dict | None = None,
     """The ``c_expr`` of OpDef ``op`` with ``{i}`` replaced by the C expressions ``args``
     (values in their compute type) and ``{name}`` by params: numbers as exact double
     literals, a dtype as its C storage type, None as the op's documented default."""
-    template = op.c_expr
-    if template is None:
-        raise ValueError(f"[render_c_expr] op {op.name} has no c_expr")
     params = params or {}
+    template = op.c_template(params)
+    if template is None:
+        raise ValueError(f"[render_c_expr] op {op.name} has no c_expr for params {params}")
+    params = {k: v for k, v in params.items() if k != op.c_selector}
 
     def sub(m: re.Match) -> str:
         key = m.group(1)

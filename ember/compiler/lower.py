@@ -2,7 +2,7 @@
 
 Nodes are taken in graph order:
 
-* a pointwise op with a ``c_expr`` (or a rule in ``_EXTRA_EXPR``) over supported dtypes joins
+* a pointwise op with a ``c_expr`` (its OpDef's; ``OpDef.c_template``) over supported dtypes joins
   the open fusion group when it iterates the same shape; its value is a typed local (a
   register) and is stored to a buffer only when something outside the group needs it;
 * a view op (kind ``"view"``) becomes a ``Geometry`` (shape, element strides, offset) over its
@@ -44,21 +44,6 @@ from ember.compiler.loop_ir import (
 )
 from ember.config import config
 
-# pointwise ops without a c_expr in the registry that the C backend still lowers
-_EXTRA_EXPR = {
-    # the prelude's ember_* math vectorizes (libm's erf/exp/tanh calls would not)
-    ("gelu", "none"): "({0} * ({T})0.5 * (1 + ember_erf({0} * ({T})M_SQRT1_2)))",
-    ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + ember_tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
-                      "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
-    ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
-    ("silu", None): "({0} * ember_sigmoid({0}))",
-}
-# templates that replace the registry's to match the eager kernel's formula
-_OVERRIDES = {
-    # eager: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e) (no overflow to 0 for x < -88)
-    # (a GNU statement expression: exp is called once)
-    "sigmoid": "ember_sigmoid({0})",
-}
 # integer division by zero raises in eager (data-dependent): these stay eager for integers
 _INT_ZERO_RAISES = frozenset({"div_trunc", "div_floor", "remainder", "fmod"})
 # float classification of integer or bool inputs is constant (C's isnan rejects integers)
@@ -214,7 +199,7 @@ class Lowering:
             return f"C helper {', '.join(sorted(missing))} not in the prelude"
         fields = set(re.findall(r"\{([A-Za-z_]\w*)\}", tmpl))
         fields.discard("T")  # the compute C type, filled in by the lowering
-        extra = set(n.params) - fields - ({"approximate"} if op.name == "gelu" else set())
+        extra = set(n.params) - fields - {op.c_selector}
         if extra:
             return f"parameter {', '.join(sorted(extra))} not in its c_expr"
         for k in fields:
@@ -225,12 +210,6 @@ class Lowering:
 
     def _template(self, n: Any) -> str | None:
         name = n.op.name
-        if name == "gelu":
-            return _EXTRA_EXPR.get(("gelu", n.params.get("approximate")))
-        if (name, None) in _EXTRA_EXPR and not n.params:
-            return _EXTRA_EXPR[(name, None)]
-        if name in _OVERRIDES:
-            return _OVERRIDES[name]
         tensors = [a for a in n.args if _is_ref(a)]
         floating = bool(tensors) and self._dtype(tensors[0]).np.kind == "f"
         if name in _INT_CLASSIFY and not floating:
@@ -241,7 +220,7 @@ class Lowering:
             return None
         if n.op.name == "bitwise_not" and n.specs[0][1].np.name == "bool":
             return "(!{0})"  # ~ on a C bool is never false
-        return n.op.c_expr
+        return n.op.c_template(n.params)
 
     # -- pointwise ------------------------------------------------------------------------------
     def _pointwise(self, i: int, n: Any) -> None:
@@ -270,7 +249,7 @@ class Lowering:
         for k, v in n.params.items():
             if k == "dtype":
                 params.append((k, CTYPES[v.np.name]))
-            elif k != "approximate":
+            elif k != n.op.c_selector:
                 params.append((k, _scalar(v, ct)))
         name = g.local()
         g.body.append(Let(name, CTYPES[out_dt.np.name],

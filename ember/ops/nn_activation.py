@@ -46,6 +46,7 @@ class _Act:
     grad_name: str = ""
     # optional fused ``g * f'(x)`` (saves the full-size temporary of f'(x) and one pass)
     grad: Kernel | None = None
+    c_expr: Any = None               # the forward's C template (OpDef.c_expr)
 
 
 def _meta(name: str, ints: bool) -> Callable[..., tuple]:
@@ -173,7 +174,7 @@ def _register(a: _Act) -> OpDef:
 
     return register(OpDef(
         a.name, "pointwise", _meta(a.name, a.ints), _forward_kernel(a.forward, a.rounds), vjp,
-        save=(0,), tags=frozenset({"lowp_upcast"}), grad_name=a.grad_name,
+        save=(0,), tags=frozenset({"lowp_upcast"}), grad_name=a.grad_name, c_expr=a.c_expr,
         doc=f"The {a.name} activation.",
     ))
 
@@ -386,16 +387,26 @@ def _hardswish_d1(x: np.ndarray) -> np.ndarray:
     return np.where(x < -3.0, 0.0, np.where(x <= 3.0, x / 3.0 + 0.5, 1.0))
 
 
+# C templates (the prelude's ember_erfc/ember_sigmoid vectorize; libm's would not).  Both avoid
+# the cancellation of 1 + erf / 1 + tanh for x < 0: Phi(x) = erfc(-x / sqrt 2) / 2 (as the
+# float32 kernel) and 0.5 (1 + tanh(u)) = sigmoid(2u)
+_GELU_C = {"approximate": {
+    "none": "({0} * ember_like({0}, 0.5) * ember_erfc({0} * ember_like({0}, -M_SQRT1_2)))",
+    "tanh": "({0} * ember_sigmoid(ember_like({0}, 2 * M_2_SQRTPI * M_SQRT1_2) * "
+            "({0} + ember_like({0}, 0.044715) * {0} * {0} * {0})))",
+}}
+
 _ACTS = (
     _Act("relu", lambda x: np.maximum(x, 0), (lambda x: (x > 0) | np.isnan(x),), ints=True,
-         smooth=False),
+         smooth=False, c_expr="(({0} > 0 || {0} != {0}) ? {0} : 0)"),  # NaN propagates
     _Act("hardtanh", _hardtanh, (_hardtanh_d1,), ints=True, smooth=False),
     _Act("leaky_relu", _leaky_relu,
          (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False),
     _Act("threshold", _threshold,
          (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False),
-    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad),
-    _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2)),
+    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad, c_expr=_GELU_C),
+    _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2),
+         c_expr="({0} * ember_sigmoid({0}))"),
     _Act("mish", _mish, (_mish_d1, _mish_d2)),
     _Act("softplus", _softplus, (_softplus_d1, _softplus_d2)),
     _Act("elu", _elu, (_elu_d1, _elu_d2)),
