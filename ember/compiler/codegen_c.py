@@ -12,7 +12,16 @@ per segment with the runtime's ABI::
 
 from __future__ import annotations
 
-from ember.compiler.loop_ir import Kernel, Program, RowKernel, Segment
+from ember.compiler.loop_ir import (
+    Kernel,
+    Program,
+    RowKernel,
+    Segment,
+    is_lowp,
+    load_expr,
+    round_expr,
+    store_expr,
+)
 from ember.compiler.runtime import C_PRELUDE
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
@@ -122,9 +131,11 @@ def _omp_for(iterations: str) -> str:
 
 
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
-    t = k.dst.ctype
+    t = k.dst.compute_ctype          # float for float16/bfloat16
+    st = k.dst.ctype                 # what the row holds in memory
+    lowp = is_lowp(k.dst.dtype)
     loads, _ = k.buffers()
-    params = [f"{t} *restrict {k.dst.name}"]
+    params = [f"{st} *restrict {k.dst.name}"]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     lines = [f"/* {' '.join(k.ops)}: {k.op} over the last dim */",
@@ -136,7 +147,7 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     if openmp:
         lines.append(f"  {_omp_for('R * C')}")
     body = ["for (int64_t r = 0; r < R; r++) {",
-            f"  {t} *restrict y = {k.dst.name} + r * C;"]
+            f"  {st} *restrict y = {k.dst.name} + r * C;"]
     if k.prologue:  # the fused producers write x into the output row once
         body.append("  int64_t rest_ = r; (void)rest_;")
         for d in range(len(k.lead) - 1, -1, -1):  # the row's leading indices, last dim fastest
@@ -146,29 +157,43 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
             else:
                 body.append("  const int64_t i0 = rest_;")
         body.append("  for (int64_t c = 0; c < C; c++) {")
-        body.extend(f"    {st}" for st in k.prologue)
-        body.append(f"    y[c] = {k.value};")
+        body.extend(f"    {st_}" for st_ in k.prologue)
+        # a float16/bfloat16 row is rounded here, as eager's producers round their output
+        body.append(f"    y[c] = {store_expr(k.dst.dtype, k.value)};")
         body.append("  }")
-        body.append(f"  const {t} *x = y;")
+        body.append(f"  const {st} *x = y;")
     else:
-        body.append(f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
+        body.append(f"  const {st} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
+    x = load_expr(k.dst.dtype, "x[c]")
     body += [
-        f"  {t} m = x[0];",
-        "  for (int64_t c = 1; c < C; c++) m = (x[c] > m || x[c] != x[c]) ? x[c] : m;",
+        f"  {t} m = {load_expr(k.dst.dtype, 'x[0]')};",
+        f"  for (int64_t c = 1; c < C; c++) {{ const {t} v = {x}; "
+        f"m = (v > m || v != v) ? v : m; }}",
         "  double s = 0;",
     ]
-    if k.op == "softmax":
+    if k.op == "softmax" and not lowp:
         body += [
             f"  for (int64_t c = 0; c < C; c++) {{ const {t} e = exp(x[c] - m); y[c] = e; "
             f"s += e; }}",
             f"  const {t} st = ({t})s;",
             "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;",
         ]
-    else:
+    elif k.op == "softmax":  # y cannot hold exp's float values: recompute them
         body += [
-            "  for (int64_t c = 0; c < C; c++) s += exp(x[c] - m);",
-            f"  const {t} ls = log(({t})s);",
-            "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;",
+            f"  for (int64_t c = 0; c < C; c++) s += ({t})exp({x} - m);",
+            f"  const {t} st = ({t})s;",
+            f"  for (int64_t c = 0; c < C; c++) y[c] = "
+            f"{store_expr(k.dst.dtype, f'({t})exp({x} - m) / st')};",
+        ]
+    else:
+        # float16/bfloat16: the row sum and its log are rounded to the dtype (eager, after
+        # PyTorch's last-dim CPU kernel, keeps them in the input dtype)
+        total = round_expr(k.dst.dtype, f"({t})s")
+        body += [
+            f"  for (int64_t c = 0; c < C; c++) s += exp({x} - m);",
+            f"  const {t} ls = {round_expr(k.dst.dtype, f'log({total})')};",
+            f"  for (int64_t c = 0; c < C; c++) y[c] = "
+            f"{store_expr(k.dst.dtype, f'({x} - m) - ls')};",
         ]
     body.append("}")
     lines.extend("  " + b for b in body)

@@ -22,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
+    COMPUTE_CTYPES,
     CTYPES,
+    STORAGE_CTYPES,
     Buffer,
     Const,
     Extern,
@@ -40,6 +43,8 @@ from ember.compiler.loop_ir import (
     Segment,
     Store,
     contiguous_strides,
+    is_lowp,
+    round_expr,
     s_mul,
 )
 from ember.config import config
@@ -162,7 +167,7 @@ class Lowering:
         if n.op.name in ("softmax", "log_softmax"):
             if self._row(i, n):
                 return
-            reason = "not over the last dim of a C-order float32/float64 value"
+            reason = "not over the last dim of a C-order floating value"
         elif kind == "view":
             if self._view(i, n):
                 return
@@ -190,9 +195,9 @@ class Lowering:
             return "no tensor input"
         for r in tensors:
             d = self._dtype(r)
-            if d.np.name not in CTYPES:
-                return f"dtype {d.name} (float16/bfloat16 run eagerly in this slice)"
-        if n.specs[0][1].np.name not in CTYPES:
+            if d.np.name not in STORAGE_CTYPES:
+                return f"dtype {d.name} (no C storage type)"
+        if n.specs[0][1].np.name not in STORAGE_CTYPES:
             return f"output dtype {n.specs[0][1].name}"
         missing = set(re.findall(r"\b(ember_\w+)\s*\(", tmpl)) - self.helpers
         if missing:
@@ -211,7 +216,7 @@ class Lowering:
     def _template(self, n: Any) -> str | None:
         name = n.op.name
         tensors = [a for a in n.args if _is_ref(a)]
-        floating = bool(tensors) and self._dtype(tensors[0]).np.kind == "f"
+        floating = bool(tensors) and self._dtype(tensors[0]).is_floating_point
         if name in _INT_CLASSIFY and not floating:
             return _INT_CLASSIFY[name]
         if name == "pow" and not floating:
@@ -220,7 +225,10 @@ class Lowering:
             return None
         if n.op.name == "bitwise_not" and n.specs[0][1].np.name == "bool":
             return "(!{0})"  # ~ on a C bool is never false
-        return n.op.c_template(n.params)
+        tmpl = n.op.c_template(n.params)
+        if tmpl is not None and tensors and is_lowp(self._dtype(tensors[0])):
+            tmpl = lowp_variants(tmpl, self._dtype(tensors[0]).np.name)
+        return tmpl
 
     # -- pointwise ------------------------------------------------------------------------------
     def _pointwise(self, i: int, n: Any) -> None:
@@ -238,28 +246,40 @@ class Lowering:
             g = None
         if g is None:
             g = self.group = _Group(shape)
-        ct = CTYPES[in_dt.np.name]
+        ct = COMPUTE_CTYPES[in_dt.np.name]
         args = []
         for a in n.args:
             if _is_ref(a):
-                args.append(self._operand(g, a))
+                args.append(self._lowp_operand(g, a, out_dt))
             else:
                 args.append(Const(_scalar(a, ct)))
         params = [("T", ct)]
         for k, v in n.params.items():
-            if k == "dtype":
-                params.append((k, CTYPES[v.np.name]))
+            if k == "dtype":  # a cast to float16/bfloat16 rounds once, from double (below)
+                params.append((k, "double" if is_lowp(v) else CTYPES[v.np.name]))
             elif k != n.op.c_selector:
                 params.append((k, _scalar(v, ct)))
         name = g.local()
-        g.body.append(Let(name, CTYPES[out_dt.np.name],
-                          Op(n.op.name, self._template(n), tuple(args), tuple(params))))
+        expr: Any = Op(n.op.name, self._template(n), tuple(args), tuple(params))
+        if is_lowp(out_dt) and in_dt != out_dt:  # a cast to float16/bfloat16 rounds
+            expr = Op("round", round_expr(out_dt, "{0}"), (expr,))
+        g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))
         ref = ("n", i, 0)
         v = _Pw(g, name, shape, out_dt, self._layout(n, shape, tensors))
         g.members[ref] = v
         g.ops.append(n.op.name)
         self.vals[ref] = v
         self.stats.fused_ops += 1
+
+    def _lowp_operand(self, g: _Group, r: tuple, out_dt: Any) -> Any:
+        """The operand ``r``; a float16/bfloat16 value computed in the group is held in float
+        without rounding (as torch.compile does; eager rounds after every op), and is rounded
+        to its dtype where it leaves that dtype (a cast, a comparison), as eager sees it."""
+        x = self._operand(g, r)
+        d = self._dtype(r)
+        if is_lowp(d) and d != out_dt and isinstance(self.vals[r], _Pw):
+            return Op("round", round_expr(d, "{0}"), (x,))
+        return x
 
     def _operand(self, g: _Group, r: tuple) -> Any:
         v = self.vals[r]
@@ -329,7 +349,7 @@ class Lowering:
         body = []
         for x in g.body:
             if isinstance(x, _PendingLoad):
-                body.append(Let(x.name, x.buf.ctype, Load(x.buf, _index(x.geom, loop_vars,
+                body.append(Let(x.name, x.buf.compute_ctype, Load(x.buf, _index(x.geom, loop_vars,
                                                                          flat))))
             elif type(x) is tuple:
                 v = x[1]
@@ -367,11 +387,11 @@ class Lowering:
 
     # -- row-wise reductions ----------------------------------------------------------------------
     def _row(self, i: int, n: Any) -> bool:
-        """softmax/log_softmax over the last dim of a float32/float64 value as a RowKernel."""
+        """softmax/log_softmax over the last dim of a floating value as a RowKernel."""
         src = n.args[0]
         v = self.vals.get(src)
         dim = n.params.get("dim")
-        if v is None or type(dim) is not int or v.dtype.np.name not in ("float32", "float64"):
+        if v is None or type(dim) is not int or not v.dtype.is_floating_point:
             return False
         shape = v.shape if isinstance(v, _Pw) else v.geom.shape
         if not shape or dim not in (len(shape) - 1, -1):
@@ -424,7 +444,8 @@ class Lowering:
                 return False
         self.group = None
         row_vars = [f"i{d}" for d in range(len(shape) - 1)] + ["c"]
-        prologue = [Let(x.name, x.buf.ctype, Load(x.buf, _index(x.geom, row_vars, False)))
+        prologue = [Let(x.name, x.buf.compute_ctype, Load(x.buf, _index(x.geom, row_vars,
+                                                                          False)))
                     if isinstance(x, _PendingLoad) else x for x in g.body]
         rows = 1
         for m in shape[:-1]:
@@ -565,7 +586,7 @@ def _probe_order(n: Any, shape: tuple, strides: list, dtypes: list) -> list | No
             args.append(a)
             continue
         st, dt = next(it)
-        if dt.np.name not in CTYPES:
+        if dt.np.name not in STORAGE_CTYPES:
             return None
         npdt = np.dtype(dt.np)
         order = sorted(range(len(shape)), key=lambda d: -abs(st[d]))

@@ -1,9 +1,15 @@
 """The pointwise OpInfo table (and softmax) through the C backend (forward; float32, float64,
-int64, bool).
+float16, bfloat16, int64, bool).
 
 Every sample runs eagerly and compiled with ``backend="c"``.  Graphs that lowered fully to C
 compare in ulps (libm's last bit may differ from NumPy's); graphs with an extern step run that
 step's eager kernel, so they compare exactly.  ``KNOWN`` lists genuine differences (xfail).
+
+float16/bfloat16 use the same rule in ulps of the 16-bit dtype: a C kernel computes in float
+and rounds once at the store, eager rounds after every op, so a sample that is one op agrees
+to the last bit (up to a float32 last-bit difference crossing a rounding boundary: 1 ulp), and
+a sample that the frontend decomposes into several ops differs by the intermediate roundings,
+a few ulp of the dtype at the operands' scale (the ``spacing(max)`` term).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from tests.opinfo.core import to_ember
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
                                 reason="no C compiler")
 
-DTYPES = {"float32", "float64", "int64", "bool"}
+DTYPES = {"float32", "float64", "float16", "bfloat16", "int64", "bool"}
 OPS = (ops_pointwise.OPINFOS + ops_pointwise_math.OPINFOS + ops_pointwise_logic.OPINFOS
        + ops_nn_activation.OPINFOS
        + [o for o in ops_reduction.OPINFOS if "softmax" in o.name])
@@ -56,8 +62,9 @@ def _compare(got, want, what, exact):
     assert isinstance(got, ember.Tensor), what
     assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape), what
     a, b = got.detach().numpy(), want.detach().numpy()
-    if a.dtype.kind != "f" or exact:
-        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), what
+    floating = got.dtype.is_floating_point  # (NumPy calls ml_dtypes' bfloat16 kind "V")
+    if not floating or exact:
+        assert np.array_equal(a, b, equal_nan=floating), what
         return
     assert np.array_equal(np.isnan(a), np.isnan(b)), f"{what}: NaNs differ"
     fin = ~np.isnan(a) & ~np.isinf(b)
