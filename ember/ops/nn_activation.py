@@ -387,11 +387,11 @@ def _hardswish_d1(x: np.ndarray) -> np.ndarray:
     return np.where(x < -3.0, 0.0, np.where(x <= 3.0, x / 3.0 + 0.5, 1.0))
 
 
-# C templates (the prelude's ember_erfc/ember_sigmoid vectorize; libm's would not).  Both avoid
-# the cancellation of 1 + erf / 1 + tanh for x < 0: Phi(x) = erfc(-x / sqrt 2) / 2 (as the
-# float32 kernel) and 0.5 (1 + tanh(u)) = sigmoid(2u)
+# C templates.  Both avoid the cancellation of 1 + erf / 1 + tanh for x < 0: the prelude's
+# ember_normal_cdf is Phi(x) = erfc(-x / sqrt 2) / 2 (in float, eager's float32 algorithm), and
+# 0.5 (1 + tanh(u)) = sigmoid(2u); both vectorize (libm's erf/tanh would not)
 _GELU_C = {"approximate": {
-    "none": "({0} * ember_like({0}, 0.5) * ember_erfc({0} * ember_like({0}, -M_SQRT1_2)))",
+    "none": "({0} * ember_normal_cdf({0}))",
     "tanh": "({0} * ember_sigmoid(ember_like({0}, 2 * M_2_SQRTPI * M_SQRT1_2) * "
             "({0} + ember_like({0}, 0.044715) * {0} * {0} * {0})))",
 }}
