@@ -278,7 +278,7 @@ EMBER_INLINE double ember_tanhd(double x) {
 EMBER_INLINE float ember_sigmoidf(float x) {
     float e = ember_expf(x < 0.0f ? x : -x);
     float d = 1.0f + e;
-    return x >= 0.0f ? 1.0f / d : e / d;
+    return (x >= 0.0f ? 1.0f : e) / d;  /* one division (vectorized, both sides are computed) */
 }
 
 EMBER_INLINE double ember_sigmoidd(double x) {
