@@ -42,12 +42,7 @@ CASES = [(op, d) for op in OPS for d in op.dtypes if d in DTYPES and d not in op
 ULPS = 4
 
 # (op.name, dtype) -> why the C result differs from eager
-KNOWN: dict = {
-    ("gelu_gradgrad", "float32"):
-        "eager's float32 gelu kernels use their own erf/exp approximations; the C lowering uses "
-        "libm's erf, and the double-backward chain cancels to ~1e-8, where they differ by "
-        "~900 ulp of the result (5e-11 absolute)",
-}
+KNOWN: dict = {}
 
 
 def _compare(got, want, what, exact):
