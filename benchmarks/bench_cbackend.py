@@ -1,13 +1,18 @@
-"""The C backend's first slice (issue 5): one fused pointwise kernel vs eager.
+"""The C backend (issue 5): one fused pointwise kernel vs torch eager and torch.compile.
 
-gelu(x*w + b) * sigmoid(x) on 2^22 float32: ember eager, ember compiled with backend="c",
-torch eager (interleaved rounds, medians); then softmax, log_softmax and layer_norm rows
-(``rows``).  Run: python -m benchmarks.bench_cbackend [--rows]
+gelu(x*w + b) * sigmoid(x) on 2^24 float32 (erf gelu): ember compiled with backend="c" (OpenMP
+on, the default), torch eager and torch.compile (inductor), at 1 and at 2 threads (ember and
+torch set alike), interleaved rounds, medians; ember eager optionally (``--eager``); then
+softmax, log_softmax and layer_norm rows (``--rows``).
+Run: python -m benchmarks.bench_cbackend [--eager] [--threads 1,2] [--log2n 24] [--rows]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
+import time
 from typing import Any
 
 import numpy as np
@@ -16,9 +21,11 @@ import torch
 import ember
 from benchmarks.common import fmt_time, time_per_call
 from ember.compiler import cbackend
+from ember.config import config
 
 
-def main(n: int = 1 << 22, rounds: int = 9, number: int = 5) -> None:
+def gelu_chain(n: int = 1 << 24, threads: tuple = (1, 2), rounds: int = 11, number: int = 3,
+               eager: bool = False) -> None:
     rng = np.random.default_rng(0)
     xs, ws, bs = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     ex, ew, eb = (ember.tensor(a) for a in (xs, ws, bs))
@@ -31,25 +38,40 @@ def main(n: int = 1 << 22, rounds: int = 9, number: int = 5) -> None:
         return torch.nn.functional.gelu(x * w + b) * torch.sigmoid(x)
 
     fc = ember.compile(f, backend="c")
+    ftc = torch.compile(ft)
     got, want = fc(ex, ew, eb).numpy(), f(ex, ew, eb).numpy()
     cg = cbackend.last_compiled()
-    print(f"kernels: {cg.stats.kernels}, fallbacks: {cg.stats.fallback_count}, "
-          f"max |c - eager| = {np.abs(got - want).max():.3g}")
-    cases = {"ember eager": lambda: f(ex, ew, eb), "ember backend='c'": lambda: fc(ex, ew, eb),
+    tc = ftc(tx, tw, tb).numpy()
+    print(f"kernels: {cg.stats.kernels}, fallbacks: {cg.stats.fallback_count}, openmp: "
+          f"{config.c_openmp}, max |c - eager| = {np.abs(got - want).max():.3g}, "
+          f"max |c - torch.compile| = {np.abs(got - tc).max():.3g}")
+    cases = {"ember backend='c'": lambda: fc(ex, ew, eb),
+             "torch.compile": lambda: ftc(tx, tw, tb),
              "torch eager": lambda: ft(tx, tw, tb)}
-    for fn in cases.values():
-        fn()
-    times: dict = {k: [] for k in cases}
-    for _ in range(rounds):
-        for k, fn in cases.items():
-            times[k].append(time_per_call(fn, number))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"gelu(x*w+b)*sigmoid(x), n = 2^{n.bit_length() - 1} float32, "
-          f"torch threads {torch.get_num_threads()}")
-    print("| implementation | median | vs torch eager |")
-    print("|---|---|---|")
-    for k, t in med.items():
-        print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
+    if eager:
+        cases["ember eager"] = lambda: f(ex, ew, eb)
+    for t in threads:
+        ember.set_num_threads(t)
+        torch.set_num_threads(t)
+        for fn in cases.values():
+            fn()
+        times: dict = {k: [] for k in cases}
+        cpu: dict = {k: [] for k in cases}   # process CPU time: less sensitive to other jobs
+        for _ in range(rounds):
+            for k, fn in cases.items():
+                c0 = time.process_time()
+                times[k].append(time_per_call(fn, number))
+                cpu[k].append((time.process_time() - c0) / number)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+        print(f"\ngelu(x*w+b)*sigmoid(x), n = 2^{n.bit_length() - 1} float32, {t} thread(s) "
+              f"(ember and torch), load {os.getloadavg()[0]:.2f}")
+        print("| implementation | wall median | vs torch.compile | CPU time median | "
+              "vs torch.compile |")
+        print("|---|---|---|---|---|")
+        for k, v in med.items():
+            print(f"| {k} | {fmt_time(v)} | {v / med['torch.compile']:.2f} | "
+                  f"{fmt_time(mcpu[k])} | {mcpu[k] / mcpu['torch.compile']:.2f} |")
 
 
 def rows(n_rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5,
@@ -114,7 +136,14 @@ def rows(n_rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5,
 
 
 if __name__ == "__main__":
-    import sys
-    if "--rows" not in sys.argv:
-        main()
-    rows()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--eager", action="store_true", help="also time ember eager")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--log2n", type=int, default=24)
+    ap.add_argument("--rows", action="store_true",
+                    help="only the softmax/log_softmax/layer_norm rows")
+    a = ap.parse_args()
+    if a.rows:
+        rows()
+        raise SystemExit
+    gelu_chain(1 << a.log2n, tuple(int(t) for t in a.threads.split(",")), eager=a.eager)

@@ -34,7 +34,9 @@ class Config:
     disable).
     ``cache_dir``: where compiled C libraries are cached (EMBER_CACHE_DIR; default
     $XDG_CACHE_HOME/ember or ~/.cache/ember).  ``cc``: the C compiler command (EMBER_CC; default
-    ``gcc``; may carry arguments, e.g. ``"ccache gcc"``).
+    ``gcc``; may carry arguments, e.g. ``"ccache gcc"``).  ``c_openmp``: the C backend splits
+    kernels' outer loops over ``ember.get_num_threads()`` OpenMP threads (EMBER_C_OPENMP=0 turns
+    it off; a fork()ed child always runs them on one thread).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -47,6 +49,7 @@ class Config:
     # the C backend's toolchain (ember/compiler/toolchain.py)
     cache_dir: str = _cache_dir()
     cc: str = os.environ.get("EMBER_CC", "") or "gcc"
+    c_openmp: bool = os.environ.get("EMBER_C_OPENMP", "1") != "0"
 
 
 config = Config()

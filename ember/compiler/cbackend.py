@@ -16,7 +16,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -36,9 +35,6 @@ from ember.errors import EmberRuntimeError
 # integer overflow wraps, as in NumPy; libm need not set errno (lets gcc inline sqrt and CSE
 # pure calls; results are unchanged)
 EXTRA_FLAGS = ("-fwrapv", "-fno-math-errno")
-# OpenMP is opt-in in this slice (EMBER_C_OPENMP=1): libgomp hangs in a fork()ed child once the
-# parent has run a parallel region, and DataLoader workers fork by default
-OPENMP = os.environ.get("EMBER_C_OPENMP", "") not in ("", "0")
 _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
@@ -89,7 +85,7 @@ class CompiledGraph:
         if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
             autotune.tune_program(program, EXTRA_FLAGS)
         self.stats = program.stats  # type: ignore[attr-defined]
-        self._source = generate(program, openmp=OPENMP)
+        self._source = generate(program, openmp=config.c_openmp)
         if config.debug >= 3:
             print(f"[ember.compiler loop_ir]\n{program}", file=sys.stderr)
         if program.segments():
@@ -99,7 +95,7 @@ class CompiledGraph:
             where = f" (whole unit with the preludes: {Path(self.path).with_suffix('.c')})" \
                 if self.path is not None else ""
             print(f"[ember.compiler c_source]{where}\n"
-                  f"{generate(program, prelude=False, openmp=OPENMP)}", file=sys.stderr)
+                  f"{generate(program, prelude=False, openmp=config.c_openmp)}", file=sys.stderr)
         if program.segments():
             lib = runtime.load(self.path)
             # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
@@ -162,7 +158,7 @@ class CompiledGraph:
     def source(self) -> str:
         """The C translation unit."""
         if self._source is None:
-            self._source = generate(self.program, openmp=OPENMP)
+            self._source = generate(self.program, openmp=config.c_openmp)
         return self._source
 
     def __call__(self, arrays: list, scalars: list = ()) -> list:
@@ -255,19 +251,20 @@ def _code_digest() -> str:
     """What decides the generated code besides the graph: the sources of the compiler and of
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
-    got = _DIGEST.get(config.cc)
+    dkey = (config.cc, config.c_openmp)
+    got = _DIGEST.get(dkey)
     if got is None:
-        h = hashlib.sha256(f"plan-v{PLAN_VERSION} {OPENMP} {EXTRA_FLAGS} {PRELUDE is not None}"
-                           .encode())
+        h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {EXTRA_FLAGS} "
+                           f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[1]
-        for folder in ("compiler", "ops"):
-            for f in sorted((root / folder).glob("*.py")):
+        for pattern in ("compiler/*.py", "compiler/csrc/*", "ops/*.py"):  # (the C prelude too)
+            for f in sorted(root.glob(pattern)):
                 st = f.stat()
                 h.update(f"{f.name} {st.st_size} {st.st_mtime_ns}\n".encode())
         cc = toolchain.CACHE.compiler()
         h.update(f"{cc.version} {cc.command} {toolchain.CACHE.cpu()} "
                  f"{toolchain.ember_version()}".encode())
-        got = _DIGEST[config.cc] = h.hexdigest()
+        got = _DIGEST[dkey] = h.hexdigest()
     return got
 
 
@@ -365,13 +362,13 @@ def c_source(graph: Graph) -> str | None:
     program = lower(graph, _HELPERS)
     if not program.segments():
         return None
-    return generate(program, openmp=OPENMP)
+    return generate(program, openmp=config.c_openmp)
 
 
 def build_options() -> dict:
     """The keyword arguments the ``"c"`` backend passes to ``toolchain.compile_unit`` (a prebuild
     with ``toolchain.compile_bundle`` must use the same ones to hit the cache)."""
-    return {"name": "graph", "extra_flags": EXTRA_FLAGS, "openmp": OPENMP}
+    return {"name": "graph", "extra_flags": EXTRA_FLAGS, "openmp": config.c_openmp}
 
 
 BUNDLE_PRELUDE = runtime.C_PRELUDE + "\n" + PRELUDE + "\n"
@@ -408,7 +405,7 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     sources: list = []
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
-        sources.append(generate(lower(graph, _HELPERS)))
+        sources.append(generate(lower(graph, _HELPERS), openmp=config.c_openmp))
         return _eager_runner(graph)
 
     # compiled graphs are cached per code object: look at fresh ones, keep the caller's

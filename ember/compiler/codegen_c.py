@@ -26,7 +26,11 @@ from ember.compiler.loop_ir import (
     RowKernel,
     Segment,
     contiguous_strides,
+    is_lowp,
+    load_expr,
     numel,
+    round_expr,
+    store_expr,
 )
 from ember.compiler.runtime import C_PRELUDE
 
@@ -182,7 +186,7 @@ def _by_value_scalars(text: str) -> tuple:
 
 def _canonical(text: str) -> str:
     m = re.search(r"static (?:void|int) ", text)
-    head, rest = text[:m.start()], text[m.end():]
+    rest = text[m.end():]
     ret = m.group(0)  # kernels that report input errors return int: never shared with voids
     rest = ret + rest.split("(", 1)[1]
     seen: dict = {}
@@ -339,8 +343,7 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
                      f"sizeof(double));")
     if openmp and outer and not cols:  # (column sums are sequential over the rows)
         total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
-        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                     f"if({total} >= {OMP_MIN_ITERATIONS}) reduction(|:err_)")
+        lines.append(f"  {_omp_for(f'({total})')} reduction(|:err_)")
     ind = "  "
     for v, n in outer:
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
@@ -371,10 +374,20 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     return _declare_ints(lines, program)
 
 
+def _omp_for(iterations: str) -> str:
+    """The pragma that splits the next loop over the runtime's thread count.  The ``if`` keeps
+    small loops and one-thread runs (``ember.set_num_threads(1)``, a fork()ed child) off the
+    thread pool: libgomp then runs the loop on the calling thread."""
+    return (f"#pragma omp parallel for num_threads(ember_num_threads) "
+            f"if(ember_num_threads > 1 && {iterations} >= {OMP_MIN_ITERATIONS})")
+
+
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
-    t = k.dst.ctype
+    t = k.dst.compute_ctype          # float for float16/bfloat16
+    st = k.dst.ctype                 # what the row holds in memory
+    lowp = is_lowp(k.dst.dtype)
     loads, _ = k.buffers()
-    params = [f"{t} *restrict {k.dst.name}"]
+    params = [f"{st} *restrict {k.dst.name}"]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     lines = [f"/* {' '.join(k.ops)}: {k.op} over the last dim */",
@@ -382,10 +395,9 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
              "  (void)ints; (void)floats;"]
     lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
     if openmp:
-        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                     f"if(R * C >= {OMP_MIN_ITERATIONS})")
+        lines.append(f"  {_omp_for('R * C')}")
     body = ["for (int64_t r = 0; r < R; r++) {",
-            f"  {t} *restrict y = {k.dst.name} + r * C;"]
+            f"  {st} *restrict y = {k.dst.name} + r * C;"]
     if k.prologue:  # the fused producers write x into the output row once
         body.append("  int64_t rest_ = r; (void)rest_;")
         for d in range(len(k.lead) - 1, -1, -1):  # the row's leading indices, last dim fastest
@@ -395,25 +407,36 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
             else:
                 body.append("  const int64_t i0 = rest_;")
         body.append("  for (int64_t c = 0; c < C; c++) {")
-        body.extend(f"    {st}" for st in k.prologue)
-        body.append(f"    y[c] = {k.value};")
+        body.extend(f"    {st_}" for st_ in k.prologue)
+        # a float16/bfloat16 row is rounded here, as eager's producers round their output
+        body.append(f"    y[c] = {store_expr(k.dst.dtype, k.value)};")
         body.append("  }")
-        body.append(f"  const {t} *x = y;")
+        body.append(f"  const {st} *x = y;")
     else:
-        body.append(f"  const {t} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
+        body.append(f"  const {st} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
     # the max in lanes (NaN propagates), then exp and the sum: float lanes of double partial
     # sums (at least as accurate as NumPy's pairwise float sum), vectorized
-    body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", "x[c]")], "  ")
-    if k.op == "softmax":
+    xv = load_expr(k.dst.dtype, "x[c]")  # float16/bfloat16 widen to float
+    body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
+    total = [("s", "double", "sum", "0.0", "(double)e")]
+    if k.op == "softmax" and not lowp:
         body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
-                          [("s", "double", "sum", "0.0", "(double)e")], "  ")
+                          total, "  ")
         body += [f"  const {t} st = ({t})s;",
                  "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;"]
+    elif k.op == "softmax":  # y cannot hold exp's float values: recompute them
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp({xv} - m);"], total, "  ")
+        body += [f"  const {t} st = ({t})s;",
+                 f"  for (int64_t c = 0; c < C; c++) y[c] = "
+                 f"{store_expr(k.dst.dtype, f'ember_exp({xv} - m) / st')};"]
     else:
-        body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);"],
-                          [("s", "double", "sum", "0.0", "(double)e")], "  ")
-        body += [f"  const {t} ls = ember_log(({t})s);",
-                 "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;"]
+        # float16/bfloat16: the row sum and its log are rounded to the dtype (eager, after
+        # PyTorch's last-dim CPU kernel, keeps them in the input dtype)
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp({xv} - m);"], total, "  ")
+        rounded = round_expr(k.dst.dtype, f"({t})s")
+        body += [f"  const {t} ls = {round_expr(k.dst.dtype, f'ember_log({rounded})')};",
+                 f"  for (int64_t c = 0; c < C; c++) y[c] = "
+                 f"{store_expr(k.dst.dtype, f'({xv} - m) - ls')};"]
     body.append("}")
     lines.extend("  " + b for b in body)
     lines.append("}")
@@ -439,8 +462,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     ind = "  "
     if openmp and k.ranges:
         total = " * ".join(f"(int64_t)({n})" for n in k.ranges)
-        lines.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                     f"if({total} >= {OMP_MIN_ITERATIONS})")
+        lines.append(f"  {_omp_for(total)}")
     for v, n in k.loops():
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
         ind += "  "

@@ -348,13 +348,12 @@ def _batch_loops(k: GemmKernel, body: list) -> list:
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
     if not k.epilogue:
         return []
-    from ember.compiler.codegen_c import OMP_MIN_ITERATIONS
+    from ember.compiler.codegen_c import _omp_for
     ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
     out = []
     if openmp:
         total = " * ".join(f"(int64_t)({n})" for n in ranges)
-        out.append(f"  #pragma omp parallel for num_threads(ember_num_threads) "
-                   f"if({total} >= {OMP_MIN_ITERATIONS})")
+        out.append(f"  {_omp_for(f'({total})')}")
     ind = "  "
     for v, n in zip(k.epi_vars(), ranges):
         out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["PRELUDE", "C_TYPES", "COMPUTE_TYPES", "helpers", "include_dir", "render_c_expr",
-           "c_literal", "load_expr", "store_expr", "build_test_lib", "CFLAGS"]
+           "c_literal", "load_expr", "store_expr", "lowp_variants", "build_test_lib", "CFLAGS"]
 
 _PATH = Path(__file__).with_name("csrc") / "ember_prelude.h"
 PRELUDE: str = _PATH.read_text()
@@ -99,10 +99,11 @@ def render_c_expr(op: Any, args: list[str], params: dict | None = None,
     """The ``c_expr`` of OpDef ``op`` with ``{i}`` replaced by the C expressions ``args``
     (values in their compute type) and ``{name}`` by params: numbers as exact double
     literals, a dtype as its C storage type, None as the op's documented default."""
-    template = op.c_expr
-    if template is None:
-        raise ValueError(f"[render_c_expr] op {op.name} has no c_expr")
     params = params or {}
+    template = op.c_template(params)
+    if template is None:
+        raise ValueError(f"[render_c_expr] op {op.name} has no c_expr for params {params}")
+    params = {k: v for k, v in params.items() if k != op.c_selector}
 
     def sub(m: re.Match) -> str:
         key = m.group(1)
@@ -117,11 +118,16 @@ def render_c_expr(op: Any, args: list[str], params: dict | None = None,
             return "double" if v.name in ("float16", "bfloat16") else C_TYPES[v.name]
         return c_literal(v)
 
-    out = re.sub(r"\{(\w+)\}", sub, template)
-    if dtype_name in ("float16", "bfloat16"):
-        suffix = "f16" if dtype_name == "float16" else "bf16"
-        out = re.sub(rf"\b({'|'.join(_LOWP_VARIANTS)})\(", rf"\1_{suffix}(", out)
-    return out
+    return lowp_variants(re.sub(r"\{(\w+)\}", sub, template), dtype_name)
+
+
+def lowp_variants(text: str, dtype_name: str) -> str:
+    """``text`` with the helpers that have a float16/bfloat16 variant renamed to it
+    (``ember_div_trunc`` -> ``ember_div_trunc_f16``) when ``dtype_name`` is one of those."""
+    if dtype_name not in ("float16", "bfloat16"):
+        return text
+    suffix = "f16" if dtype_name == "float16" else "bf16"
+    return re.sub(rf"\b({'|'.join(_LOWP_VARIANTS)})\(", rf"\1_{suffix}(", text)
 
 
 # helpers with a float16/bfloat16 variant (``ember_div_trunc_f16``): the eager kernel rounds an

@@ -27,9 +27,58 @@ from ember.errors import EmberRuntimeError
 
 SizeExpr = Union[int, str]
 
-# numpy dtype name -> C type
+# numpy dtype name -> C type (dtypes stored and computed in the same type)
 CTYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t",
           "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "bool"}
+
+# float16/bfloat16 are stored as their bits (uint16_t), loaded exactly into float, computed in
+# float and stored with one round-to-nearest-even (the prelude's helpers, bit for bit with
+# NumPy / ml_dtypes casts).  (load, store) helper per dtype:
+LOWP = {"float16": ("ember_f16_to_f32", "ember_to_f16"),
+        "bfloat16": ("ember_bf16_to_f32", "ember_to_bf16")}
+STORAGE_CTYPES = {**CTYPES, "float16": "uint16_t", "bfloat16": "uint16_t"}
+COMPUTE_CTYPES = {**CTYPES, "float16": "float", "bfloat16": "float"}
+
+
+def _dname(dtype: Any) -> str:
+    """The NumPy name of an ember dtype (or a name)."""
+    return dtype if type(dtype) is str else dtype.np.name
+
+
+def is_lowp(dtype: Any) -> bool:
+    """float16 or bfloat16: stored in 16 bits, computed in float."""
+    return _dname(dtype) in LOWP
+
+
+def storage_ctype(dtype: Any) -> str:
+    """The C type a buffer of ``dtype`` holds (``uint16_t`` for float16/bfloat16)."""
+    return STORAGE_CTYPES[_dname(dtype)]
+
+
+def compute_ctype(dtype: Any) -> str:
+    """The C type values of ``dtype`` are computed in (``float`` for float16/bfloat16)."""
+    return COMPUTE_CTYPES[_dname(dtype)]
+
+
+def load_expr(dtype: Any, ref: str) -> str:
+    """C text reading the element ``ref`` (an lvalue of the storage type) in its compute type.
+    Every kernel's loads go through here, so a new kernel kind gets float16/bfloat16 for free."""
+    lowp = LOWP.get(_dname(dtype))
+    return f"{lowp[0]}({ref})" if lowp else ref
+
+
+def store_expr(dtype: Any, value: str) -> str:
+    """C text converting ``value`` (compute type, or double) to ``dtype``'s storage: one
+    rounding for float16/bfloat16; the value itself otherwise (the target converts)."""
+    lowp = LOWP.get(_dname(dtype))
+    return f"{lowp[1]}({value})" if lowp else value
+
+
+def round_expr(dtype: Any, value: str) -> str:
+    """``value`` rounded to ``dtype`` and kept in the compute type (float16/bfloat16: what a
+    store then a load give; other dtypes: unchanged)."""
+    lowp = LOWP.get(_dname(dtype))
+    return f"{lowp[0]}({lowp[1]}({value}))" if lowp else value
 
 
 # ------------------------------------------------------------------------------ size algebra
@@ -93,7 +142,21 @@ class Buffer:
 
     @property
     def ctype(self) -> str:
-        return CTYPES[self.dtype.np.name]
+        """The C type of an element in memory (``uint16_t`` for float16/bfloat16)."""
+        return storage_ctype(self.dtype)
+
+    @property
+    def compute_ctype(self) -> str:
+        """The C type an element is computed in (``float`` for float16/bfloat16)."""
+        return compute_ctype(self.dtype)
+
+    def load(self, index: Any) -> str:
+        """C text of element ``index`` in the compute type."""
+        return load_expr(self.dtype, f"{self.name}[{index}]")
+
+    def store(self, index: Any, value: str) -> str:
+        """C statement storing ``value`` (compute type) at ``index``."""
+        return f"{self.name}[{index}] = {store_expr(self.dtype, value)};"
 
 
 @dataclass(frozen=True)
@@ -137,7 +200,7 @@ class Load(Expr):
     index: Index
 
     def __str__(self) -> str:
-        return f"{self.buf.name}[{self.index}]"
+        return self.buf.load(self.index)
 
 
 @dataclass(frozen=True)
@@ -188,7 +251,7 @@ class Store:
     expr: Expr
 
     def __str__(self) -> str:
-        return f"{self.buf.name}[{self.index}] = {self.expr};"
+        return self.buf.store(self.index, str(self.expr))
 
 
 # ------------------------------------------------------------------------------ kernels, steps
@@ -800,7 +863,9 @@ def _indices(st: Any) -> list:
     return out
 
 
-__all__ = ["Accum", "Buffer", "CTYPES", "Check", "ColumnAccum", "Const", "Extern", "Geometry",
-           "GemmKernel", "Im2colKernel", "Index", "Kernel", "Let", "Load", "Local", "MatOperand",
-           "Op", "Program", "ReduceKernel", "ReducePass", "RowKernel", "Segment", "SizeExpr",
-           "Store", "contiguous_strides", "eval_size", "numel"]
+__all__ = ["Accum", "Buffer", "COMPUTE_CTYPES", "CTYPES", "Check", "ColumnAccum", "Const",
+           "Extern", "Geometry", "GemmKernel", "Im2colKernel", "Index", "Kernel", "LOWP", "Let",
+           "Load", "Local", "MatOperand", "Op", "Program", "ReduceKernel", "ReducePass",
+           "RowKernel", "STORAGE_CTYPES", "Segment", "SizeExpr", "Store", "compute_ctype",
+           "contiguous_strides", "eval_size", "is_lowp", "load_expr", "numel", "round_expr",
+           "storage_ctype", "store_expr"]

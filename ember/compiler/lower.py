@@ -2,7 +2,7 @@
 
 Nodes are taken in graph order:
 
-* a pointwise op with a ``c_expr`` (or a rule in ``_EXTRA_EXPR``) over supported dtypes joins
+* a pointwise op with a ``c_expr`` (its OpDef's; ``OpDef.c_template``) over supported dtypes joins
   the open fusion group when it iterates the same shape; its value is a typed local (a
   register) and is stored to a buffer only when something outside the group needs it;
 * a view op (kind ``"view"``) becomes a ``Geometry`` (shape, element strides, offset) over its
@@ -24,9 +24,12 @@ from typing import Any
 import numpy as np
 
 from ember.compiler import lower_reduce
+from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
+    COMPUTE_CTYPES,
     CTYPES,
+    STORAGE_CTYPES,
     Buffer,
     Const,
     Extern,
@@ -42,28 +45,13 @@ from ember.compiler.loop_ir import (
     Segment,
     Store,
     contiguous_strides,
+    is_lowp,
+    round_expr,
     s_mul,
 )
 from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
 from ember.config import config
 
-# pointwise ops without a c_expr in the registry that the C backend still lowers
-_EXTRA_EXPR = {
-    # the prelude's ember_* math vectorizes (libm's erf/exp/tanh calls would not)
-    ("gelu", "none"): "({0} * ({T})0.5 * (1 + ember_erf({0} * ({T})M_SQRT1_2)))",
-    ("gelu", "tanh"): "(({T})0.5 * {0} * (1 + ember_tanh(({T})(M_2_SQRTPI * M_SQRT1_2) * "
-                      "({0} + ({T})0.044715 * {0} * {0} * {0}))))",
-    ("relu", None): "(({0} > 0 || {0} != {0}) ? {0} : ({T})0)",  # NaN propagates (np.maximum)
-    ("silu", None): "({0} * ember_sigmoid({0}))",
-    # eager: g * ((x > 0) | isnan(x)): a product with 0 or 1 (-0, NaN for g = inf kept)
-    ("relu_backward", None): "({0} * (({1} > 0 || {1} != {1}) ? ({T})1 : ({T})0))",
-}
-# templates that replace the registry's to match the eager kernel's formula
-_OVERRIDES = {
-    # eager: e = exp(-|x|); x >= 0 ? 1/(1+e) : e/(1+e) (no overflow to 0 for x < -88)
-    # (a GNU statement expression: exp is called once)
-    "sigmoid": "ember_sigmoid({0})",
-}
 # integer division by zero raises in eager (data-dependent): these stay eager for integers
 _INT_ZERO_RAISES = frozenset({"div_trunc", "div_floor", "remainder", "fmod"})
 # float classification of integer or bool inputs is constant (C's isnan rejects integers)
@@ -183,7 +171,7 @@ class Lowering:
         if n.op.name in ("softmax", "log_softmax"):
             if self._row(i, n):
                 return
-            reason = "not over the last dim of a C-order float32/float64 value"
+            reason = "not over the last dim of a C-order floating value"
         elif kind == "view":
             if self._view(i, n):
                 return
@@ -219,16 +207,16 @@ class Lowering:
             return "no tensor input"
         for r in tensors:
             d = self._dtype(r)
-            if d.np.name not in CTYPES:
-                return f"dtype {d.name} (float16/bfloat16 run eagerly in this slice)"
-        if n.specs[0][1].np.name not in CTYPES:
+            if d.np.name not in STORAGE_CTYPES:
+                return f"dtype {d.name} (no C storage type)"
+        if n.specs[0][1].np.name not in STORAGE_CTYPES:
             return f"output dtype {n.specs[0][1].name}"
         missing = set(re.findall(r"\b(ember_\w+)\s*\(", tmpl)) - self.helpers
         if missing:
             return f"C helper {', '.join(sorted(missing))} not in the prelude"
         fields = set(re.findall(r"\{([A-Za-z_]\w*)\}", tmpl))
         fields.discard("T")  # the compute C type, filled in by the lowering
-        extra = set(n.params) - fields - ({"approximate"} if op.name == "gelu" else set())
+        extra = set(n.params) - fields - {op.c_selector}
         if extra:
             return f"parameter {', '.join(sorted(extra))} not in its c_expr"
         for k in fields:
@@ -239,14 +227,8 @@ class Lowering:
 
     def _template(self, n: Any) -> str | None:
         name = n.op.name
-        if name == "gelu":
-            return _EXTRA_EXPR.get(("gelu", n.params.get("approximate")))
-        if (name, None) in _EXTRA_EXPR and not n.params:
-            return _EXTRA_EXPR[(name, None)]
-        if name in _OVERRIDES:
-            return _OVERRIDES[name]
         tensors = [a for a in n.args if _is_ref(a)]
-        floating = bool(tensors) and self._dtype(tensors[0]).np.kind == "f"
+        floating = bool(tensors) and self._dtype(tensors[0]).is_floating_point
         if name in _INT_CLASSIFY and not floating:
             return _INT_CLASSIFY[name]
         if name == "pow" and not floating:
@@ -255,7 +237,10 @@ class Lowering:
             return None
         if n.op.name == "bitwise_not" and n.specs[0][1].np.name == "bool":
             return "(!{0})"  # ~ on a C bool is never false
-        return n.op.c_expr
+        tmpl = n.op.c_template(n.params)
+        if tmpl is not None and tensors and is_lowp(self._dtype(tensors[0])):
+            tmpl = lowp_variants(tmpl, self._dtype(tensors[0]).np.name)
+        return tmpl
 
     # -- pointwise ------------------------------------------------------------------------------
     def _pointwise(self, i: int, n: Any) -> None:
@@ -273,28 +258,40 @@ class Lowering:
             g = None
         if g is None:
             g = self.group = _Group(shape)
-        ct = CTYPES[in_dt.np.name]
+        ct = COMPUTE_CTYPES[in_dt.np.name]
         args = []
         for a in n.args:
             if _is_ref(a):
-                args.append(self._operand(g, a))
+                args.append(self._lowp_operand(g, a, out_dt))
             else:
                 args.append(Const(_scalar(a, ct)))
         params = [("T", ct)]
         for k, v in n.params.items():
-            if k == "dtype":
-                params.append((k, CTYPES[v.np.name]))
-            elif k != "approximate":
+            if k == "dtype":  # a cast to float16/bfloat16 rounds once, from double (below)
+                params.append((k, "double" if is_lowp(v) else CTYPES[v.np.name]))
+            elif k != n.op.c_selector:
                 params.append((k, _scalar(v, ct)))
         name = g.local()
-        g.body.append(Let(name, CTYPES[out_dt.np.name],
-                          Op(n.op.name, self._template(n), tuple(args), tuple(params))))
+        expr: Any = Op(n.op.name, self._template(n), tuple(args), tuple(params))
+        if is_lowp(out_dt) and in_dt != out_dt:  # a cast to float16/bfloat16 rounds
+            expr = Op("round", round_expr(out_dt, "{0}"), (expr,))
+        g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))
         ref = ("n", i, 0)
         v = _Pw(g, name, shape, out_dt, self._layout(n, shape, tensors))
         g.members[ref] = v
         g.ops.append(n.op.name)
         self.vals[ref] = v
         self.stats.fused_ops += 1
+
+    def _lowp_operand(self, g: _Group, r: tuple, out_dt: Any) -> Any:
+        """The operand ``r``; a float16/bfloat16 value computed in the group is held in float
+        without rounding (as torch.compile does; eager rounds after every op), and is rounded
+        to its dtype where it leaves that dtype (a cast, a comparison), as eager sees it."""
+        x = self._operand(g, r)
+        d = self._dtype(r)
+        if is_lowp(d) and d != out_dt and isinstance(self.vals[r], _Pw):
+            return Op("round", round_expr(d, "{0}"), (x,))
+        return x
 
     def _operand(self, g: _Group, r: tuple) -> Any:
         v = self.vals[r]
@@ -368,7 +365,7 @@ class Lowering:
         body = []
         for x in g.body:
             if isinstance(x, _PendingLoad):
-                body.append(Let(x.name, x.buf.ctype, Load(x.buf, _index(x.geom, loop_vars,
+                body.append(Let(x.name, x.buf.compute_ctype, Load(x.buf, _index(x.geom, loop_vars,
                                                                          flat))))
             elif type(x) is tuple:
                 v = x[1]
@@ -406,11 +403,11 @@ class Lowering:
 
     # -- row-wise reductions ----------------------------------------------------------------------
     def _row(self, i: int, n: Any) -> bool:
-        """softmax/log_softmax over the last dim of a float32/float64 value as a RowKernel."""
+        """softmax/log_softmax over the last dim of a floating value as a RowKernel."""
         src = n.args[0]
         v = self.vals.get(src)
         dim = n.params.get("dim")
-        if v is None or type(dim) is not int or v.dtype.np.name not in ("float32", "float64"):
+        if v is None or type(dim) is not int or not v.dtype.is_floating_point:
             return False
         shape = v.shape if isinstance(v, _Pw) else v.geom.shape
         if not shape or dim not in (len(shape) - 1, -1):
@@ -463,7 +460,8 @@ class Lowering:
                 return False
         self.group = None
         row_vars = [f"i{d}" for d in range(len(shape) - 1)] + ["c"]
-        prologue = [Let(x.name, x.buf.ctype, Load(x.buf, _index(x.geom, row_vars, False)))
+        prologue = [Let(x.name, x.buf.compute_ctype, Load(x.buf, _index(x.geom, row_vars,
+                                                                          False)))
                     if isinstance(x, _PendingLoad) else x for x in g.body]
         rows = 1
         for m in shape[:-1]:
@@ -606,7 +604,7 @@ def _probe_order(n: Any, shape: tuple, strides: list, dtypes: list) -> list | No
             args.append(a)
             continue
         st, dt = next(it)
-        if dt.np.name not in CTYPES:
+        if dt.np.name not in STORAGE_CTYPES:
             return None
         npdt = np.dtype(dt.np)
         order = sorted(range(len(shape)), key=lambda d: -abs(st[d]))

@@ -47,12 +47,16 @@ C_PRELUDE = r"""/* ember C runtime prelude, ABI 1 (ember/compiler/runtime.py); o
 
 typedef int (*ember_entry_fn)(void **bufs, const int64_t *ints, const double *floats);
 
-/* ember.set_num_threads() as seen by generated code: use it in num_threads(...) clauses. */
+/* ember.set_num_threads() as seen by generated code: OpenMP regions are written
+   `num_threads(ember_num_threads) if(ember_num_threads > 1 && ...)`.  The runtime sets it to 1
+   in a fork()ed child (libgomp's pool does not survive fork; a one-thread region never uses it). */
 static int ember_num_threads = 1;
 
 EMBER_EXPORT int ember_abi_version(void) { return EMBER_ABI_VERSION; }
 
 EMBER_EXPORT void ember_set_num_threads(int n) { ember_num_threads = n > 0 ? n : 1; }
+
+EMBER_EXPORT int ember_get_num_threads(void) { return ember_num_threads; }
 
 /* Where a NumPy array object keeps its type and data pointers; measured by the runtime. */
 static const void *ember_array_type;
@@ -307,25 +311,43 @@ class Library:
 
 class _ThreadCount:
     """Pushes ``ember.set_num_threads`` into every loaded library that exports
-    ``ember_set_num_threads``."""
+    ``ember_set_num_threads``.
+
+    In a ``fork()``ed child the count is 1 for good, whatever ``set_num_threads`` says: GNU
+    libgomp's thread pool does not survive ``fork`` (a multi-thread region in the child waits
+    forever for the parent's workers), while a one-thread region never touches the pool
+    (tests/compiler/test_cbackend_threads.py forks after a parallel region to check it).  Eager
+    kernels and BLAS keep ``ember.get_num_threads()``: their pools are fork-safe."""
 
     def __init__(self) -> None:
         self._setters: list = []
         self._hooked = False
+        self.forked = False
+
+    def count(self) -> int:
+        """The thread count generated code uses in this process."""
+        return 1 if self.forked else _parallel.get_num_threads()
 
     def add(self, setter: ctypes._CFuncPtr) -> None:
         if not self._hooked:
             _parallel.on_num_threads_change(self.broadcast)
             self._hooked = True
         self._setters.append(setter)
-        setter(_parallel.get_num_threads())
+        setter(self.count())
 
     def broadcast(self, n: int) -> None:
         for setter in self._setters:
-            setter(n)
+            setter(1 if self.forked else n)
+
+    def after_fork_in_child(self) -> None:
+        self.forked = True
+        for setter in self._setters:
+            setter(1)
 
 
 _THREADS = _ThreadCount()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_THREADS.after_fork_in_child)
 
 
 class _Libraries:

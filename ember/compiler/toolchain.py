@@ -45,9 +45,10 @@ FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off")
 """Fixed compiler flags of every library."""
 
 OPENMP_FLAG = "-fopenmp"
-"""Added with ``openmp=True``.  GNU libgomp hangs in a ``fork()``ed child once the parent has run
-an OpenMP region: processes that run OpenMP code must be started with ``spawn`` or
-``forkserver``, not ``fork``."""
+"""Added with ``openmp=True``.  GNU libgomp hangs in a ``fork()``ed child that enters a
+multi-thread region once the parent has run one: generated code guards its regions with
+``if(ember_num_threads > 1 ...)`` and the runtime sets that count to 1 in a forked child
+(``runtime._ThreadCount``); hand-written OpenMP code must do the same."""
 
 LIBS = ("-lm",)
 

@@ -46,6 +46,8 @@ class _Act:
     grad_name: str = ""
     # optional fused ``g * f'(x)`` (saves the full-size temporary of f'(x) and one pass)
     grad: Kernel | None = None
+    c_expr: Any = None               # the forward's C template (OpDef.c_expr)
+    grad_c_expr: Any = None          # C template of ``g * f'(x)`` ({0} = g, {1} = x)
 
 
 def _meta(name: str, ints: bool) -> Callable[..., tuple]:
@@ -164,6 +166,7 @@ def _register(a: _Act) -> OpDef:
             name, "pointwise", _meta(name, False),
             _deriv_kernel(d, a.grad if k == 0 else None), deriv_vjp(k),
             save=(0, 1), save_for={0: (1,), 1: (0, 1)},
+            c_expr=a.grad_c_expr if k == 0 else None,
             doc=f"``g * f^({k + 1})(x)`` for f = {a.name}.",
         )))
 
@@ -173,7 +176,7 @@ def _register(a: _Act) -> OpDef:
 
     return register(OpDef(
         a.name, "pointwise", _meta(a.name, a.ints), _forward_kernel(a.forward, a.rounds), vjp,
-        save=(0,), tags=frozenset({"lowp_upcast"}), grad_name=a.grad_name,
+        save=(0,), tags=frozenset({"lowp_upcast"}), grad_name=a.grad_name, c_expr=a.c_expr,
         doc=f"The {a.name} activation.",
     ))
 
@@ -386,16 +389,28 @@ def _hardswish_d1(x: np.ndarray) -> np.ndarray:
     return np.where(x < -3.0, 0.0, np.where(x <= 3.0, x / 3.0 + 0.5, 1.0))
 
 
+# C templates.  Both avoid the cancellation of 1 + erf / 1 + tanh for x < 0: the prelude's
+# ember_normal_cdf is Phi(x) = erfc(-x / sqrt 2) / 2 (in float, eager's float32 algorithm), and
+# 0.5 (1 + tanh(u)) = sigmoid(2u); both vectorize (libm's erf/tanh would not)
+_GELU_C = {"approximate": {
+    "none": "({0} * ember_normal_cdf({0}))",
+    "tanh": "({0} * ember_sigmoid(ember_like({0}, 2 * M_2_SQRTPI * M_SQRT1_2) * "
+            "({0} + ember_like({0}, 0.044715) * {0} * {0} * {0})))",
+}}
+
 _ACTS = (
     _Act("relu", lambda x: np.maximum(x, 0), (lambda x: (x > 0) | np.isnan(x),), ints=True,
-         smooth=False),
+         smooth=False, c_expr="(({0} > 0 || {0} != {0}) ? {0} : 0)",  # NaN propagates
+         # eager: g * ((x > 0) | isnan(x)): a product with 0 or 1 (-0, NaN for g = inf kept)
+         grad_c_expr="({0} * (({1} > 0 || {1} != {1}) ? 1 : 0))"),
     _Act("hardtanh", _hardtanh, (_hardtanh_d1,), ints=True, smooth=False),
     _Act("leaky_relu", _leaky_relu,
          (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False),
     _Act("threshold", _threshold,
          (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False),
-    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad),
-    _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2)),
+    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad, c_expr=_GELU_C),
+    _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2),
+         c_expr="({0} * ember_sigmoid({0}))"),
     _Act("mish", _mish, (_mish_d1, _mish_d2)),
     _Act("softplus", _softplus, (_softplus_d1, _softplus_d2)),
     _Act("elu", _elu, (_elu_d1, _elu_d2)),

@@ -12,6 +12,14 @@ An OpDef is a name with its rule table, registered next to its kernels:
   saved inputs/outputs (``save`` / ``save_output``), the input shapes/dtypes and the params.
 * ``c_expr``/``lower``/``decomp``: how the compiler lowers the op (filled in by the compiler
   issues; a pointwise op carries its C expression here already where it is obvious).
+  ``c_expr`` is a C template over the inputs ``{0}``, ``{1}``, ... and params ``{name}``
+  (``"({0} + {1})"``), or, where a param picks the formula, a dict ``{param: {value:
+  template}}`` (gelu: ``{"approximate": {"none": ..., "tanh": ...}}``); the selecting param is
+  not substituted.  ``c_template(params)`` returns the template for a node's params (None when
+  that value has none) and ``c_templates()`` every template (for conformance tests).
+  Templates call the C prelude's type-generic ``ember_*`` helpers and write constants as
+  ``ember_like({0}, c)`` so one template serves float32, float64 and float16/bfloat16 (computed
+  in float32).
 
 Primitives are strict: no broadcasting, no type promotion, no defaults.  Tensor inputs of a
 pointwise primitive share one shape and one dtype; Python scalars may stand in for tensor inputs
@@ -65,7 +73,8 @@ class OpDef:
     # cause saving, so ``x.mul_(2)`` does not save ``x``)
     save_for: dict[int, tuple[int, ...]] | None = field(default=None, compare=False)
     save_output: bool = False           # whether the vjp reads the output(s)
-    c_expr: str | None = None           # C expression for pointwise ops: "({0} + {1})"
+    # C template of a pointwise op ("({0} + {1})"), or {param: {value: template}} (see above)
+    c_expr: str | dict[str, dict[Any, str]] | None = None
     lower: Callable[..., Any] | None = None
     decomp: Callable[..., Any] | None = None
     doc: str = ""
@@ -77,6 +86,27 @@ class OpDef:
         if not self.grad_name:
             camel = "".join(p[:1].upper() + p[1:] for p in self.name.split("_"))
             object.__setattr__(self, "grad_name", f"{camel}Backward0")
+
+    @property
+    def c_selector(self) -> str | None:
+        """The param whose value picks the ``c_expr`` template (None for a single template)."""
+        return next(iter(self.c_expr)) if isinstance(self.c_expr, dict) else None
+
+    def c_template(self, params: dict) -> str | None:
+        """The ``c_expr`` template for a node with ``params`` (None if there is none)."""
+        if isinstance(self.c_expr, dict):
+            key = self.c_selector
+            return self.c_expr[key].get(params.get(key))
+        return self.c_expr
+
+    def c_templates(self) -> list[tuple[dict, str]]:
+        """Every ``(selecting params, template)`` pair of ``c_expr``."""
+        if self.c_expr is None:
+            return []
+        if isinstance(self.c_expr, dict):
+            key = self.c_selector
+            return [({key: v}, t) for v, t in self.c_expr[key].items()]
+        return [({}, self.c_expr)]
 
     @property
     def differentiable(self) -> bool:

@@ -7,7 +7,8 @@ same steps run eagerly from the same initial weights and batches.
 
 Tolerances: the MLP's C kernels are pointwise float32 arithmetic, relu and AdamW's
 sqrt/divide, which round exactly as NumPy does (``-ffp-contract=off``, no fast-math), so its
-losses agree to a few ulp (C reductions accumulate in double).  The GPT's C kernels also compute gelu(approximate="tanh") with
+losses agree to a few ulp (C reductions accumulate in double).  The GPT's C kernels also
+compute gelu(approximate="tanh") with
 the prelude's vectorized ``ember_tanh`` (1.3 ulp from the float64 function, docs/compiler.md
 "Accuracy") where eager calls NumPy's tanh: single activations differ by a few ulp, and 20 AdamW
 steps carry that into the weights.  The losses (means over 32 positions, magnitude ~3.7) then
