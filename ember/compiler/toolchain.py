@@ -318,8 +318,11 @@ def _valid_bundle(lib: Path, sha256: str | None) -> bool:
 
 
 # file-scope definitions a bundle renames: `static ...` and `EMBER_EXPORT ...` at column 0
-_DEFINITION = re.compile(r"^(?:static|EMBER_EXPORT)\b[^(\[=;{]*?\b([A-Za-z_]\w*)\s*[(\[=;]",
-                         re.M)
+# file-scope names a unit defines: static/exported functions and variables (also with a leading
+# attribute: shared kernels are ``__attribute__((noinline)) static``) and typedef'd structs
+# (``} name;`` at column 0)
+_DEFINITION = re.compile(r"^(?:(?:__attribute__\(\([^)]*\)\)\s*)?static|EMBER_EXPORT)\b"
+                         r"[^(\[=;{]*?\b([A-Za-z_]\w*)\s*[(\[=;]|^\}\s*([A-Za-z_]\w*)\s*;", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.M)
 
 BUNDLE_BYTES = 64_000
@@ -332,7 +335,7 @@ def bundle_unit(body: str, prefix: str) -> str:
     """A unit's text (without the shared prelude) made safe to share one translation unit with
     others: every file-scope ``static``/``EMBER_EXPORT`` definition gets ``prefix`` (in the whole
     body, so calls follow), and its ``#define``s are undone at its end."""
-    names = sorted(set(_DEFINITION.findall(body)), key=len, reverse=True)
+    names = sorted({a or b for a, b in _DEFINITION.findall(body)}, key=len, reverse=True)
     if names:
         pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
         body = pattern.sub(lambda m: prefix + m.group(1), body)

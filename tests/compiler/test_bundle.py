@@ -207,3 +207,38 @@ def test_c_backend_hits_a_prebuilt_bundle(cache, logging_cc):
         assert cbackend.last_compiled().path == units[0].path
         np.testing.assert_allclose(got.numpy(), fn(*args).numpy(), rtol=1e-6)
     assert len(logging_cc()) == 1, "the C backend ran the compiler for a prebuilt graph"
+
+
+def test_generated_units_with_gemms_and_shared_kernels_bundle_in_one_run(cache, logging_cc):
+    """Real units share one bundle: GEMM helpers (a typedef'd job struct) and reduction
+    kernels are renamed per unit, so the bundle compiles in one compiler run (a clash would
+    rebuild every unit alone)."""
+    graphs = []
+
+    def capture(graph, example_inputs):
+        graphs.append(graph)
+        return cbackend._eager_runner(graph)
+
+    def f(x, w, b):
+        h = ember.nn.functional.gelu(x @ w + b)  # a GEMM with a fused epilogue
+        return (h * 2 + 1).sum(-1) + (h * 2 + 1).amax(-1)  # a reduction kernel
+
+    for m in (3, 5):
+        ember.compiler.reset()
+        ember.compile(f, backend=capture)(ember.randn(m, 4), ember.randn(4, 6), ember.randn(6))
+    sources = [cbackend.c_source(g) for g in graphs]
+    assert all(s is not None for s in sources) and len(set(sources)) == 2
+    assert all("ember_gemm_job_" in s for s in sources)
+    units = cbackend.prebuild(sources)
+    assert len(logging_cc()) == 1, logging_cc()   # one bundle, no unit built alone
+    assert len({u.path for u in units}) == 1 and units[0].prefix != units[1].prefix
+
+
+def test_bundle_unit_renames_attributed_statics_and_typedef_structs():
+    body = ("__attribute__((noinline)) static void kernel3(float *restrict buf0) { }\n"
+            "typedef struct {\n  int n;\n} job_t;\n"
+            "EMBER_EXPORT int ember_entry(void **b, const int64_t *i, const double *f) {\n"
+            "  job_t j; (void)j; kernel3(0); return 0;\n}\n")
+    out = toolchain.bundle_unit(body, "eb7_")
+    assert "static void eb7_kernel3(" in out and "eb7_kernel3(0)" in out
+    assert "} eb7_job_t;" in out and "eb7_job_t j;" in out and "int eb7_ember_entry(" in out
