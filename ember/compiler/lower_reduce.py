@@ -158,7 +158,7 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
     if isinstance(v, _Pw) and _absorbable(lw, x, v, shape, allowed):
         g = lw.group
         lw.group = None
-        prologue = [Let(p.name, p.buf.ctype, Load(p.buf, _index(p.geom, dim_vars)))
+        prologue = [Let(p.name, p.buf.compute_ctype, Load(p.buf, _index(p.geom, dim_vars)))
                     if isinstance(p, _PendingLoad) else p for p in g.body]
         value, ops = v.local, list(g.ops)
     else:
@@ -324,7 +324,7 @@ def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -
             if got is None and (id(x.buf) in later or x.buf in kstores):
                 return False
             expr = got if got is not None else Load(x.buf, idx)
-            body.append(Let(names.get(x.name, x.name), x.buf.ctype, expr))
+            body.append(Let(names.get(x.name, x.name), x.buf.compute_ctype, expr))
         elif type(x) is tuple:
             v = x[1]
             stores.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0), dim_vars),
