@@ -277,7 +277,7 @@ class CompiledFunction:
     """What ``ember.compile(fn)`` returns: call it like ``fn``."""
 
     def __init__(self, fn: Callable, *, fullgraph: bool = False, dynamic: bool | None = None,
-                 backend: Any = "eager", mode: str | None = None,
+                 backend: Any = "inductor", mode: str | None = None,
                  options: dict | None = None) -> None:
         self._orig = fn
         self.fullgraph = bool(fullgraph)
@@ -384,7 +384,7 @@ class _Frame:
     """One call of a compiled function: what realizing its graphs needs."""
 
     def __init__(self, cf: CompiledFunction | None, observe_only: bool = False,
-                 code: CodeCache | None = None, backend: Any = "eager",
+                 code: CodeCache | None = None, backend: Any = "inductor",
                  dynamic: bool | None = None) -> None:
         self.cf = cf
         self.observe_only = observe_only
@@ -643,7 +643,7 @@ _lazy.install_backward_owner(_backward_owner)
 
 
 def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: A001
-            dynamic: bool | None = None, backend: Any = "eager", mode: str | None = None,
+            dynamic: bool | None = None, backend: Any = "inductor", mode: str | None = None,
             options: dict | None = None, disable: bool = False) -> Any:
     """Compile ``model`` (a function or ``nn.Module``): each call records its tensor ops lazily
     and runs them as cached graphs (ARCHITECTURE.md §4).  Usable as ``ember.compile(fn)`` and as

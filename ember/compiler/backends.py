@@ -4,7 +4,8 @@ A backend is a callable ``backend(graph, example_inputs) -> callable``: ``graph`
 ``ember.compiler.Graph``, ``example_inputs`` are ember tensors for its tensor inputs, and the
 returned callable is called with the graph's tensor inputs followed by its lifted scalars and
 returns its outputs (``graph.forward`` is the trivial backend).  ``"eager"`` runs the graph with
-the eager NumPy kernels; it is the reference for every other backend.
+the eager NumPy kernels; it is the reference for every other backend.  ``"inductor"`` (the
+default of ``ember.compile``, as in PyTorch) and ``"c"`` are the C backend (docs/compiler.md).
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ def _c(graph: Any, example_inputs: list, mode: str | None = None) -> Callable:
 
 
 _c.takes_mode = True  # type: ignore[attr-defined]  # ember.compile passes its mode
+# the C backend is ember.compile's default, under PyTorch's name for its default ("inductor")
+# and as "c"
+register_backend(_c, "inductor")
 register_backend(_c, "c")
-# the C backend (issue 5) registers "inductor"-like names; until then these run the reference
+# ember has no separate autograd-tracing stage to debug: "aot_eager" runs the reference
 register_backend(_eager, "aot_eager", tags=("debug",))
-register_backend(_eager, "inductor")
 
 __all__ = ["list_backends", "lookup_backend", "register_backend"]

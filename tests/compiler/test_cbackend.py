@@ -492,8 +492,15 @@ def test_codegen_helper_returns_source():
     assert "ember_entry" in src.split("EMBER_EXPORT int ")[-1]
 
 
-def test_c_backend_is_registered_not_default():
-    assert "c" in ember.compiler.list_backends()
+def test_c_backend_is_the_default():
+    """ember.compile's default backend is PyTorch's name for its default, "inductor", and that
+    name (like "c") is the C backend: a call without a backend builds C."""
+    assert {"c", "inductor"} <= set(ember.compiler.list_backends())
     import inspect
     sig = inspect.signature(ember.compile)
-    assert sig.parameters["backend"].default != "c"
+    assert sig.parameters["backend"].default == "inductor"
+    before = cbackend.BUILDS[0]
+    x = randn(64)
+    got = ember.compile(lambda a: a * 2 + 1)(x)
+    assert cbackend.BUILDS[0] == before + 1 and cbackend.last_compiled().stats.kernels == 1
+    np.testing.assert_array_equal(got.numpy(), (x * 2 + 1).numpy())
