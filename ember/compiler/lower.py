@@ -1,4 +1,4 @@
-"""Graph -> loop IR (ARCHITECTURE.md §5, first slice: pointwise fusion and views).
+"""Graph -> loop IR (ARCHITECTURE.md §5).
 
 Nodes are taken in graph order:
 
@@ -7,6 +7,10 @@ Nodes are taken in graph order:
   register) and is stored to a buffer only when something outside the group needs it;
 * a view op (kind ``"view"``) becomes a ``Geometry`` (shape, element strides, offset) over its
   source's buffer, so consumers load through index arithmetic and nothing is copied;
+* softmax/log_softmax over the last dim become a ``RowKernel`` (producers fused);
+* reductions and the row ops (layer_norm, rms_norm, cross_entropy and their backwards) become a
+  ``ReduceKernel`` (``lower_reduce.py``, ``lower_rows.py``); matrix products and convolutions a
+  ``GemmKernel``/``Im2colKernel`` with fused epilogues (``lower_gemm.py``);
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
   (each one with ``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=3``; a count per op with
