@@ -3,8 +3,9 @@
 ``c_backend(graph, example_inputs)`` lowers the graph to the loop IR (``lower.py``), generates
 one C translation unit (``codegen_c.py``), builds it once with ``toolchain.compile_unit``
 (cached on disk, possibly prebuilt in a bundle; a run plan on disk skips lowering next time)
-and returns a ``CompiledGraph``: called with the graph's input arrays and lifted scalars, it runs each C segment with one ``runtime`` entry call and each extern step with the
-node's eager kernel.  Sizes and scalars travel as ``ints``/``floats``, so changed values reuse
+and returns a ``CompiledGraph``: called with the graph's input arrays and lifted scalars, it
+runs each C segment with one ``runtime`` entry call and each extern step with the node's eager
+kernel.  Sizes and scalars travel as ``ints``/``floats``, so changed values reuse
 the same library.  Inputs that are not C-contiguous are copied (counted in ``stats.copies``).
 
 ``codegen(fn, *args)`` returns the C source ``fn``'s graphs compile to.
