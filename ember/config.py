@@ -37,6 +37,9 @@ class Config:
     ``gcc``; may carry arguments, e.g. ``"ccache gcc"``).  ``c_openmp``: the C backend splits
     kernels' outer loops over ``ember.get_num_threads()`` OpenMP threads (EMBER_C_OPENMP=0 turns
     it off; a fork()ed child always runs them on one thread).
+    ``compile_backend``: the backend ``ember.compile`` uses when none is named
+    (EMBER_COMPILE_BACKEND; default ``"inductor"``, the C backend; ``"eager"`` runs graphs with
+    the reference interpreter).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -50,6 +53,7 @@ class Config:
     cache_dir: str = _cache_dir()
     cc: str = os.environ.get("EMBER_CC", "") or "gcc"
     c_openmp: bool = os.environ.get("EMBER_C_OPENMP", "1") != "0"
+    compile_backend: str = os.environ.get("EMBER_COMPILE_BACKEND", "") or "inductor"
 
 
 config = Config()

@@ -39,10 +39,13 @@ _LZ = _lazy.STATE
 # ------------------------------------------------------------------------------ settings
 class _Config:
     """``ember.compiler.config``: ``recompile_limit`` (graphs per function and segment before
-    new ones run eagerly; alias ``cache_size_limit``), ``automatic_dynamic_shapes``."""
+    new ones run eagerly; alias ``cache_size_limit``), ``automatic_dynamic_shapes``,
+    ``default_backend`` (the backend ``ember.compile`` uses when none is named, read when
+    ``compile`` is called; EMBER_COMPILE_BACKEND, default ``"inductor"``, the C backend)."""
 
     recompile_limit = 8
     automatic_dynamic_shapes = True
+    default_backend: Any = config.compile_backend
 
     @property
     def cache_size_limit(self) -> int:
@@ -643,11 +646,15 @@ _lazy.install_backward_owner(_backward_owner)
 
 
 def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: A001
-            dynamic: bool | None = None, backend: Any = "inductor", mode: str | None = None,
+            dynamic: bool | None = None, backend: Any = None, mode: str | None = None,
             options: dict | None = None, disable: bool = False) -> Any:
     """Compile ``model`` (a function or ``nn.Module``): each call records its tensor ops lazily
     and runs them as cached graphs (ARCHITECTURE.md §4).  Usable as ``ember.compile(fn)`` and as
-    a decorator with or without arguments."""
+    a decorator with or without arguments.  ``backend=None`` takes the process default,
+    ``ember.compiler.config.default_backend`` (``"inductor"``, the C backend, unless
+    EMBER_COMPILE_BACKEND names another), read when ``compile`` is called."""
+    if backend is None:
+        backend = compiler_config.default_backend
     if mode is not None and options is not None:
         raise EmberRuntimeError("Either mode or options can be specified, but both can't be "
                                 "specified at the same time.")

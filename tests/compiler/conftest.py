@@ -1,7 +1,6 @@
 import pytest
 
 import ember
-from ember.compiler import backends
 
 # The frontend's tests (graphs, breaks, guards, recompiles, functionalization, autograd, replay,
 # the fuzzer) compare compiled results with eager bit for bit, so they run their graphs with the
@@ -21,5 +20,5 @@ def _fresh_compile_caches(request, monkeypatch):
     # graphs are cached per code object: a test's counting backend must see its own compiles
     ember.compiler.reset()
     if request.module.__name__.rsplit(".", 1)[-1] not in _C_MODULES:
-        monkeypatch.setitem(backends._BACKENDS, "inductor", backends._eager)
+        monkeypatch.setattr(ember.compiler.config, "default_backend", "eager")
     yield

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -496,11 +498,26 @@ def test_c_backend_is_the_default():
     """ember.compile's default backend is PyTorch's name for its default, "inductor", and that
     name (like "c") is the C backend: a call without a backend builds C."""
     assert {"c", "inductor"} <= set(ember.compiler.list_backends())
-    import inspect
-    sig = inspect.signature(ember.compile)
-    assert sig.parameters["backend"].default == "inductor"
+    assert ember.compiler.config.default_backend == "inductor"
     before = cbackend.BUILDS[0]
     x = randn(64)
     got = ember.compile(lambda a: a * 2 + 1)(x)
     assert cbackend.BUILDS[0] == before + 1 and cbackend.last_compiled().stats.kernels == 1
     np.testing.assert_array_equal(got.numpy(), (x * 2 + 1).numpy())
+
+
+def test_default_backend_setting(monkeypatch):
+    """``ember.compiler.config.default_backend`` picks the backend of a compile() that names none,
+    when compile() is called; a named backend wins over it; EMBER_COMPILE_BACKEND sets it."""
+    monkeypatch.setattr(ember.compiler.config, "default_backend", "eager")
+    before = cbackend.BUILDS[0]
+    x = randn(64)
+    got = ember.compile(lambda a: a * 3 + 1)(x)
+    assert cbackend.BUILDS[0] == before
+    np.testing.assert_array_equal(got.numpy(), (x * 3 + 1).numpy())
+    ember.compile(lambda a: a * 3 - 1, backend="inductor")(x)
+    assert cbackend.BUILDS[0] == before + 1
+    code = ("import ember; print(ember.compiler.config.default_backend)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "EMBER_COMPILE_BACKEND": "eager"}, check=True)
+    assert out.stdout.strip() == "eager"
