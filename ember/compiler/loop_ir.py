@@ -492,8 +492,14 @@ class Accum:
     ctype: str
     init: str
     value: Expr
+    # argmax/argmin: the element's flat index; after the pass ``name_i`` (int64_t) holds the
+    # index of the first extreme (a NaN wins), ``name`` its value
+    index: Any = None
 
     def __str__(self) -> str:
+        if self.index is not None:
+            return (f"{self.name}, {self.name}_i = {self.kind}({self.value}, at {self.index})"
+                    f"  // {self.ctype} lanes, first occurrence")
         return f"{self.name} = {self.kind}({self.value})  // {self.ctype} lanes"
 
 
@@ -670,6 +676,8 @@ class ReduceKernel:
                     defined.add(st.name)
             for a in p.accums:
                 outer_defined.add(a.name)
+                if a.index is not None:
+                    outer_defined.add(a.name + "_i")
             for st in p.finals:
                 check(st, outer_defined, ov)
                 if isinstance(st, Let):
