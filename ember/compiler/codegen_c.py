@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.codegen_scan import scan_kernel
 from ember.compiler.loop_ir import (
     Check,
     ColumnAccum,
@@ -24,6 +25,7 @@ from ember.compiler.loop_ir import (
     Program,
     ReduceKernel,
     RowKernel,
+    ScanKernel,
     Segment,
     contiguous_strides,
     is_lowp,
@@ -497,6 +499,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return im2col_kernel(k)
     if isinstance(k, ReduceKernel):
         return _reduce_kernel(k, program, openmp)
+    if isinstance(k, ScanKernel):
+        return scan_kernel(k, program, openmp, _omp_for, _declare_ints, _INTS)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
