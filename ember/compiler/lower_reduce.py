@@ -412,8 +412,9 @@ def _reduction(lw: Any, i: int, n: Any) -> str | None:
     if type(dims) is not tuple or any(type(d) is not int for d in dims) or \
             type(keepdim) is not bool:
         return "symbolic dims"
-    if name in ("var", "std") and type(p.get("correction")) not in (int, float):
-        return "symbolic correction"
+    from ember.compiler.graph import Sym
+    if name in ("var", "std") and type(p.get("correction")) not in (int, float, Sym):
+        return f"correction={p.get('correction')!r}"
     if name == "vector_norm" and type(p.get("ord")) not in (int, float):
         return "symbolic ord"
     v = lw.vals[n.args[0]]
@@ -507,8 +508,10 @@ def _var(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any, sqrt: bool = Fal
     mean = _mean(nest, n, dt, out_dt, count)
     d = nest.let(1, t, _op("({0} - {1})", nest.value, mean))
     a = nest.accum(1, "sum", "double", "0", _op(f"((double)(({t})({{0}} * {{0}})))", d))
-    corr = float(n.params["correction"])
-    den = f"((double)({count}) - {corr!r})"
+    from ember.compiler.graph import Sym
+    c = n.params["correction"]  # a lifted correction (dynamic=True) is read at run time
+    corr = f"floats[{c.index}]" if type(c) is Sym else repr(float(c))
+    den = f"((double)({count}) - {corr})"
     var = f"(({t})({{0}}) / ({t})({den} > 0 ? {den} : 0.0))"
     return nest.final(1, t, _op(f"ember_sqrt({var})" if sqrt else var, a))
 

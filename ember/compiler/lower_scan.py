@@ -55,15 +55,13 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     elif lw.group is not None and id(v.buf) in lw.group.writes:
         lw._close_group()
     geom = v.geom
+    oshape = tuple(geom.shape)  # SizeExprs (the specs hold the capture's sizes)
     if not geom.shape:  # a 0-d input is one element
         geom, dim = Geometry((1,), (0,), geom.offset), 0
-    shape = tuple(n.specs[0][0])
     if lw.segment is None:
         k = lw.program_segments()
         lw.segment = Segment("ember_entry" if not k else f"ember_entry_{k}")
     outs = []
-    from ember.compiler.lower import _size
-    oshape = tuple(_size(m) for m in shape)
     layouts = _out_strides(n, v.geom, v.dtype)
     for j, (_, dt) in enumerate(n.specs):
         buf = lw._buffer(dt, oshape, "temp")
