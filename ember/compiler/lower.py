@@ -177,7 +177,9 @@ class Lowering:
         if n.op.name in ("softmax", "log_softmax"):
             if self._row(i, n):
                 return
-            reason = "not over the last dim of a C-order floating value"
+            reason = lower_reduce.softmax(self, i, n)  # other dims: a ReduceKernel
+            if reason is None:
+                return
         elif kind == "view":
             if self._view(i, n):
                 return

@@ -609,3 +609,59 @@ def _is_ref(a: Any) -> bool:
 
 
 __all__ = ["HANDLED", "accumulator", "lower"]
+
+
+# -- softmax / log_softmax over any dim ----------------------------------------------------------
+def softmax(lw: Any, i: int, n: Any) -> str | None:
+    """softmax/log_softmax along a dim the RowKernel does not take (not the last, or a
+    non-C-ordered value) as a three-pass ReduceKernel: the max (NaN propagates), the sum of
+    ``exp(x - max)`` in double, then the output (``exp(x - max) / sum`` or ``x - max -
+    log(sum)``), with eager's formula and rounding steps; the output keeps eager's memory
+    order.  None, or why it stays eager."""
+    from ember.compiler.lower import _Pw
+    from ember.compiler.lower_scan import _out_strides as probe_strides
+    x = n.args[0]
+    dim = n.params.get("dim")
+    if not _is_ref(x) or x not in lw.vals or type(dim) is not int:
+        return "symbolic dim"
+    v = lw.vals[x]
+    if not v.dtype.is_floating_point or v.dtype.np.name not in STORAGE_CTYPES:
+        return f"dtype {v.dtype.name}"
+    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    if not shape or any(type(m) is int and m == 0 for m in shape):
+        return "0-d or empty input (eager copies)"
+    dims = (dim,)
+
+    def allowed(u: Any) -> bool:
+        return u is n
+    geom = Geometry(tuple(shape), tuple(strides), 0)
+    layout = probe_strides(n, geom, v.dtype)
+    out_strides = layout[0] if layout else contiguous_strides(tuple(shape))
+    materialize(lw, [x])
+    nest = _nest(lw, i, n, dims, allowed)
+    if isinstance(nest, str):
+        return nest
+    t, dt = nest.ctype, v.dtype
+    act, init = accumulator("max", dt, dt)
+    m = nest.final(0, t, Local(nest.accum(0, "max", act, init, Local(nest.value))))
+    e = nest.let(1, t, _op("ember_exp({0} - {1})", nest.value, m))
+    s = nest.final(1, t, _op(f"(({t})({{0}}))", nest.accum(1, "sum", "double", "0",
+                                                          _op("((double)({0}))", e))))
+    if n.op.name == "softmax":
+        e2 = nest.let(2, t, _op("ember_exp({0} - {1})", nest.value, m))
+        y = nest.let(2, t, _op("({0} / {1})", e2, s))
+    else:
+        # PyTorch's last-dim CPU kernel keeps the row sum and its log in a float16/bfloat16
+        # input's dtype (eager follows it); other dims keep them in float
+        last = is_lowp(dt) and dim == len(shape) - 1
+        if last:
+            s = nest.final(1, t, _op(round_expr(dt, "{0}"), s))
+        ls = nest.final(1, t, _op(round_expr(dt, "ember_log({0})") if last
+                                  else "ember_log({0})", s))
+        y = nest.let(2, t, _op("(({0} - {1}) - {2})", nest.value, m, ls))
+    buf = _out(lw, i, 0, tuple(shape), tuple(out_strides), n.specs[0][1])
+    nest.pass_(2).body.append(Store(buf, _index(Geometry(tuple(shape), tuple(out_strides)),
+                                                nest.dim_vars), Local(y)))
+    nest.kernel.ops.append(n.op.name)
+    return None

@@ -478,3 +478,37 @@ def test_scan_of_0d_and_empty():
     got, want, cg = run_c(f, ember.tensor(2.5), ember.randn(3, 0))
     for g, w in zip(got, want):
         assert_exact(g, w)
+
+
+# ----------------------------------------------------------------------------- softmax, any dim
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_softmax_over_other_dims(dtype):
+    """softmax/log_softmax over a dim other than the last (or of a permuted value) are one
+    three-pass ReduceKernel each; eager's memory order; NaN rows and all--inf rows as eager."""
+    a = np.random.default_rng(10).standard_normal((4, 6, 5)).astype(np.float32) * 3
+    a[1, 2, 3] = np.nan
+    a[0, :, 0] = -np.inf
+    x = ember.tensor(a).to(getattr(ember, dtype))
+
+    def f(x):
+        return (F.softmax(x, 0), F.log_softmax(x, 1), F.softmax(x.transpose(1, 2), -1),
+                F.log_softmax(x.transpose(0, 2), 2))
+
+    got, want, cg = run_c(f, x)
+    assert_no_externs(cg, kernels=4)
+    eps = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}.get(dtype)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.stride() == w.stride()
+        gn, wn = _np(g).astype(np.float64), _np(w).astype(np.float64)
+        assert np.array_equal(np.isnan(gn), np.isnan(wn))
+        fin = np.isfinite(wn)
+        assert np.array_equal(gn[~fin & ~np.isnan(wn)], wn[~fin & ~np.isnan(wn)])
+        gn, wn = gn[fin], wn[fin]
+        # float32/float64: exp within a few ulp, the sum in double vs pairwise in the dtype;
+        # float16/bfloat16: both compute in float32 and round once
+        tol = 16 * eps * (np.abs(wn) + np.abs(wn).max()) if eps else _ulp(wn, dtype)
+        assert np.all(np.abs(gn - wn) <= tol), np.abs(gn - wn).max()
+    tref = torch.from_numpy(a.astype(np.float64))
+    np.testing.assert_allclose(_np(got[0]).astype(np.float64), torch.softmax(tref, 0).numpy(),
+                               rtol=2e-2 if dtype in ("float16", "bfloat16") else 1e-5,
+                               atol=1e-2 if dtype in ("float16", "bfloat16") else 1e-6)
