@@ -613,8 +613,9 @@ __all__ = ["HANDLED", "accumulator", "lower"]
 
 # -- softmax / log_softmax over any dim ----------------------------------------------------------
 def softmax(lw: Any, i: int, n: Any) -> str | None:
-    """softmax/log_softmax along a dim the RowKernel does not take (not the last, or a
-    non-C-ordered value) as a three-pass ReduceKernel: the max (NaN propagates), the sum of
+    """softmax/log_softmax along a dim the RowKernel does not take (a permuted value whose
+    softmax dim is its unit-stride dim in memory: ``F.softmax(x.t(), 0)``, attention scores
+    laid out transposed) as a three-pass ReduceKernel: the max (NaN propagates), the sum of
     ``exp(x - max)`` in double, then the output (``exp(x - max) / sum`` or ``x - max -
     log(sum)``), with eager's formula and rounding steps; the output keeps eager's memory
     order.  None, or why it stays eager."""
@@ -632,6 +633,11 @@ def softmax(lw: Any, i: int, n: Any) -> str | None:
     if not shape or any(type(m) is int and m == 0 for m in shape):
         return "0-d or empty input (eager copies)"
     dims = (dim,)
+    if _unit_dim_kept(v, shape, dims) or (
+            type(strides[dim]) is int and strides[dim] != 1 and shape[dim] != 1):
+        # three strided passes over a column lose to eager's contiguous row-wise NumPy passes
+        # (8x at 4096x1024 over dim 0): only the unit-stride dim (a permuted value) lowers
+        return "dim is not the unit-stride dim (strided passes: eager is faster)"
 
     def allowed(u: Any) -> bool:
         return u is n
