@@ -515,3 +515,20 @@ def test_softmax_over_other_dims(dtype):
     np.testing.assert_allclose(_np(got[0]).astype(np.float64), torch.softmax(tref, 0).numpy(),
                                rtol=2e-2 if dtype in ("float16", "bfloat16") else 1e-5,
                                atol=1e-2 if dtype in ("float16", "bfloat16") else 1e-6)
+
+
+# ----------------------------------------------------------------------------- the census
+def test_census_reports_these_ops_lowered():
+    """``benchmarks/extern_census.py`` (the known-gaps list of docs/compiler.md) lowers the
+    OpInfo samples as the backend does and reads its counters: none of these ops is left as
+    an extern in any dtype, gradient or dynamic=True case (their gradients' index ops may be)."""
+    from benchmarks.extern_census import census
+    ops = {"argmax", "argmin", "max_dim", "min_dim", "vector_norm", "norm", "cumsum",
+           "cumprod", "cummax", "cummin", "logcumsumexp", "sum", "mean", "amax", "var",
+           "logsumexp", "nn.layer_norm", "nn.rms_norm"}
+    seen, totals = census(("fwd", "grad", "dyn"), ops)
+    lowered = {"argmax", "argmin", "max_dim", "min_dim", "vector_norm", "cumsum", "cumprod",
+               "cummax", "cummin", "logcumsumexp", "sum", "mean", "amax", "var", "logsumexp",
+               "rms_norm"}
+    assert not lowered & set(seen), {op: dict(seen[op]) for op in lowered & set(seen)}
+    assert totals["graphs"] > 500 and totals["kernels"] > totals["externs"]
