@@ -14,7 +14,12 @@ extern.  What it does:
 * **multi-pass ops** (mean-then-variance, max-then-sum-of-exp) are passes over the reduced
   dims of one kernel; ``layer_norm``/``rms_norm`` add a last pass that writes the normalized
   output: ONE kernel each (the row ops live in ``lower_rows.py``);
-* the reduced value is stored (in eager's memory order) and later pointwise consumers load it.
+* the reduced value is stored (in eager's memory order) and later pointwise consumers load it;
+* index reductions (argmax/argmin, max/min with indices) fold a (value, flat index) pair per
+  lane, the first extreme winning and a NaN winning (``arg_better`` in the codegen);
+  vector_norm is the eager formula per ``ord``; float16/bfloat16 compute in float and round
+  once at the store; softmax/log_softmax of a permuted value over its unit-stride dim are a
+  three-pass kernel (``softmax``).
 
 Accumulation: float32/float64 sums, means, products and variances accumulate in double, in
 independent lanes (the codegen's ``lane_loop``): at least as accurate as NumPy's pairwise float
