@@ -28,7 +28,7 @@ from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.compiler import _reasons
 from ember.compiler.backends import lookup_backend
-from ember.compiler.graph import Captured, Graph, _skel, capture
+from ember.compiler.graph import STRUCTURAL_PARAMS, Captured, Graph, _skel, capture
 from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError
 from ember.tensor import Tensor, _wrap
@@ -614,7 +614,7 @@ def _rng_slots(cap: Captured) -> frozenset:
             continue
         k = mid
         for name, v in params.items():
-            count = len(_skel_numbers(v))
+            count = 0 if name in STRUCTURAL_PARAMS else len(_skel_numbers(v))
             if name in _RNG_PARAMS and count == 1 and cap.kinds[k] == "scalar":
                 out.add(k)
             k += count

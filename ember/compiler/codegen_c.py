@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.codegen_scan import scan_kernel
 from ember.compiler.loop_ir import (
     Check,
     ColumnAccum,
@@ -24,6 +25,7 @@ from ember.compiler.loop_ir import (
     Program,
     ReduceKernel,
     RowKernel,
+    ScanKernel,
     Segment,
     contiguous_strides,
     is_lowp,
@@ -220,6 +222,24 @@ def combine(kind: str, acc: str, v: str, ctype: str) -> str:
     raise AssertionError(kind)
 
 
+def arg_better(kind: str, v: str, vi: str, b: str, bi: str, ctype: str) -> str:
+    """C condition: value ``v`` at index ``vi`` replaces the running ``argmax``/``argmin``
+    ``(b, bi)``: a strictly better value, an equal one at a smaller index (so the first
+    occurrence wins, whatever order the lanes see), or a NaN (floats: NaN beats every number;
+    between NaNs the smaller index)."""
+    cmp = ">" if kind == "argmax" else "<"
+    cond = f"(({v}) {cmp} ({b})) | ((({v}) == ({b})) & (({vi}) < ({bi})))"
+    if ctype in ("float", "double"):
+        cond += f" | ((({v}) != ({v})) & ((({b}) == ({b})) | (({vi}) < ({bi}))))"
+    return cond
+
+
+def _arg_update(kind: str, ct: str, acc: str, acc_i: str, v: str, vi: str) -> str:
+    return (f"{{ const {ct} v_ = {v}; const int64_t vi_ = {vi}; "
+            f"const int c_ = {arg_better(kind, 'v_', 'vi_', acc, acc_i, ct)}; "
+            f"{acc} = c_ ? v_ : {acc}; {acc_i} = c_ ? vi_ : {acc_i}; }}")
+
+
 def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
               outer: tuple = ()) -> list:
     """Lines of a loop ``for var in 0..n`` (inside the plain loops ``outer``: (var, n) pairs)
@@ -236,10 +256,15 @@ def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
             pad = pad[:-2]
             out.append(f"{pad}}}")
         return [ind + x for x in out]
-    out = [f"{ct} {name};" for name, ct, *_ in accs] + ["{"]
-    for name, ct, _kind, init, _v in accs:
+    accs = [tuple(a) + (None,) * (6 - len(a)) for a in accs]   # (.., index or None)
+    out = [f"{ct} {name};" + (f" int64_t {name}_i;" if ix is not None else "")
+           for name, ct, _k, _i, _v, ix in accs] + ["{"]
+    for name, ct, _kind, init, _v, ix in accs:
         out.append(f"{ct} {name}_l[{LANES}];")
         out.append(f"for (int j_ = 0; j_ < {LANES}; j_++) {name}_l[j_] = {init};")
+        if ix is not None:
+            out.append(f"int64_t {name}_il[{LANES}];")
+            out.append(f"for (int j_ = 0; j_ < {LANES}; j_++) {name}_il[j_] = INT64_MAX;")
     pad = ""
     for v, m in outer:
         out.append(f"{pad}for (int64_t {v} = 0; {v} < ({m}); {v}++) {{")
@@ -251,20 +276,30 @@ def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
     out.append(f"{pad}  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
     out.append(f"{pad}    const int64_t {var} = {var}_b + j_;")
     out.extend(f"{pad}    " + b for b in body)
-    for name, ct, kind, _init, v in accs:
-        out.append(f"{pad}    {name}_l[j_] = {combine(kind, f'{name}_l[j_]', v, ct)};")
+    for name, ct, kind, _init, v, ix in accs:
+        out.append(f"{pad}    " + (_arg_update(kind, ct, f"{name}_l[j_]", f"{name}_il[j_]", v,
+                                               ix) if ix is not None else
+                                   f"{name}_l[j_] = {combine(kind, f'{name}_l[j_]', v, ct)};"))
     out.append(f"{pad}  }}")
     out.append(f"{pad}}}")
     out.append(f"{pad}for (int64_t {var} = {var}_b; {var} < ({n}); {var}++) {{")
     out.extend(f"{pad}  " + b for b in body)
-    for name, ct, kind, _init, v in accs:
-        out.append(f"{pad}  {name}_l[0] = {combine(kind, f'{name}_l[0]', v, ct)};")
+    for name, ct, kind, _init, v, ix in accs:
+        out.append(f"{pad}  " + (_arg_update(kind, ct, f"{name}_l[0]", f"{name}_il[0]", v, ix)
+                                 if ix is not None else
+                                 f"{name}_l[0] = {combine(kind, f'{name}_l[0]', v, ct)};"))
     out.append(f"{pad}}}")
     for _ in outer:
         pad = pad[:-2]
         out.append(f"{pad}}}")
-    for name, ct, kind, _init, _v in accs:
+    for name, ct, kind, _init, _v, ix in accs:
         out.append(f"{name} = {name}_l[0];")
+        if ix is not None:
+            out.append(f"{name}_i = {name}_il[0];")
+            out.append(f"for (int j_ = 1; j_ < {LANES}; j_++) "
+                       + _arg_update(kind, ct, name, f"{name}_i", f"{name}_l[j_]",
+                                     f"{name}_il[j_]"))
+            continue
         out.append(f"for (int j_ = 1; j_ < {LANES}; j_++) "
                    f"{name} = {combine(kind, name, f'{name}_l[j_]', ct)};")
     out.append("}")
@@ -287,6 +322,10 @@ def _interchanged_body(k: ReduceKernel) -> list:
         lines.append(f"  {a.ctype} *{a.name}_o = ({a.ctype} *)malloc((n_out_ ? n_out_ : 1) * "
                      f"sizeof({a.ctype}));")
         lines.append(f"  for (int64_t i = 0; i < n_out_; i++) {a.name}_o[i] = {a.init};")
+        if a.index is not None:
+            lines.append(f"  int64_t *{a.name}_io = (int64_t *)malloc((n_out_ ? n_out_ : 1) * "
+                         f"sizeof(int64_t));")
+            lines.append(f"  for (int64_t i = 0; i < n_out_; i++) {a.name}_io[i] = INT64_MAX;")
     ind = "  "
     for v, n in inner + outer:
         lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
@@ -294,6 +333,10 @@ def _interchanged_body(k: ReduceKernel) -> list:
     lines.append(f"{ind}const int64_t oi_ = {flat};")
     lines.extend(f"{ind}{st}" for st in p.body)
     for a in p.accums:
+        if a.index is not None:
+            lines.append(ind + _arg_update(a.kind, a.ctype, f"{a.name}_o[oi_]",
+                                           f"{a.name}_io[oi_]", str(a.value), str(a.index)))
+            continue
         lines.append(f"{ind}{a.name}_o[oi_] = "
                      f"{combine(a.kind, f'{a.name}_o[oi_]', str(a.value), a.ctype)};")
     for _ in inner + outer:
@@ -304,11 +347,14 @@ def _interchanged_body(k: ReduceKernel) -> list:
         ind += "  "
     lines.append(f"{ind}const int64_t oi_ = {flat};")
     lines.extend(f"{ind}const {a.ctype} {a.name} = {a.name}_o[oi_];" for a in p.accums)
+    lines.extend(f"{ind}const int64_t {a.name}_i = {a.name}_io[oi_];" for a in p.accums
+                 if a.index is not None)
     lines.extend(f"{ind}{st}" for st in p.finals + k.stores)
     for _ in outer:
         ind = ind[:-2]
         lines.append(f"{ind}}}")
     lines.extend(f"  free({a.name}_o);" for a in p.accums)
+    lines.extend(f"  free({a.name}_io);" for a in p.accums if a.index is not None)
     return lines
 
 
@@ -350,7 +396,8 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         ind += "  "
     inner = list(zip(k.inner_vars(), k.inner))
     for p in k.passes:
-        accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in p.accums]
+        accs = [(a.name, a.ctype, a.kind, a.init, str(a.value),
+                 None if a.index is None else str(a.index)) for a in p.accums]
         var, n = inner[-1]
         body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
                 if isinstance(st, ColumnAccum) else str(st) for st in p.body]
@@ -452,6 +499,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return im2col_kernel(k)
     if isinstance(k, ReduceKernel):
         return _reduce_kernel(k, program, openmp)
+    if isinstance(k, ScanKernel):
+        return scan_kernel(k, program, openmp, _omp_for, _declare_ints, _INTS)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

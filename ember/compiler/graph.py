@@ -60,9 +60,16 @@ def _is_num(x: Any) -> bool:
     return t is int or t is float
 
 
+# Params naming axes (``dim``, ``dims``: a reduction's, a scan's, softmax's, permute's, cat's)
+# and a norm's ``ord`` are structure, never lifted numbers, as in PyTorch (dynamo specializes
+# dims even under dynamic=True, and floats by default): a kernel's loop nest or formula depends
+# on them.  Another dim is another graph.
+STRUCTURAL_PARAMS = frozenset({"dim", "dims", "ord"})
+
+
 def _skel(x: Any, values: list) -> Any:
     """The structure of a param with its numbers replaced by their type; numbers go to
-    ``values`` in walk order."""
+    ``values`` in walk order (the values of ``STRUCTURAL_PARAMS`` stay in the structure)."""
     t = type(x)
     if t is int or t is float:
         values.append(x)
@@ -70,7 +77,8 @@ def _skel(x: Any, values: list) -> Any:
     if t is tuple or t is list:
         return (t, tuple(_skel(y, values) for y in x))
     if t is dict:
-        return (dict, tuple((k, _skel(v, values)) for k, v in x.items()))
+        return (dict, tuple((k, ("static", v) if k in STRUCTURAL_PARAMS else _skel(v, values))
+                            for k, v in x.items()))
     if isinstance(x, np.ndarray):
         return ("ndarray", x.shape, str(x.dtype), x.tobytes())
     if isinstance(x, (np.integer, np.floating)):
@@ -87,7 +95,7 @@ def _subst(x: Any, it: Iterator) -> Any:
     if t is list:
         return [_subst(y, it) for y in x]
     if t is dict:
-        return {k: _subst(v, it) for k, v in x.items()}
+        return {k: v if k in STRUCTURAL_PARAMS else _subst(v, it) for k, v in x.items()}
     return x
 
 

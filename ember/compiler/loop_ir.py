@@ -492,8 +492,14 @@ class Accum:
     ctype: str
     init: str
     value: Expr
+    # argmax/argmin: the element's flat index; after the pass ``name_i`` (int64_t) holds the
+    # index of the first extreme (a NaN wins), ``name`` its value
+    index: Any = None
 
     def __str__(self) -> str:
+        if self.index is not None:
+            return (f"{self.name}, {self.name}_i = {self.kind}({self.value}, at {self.index})"
+                    f"  // {self.ctype} lanes, first occurrence")
         return f"{self.name} = {self.kind}({self.value})  // {self.ctype} lanes"
 
 
@@ -670,12 +676,46 @@ class ReduceKernel:
                     defined.add(st.name)
             for a in p.accums:
                 outer_defined.add(a.name)
+                if a.index is not None:
+                    outer_defined.add(a.name + "_i")
             for st in p.finals:
                 check(st, outer_defined, ov)
                 if isinstance(st, Let):
                     outer_defined.add(st.name)
         for st in self.stores:
             check(st, outer_defined, ov)
+
+
+@dataclass(eq=False)
+class ScanKernel:
+    """A scan along ``dim`` of ``src`` seen through ``geom`` (strided loads, no copy):
+    ``cumsum`` (from the end when ``reverse``), ``cumprod``, ``cummax``/``cummin`` (running
+    extreme into ``dst`` and the index of its latest occurrence into ``idx``) and
+    ``logcumsumexp``.  Each line along ``dim`` is a sequential scan, in the order eager's
+    NumPy accumulate adds (so float results equal eager's bit for bit); the dims before
+    ``dim`` are loops outside (OpenMP over the outermost), the dims after it loops inside,
+    each with its own running value.  ``dst``/``idx`` hold ``geom.shape`` in eager's memory
+    order (their buffers' ``strides``; C order when None)."""
+
+    name: str
+    op: str
+    src: Buffer
+    geom: Geometry
+    dim: int
+    dst: Buffer
+    idx: Any = None
+    reverse: bool = False
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src], [self.dst] + ([self.idx] if self.idx is not None else [])
+
+    def __str__(self) -> str:
+        outs = self.dst.name + (f", {self.idx.name}" if self.idx is not None else "")
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (scan)\n"
+                f"{outs} = {self.op}({self.src.name}[{self.geom.offset}; shape "
+                f"{list(self.geom.shape)}, strides {list(self.geom.strides)}], dim={self.dim}"
+                f"{', reverse' if self.reverse else ''})  // sequential along dim")
 
 
 @dataclass(eq=False)
@@ -750,6 +790,12 @@ class Program:
                     continue
                 if isinstance(k, ReduceKernel):
                     k.verify(known)
+                    known.update(id(b) for b in stores)
+                    continue
+                if isinstance(k, ScanKernel):
+                    if any(id(b) not in known for b in loads) or any(
+                            b.role == "input" or b in loads for b in stores):
+                        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
                     known.update(id(b) for b in stores)
                     continue
                 if isinstance(k, (RowKernel, Im2colKernel)):

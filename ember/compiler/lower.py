@@ -8,8 +8,10 @@ Nodes are taken in graph order:
 * a view op (kind ``"view"``) becomes a ``Geometry`` (shape, element strides, offset) over its
   source's buffer, so consumers load through index arithmetic and nothing is copied;
 * softmax/log_softmax over the last dim become a ``RowKernel`` (producers fused);
-* reductions and the row ops (layer_norm, rms_norm, cross_entropy and their backwards) become a
-  ``ReduceKernel`` (``lower_reduce.py``, ``lower_rows.py``); matrix products and convolutions a
+* reductions (argmax/argmin, max/min with indices and vector_norm included) and the row ops
+  (layer_norm, rms_norm, cross_entropy and their backwards) become a ``ReduceKernel``
+  (``lower_reduce.py``, ``lower_rows.py``); scans (cumsum, cumprod, cummax, cummin,
+  logcumsumexp) a ``ScanKernel`` (``lower_scan.py``); matrix products and convolutions a
   ``GemmKernel``/``Im2colKernel`` with fused epilogues (``lower_gemm.py``);
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler import lower_reduce
+from ember.compiler import lower_reduce, lower_scan
 from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
@@ -175,7 +177,9 @@ class Lowering:
         if n.op.name in ("softmax", "log_softmax"):
             if self._row(i, n):
                 return
-            reason = "not over the last dim of a C-order floating value"
+            reason = lower_reduce.softmax(self, i, n)  # other dims: a ReduceKernel
+            if reason is None:
+                return
         elif kind == "view":
             if self._view(i, n):
                 return
@@ -186,6 +190,10 @@ class Lowering:
                 return
         elif n.op.name in lower_reduce.HANDLED:
             reason = lower_reduce.lower(self, i, n)
+            if reason is None:
+                return
+        elif n.op.name in lower_scan.HANDLED:
+            reason = lower_scan.lower(self, i, n)
             if reason is None:
                 return
         else:

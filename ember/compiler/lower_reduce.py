@@ -14,7 +14,12 @@ extern.  What it does:
 * **multi-pass ops** (mean-then-variance, max-then-sum-of-exp) are passes over the reduced
   dims of one kernel; ``layer_norm``/``rms_norm`` add a last pass that writes the normalized
   output: ONE kernel each (the row ops live in ``lower_rows.py``);
-* the reduced value is stored (in eager's memory order) and later pointwise consumers load it.
+* the reduced value is stored (in eager's memory order) and later pointwise consumers load it;
+* index reductions (argmax/argmin, max/min with indices) fold a (value, flat index) pair per
+  lane, the first extreme winning and a NaN winning (``arg_better`` in the codegen);
+  vector_norm is the eager formula per ``ord``; float16/bfloat16 compute in float and round
+  once at the store; softmax/log_softmax of a permuted value over its unit-stride dim are a
+  three-pass kernel (``softmax``).
 
 Accumulation: float32/float64 sums, means, products and variances accumulate in double, in
 independent lanes (the codegen's ``lane_loop``): at least as accurate as NumPy's pairwise float
@@ -24,10 +29,12 @@ that maps a dtype to accumulator and compute types (float16/bfloat16 plug in the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ember.compiler.loop_ir import (
     CTYPES,
+    STORAGE_CTYPES,
     Accum,
     Buffer,
     Geometry,
@@ -40,12 +47,21 @@ from ember.compiler.loop_ir import (
     ReducePass,
     Segment,
     Store,
+    compute_ctype,
     contiguous_strides,
+    is_lowp,
     numel,
+    round_expr,
 )
 
 REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "nansum", "logsumexp", "var",
-                        "std", "any", "all"})
+                        "std", "any", "all", "vector_norm", "argmax", "argmin", "max_dim",
+                        "min_dim"})
+# (values, indices) and index reductions along ``dim`` (None: every dim, flattened)
+ARG_OPS = frozenset({"argmax", "argmin", "max_dim", "min_dim"})
+# row ops that also lower for float16/bfloat16 (their eager kernels compute in float32 and round
+# once at the end, as the kernel does)
+_LOWP_ROW_OPS = frozenset({"layer_norm", "rms_norm"})
 ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward", "cross_entropy",
                      "cross_entropy_backward"})
 HANDLED = REDUCTIONS | ROW_OPS
@@ -60,10 +76,11 @@ def accumulator(kind: str, dtype: Any, out_dtype: Any) -> tuple[str, str]:
     """(accumulator C type, initial value) of reduction ``kind`` over values of ``dtype``
     giving ``out_dtype``: float sums/products in double, max/min in the value type, integer
     sums in the output type (they wrap as NumPy's do), any/all in bool."""
-    t = CTYPES[dtype.np.name]
+    t = compute_ctype(dtype)
     if kind in ("any", "all"):
         return "bool", "0" if kind == "any" else "1"
-    if kind in ("max", "min"):
+    if kind in ("max", "min", "argmax", "argmin"):
+        kind = kind[-3:]
         if t in _FLOAT:
             return t, "-INFINITY" if kind == "max" else "INFINITY"
         return t, (_INT_MIN if kind == "max" else _INT_MAX)[t]
@@ -77,7 +94,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower graph node ``i`` (``n``) into a reduction kernel; None, or why it stays eager."""
     x = n.args[0]
     state = lw.__dict__.get("reduce_nests", {})
-    dims = n.params.get("dims")
+    dims = _dims_of(lw, n)
     if not any(key[0] == x and key[-1] == dims for key in state):
         materialize(lw, [a for a in n.args if _is_ref(a)])
     v = lw.vals.get(x)
@@ -86,10 +103,12 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     for r in [a for a in n.args if _is_ref(a)]:
         if n.op.name.startswith("cross_entropy") and r == n.args[-2]:
             continue  # the int64 targets
-        if lw.vals[r].dtype.np.name not in ("float32", "float64") and (
-                n.op.name in ROW_OPS or lw.vals[r].dtype.np.name not in CTYPES):
-            return f"dtype {lw.vals[r].dtype.name} (float16/bfloat16 not lowered yet)"
-    if any(s[1].np.name not in CTYPES for s in n.specs):
+        d = lw.vals[r].dtype
+        if d.np.name not in ("float32", "float64") and (
+                (n.op.name in ROW_OPS and not (is_lowp(d) and n.op.name in _LOWP_ROW_OPS))
+                or d.np.name not in STORAGE_CTYPES):
+            return f"dtype {d.name} (not lowered for this op)"
+    if any(s[1].np.name not in STORAGE_CTYPES for s in n.specs):
         return "output dtype not lowered"
     if n.op.name in ROW_OPS:
         from ember.compiler import lower_rows
@@ -127,6 +146,15 @@ class _Nest:
         self.pass_(k).finals.append(Let(name, ctype, expr))
         return name
 
+    def arg_accum(self, k: int, kind: str, ctype: str, init: str, value: Any,
+                  index: Any) -> str:
+        """An argmax/argmin accumulator: after the pass, ``name`` holds the extreme value and
+        ``name_i`` (int64_t) the flat index (over the reduced dims, C order) of its first
+        occurrence; a NaN wins (the first NaN), as NumPy's and PyTorch's argmax."""
+        name = self.name("a")
+        self.pass_(k).accums.append(Accum(name, kind, ctype, init, value, index))
+        return name
+
     def let(self, k: int, ctype: str, expr: Any) -> str:
         name = self.name("p")
         self.pass_(k).body.append(Let(name, ctype, expr))
@@ -154,7 +182,7 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
     kept = [d for d in range(len(shape)) if d not in dims]
     dim_vars = [f"o{kept.index(d)}" if d in kept else f"r{dims.index(d)}"
                 for d in range(len(shape))]
-    ct = CTYPES[v.dtype.np.name]
+    ct = compute_ctype(v.dtype)
     if isinstance(v, _Pw) and _absorbable(lw, x, v, shape, allowed):
         g = lw.group
         lw.group = None
@@ -323,6 +351,8 @@ def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -
             got = reduced.get((id(x.buf), idx))
             if got is None and (id(x.buf) in later or x.buf in kstores):
                 return False
+            if got is not None and is_lowp(x.buf.dtype):  # what a load of the stored value
+                got = Op("round", round_expr(x.buf.dtype, "{0}"), (got,))  # would give
             expr = got if got is not None else Load(x.buf, idx)
             body.append(Let(names.get(x.name, x.name), x.buf.compute_ctype, expr))
         elif type(x) is tuple:
@@ -363,37 +393,62 @@ def _out(lw: Any, i: int, j: int, shape: tuple, strides: tuple, dt: Any) -> Buff
 
 
 # -- reductions ---------------------------------------------------------------------------------
+def _dims_of(lw: Any, n: Any) -> Any:
+    """The reduced dims of reduction node ``n``: its ``dims`` param, or for the index
+    reductions (``dim``: an int, or None for every dim) the tuple they amount to."""
+    if n.op.name not in ARG_OPS:
+        return n.params.get("dims")
+    x = n.args[0]
+    if not _is_ref(x) or x not in lw.vals:
+        return None
+    nd = len(lw._shape(x))
+    d = n.params.get("dim")
+    if nd == 0:
+        return ()
+    if d is None:
+        return tuple(range(nd))
+    return (d,) if type(d) is int else d
+
+
 def _reduction(lw: Any, i: int, n: Any) -> str | None:
     from ember.compiler.lower import _Pw
     name, p = n.op.name, n.params
-    dims, keepdim = p.get("dims"), p.get("keepdim")
+    dims, keepdim = _dims_of(lw, n), p.get("keepdim")
     if type(dims) is not tuple or any(type(d) is not int for d in dims) or \
             type(keepdim) is not bool:
         return "symbolic dims"
-    if name in ("var", "std") and type(p.get("correction")) not in (int, float):
-        return "symbolic correction"
+    from ember.compiler.graph import Sym
+    if name in ("var", "std") and type(p.get("correction")) not in (int, float, Sym):
+        return f"correction={p.get('correction')!r}"
+    if name == "vector_norm" and type(p.get("ord")) not in (int, float):
+        return "symbolic ord"
     v = lw.vals[n.args[0]]
     shape = v.shape if isinstance(v, _Pw) else v.geom.shape
     in_strides = v.strides if isinstance(v, _Pw) else v.geom.strides
-    if name in ("amax", "amin") and any(shape[d] == 0 for d in dims):
-        return "empty amax/amin (eager raises)"
+    if (name in ("amax", "amin") or name in ARG_OPS or (
+            name == "vector_norm" and (p["ord"] < 0 or math.isinf(p["ord"])))) and \
+            any(shape[d] == 0 for d in dims):
+        return f"empty {name} (eager raises)"
     same = frozenset(REDUCTIONS)
 
     def allowed(u: Any) -> bool:
-        return u.op.name in same and u.args[0] == n.args[0] and u.params.get("dims") == dims
+        return u.op.name in same and u.args[0] == n.args[0] and _dims_of(lw, u) == dims
     nest = _nest(lw, i, n, dims, allowed)
     if isinstance(nest, str):
         return nest
-    out_dt = n.specs[0][1]
     out_shape = tuple(m for _, m in _out_dims(shape, dims, keepdim))
-    result = _RULES[name](nest, n, v.dtype, out_dt, numel(tuple(shape[d] for d in dims)))
+    results = _RULES[name](nest, n, v.dtype, n.specs[0][1],
+                           numel(tuple(shape[d] for d in dims)))
+    if isinstance(results, str):
+        results = (results,)
     strides = _out_strides(n, shape, in_strides, out_shape)
-    buf = _out(lw, i, 0, out_shape, strides, out_dt)
     kept = [d for d in range(len(shape)) if d not in dims]
     pos = kept if keepdim else list(range(len(kept)))
     terms = tuple((f"o{k}", strides[q]) for k, q in enumerate(pos)
                   if strides[q] != 0 and out_shape[q] != 1)
-    nest.kernel.stores.append(Store(buf, Index(0, terms), Local(result)))
+    for j, result in enumerate(results):
+        buf = _out(lw, i, j, out_shape, strides, n.specs[j][1])
+        nest.kernel.stores.append(Store(buf, Index(0, terms), Local(result)))
     nest.kernel.ops.append(name)
     return None
 
@@ -439,7 +494,7 @@ def _cast(t: str, expr: str) -> str:
 def _sum_like(kind: str, value_tmpl: str):  # noqa: ANN202
     def rule(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
         act, init = accumulator(kind, dt, out_dt)
-        ot = CTYPES[out_dt.np.name]
+        ot = compute_ctype(out_dt)
         val = value_tmpl.format(v="{0}", A=act, T=nest.ctype)
         a = nest.accum(0, kind, act, init, _op(val, nest.value))
         return nest.final(0, ot, _op(_cast(ot, "{0}"), a))
@@ -458,27 +513,79 @@ def _var(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any, sqrt: bool = Fal
     mean = _mean(nest, n, dt, out_dt, count)
     d = nest.let(1, t, _op("({0} - {1})", nest.value, mean))
     a = nest.accum(1, "sum", "double", "0", _op(f"((double)(({t})({{0}} * {{0}})))", d))
-    corr = float(n.params["correction"])
-    den = f"((double)({count}) - {corr!r})"
+    from ember.compiler.graph import Sym
+    c = n.params["correction"]  # a lifted correction (dynamic=True) is read at run time
+    corr = f"floats[{c.index}]" if type(c) is Sym else repr(float(c))
+    den = f"((double)({count}) - {corr})"
     var = f"(({t})({{0}}) / ({t})({den} > 0 ? {den} : 0.0))"
     return nest.final(1, t, _op(f"ember_sqrt({var})" if sqrt else var, a))
 
 
 def _logsumexp(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
+    """max, then log(sum(exp(x - max))) + max; float16/bfloat16 round each step to the
+    dtype, as eager (PyTorch composes it from ops that each round)."""
     t = nest.ctype
+
+    def r(tmpl: str) -> str:
+        return round_expr(dt, tmpl)
     act, init = accumulator("max", dt, out_dt)
     m = nest.accum(0, "max", act, init, Local(nest.value))
     m = nest.final(0, t, _op(f"(isfinite({{0}}) ? {{0}} : ({t})0)", m))
-    e = nest.let(1, t, _op("ember_exp({0} - {1})", nest.value, m))
+    e = nest.let(1, t, _op(r(f"ember_exp({r('({0} - {1})')})"), nest.value, m))
     s = nest.accum(1, "sum", "double", "0", _op("((double)({0}))", e))
-    return nest.final(1, t, _op(f"(ember_log(({t})({{0}})) + {{1}})", s, m))
+    total = r(f"(({t})({{0}}))")
+    return nest.final(1, t, _op("(" + r(f"ember_log({total})") + " + {1})", s, m))
 
 
 def _extreme(kind: str):  # noqa: ANN202
     def rule(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
         act, init = accumulator(kind, dt, out_dt)
         a = nest.accum(0, kind, act, init, Local(nest.value))
-        return nest.final(0, CTYPES[out_dt.np.name], Local(a))
+        return nest.final(0, compute_ctype(out_dt), Local(a))
+    return rule
+
+
+def _vector_norm(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
+    """The eager kernel's formula per ``ord`` on |x|: sums in double (rounded once to the
+    compute type), max/min with NaN propagating, a count of non-zeros for ord 0, pow for a
+    general p (float16/bfloat16 compute in float and round once at the store, as eager)."""
+    t, o = nest.ctype, float(n.params["ord"])
+    a = nest.let(0, t, _op("ember_abs({0})", nest.value))
+    if o == math.inf or o == -math.inf:
+        kind = "max" if o > 0 else "min"
+        act, init = accumulator(kind, dt, out_dt)
+        return nest.final(0, t, Local(nest.accum(0, kind, act, init, Local(a))))
+    if o == 2:
+        v = _op(f"((double)(({t})({{0}} * {{0}})))", a)
+    elif o == 1:
+        v = _op("((double)({0}))", a)
+    elif o == 0:
+        v = _op("((double)({0} != 0))", a)
+    else:
+        v = _op(f"((double)ember_pow({{0}}, ({t}){o!r}))", a)
+    s = nest.final(0, t, _op(f"(({t})({{0}}))", nest.accum(0, "sum", "double", "0", v)))
+    if o == 2:
+        return nest.final(0, t, _op("ember_sqrt({0})", s))
+    if o in (0, 1):
+        return s
+    return nest.final(0, t, _op(f"ember_pow({{0}}, ({t}){1.0 / o!r})", s))
+
+
+def _arg(kind: str):  # noqa: ANN202
+    """argmax/argmin (the index) and max_dim/min_dim (value, index) of the first extreme."""
+    def rule(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> Any:
+        act, init = accumulator(kind, dt, out_dt)
+        inner = nest.kernel.inner
+        terms = []
+        for d in range(len(inner)):
+            stride = numel(tuple(inner[d + 1:]))
+            terms.append(f"r{d}" if stride == 1 else f"r{d} * (int64_t)({stride})")
+        index = Op("reduce", "(" + " + ".join(terms) + ")", ())
+        a = nest.arg_accum(0, "arg" + kind, act, init, Local(nest.value), index)
+        idx = nest.final(0, "int64_t", Local(a + "_i"))
+        if n.op.name in ("max_dim", "min_dim"):
+            return nest.final(0, compute_ctype(n.specs[0][1]), Local(a)), idx
+        return idx
     return rule
 
 
@@ -494,6 +601,11 @@ _RULES = {
     "var": _var,
     "std": lambda *a: _var(*a, sqrt=True),
     "logsumexp": _logsumexp,
+    "vector_norm": _vector_norm,
+    "argmax": _arg("max"),
+    "argmin": _arg("min"),
+    "max_dim": _arg("max"),
+    "min_dim": _arg("min"),
 }
 
 
@@ -502,3 +614,65 @@ def _is_ref(a: Any) -> bool:
 
 
 __all__ = ["HANDLED", "accumulator", "lower"]
+
+
+# -- softmax / log_softmax over any dim ----------------------------------------------------------
+def softmax(lw: Any, i: int, n: Any) -> str | None:
+    """softmax/log_softmax along a dim the RowKernel does not take (a permuted value whose
+    softmax dim is its unit-stride dim in memory: ``F.softmax(x.t(), 0)``, attention scores
+    laid out transposed) as a three-pass ReduceKernel: the max (NaN propagates), the sum of
+    ``exp(x - max)`` in double, then the output (``exp(x - max) / sum`` or ``x - max -
+    log(sum)``), with eager's formula and rounding steps; the output keeps eager's memory
+    order.  None, or why it stays eager."""
+    from ember.compiler.lower import _Pw
+    from ember.compiler.lower_scan import _out_strides as probe_strides
+    x = n.args[0]
+    dim = n.params.get("dim")
+    if not _is_ref(x) or x not in lw.vals or type(dim) is not int:
+        return "symbolic dim"
+    v = lw.vals[x]
+    if not v.dtype.is_floating_point or v.dtype.np.name not in STORAGE_CTYPES:
+        return f"dtype {v.dtype.name}"
+    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    if not shape or any(type(m) is int and m == 0 for m in shape):
+        return "0-d or empty input (eager copies)"
+    dims = (dim,)
+    if _unit_dim_kept(v, shape, dims) or (
+            type(strides[dim]) is int and strides[dim] != 1 and shape[dim] != 1):
+        # three strided passes over a column lose to eager's contiguous row-wise NumPy passes
+        # (8x at 4096x1024 over dim 0): only the unit-stride dim (a permuted value) lowers
+        return "dim is not the unit-stride dim (strided passes: eager is faster)"
+
+    def allowed(u: Any) -> bool:
+        return u is n
+    geom = Geometry(tuple(shape), tuple(strides), 0)
+    layout = probe_strides(n, geom, v.dtype)
+    out_strides = layout[0] if layout else contiguous_strides(tuple(shape))
+    materialize(lw, [x])
+    nest = _nest(lw, i, n, dims, allowed)
+    if isinstance(nest, str):
+        return nest
+    t, dt = nest.ctype, v.dtype
+    act, init = accumulator("max", dt, dt)
+    m = nest.final(0, t, Local(nest.accum(0, "max", act, init, Local(nest.value))))
+    e = nest.let(1, t, _op("ember_exp({0} - {1})", nest.value, m))
+    s = nest.final(1, t, _op(f"(({t})({{0}}))", nest.accum(1, "sum", "double", "0",
+                                                          _op("((double)({0}))", e))))
+    if n.op.name == "softmax":
+        e2 = nest.let(2, t, _op("ember_exp({0} - {1})", nest.value, m))
+        y = nest.let(2, t, _op("({0} / {1})", e2, s))
+    else:
+        # PyTorch's last-dim CPU kernel keeps the row sum and its log in a float16/bfloat16
+        # input's dtype (eager follows it); other dims keep them in float
+        last = is_lowp(dt) and dim == len(shape) - 1
+        if last:
+            s = nest.final(1, t, _op(round_expr(dt, "{0}"), s))
+        ls = nest.final(1, t, _op(round_expr(dt, "ember_log({0})") if last
+                                  else "ember_log({0})", s))
+        y = nest.let(2, t, _op("(({0} - {1}) - {2})", nest.value, m, ls))
+    buf = _out(lw, i, 0, tuple(shape), tuple(out_strides), n.specs[0][1])
+    nest.pass_(2).body.append(Store(buf, _index(Geometry(tuple(shape), tuple(out_strides)),
+                                                nest.dim_vars), Local(y)))
+    nest.kernel.ops.append(n.op.name)
+    return None

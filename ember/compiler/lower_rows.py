@@ -38,6 +38,14 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     return _norm(lw, i, n)
 
 
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """Equal shapes; a dim that is a runtime size on either side counts as equal (under
+    dynamic=True every size is its own lifted number, and the op's meta, run on every traced
+    call, has already checked that they agree)."""
+    return len(a) == len(b) and all(x == y or type(x) is not int or type(y) is not int
+                                    for x, y in zip(a, b))
+
+
 # -- layer_norm / rms_norm ----------------------------------------------------------------------
 def _norm(lw: Any, i: int, n: Any) -> str | None:
     """layer_norm (y, mean, rstd) / rms_norm (y, rstd) over trailing dims of a C-ordered
@@ -52,14 +60,15 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
     nd = len(shape)
     if type(dims) is not tuple or not dims or dims != tuple(range(nd - len(dims), nd)):
         return "not over trailing dims"
-    if type(eps) not in (int, float):
-        return "symbolic eps"
+    from ember.compiler.graph import Sym
+    if type(eps) not in (int, float, Sym):
+        return f"eps={eps!r}"
     if not _ordered(strides, shape) or any(m == 0 for m in shape):
         return "permuted or empty input"
     params = [a for a in n.args[1:]]
     norm_shape = shape[nd - len(dims):]
     for a in params:
-        if a is not None and (not _is_ref(a) or lw._shape(a) != norm_shape):
+        if a is not None and (not _is_ref(a) or not _same_shape(lw._shape(a), norm_shape)):
             return "weight/bias not of the normalized shape"
 
     def allowed(u: Any) -> bool:
@@ -80,8 +89,9 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
                        _op(f"((double)(({t})({{0}} * {{0}})))", nest.value))
         var = nest.final(0, t, _op(f"(({t})({{0}}) / ({t})({count}))", a))
         k = 1
-    rstd = nest.final(k - 1, t, _op(f"(({t})1 / ember_sqrt({{0}} + ({t}){float(eps)!r}))",
-                                    var))
+    from ember.compiler.lower import _scalar  # a lifted eps (dynamic=True) is read at run time
+    e = _scalar(eps, t) if type(eps) is Sym else f"({t}){float(eps)!r}"
+    rstd = nest.final(k - 1, t, _op(f"(({t})1 / ember_sqrt({{0}} + {e}))", var))
     y = nest.let(k, t, _op("({0} - {1})", nest.value, mean) if name == "layer_norm"
                  else Local(nest.value))
     y = nest.let(k, t, _op("({0} * {1})", y, rstd))
@@ -130,7 +140,7 @@ def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
     for r, sh in want.items():
         if r is None:
             continue
-        if not _is_ref(r) or lw._shape(r) != sh:
+        if not _is_ref(r) or not _same_shape(lw._shape(r), sh):
             return "operand shapes"
         rv = lw.vals[r]
         if not _ordered(rv.strides if isinstance(rv, _Pw) else rv.geom.strides, sh):

@@ -4,8 +4,8 @@
   the integer types and bool), every sample (they include non-contiguous and broadcast inputs);
 * backward: gradients of the float inputs (as ``test_conformance.py``) in every float dtype of
   the op's entry;
-* dynamic sizes: the pointwise, activation, movement and shape ops again with
-  ``dynamic=True`` (size-generic kernels).
+* dynamic sizes: the pointwise, activation, movement, shape, reduction (scans included) and
+  normalization ops again with ``dynamic=True`` (size-generic kernels).
 
 Graphs that lowered (partly) to C kernels compare in ulps of their dtype (libm's last bit may
 differ from NumPy's; float16/bfloat16 in their own ulps); graphs that are all extern steps run
@@ -32,9 +32,11 @@ from tests.opinfo import (
     ALL_OPINFOS,
     ops_movement,
     ops_nn_activation,
+    ops_nn_norm,
     ops_pointwise,
     ops_pointwise_logic,
     ops_pointwise_math,
+    ops_reduction,
     ops_shape,
 )
 from tests.opinfo.core import FLOATS, to_ember
@@ -47,7 +49,8 @@ GRAD = [(op, d) for op in ALL_OPINFOS if op.grad
         for d in sorted(set(op.grad_dtypes) | (set(FLOATS) & set(op.dtypes)))
         if d not in op.xfail]
 DYN_OPS = (ops_pointwise.OPINFOS + ops_pointwise_math.OPINFOS + ops_pointwise_logic.OPINFOS
-           + ops_nn_activation.OPINFOS + ops_movement.OPINFOS + ops_shape.OPINFOS)
+           + ops_nn_activation.OPINFOS + ops_movement.OPINFOS + ops_shape.OPINFOS
+           + ops_reduction.OPINFOS + ops_nn_norm.OPINFOS)
 DYN = [(op, "float32") for op in DYN_OPS if "float32" in op.dtypes and "float32" not in op.xfail]
 ULPS = 4
 
@@ -63,6 +66,7 @@ _CANCEL = ("a gradient formula that cancels to near zero (max abs difference {})
 # (kind, op.name, dtype) -> why the C result differs from eager
 KNOWN: dict = {
     ("fwd", "nanmean", "float32"): _SUM.format("10.5"),
+    ("dyn", "nanmean", "float32"): _SUM.format("10.5"),
     ("fwd", "nanmean", "float64"): _SUM.format("16"),
     ("grad", "softmax", "float32"): _SUM.format("8") + " (the backward's sum over dim 0)",
     ("grad", "scaled_dot_product_attention", "float32"): _SUM.format("4.3") + " (softmax rows)",
