@@ -201,7 +201,7 @@ F64_ULP = {"exp": 1, "expm1": 1, "log": 1, "log1p": 1, "tanh": 2, "sigmoid": 2, 
 @pytest.fixture(scope="module")
 def lib_nofma():
     """The math library built for a target without FMA (x86-64-v2: SSE4.2): the prelude's
-    EMBER_FMAF/EMBER_FMAD fall back to a*b + c there, which must meet the same bounds."""
+    EMBER_FMAF falls back to a*b + c there, which must meet the same bounds."""
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the no-FMA build is checked on x86-64")
     return cprelude.build_test_lib(_source()[0], extra_flags=("-march=x86-64-v2",))

@@ -7,8 +7,10 @@
  *   polynomial/rational approximations with range reduction, written with +,-,*,/, bit casts
  *   and selects only, so gcc inlines and vectorizes loops that call them (a libm call blocks
  *   vectorization).  float versions end in ``f``, double versions in ``d``; ``ember_exp(x)``
- *   etc. pick one by the argument's type.  Accuracy (max ulp vs a float64/longer reference) is
- *   recorded in docs/compiler_prelude.md and checked by tests/compiler/test_prelude.py.
+ *   etc. pick one by the argument's type.  The float versions' polynomials and range
+ *   reductions use EMBER_FMAF (fma where the target has a fast one, else a*b + c; see below).
+ *   Accuracy (max ulp vs a float64/longer reference) is recorded in docs/compiler.md and
+ *   checked by tests/compiler/test_prelude.py.
  * - float16/bfloat16 storage: loads to float, stores from float or double with one
  *   round-to-nearest-even, bit-identical to NumPy / ml_dtypes casts (NaN payloads included).
  * - Philox4x32-10 and the word -> number maps of docs/random.md, bit-identical to eager.
@@ -68,21 +70,17 @@ EMBER_INLINE double ember__pow2d(double k) {
     return ember_u2d((ember_d2u(k + EMBER_RNDD_MAGIC) + 1023u) << 52);
 }
 
-/* fused multiply-add (one rounding) for the helpers' polynomial evaluation and range
- * reduction.  Where the target has a fast fma (math.h's FP_FAST_FMAF / FP_FAST_FMA: x86 with
- * FMA3 or AVX-512, AArch64) it is the instruction, which gcc vectorizes; elsewhere it falls
- * back to a*b + c (a libm fma call would be slow and block vectorization).  Both evaluations
- * are within the ulp bounds tests/compiler/test_prelude.py checks.  This changes only how a
- * helper computes its result: user arithmetic is still compiled with -ffp-contract=off. */
+/* fused multiply-add (one rounding) for the float helpers' polynomial evaluation and range
+ * reduction.  Where the target has a fast fma (math.h's FP_FAST_FMAF: x86 with FMA3 or
+ * AVX-512, AArch64) it is the instruction, which gcc vectorizes; elsewhere it falls back to
+ * a*b + c (a libm fma call would be slow and block vectorization).  Both evaluations are
+ * within the ulp bounds tests/compiler/test_prelude.py checks.  This changes only how a
+ * helper computes its result: user arithmetic is still compiled with -ffp-contract=off.
+ * (The double helpers keep their separate roundings.) */
 #if defined(FP_FAST_FMAF)
 #define EMBER_FMAF(a, b, c) __builtin_fmaf((a), (b), (c))
 #else
 #define EMBER_FMAF(a, b, c) ((a) * (b) + (c))
-#endif
-#if defined(FP_FAST_FMA)
-#define EMBER_FMAD(a, b, c) __builtin_fma((a), (b), (c))
-#else
-#define EMBER_FMAD(a, b, c) ((a) * (b) + (c))
 #endif
 
 /* ------------------------------------------------------------------------- exp */
