@@ -337,34 +337,17 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     for st in cols:  # one zeroed double scratch per buffer summed over the rows
         if st.buf not in scratch:
             scratch.append(st.buf)
-    # column sums over one kept loop run in COLUMN_CHUNKS fixed chunks of its rows, each
-    # with its own double scratch, added in chunk order at the end: the same sums for any
-    # thread count (the chunks, not the threads, decide the order), and the chunks can run
-    # on OpenMP threads
-    chunked = bool(cols) and len(outer) == 1
-    nch = f"{COLUMN_CHUNKS}" if chunked else "1"
     for b in scratch:
         lines.append(f"  const int64_t n_{b.name} = {numel(b.shape)};")
-        lines.append(f"  double *acc_all_{b.name} = (double *)calloc({nch} * (n_{b.name} ? "
-                     f"n_{b.name} : 1), sizeof(double));")
-    total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
-    if openmp and outer and (chunked or not cols):
+        lines.append(f"  double *acc_{b.name} = (double *)calloc(n_{b.name} ? n_{b.name} : 1, "
+                     f"sizeof(double));")
+    if openmp and outer and not cols:  # (column sums are sequential over the rows)
+        total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
         lines.append(f"  {_omp_for(f'({total})')} reduction(|:err_)")
     ind = "  "
-    if chunked:
-        (v, n), = outer
-        lines.append(f"  for (int64_t ch_ = 0; ch_ < {nch}; ch_++) {{")
-        lines.extend(f"    double *restrict acc_{b.name} = acc_all_{b.name} + ch_ * "
-                     f"n_{b.name};" for b in scratch)
-        lines.append(f"    const int64_t lo_ = ch_ * (int64_t)({n}) / {nch}, "
-                     f"hi_ = (ch_ + 1) * (int64_t)({n}) / {nch};")
-        lines.append(f"    for (int64_t {v} = lo_; {v} < hi_; {v}++) {{")
-        ind = "      "
-    else:
-        lines.extend(f"  double *acc_{b.name} = acc_all_{b.name};" for b in scratch)
-        for v, n in outer:
-            lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-            ind += "  "
+    for v, n in outer:
+        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
     inner = list(zip(k.inner_vars(), k.inner))
     for p in k.passes:
         accs = [(a.name, a.ctype, a.kind, a.init, str(a.value)) for a in p.accums]
@@ -376,33 +359,19 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
                      f"{ind}{st}" for st in p.finals)
     lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
                  if isinstance(st, ColumnAccum) else f"{ind}{st}" for st in k.stores)
-    for _ in range(2 if chunked else len(outer)):
+    for _ in outer:
         ind = ind[:-2]
         lines.append(f"{ind}}}")
-    if chunked:  # the chunks' sums, in chunk order, into the first chunk's scratch
-        for b in scratch:
-            lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {{")
-            lines.append(f"    double s_ = acc_all_{b.name}[i];")
-            lines.append(f"    for (int64_t ch_ = 1; ch_ < {nch}; ch_++) "
-                         f"s_ += acc_all_{b.name}[ch_ * n_{b.name} + i];")
-            lines.append(f"    acc_all_{b.name}[i] = s_;")
-            lines.append("  }")
-        lines.extend(f"  double *acc_{b.name} = acc_all_{b.name};" for b in scratch)
     finals = {id(st.buf): st.final for st in cols if st.final}
-    for b in scratch:  # (a final may read other sums: cross_entropy's mean divides by a count)
+    for b in scratch:
         val = finals.get(id(b), "{0}").format(f"acc_{b.name}[i]")
         lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {b.name}[i] = "
                      f"({b.ctype})({val});")
     for b in scratch:
-        lines.append(f"  free(acc_all_{b.name});")
+        lines.append(f"  free(acc_{b.name});")
     lines.append("  return err_;")
     lines.append("}")
     return _declare_ints(lines, program)
-
-
-COLUMN_CHUNKS = 16
-"""Fixed row chunks of a kernel's column sums (layer_norm backward's dW, db): enough for the
-threads of a small machine, few enough that the chunks' scratch stays small."""
 
 
 def _omp_for(iterations: str) -> str:
