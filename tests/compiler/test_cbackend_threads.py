@@ -113,8 +113,8 @@ def _layer_norm_grads(fn, x0, w0, b0, g0):
 
 
 def test_layer_norm_forward_and_backward_bitwise_equal_to_serial(monkeypatch):
-    """layer_norm's rows run on threads (its backward, whose column sums dW/db run on one
-    thread, has no parallel region): any thread count gives the serial build's bits."""
+    """The rows of layer_norm and of its backward run on threads; the backward's column sums
+    (dW, db) run in fixed row chunks, so any thread count gives the serial build's bits."""
     g = np.random.default_rng(1)
     x0, g0 = (g.standard_normal((512, 1000), dtype=np.float32) for _ in range(2))
     w0, b0 = (g.standard_normal(1000, dtype=np.float32) for _ in range(2))
@@ -125,11 +125,14 @@ def test_layer_norm_forward_and_backward_bitwise_equal_to_serial(monkeypatch):
     fc = ember.compile(f, backend="c")
     ember.set_num_threads(2)
     two = _layer_norm_grads(fc, x0, w0, b0, g0)
+    src = cbackend.last_compiled().source  # the backward graph's kernel
+    assert "#pragma omp" in src and "ch_ < 16" in src
     ember.set_num_threads(1)
     one = _layer_norm_grads(fc, x0, w0, b0, g0)
     monkeypatch.setattr(config, "c_openmp", False)
     ember.compiler.reset()
     serial = _layer_norm_grads(ember.compile(f, backend="c"), x0, w0, b0, g0)
+    assert "#pragma omp" not in cbackend.last_compiled().source
     for a, b, c in zip(two, one, serial):
         assert a.tobytes() == b.tobytes() == c.tobytes()
     eager = _layer_norm_grads(f, x0, w0, b0, g0)
