@@ -3,7 +3,7 @@
 gelu(x*w + b) * sigmoid(x) on 2^24 float32 (erf gelu): ember compiled with backend="c" (OpenMP
 on, the default), torch eager and torch.compile (inductor), at 1 and at 2 threads (ember and
 torch set alike), interleaved rounds, medians; ember eager optionally (``--eager``); then
-softmax, log_softmax and layer_norm rows (``--rows``).
+softmax, log_softmax and layer_norm rows (``--rows``, at the same thread counts).
 Run: python -m benchmarks.bench_cbackend [--eager] [--threads 1,2] [--log2n 24] [--rows]
 """
 
@@ -13,7 +13,6 @@ import argparse
 import os
 import statistics
 import time
-from typing import Any
 
 import numpy as np
 import torch
@@ -74,12 +73,12 @@ def gelu_chain(n: int = 1 << 24, threads: tuple = (1, 2), rounds: int = 11, numb
                   f"{fmt_time(mcpu[k])} | {mcpu[k] / mcpu['torch.compile']:.2f} |")
 
 
-def rows(n_rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5,
-         with_torch_compile: bool = True) -> None:
+def rows(n_rows: int = 8192, cols: int = 1024, threads: tuple = (1, 2), rounds: int = 9,
+         number: int = 5, with_torch_compile: bool = True) -> None:
     """softmax, log_softmax and layer_norm over the last dim of n_rows x cols float32: each ONE
-    C kernel (single-threaded).  Interleaved rounds, medians; torch eager on its default
-    threads and on one thread; a NumPy copy of the same array gives the memory floor (each op
-    reads the input once and writes the output once)."""
+    C kernel whose row loop runs on ``ember.set_num_threads(t)`` OpenMP threads, at each t of
+    ``threads`` (torch set alike).  Interleaved rounds, medians; a NumPy copy of the same array
+    gives the memory floor (each op reads the input once and writes the output once)."""
     rng = np.random.default_rng(0)
     xs = rng.standard_normal((n_rows, cols), dtype=np.float32)
     ws, bs = rng.standard_normal(cols, dtype=np.float32), rng.standard_normal(cols,
@@ -95,8 +94,7 @@ def rows(n_rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5,
                        lambda x, w, b: TF.layer_norm(x, (cols,), w, b)),
     }
     out = np.empty_like(xs)
-    nthreads = torch.get_num_threads()
-    print(f"\n{n_rows}x{cols} float32; torch threads {nthreads}; ember C kernels single-threaded")
+    print(f"\n{n_rows}x{cols} float32; ember C kernels and torch at {threads} thread(s)")
     for name, (fe, ft) in ops.items():
         fc = ember.compile(fe, backend="c")
         got, want = fc(ex, ew, eb).numpy(), fe(ex, ew, eb).numpy()
@@ -111,28 +109,29 @@ def rows(n_rows: int = 8192, cols: int = 1024, rounds: int = 9, number: int = 5,
                 cases["torch.compile"] = lambda tc=tc: tc(tx, tw, tb)
             except Exception as e:  # noqa: BLE001 - report and go on without it
                 print(f"torch.compile unavailable: {type(e).__name__}: {e}")
-
-        def torch_one_thread(ft: Any = ft) -> None:
-            torch.set_num_threads(1)
-            try:
-                ft(tx, tw, tb)
-            finally:
-                torch.set_num_threads(nthreads)
-        cases["torch eager, 1 thread"] = torch_one_thread
         cases["copy (memory floor)"] = lambda: np.copyto(out, xs)
-        for fn in cases.values():
-            fn()
-        times: dict = {k: [] for k in cases}
-        for _ in range(rounds):
-            for k, fn in cases.items():
-                times[k].append(time_per_call(fn, number))
-        med = {k: statistics.median(v) for k, v in times.items()}
         print(f"\n{name}: kernels {cg.stats.kernels}, externs {cg.stats.externs}, "
               f"max |c - eager| = {np.abs(got - want).max():.3g}")
-        print("| implementation | median | vs torch eager |")
-        print("|---|---|---|")
-        for k, t in med.items():
-            print(f"| {k} | {fmt_time(t)} | {t / med['torch eager']:.2f} |")
+        ref = None
+        for t in threads:
+            ember.set_num_threads(t)
+            torch.set_num_threads(t)
+            res = fc(ex, ew, eb).numpy()
+            ref = res if ref is None else ref
+            same = np.array_equal(res, ref, equal_nan=True)
+            for fn in cases.values():
+                fn()
+            times: dict = {k: [] for k in cases}
+            for _ in range(rounds):
+                for k, fn in cases.items():
+                    times[k].append(time_per_call(fn, number))
+            med = {k: statistics.median(v) for k, v in times.items()}
+            print(f"\n{name}, {t} thread(s), load {os.getloadavg()[0]:.2f}, C result "
+                  f"{'bitwise equal to' if same else 'DIFFERS from'} {threads[0]} thread(s)")
+            print("| implementation | median | vs torch eager |")
+            print("|---|---|---|")
+            for k, v in med.items():
+                print(f"| {k} | {fmt_time(v)} | {v / med['torch eager']:.2f} |")
 
 
 if __name__ == "__main__":
@@ -144,6 +143,6 @@ if __name__ == "__main__":
                     help="only the softmax/log_softmax/layer_norm rows")
     a = ap.parse_args()
     if a.rows:
-        rows()
+        rows(threads=tuple(int(t) for t in a.threads.split(",")))
         raise SystemExit
     gelu_chain(1 << a.log2n, tuple(int(t) for t in a.threads.split(",")), eager=a.eager)

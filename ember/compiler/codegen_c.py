@@ -383,17 +383,39 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
     for st in cols:  # one zeroed double scratch per buffer summed over the rows
         if st.buf not in scratch:
             scratch.append(st.buf)
+    # column sums over one kept loop: 16 fixed chunks of its rows, each summed by its own call
+    # of a row function (restrict parameters: inside an OpenMP region the row loops would not
+    # vectorize) into its own double scratch, added in chunk order at the end: the chunks,
+    # not the threads, fix the order of the sums, so any thread count gives the same bits
+    chunked = bool(cols) and len(outer) == 1 and k.pre is None
+    nch = COLUMN_CHUNKS if chunked else 1
     for b in scratch:
         lines.append(f"  const int64_t n_{b.name} = {numel(b.shape)};")
-        lines.append(f"  double *acc_{b.name} = (double *)calloc(n_{b.name} ? n_{b.name} : 1, "
-                     f"sizeof(double));")
-    if openmp and outer and not cols:  # (column sums are sequential over the rows)
-        total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
+        lines.append(f"  double *acc_{b.name} = (double *)calloc({nch} * (n_{b.name} ? "
+                     f"n_{b.name} : 1), sizeof(double));")
+    total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
+    if openmp and outer and (chunked or not cols):
         lines.append(f"  {_omp_for(f'({total})')} reduction(|:err_)")
+    body_lines = lines
     ind = "  "
-    for v, n in outer:
-        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-        ind += "  "
+    if chunked:
+        (v, n), = outer
+        hparams = params + [f"double *restrict acc_{b.name}" for b in scratch]
+        hparams += ["int64_t lo_", "int64_t hi_"]
+        body_lines = [f"static __attribute__((noinline)) int {k.name}_rows("
+                      f"{', '.join(hparams)}) {{", "  int err_ = 0;", _INTS,
+                      "  (void)ints; (void)floats;",
+                      f"  for (int64_t {v} = lo_; {v} < hi_; {v}++) {{"]
+        ind = "    "
+        args = [b.name for b in stores] + [b.name for b in loads] + ["ints", "floats"]
+        args += [f"acc_{b.name} + ch_ * n_{b.name}" for b in scratch]
+        args += [f"ch_ * (int64_t)({n}) / {nch}", f"(ch_ + 1) * (int64_t)({n}) / {nch}"]
+        lines.append(f"  for (int64_t ch_ = 0; ch_ < {nch}; ch_++) "
+                     f"err_ |= {k.name}_rows({', '.join(args)});")
+    else:
+        for v, n in outer:
+            lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+            ind += "  "
     inner = list(zip(k.inner_vars(), k.inner))
     for p in k.passes:
         accs = [(a.name, a.ctype, a.kind, a.init, str(a.value),
@@ -401,16 +423,28 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         var, n = inner[-1]
         body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
                 if isinstance(st, ColumnAccum) else str(st) for st in p.body]
-        lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]))
-        lines.extend(f"{ind}err_ |= ({st.expr}) != 0;" if isinstance(st, Check) else
-                     f"{ind}{st}" for st in p.finals)
-    lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
-                 if isinstance(st, ColumnAccum) else f"{ind}{st}" for st in k.stores)
-    for _ in outer:
-        ind = ind[:-2]
-        lines.append(f"{ind}}}")
+        body_lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]))
+        body_lines.extend(f"{ind}err_ |= ({st.expr}) != 0;" if isinstance(st, Check) else
+                          f"{ind}{st}" for st in p.finals)
+    body_lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
+                      if isinstance(st, ColumnAccum) else f"{ind}{st}" for st in k.stores)
+    helper = ""
+    if chunked:
+        body_lines += ["  }", "  return err_;", "}"]
+        helper = _declare_ints(body_lines, program) + "\n\n"
+        for b in scratch:  # the chunks' sums, in chunk order, into the first chunk's scratch
+            lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {{")
+            lines.append(f"    double s_ = acc_{b.name}[i];")
+            lines.append(f"    for (int64_t ch_ = 1; ch_ < {nch}; ch_++) "
+                         f"s_ += acc_{b.name}[ch_ * n_{b.name} + i];")
+            lines.append(f"    acc_{b.name}[i] = s_;")
+            lines.append("  }")
+    else:
+        for _ in outer:
+            ind = ind[:-2]
+            lines.append(f"{ind}}}")
     finals = {id(st.buf): st.final for st in cols if st.final}
-    for b in scratch:
+    for b in scratch:  # (a final may read other sums: cross_entropy's mean divides by a count)
         val = finals.get(id(b), "{0}").format(f"acc_{b.name}[i]")
         lines.append(f"  for (int64_t i = 0; i < n_{b.name}; i++) {b.name}[i] = "
                      f"({b.ctype})({val});")
@@ -418,7 +452,12 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         lines.append(f"  free(acc_{b.name});")
     lines.append("  return err_;")
     lines.append("}")
-    return _declare_ints(lines, program)
+    return helper + _declare_ints(lines, program)
+
+
+COLUMN_CHUNKS = 16
+"""Fixed row chunks of a kernel's column sums (layer_norm backward's dW/db): enough for the
+threads of a small machine, few enough that the chunks' scratch stays small."""
 
 
 def _omp_for(iterations: str) -> str:

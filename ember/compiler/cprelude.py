@@ -141,8 +141,9 @@ def _compiler() -> str | None:
 
 def build_test_lib(c_source: str, extra_flags: tuple = (), opt_info: bool = False) -> Any:
     """Test-only: compile ``c_source`` (the prelude is on the include path) with the backend's
-    flags into a fresh temporary directory and load it.  Returns the ``ctypes.CDLL``; with
-    ``opt_info`` returns ``(lib, gcc_stderr)`` (``-fopt-info-vec-optimized`` output)."""
+    flags (``CFLAGS`` and ``toolchain.machine_flags()``) into a fresh temporary directory and
+    load it.  Returns the ``ctypes.CDLL``; with ``opt_info`` returns ``(lib, gcc_stderr)``
+    (``-fopt-info-vec-optimized`` output)."""
     cc = _compiler()
     if cc is None:
         raise RuntimeError("[build_test_lib] no C compiler (gcc) on PATH")
@@ -150,7 +151,9 @@ def build_test_lib(c_source: str, extra_flags: tuple = (), opt_info: bool = Fals
     src = tmp / "k.c"
     src.write_text(c_source)
     out = tmp / "k.so"
-    cmd = [cc, *CFLAGS, *extra_flags, "-I", include_dir(), str(src), "-o", str(out), "-lm"]
+    from ember.compiler.toolchain import machine_flags
+    cmd = [cc, *CFLAGS, *machine_flags(), *extra_flags, "-I", include_dir(), str(src), "-o",
+           str(out), "-lm"]
     if opt_info:
         cmd.insert(1, "-fopt-info-vec-optimized")
     proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -105,6 +105,42 @@ def test_parallel_results_are_bitwise_equal_to_serial(fn, shape, monkeypatch):
         np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
 
 
+def _layer_norm_grads(fn, x0, w0, b0, g0):
+    x, w, b = (ember.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+    y = fn(x, w, b)
+    y.backward(ember.tensor(g0))
+    return [y.detach().numpy().copy()] + [t.grad.numpy().copy() for t in (x, w, b)]
+
+
+def test_layer_norm_forward_and_backward_bitwise_equal_to_serial(monkeypatch):
+    """The rows of layer_norm and of its backward run on threads; the backward's column sums
+    (dW, db) run in fixed row chunks, so any thread count gives the serial build's bits."""
+    g = np.random.default_rng(1)
+    x0, g0 = (g.standard_normal((512, 1000), dtype=np.float32) for _ in range(2))
+    w0, b0 = (g.standard_normal(1000, dtype=np.float32) for _ in range(2))
+
+    def f(x, w, b):
+        return F.layer_norm(x, (1000,), w, b)
+
+    fc = ember.compile(f, backend="c")
+    ember.set_num_threads(2)
+    two = _layer_norm_grads(fc, x0, w0, b0, g0)
+    src = cbackend.last_compiled().source  # the backward graph's kernel
+    assert "#pragma omp" in src and "ch_ < 16" in src
+    ember.set_num_threads(1)
+    one = _layer_norm_grads(fc, x0, w0, b0, g0)
+    monkeypatch.setattr(config, "c_openmp", False)
+    ember.compiler.reset()
+    serial = _layer_norm_grads(ember.compile(f, backend="c"), x0, w0, b0, g0)
+    assert "#pragma omp" not in cbackend.last_compiled().source
+    for a, b, c in zip(two, one, serial):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+    eager = _layer_norm_grads(f, x0, w0, b0, g0)
+    for a, e in zip(two, eager):
+        # column sums over 512 rows: eager sums float32 per row block, C in double
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5 * 512)
+
+
 def _wait(pid: int, timeout: float) -> int | None:
     """The child's exit code, or None after killing it when it ran past ``timeout``."""
     deadline = time.monotonic() + timeout

@@ -8,8 +8,10 @@ One library is compiled for the whole module (gcc ~1 s); every test skips withou
 from __future__ import annotations
 
 import ctypes
+import platform
 import re
 import shutil
+import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -41,6 +43,8 @@ def _source() -> tuple[str, dict]:
                 where[f + s] = len(lines) + 1
             lines.append(f"void m_{f}{s}(const {t}* restrict x, {t}* restrict y, long n) "
                          f"{{ for (long i = 0; i < n; i++) y[i] = ember_{f}{s}(x[i]); }}")
+    lines.append("void m_normal_cdff(const float* restrict x, float* restrict y, long n) "
+                 "{ for (long i = 0; i < n; i++) y[i] = ember_normal_cdff(x[i]); }")
     lines.append("")
     return "\n".join(lines) + "\n", where
 
@@ -194,8 +198,26 @@ F64_ULP = {"exp": 1, "expm1": 1, "log": 1, "log1p": 1, "tanh": 2, "sigmoid": 2, 
            "erfc": 8, "erfinv": 8}
 
 
+@pytest.fixture(scope="module")
+def lib_nofma():
+    """The math library built for a target without FMA (x86-64-v2: SSE4.2): the prelude's
+    EMBER_FMAF falls back to a*b + c there, which must meet the same bounds."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the no-FMA build is checked on x86-64")
+    return cprelude.build_test_lib(_source()[0], extra_flags=("-march=x86-64-v2",))
+
+
+BUILDS = ["native", "no-fma"]
+
+
+def _math_lib(request, build: str):
+    return request.getfixturevalue("lib" if build == "native" else "lib_nofma")
+
+
+@pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("name", MATH)
-def test_float32_accuracy(lib, name):
+def test_float32_accuracy(request, name, build):
+    lib = _math_lib(request, build)
     x = _f32_sweep()
     y = _call(lib, f"m_{name}f", x)
     err = ulp_error(y, _reference(name, x), np.float32)
@@ -203,8 +225,10 @@ def test_float32_accuracy(lib, name):
     assert err.max() <= F32_ULP[name], (name, x[worst], y[worst], err.max())
 
 
+@pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("name", MATH)
-def test_float64_accuracy(lib, name):
+def test_float64_accuracy(request, name, build):
+    lib = _math_lib(request, build)
     x = _f64_sample()
     y = _call(lib, f"m_{name}d", x)
     if name in ("erf", "erfc", "erfinv"):
@@ -242,6 +266,56 @@ def test_vectorized(built):
                                                   info)}
     missing = [f for f, line in where.items() if line not in done]
     assert not missing, f"not vectorized: {missing}\n{info[:2000]}"
+
+
+def _vector_loop_asm(body: str) -> str:
+    """gcc -S (the backend's flags) of ``for i: y[i] = body(x[i])``: the loop's assembly."""
+    from ember.compiler.toolchain import machine_flags
+    src = ('#include "ember_prelude.h"\nvoid k(const float* restrict x, float* restrict y, '
+           f'long n) {{ for (long i = 0; i < n; i++) y[i] = {body}; }}\n')
+    flags = [f for f in cprelude.CFLAGS if f != "-shared"] + list(machine_flags())
+    out = subprocess.run(["gcc", *flags, "-I", cprelude.include_dir(), "-S", "-o", "-", "-x",
+                          "c", "-"], input=src, capture_output=True, text=True, check=True)
+    return out.stdout
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64")
+                    or " fma " not in open("/proc/cpuinfo").read(),
+                    reason="x86-64 with FMA only")
+@pytest.mark.parametrize("name", ["exp", "tanh", "erf", "sigmoid"])
+def test_vector_fma(name):
+    """On an FMA machine the helpers' polynomials are vector fused multiply-adds (the prelude
+    calls __builtin_fmaf; user arithmetic stays unfused under -ffp-contract=off), and with
+    AVX-512 the loops use 512-bit vectors (toolchain.machine_flags)."""
+    asm = _vector_loop_asm(f"ember_{name}f(x[i])")
+    assert re.search(r"\bvfn?m(add|sub)\d{3}ps\b", asm), asm[-3000:]
+    if " avx512f " in open("/proc/cpuinfo").read():
+        assert "zmm" in asm, asm[-3000:]
+
+
+def test_fma_not_used_for_user_arithmetic():
+    """-ffp-contract=off still holds outside the helpers: x * 3 + 1 is a multiply and an add."""
+    asm = _vector_loop_asm("x[i] * 3.0f + 1.0f")
+    assert not re.search(r"\bvfn?m(add|sub)", asm) and "vmulps" in asm, asm[-3000:]
+
+
+def test_normal_cdf_float32_accuracy(lib):
+    """float Phi (gelu's factor) against SciPy's float64 ndtr: Numerical Recipes' erfc, whose
+    exp argument p - z*z carries an absolute error of ~ulp(z*z), i.e. a relative error that
+    grows with z*z in the lower tail (the same operations as eager's normal_cdf_f32)."""
+    import scipy.special as sp
+    x = _f32_sweep()
+    x = x[np.isfinite(x) & (x > -12.0) & (x < 12.0)]
+    y = _call(lib, "m_normal_cdff", x)
+    err = ulp_error(y, sp.ndtr(x.astype(np.float64)), np.float32)
+    for lo, bound in ((-1.0, 7.0), (-3.0, 17.0), (-5.0, 27.0)):
+        m = x >= lo
+        worst = int(np.argmax(np.where(m, err, 0)))
+        assert err[m].max() <= bound, (lo, x[worst], y[worst], err[m].max())
+    # relative error anywhere above the float32 normal range
+    big = y > 1e-37
+    rel = np.abs(y[big] / sp.ndtr(x[big].astype(np.float64)) - 1)
+    assert rel.max() < 2e-5, rel.max()
 
 
 # ----------------------------------------------------------------------------- float16 / bfloat16

@@ -93,6 +93,22 @@ def test_fixed_flags_and_forbidden_flags(cache):
             toolchain.compile_library(constant_source(0), extra_flags=[bad])
 
 
+def test_machine_flags_follow_the_cpu_and_enter_the_build_flags(monkeypatch):
+    """-mprefer-vector-width=512 exactly on x86-64 with AVX-512F; the flags of every build
+    (hence its cache key) include it."""
+    import platform
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(toolchain.CACHE, "_cpu", "x86_64:avx,avx2,fma")
+    assert toolchain.machine_flags() == ()
+    assert "-mprefer-vector-width=512" not in toolchain._flags((), True)
+    monkeypatch.setattr(toolchain.CACHE, "_cpu", "x86_64:avx,avx2,avx512bw,avx512f,fma")
+    assert toolchain.machine_flags() == ("-mprefer-vector-width=512",)
+    assert toolchain._flags((), True) == (toolchain.FLAGS + ("-mprefer-vector-width=512",
+                                                              "-fopenmp"))
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    assert toolchain.machine_flags() == ()
+
+
 def test_no_fma_contraction(cache):
     """-ffp-contract=off: a*b+c rounds twice, like NumPy (with FMA ~1/4 of results differ)."""
     src = runtime.C_PRELUDE + textwrap.dedent("""

@@ -7,8 +7,10 @@
  *   polynomial/rational approximations with range reduction, written with +,-,*,/, bit casts
  *   and selects only, so gcc inlines and vectorizes loops that call them (a libm call blocks
  *   vectorization).  float versions end in ``f``, double versions in ``d``; ``ember_exp(x)``
- *   etc. pick one by the argument's type.  Accuracy (max ulp vs a float64/longer reference) is
- *   recorded in docs/compiler_prelude.md and checked by tests/compiler/test_prelude.py.
+ *   etc. pick one by the argument's type.  The float versions' polynomials and range
+ *   reductions use EMBER_FMAF (fma where the target has a fast one, else a*b + c; see below).
+ *   Accuracy (max ulp vs a float64/longer reference) is recorded in docs/compiler.md and
+ *   checked by tests/compiler/test_prelude.py.
  * - float16/bfloat16 storage: loads to float, stores from float or double with one
  *   round-to-nearest-even, bit-identical to NumPy / ml_dtypes casts (NaN payloads included).
  * - Philox4x32-10 and the word -> number maps of docs/random.md, bit-identical to eager.
@@ -68,26 +70,44 @@ EMBER_INLINE double ember__pow2d(double k) {
     return ember_u2d((ember_d2u(k + EMBER_RNDD_MAGIC) + 1023u) << 52);
 }
 
+/* fused multiply-add (one rounding) for the float helpers' polynomial evaluation and range
+ * reduction.  Where the target has a fast fma (math.h's FP_FAST_FMAF: x86 with FMA3 or
+ * AVX-512, AArch64) it is the instruction, which gcc vectorizes; elsewhere it falls back to
+ * a*b + c (a libm fma call would be slow and block vectorization).  Both evaluations are
+ * within the ulp bounds tests/compiler/test_prelude.py checks.  This changes only how a
+ * helper computes its result: user arithmetic is still compiled with -ffp-contract=off.
+ * (The double helpers keep their separate roundings.) */
+#if defined(FP_FAST_FMAF)
+#define EMBER_FMAF(a, b, c) __builtin_fmaf((a), (b), (c))
+#else
+#define EMBER_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* ------------------------------------------------------------------------- exp */
 /* Cephes expf: exp(x) = 2**k * exp(r), r = x - k ln2 in two parts; the scale is applied in
- * two halves so results in the subnormal range round once and overflow gives inf. */
+ * two halves so results in the subnormal range round once and overflow gives inf.  The clamp
+ * uses quiet comparisons and mask selects (a NaN gives the bound; the result is replaced by
+ * the NaN at the end): with plain ?: gcc duplicates the computation for the clamped constants
+ * (~25 more instructions per vector).  k and its halves come from the bits of the rounding
+ * sum (k + 1.5 * 2**23 holds k in its low bits). */
 EMBER_INLINE float ember_expf(float x) {
-    float xc = x > 89.0f ? 89.0f : x;
-    xc = xc < -104.0f ? -104.0f : xc;
-    xc = x != x ? 0.0f : xc;
-    float k = ember__rintf(xc * 1.44269504088896341f);
-    float r = xc - k * 0.693359375f;
-    r = r - k * -2.12194440e-4f;
+    float xc = ember__self(__builtin_isless(x, 89.0f), x, 89.0f);
+    xc = ember__self(__builtin_isgreater(xc, -104.0f), xc, -104.0f);
+    float kr = xc * 1.44269504088896341f + EMBER_RNDF_MAGIC;
+    float k = kr - EMBER_RNDF_MAGIC;                            /* rint(x / ln2) */
+    float r = EMBER_FMAF(k, -0.693359375f, xc);                 /* exact (Cody-Waite) */
+    r = EMBER_FMAF(k, 2.12194440e-4f, r);
     float z = r * r;
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * z + r + 1.0f;
-    float k1 = ember__rintf(k * 0.5f);
-    float y = p * ember__pow2f(k1) * ember__pow2f(k - k1);
+    p = EMBER_FMAF(p, r, 1.3981999507e-3f);
+    p = EMBER_FMAF(p, r, 8.3334519073e-3f);
+    p = EMBER_FMAF(p, r, 4.1665795894e-2f);
+    p = EMBER_FMAF(p, r, 1.6666665459e-1f);
+    p = EMBER_FMAF(p, r, 5.0000001201e-1f);
+    p = p * z + r + 1.0f;            /* Cephes' order (with fma here: 22 floats > 1 ulp) */
+    int32_t ki = (int32_t)(ember_f2u(kr) - 0x4b400000u);       /* k in [-150, 129] */
+    int32_t k1 = ki >> 1;
+    float y = p * ember_u2f((uint32_t)(k1 + 127) << 23) * ember_u2f((uint32_t)(ki - k1 + 127) << 23);
     return x != x ? x : y;
 }
 
@@ -113,21 +133,20 @@ EMBER_INLINE double ember_expd(double x) {
 /* expm1 = 2**k (expm1(r) + 1) - 1 = (2**k - 1) + 2**k expm1(r); expm1(r) by its Taylor
  * series on |r| <= ln2/2.  k = 128 (1024 for double) is scaled in two steps. */
 EMBER_INLINE float ember_expm1f(float x) {
-    float xc = x > 89.0f ? 89.0f : x;
-    xc = xc < -18.0f ? -18.0f : xc;
-    xc = x != x ? 0.0f : xc;
+    float xc = ember__self(__builtin_isless(x, 89.0f), x, 89.0f);
+    xc = ember__self(__builtin_isgreater(xc, -18.0f), xc, -18.0f);
     float k = ember__rintf(xc * 1.44269504088896341f);
     float hi = xc - k * 0.693359375f;
     float lo = k * -2.12194440e-4f;
     float r = hi - lo;
     float p = 2.4801587302e-5f;                 /* 1/8! .. 1/2!, Horner in r */
-    p = p * r + 1.9841269841e-4f;
-    p = p * r + 1.3888888889e-3f;
-    p = p * r + 8.3333333333e-3f;
-    p = p * r + 4.1666666667e-2f;
-    p = p * r + 1.6666666667e-1f;
-    p = p * r + 0.5f;
-    float u = r + (r * r) * p;
+    p = EMBER_FMAF(p, r, 1.9841269841e-4f);
+    p = EMBER_FMAF(p, r, 1.3888888889e-3f);
+    p = EMBER_FMAF(p, r, 8.3333333333e-3f);
+    p = EMBER_FMAF(p, r, 4.1666666667e-2f);
+    p = EMBER_FMAF(p, r, 1.6666666667e-1f);
+    p = EMBER_FMAF(p, r, 0.5f);
+    float u = EMBER_FMAF(r * r, p, r);
     float big = k > 127.0f ? 1.0f : 0.0f;
     float s = ember__pow2f(k - big);
     float y = ((s - (big > 0.0f ? 0.5f : 1.0f)) + s * u) * (1.0f + big);
@@ -178,16 +197,16 @@ EMBER_INLINE float ember_logf(float x) {
     float f = ember_u2f(mb + ((uint32_t)lo << 23)) - 1.0f;      /* 2m - 1 or m - 1 */
     float z = f * f;
     float y = 7.0376836292e-2f;
-    y = y * f - 1.1514610310e-1f;
-    y = y * f + 1.1676998740e-1f;
-    y = y * f - 1.2420140846e-1f;
-    y = y * f + 1.4249322787e-1f;
-    y = y * f - 1.6668057665e-1f;
-    y = y * f + 2.0000714765e-1f;
-    y = y * f - 2.4999993993e-1f;
-    y = y * f + 3.3333331174e-1f;
+    y = EMBER_FMAF(y, f, -1.1514610310e-1f);
+    y = EMBER_FMAF(y, f, 1.1676998740e-1f);
+    y = EMBER_FMAF(y, f, -1.2420140846e-1f);
+    y = EMBER_FMAF(y, f, 1.4249322787e-1f);
+    y = EMBER_FMAF(y, f, -1.6668057665e-1f);
+    y = EMBER_FMAF(y, f, 2.0000714765e-1f);
+    y = EMBER_FMAF(y, f, -2.4999993993e-1f);
+    y = EMBER_FMAF(y, f, 3.3333331174e-1f);
     y = y * f * z;
-    y = y + -2.12194440e-4f * e;
+    y = EMBER_FMAF(e, -2.12194440e-4f, y);
     y = y + -0.5f * z;
     float r = f + y;
     r = r + 0.693359375f * e;
@@ -242,16 +261,16 @@ EMBER_INLINE double ember_log1pd(double x) {
  * version uses e / (e + 2), e = expm1(2|x|), which keeps double's last bit. */
 EMBER_INLINE float ember_tanhf(float x) {
     float a = x < 0.0f ? -x : x;
-    float ac = a > 10.0f ? 10.0f : a;
+    float ac = ember__self(__builtin_isless(a, 10.0f), a, 10.0f);
     float e = ember_expf(ac + ac);
     float big = 1.0f - 2.0f / (e + 1.0f);
     float z = x * x;
     float p = -5.70498872745e-3f;
-    p = p * z + 2.06390887954e-2f;
-    p = p * z - 5.37397155531e-2f;
-    p = p * z + 1.33314422036e-1f;
-    p = p * z - 3.33332819422e-1f;
-    float small = a + a * z * p;
+    p = EMBER_FMAF(p, z, 2.06390887954e-2f);
+    p = EMBER_FMAF(p, z, -5.37397155531e-2f);
+    p = EMBER_FMAF(p, z, 1.33314422036e-1f);
+    p = EMBER_FMAF(p, z, -3.33332819422e-1f);
+    float small = EMBER_FMAF(a * z, p, a);
     float r = a < 0.625f ? small : big;
     r = x < 0.0f ? -r : r;
     return ember__self((x != x) | (x == 0.0f), x, r);
@@ -345,34 +364,33 @@ EMBER_INLINE double ember_erfcd(double x) { double e, c; ember__erf_parts(x, &e,
  * there, so its error shrinks by the subtraction); |x| >= 4 rounds to +-1. */
 EMBER_INLINE float ember_erff(float x) {
     float y = __builtin_fabsf(x);
-    float yc = y > 4.0f ? 4.0f : y;
-    yc = y != y ? 0.0f : yc;
+    float yc = ember__self(__builtin_isless(y, 4.0f), y, 4.0f);     /* NaN: 4 (replaced) */
     /* |x| <= T: Taylor series x * sum c_n x^2n (terms fall by ~x^2 / n) */
     float z = yc * yc;
     float p = -1.2290555301717926e-09f;
-    p = p * z + 1.4807192815879218e-08f;
-    p = p * z - 1.6365844691234924e-07f;
-    p = p * z + 1.6462114365889246e-06f;
-    p = p * z - 1.492565035840625e-05f;
-    p = p * z + 0.00012055332981789664f;
-    p = p * z - 0.00085483270234508522f;
-    p = p * z + 0.0052239776254421879f;
-    p = p * z - 0.026866170645131252f;
-    p = p * z + 0.11283791670955126f;
-    p = p * z - 0.37612638903183754f;
-    float small = yc + yc * (0.12837916709551257f + z * p);
-    float cn = 2.15311535474403846e-8f * yc + 5.64188496988670089e-1f;
+    p = EMBER_FMAF(p, z, 1.4807192815879218e-08f);
+    p = EMBER_FMAF(p, z, -1.6365844691234924e-07f);
+    p = EMBER_FMAF(p, z, 1.6462114365889246e-06f);
+    p = EMBER_FMAF(p, z, -1.492565035840625e-05f);
+    p = EMBER_FMAF(p, z, 0.00012055332981789664f);
+    p = EMBER_FMAF(p, z, -0.00085483270234508522f);
+    p = EMBER_FMAF(p, z, 0.0052239776254421879f);
+    p = EMBER_FMAF(p, z, -0.026866170645131252f);
+    p = EMBER_FMAF(p, z, 0.11283791670955126f);
+    p = EMBER_FMAF(p, z, -0.37612638903183754f);
+    float small = EMBER_FMAF(yc, EMBER_FMAF(z, p, 0.12837916709551257f), yc);
+    float cn = EMBER_FMAF(2.15311535474403846e-8f, yc, 5.64188496988670089e-1f);
     float cd = yc + 1.57449261107098347e01f;
-    cn = cn * yc + 8.88314979438837594e00f;  cd = cd * yc + 1.17693950891312499e02f;
-    cn = cn * yc + 6.61191906371416295e01f;  cd = cd * yc + 5.37181101862009858e02f;
-    cn = cn * yc + 2.98635138197400131e02f;  cd = cd * yc + 1.62138957456669019e03f;
-    cn = cn * yc + 8.81952221241769090e02f;  cd = cd * yc + 3.29079923573345963e03f;
-    cn = cn * yc + 1.71204761263407058e03f;  cd = cd * yc + 4.36261909014324716e03f;
-    cn = cn * yc + 2.05107837782607147e03f;  cd = cd * yc + 3.43936767414372164e03f;
-    cn = cn * yc + 1.23033935479799725e03f;  cd = cd * yc + 1.23033935480374942e03f;
+    cn = EMBER_FMAF(cn, yc, 8.88314979438837594e00f);  cd = EMBER_FMAF(cd, yc, 1.17693950891312499e02f);
+    cn = EMBER_FMAF(cn, yc, 6.61191906371416295e01f);  cd = EMBER_FMAF(cd, yc, 5.37181101862009858e02f);
+    cn = EMBER_FMAF(cn, yc, 2.98635138197400131e02f);  cd = EMBER_FMAF(cd, yc, 1.62138957456669019e03f);
+    cn = EMBER_FMAF(cn, yc, 8.81952221241769090e02f);  cd = EMBER_FMAF(cd, yc, 3.29079923573345963e03f);
+    cn = EMBER_FMAF(cn, yc, 1.71204761263407058e03f);  cd = EMBER_FMAF(cd, yc, 4.36261909014324716e03f);
+    cn = EMBER_FMAF(cn, yc, 2.05107837782607147e03f);  cd = EMBER_FMAF(cd, yc, 3.43936767414372164e03f);
+    cn = EMBER_FMAF(cn, yc, 1.23033935479799725e03f);  cd = EMBER_FMAF(cd, yc, 1.23033935480374942e03f);
     float s = ember__rintf(yc * 16.0f) * 0.0625f;
     float ex = ember_expf(-s * s) * ember_expf(-(yc - s) * (yc + s));
-    float big = 1.0f - (cn / cd) * ex;
+    float big = EMBER_FMAF(-(cn / cd), ex, 1.0f);
     float r = y <= 1.0f ? small : big;
     r = __builtin_copysignf(r, x);
     return ember__self(x != x, x, r);
@@ -383,7 +401,9 @@ EMBER_INLINE float ember_erfcf(float x) { return (float)ember_erfcd((double)x); 
 /* Phi(x) = erfc(-x / sqrt 2) / 2, the standard normal CDF (GELU's factor).  float: eager's
  * float32 kernel (normal_cdf_f32 in ember/ops/_special.py), the same operations in the same
  * order: Numerical Recipes' erfc, relative error ~1.2e-7 over its whole range, so the lower
- * tail keeps its accuracy where 1 + erf cancels; one exp, ~2x the speed of ember_erfcf.
+ * tail keeps its accuracy where 1 + erf cancels; one exp, ~2x the speed of ember_erfcf.  (No
+ * fma here: in the lower tail a last-bit change of P(t) moves p - z*z by an ulp of z*z, up to
+ * ~30 float ulp of the result; eager's order keeps compiled gelu within a few ulp of eager.)
  * double: the double erfc kernel. */
 EMBER_INLINE float ember_normal_cdff(float x) {
     float u = x * -0.70710677f;
