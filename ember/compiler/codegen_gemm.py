@@ -120,18 +120,16 @@ static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_
     if (threads > 1) ember_blas_threads(threads);
     return;
   }}
-  int64_t pieces = dim / 128 < 4 * threads ? dim / 128 : 4 * threads;
-  if (pieces < threads) pieces = threads;
+  /* one piece per thread, more (a multiple of the threads) only while each stays >= 512 wide:
+     every piece is a BLAS call that packs the whole other operand again (4 pieces of 128
+     columns cost the MLP's products ~35% over 2 of 256) */
+  int64_t pieces = threads;
+  while (dim / (pieces + threads) >= 512 && pieces < 4 * threads) pieces += threads;
   ember_gemm_job_{s} job = {{M, N, K, ars, acs, brs, bcs, ldc, (dim + pieces - 1) / pieces, 0,
                             rows, A, B, C, 0}};
   job.pieces = (dim + job.step - 1) / job.step;
-  pthread_t tid[64];
-  int started = 0;
   ember_blas_threads(1);
-  for (int t = 1; t < threads && t < 64; t++)
-    if (pthread_create(&tid[started], NULL, ember_gemm_work_{s}, &job) == 0) started++;
-  ember_gemm_work_{s}(&job);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ember_gemm_run_(threads, ember_gemm_work_{s}, &job);
   ember_blas_threads(threads);
 }}
 /* nd batch dims (shape bshape; operand element strides as, bs; C contiguous batch-major):
@@ -181,13 +179,8 @@ static void ember_gemm_batched_{s}(int64_t nd, const int64_t *bshape, const int6
     }}
     return;
   }}
-  pthread_t tid[64];
-  int started = 0;
   ember_blas_threads(1);
-  for (int t = 1; t < threads && t < 64; t++)
-    if (pthread_create(&tid[started], NULL, ember_bgemm_work_{s}, &job) == 0) started++;
-  ember_bgemm_work_{s}(&job);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ember_gemm_run_(threads, ember_bgemm_work_{s}, &job);
   ember_blas_threads(threads);
 }}
 """
@@ -198,6 +191,24 @@ _COMMON = r"""
 /* products below this many flops run as one call (eager's _parallel.MATMUL_MIN_FLOPS) */
 #define EMBER_GEMM_MIN_FLOPS {min_flops}
 static void ember_blas_threads(int n) {{ {set_threads} }}
+/* run work(job) on `threads` threads (each claims pieces until none is left): OpenMP's pool when
+   the unit is built with it (waking it costs ~7 us; a pthread_create + join per product cost
+   35-190 us on the loaded 2-core machine), else threads started for the call */
+#ifdef _OPENMP
+static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
+  #pragma omp parallel num_threads(threads)
+  (void)work(job);
+}}
+#else
+static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
+  pthread_t tid[64];
+  int started = 0;
+  for (int t = 1; t < threads && t < 64; t++)
+    if (pthread_create(&tid[started], NULL, work, job) == 0) started++;
+  (void)work(job);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}}
+#endif
 """
 
 _PACK_A = r"""
@@ -348,16 +359,9 @@ def _batch_loops(k: GemmKernel, body: list) -> list:
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
     if not k.epilogue:
         return []
-    from ember.compiler.codegen_c import _omp_for
+    from ember.compiler.codegen_c import omp_loops
     ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
-    out = []
-    if openmp:
-        total = " * ".join(f"(int64_t)({n})" for n in ranges)
-        out.append(f"  {_omp_for(f'({total})')}")
-    ind = "  "
-    for v, n in zip(k.epi_vars(), ranges):
-        out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-        ind += "  "
+    out, ind = omp_loops(list(zip(k.epi_vars(), ranges)), "  ", openmp)
     out += [f"{ind}{st}" for st in k.epilogue]
     for _ in ranges:
         ind = ind[:-2]
