@@ -302,6 +302,8 @@ def format_profile(rows: list, per: int | None = None) -> str:
     run) the times are divided by it (times per step)."""
     if not rows:
         return "(no profiled C kernels: build with EMBER_C_PROFILE=1)"
+    idle = sum(1 for r in rows if not r["calls"])
+    rows = [r for r in rows if r["calls"]] or rows
     div = per or 1
     total = sum(r["ms"] for r in rows)
     head = "ms" if per is None else f"ms/{per}"
@@ -311,7 +313,8 @@ def format_profile(rows: list, per: int | None = None) -> str:
                    f"{100 * r['ms'] / (total or 1.0):5.1f} {r['calls']:6d}  {r['name']}")
     blas = sum(r["blas_ms"] for r in rows)
     out.append(f"{total / div:9.3f} {blas / div:8.3f} {100.0:5.1f} {'':6}  total of "
-               f"{len(rows)} kernels (outside BLAS {(total - blas) / div:.3f})")
+               f"{len(rows)} kernels (outside BLAS {(total - blas) / div:.3f})"
+               + (f"; {idle} kernels never called left out" if idle else ""))
     return "\n".join(out)
 
 

@@ -182,6 +182,15 @@ static int64_t ember_prof_calls_[EMBER_PROF_N_ + 1];
     ember_prof_blas_ += ember_prof_now_() - ember_b0_; } while (0)
 #define ember_gemm_f(...) EMBER_PROF_BLAS_(ember_gemm_f(__VA_ARGS__))
 #define ember_gemm_d(...) EMBER_PROF_BLAS_(ember_gemm_d(__VA_ARGS__))
+#ifdef _OPENMP   /* a product split inside a kernel's own region: thread 0's BLAS time */
+#include <omp.h>
+#define EMBER_PROF_BLAS0_(call) do { if (omp_get_thread_num() == 0) EMBER_PROF_BLAS_(call); \
+    else call; } while (0)
+#else
+#define EMBER_PROF_BLAS0_(call) EMBER_PROF_BLAS_(call)
+#endif
+#define ember_gemm1_f(...) EMBER_PROF_BLAS0_(ember_gemm1_f(__VA_ARGS__))
+#define ember_gemm1_d(...) EMBER_PROF_BLAS0_(ember_gemm1_d(__VA_ARGS__))
 #define ember_gemm_batched_f(...) EMBER_PROF_BLAS_(ember_gemm_batched_f(__VA_ARGS__))
 #define ember_gemm_batched_d(...) EMBER_PROF_BLAS_(ember_gemm_batched_d(__VA_ARGS__))
 EMBER_EXPORT int64_t ember_profile_size(void) { return EMBER_PROF_N_; }
@@ -215,7 +224,7 @@ def profile_label(seg: Segment, k: Kernel) -> str:
     elif isinstance(k, Im2colKernel):
         kind = "col2im" if k.col2im else "im2col"
     else:
-        kind = "pointwise " + "x".join(str(n) for n in k.ranges)
+        kind = "pointwise " + ("x".join(str(n) for n in k.ranges) or "scalar")
     return f"{seg.entry}:{k.name} {' '.join(k.ops)} ({kind})"
 
 

@@ -188,6 +188,9 @@ static void ember_gemm_batched_{s}(int64_t nd, const int64_t *bshape, const int6
 _COMMON = r"""
 #include <pthread.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 /* products below this many flops run as one call (eager's _parallel.MATMUL_MIN_FLOPS) */
 #define EMBER_GEMM_MIN_FLOPS {min_flops}
 static void ember_blas_threads(int n) {{ {set_threads} }}
@@ -320,6 +323,8 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
                      f"{k.a.buf.name} + {k.a.offset}, {k.a.rs}, {k.a.cs}, "
                      f"{k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, {k.out.name});")
         lines += _epilogue_pass(k, openmp)
+    elif k.impl == "blas" and openmp and k.epilogue:
+        lines += _batch_loops(k, _pieces_with_epilogue(k))
     elif k.impl == "blas":
         lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
                                   f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
@@ -354,6 +359,51 @@ def _batch_loops(k: GemmKernel, body: list) -> list:
         ind = ind[:-2]
         out.append(f"{ind}}}")
     return out
+
+
+def _pieces_with_epilogue(k: GemmKernel) -> list:
+    """A 2-D product with an epilogue, built with OpenMP: each thread of one parallel region
+    runs the BLAS call of its block of rows (or columns, when n > m) and then the epilogue over
+    that block while it is in the thread's cache (one region instead of two, no pass over the
+    whole output from cold; the MLP's AdamW updates are such epilogues).  The epilogue is
+    elementwise in the output's index space (``fuse_epilogues``), so blocks are independent.
+    A small product, or one thread, takes the plain path: one call, then the epilogue pass."""
+    s = _suffix(k)
+    call = (f"ember_gemm1_{s}(r1_ - r0_, ncols, K_, A_ + r0_ * ({k.a.rs}), {k.a.rs}, {k.a.cs}, "
+            f"B_ + col0 * ({k.b.cs}), {k.b.rs}, {k.b.cs}, C_ + r0_ * N_ + col0, N_);")
+    epi = _tile_epilogue(k)
+    j = next(i for i, x in enumerate(epi) if x.startswith("for "))
+    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see codegen_c.omp_loops)
+    plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
+             f"N_);"]
+    plain += [x[2:] for x in _epilogue_pass(k, True)]
+    return [
+        "#ifdef _OPENMP",
+        "if (ember_num_threads >= 2 && 2.0 * M_ * N_ * K_ >= EMBER_GEMM_MIN_FLOPS &&",
+        "    (M_ >= N_ ? M_ : N_) >= 2 * ember_num_threads) {",
+        "  const int threads_ = ember_num_threads, rows_ = M_ >= N_;",
+        "  const int64_t dim_ = rows_ ? M_ : N_;",
+        "  ember_blas_threads(1);",
+        "  #pragma omp parallel num_threads(threads_)",
+        "  {",
+        "    const int64_t nt_ = omp_get_num_threads(), t_ = omp_get_thread_num();",
+        "    const int64_t lo_ = dim_ * t_ / nt_, hi_ = dim_ * (t_ + 1) / nt_;",
+        "    const int64_t r0_ = rows_ ? lo_ : 0, r1_ = rows_ ? hi_ : M_;",
+        "    const int64_t col0 = rows_ ? 0 : lo_, ncols = rows_ ? N_ : hi_ - lo_;",
+        "    if (r1_ > r0_ && ncols > 0) {",
+        f"      {call}",
+        "      for (int64_t row = r0_; row < r1_; row++) {",
+        *[f"        {x}" for x in epi],
+        "      }",
+        "    }",
+        "  }",
+        "  ember_blas_threads(threads_);",
+        "} else",
+        "#endif",
+        "{",
+        *[f"  {x}" for x in plain],
+        "}",
+    ]
 
 
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:

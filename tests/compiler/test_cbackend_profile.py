@@ -14,6 +14,7 @@ import pytest
 import ember
 from ember.compiler import cbackend, toolchain
 from ember.compiler.codegen_c import generate
+from ember.compiler.codegen_gemm import MIN_FLOPS
 from ember.compiler.lower import lower
 from ember.config import config
 
@@ -156,3 +157,72 @@ def _graph_of(fn, args):
 
     ember.compile(fn, backend=capture)(*args)
     return graphs[0]
+
+
+# ------------------------------------------------------------ products split with their epilogue
+@pytest.fixture
+def two_threads():
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    yield
+    ember.set_num_threads(before)
+
+
+def _close(got, want, ulps=8):
+    for g, w in zip(got, want):
+        a, b = g.detach().numpy(), w.detach().numpy()
+        assert a.shape == b.shape and a.dtype == b.dtype
+        scale = np.abs(b).max(initial=1.0)
+        tol = ulps * np.spacing(a.dtype.type(scale)) * max(1, int(np.sqrt(a.shape[-1] + 1)))
+        np.testing.assert_allclose(a, b, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("lead,k,n", [((256,), 128, 72), ((48,), 256, 200), ((4, 64), 96, 100),
+                                      ((3, 5, 7), 160, 301)])
+def test_split_product_runs_its_epilogue_per_block(two_threads, dtype, lead, k, n):
+    # rows split (m >= n), columns split (n > m), leading dims folded into the rows, and an
+    # odd count of rows: each thread's block gets the bias, gelu and residual of its elements
+    if config.c_openmp is False:
+        pytest.skip("needs the OpenMP build")
+    g = np.random.default_rng(3)
+
+    def t(*shape):
+        return ember.tensor(g.standard_normal(shape).astype(dtype.np))
+
+    x, w, b, r = t(*lead, k), t(n, k), t(n), t(*lead, n)
+    assert 2 * int(np.prod(lead)) * n * k >= MIN_FLOPS   # large enough to be split
+
+    def f(x, w, b, r):
+        y = F.linear(x, w, b)
+        return F.gelu(y) + r, y * 2
+
+    ember.compiler.reset()
+    got = ember.compile(f, backend="c", fullgraph=True)(x, w, b, r)
+    cg = cbackend.last_compiled()
+    assert "#pragma omp parallel num_threads(threads_)" in cg.source
+    _close(got, f(x, w, b, r), ulps=16)
+
+
+def test_split_product_with_adamw_epilogue_equals_eager(two_threads):
+    # the MLP's weight gradient with AdamW fused into the product's epilogue (a flat epilogue
+    # with 4 inputs and 3 outputs), n > m: column blocks
+    g = np.random.default_rng(4)
+    a = ember.tensor(g.standard_normal((256, 96), dtype=np.float32))
+    dy = ember.tensor(g.standard_normal((256, 160), dtype=np.float32))
+    assert 2 * 256 * 96 * 160 >= MIN_FLOPS
+    p, m, v = (ember.tensor(g.standard_normal((96, 160), dtype=np.float32)) for _ in range(3))
+    v = v.abs()
+
+    def f(a, dy, p, m, v):
+        grad = a.t() @ dy
+        m2 = m.lerp(grad, 0.1)
+        v2 = v * 0.999 + 0.001 * grad * grad
+        return p * 0.99 - 0.01 * m2 / (v2.sqrt() + 1e-8), m2, v2
+
+    ember.compiler.reset()
+    got = ember.compile(f, backend="c", fullgraph=True)(a, dy, p, m, v)
+    src = cbackend.last_compiled().source
+    if config.c_openmp:
+        assert "#pragma omp parallel num_threads(threads_)" in src
+    _close(got, f(a, dy, p, m, v), ulps=16)
