@@ -362,9 +362,10 @@ def _batch_loops(k: GemmKernel, body: list) -> list:
 
 
 def _pieces_with_epilogue(k: GemmKernel) -> list:
-    """A 2-D product with an epilogue, built with OpenMP: each thread of one parallel region
-    runs the BLAS call of its block of rows (or columns, when n > m) and then the epilogue over
-    that block while it is in the thread's cache (one region instead of two, no pass over the
+    """A 2-D product with an epilogue, built with OpenMP: the threads of one parallel region
+    claim blocks of rows (or columns, when n > m; as many as ``ember_gemm_<s>`` makes) and run
+    each block's BLAS call and then the epilogue over that block while it is in the thread's
+    cache (one region instead of two, no pass over the
     whole output from cold; the MLP's AdamW updates are such epilogues).  The epilogue is
     elementwise in the output's index space (``fuse_epilogues``), so blocks are independent.
     A small product, or one thread, takes the plain path: one call, then the epilogue pass."""
@@ -383,11 +384,15 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
         "    (M_ >= N_ ? M_ : N_) >= 2 * ember_num_threads) {",
         "  const int threads_ = ember_num_threads, rows_ = M_ >= N_;",
         "  const int64_t dim_ = rows_ ? M_ : N_;",
+        "  int64_t pieces_ = threads_, next_ = 0;  /* as ember_gemm_<s> splits */",
+        "  while (dim_ / (pieces_ + threads_) >= 512 && pieces_ < 4 * threads_) "
+        "pieces_ += threads_;",
         "  ember_blas_threads(1);",
         "  #pragma omp parallel num_threads(threads_)",
-        "  {",
-        "    const int64_t nt_ = omp_get_num_threads(), t_ = omp_get_thread_num();",
-        "    const int64_t lo_ = dim_ * t_ / nt_, hi_ = dim_ * (t_ + 1) / nt_;",
+        "  for (;;) {  /* blocks are claimed: a thread that starts late finds them done */",
+        "    const int64_t p_ = __atomic_fetch_add(&next_, 1, __ATOMIC_RELAXED);",
+        "    if (p_ >= pieces_) break;",
+        "    const int64_t lo_ = dim_ * p_ / pieces_, hi_ = dim_ * (p_ + 1) / pieces_;",
         "    const int64_t r0_ = rows_ ? lo_ : 0, r1_ = rows_ ? hi_ : M_;",
         "    const int64_t col0 = rows_ ? 0 : lo_, ncols = rows_ ? N_ : hi_ - lo_;",
         "    if (r1_ > r0_ && ncols > 0) {",
