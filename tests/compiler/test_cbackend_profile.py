@@ -226,3 +226,21 @@ def test_split_product_with_adamw_epilogue_equals_eager(two_threads):
     if config.c_openmp:
         assert "#pragma omp parallel num_threads(threads_)" in src
     _close(got, f(a, dy, p, m, v), ulps=16)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_split_conv_with_epilogue_equals_eager(two_threads, n):
+    # conv's product (n spans the output's spatial dims) with bias and relu, large enough to
+    # be split over the threads
+    g = np.random.default_rng(5)
+    x = ember.tensor(g.standard_normal((n, 16, 32, 32), dtype=np.float32))
+    w = ember.tensor(g.standard_normal((64, 16, 3, 3), dtype=np.float32))
+    b = ember.tensor(g.standard_normal(64, dtype=np.float32))
+    assert 2 * 64 * 900 * 144 >= MIN_FLOPS
+
+    def f(x, w, b):
+        return F.relu(F.conv2d(x, w, b)) * 0.5
+
+    ember.compiler.reset()
+    got = ember.compile(f, backend="c", fullgraph=True)(x, w, b)
+    _close([got], [f(x, w, b)], ulps=16)
