@@ -1,7 +1,9 @@
 """The MLP training step compiled with the C backend (issue 5 goal: >= 1.15x torch.compile).
 
 Run: ``python benchmarks/bench_mlp_c.py [--rounds N] [--mode max-autotune] [--threads T]``
-(needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs torch).
+(needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs torch);
+``--profile`` builds the C step with per-kernel timers (EMBER_C_PROFILE, docs/compiler.md) and
+prints each kernel's time per step.
 
 MLP 784-512-512-10 (ReLU), batch 256, cross_entropy, backward, AdamW step, zero_grad: four
 copies with the same initial weights (``bench_models.mlp_case``), run as
@@ -58,6 +60,22 @@ def gemms_only(rounds: int) -> None:
           f"{fmt_time(statistics.median(tn))}, torch {fmt_time(statistics.median(tt))}")
 
 
+def profile_c(args: argparse.Namespace) -> None:
+    """The C step's kernels timed inside the entry (EMBER_C_PROFILE), per step."""
+    from ember.compiler import cbackend
+    from ember.config import config
+    config.c_profile = True
+    step = ember.compile(mlp_case().ember_step, backend="c", mode=args.mode)
+    for _ in range(5):
+        step()
+    cbackend.reset_profile()
+    n = args.rounds * args.calls
+    t = time_per_call(step, n)
+    print(f"MLP step, ember C with timers: {fmt_time(t)} per step ({args.threads} threads, "
+          f"{n} steps; load {os.getloadavg()[0]:.2f})")
+    print(cbackend.format_profile(cbackend.profile(), per=n))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -66,11 +84,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5, help="steps whose losses are compared")
     ap.add_argument("--gemms", action="store_true", help="time only the step's products")
+    ap.add_argument("--profile", action="store_true", help="per-kernel times of the C step")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ember.set_num_threads(args.threads)
     if args.gemms:
         gemms_only(args.rounds)
+        return
+    if args.profile:
+        profile_c(args)
         return
     cases = [mlp_case() for _ in range(4)]   # same seed: the same weights and batch
     steps = {

@@ -36,7 +36,10 @@ class Config:
     $XDG_CACHE_HOME/ember or ~/.cache/ember).  ``cc``: the C compiler command (EMBER_CC; default
     ``gcc``; may carry arguments, e.g. ``"ccache gcc"``).  ``c_openmp``: the C backend splits
     kernels' outer loops over ``ember.get_num_threads()`` OpenMP threads (EMBER_C_OPENMP=0 turns
-    it off; a fork()ed child always runs them on one thread).
+    it off; a fork()ed child always runs them on one thread).  ``c_profile``: the C backend
+    builds its entries with a timer around every kernel call (EMBER_C_PROFILE=1; a separate
+    build: the timers are part of the source, hence of the cache key; see
+    ``ember.compiler.cbackend.profile``).
     ``compile_backend``: the backend ``ember.compile`` uses when none is named
     (EMBER_COMPILE_BACKEND; default ``"inductor"``, the C backend; ``"eager"`` runs graphs with
     the reference interpreter).
@@ -54,6 +57,7 @@ class Config:
     cc: str = os.environ.get("EMBER_CC", "") or "gcc"
     c_openmp: bool = os.environ.get("EMBER_C_OPENMP", "1") != "0"
     compile_backend: str = os.environ.get("EMBER_COMPILE_BACKEND", "") or "inductor"
+    c_profile: bool = os.environ.get("EMBER_C_PROFILE", "") not in ("", "0")
 
 
 config = Config()

@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import sys
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,6 +40,7 @@ EXTRA_FLAGS = ("-fwrapv", "-fno-math-errno")
 _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
+_PROFILED: list = []  # weak references to the CompiledGraphs built with EMBER_C_PROFILE=1
 BUILDS = [0]        # CompiledGraphs made in this process
 KERNEL_BUILDS = [0]  # those with at least one C kernel
 
@@ -79,6 +81,8 @@ class CompiledGraph:
         KERNEL_BUILDS[0] += bool(self.stats.kernels)
         _RECENT.append(self)
         del _RECENT[:-8]
+        if config.c_profile and self.path is not None:
+            _PROFILED.append(weakref.ref(self))
 
     def _build(self) -> None:
         program = self._program = lower(self.graph, _HELPERS)
@@ -86,7 +90,8 @@ class CompiledGraph:
         if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
             autotune.tune_program(program, EXTRA_FLAGS)
         self.stats = program.stats  # type: ignore[attr-defined]
-        self._source = generate(program, openmp=config.c_openmp)
+        self._source = generate(program, openmp=config.c_openmp,
+                                profile=config.c_profile)
         if config.debug >= 3:
             print(f"[ember.compiler loop_ir]\n{program}", file=sys.stderr)
         if program.segments():
@@ -95,8 +100,9 @@ class CompiledGraph:
         if config.debug >= 4:  # the generated part; the whole unit is the cached .c file
             where = f" (whole unit with the preludes: {Path(self.path).with_suffix('.c')})" \
                 if self.path is not None else ""
-            print(f"[ember.compiler c_source]{where}\n"
-                  f"{generate(program, prelude=False, openmp=config.c_openmp)}", file=sys.stderr)
+            body = generate(program, prelude=False, openmp=config.c_openmp,
+                            profile=config.c_profile)
+            print(f"[ember.compiler c_source]{where}\n{body}", file=sys.stderr)
         if program.segments():
             lib = runtime.load(self.path)
             # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
@@ -159,7 +165,8 @@ class CompiledGraph:
     def source(self) -> str:
         """The C translation unit."""
         if self._source is None:
-            self._source = generate(self.program, openmp=config.c_openmp)
+            self._source = generate(self.program, openmp=config.c_openmp,
+                                    profile=config.c_profile)
         return self._source
 
     def __call__(self, arrays: list, scalars: list = ()) -> list:
@@ -238,6 +245,91 @@ class CompiledGraph:
         return v
 
 
+# ------------------------------------------------------------------------------ EMBER_C_PROFILE
+def _profile_lib(cg: CompiledGraph) -> tuple:
+    """(ctypes library, symbol prefix) of a profiled graph, or (None, "")."""
+    if cg.path is None:
+        return None, ""
+    lib = runtime.load(cg.path)
+    if not lib.has(cg.prefix + "ember_profile_size"):
+        return None, ""
+    return lib.dll, cg.prefix
+
+
+def _graphs(cg: CompiledGraph | None) -> list:
+    if cg is not None:
+        return [cg]
+    return [g for g in (r() for r in _PROFILED) if g is not None]
+
+
+def profile(cg: CompiledGraph | None = None) -> list:
+    """Per-kernel times of graphs built with ``EMBER_C_PROFILE=1`` (``cg``, else every live
+    profiled graph): one dict per kernel call site of the entries, in order, with ``graph``
+    (the library's file name), ``name`` (``<entry>:<kernel> <ops> (<kind>)``), ``calls``,
+    ``ms`` (wall time of all its calls on the calling thread, its OpenMP region and GEMM
+    threads included) and ``blas_ms`` (the part spent in its BLAS calls).  A graph built
+    without the timers gives no rows."""
+    import ctypes
+    rows = []
+    for g in _graphs(cg):
+        dll, prefix = _profile_lib(g)
+        if dll is None:
+            continue
+        size = getattr(dll, prefix + "ember_profile_size")
+        size.restype = ctypes.c_int64
+        n = int(size())
+        name = getattr(dll, prefix + "ember_profile_name")
+        name.argtypes, name.restype = (ctypes.c_int64,), ctypes.c_char_p
+        ns, blas_ns = (ctypes.c_double * max(n, 1))(), (ctypes.c_double * max(n, 1))()
+        calls = (ctypes.c_int64 * max(n, 1))()
+        getattr(dll, prefix + "ember_profile_read")(ns, blas_ns, calls)
+        for i in range(n):
+            rows.append({"graph": Path(g.path).name, "name": name(i).decode(),
+                         "calls": int(calls[i]), "ms": ns[i] / 1e6, "blas_ms": blas_ns[i] / 1e6})
+    return rows
+
+
+def reset_profile(cg: CompiledGraph | None = None) -> None:
+    """Zero the timers of ``cg`` (else of every live profiled graph)."""
+    for g in _graphs(cg):
+        dll, prefix = _profile_lib(g)
+        if dll is not None:
+            getattr(dll, prefix + "ember_profile_reset")()
+
+
+def format_profile(rows: list, per: int | None = None) -> str:
+    """``profile()``'s rows as a table, slowest first; with ``per`` (e.g. the number of steps
+    run) the times are divided by it (times per step)."""
+    if not rows:
+        return "(no profiled C kernels: build with EMBER_C_PROFILE=1)"
+    idle = sum(1 for r in rows if not r["calls"])
+    rows = [r for r in rows if r["calls"]] or rows
+    div = per or 1
+    total = sum(r["ms"] for r in rows)
+    head = "ms" if per is None else f"ms/{per}"
+    out = [f"{head:>9} {'BLAS':>8} {'%':>5} {'calls':>6}  kernel"]
+    for r in sorted(rows, key=lambda r: -r["ms"]):
+        out.append(f"{r['ms'] / div:9.3f} {r['blas_ms'] / div:8.3f} "
+                   f"{100 * r['ms'] / (total or 1.0):5.1f} {r['calls']:6d}  {r['name']}")
+    blas = sum(r["blas_ms"] for r in rows)
+    out.append(f"{total / div:9.3f} {blas / div:8.3f} {100.0:5.1f} {'':6}  total of "
+               f"{len(rows)} kernels (outside BLAS {(total - blas) / div:.3f})"
+               + (f"; {idle} kernels never called left out" if idle else ""))
+    return "\n".join(out)
+
+
+def _report_at_exit() -> None:
+    rows = profile()
+    if rows:
+        print(f"[ember.compiler profile] C kernel times of this process (EMBER_C_PROFILE=1)\n"
+              f"{format_profile(rows)}", file=sys.stderr)
+
+
+if config.c_profile:
+    import atexit
+    atexit.register(_report_at_exit)
+
+
 def _log(level: int, message: str) -> None:
     if config.debug >= level:
         print(f"[ember.compiler cache] {message}", file=sys.stderr)
@@ -252,10 +344,11 @@ def _code_digest() -> str:
     """What decides the generated code besides the graph: the sources of the compiler and of
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
-    dkey = (config.cc, config.c_openmp)
+    dkey = (config.cc, config.c_openmp, config.c_profile)
     got = _DIGEST.get(dkey)
     if got is None:
-        h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {EXTRA_FLAGS} "
+        h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
+                           f"{EXTRA_FLAGS} "
                            f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[1]
         for pattern in ("compiler/*.py", "compiler/csrc/*", "ops/*.py"):  # (the C prelude too)
@@ -363,7 +456,7 @@ def c_source(graph: Graph) -> str | None:
     program = lower(graph, _HELPERS)
     if not program.segments():
         return None
-    return generate(program, openmp=config.c_openmp)
+    return generate(program, openmp=config.c_openmp, profile=config.c_profile)
 
 
 def build_options() -> dict:
@@ -406,7 +499,8 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     sources: list = []
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
-        sources.append(generate(lower(graph, _HELPERS), openmp=config.c_openmp))
+        sources.append(generate(lower(graph, _HELPERS), openmp=config.c_openmp,
+                                profile=config.c_profile))
         return _eager_runner(graph)
 
     # compiled graphs are cached per code object: look at fresh ones, keep the caller's
@@ -422,4 +516,4 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
 
 
 __all__ = ["BUNDLE_PRELUDE", "CompiledGraph", "build_options", "c_backend", "c_source", "codegen",
-           "last_compiled", "prebuild"]
+           "format_profile", "last_compiled", "prebuild", "profile", "reset_profile"]

@@ -122,14 +122,18 @@ except ImportError:
 OMP_MIN_ITERATIONS = 32768
 
 
-def generate(program: Program, prelude: bool = True, openmp: bool = False) -> str:
+def generate(program: Program, prelude: bool = True, openmp: bool = False,
+             profile: bool = False) -> str:
     """The C translation unit of ``program`` (its segments' entry functions); without the
     preludes when ``prelude`` is false (golden tests compare only the generated part).
-    ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads."""
+    ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads.
+    ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program)] if prelude else []
+    segs = program.segments()
+    if profile:
+        parts.append(profile_block(program))
     funcs: dict = {}     # canonical text -> [function text, its name, call count]
     calls: dict = {}     # kernel name -> (function it calls, scalar arguments)
-    segs = program.segments()
     for seg in segs:
         for k in seg.kernels:
             text, scalars = _by_value_scalars(_kernel(k, program, openmp))
@@ -137,6 +141,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
             f[2] += 1
             calls[k.name] = (f[1], scalars)
     by_name = {f[1]: f for f in funcs.values()}
+    slots = 0
     for seg in segs:
         for k in seg.kernels:
             f = by_name.pop(k.name, None)
@@ -146,8 +151,91 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
                 parts.append(re.sub(r"static (void|int) ",
                                     r"__attribute__((noinline)) static \1 ", f[0], count=1)
                              if f[2] > 1 else f[0])
-        parts.append(_entry(seg, calls))
+        parts.append(_entry(seg, calls, slots if profile else None))
+        slots += len(seg.kernels)
     return "\n".join(parts)
+
+
+# -- EMBER_C_PROFILE: per-kernel timers ----------------------------------------------------------
+# A profiled unit times each kernel call of its entries with clock_gettime (wall time on the
+# calling thread, OpenMP regions included) and, separately, the time spent inside the BLAS
+# calls of GEMM kernels (the macros below wrap ember_gemm_<s>/ember_gemm_batched_<s> at their
+# call sites in kernels; the split work inside the helpers is not counted twice).  Slots are
+# numbered over all kernels of all segments in order; ``cbackend.profile`` reads them.
+_PROFILE = r"""
+/* EMBER_C_PROFILE: per-kernel timers (ember/compiler/codegen_c.py, profile_block) */
+#include <time.h>
+#define EMBER_PROFILE 1
+static double ember_prof_blas_;   /* ns in BLAS since the current kernel call began */
+static inline double ember_prof_now_(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+#define EMBER_PROF_N_ %(n)d
+static const char *const ember_prof_names_[EMBER_PROF_N_ + 1] = {%(names)s};
+static double ember_prof_ns_[EMBER_PROF_N_ + 1];   /* (one per line: toolchain.bundle_unit) */
+static double ember_prof_blas_ns_[EMBER_PROF_N_ + 1];
+static int64_t ember_prof_calls_[EMBER_PROF_N_ + 1];
+#define EMBER_PROF_BEGIN_() double ember_t0_ = ember_prof_now_(); ember_prof_blas_ = 0
+#define EMBER_PROF_END_(slot) do { ember_prof_ns_[slot] += ember_prof_now_() - ember_t0_; \
+    ember_prof_blas_ns_[slot] += ember_prof_blas_; ember_prof_calls_[slot]++; } while (0)
+#define EMBER_PROF_BLAS_(call) do { const double ember_b0_ = ember_prof_now_(); call; \
+    ember_prof_blas_ += ember_prof_now_() - ember_b0_; } while (0)
+#define ember_gemm_f(...) EMBER_PROF_BLAS_(ember_gemm_f(__VA_ARGS__))
+#define ember_gemm_d(...) EMBER_PROF_BLAS_(ember_gemm_d(__VA_ARGS__))
+#ifdef _OPENMP   /* a product split inside a kernel's own region: thread 0's BLAS time */
+#include <omp.h>
+#define EMBER_PROF_BLAS0_(call) do { if (omp_get_thread_num() == 0) EMBER_PROF_BLAS_(call); \
+    else call; } while (0)
+#else
+#define EMBER_PROF_BLAS0_(call) EMBER_PROF_BLAS_(call)
+#endif
+#define ember_gemm1_f(...) EMBER_PROF_BLAS0_(ember_gemm1_f(__VA_ARGS__))
+#define ember_gemm1_d(...) EMBER_PROF_BLAS0_(ember_gemm1_d(__VA_ARGS__))
+#define ember_gemm_batched_f(...) EMBER_PROF_BLAS_(ember_gemm_batched_f(__VA_ARGS__))
+#define ember_gemm_batched_d(...) EMBER_PROF_BLAS_(ember_gemm_batched_d(__VA_ARGS__))
+EMBER_EXPORT int64_t ember_profile_size(void) { return EMBER_PROF_N_; }
+EMBER_EXPORT const char *ember_profile_name(int64_t i) {
+  return i >= 0 && i < EMBER_PROF_N_ ? ember_prof_names_[i] : "";
+}
+/* per slot: total ns, ns inside BLAS, calls */
+EMBER_EXPORT void ember_profile_read(double *ns, double *blas_ns, int64_t *calls) {
+  for (int64_t i = 0; i < EMBER_PROF_N_; i++) {
+    ns[i] = ember_prof_ns_[i]; blas_ns[i] = ember_prof_blas_ns_[i]; calls[i] = ember_prof_calls_[i];
+  }
+}
+EMBER_EXPORT void ember_profile_reset(void) {
+  for (int64_t i = 0; i < EMBER_PROF_N_; i++) {
+    ember_prof_ns_[i] = 0; ember_prof_blas_ns_[i] = 0; ember_prof_calls_[i] = 0;
+  }
+}
+"""
+
+
+def profile_label(seg: Segment, k: Kernel) -> str:
+    """A profiled kernel's name: ``<entry>:<kernel> <ops> (<kind>)``."""
+    if isinstance(k, GemmKernel):
+        kind = f"GEMM {k.impl} m={k.m} n={k.n} k={k.k}"
+    elif isinstance(k, RowKernel):
+        kind = f"row {k.op} {k.rows}x{k.cols}"
+    elif isinstance(k, ReduceKernel):
+        kind = "reduction, columns" if k.column_accums() else "reduction"
+        if k.interchanged():
+            kind = "reduction, reduced loops outside"
+    elif isinstance(k, Im2colKernel):
+        kind = "col2im" if k.col2im else "im2col"
+    else:
+        kind = "pointwise " + ("x".join(str(n) for n in k.ranges) or "scalar")
+    return f"{seg.entry}:{k.name} {' '.join(k.ops)} ({kind})"
+
+
+def profile_block(program: Program) -> str:
+    """The timers' tables and readers (exported ``ember_profile_size``, ``_name``, ``_read``,
+    ``_reset``) for every kernel of ``program``'s segments."""
+    labels = [profile_label(seg, k) for seg in program.segments() for k in seg.kernels]
+    names = ", ".join('"' + x.replace("\\", "/").replace('"', "'") + '"' for x in labels)
+    return _PROFILE % {"n": len(labels), "names": names + (", " if names else "") + "0"}
 
 
 # Identical kernels (the same loop over the same shapes in every layer of a model) are emitted
@@ -460,12 +548,37 @@ COLUMN_CHUNKS = 16
 threads of a small machine, few enough that the chunks' scratch stays small."""
 
 
-def _omp_for(iterations: str) -> str:
+def _omp_for(iterations: str, simd: bool = False) -> str:
     """The pragma that splits the next loop over the runtime's thread count.  The ``if`` keeps
     small loops and one-thread runs (``ember.set_num_threads(1)``, a fork()ed child) off the
-    thread pool: libgomp then runs the loop on the calling thread."""
-    return (f"#pragma omp parallel for num_threads(ember_num_threads) "
-            f"if(ember_num_threads > 1 && {iterations} >= {OMP_MIN_ITERATIONS})")
+    thread pool: libgomp then runs the loop on the calling thread.  ``simd`` (a pointwise loop
+    whose iterations touch only their own elements) also vectorizes it: see ``omp_loops``."""
+    cond = f"ember_num_threads > 1 && {iterations} >= {OMP_MIN_ITERATIONS}"
+    if simd:
+        return (f"#pragma omp parallel for simd num_threads(ember_num_threads) "
+                f"if(parallel: {cond})")
+    return f"#pragma omp parallel for num_threads(ember_num_threads) if({cond})"
+
+
+def omp_loops(loops: list, ind: str, openmp: bool) -> tuple:
+    """Lines opening the loops ``(variable, range)`` of a pointwise kernel or a GEMM epilogue
+    (outermost first), and the indent inside them.  With OpenMP the outer loop is split over
+    the threads and the innermost one is marked ``simd``: gcc moves a parallel loop into an
+    outlined function that sees its buffers through a shared struct, without the ``restrict``
+    of the kernel's parameters, and then vectorizes only after run-time alias checks, which it
+    gives up on beyond ~10 pairs of buffers (AdamW's update reads 4 and writes 3: it ran scalar,
+    ~3x slower).  Each iteration of these loops reads and writes only its own elements (what
+    ``parallel for`` already relies on), so ``simd`` changes no result."""
+    out = []
+    total = " * ".join(f"(int64_t)({n})" for _, n in loops)
+    for d, (v, n) in enumerate(loops):
+        if openmp and d == 0:
+            out.append(f"{ind}{_omp_for(f'({total})', simd=len(loops) == 1)}")
+        elif openmp and d == len(loops) - 1:
+            out.append(f"{ind}#pragma omp simd")
+        out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
+        ind += "  "
+    return out, ind
 
 
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
@@ -547,13 +660,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     lines = [f"/* {' '.join(k.ops)} */",
              f"static void {k.name}({', '.join(params)}) {{", _INTS,
              "  (void)ints; (void)floats;"]
-    ind = "  "
-    if openmp and k.ranges:
-        total = " * ".join(f"(int64_t)({n})" for n in k.ranges)
-        lines.append(f"  {_omp_for(total)}")
-    for v, n in k.loops():
-        lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-        ind += "  "
+    loops, ind = omp_loops(k.loops(), "  ", openmp and bool(k.ranges))
+    lines += loops
     lines.extend(f"{ind}{st}" for st in k.body)
     for _ in k.loop_vars():
         ind = ind[:-2]
@@ -577,18 +685,24 @@ def _declare_ints(lines: list, program: Program) -> str:
     return text.replace(_INTS + "\n", "".join(d + "\n" for d in decls), 1)
 
 
-def _entry(seg: Segment, calls: dict) -> str:
+def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
+    """The segment's exported entry; ``slot`` (profiled units) is its first kernel's timer."""
     index = {id(b): j for j, b in enumerate(seg.buffers())}
     lines = [f"EMBER_EXPORT int {seg.entry}(void **bufs, const int64_t *ints, "
              f"const double *floats) {{"]
-    for k in seg.kernels:
+    for j, k in enumerate(seg.kernels):
         loads, stores = k.buffers()
         args = [f"({b.ctype} *)bufs[{index[id(b)]}]" for b in stores]
         args += [f"(const {b.ctype} *)bufs[{index[id(b)]}]" for b in loads]
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        if isinstance(k, ReduceKernel) and k.has_checks():
+        if slot is not None:
+            checks = isinstance(k, ReduceKernel) and k.has_checks()
+            lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"
+                         f"{call}; EMBER_PROF_END_({slot + j});"
+                         f"{' if (r_) return 1;' if checks else ''} }}")
+        elif isinstance(k, ReduceKernel) and k.has_checks():
             lines.append(f"  if ({call}) return 1;  /* invalid input: eager raises */")
         else:
             lines.append(f"  {call};")
@@ -597,4 +711,4 @@ def _entry(seg: Segment, calls: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["PRELUDE", "generate"]
+__all__ = ["PRELUDE", "generate", "profile_block", "profile_label"]

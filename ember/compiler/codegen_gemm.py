@@ -120,18 +120,16 @@ static void ember_gemm_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_
     if (threads > 1) ember_blas_threads(threads);
     return;
   }}
-  int64_t pieces = dim / 128 < 4 * threads ? dim / 128 : 4 * threads;
-  if (pieces < threads) pieces = threads;
+  /* one piece per thread, more (a multiple of the threads) only while each stays >= 512 wide:
+     every piece is a BLAS call that packs the whole other operand again (4 pieces of 128
+     columns cost the MLP's products ~35% over 2 of 256) */
+  int64_t pieces = threads;
+  while (dim / (pieces + threads) >= 512 && pieces < 4 * threads) pieces += threads;
   ember_gemm_job_{s} job = {{M, N, K, ars, acs, brs, bcs, ldc, (dim + pieces - 1) / pieces, 0,
                             rows, A, B, C, 0}};
   job.pieces = (dim + job.step - 1) / job.step;
-  pthread_t tid[64];
-  int started = 0;
   ember_blas_threads(1);
-  for (int t = 1; t < threads && t < 64; t++)
-    if (pthread_create(&tid[started], NULL, ember_gemm_work_{s}, &job) == 0) started++;
-  ember_gemm_work_{s}(&job);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ember_gemm_run_(threads, ember_gemm_work_{s}, &job);
   ember_blas_threads(threads);
 }}
 /* nd batch dims (shape bshape; operand element strides as, bs; C contiguous batch-major):
@@ -181,13 +179,8 @@ static void ember_gemm_batched_{s}(int64_t nd, const int64_t *bshape, const int6
     }}
     return;
   }}
-  pthread_t tid[64];
-  int started = 0;
   ember_blas_threads(1);
-  for (int t = 1; t < threads && t < 64; t++)
-    if (pthread_create(&tid[started], NULL, ember_bgemm_work_{s}, &job) == 0) started++;
-  ember_bgemm_work_{s}(&job);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  ember_gemm_run_(threads, ember_bgemm_work_{s}, &job);
   ember_blas_threads(threads);
 }}
 """
@@ -195,9 +188,30 @@ static void ember_gemm_batched_{s}(int64_t nd, const int64_t *bshape, const int6
 _COMMON = r"""
 #include <pthread.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 /* products below this many flops run as one call (eager's _parallel.MATMUL_MIN_FLOPS) */
 #define EMBER_GEMM_MIN_FLOPS {min_flops}
 static void ember_blas_threads(int n) {{ {set_threads} }}
+/* run work(job) on `threads` threads (each claims pieces until none is left): OpenMP's pool when
+   the unit is built with it (waking it costs ~7 us; a pthread_create + join per product cost
+   35-190 us on the loaded 2-core machine), else threads started for the call */
+#ifdef _OPENMP
+static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
+  #pragma omp parallel num_threads(threads)
+  (void)work(job);
+}}
+#else
+static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
+  pthread_t tid[64];
+  int started = 0;
+  for (int t = 1; t < threads && t < 64; t++)
+    if (pthread_create(&tid[started], NULL, work, job) == 0) started++;
+  (void)work(job);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}}
+#endif
 """
 
 _PACK_A = r"""
@@ -309,6 +323,8 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
                      f"{k.a.buf.name} + {k.a.offset}, {k.a.rs}, {k.a.cs}, "
                      f"{k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, {k.out.name});")
         lines += _epilogue_pass(k, openmp)
+    elif k.impl == "blas" and openmp and k.epilogue:
+        lines += _batch_loops(k, _pieces_with_epilogue(k))
     elif k.impl == "blas":
         lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
                                   f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
@@ -345,19 +361,62 @@ def _batch_loops(k: GemmKernel, body: list) -> list:
     return out
 
 
+def _pieces_with_epilogue(k: GemmKernel) -> list:
+    """A 2-D product with an epilogue, built with OpenMP: the threads of one parallel region
+    claim blocks of rows (or columns, when n > m; as many as ``ember_gemm_<s>`` makes) and run
+    each block's BLAS call and then the epilogue over that block while it is in the thread's
+    cache (one region instead of two, no pass over the
+    whole output from cold; the MLP's AdamW updates are such epilogues).  The epilogue is
+    elementwise in the output's index space (``fuse_epilogues``), so blocks are independent.
+    A small product, or one thread, takes the plain path: one call, then the epilogue pass."""
+    s = _suffix(k)
+    call = (f"ember_gemm1_{s}(r1_ - r0_, ncols, K_, A_ + r0_ * ({k.a.rs}), {k.a.rs}, {k.a.cs}, "
+            f"B_ + col0 * ({k.b.cs}), {k.b.rs}, {k.b.cs}, C_ + r0_ * N_ + col0, N_);")
+    epi = _tile_epilogue(k)
+    j = next(i for i, x in enumerate(epi) if x.startswith("for "))
+    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see codegen_c.omp_loops)
+    plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
+             f"N_);"]
+    plain += [x[2:] for x in _epilogue_pass(k, True)]
+    return [
+        "#ifdef _OPENMP",
+        "if (ember_num_threads >= 2 && 2.0 * M_ * N_ * K_ >= EMBER_GEMM_MIN_FLOPS &&",
+        "    (M_ >= N_ ? M_ : N_) >= 2 * ember_num_threads) {",
+        "  const int threads_ = ember_num_threads, rows_ = M_ >= N_;",
+        "  const int64_t dim_ = rows_ ? M_ : N_;",
+        "  int64_t pieces_ = threads_, next_ = 0;  /* as ember_gemm_<s> splits */",
+        "  while (dim_ / (pieces_ + threads_) >= 512 && pieces_ < 4 * threads_) "
+        "pieces_ += threads_;",
+        "  ember_blas_threads(1);",
+        "  #pragma omp parallel num_threads(threads_)",
+        "  for (;;) {  /* blocks are claimed: a thread that starts late finds them done */",
+        "    const int64_t p_ = __atomic_fetch_add(&next_, 1, __ATOMIC_RELAXED);",
+        "    if (p_ >= pieces_) break;",
+        "    const int64_t lo_ = dim_ * p_ / pieces_, hi_ = dim_ * (p_ + 1) / pieces_;",
+        "    const int64_t r0_ = rows_ ? lo_ : 0, r1_ = rows_ ? hi_ : M_;",
+        "    const int64_t col0 = rows_ ? 0 : lo_, ncols = rows_ ? N_ : hi_ - lo_;",
+        "    if (r1_ > r0_ && ncols > 0) {",
+        f"      {call}",
+        "      for (int64_t row = r0_; row < r1_; row++) {",
+        *[f"        {x}" for x in epi],
+        "      }",
+        "    }",
+        "  }",
+        "  ember_blas_threads(threads_);",
+        "} else",
+        "#endif",
+        "{",
+        *[f"  {x}" for x in plain],
+        "}",
+    ]
+
+
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
     if not k.epilogue:
         return []
-    from ember.compiler.codegen_c import _omp_for
+    from ember.compiler.codegen_c import omp_loops
     ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
-    out = []
-    if openmp:
-        total = " * ".join(f"(int64_t)({n})" for n in ranges)
-        out.append(f"  {_omp_for(f'({total})')}")
-    ind = "  "
-    for v, n in zip(k.epi_vars(), ranges):
-        out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-        ind += "  "
+    out, ind = omp_loops(list(zip(k.epi_vars(), ranges)), "  ", openmp)
     out += [f"{ind}{st}" for st in k.epilogue]
     for _ in ranges:
         ind = ind[:-2]
