@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from ember.compiler import lower_attention
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.loop_ir import (
     Check,
@@ -124,7 +125,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False) -> st
     """The C translation unit of ``program`` (its segments' entry functions); without the
     preludes when ``prelude`` is false (golden tests compare only the generated part).
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads."""
-    parts = [C_PRELUDE, PRELUDE, gemm_prelude(program)] if prelude else []
+    parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
+             lower_attention.prelude(program)] if prelude else []
     funcs: dict = {}     # canonical text -> [function text, its name, call count]
     calls: dict = {}     # kernel name -> (function it calls, scalar arguments)
     segs = program.segments()
@@ -452,6 +454,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return im2col_kernel(k)
     if isinstance(k, ReduceKernel):
         return _reduce_kernel(k, program, openmp)
+    if isinstance(k, lower_attention.AttentionKernel):
+        return lower_attention.kernel_source(k)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -500,7 +504,7 @@ def _entry(seg: Segment, calls: dict) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        if isinstance(k, ReduceKernel) and k.has_checks():
+        if isinstance(k, (ReduceKernel, lower_attention.AttentionKernel)) and k.has_checks():
             lines.append(f"  if ({call}) return 1;  /* invalid input: eager raises */")
         else:
             lines.append(f"  {call};")
