@@ -142,8 +142,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     lw._close_group()
     _open_segment(lw)
     kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
-    shapes = [batch + (n_l, n_e), batch + (n_s, n_e), batch + (n_s, n_ev), batch + (n_l, n_s)] if backward \
-        else [batch + (n_l, n_ev)]
+    shapes = [batch + (n_l, n_e), batch + (n_s, n_e), batch + (n_s, n_ev),
+              batch + (n_l, n_s)] if backward else [batch + (n_l, n_ev)]
     outs: list = []
     for j, shape in enumerate(shapes):
         ref = ("n", i, j)
