@@ -220,30 +220,51 @@ static const {T} *ember_attn_view_{s}(const {T} *X, int64_t R, int64_t C, int64_
 static void ember_attn_softmax_{s}(const ember_attn_job_{s} *j, const {T} *mrow, {T} *p,
                                   int64_t n) {{
   const {T} sc = j->scale;
+  if (mrow && j->mcs == 1)
+    for (int64_t c = 0; c < n; c++) p[c] = p[c] * sc + mrow[c];
+  else if (mrow)
+    for (int64_t c = 0; c < n; c++) p[c] = p[c] * sc + mrow[c * j->mcs];
+  else
+    for (int64_t c = 0; c < n; c++) p[c] = p[c] * sc;
+  /* the max in 8 lanes; NaN noted apart (NumPy's max propagates it) */
+  {T} ml[8];
+  int nl[8];
+  for (int l = 0; l < 8; l++) {{ ml[l] = -INFINITY; nl[l] = 0; }}
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; l++) {{
+      const {T} x = p[c + l];
+      nl[l] |= x != x;
+      ml[l] = x > ml[l] ? x : ml[l];
+    }}
   {T} m = -INFINITY;
   int nan = 0;
-  for (int64_t c = 0; c < n; c++) {{
-    {T} x = p[c] * sc;
-    if (mrow) x = x + mrow[c * j->mcs];
-    p[c] = x;
-  }}
-  for (int64_t c = 0; c < n; c++) {{
+  for (; c < n; c++) {{
     const {T} x = p[c];
     nan |= x != x;
     m = x > m ? x : m;
   }}
-  if (nan || !isfinite(m)) m = 0;  /* NumPy's max propagates NaN; eager then uses 0 */
-  for (int64_t c = 0; c < n; c++) p[c] = ember_exp(p[c] - m);
+  for (int l = 0; l < 8; l++) {{ nan |= nl[l]; m = ml[l] > m ? ml[l] : m; }}
+  if (nan || !isfinite(m)) m = 0;  /* eager then subtracts 0 */
+  /* exp(-inf) = 0 without evaluating it: the prelude's exp clamps -inf to -104, whose
+     result underflows through denormals (a microcode assist per element on x86) */
+  for (int64_t c2 = 0; c2 < n; c2++) {{
+    const {T} d = p[c2] - m;
+    const {T} e = ember_exp(d == -INFINITY ? ({T})0 : d);
+    p[c2] = d == -INFINITY ? ({T})0 : e;
+  }}
   double acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
-  int64_t c = 0;
+  c = 0;
   for (; c + 8 <= n; c += 8)
     for (int l = 0; l < 8; l++) acc[l] += (double)p[c + l];
   double tot = 0;
   for (; c < n; c++) tot += (double)p[c];
   for (int l = 0; l < 8; l++) tot += acc[l];
   const {T} den = ({T})tot;
-  if (den > 0)
-    for (int64_t c2 = 0; c2 < n; c2++) p[c2] = p[c2] / den;
+  if (den > 0) {{
+    const {T} inv = den;
+    for (int64_t c2 = 0; c2 < n; c2++) p[c2] = p[c2] / inv;
+  }}
 }}
 static void ember_attn_head_{s}(ember_attn_job_{s} *j, int64_t h, {T} *w, int64_t *hi) {{
   const int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, BR = {br};
