@@ -18,9 +18,9 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
+from common import fmt_time, time_per_call  # noqa: E402
 
 import ember  # noqa: E402
-from common import fmt_time, time_per_call  # noqa: E402
 
 try:
     import torch
