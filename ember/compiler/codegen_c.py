@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from ember.compiler import lower_attention
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.codegen_scan import scan_kernel
 from ember.compiler.loop_ir import (
@@ -128,7 +129,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     preludes when ``prelude`` is false (golden tests compare only the generated part).
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads.
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
-    parts = [C_PRELUDE, PRELUDE, gemm_prelude(program)] if prelude else []
+    parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
+             lower_attention.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -653,6 +655,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return _reduce_kernel(k, program, openmp)
     if isinstance(k, ScanKernel):
         return scan_kernel(k, program, openmp, _omp_for, _declare_ints, _INTS)
+    if isinstance(k, lower_attention.AttentionKernel):
+        return lower_attention.kernel_source(k)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -697,12 +701,13 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
+        checks = (isinstance(k, (ReduceKernel, lower_attention.AttentionKernel))
+                  and k.has_checks())
         if slot is not None:
-            checks = isinstance(k, ReduceKernel) and k.has_checks()
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"
                          f"{call}; EMBER_PROF_END_({slot + j});"
                          f"{' if (r_) return 1;' if checks else ''} }}")
-        elif isinstance(k, ReduceKernel) and k.has_checks():
+        elif checks:
             lines.append(f"  if ({call}) return 1;  /* invalid input: eager raises */")
         else:
             lines.append(f"  {call};")

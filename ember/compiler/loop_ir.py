@@ -804,6 +804,12 @@ class Program:
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
                     known.add(id(k.dst))
                     continue
+                if not isinstance(k, Kernel):  # a kernel class of its own module
+                    if any(id(b) not in known for b in loads) or any(
+                            b.role == "input" or b in loads for b in stores):
+                        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
+                    known.update(id(b) for b in stores)
+                    continue
                 for b in loads:
                     if id(b) not in known:
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name} loads {b.name} "

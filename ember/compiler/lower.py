@@ -13,6 +13,8 @@ Nodes are taken in graph order:
   (``lower_reduce.py``, ``lower_rows.py``); scans (cumsum, cumprod, cummax, cummin,
   logcumsumexp) a ``ScanKernel`` (``lower_scan.py``); matrix products and convolutions a
   ``GemmKernel``/``Im2colKernel`` with fused epilogues (``lower_gemm.py``);
+  ``scaled_dot_product_attention`` and its backward an ``AttentionKernel``
+  (``lower_attention.py``); ``reshape_copy``/``cat`` copy kernels (``lower_copy.py``);
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
   (each one with ``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=3``; a count per op with
@@ -29,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler import lower_reduce, lower_scan
+from ember.compiler import lower_attention, lower_copy, lower_reduce, lower_scan
 from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
@@ -186,6 +188,14 @@ class Lowering:
             reason = "view geometry not computable (dynamic size or copy)"
         elif n.op.name in GEMM_OPS:
             reason = lower_gemm(self, i, n)
+            if reason is None:
+                return
+        elif n.op.name in lower_copy.COPY_OPS:
+            reason = lower_copy.lower(self, i, n)
+            if reason is None:
+                return
+        elif n.op.name in lower_attention.ATTENTION_OPS:
+            reason = lower_attention.lower(self, i, n)
             if reason is None:
                 return
         elif n.op.name in lower_reduce.HANDLED:

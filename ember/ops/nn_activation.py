@@ -398,6 +398,16 @@ _GELU_C = {"approximate": {
             "({0} + ember_like({0}, 0.044715) * {0} * {0} * {0})))",
 }}
 
+# g * gelu_tanh'(x) ({0} = g, {1} = x) in _gelu_tanh_grad_block's operation order; the erf
+# form has no template (its backward stays eager)
+_GELU_T = (f"ember_tanh(({{1}} * {{1}} * {{1}} * ember_like({{1}}, {_GELU_KAPPA!r}) + {{1}}) * "
+           f"ember_like({{1}}, {_GELU_BETA!r}))")
+_GELU_GRAD_C = {"approximate": {"tanh": (
+    f"(((({_GELU_T} + ember_like({{1}}, 1)) * ember_like({{1}}, 0.5)) + "
+    f"(ember_like({{1}}, 1) - {_GELU_T} * {_GELU_T}) * ({{1}} * ember_like({{1}}, 0.5)) * "
+    f"(({{1}} * {{1}} * ember_like({{1}}, {3.0 * _GELU_KAPPA!r}) + ember_like({{1}}, 1)) * "
+    f"ember_like({{1}}, {_GELU_BETA!r}))) * {{0}})")}}
+
 _ACTS = (
     _Act("relu", lambda x: np.maximum(x, 0), (lambda x: (x > 0) | np.isnan(x),), ints=True,
          smooth=False, c_expr="(({0} > 0 || {0} != {0}) ? {0} : 0)",  # NaN propagates
@@ -408,7 +418,8 @@ _ACTS = (
          (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False),
     _Act("threshold", _threshold,
          (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False),
-    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad, c_expr=_GELU_C),
+    _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad, c_expr=_GELU_C,
+         grad_c_expr=_GELU_GRAD_C),
     _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2),
          c_expr="({0} * ember_sigmoid({0}))"),
     _Act("mish", _mish, (_mish_d1, _mish_d2)),

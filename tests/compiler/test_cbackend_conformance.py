@@ -79,6 +79,15 @@ KNOWN: dict = {
     ("grad", "F.tanh", "float64"): _TANH.format("8"),
     ("grad", "F.tanh_gradgrad", "float32"): _TANH.format("5"),
     ("grad", "F.tanh_gradgrad", "float64"): _TANH.format("4.3"),
+    # gelu(approximate='tanh')'s backward in C (its c_expr): the same tanh bit, through
+    # 1 - t*t, and the gradgrad's chain of it
+    ("grad", "gelu_tanh", "float32"): _TANH.format("17.4"),
+    ("grad", "gelu_tanh_gradgrad", "float32"): _TANH.format("11"),
+    ("grad", "gelu_gradgrad", "float32"): _TANH.format("6"),
+    ("fwd", "gelu_gradgrad", "float32"): _TANH.format("5"),
+    ("fwd", "gelu_tanh_gradgrad", "float32"): _TANH.format("5"),
+    ("dyn", "gelu_gradgrad", "float32"): _TANH.format("5"),
+    ("dyn", "gelu_tanh_gradgrad", "float32"): _TANH.format("5"),
 }
 
 
