@@ -215,7 +215,8 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 class _State:
     """Which trace records (None: eager) and the graph-break policy stack."""
 
-    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer", "backward_owner")
+    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer", "backward_owner",
+                 "recorder")
 
     def __init__(self) -> None:
         self.trace: Trace | None = None
@@ -225,6 +226,10 @@ class _State:
         # owner of a trace that records a backward over compiled-forward nodes (compiled
         # autograd): ``fn(forward_owner) -> owner``, installed by ember.compiler
         self.backward_owner: Callable | None = None
+        # a ``mode="reduce-overhead"`` call being recorded (ember.compiler.replay): notified of
+        # what a replay could not redo by itself (autograd nodes run, leaves given a ``.grad``,
+        # step-dependent Python numbers and how to recompute them); None otherwise
+        self.recorder: Any = None
 
 
 STATE = _State()
