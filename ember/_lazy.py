@@ -481,6 +481,8 @@ class Trace:
         out_refs = [la.ref for la in direct] + [st.value for st in written] + \
             [st.value for st in st_list]
         results: list = []
+        # where the written-back storages' values are among the outputs (read by replay.py)
+        self.out_split = (len(direct), len(written))
         if out_refs:
             assert STATE.realizer is not None, "ember.compiler is not imported"
             prev = STATE.trace

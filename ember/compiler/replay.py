@@ -110,6 +110,7 @@ class _RecordFrame(_Frame):
         self.cap: Captured | None = None
         self.results: list = []
         self.written: list = []      # (root array, version counter) per written-back storage
+        self.written_at = 0          # the output index of the first of them
         self.entry: Any = None
         # told by autograd and the optimizers while the call runs (``_lazy.STATE.recorder``)
         self.refusals: list = []     # why a replay could not redo this call
@@ -175,6 +176,8 @@ class _RecordFrame(_Frame):
         vcs = {id(vc): vc for vc in tr.keep}
         self.written = [(st.root, vcs.get(k)) for k, st in tr.storages.items()
                         if st.root is not None]
+        self.written_at, n = tr.out_split
+        assert n == len(self.written)
         seg = self.code.segments.get(segment)
         for e in (seg.entries.get(cap.key, ()) if seg is not None else ()):
             if e.matches(cap.values):
@@ -245,7 +248,7 @@ class _Entry:
             if w is not v and (type(w) is not type(v) or w != v):
                 return None
         for opt, snap in self.opts:
-            if not _opt_ok(opt, snap):
+            if snap is not None and not _opt_ok(opt, snap):
                 return None
         if self.holders:
             leaves = list(leaves)
@@ -372,7 +375,7 @@ class _Replay:
                  grads: list = ()) -> None:
         self.fn = fn
         self.recipes = recipes       # (fn, ((value index, (scalar slot, ...)), ...))
-        self.grads = grads           # (holder kind, holder, output k or -1 for None, dtype)
+        self.grads = grads           # (holder kind, holder, output k (-1: None), dtype, shape)
         self.arrays_mode = bool(getattr(fn, "_ember_arrays", False))
         self.scalars = scalars
         self.sources = sources       # per graph input: (0, leaf) data, (1, leaf) root, (2, arr)
@@ -421,10 +424,12 @@ class _Replay:
             out[j] = made[k] = _wrap(res[k], dt)
         if self.views:
             self._make_views(res, out)
-        for kind, h, k, dt in self.grads:
+        for kind, h, k, dt, shape in self.grads:
             t = leaves[h] if kind == "a" else h
             if k < 0:
                 t.grad = None
+            elif shape is not None:
+                t.grad = _wrap(res[k].reshape(shape), dt)
             else:
                 g = made.get(k)
                 if g is None:
@@ -715,7 +720,7 @@ class ReplayFunction(CompiledFunction):
         sources = [source(a) for a in (cap.arrays if cap is not None else ())]
         consts = [s[1] for s in sources if s[0] == 2]
         writes = []
-        for k, (root, vc) in enumerate(frame.written, len(res) - len(frame.written)):
+        for k, (root, vc) in enumerate(frame.written, frame.written_at):
             src = source(root)
             if src[0] == 2:
                 if id(root) not in known:
@@ -747,6 +752,13 @@ class ReplayFunction(CompiledFunction):
             e.retry = True
             raise _NotReplayableError("the compiled graph holds a step-dependent number as a "
                                       "constant (recorded again on the next call)")
+        if not e.opts and not frame.spent and not frame.grad_leaves and not grads and \
+                all(i < nargs for kind, i in sources if kind != 2) and \
+                all(src[1] < nargs for _, src, _, _ in writes if src[0] != 2):
+            # no backward, no optimizer, no .grad read or changed: grads are not guarded
+            # (an inference call replays whether or not the parameters have grads)
+            e.holders, e.grad_start = [], []
+            e.alias, e.const_alias = e.alias[:nargs], e.const_alias[:nargs]
         return _Replay(frame.entry.fn if frame.entry is not None else None,
                        [cap.values[k] for k in frame.entry.graph.lifted] if cap else [],
                        sources, _out_dtypes(cap) if cap is not None else [], writes, shape,
@@ -765,14 +777,23 @@ def _grad_results(e: _Entry, leaves: list, nargs: int, res: list) -> list:
         if g is g0:
             continue
         if g is None:
-            out.append((kind, h, -1, None))
+            out.append((kind, h, -1, None, None))
             continue
         if g._requires_grad or g.grad_fn is not None or g._base is not None:
             raise _NotReplayableError("a .grad after the call requires grad or is a view")
-        k = _find(res, g._data)
+        a = g._data
+        k = _find(res, a)
         if k is None:
-            raise _NotReplayableError("a .grad after the call is not a graph output")
-        out.append((kind, h, k, g._dtype))
+            # the value of a storage written during the call (``zero_()`` on a fresh grad):
+            # realize gives it as a C-ordered view of that output
+            r = _root(a)
+            k = next((j for j, v in enumerate(res) if _root(v) is r and v.size == a.size
+                      and v.flags.c_contiguous), None)
+            if k is None or not a.flags.c_contiguous or _lazy._ptr(a) != _lazy._ptr(res[k]):
+                raise _NotReplayableError("a .grad after the call is not a graph output")
+            out.append((kind, h, k, g._dtype, a.shape))
+            continue
+        out.append((kind, h, k, g._dtype, None))
     return out
 
 
@@ -781,6 +802,10 @@ def _check_escapes(frame: _RecordFrame, e: _Entry, leaves: list, rl: list) -> No
     (returned, a .grad) or one the guards hold (written in place); anything else (stored on
     an object, kept by an autograd graph) would be stale after a replay."""
     ok = {id(t) for t in leaves} | {id(t) for t in rl}
+    for t in rl:   # a returned view keeps its base alive (a replay rebuilds it)
+        while t._base is not None:
+            t = t._base
+            ok.add(id(t))
     ok |= {id(t) for _, _, t, a, _ in e.members if a is not None}
     for kind, h in e.holders:
         t = leaves[h] if kind == "a" else h

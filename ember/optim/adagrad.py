@@ -6,8 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember._frontend.creation import full_like
-from ember.optim.optimizer import (Optimizer, _advance_step, _next_count, _recompute,
-                                   _scalar_step)
+from ember.optim.optimizer import Optimizer, _advance_step, _next_count, _recompute, _scalar_step
 from ember.tensor import Tensor
 
 __all__ = ["Adagrad"]

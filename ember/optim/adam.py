@@ -11,8 +11,7 @@ from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
 from ember._lazy import STATE as _LZ
 from ember.ops import _parallel
-from ember.optim.optimizer import (Optimizer, _advance_step, _next_count, _recompute,
-                                   _scalar_step)
+from ember.optim.optimizer import Optimizer, _advance_step, _next_count, _recompute, _scalar_step
 from ember.tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
