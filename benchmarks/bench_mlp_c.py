@@ -1,7 +1,8 @@
 """The MLP training step compiled with the C backend (issue 5 goal: >= 1.15x torch.compile).
 
-Run: ``python benchmarks/bench_mlp_c.py [--rounds N] [--mode max-autotune] [--threads T]``
-(needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs torch).
+Run: ``python benchmarks/bench_mlp_c.py [--rounds N] [--mode reduce-overhead|max-autotune]
+[--threads T]`` (needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs
+torch).  With ``--mode`` the C step is timed in that mode and in the default one.
 
 MLP 784-512-512-10 (ReLU), batch 256, cross_entropy, backward, AdamW step, zero_grad: four
 copies with the same initial weights (``bench_models.mlp_case``), run as
@@ -72,13 +73,16 @@ def main() -> None:
     if args.gemms:
         gemms_only(args.rounds)
         return
-    cases = [mlp_case() for _ in range(4)]   # same seed: the same weights and batch
+    cases = [mlp_case() for _ in range(5)]   # same seed: the same weights and batch
     steps = {
         "ember c": ember.compile(cases[0].ember_step, backend="c", mode=args.mode),
         "ember eager": cases[1].ember_step,
         "torch eager": cases[2].torch_step,
         "torch.compile": torch.compile(cases[3].torch_step),
     }
+    if args.mode is not None:   # the default mode too, for comparison
+        steps = {f"ember c {args.mode}": steps.pop("ember c"),
+                 "ember c": ember.compile(cases[4].ember_step, backend="c"), **steps}
     print(f"losses over {args.steps} identical steps ({', '.join(steps)}):")
     worst = 0.0
     for _ in range(args.steps):
@@ -101,6 +105,10 @@ def main() -> None:
     print("|---|---|---|")
     for name, t in med.items():
         print(f"| {name} | {fmt_time(t)} | {ref / t:.2f}x |")
+    for name, f in steps.items():
+        if hasattr(f, "replay_count"):   # mode="reduce-overhead": did the steps replay?
+            print(f"\n{name}: {f.record_count} recorded calls, {f.replay_count} replayed"
+                  + (f" (last recording not replayable: {f.why_not})" if f.why_not else ""))
 
 
 if __name__ == "__main__":

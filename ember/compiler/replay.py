@@ -117,6 +117,7 @@ class _RecordFrame(_Frame):
         self.spent: dict = {}        # id -> autograd node run by a backward that freed it
         self.grad_leaves: dict = {}  # id -> tensor given a .grad by backward
         self.recipes: list = []      # (python numbers, fn recomputing them)
+        self.optimizers: dict = {}   # id -> optimizer whose step or zero_grad ran
         self.alive: list = []        # tensors made during the call still alive at its end
 
     # -- the recorder interface (see ember/_lazy.py) ----------------------------------------
@@ -136,6 +137,9 @@ class _RecordFrame(_Frame):
 
     def recompute(self, values: tuple, fn: Callable) -> None:
         self.recipes.append((values, fn))
+
+    def optimizer_used(self, opt: Any) -> None:
+        self.optimizers[id(opt)] = opt
 
     @property
     def trace(self) -> Any:
@@ -334,22 +338,6 @@ def _opt_ok(opt: Any, snap: tuple) -> bool:
                     return False
             elif w is not v and (type(w) is not type(v) or w != v):
                 return False
-    return True
-
-
-def _same_structure(a: tuple | None, b: tuple | None) -> bool:
-    """Two snapshots of one optimizer hold the same objects (state made or replaced?)."""
-    if a is None or b is None:
-        return a is b
-    if a[0] is not b[0] or a[2] is not b[2] or a[4] is not b[4] or len(a[3]) != len(b[3]):
-        return False
-    for (p, sd, items), (q, sd2, items2) in zip(a[3], b[3]):
-        if p is not q or sd is not sd2 or (items is None) != (items2 is None):
-            return False
-        if items is not None and (len(items) != len(items2) or any(
-                x[0] != y[0] or (x[2] is None) != (y[2] is None) or
-                (x[2] is not None and x[1] is not y[1]) for x, y in zip(items, items2))):
-            return False
     return True
 
 
@@ -571,10 +559,14 @@ class ReplayFunction(CompiledFunction):
             if start_refusal:
                 raise _NotReplayableError(start_refusal)
             for opt, snap in e.opts:
-                if not _same_structure(snap, _opt_snapshot(opt)):
+                if not _opt_ok(opt, snap):
                     raise _NotReplayableError(
-                        "the call made or replaced optimizer state (a first optimizer step "
-                        "records again on the next call)")
+                        "the call made or replaced optimizer state or changed its param groups "
+                        "(a first optimizer step records again on the next call)")
+            if any(i not in {id(o) for o, _ in e.opts} for i in frame.optimizers):
+                raise _NotReplayableError("an optimizer the guards do not hold ran (reach it "
+                                          "as an argument, a global, a closure variable or an "
+                                          "attribute of the bound method's object)")
             e.replay = self._replay_of(frame, out, full, nargs, data_ids, root_ids, versions,
                                        e, modules)
         except _NotReplayableError as err:
@@ -600,7 +592,7 @@ class ReplayFunction(CompiledFunction):
         found = list(argmods)
         fn = self._orig
         owner = getattr(fn, "__self__", None)
-        if owner is not None and _is_module(owner):
+        if owner is not None and (_is_module(owner) or isinstance(owner, Optimizer)):
             found.append(owner)
         elif owner is not None and not isinstance(owner, (type, types.ModuleType)) and \
                 isinstance(getattr(owner, "__dict__", None), dict):

@@ -64,6 +64,14 @@ def _advance_step(step: Tensor, recomputed: bool = False) -> float:
     return n
 
 
+def _note_scheduler_step() -> None:
+    """An lr scheduler steps: its counters are Python state a replay would not advance."""
+    rec = _LZ.recorder
+    if rec is not None:
+        rec.refuse("an lr scheduler stepped during the call (its counters advance on recording "
+                   "calls only; step it outside the compiled function)")
+
+
 def _recompute(values: tuple, fn: Callable[[], tuple]) -> None:
     """Inside a ``mode="reduce-overhead"`` recording: the Python numbers ``values`` (passed to
     ops as they are) change from call to call; ``fn()``, called before a replay runs the graph,
@@ -161,6 +169,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to ``None`` by default, else to zeros)."""
+        if _LZ.recorder is not None:
+            _LZ.recorder.optimizer_used(self)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -183,6 +193,8 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One optimization step over every parameter that has a gradient; ``closure``
         re-evaluates the model and returns the loss.  Subclasses define ``_update``."""
+        if _LZ.recorder is not None:
+            _LZ.recorder.optimizer_used(self)
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:

@@ -208,14 +208,20 @@ def test_grads_accumulated_over_two_calls():
 
 
 def test_lr_scheduler_changes_are_seen():
-    def between(i, m, opt, sched=[]):
-        if not sched:
-            sched.append(ember.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5))
-        sched[0].step()
+    def with_scheduler(make):
+        def make_opt(ps):
+            opt = make(ps)
+            opt.test_scheduler = ember.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
+            return opt
+        return make_opt
 
-    for make in (OPTIMIZERS["adamw"], OPTIMIZERS["sgd_momentum"]):
-        eager = _run(make, _zero_after, False, steps=14, between=lambda *a, s=[]: between(*a, s))
-        comp = _run(make, _zero_after, True, steps=14, between=lambda *a, s=[]: between(*a, s))
+    def between(i, m, opt):
+        opt.test_scheduler.step()
+
+    for name in ("adamw", "sgd_momentum"):
+        make = with_scheduler(OPTIMIZERS[name])
+        eager = _run(make, _zero_after, False, steps=14, between=between)
+        comp = _run(make, _zero_after, True, steps=14, between=between)
         _assert_same(comp, eager)
         f = comp[0]
         # every change of lr records again (the lr is guarded by value); steps between replay
@@ -343,3 +349,61 @@ def test_dropout_is_not_replayed():
 def test_tensor_lr_is_not_replayed():
     make = lambda ps: ember.optim.SGD(ps, lr=ember.tensor(0.1))  # noqa: E731
     assert "tensor" in _refused(_zero_after, make=make)
+
+
+def test_scheduler_stepped_inside_is_not_replayed():
+    def run(compiled):
+        m = _mlp()
+        opt = OPTIMIZERS["sgd_momentum"](m.parameters())
+        sched = ember.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+
+        def step(x, y):
+            loss = _zero_after(m, opt, x, y)
+            sched.step()
+            return loss
+
+        f = ember.compile(step, mode="reduce-overhead") if compiled else step
+        losses = [f(*_batch(i % 3)).item() for i in range(8)]
+        return losses, [p.detach().numpy().copy() for p in m.parameters()], f
+
+    l1, p1, _ = run(False)
+    l2, p2, f = run(True)
+    assert l1 == l2
+    for a, b in zip(p1, p2):
+        np.testing.assert_array_equal(a, b)
+    assert f.replay_count == 0 and "scheduler" in f.why_not
+
+
+def test_unguarded_optimizer_is_not_replayed():
+    m = _mlp()
+    holder = [OPTIMIZERS["sgd"](m.parameters())]   # reached through a list: not guarded
+
+    def step(x, y):
+        return _zero_after(m, holder[0], x, y)
+
+    f = ember.compile(step, mode="reduce-overhead")
+    for i in range(4):
+        f(*_batch(i))
+    assert f.replay_count == 0 and "optimizer the guards do not hold" in f.why_not
+
+
+def test_compiled_optimizer_step_sees_lr_changes():
+    results = []
+    for compiled in (False, True):
+        m = _mlp()
+        opt = OPTIMIZERS["adamw"](m.parameters())
+        st = ember.compile(opt.step, mode="reduce-overhead") if compiled else opt.step
+        for i in range(10):
+            F.cross_entropy(m(_batch(i % 3)[0]), _batch(i % 3)[1]).backward()
+            st()
+            opt.zero_grad()
+            if i == 5:
+                opt.param_groups[0]["lr"] = 1e-3
+        results.append(([p.detach().numpy().copy() for p in m.parameters()], _state_arrays(opt),
+                        st))
+    (p1, s1, _), (p2, s2, st) = results
+    for a, b in zip(p1, p2):
+        np.testing.assert_array_equal(a, b)
+    for (k1, v1), (k2, v2) in zip(s1, s2):
+        np.testing.assert_array_equal(v1, v2)
+    assert st.replay_count >= 6, st.why_not
