@@ -14,13 +14,25 @@ call runs normally (Python on lazy tensors, one graph realized at the end) and n
 - which graph outputs the returned tensors are (or views of), the return structure, and which
   outputs are written back into inputs, parameters and buffers (functionalized in-place ops).
 
+Training steps (forward, ``backward()``, optimizer step, ``zero_grad``) replay too: optimizers
+reached as arguments, globals, closure variables or attributes of a bound method's object are
+guarded (groups' hyperparameters by value, state tensors by identity); the ``.grad`` of every
+*holder* (tensor arguments, parameters, guarded tensors and optimizer parameters) is guarded at
+the start (None or a tensor of the recorded layout, read at replay time) and set after the graph
+runs as the recording left it; numbers an optimizer derives from its step counter (Adam's bias
+corrections) are recomputed before each replay from the functions the optimizer registered
+(``_lazy.STATE.recorder``, which also hears which autograd nodes ran and which leaves got a grad).
+
 A later call whose guards pass skips Python: it runs the cached graph on the new argument arrays,
-applies the write-backs, and wraps the outputs in fresh tensors.  Guards that fail run the normal
-compiled path and record again.  A function that breaks its graph falls back to normal compiled
-calls for good.  Replay is refused (the call runs the normal path) when autograd would have to
-record (an op read a tensor that requires grad while grad mode was on), when the graph draws
-random numbers (the generator must advance), when a returned tensor is neither a graph output
-nor a view of one, and when the graph writes into a tensor made during the call.
+applies the write-backs, sets the holders' grads and wraps the outputs in fresh tensors (without
+autograd history).  Guards that fail run the normal compiled path and record again.  A function
+that breaks its graph falls back to normal compiled calls for good.  Replay is refused (the call
+runs the normal path) when a tensor that outlives the call carries an autograd graph no backward
+of the call consumed, when a tensor made during the call outlives it without being returned or a
+``.grad``, when backward gives a grad to a tensor the guards do not hold or runs a hook, when an
+unguarded optimizer or an lr scheduler steps, when the call makes optimizer state, when the graph
+draws random numbers (the generator must advance), when a returned tensor is neither a graph
+output nor a view of one, and when the graph writes into a tensor made during the call.
 
 The contract (``docs/compiler.md``): the function is pure apart from its tensor work.  Python side
 effects (printing, counters, appending to lists, setting attributes) happen on recording calls
