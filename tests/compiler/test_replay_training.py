@@ -62,6 +62,15 @@ def _zero_to_zeros(m, opt, x, y):
     return loss
 
 
+def _zeros_before_clipped(m, opt, x, y):
+    opt.zero_grad(set_to_none=False)
+    loss = F.cross_entropy(m(x), y)
+    loss.backward()
+    ember.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+    opt.step()
+    return loss
+
+
 def _state_arrays(opt):
     out = []
     for group in opt.param_groups:
@@ -106,8 +115,9 @@ def _assert_same(a, b):
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-@pytest.mark.parametrize("step", [_zero_after, _zero_before, _zero_to_zeros],
-                         ids=["zero_after", "zero_before", "zero_to_zeros"])
+@pytest.mark.parametrize("step", [_zero_after, _zero_before, _zero_to_zeros,
+                                  _zeros_before_clipped],
+                         ids=["zero_after", "zero_before", "zero_to_zeros", "clipped"])
 def test_training_step_replays_bit_for_bit(name, step):
     make = OPTIMIZERS[name]
     eager = _run(make, step, False)
