@@ -22,6 +22,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
@@ -59,6 +60,13 @@ def gemms_only(rounds: int) -> None:
           f"{fmt_time(statistics.median(tn))}, torch {fmt_time(statistics.median(tt))}")
 
 
+def _cpu_time_per_call(fn, number: int) -> float:  # noqa: ANN001
+    t0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - t0) / number
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -67,6 +75,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5, help="steps whose losses are compared")
     ap.add_argument("--gemms", action="store_true", help="time only the step's products")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time.process_time instead of wall time (CPU time of all threads: "
+                         "less sensitive to other jobs on a loaded machine)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ember.set_num_threads(args.threads)
@@ -94,13 +105,15 @@ def main() -> None:
     for _ in range(2):
         for f in steps.values():
             f()
+    timer = _cpu_time_per_call if args.cpu_time else time_per_call
     for _ in range(args.rounds):
         for name, f in steps.items():
-            times[name].append(time_per_call(f, args.calls))
+            times[name].append(timer(f, args.calls))
     med = {k: statistics.median(v) for k, v in times.items()}
     ref = med["torch.compile"]
     print(f"\nMLP 784-512-512-10, batch 256, AdamW step; {args.threads} threads, "
-          f"mode={args.mode}, {args.rounds} rounds x {args.calls} steps, medians")
+          f"mode={args.mode}, {args.rounds} rounds x {args.calls} steps, medians"
+          + (" of CPU time" if args.cpu_time else ""))
     print("| variant | time per step | torch.compile / variant |")
     print("|---|---|---|")
     for name, t in med.items():
