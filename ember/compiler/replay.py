@@ -116,7 +116,6 @@ class _RecordFrame(_Frame):
     """A call's frame that keeps what realizing its graph did."""
 
     def __init__(self, cf: CompiledFunction, observe_only: bool) -> None:
-        self.grad_seen = False       # a tensor the graph read requires grad (grad mode on)
         super().__init__(cf, observe_only)
         self.graphs = 0
         self.cap: Captured | None = None
@@ -152,31 +151,6 @@ class _RecordFrame(_Frame):
 
     def optimizer_used(self, opt: Any) -> None:
         self.optimizers[id(opt)] = opt
-
-    @property
-    def trace(self) -> Any:
-        return self._trace
-
-    @trace.setter
-    def trace(self, tr: Any) -> None:
-        self._trace = tr
-        if tr is None:
-            return
-        # every tensor an op reads passes through ref_of, every in-place target through write:
-        # a tensor that requires grad there while grad mode is on means autograd recorded
-        ref_of, write = tr.ref_of, tr.write
-        gm = _GM
-
-        def noting_ref_of(t: Any) -> tuple:
-            if t._requires_grad and gm.grad_enabled:
-                self.grad_seen = True
-            return ref_of(t)
-
-        def noting_write(t: Any, new: Any) -> bool:
-            if t._requires_grad and gm.grad_enabled:
-                self.grad_seen = True
-            return write(t, new)
-        tr.ref_of, tr.write = noting_ref_of, noting_write
 
     def realize(self, cap: Captured, segment: int) -> list:
         res = super().realize(cap, segment)
