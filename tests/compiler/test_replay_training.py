@@ -417,3 +417,41 @@ def test_compiled_optimizer_step_sees_lr_changes():
     for (k1, v1), (k2, v2) in zip(s1, s2):
         np.testing.assert_array_equal(v1, v2)
     assert st.replay_count >= 6, st.why_not
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_step_numbers_held_as_constants_record_again():
+    # dynamic=False compiles Adam's bias corrections as constants: a recording cannot replay
+    # them with new values, so it is recorded again (a bounded number of times) and the steps
+    # run the normal compiled path, with eager's results
+    def run(compiled):
+        m = _mlp()
+        opt = OPTIMIZERS["adamw"](m.parameters())
+        f = ember.compile(_zero_after, mode="reduce-overhead", dynamic=False) if compiled \
+            else _zero_after
+        losses = [f(m, opt, *_batch(i % 3)).item() for i in range(14)]
+        return losses, [p.detach().numpy().copy() for p in m.parameters()], f
+
+    l1, p1, _ = run(False)
+    l2, p2, f = run(True)
+    assert l1 == l2
+    for a, b in zip(p1, p2):
+        np.testing.assert_array_equal(a, b)
+    assert f.replay_count == 0 and f.record_count <= 12
+
+
+def test_step_count_read_without_a_recipe_is_not_replayed():
+    from ember.optim.optimizer import Optimizer, _advance_step, _scalar_step
+
+    class Decaying(Optimizer):
+        def __init__(self, ps):
+            super().__init__(ps, {"lr": 0.1})
+
+        def _update(self, p, group):
+            st = self.state[p]
+            if not st:
+                st["step"] = _scalar_step()
+            n = _advance_step(st["step"])     # a Python number that changes every step
+            p.add_(p.grad, alpha=-group["lr"] / n)
+
+    assert "step count" in _refused(_zero_after, steps=6, make=Decaying)
