@@ -242,12 +242,16 @@ def test_parameter_requires_grad_toggled():
     def between(i, m, opt):
         if i == 4:
             m[0].requires_grad_(False)
+        if i == 6:
+            m[2].weight.requires_grad_(False)    # its bias still trains
         if i == 8:
             m[0].requires_grad_(True)
+        if i == 10:
+            m[2].weight.requires_grad_(True)
 
     for name in ("adamw", "sgd_momentum"):
-        eager = _run(OPTIMIZERS[name], _zero_after, False, steps=14, between=between)
-        comp = _run(OPTIMIZERS[name], _zero_after, True, steps=14, between=between)
+        eager = _run(OPTIMIZERS[name], _zero_after, False, steps=16, between=between)
+        comp = _run(OPTIMIZERS[name], _zero_after, True, steps=16, between=between)
         _assert_same(comp, eager)
         assert comp[0].replay_count >= 6
 
