@@ -258,8 +258,9 @@ def test_parameter_requires_grad_toggled():
         assert comp[0].replay_count >= 6
 
 
-def test_c_backend_close_to_eager_and_equal_to_plain_compile():
-    make = OPTIMIZERS["adamw"]
+@pytest.mark.parametrize("name", ["adamw", "sgd_momentum", "adagrad"])
+def test_c_backend_close_to_eager_and_equal_to_plain_compile(name):
+    make = OPTIMIZERS[name]
     eager = _run(make, _zero_after, False, steps=10)
     replayed = _run(make, _zero_after, True, steps=10, backend="c")
     m = _mlp()
