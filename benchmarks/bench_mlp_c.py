@@ -1,9 +1,10 @@
 """The MLP training step compiled with the C backend (issue 5 goal: >= 1.15x torch.compile).
 
-Run: ``python benchmarks/bench_mlp_c.py [--rounds N] [--mode max-autotune] [--threads T]``
-(needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs torch);
-``--profile`` builds the C step with per-kernel timers (EMBER_C_PROFILE, docs/compiler.md) and
-prints each kernel's time per step.
+Run: ``python benchmarks/bench_mlp_c.py [--rounds N] [--mode reduce-overhead|max-autotune]
+[--threads T]`` (needs torch); ``--gemms`` times only the step's 9 products (NumPy's OpenBLAS vs
+torch).  With ``--mode`` the C step is timed in that mode and in the default one.  ``--profile``
+builds the C step with per-kernel timers (EMBER_C_PROFILE, docs/compiler.md) and prints each
+kernel's time per step.
 
 MLP 784-512-512-10 (ReLU), batch 256, cross_entropy, backward, AdamW step, zero_grad: four
 copies with the same initial weights (``bench_models.mlp_case``), run as
@@ -23,6 +24,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
@@ -76,6 +78,13 @@ def profile_c(args: argparse.Namespace) -> None:
     print(cbackend.format_profile(cbackend.profile(), per=n))
 
 
+def _cpu_time_per_call(fn, number: int) -> float:  # noqa: ANN001
+    t0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - t0) / number
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -85,6 +94,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5, help="steps whose losses are compared")
     ap.add_argument("--gemms", action="store_true", help="time only the step's products")
     ap.add_argument("--profile", action="store_true", help="per-kernel times of the C step")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time.process_time instead of wall time (CPU time of all threads: "
+                         "less sensitive to other jobs on a loaded machine)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ember.set_num_threads(args.threads)
@@ -94,13 +106,16 @@ def main() -> None:
     if args.profile:
         profile_c(args)
         return
-    cases = [mlp_case() for _ in range(4)]   # same seed: the same weights and batch
+    cases = [mlp_case() for _ in range(5)]   # same seed: the same weights and batch
     steps = {
         "ember c": ember.compile(cases[0].ember_step, backend="c", mode=args.mode),
         "ember eager": cases[1].ember_step,
         "torch eager": cases[2].torch_step,
         "torch.compile": torch.compile(cases[3].torch_step),
     }
+    if args.mode is not None:   # the default mode too, for comparison
+        steps = {f"ember c {args.mode}": steps.pop("ember c"),
+                 "ember c": ember.compile(cases[4].ember_step, backend="c"), **steps}
     print(f"losses over {args.steps} identical steps ({', '.join(steps)}):")
     worst = 0.0
     for _ in range(args.steps):
@@ -112,17 +127,23 @@ def main() -> None:
     for _ in range(2):
         for f in steps.values():
             f()
+    timer = _cpu_time_per_call if args.cpu_time else time_per_call
     for _ in range(args.rounds):
         for name, f in steps.items():
-            times[name].append(time_per_call(f, args.calls))
+            times[name].append(timer(f, args.calls))
     med = {k: statistics.median(v) for k, v in times.items()}
     ref = med["torch.compile"]
     print(f"\nMLP 784-512-512-10, batch 256, AdamW step; {args.threads} threads, "
-          f"mode={args.mode}, {args.rounds} rounds x {args.calls} steps, medians")
+          f"mode={args.mode}, {args.rounds} rounds x {args.calls} steps, medians"
+          + (" of CPU time" if args.cpu_time else ""))
     print("| variant | time per step | torch.compile / variant |")
     print("|---|---|---|")
     for name, t in med.items():
         print(f"| {name} | {fmt_time(t)} | {ref / t:.2f}x |")
+    for name, f in steps.items():
+        if hasattr(f, "replay_count"):   # mode="reduce-overhead": did the steps replay?
+            print(f"\n{name}: {f.record_count} recorded calls, {f.replay_count} replayed"
+                  + (f" (last recording not replayable: {f.why_not})" if f.why_not else ""))
 
 
 if __name__ == "__main__":

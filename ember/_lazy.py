@@ -215,7 +215,8 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 class _State:
     """Which trace records (None: eager) and the graph-break policy stack."""
 
-    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer", "backward_owner")
+    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer", "backward_owner",
+                 "recorder")
 
     def __init__(self) -> None:
         self.trace: Trace | None = None
@@ -225,6 +226,10 @@ class _State:
         # owner of a trace that records a backward over compiled-forward nodes (compiled
         # autograd): ``fn(forward_owner) -> owner``, installed by ember.compiler
         self.backward_owner: Callable | None = None
+        # a ``mode="reduce-overhead"`` call being recorded (ember.compiler.replay): notified of
+        # what a replay could not redo by itself (autograd nodes run, leaves given a ``.grad``,
+        # step-dependent Python numbers and how to recompute them); None otherwise
+        self.recorder: Any = None
 
 
 STATE = _State()
@@ -476,6 +481,8 @@ class Trace:
         out_refs = [la.ref for la in direct] + [st.value for st in written] + \
             [st.value for st in st_list]
         results: list = []
+        # where the written-back storages' values are among the outputs (read by replay.py)
+        self.out_split = (len(direct), len(written))
         if out_refs:
             assert STATE.realizer is not None, "ember.compiler is not imported"
             prev = STATE.trace

@@ -336,3 +336,17 @@ def test_stale_view_after_base_write_matches_torch():
         z.mul_(x)  # the base changes; row must see the new history
         (row * lib.tensor([1.0, 10.0], dtype=lib.float64)).sum().backward()
     close(e.grad, t.grad)
+
+
+def test_linear_bias_grad_only():
+    # a frozen weight and an input that does not require grad: only the bias gets a gradient
+    # (nothing is saved for the backward)
+    rng = np.random.default_rng(0)
+    xs, ws, bs = (rng.standard_normal(s) for s in ((4, 3), (2, 3), (2,)))
+    grads = []
+    for lib, F in ((ember, ember.nn.functional), (torch, torch.nn.functional)):
+        x, w = lib.tensor(xs), lib.tensor(ws)
+        b = lib.tensor(bs, requires_grad=True)
+        (F.linear(x, w, b) ** 2).sum().backward()
+        grads.append(b.grad)
+    close(grads[0], grads[1])

@@ -265,12 +265,15 @@ def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_
 
     prev = _gm.STATE.grad_enabled
     _gm.STATE.grad_enabled = create_graph
+    rec = _lazy.STATE.recorder
     try:
         while ready:
             _, _, node = heapq.heappop(ready)
             if needed is not None and node not in needed:
                 continue
             grads_in = buffers.pop(node)
+            if rec is not None:
+                rec.ran(node, retain_graph)
             if node._tensor_pre_hooks or node._pre_hooks:
                 grads_in = _run_pre_hooks(node, grads_in)
             if capture_set:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
+from ember import _lazy
 from ember.errors import EmberRuntimeError
 
 if TYPE_CHECKING:
@@ -111,6 +112,9 @@ class AccumulateGrad(Node):
         var = self.variable
         if g is None:
             return ()
+        rec = _lazy.STATE.recorder
+        if rec is not None:
+            rec.grad_set(var, self)
         if var.grad is None:
             # a fresh gradient is stored as is; one that aliases other memory (a view, or a
             # tensor the user passed in) is copied so later writes to it cannot change .grad

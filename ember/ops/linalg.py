@@ -204,7 +204,8 @@ def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> 
 
 
 def _linear_vjp(ctx, g):  # noqa: ANN001
-    x, w = ctx.inputs[:2]
+    # nothing is saved when only the bias needs a gradient
+    x, w = ctx.inputs[:2] if ctx.inputs else (None, None)
     needs = ctx.needs_input_grad
     gx = bind(LINEAR, g, w.permute((1, 0))) if needs[0] else None
     out_f, in_f = ctx.input_shapes[1]

@@ -8,7 +8,7 @@ import warnings
 import weakref
 from typing import Any
 
-from ember.optim.optimizer import Optimizer
+from ember.optim.optimizer import Optimizer, _note_scheduler_step
 from ember.tensor import Tensor
 
 _EPOCH_DEPRECATION = (
@@ -125,6 +125,7 @@ class LRScheduler:
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch (or jump to ``epoch``, deprecated) and update the groups' ``lr``."""
+        _note_scheduler_step()
         if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
             warnings.warn(
                 "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch "

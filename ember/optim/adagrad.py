@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ember._frontend.creation import full_like
-from ember.optim.optimizer import Optimizer, _advance_step, _scalar_step
+from ember.optim.optimizer import Optimizer, _advance_step, _next_count, _recompute, _scalar_step
 from ember.tensor import Tensor
 
 __all__ = ["Adagrad"]
@@ -52,12 +52,19 @@ class Adagrad(Optimizer):
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         lr, wd = float(group["lr"]), group["weight_decay"]
         state = self.state[p]
-        step = _advance_step(state["step"])
+        step_t = state["step"]
+        step = _advance_step(step_t, recomputed=True)
         grad = -p.grad if group["maximize"] else p.grad
         if wd != 0:
             grad = grad.add(p, alpha=wd)
-        clr = lr / (1 + (step - 1) * group["lr_decay"])
+        decay = group["lr_decay"]
+        neg_clr = _neg_clr(step, lr, decay)
+        _recompute((neg_clr,), lambda: (_neg_clr(_next_count(step_t), lr, decay),))
         state_sum = state["sum"]
         state_sum.addcmul_(grad, grad, value=1)
         std = state_sum.sqrt().add_(group["eps"])
-        p.addcdiv_(grad, std, value=-clr)
+        p.addcdiv_(grad, std, value=neg_clr)
+
+
+def _neg_clr(step: float, lr: float, lr_decay: float) -> float:
+    return -(lr / (1 + (step - 1) * lr_decay))

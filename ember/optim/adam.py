@@ -11,7 +11,7 @@ from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
 from ember._lazy import STATE as _LZ
 from ember.ops import _parallel
-from ember.optim.optimizer import Optimizer, _advance_step, _scalar_step
+from ember.optim.optimizer import Optimizer, _advance_step, _next_count, _recompute, _scalar_step
 from ember.tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -73,7 +73,8 @@ class Adam(Optimizer):
             return
         grad = -p.grad if group["maximize"] else p.grad
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        step = _advance_step(state["step"])
+        step_t = state["step"]
+        step = _advance_step(step_t, recomputed=True)
         if wd != 0:
             if group["decoupled_weight_decay"]:
                 p.mul_(1 - lr * wd)
@@ -81,17 +82,24 @@ class Adam(Optimizer):
                 grad = grad.add(p, alpha=wd)
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        bias_correction1 = 1 - beta1**step
-        bias_correction2 = 1 - beta2**step
-        step_size = lr / bias_correction1
-        bias_correction2_sqrt = bias_correction2**0.5
+        bias_correction2_sqrt, neg_step_size = _adam_scalars(step, lr, beta1, beta2)
+        _recompute((bias_correction2_sqrt, neg_step_size),
+                   lambda: _adam_scalars(_next_count(step_t), lr, beta1, beta2))
         if amsgrad:
             max_sq = state["max_exp_avg_sq"]
             max_sq.copy_(maximum(max_sq, exp_avg_sq))
             denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
         else:
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        p.addcdiv_(exp_avg, denom, value=-step_size)
+        p.addcdiv_(exp_avg, denom, value=neg_step_size)
+
+
+def _adam_scalars(step: float, lr: float, beta1: float, beta2: float) -> tuple:
+    """(sqrt of the second bias correction, -step size) of step number ``step``."""
+    bias_correction1 = 1 - beta1**step
+    bias_correction2 = 1 - beta2**step
+    step_size = lr / bias_correction1
+    return bias_correction2**0.5, -step_size
 
 
 # ---------------------------------------------------------------------------- NumPy fast path

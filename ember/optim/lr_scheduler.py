@@ -23,7 +23,7 @@ from ember.optim._lr_base import (
     _lambdas_state_dict,
     _set_lr,
 )
-from ember.optim.optimizer import Optimizer
+from ember.optim.optimizer import Optimizer, _note_scheduler_step
 
 __all__ = [
     "LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR",
@@ -254,6 +254,7 @@ class SequentialLR(LRScheduler):
 
     def step(self) -> None:  # type: ignore[override]
         """Step the active scheduler; at a milestone, restart the next one from epoch 0."""
+        _note_scheduler_step()
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         sched = self._schedulers[idx]
@@ -441,6 +442,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
         """Record ``metrics`` for this epoch and reduce the lr if it has plateaued."""
+        _note_scheduler_step()
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
@@ -595,6 +597,7 @@ class ChainedScheduler(LRScheduler):
 
     def step(self) -> None:  # type: ignore[override]
         """Step every chained scheduler in order."""
+        _note_scheduler_step()
         for sched in self._schedulers:
             sched.step()
         self._last_lr = _group_lrs(self._schedulers[-1].optimizer)
@@ -630,6 +633,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
     def step(self, epoch: float | None = None) -> None:
         """Advance one epoch, or jump to a (possibly fractional) ``epoch``."""
+        _note_scheduler_step()
         if epoch is None and self.last_epoch < 0:
             epoch = 0
         if epoch is None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ember._frontend.creation import tensor as _tensor
+from ember._lazy import STATE as _LZ
 from ember.autograd.grad_mode import enable_grad, no_grad
 from ember.dtypes import float32, float64, get_default_dtype
 from ember.tensor import Tensor
@@ -41,14 +42,43 @@ def _scalar_step() -> Tensor:
     return _tensor(0.0, dtype=dtype)
 
 
-def _advance_step(step: Tensor) -> float:
+def _next_count(step: Tensor) -> float:
+    """The count ``step.add_(1)`` makes, as a Python number (at the counter's own precision)."""
+    return float(step._data.dtype.type(step.item() + 1))
+
+
+def _advance_step(step: Tensor, recomputed: bool = False) -> float:
     """``step.add_(1)`` and return the new count as a Python number.  The count is read before
     the write (at the counter's own precision): inside ``ember.compile`` the written counter is
     lazy and reading it afterwards would break the graph; the number then changes every step
-    and is lifted to a runtime argument instead of recompiling."""
-    n = float(step._data.dtype.type(step.item() + 1))
+    and is lifted to a runtime argument instead of recompiling.
+
+    A ``mode="reduce-overhead"`` recording must not replay a number made from it unless the
+    caller registered how to recompute it (``recomputed=True`` and ``_recompute``)."""
+    n = _next_count(step)
+    rec = _LZ.recorder
+    if rec is not None and not recomputed:
+        rec.refuse("the optimizer's step count is read as a Python number that replay cannot "
+                   "recompute")
     step.add_(1)
     return n
+
+
+def _note_scheduler_step() -> None:
+    """An lr scheduler steps: its counters are Python state a replay would not advance."""
+    rec = _LZ.recorder
+    if rec is not None:
+        rec.refuse("an lr scheduler stepped during the call (its counters advance on recording "
+                   "calls only; step it outside the compiled function)")
+
+
+def _recompute(values: tuple, fn: Callable[[], tuple]) -> None:
+    """Inside a ``mode="reduce-overhead"`` recording: the Python numbers ``values`` (passed to
+    ops as they are) change from call to call; ``fn()``, called before a replay runs the graph,
+    gives their values for that call.  A no-op otherwise."""
+    rec = _LZ.recorder
+    if rec is not None:
+        rec.recompute(values, fn)
 
 
 class Optimizer:
@@ -139,6 +169,8 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of all parameters (to ``None`` by default, else to zeros)."""
+        if _LZ.recorder is not None:
+            _LZ.recorder.optimizer_used(self)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -161,6 +193,8 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One optimization step over every parameter that has a gradient; ``closure``
         re-evaluates the model and returns the loss.  Subclasses define ``_update``."""
+        if _LZ.recorder is not None:
+            _LZ.recorder.optimizer_used(self)
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:
