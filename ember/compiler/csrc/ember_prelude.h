@@ -91,8 +91,11 @@ EMBER_INLINE double ember__pow2d(double k) {
  * (~25 more instructions per vector).  k and its halves come from the bits of the rounding
  * sum (k + 1.5 * 2**23 holds k in its low bits). */
 EMBER_INLINE float ember_expf(float x) {
+    /* x <= -104 (exp rounds to 0, -inf included) and NaN compute from 0 and are selected at
+       the end: a clamp to -104 would scale through denormals (a microcode assist per lane) */
+    const int live = __builtin_isgreater(x, -104.0f);
     float xc = ember__self(__builtin_isless(x, 89.0f), x, 89.0f);
-    xc = ember__self(__builtin_isgreater(xc, -104.0f), xc, -104.0f);
+    xc = ember__self(live, xc, 0.0f);
     float kr = xc * 1.44269504088896341f + EMBER_RNDF_MAGIC;
     float k = kr - EMBER_RNDF_MAGIC;                            /* rint(x / ln2) */
     float r = EMBER_FMAF(k, -0.693359375f, xc);                 /* exact (Cody-Waite) */
@@ -108,14 +111,17 @@ EMBER_INLINE float ember_expf(float x) {
     int32_t ki = (int32_t)(ember_f2u(kr) - 0x4b400000u);       /* k in [-150, 129] */
     int32_t k1 = ki >> 1;
     float y = p * ember_u2f((uint32_t)(k1 + 127) << 23) * ember_u2f((uint32_t)(ki - k1 + 127) << 23);
+    y = ember__self(live, y, 0.0f);
     return x != x ? x : y;
 }
 
 /* fdlibm exp: reduction with ln2 split in hi/lo, rational form of exp(r) (< 1 ulp). */
 EMBER_INLINE double ember_expd(double x) {
+    /* x <= -746 (exp rounds to 0) computes from 0 and is selected at the end, as in
+       ember_expf: no denormal scaling for -inf */
+    const int live = x > -746.0;
     double xc = x > 710.0 ? 710.0 : x;
-    xc = xc < -746.0 ? -746.0 : xc;
-    xc = x != x ? 0.0 : xc;
+    xc = live ? xc : 0.0;
     double k = ember__rintd(xc * 1.44269504088896338700e+00);
     double hi = xc - k * 6.93147180369123816490e-01;
     double lo = k * 1.90821492927058770002e-10;
@@ -127,6 +133,7 @@ EMBER_INLINE double ember_expd(double x) {
     double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
     double k1 = ember__rintd(k * 0.5);
     y = y * ember__pow2d(k1) * ember__pow2d(k - k1);
+    y = live ? y : 0.0;
     return x != x ? x : y;
 }
 
