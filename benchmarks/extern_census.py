@@ -8,6 +8,9 @@ Prints, per graph op that stayed an extern, the reasons and the (kind, dtype) ca
 in.  Usage::
 
     python benchmarks/extern_census.py [--kinds fwd,grad,dyn] [--ops sum,cumsum] [--json out]
+                                       [--markdown]
+
+``--markdown`` prints the list grouped by reason, in the form of docs/compiler.md's known gaps.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -78,16 +82,51 @@ def census(kinds: tuple, only: set | None) -> tuple[dict, dict]:
     return seen, totals
 
 
+_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+          "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
+          "bool": "bool"}
+_KINDS = ("fwd", "grad", "dyn")
+
+
+def markdown(seen: dict) -> str:
+    """One bullet per reason (most ops first): each op with its cases, e.g. ``(fwd f32/f64;
+    grad f32)``, wrapped at 100 columns."""
+    by_reason: dict = defaultdict(dict)
+    for op, reasons in seen.items():
+        for reason, cases in reasons.items():
+            by_reason[reason][op] = cases
+    order = list(_SHORT)
+    lines = []
+    for reason in sorted(by_reason, key=lambda r: (-len(by_reason[r]), r)):
+        items = []
+        for op in sorted(by_reason[reason]):
+            kinds: dict = defaultdict(list)
+            for case in by_reason[reason][op]:
+                kind, dtype = case.split("/")
+                kinds[kind].append(dtype)
+            parts = [f"{k} " + "/".join(_SHORT.get(d, d) for d in sorted(
+                kinds[k], key=lambda d: order.index(d) if d in order else len(order)))
+                for k in _KINDS if k in kinds]
+            items.append(f"`{op}` ({'; '.join(parts)})")
+        lines.append(textwrap.fill(f"* *{reason}*: " + ", ".join(items), width=100,
+                                   subsequent_indent="  ", break_on_hyphens=False))
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kinds", default="fwd,grad,dyn")
     ap.add_argument("--ops", default="", help="OpInfo names (comma-separated), default all")
     ap.add_argument("--json", default="", help="write the census to this file")
+    ap.add_argument("--markdown", action="store_true",
+                    help="print the list grouped by reason, as in docs/compiler.md")
     a = ap.parse_args()
     seen, totals = census(tuple(a.kinds.split(",")), set(filter(None, a.ops.split(","))))
     print(f"graphs {totals['graphs']}, C kernels {totals['kernels']}, "
           f"externs {totals['externs']}")
-    for op in sorted(seen):
+    if a.markdown:
+        print(markdown(seen))
+    for op in sorted(seen) if not a.markdown else ():
         print(op)
         for reason, cases in sorted(seen[op].items()):
             print(f"    {reason}: {', '.join(sorted(cases))}")
