@@ -284,7 +284,9 @@ def _canonical(text: str) -> str:
     seen: dict = {}
     rest = _BUF_NAME.sub(lambda m: seen.setdefault(m.group(0), f"b{len(seen)}"), rest)
     ints: dict = {}
-    return _INT_NAME.sub(lambda m: ints.setdefault(m.group(0), f"n{len(ints)}"), rest)
+    rest = _INT_NAME.sub(lambda m: ints.setdefault(m.group(0), f"n{len(ints)}"), rest)
+    locs: dict = {}   # a GEMM epilogue's locals carry the merged kernel's number (lower_gemm)
+    return _EPI_LOCAL.sub(lambda m: locs.setdefault(m.group(0), f"l{len(locs)}_"), rest)
 
 
 # -- reductions ---------------------------------------------------------------------------------
@@ -676,6 +678,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
 
 _INTS = "\0ints"  # where a kernel's runtime-integer declarations go
 _INT_NAME = re.compile(r"\b(?:s\d+|e\d+_\d+_\d+)\b")
+_EPI_LOCAL = re.compile(r"\be\d+_(?=t\d+\b)")
 
 
 def _declare_ints(lines: list, program: Program) -> str:

@@ -17,6 +17,8 @@ finished tile while it is in cache.  The template accumulates in its own order (
 
 from __future__ import annotations
 
+import re
+
 from ember.compiler import blas
 from ember.compiler.loop_ir import GemmKernel, Im2colKernel, Program, numel
 from ember.ops import _parallel
@@ -308,8 +310,7 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     lines = [f"/* {' '.join(k.ops)} (GEMM, {k.impl}) */",
              f"static void {k.name}({', '.join(params)}) {{"]
-    for j, name in enumerate(program.int_names):
-        lines.append(f"  const int64_t {name} = ints[{j}];")
+    ints_at = len(lines)   # the runtime integers the body uses are declared here at the end
     lines.append("  (void)ints; (void)floats;")
     lines.append(f"  const int64_t M_ = {k.m}, N_ = {k.n}, K_ = {k.k};")
     if k.impl == "blas" and k.batch:
@@ -332,7 +333,15 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
     else:
         lines += _template_body(k)
     lines.append("}")
+    # only the integers used: a graph with many lifted scalars would otherwise declare (and
+    # pass) all of them in every GEMM, and make kernels that differ only there look distinct
+    used = set(_INT_USE.findall("\n".join(lines[ints_at:])))
+    lines[ints_at:ints_at] = [f"  const int64_t {name} = ints[{j}];"
+                              for j, name in enumerate(program.int_names) if name in used]
     return "\n".join(lines) + "\n"
+
+
+_INT_USE = re.compile(r"\b(?:s\d+|e\d+_\d+_\d+)\b")   # as codegen_c._INT_NAME
 
 
 def _batch_loops(k: GemmKernel, body: list) -> list:

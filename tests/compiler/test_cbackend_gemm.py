@@ -463,3 +463,22 @@ def test_forced_template_equals_eager(tune_dir, monkeypatch, dtype, variant):
                              x, w, b, mode="max-autotune")
     assert cg.program.kernels()[1].impl == impl and cg.stats.epilogues == 1
     close(got, want, ulps=64)
+
+
+def test_identical_gemm_kernels_share_one_function():
+    """Two layers whose products and residual epilogues differ only in their buffers (and in
+    the epilogue locals' numbering) compile to one C function called twice."""
+    rng = np.random.default_rng(3)
+    x = ember.tensor(rng.standard_normal((64, 32), dtype=np.float32))
+    w1, w2 = (ember.tensor(rng.standard_normal((32, 32), dtype=np.float32)) for _ in range(2))
+
+    def f(x, w1, w2):
+        h = x + F.linear(x, w1)
+        return h + F.linear(h, w2)
+
+    close(*compiled(f, x, w1, w2)[:2])
+    src = ember.compiler.codegen(f, x, w1, w2)
+    gemms = [line for line in src.splitlines()
+             if line.startswith(("static void", "__attribute__((noinline)) static void"))
+             and "(GEMM" in src.splitlines()[src.splitlines().index(line) - 1]]
+    assert len(gemms) == 1, gemms
