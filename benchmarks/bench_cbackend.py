@@ -2,7 +2,8 @@
 
 gelu(x*w + b) * sigmoid(x) on 2^24 float32 (erf gelu): ember compiled with backend="c" (OpenMP
 on, the default), torch eager and torch.compile (inductor), at 1 and at 2 threads (ember and
-torch set alike), interleaved rounds, medians; ember eager optionally (``--eager``); then
+torch set alike), interleaved rounds, medians; ember eager optionally (``--eager``); the memory
+floor (``x*w + b + x`` compiled the same way: the same three reads and one write); then
 softmax, log_softmax and layer_norm rows (``--rows``, at the same thread counts).
 Run: python -m benchmarks.bench_cbackend [--eager] [--threads 1,2] [--log2n 24] [--rows]
 """
@@ -49,6 +50,10 @@ def gelu_chain(n: int = 1 << 24, threads: tuple = (1, 2), rounds: int = 11, numb
              "torch eager": lambda: ft(tx, tw, tb)}
     if eager:
         cases["ember eager"] = lambda: f(ex, ew, eb)
+    # the machine's floor for this memory traffic (read x, w, b; write one array) with no
+    # transcendental work: the same C backend on x*w + b + x (one kernel, same threads)
+    floor = ember.compile(lambda x, w, b: x * w + b + x, backend="c")
+    cases["floor: x*w+b+x in C (same traffic)"] = lambda: floor(ex, ew, eb)
     for t in threads:
         ember.set_num_threads(t)
         torch.set_num_threads(t)
