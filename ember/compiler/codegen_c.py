@@ -16,6 +16,7 @@ import re
 
 from ember.compiler import lower_attention
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.codegen_prefetch import fits_prefetch, next_row_prefetch
 from ember.compiler.codegen_scan import scan_kernel
 from ember.compiler.loop_ir import (
     Check,
@@ -333,11 +334,16 @@ def _arg_update(kind: str, ct: str, acc: str, acc_i: str, v: str, vi: str) -> st
 
 
 def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
-              outer: tuple = ()) -> list:
+              outer: tuple = (), head: tuple = (), ivdep: bool = False) -> list:
     """Lines of a loop ``for var in 0..n`` (inside the plain loops ``outer``: (var, n) pairs)
     running ``body`` (C lines that may use the loop variables) and folding each accumulator
     ``(name, ctype, kind, init, value)`` over LANES lanes; afterwards ``name`` holds the
-    result (lanes combined in order)."""
+    result (lanes combined in order).  ``head``: lines run once per block of LANES elements
+    (they may use ``{var}_b``, the block's first index): the next row's prefetches.
+    ``ivdep``: the caller knows that the lanes touch disjoint memory (gcc then vectorizes
+    without a run-time alias check and a scalar copy of the loop)."""
+    if not accs and head:
+        return _blocked_loop(var, n, body, ind, outer, head)
     if not accs:
         out, pad = [], ""
         for v, m in list(outer) + [(var, n)]:
@@ -363,8 +369,11 @@ def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
         pad += "  "
     out.append(f"{pad}int64_t {var}_b = 0;")
     out.append(f"{pad}for (; {var}_b + {LANES} <= ({n}); {var}_b += {LANES}) {{")
+    out.extend(f"{pad}  {h}" for h in head)
     # fully unrolled first, the lane loop would not vectorize (its selects stay scalar)
     out.append(f"{pad}  _Pragma(\"GCC unroll 1\")")
+    if ivdep:
+        out.append(f"{pad}  _Pragma(\"GCC ivdep\")")
     out.append(f"{pad}  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
     out.append(f"{pad}    const int64_t {var} = {var}_b + j_;")
     out.extend(f"{pad}    " + b for b in body)
@@ -396,6 +405,31 @@ def lane_loop(var: str, n: str, body: list, accs: list, ind: str,
                    f"{name} = {combine(kind, name, f'{name}_l[j_]', ct)};")
     out.append("}")
     return [ind + x for x in out]
+
+
+def _blocked_loop(var: str, n: str, body: list, ind: str, outer: tuple, head: tuple) -> list:
+    """``for var in 0..n: body`` in blocks of LANES elements, ``head`` once per block (a plain
+    loop with a prefetch in it would not vectorize), then the remainder."""
+    out, pad = [], ""
+    for v, m in outer:
+        out.append(f"{pad}for (int64_t {v} = 0; {v} < ({m}); {v}++) {{")
+        pad += "  "
+    out.append(f"{pad}int64_t {var}_b = 0;")
+    out.append(f"{pad}for (; {var}_b + {LANES} <= ({n}); {var}_b += {LANES}) {{")
+    out.extend(f"{pad}  {h}" for h in head)
+    out.append(f"{pad}  _Pragma(\"GCC unroll 1\")")
+    out.append(f"{pad}  for (int64_t j_ = 0; j_ < {LANES}; j_++) {{")
+    out.append(f"{pad}    const int64_t {var} = {var}_b + j_;")
+    out.extend(f"{pad}    " + b for b in body)
+    out.append(f"{pad}  }}")
+    out.append(f"{pad}}}")
+    out.append(f"{pad}for (int64_t {var} = {var}_b; {var} < ({n}); {var}++) {{")
+    out.extend(f"{pad}  " + b for b in body)
+    out.append(f"{pad}}}")
+    for _ in outer:
+        pad = pad[:-2]
+        out.append(f"{pad}}}")
+    return [ind + "{"] + [ind + x for x in out] + [ind + "}"]
 
 
 def _interchanged_body(k: ReduceKernel) -> list:
@@ -509,13 +543,20 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
             lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
             ind += "  "
     inner = list(zip(k.inner_vars(), k.inner))
+    head: tuple = ()
+    if outer and len(inner) == 1:  # the last pass fetches the next row (kept loop outer[-1])
+        head, cond = next_row_prefetch(k.passes[-1].body, outer[-1][0], str(outer[-1][1]),
+                                       inner[0][0], str(inner[0][1]), LANES)
+        if head:
+            body_lines.append(f"{ind}{cond}")
     for p in k.passes:
         accs = [(a.name, a.ctype, a.kind, a.init, str(a.value),
                  None if a.index is None else str(a.index)) for a in p.accums]
         var, n = inner[-1]
         body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
                 if isinstance(st, ColumnAccum) else str(st) for st in p.body]
-        body_lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]))
+        body_lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]),
+                                head if p is k.passes[-1] else ())
         body_lines.extend(f"{ind}err_ |= ({st.expr}) != 0;" if isinstance(st, Check) else
                           f"{ind}{st}" for st in p.finals)
     body_lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
@@ -618,24 +659,35 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     else:
         body.append(f"  const {st} *restrict x = {k.src.name} + ({k.offset}) + r * C;")
     # the max in lanes (NaN propagates), then exp and the sum: float lanes of double partial
-    # sums (at least as accurate as NumPy's pairwise float sum), vectorized
+    # sums (at least as accurate as NumPy's pairwise float sum), vectorized; iteration c of
+    # the exp pass touches only x[c], y[c] and its lane (ivdep: gcc's alias check for y and
+    # x, made per block of 16, and the loop's scalar copy go)
     xv = load_expr(k.dst.dtype, "x[c]")  # float16/bfloat16 widen to float
     body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
     total = [("s", "double", "sum", "0.0", "(double)e")]
+    head: tuple = ()
+    size = k.dst.dtype.np.itemsize
+    fits = fits_prefetch(str(k.cols), size)
+    if not k.prologue and fits is not None:  # the exp pass fetches the next row
+        body.append(f"  const int pf_ = r + 1 < R{fits};")  # (see next_row_prefetch)
+        head = tuple(f"if (pf_) __builtin_prefetch(x + C + c_b + {off // size}, 0, 3);"
+                     for off in range(0, LANES * size, 64))
     if k.op == "softmax" and not lowp:
         body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
-                          total, "  ")
+                          total, "  ", head=head, ivdep=True)
         body += [f"  const {t} st = ({t})s;",
                  "  for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;"]
     elif k.op == "softmax":  # y cannot hold exp's float values: recompute them
-        body += lane_loop("c", "C", [f"const {t} e = ember_exp({xv} - m);"], total, "  ")
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp({xv} - m);"], total, "  ",
+                          head=head, ivdep=True)
         body += [f"  const {t} st = ({t})s;",
                  f"  for (int64_t c = 0; c < C; c++) y[c] = "
                  f"{store_expr(k.dst.dtype, f'ember_exp({xv} - m) / st')};"]
     else:
         # float16/bfloat16: the row sum and its log are rounded to the dtype (eager, after
         # PyTorch's last-dim CPU kernel, keeps them in the input dtype)
-        body += lane_loop("c", "C", [f"const {t} e = ember_exp({xv} - m);"], total, "  ")
+        body += lane_loop("c", "C", [f"const {t} e = ember_exp({xv} - m);"], total, "  ",
+                          head=head, ivdep=True)
         rounded = round_expr(k.dst.dtype, f"({t})s")
         body += [f"  const {t} ls = {round_expr(k.dst.dtype, f'ember_log({rounded})')};",
                  f"  for (int64_t c = 0; c < C; c++) y[c] = "

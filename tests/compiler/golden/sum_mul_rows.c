@@ -3,12 +3,14 @@ static int kernel0(float *restrict buf0, const float *restrict in1, const float 
   int err_ = 0;
   (void)ints; (void)floats;
   for (int64_t o0 = 0; o0 < 4; o0++) {
+    const int pf_ = o0 + 1 < (4);
     double a0;
     {
     double a0_l[16];
     for (int j_ = 0; j_ < 16; j_++) a0_l[j_] = 0;
     int64_t r0_b = 0;
     for (; r0_b + 16 <= (40); r0_b += 16) {
+      if (pf_) __builtin_prefetch(in1 + (40 * (o0 + 1) + r0_b) + 0, 0, 3);
       _Pragma("GCC unroll 1")
       for (int64_t j_ = 0; j_ < 16; j_++) {
         const int64_t r0 = r0_b + j_;
