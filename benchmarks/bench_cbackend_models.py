@@ -21,7 +21,9 @@ again with ember's cache warm.  The ember child also reports the compile phases 
 itself (``Entry.compile_time``: lowering, codegen, gcc or cache lookups, dlopen).
 With ``--mode M`` (e.g. ``reduce-overhead``) ember C is also timed compiled with
 ``ember.compile(..., mode=M)`` next to the default mode, its losses and logits checked against
-ember eager like the others, and the number of replayed calls printed.
+ember eager like the others, and the number of replayed calls printed.  ``--cpu-time`` times
+CPU time of all threads (``time.process_time``) instead of wall time: steadier on a loaded
+machine, blind to threads waiting idle.
 ``--profile`` runs cProfile over compiled training steps (in ``--mode`` when given) and prints the
 top functions; ``--kernels`` builds the C training step and inference with per-kernel timers
 (``EMBER_C_PROFILE``, docs/compiler.md) and prints each kernel's time per call.
@@ -183,18 +185,30 @@ def compile_times() -> None:
 
 
 # ------------------------------------------------------------------------------ timings
+TIMER = {"fn": time_per_call, "what": "median"}
+
+
+def cpu_time_per_call(fn, number: int) -> float:  # noqa: ANN001
+    """CPU seconds of all the process's threads per call (steadier than wall time when other
+    jobs load the machine; a thread that waits idle costs nothing here)."""
+    t0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - t0) / number
+
+
 def medians(cases: dict, rounds: int, number: int = 1) -> dict:
     times: dict = {k: [] for k in cases}
     for _ in range(rounds):
         for k, fn in cases.items():
-            times[k].append(time_per_call(fn, number))
+            times[k].append(TIMER["fn"](fn, number))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
 def table(title: str, med: dict) -> None:
     ref = med["torch.compile"]
     print(f"\n{title}")
-    print("| implementation | median | vs torch.compile (>1: slower) |")
+    print(f"| implementation | {TIMER['what']} | vs torch.compile (>1: slower) |")
     print("|---|---|---|")
     for k, t in med.items():
         print(f"| {k} | {fmt_time(t)} | {t / ref:.2f} |")
@@ -363,6 +377,8 @@ def main() -> None:
     ap.add_argument("--child", choices=("ember", "torch"))
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--kernels", action="store_true", help="per-kernel C times")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time.process_time (CPU time of all threads) instead of wall time")
     ap.add_argument("--mode", default=None,
                     help="also time ember C under ember.compile(..., mode=MODE)")
     ap.add_argument("--skip", default="", help="comma list of: train,infer,compile")
@@ -378,6 +394,8 @@ def main() -> None:
     if args.kernels:
         kernels(args.mode)
         return
+    if args.cpu_time:
+        TIMER.update(fn=cpu_time_per_call, what="median CPU time")
     skip = set(args.skip.split(","))
     if "train" not in skip:
         training(args.rounds, args.check_steps, args.mode)
