@@ -1,10 +1,10 @@
 """The char GPT compiled with the C backend (issue 5): training step and inference against ember
 eager, torch eager and torch.compile, plus cold and warm compile times.
 
-Run: ``python benchmarks/bench_cbackend_models.py [--rounds N] [--check-steps N] [--profile]``
-(needs torch).  The model is ``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256
-(``benchmarks/bench_models.py``; torch runs its mirror ``TorchCharGPT`` with ember's initial
-weights).
+Run: ``python benchmarks/bench_cbackend_models.py [--rounds N] [--check-steps N] [--mode M]
+[--profile] [--kernels]`` (needs torch).  The model is ``ember.demo.CharGPT`` at 6 layers,
+6 heads, width 384, block 256 (``benchmarks/bench_models.py``; torch runs its mirror
+``TorchCharGPT`` with ember's initial weights).
 
 * training step (forward, cross_entropy, backward, AdamW step, zero_grad) on a batch of 8x256,
   the whole step compiled with ``ember.compile(step, backend="c")`` and ``torch.compile(step)``;
@@ -19,7 +19,14 @@ compiled training step (two graphs: the first step creates AdamW's state) minus 
 calls, with an empty cache (cold: a new ``EMBER_CACHE_DIR`` / ``TORCHINDUCTOR_CACHE_DIR``) and
 again with ember's cache warm.  The ember child also reports the compile phases ember timed
 itself (``Entry.compile_time``: lowering, codegen, gcc or cache lookups, dlopen).
-``--profile`` runs cProfile over compiled training steps and prints the top functions.
+With ``--mode M`` (e.g. ``reduce-overhead``) ember C is also timed compiled with
+``ember.compile(..., mode=M)`` next to the default mode, its losses and logits checked against
+ember eager like the others, and the number of replayed calls printed.  ``--cpu-time`` times
+CPU time of all threads (``time.process_time``) instead of wall time: steadier on a loaded
+machine, blind to threads waiting idle.
+``--profile`` runs cProfile over compiled training steps (in ``--mode`` when given) and prints the
+top functions; ``--kernels`` builds the C training step and inference with per-kernel timers
+(``EMBER_C_PROFILE``, docs/compiler.md) and prints each kernel's time per call.
 """
 
 from __future__ import annotations
@@ -178,24 +185,45 @@ def compile_times() -> None:
 
 
 # ------------------------------------------------------------------------------ timings
+TIMER = {"fn": time_per_call, "what": "median"}
+
+
+def cpu_time_per_call(fn, number: int) -> float:  # noqa: ANN001
+    """CPU seconds of all the process's threads per call (steadier than wall time when other
+    jobs load the machine; a thread that waits idle costs nothing here)."""
+    t0 = time.process_time()
+    for _ in range(number):
+        fn()
+    return (time.process_time() - t0) / number
+
+
 def medians(cases: dict, rounds: int, number: int = 1) -> dict:
     times: dict = {k: [] for k in cases}
     for _ in range(rounds):
         for k, fn in cases.items():
-            times[k].append(time_per_call(fn, number))
+            times[k].append(TIMER["fn"](fn, number))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
 def table(title: str, med: dict) -> None:
     ref = med["torch.compile"]
     print(f"\n{title}")
-    print("| implementation | median | vs torch.compile (>1: slower) |")
+    print(f"| implementation | {TIMER['what']} | vs torch.compile (>1: slower) |")
     print("|---|---|---|")
     for k, t in med.items():
         print(f"| {k} | {fmt_time(t)} | {t / ref:.2f} |")
 
 
-def training(rounds: int, check_steps: int) -> None:
+def _replays(compiled: dict) -> None:
+    """How many calls of each ``mode="reduce-overhead"`` function replayed."""
+    for name, f in compiled.items():
+        f = getattr(f, "_compiled", f)
+        if hasattr(f, "replay_count"):
+            print(f"  {name}: {f.record_count} recorded calls, {f.replay_count} replayed"
+                  + (f" (last recording not replayable: {f.why_not})" if f.why_not else ""))
+
+
+def training(rounds: int, check_steps: int, mode: str | None) -> None:
     xs, ys = batch(vocab(), BATCH)
     ex, ey = ember.tensor(xs, dtype=ember.int64), ember.tensor(ys, dtype=ember.int64)
     tx, ty = torch.from_numpy(xs), torch.from_numpy(ys)
@@ -211,30 +239,45 @@ def training(rounds: int, check_steps: int) -> None:
         "torch eager": lambda: torch_step(t_e, p_e, tx, ty).item(),
         "torch.compile": lambda: tstep(t_c, p_c, tx, ty).item(),
     }
-    print(f"training step losses over {check_steps} identical steps "
-          f"(ember eager, ember C, torch eager, torch.compile):")
-    worst = 0.0
+    compiled = {"ember backend='c'": cstep}
+    if mode is not None:
+        m_m = ember_model()
+        o_m = ember_opt(m_m)
+        # a function object of its own: ember caches compiled code per code object
+        mstep = ember.compile(lambda *a: ember_step(*a), backend="c", mode=mode)
+        cases = {"ember eager": cases.pop("ember eager"),
+                 f"ember backend='c' mode={mode!r}": lambda: mstep(m_m, o_m, ex, ey).item(),
+                 **cases}
+        compiled[f"mode={mode!r}"] = mstep
+    names = ", ".join(cases)
+    print(f"training step losses over {check_steps} identical steps ({names}):")
+    worst = {k: 0.0 for k in cases if k.startswith("ember backend")}
     for i in range(check_steps):
-        le, lc, lt, ltc = (fn() for fn in cases.values())
-        worst = max(worst, abs(lc - le) / abs(le))
+        losses = {k: fn() for k, fn in cases.items()}
+        le = losses["ember eager"]
+        for k in worst:
+            worst[k] = max(worst[k], abs(losses[k] - le) / abs(le))
         if i < 5 or i == check_steps - 1:
-            print(f"  step {i}: {le:.7f} {lc:.7f} {lt:.7f} {ltc:.7f}")
-    print(f"  max |ember C - ember eager| / |loss| over {check_steps} steps: {worst:.2e}")
+            print(f"  step {i}: " + " ".join(f"{v:.7f}" for v in losses.values()))
+    for k, w in worst.items():
+        print(f"  max |{k} - ember eager| / |loss| over {check_steps} steps: {w:.2e}")
     from ember.compiler import cbackend
     cg = cbackend.last_compiled()
     print(f"  C graph: {cg.stats.kernels} kernels in {cg.stats.segments} segments, "
           f"{cg.stats.externs} externs")
     table(f"char GPT {LAYERS}x{D} training step, batch {BATCH}x{BLOCK}, AdamW "
           f"(load {os.getloadavg()[0]:.1f})", medians(cases, rounds))
+    _replays(compiled)
 
 
-def inference(rounds: int) -> None:
+def inference(rounds: int, mode: str | None) -> None:
     xs, _ = batch(vocab(), 1)
     ex, tx = ember.tensor(xs, dtype=ember.int64), torch.from_numpy(xs)
     m = ember_model()
     tm = torch_model(m)
     cm = ember.compile(m, backend="c")
     ctm = torch.compile(tm)
+    compiled = {"ember backend='c'": cm}
 
     def e_eager():
         with ember.no_grad():
@@ -254,22 +297,35 @@ def inference(rounds: int) -> None:
 
     cases = {"ember eager": e_eager, "ember backend='c'": e_c, "torch eager": t_eager,
              "torch.compile": t_c}
+    if mode is not None:
+        mm = ember.compile(ember_model(), backend="c", mode=mode)
+
+        def e_mode():
+            with ember.no_grad():
+                return mm(ex).numpy()
+
+        cases = {"ember eager": e_eager, f"ember backend='c' mode={mode!r}": e_mode,
+                 **{k: v for k, v in cases.items() if k != "ember eager"}}
+        compiled[f"mode={mode!r}"] = mm
+    for fn in cases.values():   # a replaying mode records on its first calls
+        fn()
     outs = {k: fn() for k, fn in cases.items()}
     ref = outs["ember eager"]
     print("\ninference logits, max |x - ember eager|: " + ", ".join(
         f"{k} {np.abs(v - ref).max():.2e}" for k, v in outs.items() if k != "ember eager"))
     table(f"char GPT {LAYERS}x{D} inference, 1x{BLOCK} (load {os.getloadavg()[0]:.1f})",
           medians(cases, rounds, number=3))
+    _replays(compiled)
 
 
-def profile(steps: int = 5) -> None:
+def profile(mode: str | None, steps: int = 5) -> None:
     import cProfile
     import pstats
     xs, ys = batch(vocab(), BATCH)
     ex, ey = ember.tensor(xs, dtype=ember.int64), ember.tensor(ys, dtype=ember.int64)
     m = ember_model()
     o = ember_opt(m)
-    cstep = ember.compile(ember_step, backend="c")
+    cstep = ember.compile(ember_step, backend="c", mode=mode)
     for _ in range(3):
         cstep(m, o, ex, ey).item()
     pr = cProfile.Profile()
@@ -281,12 +337,50 @@ def profile(steps: int = 5) -> None:
     st.sort_stats("tottime").print_stats(25)
 
 
+def kernels(mode: str | None, steps: int = 3) -> None:
+    """Per-kernel C times (EMBER_C_PROFILE) of the training step and of inference."""
+    from ember.compiler import cbackend
+    from ember.config import config
+    config.c_profile = True
+    xs, ys = batch(vocab(), BATCH)
+    ex, ey = ember.tensor(xs, dtype=ember.int64), ember.tensor(ys, dtype=ember.int64)
+    m = ember_model()
+    o = ember_opt(m)
+    cstep = ember.compile(ember_step, backend="c", mode=mode)
+    for _ in range(3):
+        cstep(m, o, ex, ey).item()
+    cbackend.reset_profile()
+    t = time_per_call(lambda: cstep(m, o, ex, ey).item(), steps)
+    print(f"training step, ember C with timers: {fmt_time(t)} per step ({steps} steps; "
+          f"load {os.getloadavg()[0]:.2f})")
+    print(cbackend.format_profile(cbackend.profile(), per=steps))
+    ix = ember.tensor(batch(vocab(), 1)[0], dtype=ember.int64)
+    cm = ember.compile(m, backend="c", mode=mode)
+    calls = 3 * steps
+
+    def infer():
+        with ember.no_grad():
+            return cm(ix).numpy()
+    for _ in range(3):
+        infer()
+    cbackend.reset_profile()
+    t = time_per_call(infer, calls)
+    print(f"\ninference 1x{BLOCK}, ember C with timers: {fmt_time(t)} per call ({calls} calls; "
+          f"load {os.getloadavg()[0]:.2f}; rows of the training step's graph show 0 calls)")
+    print(cbackend.format_profile(cbackend.profile(), per=calls))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--check-steps", type=int, default=3)
     ap.add_argument("--child", choices=("ember", "torch"))
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--kernels", action="store_true", help="per-kernel C times")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time.process_time (CPU time of all threads) instead of wall time")
+    ap.add_argument("--mode", default=None,
+                    help="also time ember C under ember.compile(..., mode=MODE)")
     ap.add_argument("--skip", default="", help="comma list of: train,infer,compile")
     args = ap.parse_args()
     if args.child:
@@ -295,13 +389,18 @@ def main() -> None:
     torch.set_num_threads(2)
     ember.set_num_threads(2)
     if args.profile:
-        profile()
+        profile(args.mode)
         return
+    if args.kernels:
+        kernels(args.mode)
+        return
+    if args.cpu_time:
+        TIMER.update(fn=cpu_time_per_call, what="median CPU time")
     skip = set(args.skip.split(","))
     if "train" not in skip:
-        training(args.rounds, args.check_steps)
+        training(args.rounds, args.check_steps, args.mode)
     if "infer" not in skip:
-        inference(args.rounds)
+        inference(args.rounds, args.mode)
     if "compile" not in skip:
         compile_times()
 

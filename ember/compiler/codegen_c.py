@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ember.compiler import lower_attention
+from ember.compiler import lower_attention, lower_index
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.codegen_prefetch import fits_prefetch, next_row_prefetch
 from ember.compiler.codegen_scan import scan_kernel
@@ -228,6 +228,14 @@ def profile_label(seg: Segment, k: Kernel) -> str:
             kind = "reduction, reduced loops outside"
     elif isinstance(k, Im2colKernel):
         kind = "col2im" if k.col2im else "im2col"
+    elif isinstance(k, lower_attention.AttentionKernel):
+        kind = (f"attention{' backward' if k.backward else ''} {'x'.join(map(str, k.batch))} "
+                f"heads, L={k.L} S={k.S} E={k.E}")
+    elif isinstance(k, lower_index.IndexKernel):
+        kind = (f"{'scatter-add' if k.scatter else 'gather'} {k.rows} rows x {k.cols}, "
+                f"{k.num} weights")
+    elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
+        kind = type(k).__name__
     else:
         kind = "pointwise " + ("x".join(str(n) for n in k.ranges) or "scalar")
     return f"{seg.entry}:{k.name} {' '.join(k.ops)} ({kind})"
@@ -711,6 +719,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return scan_kernel(k, program, openmp, _omp_for, _declare_ints, _INTS)
     if isinstance(k, lower_attention.AttentionKernel):
         return lower_attention.kernel_source(k)
+    if isinstance(k, lower_index.IndexKernel):
+        return lower_index.kernel_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -756,8 +766,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        checks = (isinstance(k, (ReduceKernel, lower_attention.AttentionKernel))
-                  and k.has_checks())
+        checks = (isinstance(k, (ReduceKernel, lower_attention.AttentionKernel,
+                                 lower_index.IndexKernel)) and k.has_checks())
         if slot is not None:
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"
                          f"{call}; EMBER_PROF_END_({slot + j});"

@@ -15,6 +15,8 @@ Nodes are taken in graph order:
   ``GemmKernel``/``Im2colKernel`` with fused epilogues (``lower_gemm.py``);
   ``scaled_dot_product_attention`` and its backward an ``AttentionKernel``
   (``lower_attention.py``); ``reshape_copy``/``cat`` copy kernels (``lower_copy.py``);
+  ``embedding`` a gather and ``embedding_backward`` a scatter-add ``IndexKernel``,
+  ``basic_index_backward`` zeros and a copy kernel (``lower_index.py``);
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
   (each one with ``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=3``; a count per op with
@@ -31,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler import lower_attention, lower_copy, lower_reduce, lower_scan
+from ember.compiler import lower_attention, lower_copy, lower_index, lower_reduce, lower_scan
 from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
@@ -192,6 +194,10 @@ class Lowering:
                 return
         elif n.op.name in lower_copy.COPY_OPS:
             reason = lower_copy.lower(self, i, n)
+            if reason is None:
+                return
+        elif n.op.name in lower_index.INDEX_OPS:
+            reason = lower_index.lower(self, i, n)
             if reason is None:
                 return
         elif n.op.name in lower_attention.ATTENTION_OPS:
