@@ -415,9 +415,9 @@ EMBER_INLINE float ember_erfcf(float x) { return (float)ember_erfcd((double)x); 
  * chain).  exp(-z*z) comes from x itself: z*z = (hi + lo) / 2 with hi + lo = x*x exactly, and
  * exp(-(hi + lo)/2) = exp(-hi/2) (1 - lo/2), so the argument carries no rounding error (a
  * rounded z*z cost ~z*z ulp of the result in the lower tail).  Max 6 float ulp vs SciPy's
- * float64 ndtr over the whole line; within 3 ulp of eager (same operations and order but the
- * exp; eager emulates the fma steps in float64).  Without a fast fma the Horner steps round
- * twice (within 6 ulp of eager).  |x| is capped at 15 (exp(-112.5) rounds to 0); NaN is
+ * float64 ndtr over the whole line; within 6 ulp of eager, which runs the same operations in
+ * the same order but with NumPy's exp and R's Horner steps unfused (an fma in Horner changes
+ * R's last bits; 3 ulp on a target without fma, where EMBER_FMAF is unfused too).  |x| is capped at 15 (exp(-112.5) rounds to 0); NaN is
  * selected at the end.  double: the double erfc kernel. */
 EMBER_INLINE float ember_normal_cdff(float x) {
     float ax = __builtin_fabsf(x);
