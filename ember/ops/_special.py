@@ -162,7 +162,6 @@ def normal_cdf_f32(x: np.ndarray) -> np.ndarray:
         poly += c
         poly *= v
     poly += _PHI_R[-1]                               # R(t)
-    poly *= t
     hi = np.multiply(a, a)
     lo = np.square(a, dtype=np.float64)
     lo -= hi
@@ -172,7 +171,8 @@ def normal_cdf_f32(x: np.ndarray) -> np.ndarray:
     lo *= -0.5
     lo *= ex
     ex += lo                                         # exp(-a*a / 2) = exp(-hi/2) (1 - lo/2)
-    poly *= ex                                       # erfc(a / sqrt 2)
+    ex *= t
+    poly *= ex                                       # erfc(a / sqrt 2) = (t exp) R
     np.subtract(2.0, poly, out=poly, where=x > 0)    # erfc(u) = 2 - erfc(-u), u = -x/sqrt 2
     poly *= 0.5
     return poly

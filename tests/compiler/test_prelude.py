@@ -324,7 +324,7 @@ def test_normal_cdf_float32_accuracy(request, build):
     # eager: the same operations but the exp and (with fma) the Horner steps' roundings
     eager = _special.normal_cdf_f32(x)
     diff = ulp_error(y, eager.astype(np.float64), np.float32)
-    assert diff.max() <= (6 if build == "native" else 3), (x[np.argmax(diff)], diff.max())
+    assert diff.max() <= (6 if build == "native" else 4), (x[np.argmax(diff)], diff.max())
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 15.0, -15.0, 40.0, -40.0, 1e-45,
                         -1e-45], np.float32)
     got = _call(lib, "m_normal_cdff", special)

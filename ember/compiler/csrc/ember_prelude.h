@@ -422,7 +422,7 @@ EMBER_INLINE float ember_erfcf(float x) { return (float)ember_erfcd((double)x); 
 EMBER_INLINE float ember_normal_cdff(float x) {
     float ax = __builtin_fabsf(x);
     float a = ember__self(__builtin_isless(ax, 15.0f), ax, 15.0f);   /* NaN: 15 (replaced) */
-    float t = 1.0f / (a * 0.35355338f + 1.0f);                       /* 1 / (1 + z/2) */
+    float t = 1.0f / (ax * 0.35355338f + 1.0f);   /* 1 / (1 + z/2); unclamped: inf gives 0 */
     float v = t - 0.5f;                                              /* R in t - 1/2 */
     float p = 0.043112155f;
     p = EMBER_FMAF(p, v, -0.017949885f);
@@ -443,7 +443,7 @@ EMBER_INLINE float ember_normal_cdff(float x) {
 #endif
     float ex = ember_expf(hi * -0.5f);
     ex = ex + (lo * -0.5f) * ex;                                     /* exp(-a*a / 2) */
-    float e = ((t * 0.5f) * p) * ex;                                 /* erfc(a / sqrt 2) / 2 */
+    float e = ((t * 0.5f) * ex) * p;      /* erfc(a / sqrt 2) / 2; R last (the longest chain) */
     float r = x > 0.0f ? 1.0f - e : e;       /* eager's (2 - erfc) / 2: halving is exact */
     return ember__self(x != x, x, r);
 }
