@@ -390,7 +390,7 @@ def _hardswish_d1(x: np.ndarray) -> np.ndarray:
 
 
 # C templates.  Both avoid the cancellation of 1 + erf / 1 + tanh for x < 0: the prelude's
-# ember_normal_cdf is Phi(x) = erfc(-x / sqrt 2) / 2 (in float, eager's float32 algorithm), and
+# ember_normal_cdf is Phi(x) = erfc(-x / sqrt 2) / 2 (in float, eager's float32 formula), and
 # 0.5 (1 + tanh(u)) = sigmoid(2u); both vectorize (libm's erf/tanh would not)
 _GELU_C = {"approximate": {
     "none": "({0} * ember_normal_cdf({0}))",

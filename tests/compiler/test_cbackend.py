@@ -82,6 +82,27 @@ def test_arithmetic_chain_is_exact(dtype):
     assert len(cg.program.kernels()) == 1 and cg.stats.fallback_count == 0
 
 
+def test_large_outputs_are_page_aligned():
+    """Buffers of 64 KiB and more start on a page (cbackend._empty): an output a few bytes after
+    its inputs modulo 4 KiB makes a loop's next loads wait on its pending stores (4K aliasing);
+    permuted (eager memory order) outputs too.  Values as eager."""
+    def f(x, w, b):
+        return ember.nn.functional.gelu(x * w + b) * ember.sigmoid(x)
+
+    x, w, b = randn(1 << 15), randn(1 << 15), randn(1 << 15)
+    got, want, cg = run_c(f, x, w, b)
+    assert_close(got, want, ulps=4)
+    assert got.numpy().ctypes.data % 4096 == 0
+    small = cbackend._empty((7, 3), np.float32)
+    assert small.shape == (7, 3) and small.dtype == np.float32
+    big = cbackend._empty((5, 4096), np.float64)
+    assert big.shape == (5, 4096) and big.flags.c_contiguous and big.ctypes.data % 4096 == 0
+    big[...] = 1.0                                 # the whole view is writable memory
+    t = randn(64, 512).transpose(0, 1)
+    got, want, _ = run_c(lambda a: (a * 2.0).exp(), t)
+    assert_close(got, want, ulps=4)
+
+
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
 def test_transcendental_chain(dtype):
     def f(x):
