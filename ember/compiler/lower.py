@@ -33,7 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler import lower_attention, lower_copy, lower_index, lower_reduce, lower_scan
+from ember.compiler import (
+    lower_attention,
+    lower_copy,
+    lower_index,
+    lower_random,
+    lower_reduce,
+    lower_scan,
+)
 from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
@@ -212,6 +219,10 @@ class Lowering:
             reason = lower_scan.lower(self, i, n)
             if reason is None:
                 return
+        elif n.op.name in lower_random.OPS:
+            reason = lower_random.lower(self, i, n)
+            if reason is None:
+                return
         else:
             reason = self._pointwise_reason(n)
             if reason is None:
@@ -383,11 +394,12 @@ class Lowering:
         stores = [x for x in g.body if type(x) is tuple]
         if not stores:
             return  # nothing leaves the group: dead code
-        if lower_reduce.as_epilogue(self, g):
+        if not lower_random.has_random(g) and lower_reduce.as_epilogue(self, g):
             return
         loads = [x for x in g.body if isinstance(x, _PendingLoad)]
         flat = all(p.geom.is_contiguous() for p in loads) and all(
             x[1].strides == contiguous_strides(g.shape) for x in stores)
+        lower_random.bind_indices(g, flat)
         ranges = g.shape
         loop_vars = ["i"] if flat else [f"i{d}" for d in range(len(ranges))]
         body = []
@@ -476,6 +488,8 @@ class Lowering:
         g = self.group
         if g is None or v.group is not g or g.shape != shape or v.buf is not None:
             return False
+        if lower_random.has_random(g):
+            return False  # its flat index needs the plain kernel's loop variables
         if v.strides != contiguous_strides(shape):
             return False  # eager keeps a permuted layout through softmax; the row kernel's is C
         if self.uses.get(src) != [i] or src in self.outputs:

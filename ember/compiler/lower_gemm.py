@@ -347,6 +347,8 @@ def _producer(kernels: list, j: int) -> GemmKernel | None:
 def _fusable(g: GemmKernel, k: Any) -> bool:
     if type(k) is not Kernel or k.order or tuple(k.ranges) != tuple(g.out.shape):
         return False
+    if any(op in ("dropout", "uniform") for op in k.ops):
+        return False  # a random op's flat index is the plain kernel's loop variables
     here = _here(g.out.shape, k.flat)
     reads = False
     for st in k.body:
