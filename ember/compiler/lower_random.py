@@ -23,7 +23,7 @@ import numpy as np
 from ember.compiler.graph import Sym
 from ember.compiler.loop_ir import COMPUTE_CTYPES, Index, Let, Op, contiguous_strides
 
-OPS = frozenset({"dropout", "uniform", "bernoulli"})
+OPS = frozenset({"dropout", "uniform", "normal", "bernoulli"})
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 
 
@@ -96,6 +96,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         return _dropout(lw, i, n)
     if n.op.name == "uniform":
         return _uniform(lw, i, n)
+    if n.op.name == "normal":
+        return _normal(lw, i, n)
     return _bernoulli(lw, i, n)
 
 
@@ -142,6 +144,34 @@ def _uniform(lw: Any, i: int, n: Any) -> str | None:
     return _emit(lw, i, n, shape, d, [], _round_to(d, v))
 
 
+def _normal(lw: Any, i: int, n: Any) -> str | None:
+    from ember.compiler.lower import _is_ref, _size
+    d = n.specs[0][1]
+    if d.np.name not in _FLOATS:
+        return f"dtype {d.name}"
+    shape = tuple(_size(m) for m in n.specs[0][0])
+    refs, parts = [], []
+    for a in n.args[:2]:
+        if _is_ref(a):
+            if lw._dtype(a) != d:
+                return "mean/std of another dtype"
+            parts.append(f"((double){{{len(refs)}}})")
+            refs.append(a)
+        elif _scalar_ok(a, (int, float)):
+            parts.append(_f64(a))
+        else:
+            return f"mean/std {a!r}"
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    ix = f"{{{len(refs)}}}"
+    if d.np.name == "float64":
+        z = f"ember_randn({seed}, {off}, {ix}, 2, ember_unit_f32)"
+    else:
+        unit = {"float32": "ember_unit_f32", "float16": "ember_unit_f16",
+                "bfloat16": "ember_unit_bf16"}[d.np.name]
+        z = f"ember_randn({seed}, {off}, {ix}, 1, {unit})"
+    return _emit(lw, i, n, shape, d, refs, _round_to(d, f"{parts[0]} + {parts[1]} * {z}"))
+
+
 def _bernoulli(lw: Any, i: int, n: Any) -> str | None:
     from ember.compiler.loop_ir import STORAGE_CTYPES
     from ember.compiler.lower import _is_ref
@@ -171,7 +201,7 @@ def _emit(lw: Any, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
         g = None
     if g is None:
         g = lw.group = _Group(shape)
-    args = [lw._lowp_operand(g, r, out_dt) for r in refs]
+    args = [lw._operand(g, r) for r in refs]
     ix = FlatIndex(shape)
     g.__dict__.setdefault("rand_idx", []).append(ix)
     name = g.local()

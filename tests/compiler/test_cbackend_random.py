@@ -176,3 +176,29 @@ def test_explicit_generator_advances():
     assert cbackend.last_compiled().stats.externs == 0
     for w, g in zip(want, got):
         assert_bits(g, w)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("form", ["floats", "tensors"])
+def test_normal(dt, form):
+    """float32/float16/bfloat16 bit for bit; float64 within 4 ulp (glibc's log/cos/sin vs
+    NumPy's, as the prelude's own normal test), with mean 0 so nothing cancels."""
+    f64 = dt == ember.float64
+    std = (ember.arange(1, 3 * 17 + 1, dtype=dt) / 8).reshape(3, 17)
+    mean = ember.zeros(3, 17, dtype=dt) if f64 else ember.full((3, 17), -0.75, dtype=dt)
+
+    def f(mean, std):
+        if form == "floats":
+            return ember.normal(0.0 if f64 else 0.5, 2.0, size=(3, 17), dtype=dt) * 2
+        return ember.normal(mean, std) * 2
+
+    builds = cbackend.BUILDS[0]
+    want, got = _twice(f, (mean, std))
+    assert cbackend.BUILDS[0] - builds == 1
+    cg = cbackend.last_compiled()
+    assert cg.stats.externs == 0, cg.stats.fallbacks
+    for w, g in zip(want, got):
+        if f64:
+            np.testing.assert_array_max_ulp(g.numpy(), w.numpy(), maxulp=4)
+        else:
+            assert_bits(g, w)
