@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from ember.compiler.graph import Sym
-from ember.compiler.loop_ir import COMPUTE_CTYPES, Index, Let, Op, contiguous_strides
+from ember.compiler.loop_ir import (
+    COMPUTE_CTYPES,
+    Index,
+    Let,
+    Op,
+    PointCheck,
+    contiguous_strides,
+)
 
 OPS = frozenset({"dropout", "uniform", "normal", "bernoulli"})
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -183,12 +190,16 @@ def _bernoulli(lw: Any, i: int, n: Any) -> str | None:
         return f"probability dtype {pd.name}"
     if d.np.name not in STORAGE_CTYPES:
         return f"output dtype {d.name}"
-    # eager raises for p outside [0, 1]: that check stays eager
-    return "probabilities are range-checked in eager"
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    tmpl = f"(ember_unit32(ember_philox_word({seed}, {off} + {{1}})) < (double){{0}})"
+    # eager raises for p outside [0, 1] (NaN included): the kernel reports it, the driver
+    # reruns the graph eagerly and eager raises its error
+    return _emit(lw, i, n, tuple(lw._shape(x)), d, [x], tmpl,
+                 check="(!(((double){0} >= 0.0) & ((double){0} <= 1.0)))")
 
 
 def _emit(lw: Any, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
-          tmpl: str) -> str | None:
+          tmpl: str, check: str | None = None) -> str | None:
     """Append ``tmpl`` (``{0}``.. the operands in ``refs``, then the flat index) as a Let of
     the open group (a new group of ``shape`` if it iterates another shape)."""
     from ember.compiler.lower import _Group, _Mat, _Pw
@@ -204,6 +215,8 @@ def _emit(lw: Any, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
     args = [lw._operand(g, r) for r in refs]
     ix = FlatIndex(shape)
     g.__dict__.setdefault("rand_idx", []).append(ix)
+    if check is not None:
+        g.body.append(PointCheck(Op("check", check, tuple(args))))
     name = g.local()
     expr = Op(n.op.name, tmpl, tuple(args) + (ix,))
     g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))

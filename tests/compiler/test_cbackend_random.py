@@ -202,3 +202,38 @@ def test_normal(dt, form):
             np.testing.assert_array_max_ulp(g.numpy(), w.numpy(), maxulp=4)
         else:
             assert_bits(g, w)
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: d.name)
+def test_bernoulli_bit_exact(dt):
+    p = (ember.arange(0, 4 * 11, dtype=ember.float32) / 43).reshape(4, 11).to(dt)
+
+    def f(p):
+        return ember.bernoulli(p * 1) + 1
+
+    builds = cbackend.BUILDS[0]
+    want, got = _twice(f, (p,))
+    assert cbackend.BUILDS[0] - builds == 1
+    cg = cbackend.last_compiled()
+    assert cg.stats.externs == 0, cg.stats.fallbacks
+    for w, g in zip(want, got):
+        assert_bits(g, w)
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.25, float("nan")])
+def test_bernoulli_out_of_range_raises_eagers_error(bad):
+    p = ember.full((3, 5), 0.5)
+
+    def f(p):
+        return ember.bernoulli(p) * 2
+
+    cf = ember.compile(f, backend="c")
+    cf(p)  # builds the C graph
+    assert cbackend.last_compiled().stats.externs == 0
+    q = p.clone()
+    q[1, 2] = bad
+    with pytest.raises(ember.errors.EmberRuntimeError) as want:
+        f(q)
+    with pytest.raises(ember.errors.EmberRuntimeError) as got:
+        cf(q)
+    assert str(got.value) == str(want.value)
