@@ -237,3 +237,16 @@ def test_bernoulli_out_of_range_raises_eagers_error(bad):
     with pytest.raises(ember.errors.EmberRuntimeError) as got:
         cf(q)
     assert str(got.value) == str(want.value)
+
+
+def test_dropout_kernel_vectorizes():
+    """The generated dropout loop (Philox inlined per element) is vectorized by gcc with the
+    backend's flags (gcc's -fopt-info-vec report names the kernel's loop line)."""
+    from ember.compiler import cprelude
+    x = ember.randn(1 << 12)
+    src = cbackend.codegen(lambda x: F.dropout(x * 2, 0.1), x)
+    lines = src.splitlines()
+    start = max(j for j, ln in enumerate(lines) if ln.startswith("/* mul dropout */"))
+    loop = next(j for j in range(start, len(lines)) if "for (int64_t i = 0;" in lines[j]) + 1
+    _, info = cprelude.build_test_lib(src, opt_info=True)
+    assert any(f":{loop}:" in ln and "loop vectorized" in ln for ln in info.splitlines()), info
