@@ -250,3 +250,26 @@ def test_dropout_kernel_vectorizes():
     loop = next(j for j in range(start, len(lines)) if "for (int64_t i = 0;" in lines[j]) + 1
     _, info = cprelude.build_test_lib(src, opt_info=True)
     assert any(f":{loop}:" in ln and "loop vectorized" in ln for ln in info.splitlines()), info
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: d.name)
+def test_dropout_dynamic_sizes_and_p(dt):
+    """Under dynamic=True the sizes and p are runtime scalars too (the scale 1 / (1 - p) is then
+    rounded to the dtype in C): still bit for bit, one build for every call below."""
+    def f(x, p):
+        return F.dropout(x, p, training=True)
+
+    cf = ember.compile(f, backend="c", dynamic=True)
+    builds = None
+    for k, (shape, p) in enumerate([((4, 6), 0.3), ((5, 3), 0.7), ((2, 9), 0.1),
+                                    ((3, 3), 1.0)]):
+        x = _input(dt, shape, seed=k)
+        ember.manual_seed(40 + k)
+        want = f(x, p)
+        ember.manual_seed(40 + k)
+        got = cf(x, p)
+        assert_bits(got, want)
+        if builds is None:
+            builds = cbackend.BUILDS[0]
+        assert cbackend.last_compiled().stats.externs == 0
+    assert cbackend.BUILDS[0] == builds
