@@ -273,3 +273,27 @@ def test_dropout_dynamic_sizes_and_p(dt):
             builds = cbackend.BUILDS[0]
         assert cbackend.last_compiled().stats.externs == 0
     assert cbackend.BUILDS[0] == builds
+
+
+def test_dropout_next_to_gemm_reduction_and_softmax():
+    """A group holding a random op stays a plain kernel (its flat index is the plain loop's):
+    not a GEMM epilogue, a reduction's prologue or a row kernel's producer; the neighbours'
+    own C kernels (different summation order) keep the comparison to a tolerance, the dropped
+    elements must be the same ones."""
+    rs = np.random.RandomState(5)
+    x = ember.tensor(rs.standard_normal((6, 8)))
+    w = ember.tensor(rs.standard_normal((8, 10)))
+
+    def f(x, w):
+        h = F.dropout(x @ w, 0.3, training=True)
+        s = F.dropout(F.softmax(x, -1), 0.2, training=True)
+        r = F.dropout(x * 2, 0.4, training=True).sum(-1)
+        return h, s, r, F.softmax(F.dropout(x, 0.5, training=True), -1)
+
+    want, got = _twice(f, (x, w), calls=2)
+    assert cbackend.last_compiled().stats.externs == 0, cbackend.last_compiled().stats.fallbacks
+    for ws, gs in zip(want, got):
+        for a, b in zip(ws, gs):
+            a, b = a.numpy(), b.numpy()
+            np.testing.assert_array_equal(a == 0, b == 0)
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
