@@ -17,6 +17,8 @@ Nodes are taken in graph order:
   (``lower_attention.py``); ``reshape_copy``/``cat`` copy kernels (``lower_copy.py``);
   ``embedding`` a gather and ``embedding_backward`` a scatter-add ``IndexKernel``,
   ``basic_index_backward`` zeros and a copy kernel (``lower_index.py``);
+* ``dropout``, ``uniform``, ``normal`` and ``bernoulli`` join the open group like pointwise ops,
+  drawing element ``i`` from the Philox stream as eager does (``lower_random.py``);
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
   (each one with ``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=3``; a count per op with

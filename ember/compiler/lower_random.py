@@ -1,7 +1,9 @@
 """Random ops as pointwise C (docs/compiler.md "Philox in C").
 
 ``dropout`` (forward and backward: the backward is dropout of the gradient with the same
-params), ``uniform`` and ``bernoulli`` join the open fusion group like a pointwise op.  Element
+params), ``uniform``, ``normal`` and ``bernoulli`` join the open fusion group like a pointwise
+op; bernoulli's range check of ``p`` is a ``PointCheck`` (the kernel returns 1, the driver
+reruns eagerly and eager raises).  Element
 ``i`` (its flat index in C order of the output, whatever the loop order) is computed from
 ``(seed, offset, i)`` by the prelude's Philox helpers exactly as the eager op draws it from the
 stream (docs/random.md), so compiled results equal eager bit for bit.  ``seed``/``offset`` are
