@@ -613,7 +613,7 @@ def _omp_for(iterations: str, simd: bool = False) -> str:
     return f"#pragma omp parallel for num_threads(ember_num_threads) if({cond})"
 
 
-def omp_loops(loops: list, ind: str, openmp: bool) -> tuple:
+def omp_loops(loops: list, ind: str, openmp: bool, err: bool = False) -> tuple:
     """Lines opening the loops ``(variable, range)`` of a pointwise kernel or a GEMM epilogue
     (outermost first), and the indent inside them.  With OpenMP the outer loop is split over
     the threads and the innermost one is marked ``simd``: gcc moves a parallel loop into an
@@ -624,11 +624,12 @@ def omp_loops(loops: list, ind: str, openmp: bool) -> tuple:
     ``parallel for`` already relies on), so ``simd`` changes no result."""
     out = []
     total = " * ".join(f"(int64_t)({n})" for _, n in loops)
+    red = " reduction(|:err_)" if err else ""  # ``err``: the body or-s its checks into err_
     for d, (v, n) in enumerate(loops):
         if openmp and d == 0:
-            out.append(f"{ind}{_omp_for(f'({total})', simd=len(loops) == 1)}")
+            out.append(f"{ind}{_omp_for(f'({total})', simd=len(loops) == 1)}{red}")
         elif openmp and d == len(loops) - 1:
-            out.append(f"{ind}#pragma omp simd")
+            out.append(f"{ind}#pragma omp simd{red}")
         out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
         ind += "  "
     return out, ind
@@ -725,15 +726,18 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    checks = k.has_checks()  # input checks (lower_random's bernoulli): returns 1 when bad
     lines = [f"/* {' '.join(k.ops)} */",
-             f"static void {k.name}({', '.join(params)}) {{", _INTS,
-             "  (void)ints; (void)floats;"]
-    loops, ind = omp_loops(k.loops(), "  ", openmp and bool(k.ranges))
+             f"static {'int' if checks else 'void'} {k.name}({', '.join(params)}) {{", _INTS,
+             "  (void)ints; (void)floats;"] + (["  int err_ = 0;"] if checks else [])
+    loops, ind = omp_loops(k.loops(), "  ", openmp and bool(k.ranges), checks)
     lines += loops
     lines.extend(f"{ind}{st}" for st in k.body)
     for _ in k.loop_vars():
         ind = ind[:-2]
         lines.append(f"{ind}}}")
+    if checks:
+        lines.append("  return err_;")
     lines.append("}")
     return _declare_ints(lines, program)
 
@@ -767,7 +771,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, lower_attention.AttentionKernel,
-                                 lower_index.IndexKernel)) and k.has_checks())
+                                 lower_index.IndexKernel)) and k.has_checks()) or (
+            type(k) is Kernel and k.has_checks())
         if slot is not None:
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"
                          f"{call}; EMBER_PROF_END_({slot + j});"

@@ -254,6 +254,18 @@ class Store:
         return self.buf.store(self.index, str(self.expr))
 
 
+@dataclass(frozen=True)
+class PointCheck:
+    """An input check in a pointwise kernel: where ``expr`` is true the kernel returns 1 and
+    the driver reruns the graph eagerly, which raises eager's exact error (bernoulli's
+    probabilities outside [0, 1])."""
+
+    expr: Expr
+
+    def __str__(self) -> str:
+        return f"err_ |= ({self.expr}) != 0;"
+
+
 # ------------------------------------------------------------------------------ kernels, steps
 @dataclass(eq=False)
 class Kernel:
@@ -279,6 +291,9 @@ class Kernel:
         if self.flat or not self.order:
             return pairs
         return [pairs[d] for d in self.order]
+
+    def has_checks(self) -> bool:
+        return any(isinstance(st, PointCheck) for st in self.body)
 
     def buffers(self) -> tuple[list, list]:
         """(loaded buffers, stored buffers), each in first-use order."""

@@ -17,6 +17,8 @@ Nodes are taken in graph order:
   (``lower_attention.py``); ``reshape_copy``/``cat`` copy kernels (``lower_copy.py``);
   ``embedding`` a gather and ``embedding_backward`` a scatter-add ``IndexKernel``,
   ``basic_index_backward`` zeros and a copy kernel (``lower_index.py``);
+* ``dropout``, ``uniform``, ``normal`` and ``bernoulli`` join the open group like pointwise ops,
+  drawing element ``i`` from the Philox stream as eager does (``lower_random.py``);
 * anything else is an ``Extern`` step: the node's eager NumPy kernel runs from Python between
   two C entry functions.  Every extern is a fallback: it is counted in ``LowerStats`` and logged
   (each one with ``EMBER_LOGS=fallbacks`` or ``EMBER_DEBUG>=3``; a count per op with
@@ -33,7 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler import lower_attention, lower_copy, lower_index, lower_reduce, lower_scan
+from ember.compiler import (
+    lower_attention,
+    lower_copy,
+    lower_index,
+    lower_random,
+    lower_reduce,
+    lower_scan,
+)
 from ember.compiler.cprelude import lowp_variants
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
@@ -212,6 +221,10 @@ class Lowering:
             reason = lower_scan.lower(self, i, n)
             if reason is None:
                 return
+        elif n.op.name in lower_random.OPS:
+            reason = lower_random.lower(self, i, n)
+            if reason is None:
+                return
         else:
             reason = self._pointwise_reason(n)
             if reason is None:
@@ -383,11 +396,12 @@ class Lowering:
         stores = [x for x in g.body if type(x) is tuple]
         if not stores:
             return  # nothing leaves the group: dead code
-        if lower_reduce.as_epilogue(self, g):
+        if not lower_random.has_random(g) and lower_reduce.as_epilogue(self, g):
             return
         loads = [x for x in g.body if isinstance(x, _PendingLoad)]
         flat = all(p.geom.is_contiguous() for p in loads) and all(
             x[1].strides == contiguous_strides(g.shape) for x in stores)
+        lower_random.bind_indices(g, flat)
         ranges = g.shape
         loop_vars = ["i"] if flat else [f"i{d}" for d in range(len(ranges))]
         body = []
@@ -476,6 +490,8 @@ class Lowering:
         g = self.group
         if g is None or v.group is not g or g.shape != shape or v.buf is not None:
             return False
+        if lower_random.has_random(g):
+            return False  # its flat index needs the plain kernel's loop variables
         if v.strides != contiguous_strides(shape):
             return False  # eager keeps a permuted layout through softmax; the row kernel's is C
         if self.uses.get(src) != [i] or src in self.outputs:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from ember.compiler import lower_random
 from ember.compiler.loop_ir import (
     CTYPES,
     Buffer,
@@ -347,6 +348,8 @@ def _producer(kernels: list, j: int) -> GemmKernel | None:
 def _fusable(g: GemmKernel, k: Any) -> bool:
     if type(k) is not Kernel or k.order or tuple(k.ranges) != tuple(g.out.shape):
         return False
+    if any(op in lower_random.OPS for op in k.ops):
+        return False  # a random op's flat index is the plain kernel's loop variables
     here = _here(g.out.shape, k.flat)
     reads = False
     for st in k.body:

@@ -235,6 +235,8 @@ def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
     g = lw.group
     if g is None or v.group is not g or g.shape != shape or v.buf is not None:
         return False
+    if g.__dict__.get("rand_idx"):
+        return False  # a random op's flat index needs the plain kernel's loop variables
     from ember.compiler.lower import _size
 
     def ok(c: int) -> bool:  # a later pointwise consumer of the same shape recomputes it
