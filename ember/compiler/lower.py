@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,22 @@ from ember.compiler.loop_ir import (
 )
 from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
 from ember.config import config
+
+# the ops lowered by a dedicated module, each with the function that lowers one node (returning
+# None when lowered, else the reason it stays an extern); other ops are pointwise or externs
+_LOWER_BY_OP: dict[str, Callable[[Any, int, Any], str | None]] = {
+    name: lower
+    for names, lower in (
+        (GEMM_OPS, lower_gemm),
+        (lower_copy.COPY_OPS, lower_copy.lower),
+        (lower_index.INDEX_OPS, lower_index.lower),
+        (lower_attention.ATTENTION_OPS, lower_attention.lower),
+        (lower_reduce.HANDLED, lower_reduce.lower),
+        (lower_scan.HANDLED, lower_scan.lower),
+        (lower_random.OPS, lower_random.lower),
+    )
+    for name in names
+}
 
 # integer division by zero raises in eager (data-dependent): these stay eager for integers
 _INT_ZERO_RAISES = frozenset({"div_trunc", "div_floor", "remainder", "fmod"})
@@ -197,32 +214,8 @@ class Lowering:
             if self._view(i, n):
                 return
             reason = "view geometry not computable (dynamic size or copy)"
-        elif n.op.name in GEMM_OPS:
-            reason = lower_gemm(self, i, n)
-            if reason is None:
-                return
-        elif n.op.name in lower_copy.COPY_OPS:
-            reason = lower_copy.lower(self, i, n)
-            if reason is None:
-                return
-        elif n.op.name in lower_index.INDEX_OPS:
-            reason = lower_index.lower(self, i, n)
-            if reason is None:
-                return
-        elif n.op.name in lower_attention.ATTENTION_OPS:
-            reason = lower_attention.lower(self, i, n)
-            if reason is None:
-                return
-        elif n.op.name in lower_reduce.HANDLED:
-            reason = lower_reduce.lower(self, i, n)
-            if reason is None:
-                return
-        elif n.op.name in lower_scan.HANDLED:
-            reason = lower_scan.lower(self, i, n)
-            if reason is None:
-                return
-        elif n.op.name in lower_random.OPS:
-            reason = lower_random.lower(self, i, n)
+        elif n.op.name in _LOWER_BY_OP:
+            reason = _LOWER_BY_OP[n.op.name](self, i, n)
             if reason is None:
                 return
         else:
@@ -415,19 +408,35 @@ class Lowering:
                                   Local(v.local)))
             else:
                 body.append(x)
-        if self.segment is None:
-            self.segment = Segment("ember_entry" if not self.program_segments() else
-                                   f"ember_entry_{self.program_segments()}")
+        self._open_segment()
         order: tuple = ()
         lay = stores[0][1].strides
         if not flat and all(type(x) is int for x in lay) and list(lay) != sorted(lay)[::-1]:
             order = tuple(sorted(range(len(lay)), key=lambda d: -lay[d]))
-        k = Kernel(f"kernel{sum(len(s.kernels) for s in self._segments())}", ranges, body, flat,
+        k = Kernel(self._kernel_name(), ranges, body, flat,
                    list(g.ops), order)
         self.segment.kernels.append(k)
         self.stats.kernels += 1
         _log("fusion", f"{k.name}: {len(g.ops)} ops fused over {list(ranges)}"
              f"{' (flat)' if flat else ''}: {' '.join(g.ops)}", 3)
+
+    def _open_segment(self) -> Segment:
+        """The segment kernels are appended to, opened (``ember_entry``, ``ember_entry_1``, ...)
+        when none is."""
+        if self.segment is None:
+            k = self.program_segments()
+            self.segment = Segment("ember_entry" if not k else f"ember_entry_{k}")
+        return self.segment
+
+    def _kernel_name(self) -> str:
+        """The next kernel's name, ``kernel<N>`` with N counting the kernels of all segments."""
+        return f"kernel{sum(len(s.kernels) for s in self._segments())}"
+
+    def _bind(self, i: int, j: int, buf: Buffer, geom: Geometry, dt: Any) -> None:
+        """Output ``j`` of node ``i`` is ``buf`` (seen through ``geom``), stored by a kernel."""
+        ref = ("n", i, j)
+        self.vals[ref] = _Mat(buf, geom, dt)
+        self.sources[ref] = ("buf", buf)
 
     def _segments(self) -> list:
         segs = [s for s in self.steps if isinstance(s, Segment)]
@@ -471,16 +480,12 @@ class Lowering:
         for m in shape[:-1]:
             rows = s_mul(rows, m)
         out = self._buffer(v.dtype, shape, "temp")
-        if self.segment is None:
-            self.segment = Segment("ember_entry" if not self.program_segments() else
-                                   f"ember_entry_{self.program_segments()}")
-        k = RowKernel(f"kernel{sum(len(s.kernels) for s in self._segments())}", n.op.name,
+        self._open_segment()
+        k = RowKernel(self._kernel_name(), n.op.name,
                       rows, shape[-1], buf, offset, out, [n.op.name])
         self.segment.kernels.append(k)
         self.stats.kernels += 1
-        ref = ("n", i, 0)
-        self.vals[ref] = _Mat(out, Geometry.contiguous(shape), v.dtype)
-        self.sources[ref] = ("buf", out)
+        self._bind(i, 0, out, Geometry.contiguous(shape), v.dtype)
         _log("fusion", f"{k.name}: {n.op.name} over rows of {list(shape)}", 3)
         return True
 
@@ -511,17 +516,13 @@ class Lowering:
         for m in shape[:-1]:
             rows = s_mul(rows, m)
         out = self._buffer(v.dtype, shape, "temp")
-        if self.segment is None:
-            self.segment = Segment("ember_entry" if not self.program_segments() else
-                                   f"ember_entry_{self.program_segments()}")
-        k = RowKernel(f"kernel{sum(len(s.kernels) for s in self._segments())}", n.op.name,
+        self._open_segment()
+        k = RowKernel(self._kernel_name(), n.op.name,
                       rows, shape[-1], None, 0, out, list(g.ops) + [n.op.name], prologue,
                       v.local, tuple(shape[:-1]))
         self.segment.kernels.append(k)
         self.stats.kernels += 1
-        ref = ("n", i, 0)
-        self.vals[ref] = _Mat(out, Geometry.contiguous(shape), v.dtype)
-        self.sources[ref] = ("buf", out)
+        self._bind(i, 0, out, Geometry.contiguous(shape), v.dtype)
         _log("fusion", f"{k.name}: {' '.join(k.ops)} fused into one row kernel over "
              f"{list(shape)}", 3)
         return True
@@ -567,9 +568,7 @@ class Lowering:
                 shape = tuple(names)
             b = self._buffer(dt, tuple(shape), "extern")
             outs.append(b)
-            ref = ("n", i, j)
-            self.vals[ref] = _Mat(b, Geometry.contiguous(tuple(shape)), dt)
-            self.sources[ref] = ("buf", b)
+            self._bind(i, j, b, Geometry.contiguous(tuple(shape)), dt)
         self.steps.append(Extern(i, n, outs, reason))
         self.stats.externs += 1
         self.stats.fallbacks.append(f"{n.op.name}: {reason}")

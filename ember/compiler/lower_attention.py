@@ -93,7 +93,7 @@ class AttentionKernel:
 def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower node ``i`` (sdpa or its backward) into ``lw``'s open segment; None, or why not."""
     from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize, _open_segment
+    from ember.compiler.lower_gemm import _materialize
 
     backward = n.op.name == "scaled_dot_product_attention_backward"
     args = list(n.args)
@@ -140,8 +140,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         return MatOperand(m.buf, m.geom.offset, st[:-2], st[-2], st[-1])
 
     lw._close_group()
-    _open_segment(lw)
-    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    lw._open_segment()
+    kname = lw._kernel_name()
     shapes = [batch + (n_l, n_e), batch + (n_s, n_e), batch + (n_s, n_ev),
               batch + (n_l, n_s)] if backward else [batch + (n_l, n_ev)]
     outs: list = []
@@ -152,8 +152,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
             continue
         b = lw._buffer(dt, shape, "temp")
         outs.append(b)
-        lw.vals[ref] = L._Mat(b, Geometry.contiguous(shape), dt)
-        lw.sources[ref] = ("buf", b)
+        lw._bind(i, j, b, Geometry.contiguous(shape), dt)
     ak = AttentionKernel(kname, backward, operand(q), operand(k), operand(v),
                          None if mask is None else operand(mask),
                          None if g is None else operand(g), outs, batch, n_l, n_s, n_e, n_ev,

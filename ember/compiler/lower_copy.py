@@ -30,7 +30,7 @@ COPY_OPS = frozenset({"reshape_copy", "cat"})
 def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower node ``i`` (reshape_copy or cat) into ``lw``'s open segment; None, or why not."""
     from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize, _open_segment
+    from ember.compiler.lower_gemm import _materialize
 
     if any(not L._is_ref(a) for a in n.args):
         return "a non-tensor operand"
@@ -57,7 +57,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         if type(dim) is not int or not 0 <= dim < len(out_shape):
             return "cat dim"
     lw._close_group()
-    _open_segment(lw)
+    lw._open_segment()
     out = lw._buffer(dt, out_shape, "temp")
     ct = COMPUTE_CTYPES[dt.np.name]
     if n.op.name == "reshape_copy":
@@ -77,11 +77,9 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         dst = Index(offset, tuple((v, s) for v, s, k in zip(loop_vars, strides, shape)
                                   if k != 1))
         body = [Let("t0", ct, Load(m.buf, src)), Store(out, dst, Local("t0"))]
-        kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+        kname = lw._kernel_name()
         lw.segment.kernels.append(Kernel(kname, shape, body, False, [n.op.name]))
         lw.stats.kernels += 1
-    ref = ("n", i, 0)
-    lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), dt)
-    lw.sources[ref] = ("buf", out)
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     L._log("fusion", f"{n.op.name} as {len(pieces)} copy kernel(s)", 3)
     return None

@@ -36,7 +36,6 @@ from ember.compiler.loop_ir import (
     MatOperand,
     Op,
     Program,
-    Segment,
     Store,
     contiguous_strides,
     s_mul,
@@ -86,15 +85,13 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
         out_shape = batch + (m, nn)
     lw._close_group()  # operands stored by the segment's earlier kernels
     out = lw._buffer(out_dt, out_shape, "temp")
-    _open_segment(lw)
-    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    lw._open_segment()
+    kname = lw._kernel_name()
     gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name])
     _bias_epilogue(gk, n, mats, out_shape)
     lw.segment.kernels.append(gk)
     lw.stats.kernels += 1
-    ref = ("n", i, 0)
-    lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), out_dt)
-    lw.sources[ref] = ("buf", out)
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), out_dt)
     L._log("fusion", f"{kname}: {name} as a GEMM, batch {list(gk.batch)}, m={gk.m} n={nn} "
            f"k={k}", 3)
     return None
@@ -132,13 +129,13 @@ def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
         pp *= v
     cgk = (c // g) * kk
     lw._close_group()
-    seg = _open_segment(lw)
+    seg = lw._open_segment()
     cols = lw._buffer(dt, (nb, c, kk, pp), "temp")
-    name = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    name = lw._kernel_name()
     seg.kernels.append(Im2colKernel(name, x.buf, x.geom, cols, tuple(kern), tuple(p["stride"]),
                                     tuple(lo for lo, _ in p["padding"]), tuple(p["dilation"]),
                                     tuple(spatial), ["im2col"]))
-    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    kname = lw._kernel_name()
     if grad:
         # eager: per (sample, group) g[n, g] (Og x P) @ cols[n, g]^T, then a sum over samples
         prod = lw._buffer(dt, (nb, o * cgk), "temp")
@@ -157,9 +154,7 @@ def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
         seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk,
                                       ["convolution"]))
         lw.stats.kernels += 2
-    ref = ("n", i, 0)
-    lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), dt)
-    lw.sources[ref] = ("buf", out)
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     L._log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
            f"{o // g}x{cgk} by {cgk}x{pp})", 3)
     return None
@@ -193,9 +188,9 @@ def _conv_input_grad(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None
         pp *= v
     cgk = (c // g) * kk
     lw._close_group()
-    seg = _open_segment(lw)
+    seg = lw._open_segment()
     cols = lw._buffer(dt, (nb, c, kk, pp), "temp")
-    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    kname = lw._kernel_name()
     a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * ws[0]), 1, ws[0])
     b = MatOperand(gy.buf, gy.geom.offset, (gs[0], (o // g) * gs[1]), gs[1], gs[-1])
     seg.kernels.append(GemmKernel(kname, a, b, cols, (nb, g), cgk, pp, o // g,
@@ -206,9 +201,7 @@ def _conv_input_grad(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None
                                     tuple(p["stride"]), tuple(lo for lo, _ in p["padding"]),
                                     tuple(p["dilation"]), spatial, ["col2im"], col2im=True))
     lw.stats.kernels += 2
-    ref = ("n", i, 0)
-    lw.vals[ref] = L._Mat(out, Geometry.contiguous(in_shape), dt)
-    lw.sources[ref] = ("buf", out)
+    lw._bind(i, 0, out, Geometry.contiguous(in_shape), dt)
     L._log("fusion", f"{kname}, {name}: conv_input_grad as GEMM + col2im", 3)
     return None
 
@@ -226,13 +219,6 @@ def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kerne
         acc = f"t{j}"
     body.append(Store(dst, here, Local(acc)))
     return Kernel(name, tuple(dst.shape), body, True, ["sum"])
-
-
-def _open_segment(lw: Any) -> Segment:
-    if lw.segment is None:
-        segs = lw.program_segments()
-        lw.segment = Segment("ember_entry" if not segs else f"ember_entry_{segs}")
-    return lw.segment
 
 
 def _materialize(lw: Any, r: tuple) -> Any:

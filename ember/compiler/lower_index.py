@@ -99,7 +99,7 @@ def _static(*geoms: Geometry) -> bool:
 
 def _embedding(lw: Any, i: int, n: Any) -> str | None:
     from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize, _open_segment
+    from ember.compiler.lower_gemm import _materialize
 
     scatter = n.op.name == "embedding_backward"
     if any(not L._is_ref(a) for a in n.args):
@@ -131,15 +131,13 @@ def _embedding(lw: Any, i: int, n: Any) -> str | None:
             return "weight is not 2-D"
         num, cols = src.geom.shape
     lw._close_group()
-    _open_segment(lw)
+    lw._open_segment()
     out = lw._buffer(dt, out_shape, "temp")
-    kname = f"kernel{sum(len(s.kernels) for s in lw._segments())}"
+    kname = lw._kernel_name()
     lw.segment.kernels.append(IndexKernel(kname, scatter, src.buf, src.geom, idx.buf, idx.geom,
                                           out, int(num), int(cols), [n.op.name]))
     lw.stats.kernels += 1
-    ref = ("n", i, 0)
-    lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), dt)
-    lw.sources[ref] = ("buf", out)
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     L._log("fusion", f"{kname}: {n.op.name} as one {'scatter-add' if scatter else 'gather'} "
            f"kernel", 3)
     return None
@@ -162,7 +160,7 @@ def _region(shape: tuple, spec: tuple) -> Geometry | None:
 
 def _basic_backward(lw: Any, i: int, n: Any) -> str | None:
     from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize, _open_segment
+    from ember.compiler.lower_gemm import _materialize
 
     out_shape, dt = n.specs[0]
     out_shape = tuple(out_shape)
@@ -177,7 +175,7 @@ def _basic_backward(lw: Any, i: int, n: Any) -> str | None:
     if region is None or tuple(region.shape) != tuple(g.geom.shape) or not _static(g.geom):
         return "index region not computable"
     lw._close_group()
-    _open_segment(lw)
+    lw._open_segment()
     out = lw._buffer(dt, out_shape, "temp")
     ct = COMPUTE_CTYPES[dt.np.name]
     nk = sum(len(s.kernels) for s in lw._segments())
@@ -194,9 +192,7 @@ def _basic_backward(lw: Any, i: int, n: Any) -> str | None:
                 Store(out, dst, Local("t0"))]
         lw.segment.kernels.append(Kernel(f"kernel{nk + 1}", shape, body, False, [n.op.name]))
     lw.stats.kernels += 1 + (0 not in shape)
-    ref = ("n", i, 0)
-    lw.vals[ref] = L._Mat(out, Geometry.contiguous(out_shape), dt)
-    lw.sources[ref] = ("buf", out)
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     L._log("fusion", f"{n.op.name} as zeros and a copy kernel", 3)
     return None
 

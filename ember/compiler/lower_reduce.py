@@ -45,7 +45,6 @@ from ember.compiler.loop_ir import (
     Op,
     ReduceKernel,
     ReducePass,
-    Segment,
     Store,
     compute_ctype,
     contiguous_strides,
@@ -200,11 +199,9 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
             lw._close_group()
         value, ops = "x0", []
         prologue = [Let(value, ct, Load(v.buf, _index(v.geom, dim_vars)))]
-    if lw.segment is None:
-        k = lw.program_segments()
-        lw.segment = Segment("ember_entry" if not k else f"ember_entry_{k}")
+    lw._open_segment()
     inner = tuple(shape[d] for d in dims) or (1,)
-    kern = ReduceKernel(f"kernel{sum(len(s.kernels) for s in lw._segments())}",
+    kern = ReduceKernel(lw._kernel_name(),
                         tuple(shape[d] for d in kept), inner, ops=ops,
                         kept_inner=_unit_dim_kept(v, shape, dims))
     lw.segment.kernels.append(kern)
@@ -384,13 +381,10 @@ def _index(geom: Geometry, dim_vars: list) -> Index:
 
 
 def _out(lw: Any, i: int, j: int, shape: tuple, strides: tuple, dt: Any) -> Buffer:
-    from ember.compiler.lower import _Mat
     buf = lw._buffer(dt, shape, "temp")
     if strides != contiguous_strides(shape):
         buf.strides = strides
-    ref = ("n", i, j)
-    lw.vals[ref] = _Mat(buf, Geometry(shape, strides, 0), dt)
-    lw.sources[ref] = ("buf", buf)
+    lw._bind(i, j, buf, Geometry(shape, strides, 0), dt)
     return buf
 
 

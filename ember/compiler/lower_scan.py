@@ -19,7 +19,6 @@ from ember.compiler.loop_ir import (
     STORAGE_CTYPES,
     Geometry,
     ScanKernel,
-    Segment,
     contiguous_strides,
 )
 
@@ -29,7 +28,7 @@ HANDLED = frozenset({"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"})
 def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower scan node ``i`` (``n``); None, or why it stays eager."""
     from ember.compiler import lower_reduce
-    from ember.compiler.lower import _Mat, _Pw
+    from ember.compiler.lower import _Pw
     x = n.args[0]
     if not (type(x) is tuple and x and x[0] in ("i", "n")) or x not in lw.vals:
         return "input not lowered"
@@ -58,9 +57,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     oshape = tuple(geom.shape)  # SizeExprs (the specs hold the capture's sizes)
     if not geom.shape:  # a 0-d input is one element
         geom, dim = Geometry((1,), (0,), geom.offset), 0
-    if lw.segment is None:
-        k = lw.program_segments()
-        lw.segment = Segment("ember_entry" if not k else f"ember_entry_{k}")
+    lw._open_segment()
     outs = []
     layouts = _out_strides(n, v.geom, v.dtype)
     for j, (_, dt) in enumerate(n.specs):
@@ -68,11 +65,9 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         st = layouts[j] if layouts is not None else contiguous_strides(oshape)
         if st != contiguous_strides(oshape):
             buf.strides = st
-        ref = ("n", i, j)
-        lw.vals[ref] = _Mat(buf, Geometry(oshape, st, 0), dt)
-        lw.sources[ref] = ("buf", buf)
+        lw._bind(i, j, buf, Geometry(oshape, st, 0), dt)
         outs.append(buf)
-    kern = ScanKernel(f"kernel{sum(len(s.kernels) for s in lw._segments())}", n.op.name,
+    kern = ScanKernel(lw._kernel_name(), n.op.name,
                       v.buf, geom, dim, outs[0], outs[1] if len(outs) > 1 else None,
                       reverse, [n.op.name])
     lw.segment.kernels.append(kern)

@@ -23,20 +23,13 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
 from ember.config import config
+from tests.compiler.helpers import run_c
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
                                 reason="no C compiler")
 
 F = ember.nn.functional
-
-
-def run_c(fn, *args, dynamic=None):
-    got = ember.compile(fn, backend="c", fullgraph=True, dynamic=dynamic)(*args)
-    cg = cbackend.last_compiled()
-    want = fn(*args)
-    return got, want, cg
 
 
 def _t(x):

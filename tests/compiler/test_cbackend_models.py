@@ -24,20 +24,11 @@ import numpy as np
 import pytest
 
 import ember
-import ember.nn.functional as F
 from ember import demo, nn
 from ember.compiler import cbackend
+from tests.compiler.helpers import lm_step
 
 STEPS = 20
-
-
-def _step(m, opt, x, y):
-    out = m(x)
-    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
 
 
 def _mlp():
@@ -62,7 +53,7 @@ def _train(make, backend):
     ember.manual_seed(0)
     m, data = make()
     opt = ember.optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.01)
-    step = _step if backend is None else ember.compile(_step, backend=backend)
+    step = lm_step if backend is None else ember.compile(lm_step, backend=backend)
     losses = [step(m, opt, x, y).item() for x, y in data]
     return m, np.array(losses)
 

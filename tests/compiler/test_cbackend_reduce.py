@@ -23,19 +23,13 @@ from ember.compiler import cbackend
 from ember.compiler.codegen_c import generate
 from ember.compiler.lower import lower
 from ember.config import config
+from tests.compiler.helpers import run_c
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
                                 reason="no C compiler")
 
 GOLDEN = Path(__file__).parent / "golden"
 F = ember.nn.functional
-
-
-def run_c(fn, *args, dynamic=None):
-    got = ember.compile(fn, backend="c", fullgraph=True, dynamic=dynamic)(*args)
-    cg = cbackend.last_compiled()
-    want = fn(*args)
-    return got, want, cg
 
 
 def _t(x):

@@ -11,6 +11,7 @@ import pytest
 import ember
 import ember.nn.functional as F
 from ember import nn
+from tests.compiler.helpers import lm_step
 
 
 def _mlp():
@@ -465,15 +466,6 @@ def test_step_count_read_without_a_recipe_is_not_replayed():
 
 
 # ------------------------------------------------------------------------------ char GPT
-def _gpt_step(m, opt, x, y):
-    out = m(x)
-    loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
-
-
 def test_char_gpt_step_and_inference_replay_with_the_c_backend():
     """The benchmark's char GPT (embeddings and their scatter-add gradient, attention, layer
     norms, tied head): its training step replays after the first two steps and gives the very
@@ -489,8 +481,8 @@ def test_char_gpt_step_and_inference_replay_with_the_c_backend():
     data = [(ember.tensor(rng.integers(0, 20, (2, 16)), dtype=ember.int64),
              ember.tensor(rng.integers(0, 20, (2, 16)), dtype=ember.int64)) for _ in range(3)]
     (m1, o1), (m2, o2) = make(), make()
-    replayed = ember.compile(_gpt_step, backend="c", mode="reduce-overhead")
-    plain = ember.compile(lambda *a: _gpt_step(*a), backend="c")
+    replayed = ember.compile(lm_step, backend="c", mode="reduce-overhead")
+    plain = ember.compile(lambda *a: lm_step(*a), backend="c")
     got = [replayed(m1, o1, *data[i % 3]).item() for i in range(6)]
     want = [plain(m2, o2, *data[i % 3]).item() for i in range(6)]
     assert replayed.replay_count == 4 and replayed.why_not == "", replayed.why_not
