@@ -299,16 +299,10 @@ class Kernel:
         """(loaded buffers, stored buffers), each in first-use order."""
         loads: list = []
         stores: list = []
-
-        def walk(e: Any) -> None:
-            if isinstance(e, Load):
-                if e.buf not in loads:
-                    loads.append(e.buf)
-            elif isinstance(e, Op):
-                for a in e.args:
-                    walk(a)
         for st in self.body:
-            walk(st.expr)
+            for b in _loaded(st.expr):
+                if b not in loads:
+                    loads.append(b)
             if isinstance(st, Store) and st.buf not in stores:
                 stores.append(st.buf)
         return loads, stores
@@ -900,10 +894,17 @@ def _out_loads(e: Any, buf: Buffer) -> list:
 
 
 def _loaded(e: Any) -> list:
+    """The buffers ``e`` loads, in order (repeats kept)."""
     if isinstance(e, Load):
         return [e.buf]
     if isinstance(e, Op):
-        return [b for a in e.args for b in _loaded(a)]
+        # expressions are immutable: the answer is kept on the Op (lowering asks a kernel for
+        # its buffers thousands of times while it fuses)
+        got = e.__dict__.get("_loads")
+        if got is None:
+            got = tuple(b for a in e.args for b in _loaded(a))
+            object.__setattr__(e, "_loads", got)
+        return list(got)
     return []
 
 
