@@ -878,7 +878,8 @@ EMBER_INLINE int64_t ember__nan_to_num_i(int64_t x, double a, double b, double c
     int16_t: (int16_t)(int64_t)(c), int32_t: (int32_t)(int64_t)(c), default: (int64_t)(c))
 /* c ? a : b with both a and b evaluated first (a function's arguments): a template's branches
  * that compute (x * slope, expm1(x)) stay outside control flow, so gcc if-converts and
- * vectorizes the select (it will not speculate a trapping FP operation under a plain ?:) */
+ * vectorizes the select (it will not speculate a trapping FP operation under a plain ?:).
+ * Float types only (an integer pair would go through double). */
 EMBER_INLINE float ember_selectf(int c, float a, float b) { return c ? a : b; }
 EMBER_INLINE double ember_selectd(int c, double a, double b) { return c ? a : b; }
 #define ember_select(c, a, b) _Generic((a) + (b), float: ember_selectf,                      \
