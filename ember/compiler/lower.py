@@ -304,7 +304,10 @@ class Lowering:
             if k == "dtype":  # a cast to float16/bfloat16 rounds once, from double (below)
                 params.append((k, "double" if is_lowp(v) else CTYPES[v.np.name]))
             elif k != n.op.c_selector:
-                params.append((k, _scalar(v, ct)))
+                # a float kernel's params are doubles (as cprelude.render_c_expr renders them):
+                # the template converts them where eager does (ember_like / ember_as) and keeps
+                # double where eager computes with the Python float
+                params.append((k, _scalar(v, "double" if ct in ("float", "double") else ct)))
         name = g.local()
         expr: Any = Op(n.op.name, self._template(n), tuple(args), tuple(params))
         if is_lowp(out_dt) and in_dt != out_dt:  # a cast to float16/bfloat16 rounds
@@ -605,6 +608,10 @@ def _scalar(v: Any, ct: str) -> str:
     if isinstance(v, (int, np.integer)):
         return f"(({ct}){int(v)}LL)"
     v = float(v)
+    if ct not in ("float", "double", "bool") and math.isfinite(v):
+        # a float to a narrower integer through int64, as NumPy's cast (C leaves an out-of-range
+        # direct conversion undefined: (uint8_t)-1.0)
+        return f"(({ct})(int64_t){v!r})"
     if math.isnan(v):
         return f"(({ct})NAN)"
     if math.isinf(v):

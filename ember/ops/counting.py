@@ -149,7 +149,7 @@ def _heaviside_eager(x: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 HEAVISIDE = register(OpDef(
     "heaviside", "pointwise", lambda x, v: (tuple(x.shape), x.dtype), _heaviside_eager, None,
-    tags=_ND,
+    tags=_ND, c_expr="(({0} == 0) ? {1} : (({0} > 0) ? 1 : 0))",  # NaN: 0, as eager
 ))
 
 

@@ -48,6 +48,7 @@ class _Act:
     grad: Kernel | None = None
     c_expr: Any = None               # the forward's C template (OpDef.c_expr)
     grad_c_expr: Any = None          # C template of ``g * f'(x)`` ({0} = g, {1} = x)
+    grad2_c_expr: Any = None         # C template of ``g * f''(x)`` ({0} = g, {1} = x)
 
 
 def _meta(name: str, ints: bool) -> Callable[..., tuple]:
@@ -166,7 +167,7 @@ def _register(a: _Act) -> OpDef:
             name, "pointwise", _meta(name, False),
             _deriv_kernel(d, a.grad if k == 0 else None), deriv_vjp(k),
             save=(0, 1), save_for={0: (1,), 1: (0, 1)},
-            c_expr=a.grad_c_expr if k == 0 else None,
+            c_expr=(a.grad_c_expr, a.grad2_c_expr)[k],
             doc=f"``g * f^({k + 1})(x)`` for f = {a.name}.",
         )))
 
@@ -408,41 +409,162 @@ _GELU_GRAD_C = {"approximate": {"tanh": (
     f"(({{1}} * {{1}} * ember_like({{1}}, {3.0 * _GELU_KAPPA!r}) + ember_like({{1}}, 1)) * "
     f"ember_like({{1}}, {_GELU_BETA!r}))) * {{0}})")}}
 
+# g * gelu'(x) of the erf form: the float32 path (and float16/bfloat16, computed in float32)
+# is _gelu_f32_grad_block's Phi(x) + x phi(x) with ember_normal_cdf (eager's normal_cdf_f32), the
+# float64 one _gelu_d1's 0.5 (1 + erf(x / sqrt 2)) + x phi(x)
+_GELU_GRAD_C["approximate"]["none"] = (
+    f"(ember_pick({{1}}, ember_exp({{1}} * {{1}} * ember_like({{1}}, -0.5)) * "
+    f"ember_like({{1}}, {_INV_SQRT2PI!r}) * {{1}} + ember_normal_cdf({{1}}), "
+    f"ember_like({{1}}, 0.5) * (ember_like({{1}}, 1) + ember_erf({{1}} * "
+    f"ember_like({{1}}, {_INV_SQRT2!r}))) + {{1}} * ember_like({{1}}, {_INV_SQRT2PI!r}) * "
+    f"ember_exp(ember_like({{1}}, -0.5) * {{1}} * {{1}})) * {{0}})")
+
+
+def _c(text: str, x: str) -> str:
+    """A C template from ``text`` written with ``@x`` for the input (``x``: ``{0}`` in a
+    forward, ``{1}`` in a derivative), ``@g`` for the gradient (``{0}``) and ``@L(c)`` for the
+    constant ``c`` in the input's type (``ember_like``)."""
+    return text.replace("@L(", "ember_like(@x, ").replace("@x", x).replace("@g", "{0}")
+
+
+def _fwd(text: str) -> str:
+    return _c(text, "{0}")
+
+
+def _bwd(text: str) -> str:
+    return _c(text, "{1}")
+
+
+# C templates of the rest, each the eager kernel's operations in its order and its types
+# (NumPy 2: a Python float meets a float32 array as float32 -- ember_like / ember_as of the
+# param, which arrives as a double --, while np.where(c, 1.0, p) of two Python floats is a float64
+# array, so g * that is a double product rounded once).  The piecewise ones are bit-exact with
+# eager; those calling exp/expm1/log1p/tanh/sigmoid/erf are within the prelude's ulp bounds of
+# NumPy's functions.  ember_select computes both branches (they vectorize).
+_SIGMOID_X = "ember_sigmoid(@x)"
+_TANH_X = "ember_tanh(@x)"
+_MISH_T = "ember_tanh(ember_logaddexp(@L(0), @x))"       # tanh(softplus(x)), as _mish
+_SP_BX = "(@x * @L({beta}))"
+_SIGN_X = "((@x > 0) ? 1 : ((@x < 0) ? -1 : ((@x != @x) ? @x : 0)))"   # np.sign: +0 at -0
+_SHRINK_MASK = "((@x >= ember_like(@x, -({lambd}))) & (@x <= @L({lambd})))"
+
+# hardtanh/threshold take integers too: their params in the input's type (ember_as)
+_HARDTANH_C = ("ember_minimum(ember_maximum({0}, ember_as({0}, {min_val})), "
+               "ember_as({0}, {max_val}))")
+_HARDTANH_GRAD_C = _bwd("(@g * ((((@x > @L({min_val})) & (@x < @L({max_val}))) | (@x != @x)) "
+                        "? 1 : 0))")
+_LEAKY_C = _fwd("ember_select(@x > 0, @x, @x * @L({negative_slope}))")
+_LEAKY_GRAD_C = _bwd("@L((double)@g * ((@x > 0) ? 1.0 : {negative_slope}))")
+_THRESHOLD_C = "(({0} <= ember_as({0}, {threshold})) ? ember_as({0}, {value}) : {0})"
+# value does not enter the gradient (void: the lowering wants every param in the template)
+_THRESHOLD_GRAD_C = _bwd("((void)({value}), @g * ((@x <= @L({threshold})) ? 0 : 1))")
+_SILU_GRAD_C = _bwd(f"(@g * ({_SIGMOID_X} * (@L(1) + @x * (@L(1) - {_SIGMOID_X}))))")
+_SILU_GRAD2_C = _bwd(f"(@g * ({_SIGMOID_X} * (@L(1) - {_SIGMOID_X}) * "
+                     f"(@L(2) + @x * (@L(1) - @L(2) * {_SIGMOID_X}))))")
+_MISH_C = _fwd(f"(@x * {_MISH_T})")
+_MISH_GRAD_C = _bwd(f"(@g * ({_MISH_T} + @x * {_SIGMOID_X} * (@L(1) - {_MISH_T} * {_MISH_T})))")
+_MISH_GRAD2_C = _bwd(f"(@g * ((@L(1) - {_MISH_T} * {_MISH_T}) * {_SIGMOID_X} * "
+                     f"(@L(2) + @x * (@L(1) - {_SIGMOID_X}) - @L(2) * @x * {_SIGMOID_X} * "
+                     f"{_MISH_T})))")
+_SOFTPLUS_C = _fwd(f"ember_select({_SP_BX} > @L({{threshold}}), @x, "
+                   f"ember_log1p(ember_exp({_SP_BX})) / @L({{beta}}))")
+_SOFTPLUS_GRAD_C = _bwd(f"(@g * ember_select({_SP_BX} > @L({{threshold}}), @L(1), "
+                        f"ember_sigmoid({_SP_BX})))")
+_SOFTPLUS_GRAD2_C = _bwd(f"(@g * ember_select({_SP_BX} > @L({{threshold}}), @L(0), "
+                         f"@L({{beta}}) * ember_sigmoid({_SP_BX}) * "
+                         f"(@L(1) - ember_sigmoid({_SP_BX}))))")
+_ELU_C = _fwd("ember_select(@x <= 0, ember_expm1(@x * @L({input_scale})) * "
+              "@L({alpha} * {scale}), @x * @L({scale}))")
+_ELU_GRAD_C = _bwd("(@g * ember_select(@x <= 0, @L({input_scale} * {alpha} * {scale}) * "
+                   "ember_exp(@x * @L({input_scale})), @L({scale})))")
+_ELU_GRAD2_C = _bwd("(@g * ember_select(@x <= 0, "
+                    "@L({input_scale} * {input_scale} * {alpha} * {scale}) * "
+                    "ember_exp(@x * @L({input_scale})), @L(0)))")
+_HARDSHRINK_C = _fwd(f"({_SHRINK_MASK} ? @L(0) : @x)")
+_SHRINK_GRAD_C = _bwd(f"(@g * ({_SHRINK_MASK} ? 0 : 1))")
+_SOFTSHRINK_C = _fwd("ember_select(@x > @L({lambd}), @x - @L({lambd}), "
+                     "ember_select(@x < ember_like(@x, -({lambd})), @x + @L({lambd}), "
+                     "@x * @L(0)))")
+_RELU6_X = "ember_minimum(ember_maximum(@x + @L(3), @L(0)), @L(6))"
+_HARDSIGMOID_C = _fwd(f"({_RELU6_X} / @L(6))")
+_HARDSIGMOID_GRAD_C = _bwd("@L((double)@g * (((@x > -3.0) & (@x < 3.0)) ? 1.0 / 6.0 : 0.0))")
+_HARDSWISH_C = _fwd(f"(@x * {_RELU6_X} / @L(6))")
+_HARDSWISH_GRAD_C = _bwd("(@g * ember_select(@x < @L(-3), @L(0), "
+                         "ember_select(@x <= @L(3), @x / @L(3) + @L(0.5), @L(1))))")
+_HARDSWISH_GRAD2_C = _bwd("@L((double)@g * (((@x > -3.0) & (@x < 3.0)) ? 1.0 / 3.0 : 0.0))")
+_LOGSIGMOID_C = _fwd("(ember_minimum(@x, @L(0)) - ember_log1p(ember_exp(-ember_abs(@x))))")
+_LOGSIGMOID_GRAD_C = _bwd("(@g * ember_sigmoid(-@x))")
+_LOGSIGMOID_GRAD2_C = _bwd(f"(@g * -({_SIGMOID_X} * (@L(1) - {_SIGMOID_X})))")
+# softsign/tanhshrink: PyTorch rounds 1 + |x| / tanh(x) to float16/bfloat16 (eager's rnd)
+_SOFTSIGN_C = _fwd("(@x / ember_dtype_round(@L(1) + ember_abs(@x)))")
+_SOFTSIGN_GRAD_C = _bwd("(@g * (@L(1) / ((@L(1) + ember_abs(@x)) * (@L(1) + ember_abs(@x)))))")
+_SOFTSIGN_GRAD2_C = _bwd(f"(@g * (@L(-2) * {_SIGN_X} / "
+                         "ember_pow(@L(1) + ember_abs(@x), @L(3))))")
+_TANHSHRINK_C = _fwd("(@x - ember_dtype_round(ember_tanh(@x)))")
+_TANHSHRINK_GRAD_C = _bwd(f"(@g * ({_TANH_X} * {_TANH_X}))")
+_TANHSHRINK_GRAD2_C = _bwd(f"(@g * -(@L(-2) * {_TANH_X} * (@L(1) - {_TANH_X} * {_TANH_X})))")
+
+# g * gelu''(x): _gelu_d2 (not fused; the same formula in every dtype)
+_GT = f"ember_tanh(@L({_GELU_BETA!r}) * (@x + @L({_GELU_KAPPA!r}) * @x * @x * @x))"
+_GDU = f"(@L({_GELU_BETA!r}) * (@L(1) + @L({3.0 * _GELU_KAPPA!r}) * @x * @x))"
+_GELU_GRAD2_C = {"approximate": {
+    "none": _bwd(f"(@g * (@L({_INV_SQRT2PI!r}) * ember_exp(@L(-0.5) * @x * @x) * "
+                 "(@L(2) - @x * @x)))"),
+    "tanh": _bwd(f"(@g * ((@L(1) - {_GT} * {_GT}) * ({_GDU} + @L(0.5) * @x * "
+                 f"(@L({6.0 * _GELU_BETA * _GELU_KAPPA!r}) * @x - @L(2) * {_GT} * {_GDU} * "
+                 f"{_GDU}))))"),
+}}
+
 _ACTS = (
     _Act("relu", lambda x: np.maximum(x, 0), (lambda x: (x > 0) | np.isnan(x),), ints=True,
          smooth=False, c_expr="(({0} > 0 || {0} != {0}) ? {0} : 0)",  # NaN propagates
          # eager: g * ((x > 0) | isnan(x)): a product with 0 or 1 (-0, NaN for g = inf kept)
          grad_c_expr="({0} * (({1} > 0 || {1} != {1}) ? 1 : 0))"),
-    _Act("hardtanh", _hardtanh, (_hardtanh_d1,), ints=True, smooth=False),
+    _Act("hardtanh", _hardtanh, (_hardtanh_d1,), ints=True, smooth=False, c_expr=_HARDTANH_C,
+         grad_c_expr=_HARDTANH_GRAD_C),
     _Act("leaky_relu", _leaky_relu,
-         (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False),
+         (lambda x, *, negative_slope: np.where(x > 0, 1.0, negative_slope),), smooth=False,
+         c_expr=_LEAKY_C, grad_c_expr=_LEAKY_GRAD_C),
     _Act("threshold", _threshold,
-         (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False),
+         (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False,
+         c_expr=_THRESHOLD_C, grad_c_expr=_THRESHOLD_GRAD_C),
     _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad, c_expr=_GELU_C,
-         grad_c_expr=_GELU_GRAD_C),
+         grad_c_expr=_GELU_GRAD_C, grad2_c_expr=_GELU_GRAD2_C),
     _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2),
-         c_expr="({0} * ember_sigmoid({0}))"),
-    _Act("mish", _mish, (_mish_d1, _mish_d2)),
-    _Act("softplus", _softplus, (_softplus_d1, _softplus_d2)),
-    _Act("elu", _elu, (_elu_d1, _elu_d2)),
+         c_expr="({0} * ember_sigmoid({0}))", grad_c_expr=_SILU_GRAD_C,
+         grad2_c_expr=_SILU_GRAD2_C),
+    _Act("mish", _mish, (_mish_d1, _mish_d2), c_expr=_MISH_C, grad_c_expr=_MISH_GRAD_C,
+         grad2_c_expr=_MISH_GRAD2_C),
+    _Act("softplus", _softplus, (_softplus_d1, _softplus_d2), c_expr=_SOFTPLUS_C,
+         grad_c_expr=_SOFTPLUS_GRAD_C, grad2_c_expr=_SOFTPLUS_GRAD2_C),
+    _Act("elu", _elu, (_elu_d1, _elu_d2), c_expr=_ELU_C, grad_c_expr=_ELU_GRAD_C,
+         grad2_c_expr=_ELU_GRAD2_C),
     _Act("hardshrink", lambda x, *, lambd: np.where((x >= -lambd) & (x <= lambd), 0.0, x),
-         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False),
+         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False,
+         c_expr=_HARDSHRINK_C, grad_c_expr=_SHRINK_GRAD_C),
     _Act("softshrink",
          lambda x, *, lambd: np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd,
                                                                        x * 0)),
-         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False),
+         (lambda x, *, lambd: ~((x >= -lambd) & (x <= lambd)),), smooth=False,
+         c_expr=_SOFTSHRINK_C, grad_c_expr=_SHRINK_GRAD_C),
     _Act("hardsigmoid", lambda x: np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0,
-         (lambda x: np.where((x > -3.0) & (x < 3.0), 1.0 / 6.0, 0.0),), smooth=False),
+         (lambda x: np.where((x > -3.0) & (x < 3.0), 1.0 / 6.0, 0.0),), smooth=False,
+         c_expr=_HARDSIGMOID_C, grad_c_expr=_HARDSIGMOID_GRAD_C),
     _Act("hardswish", lambda x: x * np.minimum(np.maximum(x + 3.0, 0.0), 6.0) / 6.0,
          (_hardswish_d1, lambda x: np.where((x > -3.0) & (x < 3.0), 1.0 / 3.0, 0.0)),
-         smooth=False),
+         smooth=False, c_expr=_HARDSWISH_C, grad_c_expr=_HARDSWISH_GRAD_C,
+         grad2_c_expr=_HARDSWISH_GRAD2_C),
     _Act("log_sigmoid", _logsigmoid, (lambda x: _sigmoid(-x), lambda x: -_sig_d1(x)),
-         grad_name="LogSigmoidBackward0"),
+         grad_name="LogSigmoidBackward0", c_expr=_LOGSIGMOID_C, grad_c_expr=_LOGSIGMOID_GRAD_C,
+         grad2_c_expr=_LOGSIGMOID_GRAD2_C),
     _Act("softsign", lambda x, rnd: x / rnd(1.0 + np.abs(x)),
          (lambda x: 1.0 / np.square(1.0 + np.abs(x)),
-          lambda x: -2.0 * np.sign(x) / (1.0 + np.abs(x)) ** 3), rounds=True),
+          lambda x: -2.0 * np.sign(x) / (1.0 + np.abs(x)) ** 3), rounds=True,
+         c_expr=_SOFTSIGN_C, grad_c_expr=_SOFTSIGN_GRAD_C, grad2_c_expr=_SOFTSIGN_GRAD2_C),
     _Act("tanhshrink", lambda x, rnd: x - rnd(np.tanh(x)),
-         (lambda x: np.square(np.tanh(x)), lambda x: -_tanh_d2(x)), rounds=True),
+         (lambda x: np.square(np.tanh(x)), lambda x: -_tanh_d2(x)), rounds=True,
+         c_expr=_TANHSHRINK_C, grad_c_expr=_TANHSHRINK_GRAD_C,
+         grad2_c_expr=_TANHSHRINK_GRAD2_C),
 )
 
 ACTIVATIONS: dict[str, OpDef] = {a.name: _register(a) for a in _ACTS}

@@ -72,7 +72,8 @@ def _eq_mask_eager(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 EQ_MASK = register(OpDef(
     "_red_eq_mask", "pointwise", pointwise_meta("_red_eq_mask"), _eq_mask_eager, None,
-    tags=_NODIFF, doc="1 where x == y (NaN == NaN), else 0, in x's float dtype (vjp masks).",
+    tags=_NODIFF, c_expr="((({0} == {1}) | (({0} != {0}) & ({1} != {1}))) ? 1 : 0)",
+    doc="1 where x == y (NaN == NaN), else 0, in x's float dtype (vjp masks).",
 ))
 
 
@@ -82,6 +83,7 @@ def _sign_eager(x: np.ndarray) -> np.ndarray:
 
 SIGN = register(OpDef(
     "_red_sign", "pointwise", pointwise_meta("_red_sign"), _sign_eager, None, tags=_NODIFF,
+    c_expr="ember_np_sign({0})",
     doc="sign(x) in x's dtype; piecewise constant, so it has no gradient.",
 ))
 
@@ -95,6 +97,7 @@ def _pow_vjp(ctx, g):  # noqa: ANN001
 POW = register(OpDef(
     "_red_pow", "pointwise", pointwise_meta("_red_pow"),
     lowp(lambda x, *, exponent: np.power(x, x.dtype.type(exponent))), _pow_vjp, save=(0,),
+    c_expr="ember_pow_scalar({0}, ember_as({0}, {exponent}))",
     doc="x ** exponent for a Python float exponent (norm kernels and their vjps).",
 ))
 
@@ -113,7 +116,8 @@ def _safe_div_vjp(ctx, g):  # noqa: ANN001
 
 SAFE_DIV = register(OpDef(
     "_red_safe_div", "pointwise", pointwise_meta("_red_safe_div"), lowp(_safe_div_eager),
-    _safe_div_vjp, save=(0, 1), doc="a / b where b != 0, else 0 (PyTorch's masked_fill_).",
+    _safe_div_vjp, save=(0, 1), c_expr="(({1} == 0) ? ember_like({0}, 0) : {0} / {1})",
+    doc="a / b where b != 0, else 0 (PyTorch's masked_fill_).",
 ))
 
 
@@ -208,6 +212,7 @@ def _nansum_vjp(ctx, g):  # noqa: ANN001
 NOTNAN = register(OpDef(
     "_red_notnan", "pointwise", pointwise_meta("_red_notnan", dt.bool),
     lambda x: ~np.isnan(x.astype(np.float32) if x.dtype in _LOWP else x), None, tags=_NODIFF,
+    c_expr="({0} == {0})",
     doc="True where x is not NaN (nansum's gradient mask, nanmean's count).",
 ))
 NANSUM = register(OpDef("nansum", "reduction", _reduce_meta, lowp(_nansum_eager), _nansum_vjp,

@@ -88,6 +88,13 @@ KNOWN: dict = {
     ("fwd", "gelu_tanh_gradgrad", "float32"): _TANH.format("5"),
     ("dyn", "gelu_gradgrad", "float32"): _TANH.format("5"),
     ("dyn", "gelu_tanh_gradgrad", "float32"): _TANH.format("5"),
+    # the activations' second derivatives in C (their grad2 c_exprs): 1 - t*t of gelu's tanh
+    # form and of mish (t = tanh(softplus(x))) cancels the same way; vs a long-double reference
+    # the C result is no less accurate than eager's
+    ("grad", "gelu_gradgrad", "float64"): _TANH.format("16.8"),
+    ("grad", "gelu_tanh_gradgrad", "float64"): _TANH.format("9"),
+    ("grad", "mish_gradgrad", "float32"): _TANH.format("15.5"),
+    ("grad", "mish_gradgrad", "float64"): _TANH.format("15"),
 }
 
 

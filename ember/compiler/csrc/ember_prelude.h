@@ -795,6 +795,10 @@ EMBER__FLOAT_HELPERS(double, d, , fmod, 0.0, 4503599627370496.0)
 
 EMBER_INLINE float ember_powf(float a, float b) { return powf(a, b); }
 EMBER_INLINE double ember_powd(double a, double b) { return pow(a, b); }
+/* x ** e for a scalar exponent, as NumPy's power with a scalar exponent (``_red_pow``):
+ * e == 0.5 is sqrt there (sqrt(-inf) = NaN, sqrt(-0) = -0, where pow gives inf, +0) */
+EMBER_INLINE float ember_pow_scalarf(float x, float e) { return e == 0.5f ? sqrtf(x) : powf(x, e); }
+EMBER_INLINE double ember_pow_scalard(double x, double e) { return e == 0.5 ? sqrt(x) : pow(x, e); }
 EMBER_INLINE float ember_fmodf(float a, float b) { return fmodf(a, b); }
 EMBER_INLINE double ember_fmodd(double a, double b) { return fmod(a, b); }
 
@@ -824,6 +828,8 @@ EMBER_INLINE double ember_fmodd(double a, double b) { return fmod(a, b); }
 #define ember_remainder(a, b) EMBER__G2(ember_remainder, a, b)
 #define ember_fmod(a, b) EMBER__G2(ember_fmod, a, b)
 #define ember_pow(a, b) EMBER__G2(ember_pow, a, b)
+#define ember_pow_scalar(a, b) EMBER__G2(ember_pow_scalar, a, b)
+#define ember_pow_scalar_i ember_pow_i
 #define ember_maximum(a, b) EMBER__G2(ember_maximum, a, b)
 #define ember_minimum(a, b) EMBER__G2(ember_minimum, a, b)
 #define ember_fmax(a, b) EMBER__G2(ember_fmax, a, b)
@@ -864,6 +870,34 @@ EMBER_INLINE int64_t ember__nan_to_num_i(int64_t x, double a, double b, double c
 #define ember_bitwise_not(x) _Generic((x), bool: !(x), default: ~(x))
 /* a double constant in x's float type (what NumPy does with x * x.dtype.type(c)) */
 #define ember_like(x, c) _Generic((x), float: (float)(c), default: (double)(c))
+/* a parameter (a double, or an int64 for integer kernels) in x's own type, as the eager
+ * kernels convert a Python scalar (NumPy's weak scalars; ``_cast_params`` of the activations):
+ * floats round; integer types truncate a float and wrap, through int64 as NumPy's casts do */
+#define ember_as(x, c) _Generic((x), float: (float)(c), double: (double)(c),                  \
+    bool: (bool)(c), uint8_t: (uint8_t)(int64_t)(c), int8_t: (int8_t)(int64_t)(c),           \
+    int16_t: (int16_t)(int64_t)(c), int32_t: (int32_t)(int64_t)(c), default: (int64_t)(c))
+/* c ? a : b with both a and b evaluated first (a function's arguments): a template's branches
+ * that compute (x * slope, expm1(x)) stay outside control flow, so gcc if-converts and
+ * vectorizes the select (it will not speculate a trapping FP operation under a plain ?:).
+ * Float types only (an integer pair would go through double). */
+EMBER_INLINE float ember_selectf(int c, float a, float b) { return c ? a : b; }
+EMBER_INLINE double ember_selectd(int c, double a, double b) { return c ? a : b; }
+#define ember_select(c, a, b) _Generic((a) + (b), float: ember_selectf,                      \
+                                       default: ember_selectd)(c, a, b)
+/* the float formula f for float (float32, and float16/bfloat16 computed in float), else d:
+ * for an eager kernel whose float32 path computes differently from its float64 one */
+#define ember_pick(x, f, d) _Generic((x), float: (f), default: (d))
+/* np.sign in the kernel's dtype: NaN stays NaN, a zero gives +0 (NumPy); bfloat16's sign
+ * (ml_dtypes) returns the zero itself.  For float types. */
+#define ember_np_sign(x) ((x) > 0 ? 1 : ((x) < 0 ? -1 : ((x) != (x) ? (x) : 0)))
+EMBER_INLINE float ember_np_sign_f16(float x) { return ember_np_sign(x); }
+EMBER_INLINE float ember_np_sign_bf16(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
+/* an intermediate rounded to the kernel's dtype where the eager kernel rounds it (PyTorch
+ * builds the op from several float16/bfloat16 ops): nothing in float32/float64; the
+ * float16/bfloat16 variants (cprelude.render_c_expr / the lowering pick them) round */
+#define ember_dtype_round(x) (x)
+EMBER_INLINE float ember_dtype_round_f16(float x) { return ember_round_f16(x); }
+EMBER_INLINE float ember_dtype_round_bf16(float x) { return ember_round_bf16(x); }
 
 /* libm-backed names (correct, not vectorized) */
 #define EMBER__LIBM1(x, fn) _Generic((x), float: fn##f, default: fn)(x)
