@@ -39,10 +39,19 @@ def include_dir() -> str:
     return str(_PATH.parent)
 
 
+def pasted_helpers(text: str) -> set[str]:
+    """The float16/bfloat16 helpers ``text`` writes once in a macro and pastes per dtype
+    (``ember_logit_##H`` with ``EMBER__LOWP_HELPERS(f16)`` defines ``ember_logit_f16``)."""
+    bases = re.findall(r"EMBER_INLINE\s+[\w ]+?\s\**(ember_\w+)##H\s*\(", text)
+    return {b + h for h in re.findall(r"^EMBER__LOWP_HELPERS\((\w+)\)", text, re.M)
+            for b in bases}
+
+
 def helpers() -> list[str]:
     """Names the prelude defines (functions and function-like macros), sorted."""
     names = set(re.findall(r"EMBER_INLINE\s+[\w ]+?\s\**(ember_\w+)\s*\(", PRELUDE))
     names |= set(re.findall(r"#define\s+(ember_\w+)\(", PRELUDE))
+    names |= pasted_helpers(PRELUDE)
     return sorted(n for n in names if not n.startswith("ember__"))
 
 

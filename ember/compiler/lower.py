@@ -44,7 +44,7 @@ from ember.compiler import (
     lower_reduce,
     lower_scan,
 )
-from ember.compiler.cprelude import lowp_variants
+from ember.compiler.cprelude import lowp_variants, pasted_helpers
 from ember.compiler.graph import Graph, Sym, _resolve
 from ember.compiler.loop_ir import (
     COMPUTE_CTYPES,
@@ -162,7 +162,7 @@ class _PendingLoad:
 
 def helpers_in(prelude: str) -> frozenset:
     """The ``ember_*`` names a prelude defines (functions or macros)."""
-    return frozenset(re.findall(r"\b(ember_\w+)\s*\(", prelude))
+    return frozenset(re.findall(r"\b(ember_\w+)\s*\(", prelude)) | pasted_helpers(prelude)
 
 
 class Lowering:
