@@ -27,6 +27,8 @@ from ember.compiler.loop_ir import (
     Op,
     Store,
     contiguous_strides,
+    s_add,
+    s_mul,
 )
 
 COPY_OPS = frozenset({"reshape_copy", "cat"})
@@ -158,34 +160,59 @@ def _layout(shape: tuple, want: tuple) -> tuple | None:
     return None
 
 
-def _region(shape: tuple, view: Any) -> Geometry | None:
-    """The geometry (over C-contiguous ``shape``) that ``view`` (a NumPy view function) selects."""
-    try:
-        probe = np.lib.stride_tricks.as_strided(
-            np.zeros(1, np.int64), shape=shape,
-            strides=tuple(8 * s for s in contiguous_strides(shape)))
-        v = view(probe)
-    except Exception:  # noqa: BLE001 - a view we cannot replay stays an extern
-        return None
-    if not isinstance(v, np.ndarray):
-        return None
-    offset = (v.__array_interface__["data"][0] - probe.__array_interface__["data"][0]) // 8
-    return Geometry(tuple(v.shape), tuple(s // 8 for s in v.strides), offset)
+def _sz(x: Any) -> Any:
+    """A size or index parameter as a SizeExpr (a lifted scalar is its runtime name)."""
+    from ember.compiler.graph import Sym
+    if type(x) is Sym:
+        return f"s{x.index}"
+    return int(x)
+
+
+def _sub(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return a - b
+    return a if b == 0 else f"({a} - {b})"
+
+
+def _neg(a: Any) -> Any:
+    return -a if type(a) is int else f"(-{a})"
+
+
+def _max0(a: Any) -> Any:
+    return max(a, 0) if type(a) is int else f"({a} > 0 ? {a} : 0)"
+
+
+def _mod(a: Any, n: Any) -> Any:
+    """``a`` modulo ``n`` in ``[0, n)`` (``n`` > 0)."""
+    if type(a) is int and type(n) is int:
+        return a % n
+    return f"((({a} % {n}) + {n}) % {n})"
+
+
+def _dot(xs: Any, ys: Any) -> Any:
+    acc: Any = 0
+    for x, y in zip(xs, ys):
+        acc = s_add(acc, s_mul(x, y))
+    return acc
 
 
 def _box(ost: tuple, start: tuple, shape: tuple) -> Geometry:
-    return Geometry(tuple(shape), ost, sum(a * s for a, s in zip(start, ost)))
+    return Geometry(tuple(shape), ost, _dot(start, ost))
 
 
 def _fill_text(value: Any, dt: Any) -> str | None:
     """C text of ``value`` converted to ``dt`` as eager does (NumPy's cast), in the compute
-    type; None when it is not a number."""
+    type; None when it cannot be (not a number, or a runtime scalar NumPy would cast in one
+    rounding where C needs two)."""
     from ember.compiler import lower as L
+    from ember.compiler.graph import Sym
+    ct = COMPUTE_CTYPES[dt.np.name]
+    if type(value) is Sym:
+        return L._scalar(value, ct) if dt.np.name in ("float32", "float64") else None
     if type(value) not in (int, float, bool) and not isinstance(value, (np.number, np.bool_)):
         return None
     with np.errstate(all="ignore"):
         v = np.array(value).astype(dt.np)[()]
-    ct = COMPUTE_CTYPES[dt.np.name]
     if dt.np.name == "bool":
         return f"(({ct}){int(bool(v))})"
     if dt.is_floating_point:
@@ -193,81 +220,108 @@ def _fill_text(value: Any, dt: Any) -> str | None:
     return L._scalar(int(v), ct)
 
 
-def _plan(name: str, src: Geometry, out_shape: tuple, p: dict, dt: Any) -> Any:
-    """(output element strides, pieces) of a movement op, or the reason it stays an extern."""
+def _plan(name: str, src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    """(output element strides or None for eager's pointwise layout, pieces, output shape) of
+    a movement op, or the reason it stays an extern.  ``sym``: sizes or parameters are runtime
+    values, so eager's layout is known only where it is C order (a C-contiguous source)."""
     shape, st = tuple(src.shape), tuple(src.strides)
     nd = len(shape)
-    cst = contiguous_strides(out_shape)
+    c_src = st == contiguous_strides(shape)
+    if sym and not c_src and (name in ("flip", "tril", "triu", "constant_pad")
+                              or (name == "clone" and not p.get("contiguous"))):
+        return "dynamic sizes of a non-contiguous source (eager's layout unknown)"
+    cst = contiguous_strides(shape)
     if name == "clone":
-        ost = cst if p.get("contiguous") or not _static_geom(src) else _keep_order(src)
-        return ost, [_Piece(Geometry(shape, ost, 0), src)]
+        ost = cst if p.get("contiguous") or sym else _keep_order(src)
+        return ost, [_Piece(Geometry(shape, ost, 0), src)], shape
     if name == "flip":
         off, fst = src.offset, list(st)
-        for d in set(x % nd for x in p["dims"]) if nd else ():
-            off += (shape[d] - 1) * st[d] if shape[d] else 0
-            fst[d] = -st[d]
+        for d in set(int(x) % nd for x in p["dims"]) if nd else ():
+            if shape[d] != 0:
+                off = s_add(off, s_mul(_sub(shape[d], 1), st[d]))
+            fst[d] = _neg(st[d])
         view = Geometry(shape, tuple(fst), off)
-        ost = _keep_order(view)
-        return ost, [_Piece(Geometry(shape, ost, 0), view)]
+        ost = cst if sym else _keep_order(view)
+        return ost, [_Piece(Geometry(shape, ost, 0), view)], shape
     if name == "roll":
-        shift = [0] * nd
+        shift: list = [0] * nd
         for s, d in zip(p["shifts"], p["dims"]):
-            shift[d % nd] += s
-        # per dim: (output start, source start, length) of the one or two runs
-        runs = []
+            shift[int(d) % nd] = s_add(shift[int(d) % nd], _sz(s))
+        runs = []  # per dim: (output start, source start, length) of the one or two runs
         for d in range(nd):
             n = shape[d]
-            s = shift[d] % n if n else 0
-            runs.append([(0, 0, n)] if s == 0 else [(0, n - s, s), (s, 0, n - s)])
+            s = _mod(shift[d], n) if n != 0 else 0
+            runs.append([(0, 0, n)] if s == 0 else [(0, _sub(n, s), s), (s, 0, _sub(n, s))])
         pieces = []
         for combo in itertools.product(*runs):
             box = tuple(r[2] for r in combo)
-            sub = Geometry(box, st, src.offset + sum(r[1] * s for r, s in zip(combo, st)))
+            sub = Geometry(box, st, s_add(src.offset, _dot([r[1] for r in combo], st)))
             pieces.append(_Piece(_box(cst, tuple(r[0] for r in combo), box), sub))
-        return cst, pieces
+        return cst, pieces, shape
     if name == "repeat":
-        reps = tuple(p["repeats"])
+        reps = tuple(_sz(r) for r in p["repeats"])
         if len(reps) != nd:
             return "repeats do not match the rank"
+        out_shape = tuple(s_mul(n, r) for n, r in zip(shape, reps))
+        ost = contiguous_strides(out_shape)
         # loops (r_0, i_0, r_1, i_1, ...): output index r_d * n_d + i_d, source index i_d
         split = tuple(x for r, n in zip(reps, shape) for x in (r, n))
-        dst = Geometry(split, tuple(x for d in range(nd) for x in (shape[d] * cst[d], cst[d])),
-                       0)
+        dst = Geometry(split, tuple(x for d in range(nd) for x in (s_mul(shape[d], ost[d]),
+                                                                   ost[d])), 0)
         sub = Geometry(split, tuple(x for s in st for x in (0, s)), src.offset)
-        return cst, [_Piece(dst, sub)]
+        return ost, [_Piece(dst, sub)], out_shape
     if name in ("tril", "triu"):
-        return None, [_Piece(None, src, tri=(name == "triu", int(p["diagonal"])))]
+        if nd < 2:
+            return "fewer than 2 dims"
+        diag = _sz(p["diagonal"])
+        return (cst if sym else None), [_Piece(None, src, tri=(name == "triu", diag))], shape
     if name == "constant_pad":
-        pads = tuple(tuple(x) for x in p["pads"])
+        pads = tuple((_sz(lo), _sz(hi)) for lo, hi in p["pads"])
         if len(pads) != nd:
             return "pads do not match the rank"
-        lo_crop = tuple(max(-lo, 0) for lo, _ in pads)
-        box = tuple(n - max(-lo, 0) - max(-hi, 0) for n, (lo, hi) in zip(shape, pads))
-        sub = Geometry(box, st, src.offset + sum(c * s for c, s in zip(lo_crop, st)))
-        if not any(lo > 0 or hi > 0 for lo, hi in pads):  # a crop: np.array(x, copy=True)
+        out_shape = tuple(s_add(s_add(n, lo), hi) for n, (lo, hi) in zip(shape, pads))
+        ost = contiguous_strides(out_shape)
+        crop = tuple(_max0(_neg(lo)) for lo, _ in pads)
+        box = tuple(_sub(_sub(n, c), _max0(_neg(hi))) for n, c, (_, hi) in zip(shape, crop, pads))
+        sub = Geometry(box, st, s_add(src.offset, _dot(crop, st)))
+        into = _box(ost, tuple(_max0(lo) for lo, _ in pads), box)
+        grows = [x for lo, hi in pads for x in (lo, hi) if type(x) is not int or x > 0]
+        if not grows:  # a crop: eager copies it (np.array(x, copy=True): order "K")
             ost = _keep_order(sub)
-            return ost, [_Piece(Geometry(box, ost, 0), sub)]
+            return ost, [_Piece(Geometry(box, ost, 0), sub)], out_shape
         value = _fill_text(p["value"], dt)
         if value is None:
-            return f"pad value {p['value']!r}"
-        return cst, [_Piece(Geometry(out_shape, cst, 0), fill=value),
-                     _Piece(_box(cst, tuple(max(lo, 0) for lo, _ in pads), box), sub)]
+            return f"pad value {p['value']!r} for dtype {dt.name}"
+        return ost, [_Piece(Geometry(out_shape, ost, 0), fill=value), _Piece(into, sub)], \
+            out_shape
     # the backward of a view: zeros, then the gradient stored at the view's elements
-    from ember.ops import shape as S
+    out_shape = tuple(_sz(x) for x in p["shape"])
+    ost = contiguous_strides(out_shape)
+    on = len(out_shape)
     if name == "select_backward":
-        dim, index = p["dim"], p["index"]
-        region = _region(out_shape, lambda a: a[(slice(None),) * dim + (index, Ellipsis)])
+        dim = int(p["dim"]) % on
+        keep = [d for d in range(on) if d != dim]
+        region = Geometry(tuple(out_shape[d] for d in keep), tuple(ost[d] for d in keep),
+                          s_mul(_sz(p["index"]), ost[dim]))
     elif name == "narrow_backward":
-        dim, start = p["dim"], p["start"]
-        stop = start + shape[dim] if 0 <= dim < nd else None
-        region = _region(out_shape, lambda a: a[(slice(None),) * dim + (slice(start, stop),)])
-    else:
-        region = _region(out_shape, lambda a: S.DIAGONAL.eager(
-            a, offset=p["offset"], dim1=p["dim1"], dim2=p["dim2"]))
-    if region is None or tuple(region.shape) != shape:
-        return "view region not computable"
+        dim = int(p["dim"]) % on
+        region = Geometry(tuple(out_shape[d] if d != dim else shape[d] for d in range(on)), ost,
+                          s_mul(_sz(p["start"]), ost[dim]))
+    else:  # diagonal_backward: eager's diagonal view of the zeros
+        d1, d2 = int(p["dim1"]) % on, int(p["dim2"]) % on
+        off = _sz(p["offset"])
+        if type(off) is int:
+            start = off * ost[d2] if off >= 0 else -off * ost[d1]
+        else:
+            start = f"({off} >= 0 ? {s_mul(off, ost[d2])} : {s_mul(_neg(off), ost[d1])})"
+        keep = [d for d in range(on) if d not in (d1, d2)]
+        region = Geometry(tuple(out_shape[d] for d in keep) + (shape[-1],),
+                          tuple(ost[d] for d in keep) + (s_add(ost[d1], ost[d2]),), start)
+    if tuple(region.shape) != shape:
+        return "gradient shape does not match the view"
     zero = _fill_text(0, dt)
-    return cst, [_Piece(Geometry(out_shape, cst, 0), fill=zero), _Piece(region, src)]
+    return ost, [_Piece(Geometry(out_shape, ost, 0), fill=zero), _Piece(region, src)], \
+        out_shape
 
 
 def _movement(lw: Any, i: int, n: Any) -> str | None:
@@ -275,32 +329,31 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
     from ember.compiler.lower_gemm import _materialize
 
     name = n.op.name
-    if not n.args or not L._is_ref(n.args[0]) or len(n.args) != 1:
+    if len(n.args) != 1 or not L._is_ref(n.args[0]):
         return "a non-tensor operand"
-    out_shape, dt = n.specs[0]
-    out_shape = tuple(out_shape)
+    spec_shape, dt = n.specs[0]
     if dt.np.name not in STORAGE_CTYPES:
         return f"dtype {dt.name} (no C storage type)"
     if lw._dtype(n.args[0]) != dt:
         return "mixed dtypes"
-    if L._has_sym(n.params):
-        return "symbolic parameters (dynamic=True lifts its ints)"
     m = _materialize(lw, n.args[0])
     if m is None:
         return "an operand is not in memory"
-    static = _static_geom(m.geom) and all(type(x) is int for x in out_shape)
-    if not static and not (name == "clone" and (
-            n.params.get("contiguous")
-            or tuple(m.geom.strides) == contiguous_strides(tuple(m.geom.shape)))):
-        return "dynamic sizes"
-    plan = _plan(name, m.geom, out_shape, n.params, dt)
+    sym = lw.dynamic or L._has_sym(n.params) or not _static_geom(m.geom)
+    try:
+        plan = _plan(name, m.geom, n.params, dt, sym)
+    except (TypeError, ValueError, KeyError):  # e.g. a lifted dim: stays an extern
+        return "symbolic dims or unexpected parameters"
     if type(plan) is str:
         return plan
-    ost, pieces = plan
+    ost, pieces, out_shape = plan
+    if not lw.dynamic and tuple(out_shape) != tuple(spec_shape):
+        return f"output shape {out_shape} is not the graph's {tuple(spec_shape)}"
     if ost is None:  # tril/triu: eager's np.where keeps the operand's layout as pointwise ops do
         ost = lw._layout(n, out_shape, [n.args[0]])
+    if pieces[0].dst is None:
         pieces[0].dst = Geometry(out_shape, ost, 0)
-    lay = _layout(out_shape, tuple(ost)) if static else (None, contiguous_strides(out_shape))
+    lay = (None, ost) if sym else _layout(out_shape, tuple(ost))
     if lay is None:
         return "output layout"
     lw._close_group()
@@ -321,7 +374,7 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
             if pc.tri is not None:
                 upper, diag = pc.tri
                 c, r = lv[-1], lv[-2]
-                keep = f"({c} - {r} >= {diag}LL)" if upper else f"({c} - {r} <= {diag}LL)"
+                keep = f"({c} - {r} {'>=' if upper else '<='} (int64_t)({diag}))"
                 body.append(Let("t1", ct, Op(name, f"({keep} ? {{0}} : ({ct})0)",
                                              (Local("t0"),))))
                 val = "t1"
@@ -333,6 +386,6 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
         lw.segment.kernels.append(Kernel(lw._kernel_name(), shape, body, False, [name],
                                          order))
         lw.stats.kernels += 1
-    lw._bind(i, 0, out, Geometry(out_shape, tuple(lay[1]), 0), dt)
+    lw._bind(i, 0, out, Geometry(tuple(out_shape), tuple(lay[1]), 0), dt)
     L._log("fusion", f"{name} as {len(pieces)} copy kernel(s)", 3)
     return None
