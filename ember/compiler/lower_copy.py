@@ -1,5 +1,8 @@
 """Layout copies -> plain copy ``Kernel``s: ``reshape_copy`` (a reshape no view can express,
-e.g. attention's ``(B, H, T, E) -> (B, T, H*E)`` after a transpose) and ``cat``.
+e.g. attention's ``(B, H, T, E) -> (B, T, H*E)`` after a transpose) and ``cat``; the movement
+ops ``clone``, ``flip``, ``roll``, ``repeat``, ``tril``/``triu``, ``constant_pad`` and the view
+backwards ``select_backward``/``narrow_backward``/``diagonal_backward`` (``_movement``: fill
+and strided-copy kernels, runtime sizes and parameters included where eager's layout is known).
 
 Both produce a fresh C-contiguous value, as eager does: ``reshape_copy`` is one kernel over the
 source's shape that loads through the source's geometry (any strides) and stores in C order;

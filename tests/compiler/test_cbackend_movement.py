@@ -86,6 +86,13 @@ CASES = {
     "pad_int_value": lambda x: F.pad(x, (2, 0), value=-3),
     "pad_and_crop": lambda x: F.pad(x, (-1, 2, 0, -3)),
     "crop_transposed": lambda x: F.pad(x.transpose(0, 2), (-1, -2)),
+    "crop_to_empty": lambda x: F.pad(x, (-6, 0)),
+    "tril_broadcast": lambda x: x[:, 1:2].expand(4, 5, 6).tril(),
+    "clone_size1_permuted": lambda x: x[:, :1].permute(2, 1, 0).clone(),
+    "flip_size1_permuted": lambda x: x[:, :1].permute(2, 1, 0).flip(0),
+    "clone_0d": lambda x: x[1, 2, 3].clone(),
+    "flip_1d": lambda x: x[1, 2].flip(0),
+    "repeat_zero": lambda x: x.repeat(0, 1, 1),
 }
 
 
