@@ -42,6 +42,10 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     None, or why not."""
     if n.op.name in MOVE_OPS:
         return _movement(lw, i, n)
+    if n.op.name == "storage_read":  # a view of a C-contiguous storage value
+        return None if lw._view(i, n) else "storage value not C-contiguous or geometry unknown"
+    if n.op.name == "storage_write":
+        return _storage_write(lw, i, n)
     from ember.compiler import lower as L
     from ember.compiler.lower_gemm import _materialize
 
@@ -105,7 +109,10 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
 # rolls and pads boxes of the output).
 MOVE_OPS = frozenset({"clone", "flip", "roll", "repeat", "tril", "triu", "constant_pad",
                       "select_backward", "narrow_backward", "diagonal_backward"})
-COPY_OPS = COPY_OPS | MOVE_OPS
+# functionalized in-place writes: a strided read of a storage value is a view of it; a write
+# is a copy of the storage with the region stored over it
+STORAGE_OPS = frozenset({"storage_read", "storage_write"})
+COPY_OPS = COPY_OPS | MOVE_OPS | STORAGE_OPS
 
 
 class _Piece:
@@ -391,4 +398,48 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
         lw.stats.kernels += 1
     lw._bind(i, 0, out, Geometry(tuple(out_shape), tuple(lay[1]), 0), dt)
     L._log("fusion", f"{name} as {len(pieces)} copy kernel(s)", 3)
+    return None
+
+
+def _storage_write(lw: Any, i: int, n: Any) -> str | None:
+    """``out = storage`` (C order, as eager's copy) then ``out[region] = src``: two kernels."""
+    from ember.compiler import lower as L
+    from ember.compiler.lower_gemm import _materialize
+
+    if len(n.args) != 2 or not all(L._is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    _, dt = n.specs[0]
+    if dt.np.name not in STORAGE_CTYPES:
+        return f"dtype {dt.name} (no C storage type)"
+    if any(lw._dtype(r) != dt for r in n.args):
+        return "mixed dtypes"
+    try:
+        shape, strides, offset = n.params["geom"]
+        region = Geometry(tuple(_sz(x) for x in shape), tuple(_sz(x) for x in strides),
+                          _sz(offset))
+    except (TypeError, ValueError, KeyError):
+        return "geometry parameters"
+    ms = [_materialize(lw, r) for r in n.args]
+    if any(m is None for m in ms):
+        return "an operand is not in memory"
+    st, src = ms
+    if tuple(region.shape) != tuple(src.geom.shape):
+        return "source shape is not the region's"
+    out_shape = tuple(st.geom.shape)
+    pieces = [_Piece(Geometry.contiguous(out_shape), st.geom), _Piece(region, src.geom)]
+    lw._close_group()
+    lw._open_segment()
+    out = lw._buffer(dt, out_shape, "temp")
+    ct = COMPUTE_CTYPES[dt.np.name]
+    for pc, m in zip(pieces, ms):
+        shape = tuple(pc.dst.shape)
+        lv = [f"i{d}" for d in range(len(shape))]
+        dst = Index(pc.dst.offset, tuple((v, s) for v, s, k in zip(lv, pc.dst.strides, shape)
+                                         if k != 1))
+        body = [Let("t0", ct, Load(m.buf, L._index(pc.src, lv, False))),
+                Store(out, dst, Local("t0"))]
+        lw.segment.kernels.append(Kernel(lw._kernel_name(), shape, body, False, [n.op.name]))
+        lw.stats.kernels += 1
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    L._log("fusion", "storage_write as a copy and a region copy kernel", 3)
     return None
