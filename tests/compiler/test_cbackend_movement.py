@@ -1,7 +1,8 @@
 """Movement ops as C copy kernels (``ember/compiler/lower_copy.py``), against eager ember.
 
-clone, flip, roll, repeat, tril/triu, constant_pad and the view backwards select_backward,
-narrow_backward and diagonal_backward lower to plain kernels (a fill and/or a strided copy):
+clone, flip, roll, repeat, tril/triu, constant_pad, the view backwards select_backward,
+narrow_backward and diagonal_backward, and the storage ops of functionalized in-place writes
+(storage_write; storage_read is a view) lower to plain kernels (a fill and/or a strided copy):
 values are copied exactly, so every result must be bit-identical to eager, with eager's shape,
 dtype and strides, for contiguous, transposed, sliced and broadcast operands.  The graphs must
 have no extern for these ops.
@@ -17,7 +18,7 @@ import pytest
 import ember
 from ember.compiler import cbackend
 from ember.compiler.loop_ir import Geometry
-from ember.compiler.lower_copy import MOVE_OPS, _keep_order, _layout
+from ember.compiler.lower_copy import MOVE_OPS, STORAGE_OPS, _keep_order, _layout
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
@@ -246,3 +247,44 @@ def test_keep_order_layout_matches_numpy(seed):
     assert _keep_order(geom) == want
     lay = _layout(a.shape, want)
     assert lay is not None and lay[1] == want
+
+
+def _write_into_clone(x):
+    y = x.clone()
+    y[:, 1] = 5
+    y[0] += 1
+    return y * 2
+
+
+def _mul_slice_of_input(x):
+    x[1:3].mul_(2)
+    return x.t() + 1
+
+
+def _add_row_of_transpose(x):
+    v = x.t()
+    v[2].add_(1)
+    return v * 1
+
+
+INPLACE = {"write_into_clone": _write_into_clone, "mul_slice_of_input": _mul_slice_of_input,
+           "add_row_of_transpose": _add_row_of_transpose}
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float16, ember.int32],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("case", list(INPLACE), ids=list(INPLACE))
+def test_functionalized_inplace_writes(case, dtype):
+    # storage_write / storage_read of in-place writes: no externs, and the input is mutated
+    # exactly as eager mutates it
+    fn = INPLACE[case]
+    a, b = _value(dtype, (4, 5)), _value(dtype, (4, 5))
+    got = ember.compile(fn, backend="c", fullgraph=True)(a)
+    cg = cbackend.last_compiled()
+    assert "storage_write" in {n.op.name for n in cg.graph.nodes}
+    bad = [f for f in cg.stats.fallbacks if f.split(":")[0] in STORAGE_OPS]
+    assert not bad, bad
+    want = fn(b)
+    assert got.stride() == want.stride()
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
