@@ -544,6 +544,8 @@ class Lowering:
             geom, buf = v.geom, v.buf
         try:
             outs = _view_geometry(n, geom, v.dtype)
+            if outs is None and n.op.name == "diagonal" and not self.dynamic:
+                outs = lower_copy.diagonal_view(n, geom)  # a runtime offset
         except Exception:  # noqa: BLE001 - an unexpected view form is an extern, not an error
             outs = None
         if outs is None:
