@@ -139,7 +139,14 @@ def _keep_order(g: Geometry) -> tuple:
     if 0 in shape or len(shape) <= 1:
         return contiguous_strides(shape)
     probe = np.lib.stride_tricks.as_strided(np.empty(1, np.uint8), shape, tuple(g.strides))
-    return tuple(int(s) for s in np.empty_like(probe, order="K").strides)
+    try:
+        return tuple(int(s) for s in np.empty_like(probe, order="K").strides)
+    except MemoryError as e:  # no address space for the stand-in: the op stays an extern
+        raise _NoLayoutError from e
+
+
+class _NoLayoutError(Exception):
+    pass
 
 
 def _alloc_strides(shape: tuple, order: tuple) -> tuple:
@@ -354,6 +361,8 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
         plan = _plan(name, m.geom, n.params, dt, sym)
     except (TypeError, ValueError, KeyError):  # e.g. a lifted dim: stays an extern
         return "symbolic dims or unexpected parameters"
+    except _NoLayoutError:
+        return "eager's layout not computable"
     if type(plan) is str:
         return plan
     ost, pieces, out_shape = plan
