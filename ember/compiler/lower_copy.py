@@ -43,7 +43,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     if n.op.name in MOVE_OPS:
         return _movement(lw, i, n)
     if n.op.name == "storage_read":  # a view of a C-contiguous storage value
-        return None if lw._view(i, n) else "storage value not C-contiguous or geometry unknown"
+        return None if lw._view(i, n) else _storage_read(lw, i, n)
     if n.op.name == "storage_write":
         return _storage_write(lw, i, n)
     from ember.compiler import lower as L
@@ -356,7 +356,9 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
     m = _materialize(lw, n.args[0])
     if m is None:
         return "an operand is not in memory"
-    sym = lw.dynamic or L._has_sym(n.params) or not _static_geom(m.geom)
+    # (a runtime offset, e.g. of a diagonal view, changes no layout: only sizes and strides)
+    sym = lw.dynamic or L._has_sym(n.params) or not _static_geom(
+        Geometry(m.geom.shape, m.geom.strides, 0))
     try:
         plan = _plan(name, m.geom, n.params, dt, sym)
     except (TypeError, ValueError, KeyError):  # e.g. a lifted dim: stays an extern
@@ -366,7 +368,7 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
     if type(plan) is str:
         return plan
     ost, pieces, out_shape = plan
-    if not lw.dynamic and tuple(out_shape) != tuple(spec_shape):
+    if all(type(x) is int for x in out_shape) and tuple(out_shape) != tuple(spec_shape):
         return f"output shape {out_shape} is not the graph's {tuple(spec_shape)}"
     if ost is None:  # tril/triu: eager's np.where keeps the operand's layout as pointwise ops do
         ost = lw._layout(n, out_shape, [n.args[0]])
@@ -432,8 +434,11 @@ def _storage_write(lw: Any, i: int, n: Any) -> str | None:
     if any(m is None for m in ms):
         return "an operand is not in memory"
     st, src = ms
-    if tuple(region.shape) != tuple(src.geom.shape):
+    static = all(type(x) is int for x in tuple(region.shape) + tuple(src.geom.shape))
+    if static and tuple(region.shape) != tuple(src.geom.shape):
         return "source shape is not the region's"
+    # (runtime sizes: the region's lifted sizes are the source's, as the trace checked)
+    region = Geometry(tuple(src.geom.shape), region.strides, region.offset)
     out_shape = tuple(st.geom.shape)
     pieces = [_Piece(Geometry.contiguous(out_shape), st.geom), _Piece(region, src.geom)]
     lw._close_group()
@@ -475,3 +480,28 @@ def diagonal_view(n: Any, geom: Geometry) -> list | None:
         return None
     return [Geometry(out_shape, tuple(st[d] for d in keep) + (st[d1] + st[d2],),
                      s_add(geom.offset, start))]
+
+
+def _storage_read(lw: Any, i: int, n: Any) -> str | None:
+    """``storage_read`` with runtime sizes: the region's geometry over the storage value when
+    that is C-contiguous (eager reads a view of it), else why not."""
+    from ember.compiler.lower_gemm import _materialize
+
+    if len(n.args) != 1:
+        return "a non-tensor operand"
+    m = _materialize(lw, n.args[0])
+    if m is None:
+        return "an operand is not in memory"
+    if tuple(m.geom.strides) != contiguous_strides(tuple(m.geom.shape)):
+        return "storage value not C-contiguous"
+    try:
+        shape, strides, offset = n.params["geom"]
+        geom = Geometry(tuple(_sz(x) for x in shape), tuple(_sz(x) for x in strides),
+                        s_add(m.geom.offset, _sz(offset)))
+    except (TypeError, ValueError, KeyError):
+        return "geometry parameters"
+    ref = ("n", i, 0)
+    lw.vals[ref] = type(m)(m.buf, geom, m.dtype)
+    lw.sources[ref] = ("view", i, 0)
+    lw.stats.view_ops += 1
+    return None

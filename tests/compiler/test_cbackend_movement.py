@@ -310,3 +310,17 @@ def test_diagonal_with_a_runtime_offset_is_a_view(case, off):
     want = fn(x, off)
     assert tuple(got.shape) == tuple(want.shape)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("case", list(INPLACE), ids=list(INPLACE))
+def test_functionalized_inplace_writes_dynamic(case):
+    fn = INPLACE[case]
+    compiled = ember.compile(fn, backend="c", fullgraph=True, dynamic=True)
+    for k, shape in enumerate([(4, 5), (6, 7), (5, 3)]):
+        a, b = _value(ember.float32, shape, seed=k), _value(ember.float32, shape, seed=k)
+        got = compiled(a)
+        cg = cbackend.last_compiled()
+        assert not [f for f in cg.stats.fallbacks if f.split(":")[0] in STORAGE_OPS], \
+            cg.stats.fallbacks
+        np.testing.assert_array_equal(got.numpy(), fn(b).numpy())
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
