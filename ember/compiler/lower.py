@@ -14,7 +14,8 @@ Nodes are taken in graph order:
   logcumsumexp) a ``ScanKernel`` (``lower_scan.py``); matrix products and convolutions a
   ``GemmKernel``/``Im2colKernel`` with fused epilogues (``lower_gemm.py``);
   ``scaled_dot_product_attention`` and its backward an ``AttentionKernel``
-  (``lower_attention.py``); ``reshape_copy``/``cat`` copy kernels (``lower_copy.py``);
+  (``lower_attention.py``); ``reshape_copy``/``cat`` and the movement ops (clone, flip, roll,
+  repeat, tril/triu, constant_pad, view backwards) copy kernels (``lower_copy.py``);
   ``embedding`` a gather and ``embedding_backward`` a scatter-add ``IndexKernel``,
   ``basic_index_backward`` zeros and a copy kernel (``lower_index.py``);
 * ``dropout``, ``uniform``, ``normal`` and ``bernoulli`` join the open group like pointwise ops,
@@ -546,6 +547,8 @@ class Lowering:
             geom, buf = v.geom, v.buf
         try:
             outs = _view_geometry(n, geom, v.dtype)
+            if outs is None and n.op.name == "diagonal" and not self.dynamic:
+                outs = lower_copy.diagonal_view(n, geom)  # a runtime offset
         except Exception:  # noqa: BLE001 - an unexpected view form is an extern, not an error
             outs = None
         if outs is None:

@@ -1,5 +1,8 @@
 """Layout copies -> plain copy ``Kernel``s: ``reshape_copy`` (a reshape no view can express,
-e.g. attention's ``(B, H, T, E) -> (B, T, H*E)`` after a transpose) and ``cat``.
+e.g. attention's ``(B, H, T, E) -> (B, T, H*E)`` after a transpose) and ``cat``; the movement
+ops ``clone``, ``flip``, ``roll``, ``repeat``, ``tril``/``triu``, ``constant_pad`` and the view
+backwards ``select_backward``/``narrow_backward``/``diagonal_backward`` (``_movement``: fill
+and strided-copy kernels, runtime sizes and parameters included where eager's layout is known).
 
 Both produce a fresh C-contiguous value, as eager does: ``reshape_copy`` is one kernel over the
 source's shape that loads through the source's geometry (any strides) and stores in C order;
@@ -9,26 +12,40 @@ source's shape that loads through the source's geometry (any strides) and stores
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
+
+import numpy as np
 
 from ember.compiler.loop_ir import (
     COMPUTE_CTYPES,
     STORAGE_CTYPES,
+    Const,
     Geometry,
     Index,
     Kernel,
     Let,
     Load,
     Local,
+    Op,
     Store,
     contiguous_strides,
+    s_add,
+    s_mul,
 )
 
 COPY_OPS = frozenset({"reshape_copy", "cat"})
 
 
 def lower(lw: Any, i: int, n: Any) -> str | None:
-    """Lower node ``i`` (reshape_copy or cat) into ``lw``'s open segment; None, or why not."""
+    """Lower node ``i`` (reshape_copy, cat or a movement op) into ``lw``'s open segment;
+    None, or why not."""
+    if n.op.name in MOVE_OPS:
+        return _movement(lw, i, n)
+    if n.op.name == "storage_read":  # a view of a C-contiguous storage value
+        return None if lw._view(i, n) else _storage_read(lw, i, n)
+    if n.op.name == "storage_write":
+        return _storage_write(lw, i, n)
     from ember.compiler import lower as L
     from ember.compiler.lower_gemm import _materialize
 
@@ -82,4 +99,409 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         lw.stats.kernels += 1
     lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     L._log("fusion", f"{n.op.name} as {len(pieces)} copy kernel(s)", 3)
+    return None
+
+
+# ------------------------------------------------------------------------------ movement ops
+# Each is a few plain kernels into a fresh buffer: ``fill`` pieces store a constant over a box
+# of the output, ``copy`` pieces load the source through a geometry and store it through
+# another (both index arithmetic: flips are negative strides, repeats stride-0 loop variables,
+# rolls and pads boxes of the output).
+MOVE_OPS = frozenset({"clone", "flip", "roll", "repeat", "tril", "triu", "constant_pad",
+                      "select_backward", "narrow_backward", "diagonal_backward"})
+# functionalized in-place writes: a strided read of a storage value is a view of it; a write
+# is a copy of the storage with the region stored over it
+STORAGE_OPS = frozenset({"storage_read", "storage_write"})
+COPY_OPS = COPY_OPS | MOVE_OPS | STORAGE_OPS
+
+
+class _Piece:
+    """One kernel: store ``src`` (a geometry of the source, same shape) or the constant
+    ``fill`` at ``dst`` (a geometry over the output buffer's elements); ``tri``: (upper,
+    diagonal) keeps the elements of the last two dims on the kept side of that diagonal."""
+
+    __slots__ = ("dst", "src", "fill", "tri")
+
+    def __init__(self, dst: Geometry, src: Geometry | None = None, fill: str | None = None,
+                 tri: tuple | None = None) -> None:
+        self.dst, self.src, self.fill, self.tri = dst, src, fill, tri
+
+
+def _static_geom(g: Geometry) -> bool:
+    return all(type(x) is int for x in tuple(g.shape) + tuple(g.strides) + (g.offset,))
+
+
+def _keep_order(g: Geometry) -> tuple:
+    """Element strides NumPy gives a copy of ``g`` in order "K" (``np.array(x, copy=True,
+    order="K")``: eager's clone and flip), read from ``np.empty_like`` of a stand-in with the
+    same geometry (nothing is read; the pages of the stand-in's result are never touched)."""
+    shape = tuple(g.shape)
+    if 0 in shape or len(shape) <= 1:
+        return contiguous_strides(shape)
+    probe = np.lib.stride_tricks.as_strided(np.empty(1, np.uint8), shape, tuple(g.strides))
+    try:
+        return tuple(int(s) for s in np.empty_like(probe, order="K").strides)
+    except MemoryError as e:  # no address space for the stand-in: the op stays an extern
+        raise _NoLayoutError from e
+
+
+class _NoLayoutError(Exception):
+    pass
+
+
+def _alloc_strides(shape: tuple, order: tuple) -> tuple:
+    """The element strides of ``shape`` allocated C-contiguous in dim order ``order``."""
+    out = [0] * len(shape)
+    acc = 1
+    for d in reversed(order):
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)
+
+
+def _layout(shape: tuple, want: tuple) -> tuple | None:
+    """(``Buffer.strides``, element strides) making the driver allocate ``shape`` with the
+    strides ``want`` (eager's; size-1 dims included), or None when no dim order gives them."""
+    nd = len(shape)
+    if want == contiguous_strides(shape):
+        return None, want
+    by = sorted(range(nd), key=lambda d: -want[d])
+    if _alloc_strides(shape, tuple(by)) == want:
+        return want, want
+    for order in itertools.permutations(range(nd)):  # ties between size-1 dims
+        if _alloc_strides(shape, order) == want:
+            fake = [0] * nd
+            for k, d in enumerate(order):
+                fake[d] = nd - k   # distinct, so the driver's sort finds ``order``
+            return tuple(fake), want
+    return None
+
+
+def _sz(x: Any) -> Any:
+    """A size or index parameter as a SizeExpr (a lifted scalar is its runtime name)."""
+    from ember.compiler.graph import Sym
+    if type(x) is Sym:
+        return f"s{x.index}"
+    return int(x)
+
+
+def _sub(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return a - b
+    return a if b == 0 else f"({a} - {b})"
+
+
+def _neg(a: Any) -> Any:
+    return -a if type(a) is int else f"(-{a})"
+
+
+def _max0(a: Any) -> Any:
+    return max(a, 0) if type(a) is int else f"({a} > 0 ? {a} : 0)"
+
+
+def _mod(a: Any, n: Any) -> Any:
+    """``a`` modulo ``n`` in ``[0, n)`` (``n`` > 0)."""
+    if type(a) is int and type(n) is int:
+        return a % n
+    return f"((({a} % {n}) + {n}) % {n})"
+
+
+def _dot(xs: Any, ys: Any) -> Any:
+    acc: Any = 0
+    for x, y in zip(xs, ys):
+        acc = s_add(acc, s_mul(x, y))
+    return acc
+
+
+def _box(ost: tuple, start: tuple, shape: tuple) -> Geometry:
+    return Geometry(tuple(shape), ost, _dot(start, ost))
+
+
+def _fill_text(value: Any, dt: Any) -> str | None:
+    """C text of ``value`` converted to ``dt`` as eager does (NumPy's cast), in the compute
+    type; None when it cannot be (not a number, or a runtime scalar NumPy would cast in one
+    rounding where C needs two)."""
+    from ember.compiler import lower as L
+    from ember.compiler.graph import Sym
+    ct = COMPUTE_CTYPES[dt.np.name]
+    if type(value) is Sym:
+        return L._scalar(value, ct) if dt.np.name in ("float32", "float64") else None
+    if type(value) not in (int, float, bool) and not isinstance(value, (np.number, np.bool_)):
+        return None
+    with np.errstate(all="ignore"):
+        v = np.array(value).astype(dt.np)[()]
+    if dt.np.name == "bool":
+        return f"(({ct}){int(bool(v))})"
+    if dt.is_floating_point:
+        return L._scalar(float(v), ct)
+    return L._scalar(int(v), ct)
+
+
+def _plan(name: str, src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    """(output element strides or None for eager's pointwise layout, pieces, output shape) of
+    a movement op, or the reason it stays an extern.  ``sym``: sizes or parameters are runtime
+    values, so eager's layout is known only where it is C order (a C-contiguous source)."""
+    shape, st = tuple(src.shape), tuple(src.strides)
+    nd = len(shape)
+    c_src = st == contiguous_strides(shape)
+    if sym and not c_src and (name in ("flip", "tril", "triu", "constant_pad")
+                              or (name == "clone" and not p.get("contiguous"))):
+        return "dynamic sizes of a non-contiguous source (eager's layout unknown)"
+    cst = contiguous_strides(shape)
+    if name == "clone":
+        ost = cst if p.get("contiguous") or sym else _keep_order(src)
+        return ost, [_Piece(Geometry(shape, ost, 0), src)], shape
+    if name == "flip":
+        off, fst = src.offset, list(st)
+        for d in set(int(x) % nd for x in p["dims"]) if nd else ():
+            if shape[d] != 0:
+                off = s_add(off, s_mul(_sub(shape[d], 1), st[d]))
+            fst[d] = _neg(st[d])
+        view = Geometry(shape, tuple(fst), off)
+        ost = cst if sym else _keep_order(view)
+        return ost, [_Piece(Geometry(shape, ost, 0), view)], shape
+    if name == "roll":
+        shift: list = [0] * nd
+        for s, d in zip(p["shifts"], p["dims"]):
+            shift[int(d) % nd] = s_add(shift[int(d) % nd], _sz(s))
+        runs = []  # per dim: (output start, source start, length) of the one or two runs
+        for d in range(nd):
+            n = shape[d]
+            s = _mod(shift[d], n) if n != 0 else 0
+            runs.append([(0, 0, n)] if s == 0 else [(0, _sub(n, s), s), (s, 0, _sub(n, s))])
+        pieces = []
+        for combo in itertools.product(*runs):
+            box = tuple(r[2] for r in combo)
+            sub = Geometry(box, st, s_add(src.offset, _dot([r[1] for r in combo], st)))
+            pieces.append(_Piece(_box(cst, tuple(r[0] for r in combo), box), sub))
+        return cst, pieces, shape
+    if name == "repeat":
+        reps = tuple(_sz(r) for r in p["repeats"])
+        if len(reps) != nd:
+            return "repeats do not match the rank"
+        out_shape = tuple(s_mul(n, r) for n, r in zip(shape, reps))
+        ost = contiguous_strides(out_shape)
+        # loops (r_0, i_0, r_1, i_1, ...): output index r_d * n_d + i_d, source index i_d
+        split = tuple(x for r, n in zip(reps, shape) for x in (r, n))
+        dst = Geometry(split, tuple(x for d in range(nd) for x in (s_mul(shape[d], ost[d]),
+                                                                   ost[d])), 0)
+        sub = Geometry(split, tuple(x for s in st for x in (0, s)), src.offset)
+        return ost, [_Piece(dst, sub)], out_shape
+    if name in ("tril", "triu"):
+        if nd < 2:
+            return "fewer than 2 dims"
+        diag = _sz(p["diagonal"])
+        return (cst if sym else None), [_Piece(None, src, tri=(name == "triu", diag))], shape
+    if name == "constant_pad":
+        pads = tuple((_sz(lo), _sz(hi)) for lo, hi in p["pads"])
+        if len(pads) != nd:
+            return "pads do not match the rank"
+        out_shape = tuple(s_add(s_add(n, lo), hi) for n, (lo, hi) in zip(shape, pads))
+        ost = contiguous_strides(out_shape)
+        crop = tuple(_max0(_neg(lo)) for lo, _ in pads)
+        box = tuple(_sub(_sub(n, c), _max0(_neg(hi))) for n, c, (_, hi) in zip(shape, crop, pads))
+        sub = Geometry(box, st, s_add(src.offset, _dot(crop, st)))
+        into = _box(ost, tuple(_max0(lo) for lo, _ in pads), box)
+        grows = [x for lo, hi in pads for x in (lo, hi) if type(x) is not int or x > 0]
+        if not grows:  # a crop: eager copies it (np.array(x, copy=True): order "K")
+            ost = _keep_order(sub)
+            return ost, [_Piece(Geometry(box, ost, 0), sub)], out_shape
+        value = _fill_text(p["value"], dt)
+        if value is None:
+            return f"pad value {p['value']!r} for dtype {dt.name}"
+        return ost, [_Piece(Geometry(out_shape, ost, 0), fill=value), _Piece(into, sub)], \
+            out_shape
+    # the backward of a view: zeros, then the gradient stored at the view's elements
+    out_shape = tuple(_sz(x) for x in p["shape"])
+    ost = contiguous_strides(out_shape)
+    on = len(out_shape)
+    if name == "select_backward":
+        dim = int(p["dim"]) % on
+        keep = [d for d in range(on) if d != dim]
+        region = Geometry(tuple(out_shape[d] for d in keep), tuple(ost[d] for d in keep),
+                          s_mul(_sz(p["index"]), ost[dim]))
+    elif name == "narrow_backward":
+        dim = int(p["dim"]) % on
+        region = Geometry(tuple(out_shape[d] if d != dim else shape[d] for d in range(on)), ost,
+                          s_mul(_sz(p["start"]), ost[dim]))
+    else:  # diagonal_backward: eager's diagonal view of the zeros
+        d1, d2 = int(p["dim1"]) % on, int(p["dim2"]) % on
+        off = _sz(p["offset"])
+        if type(off) is int:
+            start = off * ost[d2] if off >= 0 else -off * ost[d1]
+        else:
+            start = f"({off} >= 0 ? {s_mul(off, ost[d2])} : {s_mul(_neg(off), ost[d1])})"
+        keep = [d for d in range(on) if d not in (d1, d2)]
+        region = Geometry(tuple(out_shape[d] for d in keep) + (shape[-1],),
+                          tuple(ost[d] for d in keep) + (s_add(ost[d1], ost[d2]),), start)
+    if tuple(region.shape) != shape:
+        return "gradient shape does not match the view"
+    zero = _fill_text(0, dt)
+    return ost, [_Piece(Geometry(out_shape, ost, 0), fill=zero), _Piece(region, src)], \
+        out_shape
+
+
+def _movement(lw: Any, i: int, n: Any) -> str | None:
+    from ember.compiler import lower as L
+    from ember.compiler.lower_gemm import _materialize
+
+    name = n.op.name
+    if len(n.args) != 1 or not L._is_ref(n.args[0]):
+        return "a non-tensor operand"
+    spec_shape, dt = n.specs[0]
+    if dt.np.name not in STORAGE_CTYPES:
+        return f"dtype {dt.name} (no C storage type)"
+    if lw._dtype(n.args[0]) != dt:
+        return "mixed dtypes"
+    m = _materialize(lw, n.args[0])
+    if m is None:
+        return "an operand is not in memory"
+    # (a runtime offset, e.g. of a diagonal view, changes no layout: only sizes and strides)
+    sym = lw.dynamic or L._has_sym(n.params) or not _static_geom(
+        Geometry(m.geom.shape, m.geom.strides, 0))
+    try:
+        plan = _plan(name, m.geom, n.params, dt, sym)
+    except (TypeError, ValueError, KeyError):  # e.g. a lifted dim: stays an extern
+        return "symbolic dims or unexpected parameters"
+    except _NoLayoutError:
+        return "eager's layout not computable"
+    if type(plan) is str:
+        return plan
+    ost, pieces, out_shape = plan
+    if all(type(x) is int for x in out_shape) and tuple(out_shape) != tuple(spec_shape):
+        return f"output shape {out_shape} is not the graph's {tuple(spec_shape)}"
+    if ost is None:  # tril/triu: eager's np.where keeps the operand's layout as pointwise ops do
+        ost = lw._layout(n, out_shape, [n.args[0]])
+    if pieces[0].dst is None:
+        pieces[0].dst = Geometry(out_shape, ost, 0)
+    lay = (None, ost) if sym else _layout(out_shape, tuple(ost))
+    if lay is None:
+        return "output layout"
+    lw._close_group()
+    lw._open_segment()
+    out = lw._buffer(dt, out_shape, "temp")
+    out.strides = lay[0]
+    ct = COMPUTE_CTYPES[dt.np.name]
+    for pc in pieces:
+        shape = tuple(pc.dst.shape)
+        lv = [f"i{d}" for d in range(len(shape))]
+        dst = Index(pc.dst.offset, tuple((v, s) for v, s, k in zip(lv, pc.dst.strides, shape)
+                                         if k != 1))
+        if pc.fill is not None:
+            body = [Store(out, dst, Const(pc.fill))]
+        else:
+            body = [Let("t0", ct, Load(m.buf, L._index(pc.src, lv, False)))]
+            val = "t0"
+            if pc.tri is not None:
+                upper, diag = pc.tri
+                c, r = lv[-1], lv[-2]
+                keep = f"({c} - {r} {'>=' if upper else '<='} (int64_t)({diag}))"
+                body.append(Let("t1", ct, Op(name, f"({keep} ? {{0}} : ({ct})0)",
+                                             (Local("t0"),))))
+                val = "t1"
+            body.append(Store(out, dst, Local(val)))
+        order: tuple = ()
+        dstr = tuple(pc.dst.strides)
+        if all(type(x) is int for x in dstr) and list(dstr) != sorted(dstr)[::-1]:
+            order = tuple(sorted(range(len(shape)), key=lambda d: -abs(dstr[d])))
+        lw.segment.kernels.append(Kernel(lw._kernel_name(), shape, body, False, [name],
+                                         order))
+        lw.stats.kernels += 1
+    lw._bind(i, 0, out, Geometry(tuple(out_shape), tuple(lay[1]), 0), dt)
+    L._log("fusion", f"{name} as {len(pieces)} copy kernel(s)", 3)
+    return None
+
+
+def _storage_write(lw: Any, i: int, n: Any) -> str | None:
+    """``out = storage`` (C order, as eager's copy) then ``out[region] = src``: two kernels."""
+    from ember.compiler import lower as L
+    from ember.compiler.lower_gemm import _materialize
+
+    if len(n.args) != 2 or not all(L._is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    _, dt = n.specs[0]
+    if dt.np.name not in STORAGE_CTYPES:
+        return f"dtype {dt.name} (no C storage type)"
+    if any(lw._dtype(r) != dt for r in n.args):
+        return "mixed dtypes"
+    try:
+        shape, strides, offset = n.params["geom"]
+        region = Geometry(tuple(_sz(x) for x in shape), tuple(_sz(x) for x in strides),
+                          _sz(offset))
+    except (TypeError, ValueError, KeyError):
+        return "geometry parameters"
+    ms = [_materialize(lw, r) for r in n.args]
+    if any(m is None for m in ms):
+        return "an operand is not in memory"
+    st, src = ms
+    static = all(type(x) is int for x in tuple(region.shape) + tuple(src.geom.shape))
+    if static and tuple(region.shape) != tuple(src.geom.shape):
+        return "source shape is not the region's"
+    # (runtime sizes: the region's lifted sizes are the source's, as the trace checked)
+    region = Geometry(tuple(src.geom.shape), region.strides, region.offset)
+    out_shape = tuple(st.geom.shape)
+    pieces = [_Piece(Geometry.contiguous(out_shape), st.geom), _Piece(region, src.geom)]
+    lw._close_group()
+    lw._open_segment()
+    out = lw._buffer(dt, out_shape, "temp")
+    ct = COMPUTE_CTYPES[dt.np.name]
+    for pc, m in zip(pieces, ms):
+        shape = tuple(pc.dst.shape)
+        lv = [f"i{d}" for d in range(len(shape))]
+        dst = Index(pc.dst.offset, tuple((v, s) for v, s, k in zip(lv, pc.dst.strides, shape)
+                                         if k != 1))
+        body = [Let("t0", ct, Load(m.buf, L._index(pc.src, lv, False))),
+                Store(out, dst, Local("t0"))]
+        lw.segment.kernels.append(Kernel(lw._kernel_name(), shape, body, False, [n.op.name]))
+        lw.stats.kernels += 1
+    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    L._log("fusion", "storage_write as a copy and a region copy kernel", 3)
+    return None
+
+
+def diagonal_view(n: Any, geom: Geometry) -> list | None:
+    """The geometry of ``diagonal`` over ``geom`` when its offset is a runtime scalar (a static
+    graph lifts it; the length is the graph's): eager's start element, ``offset`` steps along
+    ``dim2`` (or ``-offset`` along ``dim1``), as C text."""
+    p = n.params
+    shape, st = tuple(geom.shape), tuple(geom.strides)
+    out_shape = tuple(n.specs[0][0])
+    if not _static_geom(geom) or any(type(x) is not int for x in out_shape) or len(shape) < 2:
+        return None
+    nd = len(shape)
+    d1, d2 = int(p["dim1"]) % nd, int(p["dim2"]) % nd
+    off = _sz(p["offset"])
+    if out_shape[-1] == 0 or type(off) is int:
+        start: Any = 0 if out_shape[-1] == 0 else (off * st[d2] if off >= 0 else -off * st[d1])
+    else:
+        start = f"({off} >= 0 ? {off} * {st[d2]} : -{off} * {st[d1]})"
+    keep = [d for d in range(nd) if d not in (d1, d2)]
+    if tuple(shape[d] for d in keep) != out_shape[:-1]:
+        return None
+    return [Geometry(out_shape, tuple(st[d] for d in keep) + (st[d1] + st[d2],),
+                     s_add(geom.offset, start))]
+
+
+def _storage_read(lw: Any, i: int, n: Any) -> str | None:
+    """``storage_read`` with runtime sizes: the region's geometry over the storage value when
+    that is C-contiguous (eager reads a view of it), else why not."""
+    from ember.compiler.lower_gemm import _materialize
+
+    if len(n.args) != 1:
+        return "a non-tensor operand"
+    m = _materialize(lw, n.args[0])
+    if m is None:
+        return "an operand is not in memory"
+    if tuple(m.geom.strides) != contiguous_strides(tuple(m.geom.shape)):
+        return "storage value not C-contiguous"
+    try:
+        shape, strides, offset = n.params["geom"]
+        geom = Geometry(tuple(_sz(x) for x in shape), tuple(_sz(x) for x in strides),
+                        s_add(m.geom.offset, _sz(offset)))
+    except (TypeError, ValueError, KeyError):
+        return "geometry parameters"
+    ref = ("n", i, 0)
+    lw.vals[ref] = type(m)(m.buf, geom, m.dtype)
+    lw.sources[ref] = ("view", i, 0)
+    lw.stats.view_ops += 1
     return None
