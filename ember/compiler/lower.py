@@ -547,8 +547,6 @@ class Lowering:
             geom, buf = v.geom, v.buf
         try:
             outs = _view_geometry(n, geom, v.dtype)
-            if outs is None and n.op.name == "diagonal" and not self.dynamic:
-                outs = lower_copy.diagonal_view(n, geom)  # a runtime offset
         except Exception:  # noqa: BLE001 - an unexpected view form is an extern, not an error
             outs = None
         if outs is None:
@@ -567,8 +565,12 @@ class Lowering:
         lower_reduce.materialize(self, [a for a in n.args if _is_ref(a)])
         self._close_segment()
         outs = []
+        # a runtime scalar in a non-pointwise op's parameters may decide its output's sizes
+        # (narrow's length, diagonal's offset): the recorded specs are one call's, so the
+        # extern's real sizes go to C at run time, as in a dynamic graph
+        runtime = self.dynamic or (n.op.kind != "pointwise" and _has_sym(n.params))
         for j, (shape, dt) in enumerate(n.specs):
-            if self.dynamic:
+            if runtime:
                 names = [f"e{i}_{j}_{d}" for d in range(len(shape))]
                 self.int_names.extend(names)
                 shape = tuple(names)

@@ -459,29 +459,6 @@ def _storage_write(lw: Any, i: int, n: Any) -> str | None:
     return None
 
 
-def diagonal_view(n: Any, geom: Geometry) -> list | None:
-    """The geometry of ``diagonal`` over ``geom`` when its offset is a runtime scalar (a static
-    graph lifts it; the length is the graph's): eager's start element, ``offset`` steps along
-    ``dim2`` (or ``-offset`` along ``dim1``), as C text."""
-    p = n.params
-    shape, st = tuple(geom.shape), tuple(geom.strides)
-    out_shape = tuple(n.specs[0][0])
-    if not _static_geom(geom) or any(type(x) is not int for x in out_shape) or len(shape) < 2:
-        return None
-    nd = len(shape)
-    d1, d2 = int(p["dim1"]) % nd, int(p["dim2"]) % nd
-    off = _sz(p["offset"])
-    if out_shape[-1] == 0 or type(off) is int:
-        start: Any = 0 if out_shape[-1] == 0 else (off * st[d2] if off >= 0 else -off * st[d1])
-    else:
-        start = f"({off} >= 0 ? {off} * {st[d2]} : -{off} * {st[d1]})"
-    keep = [d for d in range(nd) if d not in (d1, d2)]
-    if tuple(shape[d] for d in keep) != out_shape[:-1]:
-        return None
-    return [Geometry(out_shape, tuple(st[d] for d in keep) + (st[d1] + st[d2],),
-                     s_add(geom.offset, start))]
-
-
 def _storage_read(lw: Any, i: int, n: Any) -> str | None:
     """``storage_read`` with runtime sizes: the region's geometry over the storage value when
     that is C-contiguous (eager reads a view of it), else why not."""
