@@ -113,6 +113,7 @@ class CompiledGraph:
         self._inputs = program.inputs
         self._int_names = list(program.int_names)
         self._sources = program.sources  # type: ignore[attr-defined]
+        self._slots, self._slot_bytes = memory_plan(program, self.graph, self._sources)
 
     def _from_plan(self, plan: dict) -> None:
         bufs = [Buffer(name, by_name(dt), tuple(shape), role,
@@ -132,6 +133,8 @@ class CompiledGraph:
         self._int_names = list(plan["int_names"])
         self._sources = {tuple(ref): (kind, bufs[v] if kind == "buf" else v) if kind != "view"
                          else ("view", *v) for ref, kind, v in plan["sources"]}
+        self._slots = {id(bufs[j]): slot for j, slot in plan["slots"]}
+        self._slot_bytes = list(plan["slot_bytes"])
         self.stats = LowerStats(**plan["stats"])
         if plan["path"] is not None:
             self.path = Path(plan["path"])
@@ -153,6 +156,14 @@ class CompiledGraph:
         print(f"[ember.compiler c] graph of {len(self.graph.nodes)} ops: {st.kernels} kernels "
               f"in {st.segments} C segments, {st.externs} externs (eager fallbacks"
               f"{': ' + falls if falls else ''}); {lib}", file=sys.stderr)
+
+    def memory(self) -> dict:
+        """What the memory plan (``memory_plan``) does for one call: how many temporaries share
+        slots, how many slots, and their bytes without and with the sharing."""
+        sizes = {id(b): b.dtype.np.itemsize * math.prod(b.shape)
+                 for _, bl in self._plan if bl is not None for b in bl if id(b) in self._slots}
+        return {"buffers": len(sizes), "slots": len(self._slot_bytes),
+                "bytes_unshared": sum(sizes.values()), "bytes": sum(self._slot_bytes)}
 
     @property
     def program(self) -> Program:
@@ -176,6 +187,7 @@ class CompiledGraph:
         floats = tuple(float(v) for v in scalars)
         py: dict = {}    # buffer id -> array as produced (Python-side uses)
         cv: dict = {}    # buffer id -> C-contiguous array of the buffer's dtype (C uses)
+        arenas: list = [None] * len(self._slot_bytes)  # the memory plan's slots, this call's
         for b, a in zip(self._inputs, arrays):
             py[id(b)] = a
         env = None
@@ -187,9 +199,18 @@ class CompiledGraph:
                     if a is None:
                         src = py.get(id(b))
                         if src is None:  # a buffer this segment writes first
-                            if env is None:
-                                env = dict(zip(self._int_names, ints))
-                            a = _allocate(b, env)
+                            slot = self._slots.get(id(b))
+                            if slot is not None:  # shares memory with temps of other times
+                                arena = arenas[slot]
+                                if arena is None:
+                                    arena = arenas[slot] = _empty((self._slot_bytes[slot],),
+                                                                  np.uint8)
+                                a = arena[:b.dtype.np.itemsize * math.prod(b.shape)].view(
+                                    b.dtype.np).reshape(b.shape)
+                            else:
+                                if env is None:
+                                    env = dict(zip(self._int_names, ints))
+                                a = _allocate(b, env)
                             py[id(b)] = a
                         elif src.flags.c_contiguous and src.dtype == b.dtype.np:
                             a = src
@@ -336,7 +357,7 @@ def _log(level: int, message: str) -> None:
 
 
 # ------------------------------------------------------------------------------ run plans
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 _DIGEST: dict = {}   # config.cc -> digest (memo per process)
 
 
@@ -422,11 +443,83 @@ def _save_plan(key: str, cg: CompiledGraph) -> None:
             "prefix": cg.prefix,
             "steps": steps, "inputs": [ref(b) for b in cg._inputs],
             "int_names": cg._int_names, "sources": sources, "buffers": bufs,
-            "stats": dataclasses.asdict(cg.stats)}
+            "slots": [[index[b], slot] for b, slot in cg._slots.items()],
+            "slot_bytes": cg._slot_bytes, "stats": dataclasses.asdict(cg.stats)}
     try:
         toolchain._atomic_write(_plan_path(key), json.dumps(plan).encode())
     except (OSError, TypeError, ValueError):
         pass  # a plan that cannot be written only costs the next process a lowering
+
+
+def memory_plan(program: Program, graph: Graph, sources: dict) -> tuple[dict, list]:
+    """Temporaries that share memory: ``({id(buffer): slot}, [bytes of each slot]``).
+
+    A candidate is a C-contiguous temporary of static size that only C kernels touch (no
+    extern reads it, it is no graph output or base of one, directly or through a view).  Its
+    lifetime runs from the first to the last kernel that uses it, counting kernels across all
+    segments in order (externs count as one step).  Candidates go, in order of first use, to
+    the slot whose last user ran before their first and whose size fits best (else the
+    largest free one, grown); a call allocates each slot once and views each buffer at the
+    slot's start.  Buffers whose lifetimes overlap never share a slot, and no kernel is given
+    two buffers of one slot, since a kernel is inside both lifetimes of what it uses."""
+    visible: set = set()
+
+    def see(r: Any) -> None:
+        src = sources.get(r)
+        if src is None:
+            return
+        if src[0] == "buf":
+            visible.add(id(src[1]))
+        elif src[0] == "view":
+            see(graph.nodes[src[1]].args[0])
+
+    for r in graph.outputs:
+        see(r)
+    first: dict = {}
+    last: dict = {}
+    bufs: dict = {}
+    t = 0
+    for step in program.steps:
+        if isinstance(step, Extern):
+            for a in step.node.args:
+                if _is_ref(a):
+                    see(a)
+            t += 1
+            continue
+        for k in step.kernels:
+            loads, stores = k.buffers()
+            for b in loads + stores:
+                first.setdefault(id(b), t)
+                last[id(b)] = t
+                bufs[id(b)] = b
+            t += 1
+    cands = []
+    for key, b in bufs.items():
+        if (b.role != "temp" or key in visible or b.strides is not None
+                or any(type(n) is not int for n in b.shape)):
+            continue
+        nbytes = b.dtype.np.itemsize * math.prod(b.shape)
+        if nbytes:
+            cands.append((first[key], last[key], nbytes, key))
+    cands.sort()
+    ends: list = []   # per slot: the time of its last user so far
+    sizes: list = []
+    slots: dict = {}
+    for start, end, nbytes, key in cands:
+        free = [j for j in range(len(ends)) if ends[j] < start]
+        fits = [j for j in free if sizes[j] >= nbytes]
+        if fits:
+            j = min(fits, key=lambda j: sizes[j])
+        elif free:
+            j = max(free, key=lambda j: sizes[j])
+            sizes[j] = nbytes
+        else:
+            j = len(ends)
+            ends.append(end)
+            sizes.append(nbytes)
+        ends[j] = end
+        slots[key] = j
+    return slots, sizes
 
 
 _PAGE = 4096
