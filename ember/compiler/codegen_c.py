@@ -13,6 +13,7 @@ per segment with the runtime's ABI::
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ember.compiler import lower_attention, lower_index
 from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
@@ -528,7 +529,8 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         lines.append(f"  double *acc_{b.name} = (double *)calloc({nch} * (n_{b.name} ? "
                      f"n_{b.name} : 1), sizeof(double));")
     total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
-    if openmp and outer and (chunked or not cols):
+    if openmp and outer and (chunked or not cols) \
+            and not _few(list(k.outer) + list(k.inner)):
         lines.append(f"  {_omp_for(f'({total})')} reduction(|:err_)")
     body_lines = lines
     ind = "  "
@@ -613,6 +615,19 @@ def _omp_for(iterations: str, simd: bool = False) -> str:
     return f"#pragma omp parallel for num_threads(ember_num_threads) if({cond})"
 
 
+def _few(sizes: Any) -> bool:
+    """True when the loop ranges are all known and their product stays below the threshold at
+    which ``_omp_for``'s ``if`` would start threads: the loop then gets no parallel pragma at
+    all (the same serial run, without gcc outlining a region that never runs in parallel,
+    which costs about a third of the compile time of a small graph)."""
+    total = 1
+    for n in sizes:
+        if type(n) is not int:
+            return False
+        total *= n
+    return total < OMP_MIN_ITERATIONS
+
+
 def omp_loops(loops: list, ind: str, openmp: bool, err: bool = False) -> tuple:
     """Lines opening the loops ``(variable, range)`` of a pointwise kernel or a GEMM epilogue
     (outermost first), and the indent inside them.  With OpenMP the outer loop is split over
@@ -625,8 +640,9 @@ def omp_loops(loops: list, ind: str, openmp: bool, err: bool = False) -> tuple:
     out = []
     total = " * ".join(f"(int64_t)({n})" for _, n in loops)
     red = " reduction(|:err_)" if err else ""  # ``err``: the body or-s its checks into err_
+    threads = openmp and not _few(n for _, n in loops)
     for d, (v, n) in enumerate(loops):
-        if openmp and d == 0:
+        if threads and d == 0:
             out.append(f"{ind}{_omp_for(f'({total})', simd=len(loops) == 1)}{red}")
         elif openmp and d == len(loops) - 1:
             out.append(f"{ind}#pragma omp simd{red}")
