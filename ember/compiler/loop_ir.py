@@ -113,6 +113,17 @@ def contiguous_strides(shape: tuple) -> tuple:
     return tuple(reversed(out))
 
 
+def order_strides(shape: tuple, order: tuple) -> tuple:
+    """The element strides of ``shape`` allocated C-contiguous in dim order ``order`` (slowest
+    dim first), as eager allocates a result in its inputs' memory order."""
+    out: list = [0] * len(shape)
+    acc: SizeExpr = 1
+    for d in reversed(order):
+        out[d] = acc
+        acc = s_mul(acc, shape[d])
+    return tuple(out)
+
+
 def numel(shape: tuple) -> SizeExpr:
     acc: SizeExpr = 1
     for n in shape:

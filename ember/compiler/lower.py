@@ -67,6 +67,7 @@ from ember.compiler.loop_ir import (
     Store,
     contiguous_strides,
     is_lowp,
+    order_strides,
     round_expr,
     s_mul,
 )
@@ -361,12 +362,7 @@ class Lowering:
             return contig
         if order is None:
             return contig
-        out = [0] * len(shape)
-        acc = 1
-        for d in reversed(order):
-            out[d] = acc
-            acc *= shape[d]
-        return tuple(out)
+        return order_strides(shape, order)
 
     def _store_buffer(self, ref: tuple, v: _Pw) -> Buffer:
         if v.buf is None:

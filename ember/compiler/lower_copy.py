@@ -30,6 +30,7 @@ from ember.compiler.loop_ir import (
     Op,
     Store,
     contiguous_strides,
+    order_strides,
     s_add,
     s_mul,
 )
@@ -149,16 +150,6 @@ class _NoLayoutError(Exception):
     pass
 
 
-def _alloc_strides(shape: tuple, order: tuple) -> tuple:
-    """The element strides of ``shape`` allocated C-contiguous in dim order ``order``."""
-    out = [0] * len(shape)
-    acc = 1
-    for d in reversed(order):
-        out[d] = acc
-        acc *= shape[d]
-    return tuple(out)
-
-
 def _layout(shape: tuple, want: tuple) -> tuple | None:
     """(``Buffer.strides``, element strides) making the driver allocate ``shape`` with the
     strides ``want`` (eager's; size-1 dims included), or None when no dim order gives them."""
@@ -166,10 +157,10 @@ def _layout(shape: tuple, want: tuple) -> tuple | None:
     if want == contiguous_strides(shape):
         return None, want
     by = sorted(range(nd), key=lambda d: -want[d])
-    if _alloc_strides(shape, tuple(by)) == want:
+    if order_strides(shape, tuple(by)) == want:
         return want, want
     for order in itertools.permutations(range(nd)):  # ties between size-1 dims
-        if _alloc_strides(shape, order) == want:
+        if order_strides(shape, order) == want:
             fake = [0] * nd
             for k, d in enumerate(order):
                 fake[d] = nd - k   # distinct, so the driver's sort finds ``order``
