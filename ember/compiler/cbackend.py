@@ -113,7 +113,7 @@ class CompiledGraph:
         self._inputs = program.inputs
         self._int_names = list(program.int_names)
         self._sources = program.sources  # type: ignore[attr-defined]
-        self._slots, self._slot_bytes = memory_plan(program, self.graph, self._sources)
+        self._slots, self._slot_bytes = memory_plan(program, self.graph)
 
     def _from_plan(self, plan: dict) -> None:
         bufs = [Buffer(name, by_name(dt), tuple(shape), role,
@@ -451,39 +451,27 @@ def _save_plan(key: str, cg: CompiledGraph) -> None:
         pass  # a plan that cannot be written only costs the next process a lowering
 
 
-def memory_plan(program: Program, graph: Graph, sources: dict) -> tuple[dict, list]:
+def memory_plan(program: Program, graph: Graph) -> tuple[dict, list]:
     """Temporaries that share memory: ``({id(buffer): slot}, [bytes of each slot]``).
 
     A candidate is a C-contiguous temporary of static size that only C kernels touch (no
-    extern reads it, it is no graph output or base of one, directly or through a view).  Its
+    extern reads it, it is no graph output or base of one, directly or through a view:
+    ``lower_gemm._python_visible``).  Its
     lifetime runs from the first to the last kernel that uses it, counting kernels across all
     segments in order (externs count as one step).  Candidates go, in order of first use, to
     the slot whose last user ran before their first and whose size fits best (else the
     largest free one, grown); a call allocates each slot once and views each buffer at the
     slot's start.  Buffers whose lifetimes overlap never share a slot, and no kernel is given
     two buffers of one slot, since a kernel is inside both lifetimes of what it uses."""
-    visible: set = set()
+    from ember.compiler.lower_gemm import _python_visible
 
-    def see(r: Any) -> None:
-        src = sources.get(r)
-        if src is None:
-            return
-        if src[0] == "buf":
-            visible.add(id(src[1]))
-        elif src[0] == "view":
-            see(graph.nodes[src[1]].args[0])
-
-    for r in graph.outputs:
-        see(r)
+    visible = _python_visible(program, graph)
     first: dict = {}
     last: dict = {}
     bufs: dict = {}
     t = 0
     for step in program.steps:
         if isinstance(step, Extern):
-            for a in step.node.args:
-                if _is_ref(a):
-                    see(a)
             t += 1
             continue
         for k in step.kernels:
