@@ -1,6 +1,7 @@
-"""``ember.linalg``: the vector-norm and product functions of ``torch.linalg`` that ember has.
+"""``ember.linalg``: the functions of ``torch.linalg`` that ember has: products, vector norms,
+``inv`` and ``solve``.
 
-Matrix decompositions (``inv``, ``svd``, ``qr``, ...) are not part of ember yet.
+Matrix decompositions (``svd``, ``qr``, ``cholesky``, ...) are not part of ember yet.
 """
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from ember._frontend.linalg import matmul
+from ember._frontend.linalg_solve import linalg_inv as inv
+from ember._frontend.linalg_solve import linalg_solve as solve
 from ember._frontend.reduction import vector_norm
+from ember.ops.linalg_solve import LinAlgError
 from ember.tensor import Tensor
 
-__all__ = ["matmul", "vecdot", "vector_norm"]
+__all__ = ["LinAlgError", "inv", "matmul", "solve", "vecdot", "vector_norm"]
 
 
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
