@@ -45,6 +45,8 @@ from ember import autograd  # noqa: F401
 from ember._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from ember import nn  # noqa: F401
 from ember import linalg  # noqa: F401
+from ember import sparse  # noqa: F401
+from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided  # noqa: F401
 from ember import optim  # noqa: F401
 from ember import utils  # noqa: F401
 from ember.ops._parallel import get_num_threads, set_num_threads  # noqa: F401

@@ -12,7 +12,7 @@ LAYERS = {
     "ops": 2,
     "tensor": 3, "_lazy": 3, "random": 3, "autograd": 3, "_frontend": 3, "_tensor_str": 3,
     "functional": 3,
-    "linalg": 3, "special": 3, "testing": 3,
+    "linalg": 3, "special": 3, "testing": 3, "sparse": 3,
     "nn": 4, "optim": 4, "utils": 4, "serialization": 4, "amp": 4, "library": 4,
     "attention": 4,
     "compiler": 5, "_dynamo": 5,

@@ -32,6 +32,11 @@ _SCALAR = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16
            "bool": "Bool"}
 
 
+def _is_sparse(x: Any) -> bool:
+    """A sparse COO tensor (``ember.sparse``, same layer: asked by duck type, no import)."""
+    return getattr(type(x), "is_sparse", False) is True and not isinstance(x, Tensor)
+
+
 def _reshape(x: Tensor, shape: tuple) -> Tensor:
     """A reshape that copies only when the strides demand it."""
     if x._data.shape == shape:
@@ -87,6 +92,8 @@ def _mm(a: Tensor, b: Tensor) -> Tensor:
 @tensor_method("matmul")
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with NumPy/PyTorch semantics for 1-d, 2-d and batched operands."""
+    if _is_sparse(input):
+        return input @ other
     check_tensor(input, "matmul")
     check_tensor(other, "matmul", "other")
     sa, sb = input._data.shape, other._data.shape
@@ -146,7 +153,9 @@ def _batched(a: Tensor, b: Tensor, sa: tuple, sb: tuple) -> Tensor:
 
 @tensor_method("mm")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
-    """Product of two matrices."""
+    """Product of two matrices (``input`` may be a sparse COO matrix: ``ember.sparse.mm``)."""
+    if _is_sparse(input):
+        return input.mm(mat2)
     check_tensor(input, "mm")
     check_tensor(mat2, "mm", "mat2")
     if input._data.ndim != 2:
