@@ -81,7 +81,7 @@ def is_safe_global(obj: Any) -> bool:
 
 
 def _denied(module: str, name: str, alias: str | None = None) -> UnpicklingError:
-    also = f" (ember.{alias[len('ember.'):]}.{name} in ember)" if alias else ""
+    also = f" ({alias}.{name} in ember)" if alias else ""
     return UnpicklingError(
         f"[load] weights_only load refused the global {module}.{name}{also}: it is not on "
         f"the allowlist. If you trust this file, allow it with "
