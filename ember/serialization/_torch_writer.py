@@ -159,7 +159,7 @@ class _TorchPickler(pickle._Pickler):  # the Python implementation: GLOBAL names
         self.storages = storages
 
     def save_torch_global(self, obj: _Global) -> None:
-        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
         self.memoize(obj)
 
     dispatch[_Global] = save_torch_global

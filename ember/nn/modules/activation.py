@@ -16,7 +16,7 @@ from ember.tensor import Tensor
 
 __all__ = [
     "CELU", "ELU", "GELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh",
-    "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "MultiheadAttention", "PReLU", "ReLU", "ReLU6", "SELU", "SiLU",
+    "LeakyReLU", "LogSigmoid", "LogSoftmax", "Mish", "PReLU", "ReLU", "ReLU6", "SELU", "SiLU",
     "Sigmoid", "Softmax", "Softmax2d", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanh",
     "Tanhshrink", "Threshold",
 ]
@@ -383,3 +383,5 @@ class Softmax2d(Module):
 # PyTorch defines MultiheadAttention in torch.nn.modules.activation; ember's lives in its own
 # file and is re-exported here so that checkpoints and safe_globals lists use PyTorch's path.
 from ember.nn.modules.activation_attention import MultiheadAttention  # noqa: E402
+
+__all__ += ["MultiheadAttention"]
