@@ -122,8 +122,8 @@ class _Storages:
               and not root.dtype.hasobject and root.nbytes % item == 0)
         if ok:
             off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-            ok = off >= 0 and off % item == 0 and all(s >= 0 and s % item == 0
-                                                      for s in a.strides)
+            ok = off >= 0 and off % item == 0 and all(
+                s >= 0 and s % item == 0 for n, s in zip(a.shape, a.strides) if n > 1)
         if ok:
             ref = self._by_root.get(id(root))
             if ref is None:
@@ -132,7 +132,10 @@ class _Storages:
                 self._by_root[id(root)] = ref
                 self._keep.append(root)
             if ref.type_name == type_name:
-                return ref, off // item, a.shape, tuple(s // item for s in a.strides)
+                # a size-1 dim's stride is free: write the one ember reports (PyTorch's)
+                strides = tuple(max(ts, 0) if n == 1 else s // item
+                                for n, s, ts in zip(a.shape, a.strides, t.stride()))
+                return ref, off // item, a.shape, strides
         # an unusual layout (negative strides, a storage viewed as another dtype, empty): a
         # private contiguous copy, as the tensor alone
         own = np.ascontiguousarray(a)

@@ -76,14 +76,16 @@ def test_every_dtype_to_torch(tmp_path, dtype):
 def test_views_share_storage_in_torch(tmp_path):
     base = ember.arange(24.0).reshape(4, 6)
     objs = {"base": base, "t": base.t(), "s": base[1:, ::2], "d": base.diagonal(),
-            "row": base[2], "x": ember.ones(3).expand(4, 3), "again": base}
+            "row": base[2], "col": base[:, 2:3], "u": base.unsqueeze(1),
+            "x": ember.ones(3).expand(4, 3), "again": base}
     out = _ember_to_torch(objs, tmp_path)
     for k, v in objs.items():
         _same_tensor(v, out[k])
     assert out["again"] is out["base"]
     assert not out["t"].is_contiguous() and out["x"].stride() == (0, 1)
     ptr = out["base"].untyped_storage().data_ptr()
-    assert all(out[k].untyped_storage().data_ptr() == ptr for k in ("t", "s", "d", "row"))
+    assert all(out[k].untyped_storage().data_ptr() == ptr
+               for k in ("t", "s", "d", "row", "col", "u"))
     out["base"][1, 2] = -100.0
     assert out["t"][2, 1].item() == -100.0 and out["s"][0, 1].item() == -100.0
     assert out["d"][1].item() == base[1, 1].item()  # untouched diagonal element
