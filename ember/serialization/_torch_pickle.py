@@ -18,6 +18,7 @@ import io
 import pickle
 import re
 import struct
+import sys
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -142,8 +143,17 @@ class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its 
                 f"[load] the checkpoint holds torch.{name} data; ember has no such dtype "
                 f"(supported: {', '.join(d.name for d in _dt.ALL_DTYPES)})")
         alias = ember_alias(module)
-        if alias is not None and f"{alias}.{name}" in _USER_GLOBALS:
-            return _USER_GLOBALS[f"{alias}.{name}"]  # torch.nn.modules.X.Y -> ember.nn...
+        if alias is not None:  # torch.nn.modules.X.Y -> ember.nn.modules.X.Y, if allowed
+            found = _USER_GLOBALS.get(f"{alias}.{name}")
+            # or an allowed object that ember exports under that path (torch.nn.functional.relu
+            # is ember.nn.functional.relu, defined in ember.nn.functional.activation); only
+            # modules already imported are looked at, so the file cannot make ember import one
+            mod = sys.modules.get(alias)
+            candidate = getattr(mod, name, None) if mod is not None else None
+            if found is None and candidate is not None and is_safe_global(candidate):
+                found = candidate
+            if found is not None:
+                return found
         raise _denied(module, name, alias)
 
 
@@ -157,10 +167,10 @@ def py2_names(module: str, name: str, proto: int) -> tuple[str, str]:
 
 
 def ember_alias(module: str) -> str | None:
-    """``ember.<path>`` for a ``torch.<path>`` module (PyTorch's class paths resolve to ember's
-    classes at the same paths), else None."""
-    if module.startswith("torch."):
-        return "ember." + module[len("torch."):]
+    """``ember<path>`` for a ``torch<path>`` module (PyTorch's class paths resolve to ember's
+    classes at the same paths; torch itself is never imported), else None."""
+    if module == "torch" or module.startswith("torch."):
+        return "ember" + module[len("torch"):]
     return None
 
 

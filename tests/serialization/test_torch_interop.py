@@ -253,8 +253,8 @@ def test_ember_whole_module_round_trip(tmp_path):
     np.testing.assert_array_equal(np.asarray(m2(idx).detach()._data),
                                   np.asarray(m(idx).detach()._data))
     # under weights_only=True the module classes must be allowed by name
-    with pytest.raises(UnpicklingError, match=r"refused the global tests\.serialization\."
-                                              r"test_torch_interop\.Tied"):
+    with pytest.raises(UnpicklingError, match=r"refused the global [\w.]*test_torch_interop"
+                                              r"\.Tied: it is not on the allowlist"):
         load(tmp_path / "m.pt")
     classes = [Tied, ember.nn.Embedding, ember.nn.modules.activation.MultiheadAttention,
                ember.nn.modules.linear.NonDynamicallyQuantizableLinear, ember.nn.Linear]
@@ -281,6 +281,9 @@ def _torch_modules():
                                            torch.nn.LayerNorm(8), torch.nn.Linear(8, 2)), (3, 4)),
         "conv2d": (torch.nn.Conv2d(2, 3, 3, stride=2, padding=1), (1, 2, 7, 7)),
         "mha": (torch.nn.MultiheadAttention(8, 2, batch_first=True), (2, 5, 8)),
+        "transformer": (torch.nn.TransformerEncoder(
+            torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2,
+            enable_nested_tensor=False), (2, 5, 8)),
     }
 
 
@@ -290,7 +293,7 @@ def _run(m, x):
     return m(x)
 
 
-@pytest.mark.parametrize("name", ["linear", "sequential", "conv2d", "mha"])
+@pytest.mark.parametrize("name", ["linear", "sequential", "conv2d", "mha", "transformer"])
 @pytest.mark.parametrize("mode", ["weights_only_false", "safe_globals"])
 def test_torch_whole_module_loads_into_ember(tmp_path, name, mode):
     tm, shape = _torch_modules()[name]
@@ -304,7 +307,11 @@ def test_torch_whole_module_loads_into_ember(tmp_path, name, mode):
         allowed = [etorch.nn.modules.linear.Linear, etorch.nn.modules.container.Sequential,
                    etorch.nn.modules.activation.GELU, etorch.nn.modules.normalization.LayerNorm,
                    etorch.nn.modules.conv.Conv2d, etorch.nn.modules.activation.MultiheadAttention,
-                   etorch.nn.modules.linear.NonDynamicallyQuantizableLinear]
+                   etorch.nn.modules.linear.NonDynamicallyQuantizableLinear,
+                   etorch.nn.modules.transformer.TransformerEncoder,
+                   etorch.nn.modules.transformer.TransformerEncoderLayer,
+                   etorch.nn.modules.container.ModuleList, etorch.nn.modules.dropout.Dropout,
+                   etorch.nn.functional.relu]  # TransformerEncoderLayer.activation
         with pytest.raises(UnpicklingError, match=r"refused the global torch\.nn\.modules\."):
             load(tmp_path / "m.pt")
         with etorch.serialization.safe_globals(allowed):
@@ -320,6 +327,25 @@ def test_torch_whole_module_loads_into_ember(tmp_path, name, mode):
         want = _run(tm, torch.from_numpy(x)).numpy()
     got = np.asarray(_run(em, ember.tensor(x)).detach()._data)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_globals_resolve_to_ember_with_weights_only_false(tmp_path):
+    torch.save({"t": torch.Tensor, "p": torch.nn.Parameter, "f": torch.nn.functional.relu,
+                "c": torch.nn.modules.conv.Conv2d, "d": torch.float16}, tmp_path / "g.pt")
+    with pytest.warns(FutureWarning):
+        out = load(tmp_path / "g.pt", weights_only=False)
+    assert out["t"] is ember.Tensor and out["p"] is ember.nn.Parameter
+    assert out["f"] is ember.nn.functional.relu and out["c"] is ember.nn.Conv2d
+    assert out["d"] is ember.float16
+    # a class ember lacks is named, with the path ember looked for
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("archive/data.pkl", b"\x80\x02ctorch.nn.modules.fancy\nGizmo\n.")
+    buf.seek(0)
+    with pytest.warns(FutureWarning), pytest.raises(
+            UnpicklingError, match=r"needs torch\.nn\.modules\.fancy\.Gizmo, and ember has no "
+                                   r"ember\.nn\.modules\.fancy\.Gizmo"):
+        load(buf, weights_only=False)
 
 
 def test_torch_lstm_whole_module():
