@@ -141,8 +141,7 @@ class _Storages:
         own = np.ascontiguousarray(a)
         ref = self._new(type_name, item, own.reshape(-1).view(np.uint8))
         self._keep.append(own)
-        strides = tuple(s // item for s in own.strides) if own.size else _contiguous(a.shape)
-        return ref, 0, a.shape, strides
+        return ref, 0, a.shape, _contiguous(a.shape)
 
 
 def _contiguous(shape: tuple) -> tuple:
