@@ -234,3 +234,30 @@ def test_mmap_load(tmp_path, rng, fmt):
     assert p.read_bytes() == before
     with pytest.raises(SerializationError, match="path"):
         load(io.BytesIO(before), mmap=True)
+
+
+def test_save_options():
+    buf = io.BytesIO()
+    save({"x": ember.ones(2)}, buf, _disable_byteorder_record=True)
+    names = zipfile.ZipFile(io.BytesIO(buf.getvalue())).namelist()
+    assert "archive/data.pkl" in names and "archive/byteorder" not in names
+    assert load(io.BytesIO(buf.getvalue()))["x"].tolist() == [1.0, 1.0]
+    with pytest.raises(SerializationError, match="legacy"):
+        save([1], io.BytesIO(), _use_new_zipfile_serialization=False)
+    with pytest.raises(SerializationError, match="format"):
+        save([1], io.BytesIO(), format="onnx")
+    with pytest.raises(SerializationError, match="pickle_module"):
+        save([1], io.BytesIO(), pickle_module=json)
+    import pickle
+    save([1], buf, pickle_module=pickle)  # the standard module is accepted
+
+
+def test_torch_format_pickles_any_object_but_loads_it_only_when_allowed():
+    # format="torch" pickles what torch.save pickles; the restriction is on the loading side
+    buf = io.BytesIO()
+    save({"fn": print, "p": Point(1, 2)}, buf)
+    with pytest.raises(UnpicklingError, match=r"builtins\.print"):
+        load(io.BytesIO(buf.getvalue()))
+    with safe_globals([print, Point]):
+        out = load(io.BytesIO(buf.getvalue()))
+    assert out["fn"] is print and out["p"].y == 2
