@@ -318,6 +318,9 @@ def test_torch_whole_module_loads_into_ember(tmp_path, name, mode):
             em = load(tmp_path / "m.pt")
     assert type(em).__name__ == type(tm).__name__ and isinstance(em, ember.nn.Module)
     assert not em.training
+    params = list(em.parameters())
+    assert len(params) == len(list(tm.parameters())) and all(
+        type(p) is ember.nn.Parameter and p.requires_grad for p in params)
     tsd, esd = tm.state_dict(), em.state_dict()
     assert list(tsd) == list(esd)
     for k in tsd:
