@@ -1,5 +1,6 @@
-"""Saving and loading: ``save``/``load`` (ember's zip format; PyTorch zip checkpoints load too),
-the safetensors format, and the allowlist for restricted unpickling."""
+"""Saving and loading: ``save``/``load`` (PyTorch's zip checkpoint format by default, ember's
+JSON + safetensors archive with ``format="ember"``), the safetensors format, and the allowlist
+for restricted unpickling."""
 
 from ember.serialization import safetensors
 from ember.serialization._archive import load, save

@@ -1,4 +1,5 @@
-"""ember's checkpoint format and the ``save``/``load`` entry points.
+"""The ``save``/``load`` entry points and ember's own checkpoint format (``format="ember"``;
+the default is PyTorch's zip format, written by ``_torch_writer``).
 
 An ember checkpoint is a zip (stored entries) holding
 
@@ -33,6 +34,7 @@ import numpy as np
 from ember import dtypes as _dt
 from ember.serialization import _safetensors as _st
 from ember.serialization import _torch_pickle as _tp
+from ember.serialization import _torch_writer as _tw
 from ember.serialization._errors import SerializationError, UnpicklingError
 from ember.tensor import Size, Tensor, _wrap
 
@@ -42,19 +44,6 @@ _MAX_JSON = 1 << 30
 
 
 # ------------------------------------------------------------------ saving
-def _root(arr: np.ndarray) -> Any:
-    # follow .base through ndarrays and array-interface wrappers to the owning array
-    while True:
-        b = arr.base
-        if isinstance(b, np.ndarray):
-            arr = b
-        elif b is not None and hasattr(b, "__array_interface__") and isinstance(
-                getattr(b, "base", None), np.ndarray):
-            arr = b.base
-        else:
-            return arr
-
-
 class _Writer:
     def __init__(self, allow_pickle: bool) -> None:
         self.allow_pickle = allow_pickle
@@ -68,7 +57,7 @@ class _Writer:
     # -- tensors
     def _storage_of(self, t: Tensor) -> tuple[str, int, tuple] | None:
         a = t._data
-        root = _root(a)
+        root = _tw.root_array(a)
         if not (root.flags.c_contiguous or root.flags.f_contiguous) or root.dtype.hasobject:
             return None
         low = root.__array_interface__["data"][0]  # contiguous: the first byte is the lowest
@@ -173,14 +162,33 @@ class _Writer:
         return {"$type": "pickle", "entry": f"pickles/{len(self.pickles) - 1}.pkl"}
 
 
-def save(obj: Any, f: Any, pickle_module: Any = None, pickle_protocol: int = 2, *,
-         allow_pickle: bool = False, _use_new_zipfile_serialization: bool = True) -> None:
-    """Save ``obj`` to ``f`` (a path or a writable binary file) in ember's zip format.
+def save(obj: Any, f: Any, pickle_module: Any = pickle, pickle_protocol: int = 2,
+         _use_new_zipfile_serialization: bool = True, _disable_byteorder_record: bool = False,
+         *, format: str = "torch", allow_pickle: bool = False) -> None:
+    """Save ``obj`` to ``f`` (a path or a writable binary file).
 
-    Tensors (views keep sharing their storage), dtypes, ``Size``, dicts with str/int keys,
-    OrderedDicts, lists, tuples and Python scalars are stored as data; anything else raises
-    ``SerializationError`` naming its path, unless ``allow_pickle=True``.
+    ``format="torch"`` (the default) writes PyTorch's zip checkpoint format: ``torch.load``
+    reads the file (with its default ``weights_only=True`` for tensors, Parameters, dtypes,
+    ``Size`` and containers of them), and any picklable object, a whole module included, is
+    pickled as ``torch.save`` pickles it.  ``format="ember"`` writes ember's JSON + safetensors
+    archive: only data (tensors, dtypes, ``Size``, dicts with str/int keys, OrderedDicts,
+    lists, tuples, Python scalars) unless ``allow_pickle=True``.  ``ember.load`` reads both.
+
+    >>> ember.save({"w": ember.ones(2)}, "ckpt.pt")        # torch.load("ckpt.pt") reads it
     """
+    if pickle_module is not None and pickle_module is not pickle:
+        raise SerializationError("[save] only the standard pickle module is supported "
+                                 f"(got pickle_module={pickle_module!r})")
+    if not _use_new_zipfile_serialization:
+        raise SerializationError("[save] ember writes only the zip checkpoint format; the "
+                                 "legacy format (_use_new_zipfile_serialization=False) is not "
+                                 "supported")
+    if format == "torch":
+        _tw.save_torch(obj, f, pickle_protocol, not _disable_byteorder_record)
+        return
+    if format != "ember":
+        raise SerializationError(f"[save] unknown format {format!r}; expected 'torch' or "
+                                 "'ember'")
     w = _Writer(allow_pickle)
     root = w.encode(obj, "obj")
     doc = {"tensors": w.tensors, "storages": sorted(w.storages), "object": root}

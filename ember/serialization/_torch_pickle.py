@@ -10,12 +10,15 @@ be called.
 
 from __future__ import annotations
 
+import _compat_pickle
 import collections
 import contextlib
+import importlib
 import io
 import pickle
 import re
 import struct
+import sys
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -78,10 +81,11 @@ def is_safe_global(obj: Any) -> bool:
     return any(v is obj for v in _USER_GLOBALS.values())
 
 
-def _denied(module: str, name: str) -> UnpicklingError:
+def _denied(module: str, name: str, alias: str | None = None) -> UnpicklingError:
+    also = f" ({alias}.{name} in ember)" if alias else ""
     return UnpicklingError(
-        f"[load] weights_only load refused the global {module}.{name}: it is not on the "
-        f"allowlist. If you trust this file, allow it with "
+        f"[load] weights_only load refused the global {module}.{name}{also}: it is not on "
+        f"the allowlist. If you trust this file, allow it with "
         f"ember.serialization.add_safe_globals([{name}]) or the safe_globals([...]) context "
         f"manager, or load with weights_only=False (runs arbitrary code from the file)")
 
@@ -129,6 +133,7 @@ class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its 
     dispatch[pickle.BUILD[0]] = load_build
 
     def find_class(self, module: str, name: str) -> Any:
+        module, name = py2_names(module, name, self.proto)
         key = f"{module}.{name}"
         for table in (self.extra, _BASE_GLOBALS, _USER_GLOBALS):
             if key in table:
@@ -137,7 +142,36 @@ class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its 
             raise SerializationError(
                 f"[load] the checkpoint holds torch.{name} data; ember has no such dtype "
                 f"(supported: {', '.join(d.name for d in _dt.ALL_DTYPES)})")
-        raise _denied(module, name)
+        alias = ember_alias(module)
+        if alias is not None:  # torch.nn.modules.X.Y -> ember.nn.modules.X.Y, if allowed
+            found = _USER_GLOBALS.get(f"{alias}.{name}")
+            # or an allowed object that ember exports under that path (torch.nn.functional.relu
+            # is ember.nn.functional.relu, defined in ember.nn.functional.activation); only
+            # modules already imported are looked at, so the file cannot make ember import one
+            mod = sys.modules.get(alias)
+            candidate = getattr(mod, name, None) if mod is not None else None
+            if found is None and candidate is not None and is_safe_global(candidate):
+                found = candidate
+            if found is not None:
+                return found
+        raise _denied(module, name, alias)
+
+
+def py2_names(module: str, name: str, proto: int) -> tuple[str, str]:
+    """Protocol-2 pickles spell some globals the Python 2 way (``__builtin__.set``)."""
+    if proto < 3:
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            return _compat_pickle.NAME_MAPPING[(module, name)]
+        return _compat_pickle.IMPORT_MAPPING.get(module, module), name
+    return module, name
+
+
+def ember_alias(module: str) -> str | None:
+    """``ember<path>`` for a ``torch<path>`` module (PyTorch's class paths resolve to ember's
+    classes at the same paths; torch itself is never imported), else None."""
+    if module == "torch" or module.startswith("torch."):
+        return "ember" + module[len("torch"):]
+    return None
 
 
 def restricted_loads(data: bytes, persistent_load: Callable[[Any], Any] | None = None) -> Any:
@@ -373,11 +407,32 @@ def load_torch_zip(zf: zipfile.ZipFile, prefix: str, weights_only: bool,
             restrict_build = False
 
             def find_class(self, module: str, name: str) -> Any:
-                key = f"{module}.{name}"
+                key = ".".join(py2_names(module, name, self.proto))
                 if key in _TORCH_GLOBALS:
                     return _TORCH_GLOBALS[key]
-                return pickle._Unpickler.find_class(self, module, name)
+                return _import_global(module, name, self.proto)
         up: TorchUnpickler = _Full(io.BytesIO(data), zf, prefix, mapped)
         return up.load()
     up = TorchUnpickler(io.BytesIO(data), zf, prefix, mapped)
     return _guarded(up.load)
+
+
+def _import_global(module: str, name: str, proto: int) -> Any:
+    """A global for a full (``weights_only=False``) load: ``torch.<path>`` resolves to
+    ``ember.<path>`` (ember never imports torch), anything else is imported normally."""
+    mod, nm = py2_names(module, name, proto)
+    alias = ember_alias(mod)
+    if alias is None:
+        return _attr_path(importlib.import_module(mod), nm)
+    try:
+        return _attr_path(importlib.import_module(alias), nm)
+    except (ImportError, AttributeError):
+        raise UnpicklingError(
+            f"[load] the checkpoint needs {mod}.{nm}, and ember has no {alias}.{nm} (ember "
+            "puts PyTorch's classes at the same paths under ember.)") from None
+
+
+def _attr_path(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj

@@ -49,9 +49,9 @@ def _zip(entries: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def _ember_bytes(obj, **kw) -> bytes:
+def _ember_bytes(obj, fmt="ember", **kw) -> bytes:
     buf = io.BytesIO()
-    save(obj, buf, **kw)
+    save(obj, buf, format=fmt, **kw)
     return buf.getvalue()
 
 
@@ -133,8 +133,9 @@ def test_torch_tensor_outside_its_storage():
         load(io.BytesIO(_zip(entries)))
 
 
-def test_truncated_files(tmp_path):
-    raw = _ember_bytes({"w": ember.randn(64, 64)})
+@pytest.mark.parametrize("fmt", ["torch", "ember"])
+def test_truncated_files(tmp_path, fmt):
+    raw = _ember_bytes({"w": ember.randn(64, 64)}, fmt)
     for n in (0, 10, len(raw) // 2, len(raw) - 5):
         with pytest.raises(SerializationError):
             load(io.BytesIO(raw[:n]))
@@ -164,9 +165,11 @@ def _patch_central_size(raw: bytes, name: bytes, delta: int) -> bytes:
 
 
 @pytest.mark.parametrize("delta", [-8, 8, 10 ** 6])
-def test_zip_entry_lies_about_size(delta):
-    raw = _ember_bytes({"w": ember.randn(16, 16)})
-    bad = _patch_central_size(raw, b"data.safetensors", delta)
+@pytest.mark.parametrize("fmt, entry", [("ember", b"data.safetensors"),
+                                        ("torch", b"archive/data/0")])
+def test_zip_entry_lies_about_size(delta, fmt, entry):
+    raw = _ember_bytes({"w": ember.randn(16, 16)}, fmt)
+    bad = _patch_central_size(raw, entry, delta)
     with pytest.raises(SerializationError):
         load(io.BytesIO(bad))
 
@@ -228,3 +231,48 @@ def test_build_cannot_overwrite_tensor_state():
     entries[f"{prefix}data.pkl"] = evil
     with pytest.raises(UnpicklingError, match="sets state on a Tensor"):
         load(io.BytesIO(_zip(entries)))
+
+
+# ------------------------------------------------------------------ whole-module pickles
+def test_module_pickle_needs_its_classes_allowed():
+    torch = pytest.importorskip("torch")
+    buf = io.BytesIO()
+    torch.save(torch.nn.Linear(2, 3), buf)
+    with pytest.raises(UnpicklingError, match=r"refused the global torch\.nn\.modules\.linear"
+                                              r"\.Linear \(ember\.nn\.modules\.linear\.Linear"):
+        load(io.BytesIO(buf.getvalue()))
+    buf = io.BytesIO()
+    save(ember.nn.Linear(2, 3), buf)
+    with pytest.raises(UnpicklingError, match=r"refused the global ember\.nn\.modules\.linear"
+                                              r"\.Linear"):
+        load(io.BytesIO(buf.getvalue()))
+
+
+@pytest.mark.parametrize("writer", ["torch", "ember"])
+def test_allowed_module_class_with_a_hostile_attribute(tmp_path, writer):
+    # allowing the module's class does not allow what its attributes name
+    marker = tmp_path / "pwned"
+    buf = io.BytesIO()
+    if writer == "torch":
+        torch = pytest.importorskip("torch")
+        m = torch.nn.Linear(2, 3)
+        m.evil = _System(marker)
+        torch.save(m, buf)
+    else:
+        m = ember.nn.Linear(2, 3)
+        m.__dict__["evil"] = _System(marker)
+        save(m, buf)
+    with ember.serialization.safe_globals([ember.nn.Linear]):
+        with pytest.raises(UnpicklingError, match=r"refused the global (posix|os|nt)\.system"):
+            load(io.BytesIO(buf.getvalue()))
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("module, name", [("torch", "load"), ("torch.serialization", "load"),
+                                          ("torch.nn.modules.module", "Module")])
+def test_torch_aliases_reach_only_allowed_ember_globals(module, name):
+    # torch.<path> names resolve to ember.<path> only when the user allowed that ember global
+    payload = (b"\x80\x02c" + f"{module}\n{name}\n".encode() + b")R.")
+    raw = _zip({"archive/data.pkl": payload, "archive/byteorder": b"little"})
+    with pytest.raises(UnpicklingError, match=f"refused the global {module}.{name}"):
+        load(io.BytesIO(raw))

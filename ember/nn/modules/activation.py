@@ -378,3 +378,10 @@ class Softmax2d(Module):
             raise EmberValueError(
                 f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D instead")
         return F.softmax(input, -3, _stacklevel=5)
+
+
+# PyTorch defines MultiheadAttention in torch.nn.modules.activation; ember's lives in its own
+# file and is re-exported here so that checkpoints and safe_globals lists use PyTorch's path.
+from ember.nn.modules.activation_attention import MultiheadAttention  # noqa: E402
+
+__all__ += ["MultiheadAttention"]

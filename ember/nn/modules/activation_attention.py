@@ -1,9 +1,9 @@
 """``MultiheadAttention`` (PyTorch's parameter layout, mask semantics and the
 ``multi_head_attention_forward`` computation, without the fused inference fast path).
 
-``Linear``/``NonDynamicallyQuantizableLinear`` here are minimal private stand-ins with
-``torch.nn.Linear``'s parameter names, initialisation and ``repr`` so state-dict keys match
-PyTorch's; they are meant to be replaced by the public ``ember.nn.Linear`` at merge.
+The class lives at PyTorch's path, ``ember.nn.modules.activation.MultiheadAttention``
+(``activation`` re-exports it and ``__module__`` says so), so whole-module checkpoints name it
+as PyTorch does; ``out_proj`` is a ``linear.NonDynamicallyQuantizableLinear``, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -18,16 +18,12 @@ from ember._frontend.linalg import baddbmm, bmm
 from ember._frontend.movement import cat
 from ember.nn import functional as F
 from ember.nn import init
-from ember.nn.modules.linear import Linear
+from ember.nn.modules.linear import Linear, NonDynamicallyQuantizableLinear  # noqa: F401
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
 
 __all__ = ["MultiheadAttention"]
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """``out_proj`` of ``MultiheadAttention`` (a plain Linear under PyTorch's name)."""
 
 
 def _canonical_mask(mask: Tensor | None, mask_name: str, other_type: Any, other_name: str,
@@ -226,6 +222,7 @@ class MultiheadAttention(Module):
     Masks follow PyTorch: a bool mask's True entries are masked out, a float mask is added.
     """
 
+    __module__ = "ember.nn.modules.activation"  # PyTorch's path; activation re-exports it
     __constants__ = ["batch_first"]
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,

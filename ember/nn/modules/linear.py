@@ -64,6 +64,12 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
+# MultiheadAttention.out_proj's class, under PyTorch's name and path (whole-module checkpoints
+# and safe_globals lists name torch.nn.modules.linear.NonDynamicallyQuantizableLinear)
+class NonDynamicallyQuantizableLinear(Linear):
+    """A ``Linear`` (PyTorch's class of ``MultiheadAttention.out_proj``)."""
+
+
 class Bilinear(Module):
     """``y = x1^T A x2 + b`` with ``weight`` of shape ``(out, in1, in2)``; parameters from
     U(-1/sqrt(in1_features), 1/sqrt(in1_features))."""
