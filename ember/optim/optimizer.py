@@ -42,6 +42,36 @@ def _scalar_step() -> Tensor:
     return _tensor(0.0, dtype=dtype)
 
 
+def _scalar_state(value: float) -> Tensor:
+    """A 0-d state value (NAdam's ``mu_product``, ASGD's ``eta``/``mu``) in the step counter's
+    dtype, as torch makes them."""
+    dtype = float64 if get_default_dtype() == float64 else float32
+    return _tensor(value, dtype=dtype)
+
+
+_HPARAM_LABELS = {"eps": "epsilon"}
+
+
+def _check_hparams(lr: Any, **named: Any) -> None:
+    """Validate hyperparameters with torch.optim's checks and messages, in the order given:
+    ``lr`` (a number or a 1-element tensor, >= 0), ``betas`` (each in [0, 1)), ``rho`` (in
+    [0, 1]), and any other name: >= 0 (``ValueError("Invalid weight_decay value: -1")``)."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    for name, value in named.items():
+        if name == "betas":
+            for i, beta in enumerate(value[:2]):
+                if not 0.0 <= beta < 1.0:
+                    raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        elif name == "rho":
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"Invalid rho value: {value}")
+        elif not 0.0 <= value:
+            raise ValueError(f"Invalid {_HPARAM_LABELS.get(name, name)} value: {value}")
+
+
 def _next_count(step: Tensor) -> float:
     """The count ``step.add_(1)`` makes, as a Python number (at the counter's own precision)."""
     return float(step._data.dtype.type(step.item() + 1))
