@@ -139,12 +139,19 @@ class LBFGS(Optimizer):
         if flat_grad.abs().max() <= tolerance_grad:
             return orig_loss
         d, t = state.get("d"), state.get("t")
+        history = (state.get("old_dirs"), state.get("old_stps"), state.get("ro"),
+                   state.get("H_diag"))
         prev_flat_grad, prev_loss = state.get("prev_flat_grad"), state.get("prev_loss")
         n_iter = 0
         while n_iter < max_iter:
             n_iter += 1
             state["n_iter"] += 1
-            d = self._direction(state, flat_grad, prev_flat_grad, d, t, group["history_size"])
+            if state["n_iter"] == 1:
+                d, history = flat_grad.neg(), ([], [], [], 1)
+            else:
+                history = _update_history(history, flat_grad.sub(prev_flat_grad), d.mul(t),
+                                          group["history_size"])
+                d = _two_loop(state, history, flat_grad, group["history_size"])
             if prev_flat_grad is None:
                 prev_flat_grad = flat_grad.clone()
             else:
@@ -163,42 +170,11 @@ class LBFGS(Optimizer):
                     or d.mul(t).abs().max() <= tolerance_change
                     or abs(loss - prev_loss) < tolerance_change):
                 break
-        state.update({"d": d, "t": t, "prev_flat_grad": prev_flat_grad, "prev_loss": prev_loss})
+        old_dirs, old_stps, ro, h_diag = history
+        state.update({"d": d, "t": t, "old_dirs": old_dirs, "old_stps": old_stps, "ro": ro,
+                      "H_diag": h_diag, "prev_flat_grad": prev_flat_grad,
+                      "prev_loss": prev_loss})
         return orig_loss
-
-    def _direction(self, state: dict, flat_grad: Tensor, prev_flat_grad: Tensor | None,
-                   d: Tensor | None, t: Any, history_size: int) -> Tensor:
-        """The search direction: steepest descent on the first iteration, then the two-loop
-        recursion over the updated history (``old_dirs``, ``old_stps``, ``ro``, ``H_diag``)."""
-        if state["n_iter"] == 1:
-            state.update({"old_dirs": [], "old_stps": [], "ro": [], "H_diag": 1})
-            return flat_grad.neg()
-        old_dirs, old_stps, ro = state["old_dirs"], state["old_stps"], state["ro"]
-        y = flat_grad.sub(prev_flat_grad)
-        s = d.mul(t)
-        ys = y.dot(s)  # y*s
-        if ys > 1e-10:
-            if len(old_dirs) == history_size:  # shift the history by one (limited memory)
-                old_dirs.pop(0)
-                old_stps.pop(0)
-                ro.pop(0)
-            old_dirs.append(y)
-            old_stps.append(s)
-            ro.append(1.0 / ys)
-            state["H_diag"] = ys / y.dot(y)  # scale of the initial inverse Hessian
-        num_old = len(old_dirs)
-        if "al" not in state:
-            state["al"] = [None] * history_size
-        al = state["al"]
-        q = flat_grad.neg()
-        for i in range(num_old - 1, -1, -1):
-            al[i] = old_stps[i].dot(q) * ro[i]
-            q.add_(old_dirs[i], alpha=-al[i].item())
-        r = q.mul(state["H_diag"])
-        for i in range(num_old):
-            be_i = old_dirs[i].dot(r) * ro[i]
-            r.add_(old_stps[i], alpha=(al[i] - be_i).item())
-        return r
 
     def _move(self, closure: Callable[[], Any], group: dict, loss: float, flat_grad: Tensor,
               d: Tensor, t: Any, gtd: Tensor, n_iter: int, max_ls: int) -> tuple:
@@ -225,3 +201,38 @@ class LBFGS(Optimizer):
         loss = float(closure())
         flat_grad = self._gather_flat_grad()
         return loss, flat_grad, t, 1, bool(flat_grad.abs().max() <= tolerance_grad)
+
+
+def _update_history(history: tuple, y: Tensor, s: Tensor, history_size: int) -> tuple:
+    """Append the curvature pair (``y`` = change of gradient, ``s`` = step) when ``y.s`` is
+    positive enough, dropping the oldest beyond ``history_size``; rescale ``H_diag``."""
+    old_dirs, old_stps, ro, h_diag = history
+    ys = y.dot(s)  # y*s
+    if ys > 1e-10:
+        if len(old_dirs) == history_size:  # shift the history by one (limited memory)
+            old_dirs.pop(0)
+            old_stps.pop(0)
+            ro.pop(0)
+        old_dirs.append(y)
+        old_stps.append(s)
+        ro.append(1.0 / ys)
+        h_diag = ys / y.dot(y)  # scale of the initial inverse Hessian
+    return old_dirs, old_stps, ro, h_diag
+
+
+def _two_loop(state: dict, history: tuple, flat_grad: Tensor, history_size: int) -> Tensor:
+    """The L-BFGS direction: the approximate inverse Hessian times the negative gradient,
+    by the two-loop recursion (``al`` is kept in the state, as torch does)."""
+    old_dirs, old_stps, ro, h_diag = history
+    if "al" not in state:
+        state["al"] = [None] * history_size
+    al = state["al"]
+    q = flat_grad.neg()
+    for i in range(len(old_dirs) - 1, -1, -1):
+        al[i] = old_stps[i].dot(q) * ro[i]
+        q.add_(old_dirs[i], alpha=-al[i].item())
+    r = q.mul(h_diag)
+    for i in range(len(old_dirs)):
+        be_i = old_dirs[i].dot(r) * ro[i]
+        r.add_(old_stps[i], alpha=(al[i] - be_i).item())
+    return r
