@@ -168,6 +168,7 @@ class Optimizer:
             )
         else:
             param_group["params"] = list(params)
+        _split_names(param_group)
         differentiable = param_group.get("differentiable", self.defaults.get("differentiable"))
         for param in param_group["params"]:
             if not isinstance(param, Tensor):
@@ -192,6 +193,11 @@ class Optimizer:
                 "more information",
                 stacklevel=3,
             )
+        for group in self.param_groups:
+            if ("param_names" in param_group) != ("param_names" in group):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
         seen = {id(p) for group in self.param_groups for p in group["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -285,9 +291,29 @@ class Optimizer:
         new_groups = []
         for group, saved in zip(groups, saved_groups):
             saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
             new_groups.append(saved)
         self.state = state
         self.param_groups = new_groups
+
+
+def _split_names(param_group: dict[str, Any]) -> None:
+    """``named_parameters()`` given as params: keep the tensors in ``"params"`` and the names in
+    ``"param_names"`` (torch 2.x; they appear in ``state_dict()["param_groups"]``)."""
+    tensors, names = [], []
+    for param in param_group["params"]:
+        if isinstance(param, tuple):
+            names.append(param[0])
+            tensors.append(param[1])
+        else:
+            tensors.append(param)
+    param_group["params"] = tensors
+    if names:
+        if len(names) != len(tensors):
+            raise ValueError("all optimizer params should be with/without names. Some param "
+                             "names are missing")
+        param_group["param_names"] = names
 
 
 def _cast_state(param: Tensor, value: Any, key: str) -> Any:

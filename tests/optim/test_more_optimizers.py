@@ -90,7 +90,7 @@ def assert_state_equal(e_opt, t_opt, tol):
             np.testing.assert_allclose(_np(ev), _np(tv), **tol, err_msg=key)
 
 
-@pytest.mark.parametrize("name", NAMES + ["LBFGS"])
+@pytest.mark.parametrize("name", NAMES + ["LBFGS", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
 def test_signature_matches_torch(name):
     def params(cls):
         sig = inspect.signature(cls)
