@@ -291,3 +291,29 @@ def test_params_without_grad_are_skipped(name):
         res.append([_np(p) for p in params])
     for e, t in zip(*res):
         np.testing.assert_allclose(e, t, **TOL["float64"])
+
+
+LOWP_ULP_AT_2 = {"float16": 2.0**-9, "bfloat16": 2.0**-6}  # spacing of values in [2, 4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_low_precision_params(case, dtype):
+    """Half-precision params and state: within a rounding or two of torch (torch fuses
+    ``a + alpha * b`` in float32 before rounding once)."""
+    name, kw = case
+    rng = np.random.default_rng(5)
+    arrays = [np.clip(rng.standard_normal((4, 5)), -1.5, 1.5)]
+    e_params, t_params = _make(ember, arrays, dtype), _make(torch, arrays, dtype)
+    e_opt = getattr(ember.optim, name)(e_params, **kw)
+    t_opt = getattr(torch.optim, name)(t_params, **kw)
+    for _ in range(10):
+        grads = [rng.standard_normal((4, 5))]
+        _set_grads(ember, e_params, grads, dtype)
+        _set_grads(torch, t_params, grads, dtype)
+        e_opt.step()
+        t_opt.step()
+    e, t = e_params[0].detach().float().numpy(), t_params[0].detach().float().numpy()
+    assert e_params[0].dtype == getattr(ember, dtype)
+    assert np.abs(t).max() < 4
+    np.testing.assert_allclose(e, t, rtol=0, atol=2 * LOWP_ULP_AT_2[dtype])
