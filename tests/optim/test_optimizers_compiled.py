@@ -129,13 +129,13 @@ def _state_arrays(opt):
             for k, v in sorted(opt.state[p].items())]
 
 
-@pytest.mark.parametrize("eager_steps", [0, 6])
+@pytest.mark.parametrize("eager_steps", [0, 5])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_reduce_overhead_replays_match_eager(name, eager_steps):
     """Replayed steps recompute the per-step numbers (bias corrections, NAdam's mu_product)
     from the state.  ASGD steps always run their Python; so do RAdam's warm-up steps
     (rho_t <= 5, steps 1-5), and a recording refused there is not retried, so RAdam replays
-    when compiled after its warm-up (``eager_steps=6``)."""
+    when compiled after its warm-up (``eager_steps=5``)."""
     ember.compiler.reset()
     data = _data(14)
     m1, o1, l1 = _train(OPTIMIZERS[name], data, None)
