@@ -18,7 +18,8 @@ from ember.compiler.api import (
 )
 from ember.compiler.backends import list_backends, lookup_backend, register_backend
 from ember.compiler.explain import explain
+from ember._dynamo import exc  # noqa: E402  (PyTorch's exception classes)
 
-__all__ = ["OptimizedModule", "config", "disable", "error_on_graph_break", "explain",
+__all__ = ["OptimizedModule", "config", "exc", "disable", "error_on_graph_break", "explain",
            "graph_break", "is_compiling", "list_backends", "lookup_backend", "mark_dynamic",
            "mark_static", "maybe_mark_dynamic", "register_backend", "reset", "set_stance"]

@@ -43,6 +43,7 @@ def _infer_array(data: Any, op: str) -> tuple[np.ndarray, dt.dtype]:
     try:
         arr = np.array(nested)
     except ValueError as e:
+        _check_ragged(nested, op)
         raise EmberValueError(f"[{op}] could not build a tensor from the data: {e}") from None
     k = arr.dtype.kind
     if k == "b":
@@ -57,6 +58,36 @@ def _infer_array(data: Any, op: str) -> tuple[np.ndarray, dt.dtype]:
         return arr, dt.bfloat16
     raise EmberTypeError(f"[{op}] can't convert data of type {arr.dtype} to a tensor; expected "
                          f"numbers, bools or nested sequences of them")
+
+
+def _check_ragged(nested: Any, op: str) -> None:
+    """Raise PyTorch's error for ragged nested data: the shape is read off the first element at
+    each depth, then every sequence must match it."""
+    shape = []
+    x = nested
+    while isinstance(x, list) or isinstance(x, np.ndarray) and x.ndim > 0:
+        shape.append(len(x))
+        if not len(x):
+            break
+        x = x[0]
+
+    def check(x: Any, dim: int) -> None:
+        is_seq = isinstance(x, list) or isinstance(x, np.ndarray) and x.ndim > 0
+        if dim == len(shape):
+            if is_seq:
+                raise EmberTypeError(f"[{op}] expected a number at dim {dim}, got a sequence of "
+                                     f"length {len(x)}")
+            return
+        if not is_seq:
+            raise EmberTypeError(f"[{op}] not a sequence: expected a sequence of length "
+                                 f"{shape[dim]} at dim {dim} (got {type(x).__name__})")
+        if len(x) != shape[dim]:
+            raise EmberValueError(f"[{op}] expected sequence of length {shape[dim]} at dim {dim} "
+                                  f"(got {len(x)})")
+        for y in x:
+            check(y, dim + 1)
+
+    check(nested, 0)
 
 
 def _has_arrays(data: Any) -> bool:
