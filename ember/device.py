@@ -72,8 +72,8 @@ def check_device(dev: DeviceLike, op: str) -> device:
         return CPU
     if isinstance(dev, int):
         raise DeviceUnavailableError(
-            f"[{op}] device ordinal {dev} names a CUDA device; ember has no CUDA backend and "
-            "computes on the CPU (expected 'cpu')"
+            f"[{op}] device ordinal {dev} (an accelerator) is not available: ember has no CUDA "
+            "backend and computes on the CPU (expected 'cpu')"
         )
     d = device(dev)
     if d.type in _ACCELERATORS:

@@ -49,6 +49,12 @@ def infer_shape(shape: tuple, numel: int, op: str) -> tuple:
         if known == 0 or numel % known:
             raise ShapeError(f"[{op}] shape '{list(shape)}' is invalid for input of size {numel}")
         shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif type(numel) is int and all(type(s) is int for s in shape):  # symbolic: the meta checks
+        total = 1
+        for s in shape:
+            total *= s
+        if total != numel:
+            raise ShapeError(f"[{op}] shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
 
 

@@ -3,7 +3,8 @@
 ember computes on the CPU, so ``is_available()`` is False and ``device_count()`` 0, exactly what
 PyTorch answers on a machine without a GPU; that is enough for the usual
 ``device = "cuda" if torch.cuda.is_available() else "cpu"``.  Seeding functions are accepted and
-seed nothing; ``synchronize``/``empty_cache`` do nothing; functions that need a device raise
+seed nothing; ``empty_cache`` does nothing; functions that need a device (``synchronize``,
+``current_device``, ``get_device_name`` ...) raise
 ``DeviceUnavailableError`` (an ``AssertionError``, as PyTorch's "Torch not compiled with CUDA
 enabled", and a ``RuntimeError``).
 
@@ -62,7 +63,9 @@ def seed_all() -> None:
 
 
 def synchronize(device: Any = None) -> None:
-    """Nothing to wait for: a no-op."""
+    """Raises ``DeviceUnavailableError``, as PyTorch without CUDA (guard it with
+    ``is_available()``)."""
+    _no_cuda("cuda.synchronize")
 
 
 def empty_cache() -> None:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Mapping
 from ember import dtypes as _dt
 from ember.autograd.grad_mode import no_grad
 from ember.device import check_device
+from ember.errors import EmberRuntimeError
 from ember.nn.modules._backward_hooks import BackwardHook
 from ember.nn.modules._hooks import RemovableHandle, addindent, typename
 from ember.nn.modules._module_helpers import (
@@ -615,8 +616,8 @@ class Module:
                 error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
                     ", ".join(f'"{k}"' for k in missing_keys)))
         if error_msgs:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                self.__class__.__name__, "\n\t".join(error_msgs)))
+            raise EmberRuntimeError("[load_state_dict] Error(s) in loading state_dict for {}:\n\t{}"
+                                    .format(self.__class__.__name__, "\n\t".join(error_msgs)))
         return _IncompatibleKeys(missing_keys, unexpected_keys)
 
     # ------------------------------------------------------------------ hooks and calling

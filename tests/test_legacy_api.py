@@ -1,0 +1,142 @@
+"""Legacy API (issue 13): ``ember.FloatTensor`` and friends, ``Tensor.type()``, backend flags
+on tensors, ``flip(dims=)``, and the error messages fixed with that issue; compared with
+torch 2.13."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+_TYPES = ["FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+          "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
+
+
+def _same(e, t):
+    assert tuple(e.shape) == tuple(t.shape)
+    assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+
+
+@pytest.mark.parametrize("name", _TYPES)
+def test_legacy_constructors_like_torch(name):
+    E, T = getattr(ember, name), getattr(torch, name)
+    for args in [(2, 3), (), (ember.Size([2, 3]),), ([1, 0, 1],), ((1, 1),)]:
+        targs = tuple(torch.Size(a) if isinstance(a, ember.Size) else a for a in args)
+        e, t = E(*args), T(*targs)
+        _same(e, t)
+        if args and not isinstance(args[0], (int, ember.Size)):
+            np.testing.assert_array_equal(e.float().numpy(), t.float().numpy())
+    assert isinstance(E([1]), E) and isinstance(T([1]), T)
+    others = [n for n in _TYPES if n != name]
+    assert not isinstance(E([1]), getattr(ember, others[0]))
+    assert issubclass(E, ember.Tensor) == issubclass(T, torch.Tensor)
+    assert E.__name__ == name
+
+
+def test_legacy_constructor_errors_like_torch():
+    with pytest.raises(TypeError, match=r"\[FloatTensor\] new\(\): data must be a sequence"):
+        ember.FloatTensor(2.5)
+    with pytest.raises(TypeError):
+        torch.FloatTensor(2.5)
+    with pytest.raises(TypeError, match="expected a tensor of dtype"):
+        ember.FloatTensor(ember.ones(2, dtype=ember.float64))
+    src = ember.ones(2)
+    alias = ember.FloatTensor(src)
+    alias[0] = 5.0  # PyTorch's legacy constructor shares the storage
+    assert float(src[0]) == 5.0
+    with pytest.raises(AssertionError):
+        ember.FloatTensor(2, device="cuda")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int64",
+                                   "int32", "int16", "int8", "uint8", "bool"])
+def test_tensor_type_string_like_torch(dtype):
+    e = ember.zeros(2, dtype=getattr(ember, dtype))
+    t = torch.zeros(2, dtype=getattr(torch, dtype))
+    assert e.type() == t.type()
+    assert ember.typename(e) == torch.typename(t)
+
+
+def test_tensor_type_conversions_like_torch():
+    e, t = ember.tensor([1.5, -2.5]), torch.tensor([1.5, -2.5])
+    for spec_e, spec_t in [(ember.LongTensor, torch.LongTensor),
+                           ("torch.LongTensor", "torch.LongTensor"),
+                           (ember.float64, torch.float64), ("torch.IntTensor", "torch.IntTensor")]:
+        a, b = e.type(spec_e), t.type(spec_t)
+        _same(a, b)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert e.type(ember.FloatTensor) is e and t.type(torch.FloatTensor) is t
+    for bad in ("foo", "torch.float64"):
+        with pytest.raises(ValueError):
+            t.type(bad)
+        with pytest.raises(ValueError, match=r"\[type\] invalid type"):
+            e.type(bad)
+    m = ember.nn.Linear(2, 2).type(ember.DoubleTensor)
+    assert m.weight.dtype is ember.float64
+    assert torch.nn.Linear(2, 2).type(torch.DoubleTensor).weight.dtype is torch.float64
+
+
+@pytest.mark.parametrize("flag", ["is_cuda", "is_xpu", "is_mps", "is_meta", "is_sparse",
+                                  "is_quantized", "is_mkldnn", "is_nested", "is_cpu"])
+def test_tensor_backend_flags_like_torch(flag):
+    assert getattr(ember.ones(2), flag) is getattr(torch.ones(2), flag)
+
+
+def test_flip_dims_keyword_like_torch():
+    a = np.arange(6.0).reshape(2, 3)
+    e, t = ember.tensor(a), torch.tensor(a)
+    for call in ["x.flip(dims=(0,))", "x.flip(dims=[0, 1])", "x.flip(1)", "x.flip(0, 1)",
+                 "M.flip(x, dims=[1])", "M.flip(x, [0])"]:
+        got = eval(call, {"x": e, "M": ember}).numpy()
+        want = eval(call, {"x": t, "M": torch}).numpy()
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(TypeError):
+        e.flip(0, dims=(1,))
+
+
+# ---------------------------------------------------------------------------------- messages
+@pytest.mark.parametrize("data", [[[1, 2], [3]], [[[1, 2], [3, 4]], [[1, 2], [3]]],
+                                  [[1, 2], 3], [1, [2, 3]]])
+def test_ragged_nested_list_raises_torchs_type_and_message(data):
+    with pytest.raises(Exception) as ti:
+        torch.tensor(data)
+    with pytest.raises(ti.type) as ei:
+        ember.tensor(data)
+    msg = str(ei.value)
+    assert msg.startswith("[tensor] ") and "inhomogeneous" not in msg
+    if ti.type is ValueError:  # PyTorch's own wording for a length mismatch
+        assert str(ti.value) in msg
+
+
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+def test_target_out_of_bounds_names_the_op(op):
+    x, t = ember.zeros(2, 3), ember.tensor([7, 0])
+    with pytest.raises(IndexError) as ti:
+        getattr(torch.nn.functional, op)(torch.zeros(2, 3), torch.tensor([7, 0]))
+    with pytest.raises(IndexError, match=rf"^\[{op}\] ") as ei:
+        getattr(ember.nn.functional, op)(x, t)
+    assert str(ti.value) in str(ei.value)
+
+
+def test_reshape_errors_are_labelled_reshape():
+    with pytest.raises(RuntimeError, match=r"^\[reshape\] shape '\[3\]' is invalid for input of "
+                                           r"size 2$"):
+        ember.ones(2).reshape(3)
+    with pytest.raises(RuntimeError, match=r"^\[reshape\]"):
+        ember.reshape(ember.ones(2, 3), (4, 2))
+    with pytest.raises(RuntimeError, match=r"^\[view\]"):
+        ember.ones(2, 3).view(7)
+    with pytest.raises(RuntimeError, match="is invalid for input of size 2"):
+        torch.ones(2).reshape(3)
+
+
+def test_load_state_dict_raises_a_typed_error():
+    m = ember.nn.Linear(2, 2)
+    with pytest.raises(ember.EmberRuntimeError, match=r"^\[load_state_dict\] Error\(s\) in "
+                                                      r"loading state_dict for Linear") as info:
+        m.load_state_dict({"weight": ember.ones(3, 3)})
+    assert isinstance(info.value, RuntimeError)
+    assert 'Missing key(s) in state_dict: "bias"' in str(info.value)
