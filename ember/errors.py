@@ -59,7 +59,7 @@ def op_error(cls: type[EmberError], op: str, message: str) -> EmberError:
     return cls(f"[{op}] {message}")
 
 
-class TorchDynamoException(EmberError, RuntimeError):
+class TorchDynamoException(EmberError, RuntimeError):  # noqa: N818 (PyTorch's name)
     """Base of the errors ``ember.compile``'s frontend raises; PyTorch's
     ``torch._dynamo.exc.TorchDynamoException`` (``ember._dynamo.exc`` has the subclasses)."""
 

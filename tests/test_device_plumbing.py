@@ -336,5 +336,5 @@ def test_import_statements_of_real_scripts():
     for name in ("ember.nn.parallel", "ember.onnx", "ember.distributed", "ember.jit",
                  "ember.cuda.amp", "ember.backends.cudnn", "ember._dynamo.exc", "ember.amp"):
         assert importlib.import_module(name) is not None
-    from ember.nn.parallel import DistributedDataParallel as DDP  # noqa: F401
     from ember.cuda.amp import GradScaler, autocast  # noqa: F401
+    from ember.nn.parallel import DistributedDataParallel as DDP  # noqa: F401

@@ -63,7 +63,7 @@ class ResetRequired(TorchDynamoException):
     """``torch._dynamo.reset()`` is needed before the next compile."""
 
 
-class FailOnRecompileLimitHit(Exception):
+class FailOnRecompileLimitHit(Exception):  # noqa: N818 (PyTorch's name)
     """The recompile limit was hit where that is an error."""
 
 

@@ -5,7 +5,11 @@ works on the CPU and disables itself (with PyTorch's warning) for CUDA.
 """
 
 from ember.amp.autocast_mode import (
-    autocast, custom_bwd, custom_fwd, get_autocast_dtype, is_autocast_available,
+    autocast,
+    custom_bwd,
+    custom_fwd,
+    get_autocast_dtype,
+    is_autocast_available,
     is_autocast_enabled,
 )
 from ember.amp.grad_scaler import GradScaler

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import warnings
 
-from ember.backends import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: F401
-from ember.backends import _state
+from ember.backends import _state, cpu, cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: F401
 from ember.errors import EmberTypeError
 
 _PRECISIONS = ("highest", "high", "medium")

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.device import check_device
 from ember.cuda import amp  # noqa: F401
+from ember.device import check_device
 
 
 def _no_cuda(op: str) -> Any:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-from ember import dtypes as dt
 from ember import amp as _amp
+from ember import dtypes as dt
 
 
 class autocast(_amp.autocast):  # noqa: N801 (PyTorch's name)
