@@ -338,3 +338,55 @@ def test_import_statements_of_real_scripts():
         assert importlib.import_module(name) is not None
     from ember.cuda.amp import GradScaler, autocast  # noqa: F401
     from ember.nn.parallel import DistributedDataParallel as DDP  # noqa: F401
+
+
+# ---------------------------------------------------------------------------------- a script
+def _script_header_and_loop(torch, w1, w2, xs, ys, use_amp):
+    """The first lines and training loop of the well-known example scripts, as written for
+    PyTorch (CUDA if present, cudnn flags, GradScaler/autocast, DataParallel, jit, dynamo)."""
+    use_cuda = torch.cuda.is_available()
+    torch.manual_seed(1)
+    torch.cuda.manual_seed_all(1)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    device = torch.device("cuda" if use_cuda else "cpu")
+    kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}
+    assert kwargs == {}
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor(w1))
+        model[2].weight.copy_(torch.tensor(w2))
+        model[0].bias.zero_()
+        model[2].bias.zero_()
+    if torch.cuda.device_count() > 1:
+        model = torch.nn.DataParallel(model)
+    model = torch.nn.DataParallel(model).to(device)
+    model = torch.jit.script(model) if torch.jit.is_scripting() else model
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.cuda.amp.GradScaler(enabled=use_amp and use_cuda)
+    losses = []
+    for x, y in zip(xs, ys):
+        x, y = torch.tensor(x).to(device), torch.tensor(y).to(device)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device.type, enabled=use_amp and use_cuda):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        losses.append(loss.item())
+    return losses, list(model.state_dict())
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_script_header_runs_unchanged_with_torchs_numbers():
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((8, 4)).astype(np.float32) * 0.5
+    w2 = rng.standard_normal((3, 8)).astype(np.float32) * 0.5
+    xs = [rng.standard_normal((6, 4)).astype(np.float32) for _ in range(4)]
+    ys = [rng.integers(0, 3, 6) for _ in range(4)]
+    got, keys_e = _script_header_and_loop(ember, w1, w2, xs, ys, use_amp=True)
+    want, keys_t = _script_header_and_loop(torch, w1, w2, xs, ys, use_amp=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert keys_e == keys_t
+    ember.backends.cudnn.deterministic = torch.backends.cudnn.deterministic = False

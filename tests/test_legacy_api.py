@@ -140,3 +140,11 @@ def test_load_state_dict_raises_a_typed_error():
         m.load_state_dict({"weight": ember.ones(3, 3)})
     assert isinstance(info.value, RuntimeError)
     assert 'Missing key(s) in state_dict: "bias"' in str(info.value)
+
+
+def test_pinned_memory_like_torch():
+    assert ember.ones(2).is_pinned() is torch.ones(2).is_pinned() is False
+    with pytest.raises(RuntimeError):
+        torch.ones(2).pin_memory()
+    with pytest.raises(RuntimeError, match=r"\[pin_memory\]"):
+        ember.ones(2).pin_memory()

@@ -136,3 +136,17 @@ for _flag in ("is_xpu", "is_mps", "is_meta", "is_sparse", "is_sparse_csr", "is_q
               "is_mkldnn", "is_nested", "is_ipu", "is_vulkan", "is_mtia", "is_maia"):
     if not hasattr(Tensor, _flag):
         setattr(Tensor, _flag, property(_false, doc="False: ember tensors are dense CPU tensors."))
+
+
+@tensor_method("is_pinned")
+def is_pinned(self: Tensor, device: Any = None) -> bool:
+    """False: there is no accelerator to pin memory for."""
+    return False
+
+
+@tensor_method("pin_memory")
+def pin_memory(self: Tensor, device: Any = None) -> Tensor:
+    """Raises ``DeviceUnavailableError`` (a ``RuntimeError``), as PyTorch without an
+    accelerator."""
+    check_device("cuda", "pin_memory")
+    return self

@@ -102,8 +102,9 @@ class GradScaler:
         state["stage"] = OptState.UNSCALED
 
     def _unscale_grads(self, optimizer: Any, inv_scale: float) -> float:
-        inv = dt.float32.np.type(inv_scale)
-        found = False
+        from ember._frontend.movement import stack
+        inv = float(dt.float32.np.type(inv_scale))
+        finite = []
         with no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
@@ -112,10 +113,10 @@ class GradScaler:
                         continue
                     if g.dtype is dt.float16:
                         raise ValueError("Attempting to unscale FP16 gradients.")
-                    if not found and not bool(g.isfinite().all()):
-                        found = True
-                    g.mul_(float(inv))
-        return 1.0 if found else 0.0
+                    finite.append(g.isfinite().all())
+                    g.mul_(inv)
+            # one read of a value for all gradients (one graph break when compiled)
+            return 0.0 if not finite or bool(stack(finite).all()) else 1.0
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
         """``optimizer.step()`` unless the (unscaled) gradients hold inf/NaN."""
