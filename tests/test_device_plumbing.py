@@ -390,3 +390,11 @@ def test_script_header_runs_unchanged_with_torchs_numbers():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert keys_e == keys_t
     ember.backends.cudnn.deterministic = torch.backends.cudnn.deterministic = False
+
+
+@pytest.mark.parametrize("name", ["FloatTensor", "LongTensor", "BoolTensor"])
+def test_cuda_legacy_types_like_torch(name):
+    E, T = getattr(ember.cuda, name), getattr(torch.cuda, name)
+    assert isinstance(ember.ones(2), E) is isinstance(torch.ones(2), T) is False
+    _raises_like_torch(lambda: E(2), lambda: T(2))
+    _raises_like_torch(lambda: E([1]), lambda: T([1]))

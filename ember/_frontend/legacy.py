@@ -13,7 +13,7 @@ from typing import Any
 from ember import dtypes as dt
 from ember._frontend.core import to_dtype
 from ember.device import check_device
-from ember.errors import EmberTypeError, EmberValueError
+from ember.errors import DTypeError, EmberTypeError, EmberValueError
 from ember.tensor import Size, Tensor, tensor_method
 
 __all__ = [
@@ -113,7 +113,7 @@ def tensor_type(self: Tensor, dtype: Any = None, non_blocking: bool = False,
     if isinstance(dtype, _LegacyTensorType):
         dtype = dtype.dtype
     if not isinstance(dtype, dt.dtype):
-        raise EmberTypeError(f"[type] expected a dtype or a legacy tensor type, got {dtype!r}")
+        raise DTypeError(f"[type] dtype must be a type, str, or dtype object, got {dtype!r}")
     return self if dtype is self.dtype else to_dtype(self, dtype)
 
 

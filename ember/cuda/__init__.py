@@ -18,6 +18,7 @@ from typing import Any
 
 from ember.cuda import amp  # noqa: F401
 from ember.device import check_device
+from ember.errors import EmberTypeError
 
 
 def _no_cuda(op: str) -> Any:
@@ -143,7 +144,26 @@ class device:  # noqa: N801 (PyTorch's name)
         return None
 
 
-__all__ = [
+class _CudaTensorType(type):
+    """Metaclass of ``ember.cuda.FloatTensor`` and friends: no tensor is one, and building one
+    raises PyTorch's ``TypeError``."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return False
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise EmberTypeError(f"[cuda.{cls.__name__}] type torch.cuda.{cls.__name__} not "
+                             "available: ember has no CUDA (as PyTorch not compiled with CUDA "
+                             "enabled)")
+
+
+_LEGACY = ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+           "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+for _name in _LEGACY:
+    globals()[_name] = _CudaTensorType(_name, (), {"__module__": "ember.cuda"})
+del _name
+
+__all__ = [*_LEGACY,
     "amp", "current_device", "current_stream", "device", "device_count", "empty_cache",
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "init",
     "ipc_collect", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
