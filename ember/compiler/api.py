@@ -339,7 +339,8 @@ class CompiledFunction:
         tensors = [a for a in args if isinstance(a, Tensor)]
         tensors += [v for v in kwargs.values() if isinstance(v, Tensor)]
         try:
-            bound = inspect.signature(self._orig).bind(*args, **kwargs).arguments
+            fn = self._orig if self._module is None else self._module.forward
+            bound = inspect.signature(fn).bind(*args, **kwargs).arguments
             by_id = {id(v): k for k, v in bound.items()}
         except (TypeError, ValueError):
             by_id = {}

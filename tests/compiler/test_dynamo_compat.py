@@ -112,3 +112,12 @@ def test_reduce_overhead_with_a_class_defined_by_exec():
     for _ in range(3):
         y = cm(x)
     assert ember.equal(y, m(x))
+
+
+def test_requires_grad_guard_on_a_compiled_module_names_forwards_argument():
+    m = ember.nn.Linear(3, 2)
+    cm = ember.compile(m)
+    cm(ember.ones(1, 3))
+    with set_stance("fail_on_recompile"), pytest.raises(
+            RuntimeError, match=r"tensor 'input' requires_grad mismatch"):
+        cm(ember.ones(1, 3, requires_grad=True))
