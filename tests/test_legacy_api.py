@@ -148,3 +148,22 @@ def test_pinned_memory_like_torch():
         torch.ones(2).pin_memory()
     with pytest.raises(RuntimeError, match=r"\[pin_memory\]"):
         ember.ones(2).pin_memory()
+
+
+@pytest.mark.filterwarnings("ignore:torch.set_default_tensor_type")
+def test_set_default_tensor_type_like_torch():
+    with pytest.warns(UserWarning, match="set_default_tensor_type.*deprecated"):
+        ember.set_default_tensor_type(ember.FloatTensor)
+    try:
+        for mod in (ember, torch):
+            mod.set_default_tensor_type(mod.DoubleTensor)
+            assert str(mod.get_default_dtype()).endswith("float64")
+            assert str(mod.ones(1).dtype).endswith("float64")
+            mod.set_default_tensor_type("torch.FloatTensor")
+            assert str(mod.get_default_dtype()).endswith("float32")
+            for bad in (mod.LongTensor, "torch.cuda.FloatTensor", mod.cuda.FloatTensor):
+                with pytest.raises(TypeError):
+                    mod.set_default_tensor_type(bad)
+    finally:
+        ember.set_default_dtype(ember.float32)
+        torch.set_default_dtype(torch.float32)

@@ -8,6 +8,7 @@ one from data; ``isinstance(t, ember.FloatTensor)`` is True for float32 tensors,
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ember import dtypes as dt
@@ -18,7 +19,8 @@ from ember.tensor import Size, Tensor, tensor_method
 
 __all__ = [
     "BFloat16Tensor", "BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
-    "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "typename",
+    "HalfTensor", "IntTensor", "LongTensor", "ShortTensor", "set_default_tensor_type",
+    "typename",
 ]
 
 
@@ -124,6 +126,27 @@ def typename(obj: Any) -> str:
     module = getattr(obj.__class__, "__module__", "")
     qual = obj.__class__.__qualname__
     return qual if module in ("", "builtins") else f"{module}.{qual}"
+
+
+def set_default_tensor_type(t: Any) -> None:
+    """PyTorch's deprecated ``set_default_tensor_type``: a floating legacy type (or its name)
+    sets the default dtype; CUDA types raise ``TypeError`` as PyTorch without CUDA."""
+    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                  "torch.set_default_dtype() and torch.set_default_device() as alternatives.",
+                  UserWarning, stacklevel=2)
+    name = t if isinstance(t, str) else getattr(t, "__name__", repr(t))
+    if isinstance(t, str):
+        name = t.removeprefix("torch.").removeprefix("ember.")
+    if name.startswith("cuda.") or getattr(t, "__module__", "") == "ember.cuda":
+        raise EmberTypeError(f"[set_default_tensor_type] type torch.cuda.{name.split('.')[-1]} "
+                             "not available: ember has no CUDA")
+    cls = _LEGACY.get(name)
+    if cls is None:
+        raise EmberTypeError(f"[set_default_tensor_type] invalid type: {t!r}")
+    if not cls.dtype.is_floating_point:
+        raise EmberTypeError("[set_default_tensor_type] only floating-point types are supported "
+                             "as the default type")
+    dt.set_default_dtype(cls.dtype)
 
 
 def _false(self: Tensor) -> bool:
