@@ -167,3 +167,120 @@ def test_set_default_tensor_type_like_torch():
     finally:
         ember.set_default_dtype(ember.float32)
         torch.set_default_dtype(torch.float32)
+
+
+# ------------------------------------------------------------------ keyword names (as torch's)
+_KEYWORD_CALLS = [
+    'x.sum(dim=0, keepdim=True)',
+    'x.mean(dim=1)',
+    'x.std(dim=0, unbiased=False)',
+    'x.var(dim=0, correction=0)',
+    'x.max(dim=1)',
+    'x.min(dim=0, keepdim=True)',
+    'x.argmax(dim=1, keepdim=False)',
+    'x.softmax(dim=-1)',
+    'x.log_softmax(dim=-1)',
+    'x.permute(dims=(1, 0))',
+    'x.transpose(dim0=0, dim1=1)',
+    'x.flatten(start_dim=0, end_dim=-1)',
+    'x.unsqueeze(dim=0)',
+    'x.squeeze(dim=0)',
+    'x.split(split_size=2, dim=1)',
+    'x.chunk(chunks=2, dim=1)',
+    'x.narrow(dim=1, start=0, length=2)',
+    'x.roll(shifts=1, dims=0)',
+    'x.expand(size=(2, 3, 4))',
+    'x.view(size=(4, 3))',
+    'x.reshape(shape=(4, 3))',
+    'x.clamp(min=0.0, max=5.0)',
+    'x.norm(p=2, dim=1)',
+    'x.topk(k=2, dim=1, largest=True, sorted=True)',
+    'x.sort(dim=1, descending=True)',
+    'x.argsort(dim=1, descending=True)',
+    'x.cumsum(dim=0)',
+    'x.masked_fill(mask=x > 3, value=0.0)',
+    'x.index_select(dim=0, index=I)',
+    'x.gather(dim=1, index=I2)',
+    'x.to(dtype=M.float64)',
+    'x.new_zeros(size=(2,))',
+    'x.new_full(size=(2,), fill_value=3.0)',
+    'x.type_as(other=x)',
+    'x.diagonal(offset=0, dim1=0, dim2=1)',
+    'x.tril(diagonal=0)',
+    'x.matmul(other=x.t())',
+    'x.add(other=x, alpha=2)',
+    'x.sub(other=x, alpha=2)',
+    'x.div(other=x + 1, rounding_mode="floor")',
+    'x.pow(exponent=2)',
+    'x.all(dim=0)',
+    'x.any(dim=1)',
+    'x.logsumexp(dim=1, keepdim=False)',
+    'x.prod(dim=0)',
+    'x.amax(dim=1)',
+    'x.nan_to_num(nan=0.0)',
+    'x.lerp(end=x, weight=0.5)',
+    'x.where(condition=x > 2, other=x * 0)',
+    'x.unflatten(dim=1, sizes=(2, 2))',
+    'x.movedim(source=0, destination=1)',
+    'x.unbind(dim=0)',
+    'M.cat(tensors=[x, x], dim=0)',
+    'M.stack(tensors=[x, x], dim=1)',
+    'M.where(condition=x > 2, input=x, other=x * 0)',
+    'M.flatten(input=x, start_dim=1)',
+    'M.transpose(input=x, dim0=0, dim1=1)',
+    'M.clamp(input=x, min=1.0)',
+    'M.sum(input=x, dim=1)',
+    'M.max(input=x, dim=1)',
+    'M.zeros(size=(2, 3))',
+    'M.full(size=(2,), fill_value=1.0)',
+    'M.arange(start=0, end=5, step=2)',
+    'M.linspace(start=0, end=1, steps=5)',
+    'M.einsum("ij->ji", x)',
+    'M.matmul(input=x, other=x.t())',
+    'M.softmax(input=x, dim=1)',
+    'M.argmax(input=x, dim=1)',
+    'M.topk(input=x, k=2)',
+    'M.split(tensor=x, split_size_or_sections=2, dim=1)',
+    'M.chunk(input=x, chunks=2)',
+    'M.gather(input=x, dim=1, index=I2)',
+    'M.roll(input=x, shifts=1, dims=0)',
+    'M.flip(input=x, dims=(0,))',
+    'M.cumsum(input=x, dim=0)',
+    'M.tensor(data=[1, 2])',
+    'M.nn.functional.cross_entropy(input=x, target=I, reduction="sum")',
+    'M.nn.functional.dropout(input=x, p=0.0, training=True)',
+    'M.nn.functional.softmax(input=x, dim=1)',
+    'M.nn.functional.pad(input=x, pad=(1, 1), mode="constant", value=0.0)',
+    'M.nn.functional.linear(input=x, weight=x, bias=None)',
+    'M.nn.functional.layer_norm(input=x, normalized_shape=(4,))',
+    'M.nn.functional.gelu(input=x, approximate="tanh")',
+    'M.nn.functional.relu(input=x, inplace=False)',
+    'M.nn.functional.normalize(input=x, p=2.0, dim=1)',
+    'M.nn.functional.embedding(input=I, weight=x)',
+    'M.nn.functional.mse_loss(input=x, target=x, reduction="mean")',
+]
+
+
+def _outcome(mod, call):
+    a = np.arange(12.0).reshape(3, 4).astype(np.float32)
+    env = {"x": mod.tensor(a), "M": mod, "I": mod.tensor([0, 2, 1]),
+           "I2": mod.tensor([[0], [1], [2]])}
+    out = eval(call, env)
+    items = out if isinstance(out, (tuple, list)) else [out]
+    return [np.asarray(o.tolist()) if hasattr(o, "tolist") else o for o in items]
+
+
+@pytest.mark.parametrize("call", _KEYWORD_CALLS)
+def test_keyword_names_like_torch(call):
+    want = _outcome(torch, call)
+    got = _outcome(ember, call)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_size_given_twice_raises():
+    with pytest.raises(TypeError, match=r"\[reshape\] got 'shape' both"):
+        ember.ones(4).reshape(2, 2, shape=(4,))
+    with pytest.raises(TypeError):
+        torch.ones(4).reshape(2, 2, shape=(4,))

@@ -223,21 +223,24 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
 
 
 @supports_out("zeros")
-def zeros(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+def zeros(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
           requires_grad: bool = False, layout: Any = None) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("zeros", size_args(size, "zeros"), 0, dtype, device, requires_grad)
 
 
 @supports_out("ones")
-def ones(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+def ones(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
          requires_grad: bool = False, layout: Any = None) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("ones", size_args(size, "ones"), 1, dtype, device, requires_grad)
 
 
 @supports_out("empty")
-def empty(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+def empty(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
           requires_grad: bool = False, layout: Any = None,
           memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("empty", size_args(size, "empty"), None, dtype, device, requires_grad)
 
 
@@ -283,22 +286,25 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: dt.dtype | None = None,
 
 
 @tensor_method("new_zeros")
-def new_zeros(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
-              requires_grad: bool = False) -> Tensor:
+def new_zeros(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
+              device: Any = None, requires_grad: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("new_zeros", size_args(size, "new_zeros"), 0, dtype or self._dtype, device,
                    requires_grad)
 
 
 @tensor_method("new_ones")
-def new_ones(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
+def new_ones(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
+             device: Any = None, requires_grad: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("new_ones", size_args(size, "new_ones"), 1, dtype or self._dtype, device,
                    requires_grad)
 
 
 @tensor_method("new_empty")
-def new_empty(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
-              requires_grad: bool = False) -> Tensor:
+def new_empty(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
+              device: Any = None, requires_grad: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("new_empty", size_args(size, "new_empty"), None, dtype or self._dtype,
                    device, requires_grad)
 
