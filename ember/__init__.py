@@ -65,6 +65,7 @@ from ember.backends import (  # noqa: F401, E402
     use_deterministic_algorithms,
 )
 from ember.device import get_default_device, set_default_device  # noqa: F401, E402
+from ember.errors import DeviceUnavailableError  # noqa: F401, E402
 
 __version__ = "0.1.0"
 

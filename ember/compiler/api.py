@@ -350,6 +350,8 @@ class CompiledFunction:
                 rg = old[1] if isinstance(old, tuple) else old
                 diffs.append(f"tensor '{by_id.get(id(t), f'arg {i}')}' requires_grad mismatch. "
                              f"expected requires_grad={int(rg)}")
+        if not diffs:
+            return  # the same flags under other keyword names: the graph guards decide
         raise RecompileError(
             f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
             f"filename: '{code.filename}', function name: '{code.name}', line number: "
