@@ -57,7 +57,9 @@ from ember.compiler import compile  # noqa: F401
 from ember import _dynamo  # noqa: F401
 
 # device plumbing and legacy namespaces (docs/devices.md)
-from ember import accelerator, amp, backends, cuda, distributed, jit, mps, onnx, xpu  # noqa: F401, E402
+from ember import (  # noqa: F401, E402
+    accelerator, amp, backends, cuda, distributed, jit, mps, onnx, xpu,
+)
 from ember.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401, E402
 from ember.backends import (  # noqa: F401, E402
     are_deterministic_algorithms_enabled, get_float32_matmul_precision,
