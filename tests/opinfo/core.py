@@ -76,7 +76,8 @@ class OpInfo:
     compare: Callable[[Any, Any], None] | None = None  # custom compare(ember_out, torch_out)
     random: bool = False                 # output is random: only shapes/dtypes compared
     skip_torch: str = ""                 # reason torch cannot be the oracle (compare differently)
-    xfail: dict = field(default_factory=dict)  # dtype -> reason
+    xfail: dict = field(default_factory=dict)  # dtype -> reason (strict xfail vs torch)
+    no_samples: dict = field(default_factory=dict)  # dtype -> why a kind has no sample there
 
     def rng(self, dtype: str) -> np.random.Generator:
         return np.random.default_rng(zlib.crc32(f"{self.name}/{dtype}".encode()))
