@@ -7,9 +7,14 @@
 * dynamic sizes: the pointwise, activation, movement, shape, reduction (scans included) and
   normalization ops again with ``dynamic=True`` (size-generic kernels).
 
-Graphs that lowered (partly) to C kernels compare in ulps of their dtype (libm's last bit may
-differ from NumPy's; float16/bfloat16 in their own ulps); graphs that are all extern steps run
-eager's kernels and compare exactly.  ``KNOWN`` lists genuine differences (strict xfail).
+Cases, samples and float arguments come from ``tests/opinfo/harness.py``; every case compares
+at least one sample.  Graphs that lowered (partly) to C kernels compare in ulps of their dtype
+(libm's last bit may differ from NumPy's; float16/bfloat16 in their own ulps); graphs that are
+all extern steps run eager's kernels and compare exactly.  The cases whose every graph is all
+externs (``harness.EXTERN_ONLY``, ``tests/opinfo/extern_only.txt``) compare eager with eager:
+their ids end in ``-extern``, they carry the ``extern_only`` marker, they are counted apart in
+the run's summary, and the test checks the label (a C case must run a C kernel, an extern case
+none).  ``KNOWN`` lists genuine differences (strict xfail).
 
 Before the tests run, a module fixture traces every selected test with a codegen-only backend
 and builds all the C sources in bundles (``tests/compiler/prebuild.py``): ~100 graphs per gcc

@@ -9,7 +9,8 @@ Each family of ops has its own module (``ops_pointwise.py``, ``ops_reduction.py`
 defines ``OPINFOS: list[OpInfo]``; ``ALL_OPINFOS`` gathers them.  Drivers:
 ``test_values.py`` (values and dtypes against torch), ``test_grads.py`` (gradients against
 torch and against finite differences), ``test_errors.py`` (error types and messages), and
-``test_registry.py`` (every registered OpDef is reached by some sample).
+``test_registry.py`` (every registered OpDef is reached by some sample); they and the compiler's
+conformance tests take cases and samples from ``harness.py``.
 """
 
 from __future__ import annotations
