@@ -153,9 +153,9 @@ def main() -> None:
         for reason, cases in sorted(seen[op].items()):
             print(f"    {reason}: {', '.join(sorted(cases))}")
     if a.json:
+        externs = {op: {r: sorted(c) for r, c in rs.items()} for op, rs in seen.items()}
         Path(a.json).write_text(json.dumps(
-            {"totals": totals, "extern_only": sorted(extern_only), "externs": {op: {r: sorted(c) for r, c in rs.items()}
-                                           for op, rs in seen.items()}}, indent=1))
+            {"totals": totals, "extern_only": sorted(extern_only), "externs": externs}, indent=1))
 
 
 if __name__ == "__main__":
