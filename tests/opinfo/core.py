@@ -201,7 +201,7 @@ def assert_close(actual: Any, expected: Any, dtype: str, tols: dict | None = Non
     a, e = to_numpy(actual), to_numpy(expected)
     out_dtype = dtype_name(expected)
     rtol, atol = (tols or {}).get(out_dtype, TOLS.get(out_dtype, (0, 0)))
-    if a.dtype.kind in "biu":
+    if a.dtype.kind in "biu":  # to_numpy widened float16/bfloat16 to float32
         np.testing.assert_array_equal(a, e, err_msg=what)
     else:
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
