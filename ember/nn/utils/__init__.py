@@ -1,4 +1,5 @@
-"""``ember.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``ember.nn.utils``: gradient clipping, parameter/vector conversion and ``rnn`` (packed
+sequences)."""
 
 from ember.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm,
@@ -11,3 +12,4 @@ from ember.nn.utils.convert_parameters import (  # noqa: F401
     parameters_to_vector,
     vector_to_parameters,
 )
+from ember.nn.utils import rnn  # noqa: F401, E402

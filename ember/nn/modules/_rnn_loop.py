@@ -1,0 +1,125 @@
+"""The recurrence behind ``nn.RNN``, ``nn.LSTM``, ``nn.GRU`` and their cells, written with
+ember ops (``linear``, ``addmm``, ``sigmoid``, ``tanh``, slicing, ``cat``/``stack``) so autograd
+and ``ember.compile`` need nothing special.
+
+Per layer and direction the input projection of every time step is one matrix product over the
+whole sequence (``x @ W_ih.T + b``); only the hidden projection runs step by step.  For LSTM and
+plain RNNs ``b_hh`` is folded into that bias (it is added to the same pre-activation); GRU keeps
+it with the hidden projection because its candidate gate scales ``W_hn h + b_hn`` by ``r``.
+
+Packed batches (sorted by decreasing length) run the same loop on shrinking row ranges: the
+forward direction drops finished rows, the reverse direction starts rows when their last step
+comes, from their initial state; this is the order of PyTorch's packed kernels.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+from ember._frontend.linalg import addmm
+from ember._frontend.movement import cat, stack
+from ember.nn import functional as F
+from ember.tensor import Tensor
+
+GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+class CellWeights(NamedTuple):
+    """One layer-direction's parameters (``None`` where absent)."""
+
+    w_ih: Tensor
+    w_hh: Tensor
+    b_ih: Tensor | None
+    b_hh: Tensor | None
+    w_hr: Tensor | None = None
+
+
+def project_input(mode: str, x: Tensor, w: CellWeights) -> Tensor:
+    """``x @ W_ih.T`` plus the biases that add straight into the gate pre-activations."""
+    bias = w.b_ih
+    if mode != "GRU" and w.b_hh is not None:
+        bias = w.b_hh if bias is None else bias + w.b_hh
+    return F.linear(x, w.w_ih, bias)
+
+
+def cell_step(mode: str, xw: Tensor, h: Tensor, c: Tensor | None, w: CellWeights,
+              w_hh_t: Tensor) -> tuple[Tensor, Tensor | None]:
+    """One time step: (h', c') from the projected input ``xw`` and the state (h, c);
+    ``w_hh_t`` is ``w.w_hh.t()`` (taken once per sequence)."""
+    if mode == "LSTM":
+        i, f, g, o = addmm(xw, h, w_hh_t).chunk(4, 1)
+        c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+        h = o.sigmoid() * c.tanh()
+        if w.w_hr is not None:
+            h = F.linear(h, w.w_hr)
+        return h, c
+    if mode == "GRU":
+        gh = h.mm(w_hh_t) if w.b_hh is None else addmm(w.b_hh, h, w_hh_t)
+        hid = h.shape[1]
+        rz = (xw[:, : 2 * hid] + gh[:, : 2 * hid]).sigmoid()
+        r, z = rz[:, :hid], rz[:, hid:]
+        n = (xw[:, 2 * hid:] + r * gh[:, 2 * hid:]).tanh()
+        return (h - n) * z + n, None
+    pre = addmm(xw, h, w_hh_t)
+    return (pre.tanh() if mode == "RNN_TANH" else pre.relu()), None
+
+
+def run_direction(mode: str, steps: Sequence[Tensor], sizes: Sequence[int], h0: Tensor,
+                  c0: Tensor | None, w: CellWeights, reverse: bool
+                  ) -> tuple[list[Tensor], Tensor, Tensor | None]:
+    """Run one direction over ``steps`` (projected inputs in time order; step ``t`` has
+    ``sizes[t]`` rows). Returns the per-step outputs in time order and the final (h, c)."""
+    w_hh_t = w.w_hh.t()
+    n_steps = len(steps)
+    order = range(n_steps - 1, -1, -1) if reverse else range(n_steps)
+    if reverse and n_steps and sizes[-1] < h0.shape[0]:
+        h, c = h0[: sizes[-1]], (None if c0 is None else c0[: sizes[-1]])
+    else:
+        h, c = h0, c0
+    outs: list[Tensor] = [h0] * n_steps
+    done: list[tuple[Tensor, Tensor | None]] = []
+    for t in order:
+        bs, cur = sizes[t], h.shape[0]
+        if bs < cur:  # forward direction, packed: rows bs.. have finished
+            done.append((h[bs:], None if c is None else c[bs:]))
+            h, c = h[:bs], (None if c is None else c[:bs])
+        elif bs > cur:  # reverse direction, packed: rows cur..bs start here
+            h = cat([h, h0[cur:bs]], 0)
+            c = None if c is None else cat([c, c0[cur:bs]], 0)
+        h, c = cell_step(mode, steps[t], h, c, w, w_hh_t)
+        outs[t] = h
+    if done:
+        h = cat([h] + [d[0] for d in reversed(done)], 0)
+        c = None if c is None else cat([c] + [d[1] for d in reversed(done)], 0)
+    return outs, h, c
+
+
+def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Tensor | None,
+               weights: Sequence[CellWeights], num_layers: int, bidirectional: bool,
+               dropout: float, training: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The multi-layer recurrence. ``x`` is ``(T, B, I)`` (``sizes`` None) or packed data
+    ``(N, I)`` with per-step batch ``sizes``; ``h0``/``c0`` are ``(L * D, B, H)``.
+    Returns (output, h_n, c_n) with output ``(T, B, D * H_out)`` or packed ``(N, D * H_out)``."""
+    n_dir = 2 if bidirectional else 1
+    h_init = h0.unbind(0)
+    c_init = c0.unbind(0) if c0 is not None else [None] * len(h_init)
+    hs, cs = [], []
+    layer_in = x
+    for layer in range(num_layers):
+        outs = []
+        for d in range(n_dir):
+            k = layer * n_dir + d
+            xw = project_input(mode, layer_in, weights[k])
+            if sizes is None:
+                steps, step_sizes = xw.unbind(0), [xw.shape[1]] * xw.shape[0]
+            else:
+                steps, step_sizes = xw.split(sizes, 0), sizes
+            seq, h, c = run_direction(mode, steps, step_sizes, h_init[k], c_init[k],
+                                      weights[k], reverse=d == 1)
+            outs.append(stack(seq, 0) if sizes is None else cat(seq, 0))
+            hs.append(h)
+            cs.append(c)
+        layer_in = outs[0] if n_dir == 1 else cat(outs, -1)
+        if dropout > 0 and training and layer < num_layers - 1:
+            layer_in = F.dropout(layer_in, dropout, True)
+    return layer_in, stack(hs, 0), (stack(cs, 0) if c0 is not None else None)
