@@ -25,7 +25,7 @@ __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_
            "pad_sequence", "unpad_sequence", "pack_sequence", "unpack_sequence"]
 
 
-class PackedSequence_(NamedTuple):
+class PackedSequence_(NamedTuple):  # noqa: N801 (PyTorch's name)
     data: Tensor
     batch_sizes: Tensor
     sorted_indices: Tensor | None
