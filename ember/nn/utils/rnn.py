@@ -236,7 +236,7 @@ def pad_sequence(sequences: Tensor | list[Tensor], batch_first: bool = False,
     if not seqs:
         raise EmberRuntimeError(f"[{op}] received an empty list of sequences")
     if padding_side not in ("left", "right"):
-        raise EmberValueError(f"[{op}] Expected padding_side to be one of left or right, but "
+        raise EmberRuntimeError(f"[{op}] Expected padding_side to be one of left or right, but "
                               f"got {padding_side}.")
     if any(s.dim() == 0 for s in seqs):
         raise ShapeError(f"[{op}] every sequence needs a length dimension, got a 0-D tensor")
