@@ -2,7 +2,7 @@
 torch eager.
 
 Run: ``python benchmarks/bench_rnn.py [--vocab N] [--rounds N] [--check-steps N]
-[--dropout P] [--cpu-time] [--profile]`` (needs torch).
+[--dropout P] [--threads N] [--cpu-time] [--profile]`` (needs torch).
 
 The model is PyTorch's word-language-model example at the issue's size: Embedding(vocab, 650)
 -> 2-layer LSTM(650, 650) -> Linear(650, vocab), sequence 35, batch 20; one step is the
@@ -16,7 +16,8 @@ differ); before timing, ``--check-steps`` steps (default 3) print the losses of 
 ember compiled and torch side by side.  Then ember eager, ember compiled and torch eager rounds
 run interleaved in this one process; medians are printed with ratios to torch eager (below 1
 is ember faster).  ``--cpu-time`` times CPU seconds of all threads instead of wall time
-(steadier on a loaded machine).  ``--profile`` runs cProfile over compiled steps instead.
+(steadier on a loaded machine); ``--threads`` (default: all cores) sets both libraries' thread
+count.  ``--profile`` runs cProfile over compiled steps instead.
 """
 
 from __future__ import annotations
@@ -164,8 +165,10 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--cpu-time", action="store_true")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads)
+    ember.set_num_threads(args.threads)
     runners = build(args.vocab, args.dropout)
     if args.cpu_time:
         TIMER["fn"] = cpu_time_per_call
@@ -181,7 +184,7 @@ def main() -> None:
     load = os.getloadavg()[0]
     print(f"\nLSTM LM training step, vocab {args.vocab}, 2x{HID}, seq {SEQ}, batch {BATCH}, "
           f"dropout {args.dropout}; medians of {args.rounds} interleaved rounds "
-          f"({'CPU' if args.cpu_time else 'wall'} time); load {load:.1f}")
+          f"({'CPU' if args.cpu_time else 'wall'} time, {args.threads} threads); load {load:.1f}")
     print("| | time per step | / torch eager |")
     print("|---|---|---|")
     ref = med["torch eager"]
