@@ -455,3 +455,32 @@ def test_parameter_replacement_is_seen():
     np.testing.assert_allclose(to_np(out), to_np(ref), rtol=1e-12, atol=1e-13)
     assert e._flat_weights[1] is e.weight_hh_l0
 
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru", "rnn_tanh"])
+def test_double_backward_matches_torch(kind):
+    e, t = make_pair(kind, num_layers=2, bidirectional=True)
+    x = rand(SEQ, BATCH, IN)
+    results = []
+    for lib, mod in ((ember, e), (torch, t)):
+        xi = lib.tensor(x, requires_grad=True)
+        out, _ = mod(xi)
+        (gx,) = lib.autograd.grad((out ** 2).sum(), [xi], create_graph=True)
+        w = mod.weight_hh_l0
+        (gw,) = lib.autograd.grad((gx ** 2).sum(), [w])
+        results.append((gx, gw))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(to_np(a), to_np(b), **TOLS["float64"])
+
+
+def test_deepcopy_pickle_and_dtype_conversion():
+    import copy
+    import pickle
+    m = ember.nn.LSTM(IN, HID, 2, bidirectional=True)
+    x = ember.tensor(rand(SEQ, BATCH, IN, dtype="float32"))
+    want = to_np(m(x)[0])
+    for other in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        np.testing.assert_array_equal(to_np(other(x)[0]), want)
+        assert other._flat_weights[0] is other.weight_ih_l0
+    m.double()
+    assert m(x.double())[0].dtype == ember.float64
