@@ -2,7 +2,7 @@
 torch eager.
 
 Run: ``python benchmarks/bench_rnn.py [--vocab N] [--rounds N] [--check-steps N]
-[--dropout P] [--threads N] [--cpu-time] [--profile]`` (needs torch).
+[--dropout P] [--threads N] [--mode M] [--cpu-time] [--profile]`` (needs torch).
 
 The model is PyTorch's word-language-model example at the issue's size: Embedding(vocab, 650)
 -> 2-layer LSTM(650, 650) -> Linear(650, vocab), sequence 35, batch 20; one step is the
@@ -17,7 +17,8 @@ ember compiled and torch side by side.  Then ember eager, ember compiled and tor
 run interleaved in this one process; medians are printed with ratios to torch eager (below 1
 is ember faster).  ``--cpu-time`` times CPU seconds of all threads instead of wall time
 (steadier on a loaded machine); ``--threads`` (default: all cores) sets both libraries' thread
-count.  ``--profile`` runs cProfile over compiled steps instead.
+count; ``--mode M`` (e.g. ``reduce-overhead``) also times the step compiled with that mode.
+``--profile`` runs cProfile over compiled steps instead.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Runner:
         return loss.detach()
 
 
-def build(vocab: int, dropout: float) -> dict:
+def build(vocab: int, dropout: float, mode: str | None = None) -> dict:
     ember.manual_seed(0)
     em, ec = make_model(ember, vocab, dropout), make_model(ember, vocab, dropout)
     ec.load_state_dict(em.state_dict())
@@ -112,11 +113,17 @@ def build(vocab: int, dropout: float) -> dict:
     rng = np.random.default_rng(0)
     ids = rng.integers(0, vocab, (SEQ + 1, BATCH))
     data, target = ids[:-1].copy(), ids[1:].copy()
-    return {
+    runners = {
         "ember eager": Runner(ember, em, make_step(ember, em), data, target),
         "ember compiled": Runner(ember, ec, ember.compile(make_step(ember, ec)), data, target),
-        "torch eager": Runner(torch, tm, make_step(torch, tm), data, target),
     }
+    if mode is not None:
+        er = make_model(ember, vocab, dropout)
+        er.load_state_dict(em.state_dict())
+        step = ember.compile(make_step(ember, er), mode=mode)
+        runners[f"ember compiled {mode}"] = Runner(ember, er, step, data, target)
+    runners["torch eager"] = Runner(torch, tm, make_step(torch, tm), data, target)
+    return runners
 
 
 def check(runners: dict, steps: int) -> None:
@@ -126,8 +133,8 @@ def check(runners: dict, steps: int) -> None:
         for name, r in runners.items():
             t0 = time.perf_counter()
             row[name] = float(r())
-            if s == 0 and name == "ember compiled":
-                print(f"  first compiled call (compile or cache load): "
+            if s == 0 and name.startswith("ember compiled"):
+                print(f"  first call of {name} (compile or cache load): "
                       f"{time.perf_counter() - t0:.2f} s")
         ref = row["torch eager"]
         worst = max(abs(v - ref) / abs(ref) for v in row.values())
@@ -165,11 +172,12 @@ def main() -> None:
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--cpu-time", action="store_true")
+    ap.add_argument("--mode", default=None, help="also time ember.compile(step, mode=MODE)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     ember.set_num_threads(args.threads)
-    runners = build(args.vocab, args.dropout)
+    runners = build(args.vocab, args.dropout, args.mode)
     if args.cpu_time:
         TIMER["fn"] = cpu_time_per_call
     if args.profile:
