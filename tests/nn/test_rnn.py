@@ -484,3 +484,35 @@ def test_deepcopy_pickle_and_dtype_conversion():
         assert other._flat_weights[0] is other.weight_ih_l0
     m.double()
     assert m(x.double())[0].dtype == ember.float64
+
+
+def test_lstm_frozen_recurrent_weight_and_partial_state_grads():
+    """LSTMScan's backward with some inputs not needing gradients (frozen W_hh, h0 constant)."""
+    e, t = make_pair("lstm", num_layers=2, bidirectional=True)
+    for mod in (e, t):
+        mod.weight_hh_l0.requires_grad_(False)
+        mod.weight_hh_l1_reverse.requires_grad_(False)
+    h0, c0 = state_inputs("lstm", e, BATCH, "float64")
+    x = rand(SEQ, BATCH, IN)
+    grads = []
+    for lib, mod in ((ember, e), (torch, t)):
+        c = lib.tensor(c0, requires_grad=True)
+        out, (hn, cn) = mod(lib.tensor(x), (lib.tensor(h0), c))
+        ((out ** 2).sum() + (cn * hn).sum()).backward()
+        grads.append([c.grad] + [p.grad for p in mod.parameters()])
+    for a, b in zip(*grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(to_np(a), to_np(b), **TOLS["float64"])
+
+
+def test_lstm_under_no_grad_and_compiled_inference():
+    e, t = make_pair("lstm", num_layers=2, bidirectional=True, batch_first=True)
+    x = rand(BATCH, SEQ, IN)
+    with ember.no_grad():
+        out, (hn, _) = e(ember.tensor(x))
+    assert out.grad_fn is None and not out.requires_grad
+    np.testing.assert_allclose(to_np(out), to_np(t(torch.tensor(x))[0]), **TOLS["float64"])
+    compiled = ember.compile(lambda v: e(v)[0])
+    np.testing.assert_allclose(to_np(compiled(ember.tensor(x))), to_np(out), rtol=1e-12,
+                               atol=1e-13)
