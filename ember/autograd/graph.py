@@ -208,7 +208,7 @@ class BackwardContext:
         # this very node, so reattach them to it for higher-order derivatives
         rebuilt = []
         for i, t in enumerate(outs):
-            if t is None or not t.dtype.is_floating_point:  # indices and masks never carry gradients
+            if t is None or not t.dtype.is_floating_point:  # unsaved; indices, masks
                 rebuilt.append(t)
                 continue
             r = t.detach()
