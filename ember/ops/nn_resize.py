@@ -122,18 +122,35 @@ def transposed_taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale
 
 
 def _along(x: np.ndarray, axis: int, idx: np.ndarray, w: list | None,
-           out: np.ndarray | None = None) -> np.ndarray:
+           out: np.ndarray | None = None, flat: np.ndarray | None = None) -> np.ndarray:
     """``sum_k w[k] * x.take(idx[k], axis)`` (one spatial dim), left to right; ``w[k]``
-    broadcasts against the result's trailing dims from ``axis`` on."""
-    out = np.take(x, idx[0], axis=axis, out=out)
+    broadcasts against the result's trailing dims from ``axis`` on.  ``flat``: ``idx`` as
+    indices into ``x.ravel()`` (the last axis of a contiguous block; a 1-d gather is about a
+    third faster than ``take`` along the last axis)."""
+    shape = x.shape[:axis] + (idx.shape[1],) + x.shape[axis + 1:]
+
+    def tap(k: int, dst: np.ndarray | None) -> np.ndarray:
+        # mode="clip": the indices are in range, and "raise" would buffer ``dst`` in a copy
+        if flat is None:
+            return np.take(x, idx[k], axis=axis, out=dst, mode="clip")
+        d1 = None if dst is None else dst.reshape(-1)
+        return np.take(x.reshape(-1), flat[k], out=d1, mode="clip").reshape(shape)
+
+    out = tap(0, out)
     if w is None:
         return out
     out *= w[0]
     for k in range(1, idx.shape[0]):
-        t = np.take(x, idx[k], axis=axis)
+        t = tap(k, None)
         t *= w[k]
         out += t
     return out
+
+
+def _flat_taps(idx: np.ndarray, lines: int, n_in: int) -> np.ndarray:
+    """``idx`` of the last axis as indices into a flat ``(lines, n_in)`` block."""
+    base = (np.arange(lines, dtype=np.intp) * n_in)[:, None]
+    return np.stack([(base + ik).ravel() for ik in idx])
 
 
 def _weights(w: np.ndarray | None, trailing: tuple) -> list | None:
@@ -169,14 +186,17 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple) 
     steps = []
     for d in order:
         idx, w = tables[d]
+        flat = (_flat_taps(idx, per * math.prod(cur[:d]), cur[d])
+                if d == nd - 1 and per * math.prod(cur) <= 1 << 24 else None)
         cur[d] = idx.shape[1]
-        steps.append((d, idx, _weights(w, tuple(cur[d + 1:]))))
+        steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat))
 
     def work() -> None:
         for lo, hi in todo:
             b = x2[lo:hi]
-            for d, idx, w in steps:
-                b = _along(b, 1 + d, idx, w, out=out[lo:hi] if d == last else None)
+            for d, idx, w, flat in steps:
+                b = _along(b, 1 + d, idx, w, out=out[lo:hi] if d == last else None,
+                           flat=flat if hi - lo == per and b.flags.c_contiguous else None)
 
     if threads > 1:
         _parallel._run([work] * threads)

@@ -119,3 +119,18 @@ def test_image_model_training_step(compiled: bool) -> None:
     assert_close_all(e, t, *out, rtol=1e-9, atol=1e-9)
     for (n, bt), (_, be) in zip(t.named_buffers(), e.named_buffers()):
         np.testing.assert_allclose(be.numpy(), bt.numpy(), rtol=1e-10, atol=1e-12, err_msg=n)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest"])
+def test_interpolate_large_float32_blocks_and_threads(mode: str) -> None:
+    """Inputs large enough for the row-blocked, threaded eager kernels (several blocks, the
+    flat last-axis gather, a short last block), forward and backward against torch."""
+    x = np.random.default_rng(7).standard_normal((4, 16, 40, 48)).astype(np.float32)
+    xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    kw = {"scale_factor": 2, "mode": mode}
+    ye, yt = ember.nn.functional.interpolate(xe, **kw), torch.nn.functional.interpolate(xt, **kw)
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    g = np.random.default_rng(8).standard_normal(tuple(yt.shape)).astype(np.float32)
+    ye.backward(ember.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-4)
