@@ -10,12 +10,16 @@ most 1.2x slower than torch).
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import statistics
 import sys
 
 import numpy as np
 
+# idle thread pools sleep instead of spinning on the cores the other library is timed on
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # torch's OpenMP pool
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")    # NumPy's OpenBLAS pool
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # this checkout's ember
 
 from benchmarks.common import fmt_time, time_per_call  # noqa: E402
