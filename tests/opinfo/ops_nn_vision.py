@@ -197,3 +197,64 @@ OPINFOS = [
     OpInfo("nn.unfold", _f("unfold"), _unfold_samples, errors=_unfold_errors),
     OpInfo("nn.fold", _f("fold"), _fold_samples, errors=_fold_errors),
 ]
+
+
+# ---------------------------------------------------------------------------- grid sampling
+def _grid_sample_samples(dtype, rng):
+    for mode in ("bilinear", "nearest"):
+        for pm in ("zeros", "border", "reflection"):
+            for ac in (False, True):
+                yield Sample((make((1, 2, 3, 4), dtype, rng),
+                              make((1, 3, 2, 2), dtype, rng, low=-1.4, high=1.4)),
+                             {"mode": mode, "padding_mode": pm, "align_corners": ac},
+                             desc=f"{mode} {pm} ac={ac}")
+    yield Sample((make((2, 3, 5, 4), dtype, rng, noncontig=True),
+                  make((2, 4, 3, 2), dtype, rng, low=-1.1, high=1.1)),
+                 {"align_corners": False}, desc="batch 2 non-contiguous")
+
+
+def _affine_grid_samples(dtype, rng):
+    for ac in (False, True):
+        yield Sample((make((2, 2, 3), dtype, rng), (2, 3, 4, 5)), {"align_corners": ac},
+                     desc=f"2-d ac={ac}")
+        yield Sample((make((1, 3, 4), dtype, rng), (1, 2, 2, 3, 2)), {"align_corners": ac},
+                     desc=f"3-d ac={ac}")
+
+
+def _grid_errors():
+    z = np.zeros
+    x, g = z((1, 2, 3, 4), F32), z((1, 3, 2, 2), F32)
+    return [
+        ErrorCase((x, g), {"mode": "bogus", "align_corners": False}, exc=ValueError,
+                  match=r"\[grid_sample\] .*expected mode to be 'bilinear', 'nearest' or "
+                        r"'bicubic', but got: 'bogus'"),
+        ErrorCase((x, g), {"padding_mode": "wrap", "align_corners": False}, exc=ValueError,
+                  match=r"expected padding_mode to be 'zeros', 'border', or 'reflection'"),
+        ErrorCase((x, z((1, 3, 2, 3), F32)), {"align_corners": False}, exc=RuntimeError,
+                  match=r"expected grid to have size 2 in last dimension"),
+        ErrorCase((x, z((2, 3, 2, 2), F32)), {"align_corners": False}, exc=RuntimeError,
+                  match=r"expected grid and input to have same batch size"),
+        ErrorCase((x, z((1, 3, 2), F32)), {"align_corners": False}, exc=RuntimeError,
+                  match=r"expected 4D or 5D input and grid with same number of dimensions"),
+    ]
+
+
+def _affine_errors():
+    z = np.zeros
+    return [
+        ErrorCase((z((2, 3, 3), F32), (2, 3, 4, 5)), {"align_corners": False}, exc=ValueError,
+                  match=r"\[affine_grid\] Expected a batch of 2D affine matrices of shape Nx2x3"),
+        ErrorCase((z((2, 2, 3), F32), (2, 3, 4)), {"align_corners": False},
+                  exc=NotImplementedError,
+                  match=r"affine_grid only supports 4D and 5D sizes"),
+        ErrorCase((z((2, 2, 3), F32), (2, 3, 0, 5)), {"align_corners": False}, exc=ValueError,
+                  match=r"Expected non-zero, positive output size"),
+        ErrorCase((z((2, 2, 3), np.int64), (2, 3, 4, 5)), {"align_corners": False},
+                  exc=ValueError, match=r"Expected theta to have floating point type"),
+    ]
+
+
+OPINFOS += [
+    OpInfo("nn.grid_sample", _f("grid_sample"), _grid_sample_samples, errors=_grid_errors),
+    OpInfo("nn.affine_grid", _f("affine_grid"), _affine_grid_samples, errors=_affine_errors),
+]
