@@ -230,8 +230,9 @@ def _spatial(shape: tuple, nd: int) -> tuple:
 
 
 def _check(name: str, x, mode: str, nd: int, sizes: tuple) -> None:  # noqa: ANN001
-    if not x.dtype.is_floating_point:
-        raise DTypeError(f"[{name}] expected a floating input; got {x.dtype.name}")
+    if not (x.dtype.is_floating_point or (x.dtype.name == "uint8" and mode.startswith("near"))):
+        raise DTypeError(f"[{name}] expected a floating input (or uint8 for nearest modes); got "
+                         f"{x.dtype.name}")
     if mode not in MODES:
         raise ShapeError(f"[{name}] unknown mode {mode!r}; expected one of {MODES}")
     if len(x.shape) < nd + 1:

@@ -80,6 +80,8 @@ def _interp_errors():
                   exc=NotImplementedError,
                   match=r"\"compute_indices_weights_linear\" not implemented for 'Int'"),
         ErrorCase((x3,), {"size": 4.5}, exc=TypeError, match=r"expected size to be one of int"),
+        ErrorCase((z((1, 2, 3, 3), np.uint8),), {"size": 4, "mode": "bilinear"},
+                  exc=NotImplementedError, match=r"\[interpolate\] mode 'bilinear' of uint8"),
     ]
 
 
@@ -182,7 +184,8 @@ def _interp(mode):
 
 OPINFOS = [
     OpInfo(f"nn.interpolate_{m.replace('-', '_')}", _interp(m), _interp_samples(m),
-           dtypes=FLOATS, errors=_interp_errors if m == "nearest" else (lambda: ()),
+           dtypes=FLOATS + (("uint8",) if m.startswith("nearest") else ()),
+           errors=_interp_errors if m == "nearest" else (lambda: ()),
            tols={"bfloat16": (2e-2, 2e-2), "float16": (2e-3, 2e-3)})
     for m in ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear")
 ] + [

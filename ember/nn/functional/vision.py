@@ -152,7 +152,12 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     else:
         raise _wrong_dims(input, mode)
     _check_sizes(input, sizes)
-    if not input.dtype.is_floating_point:
+    if input.dtype.name == "uint8" and input.ndim == 4 and kind in ("linear", "cubic"):
+        raise EmberNotImplementedError(
+            f"[interpolate] mode {mode!r} of uint8 input (PyTorch's fixed-point kernel) is not "
+            f"implemented in ember; convert to float first")
+    if not (input.dtype.is_floating_point or (input.dtype.name == "uint8"
+                                              and kind.startswith("nearest"))):
         kernel = ("compute_indices_weights_nearest" if kind.startswith("nearest")
                   else f"compute_indices_weights_{kind}")
         raise not_implemented_for("interpolate", kernel, input.dtype)
