@@ -134,3 +134,14 @@ def test_interpolate_large_float32_blocks_and_threads(mode: str) -> None:
     ye.backward(ember.tensor(g))
     yt.backward(torch.tensor(g))
     np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("name,kw", [("upsample", {"mode": "bilinear"}), ("upsample_nearest", {}),
+                                     ("upsample_bilinear", {})])
+def test_deprecated_upsample_functions(name: str, kw: dict) -> None:
+    x = np.random.default_rng(9).standard_normal((1, 2, 3, 4))
+    with pytest.warns(UserWarning, match=rf"`nn.functional.{name}` is deprecated"):
+        ye = getattr(ember.nn.functional, name)(ember.tensor(x), scale_factor=2, **kw)
+    with pytest.warns(UserWarning):
+        yt = getattr(torch.nn.functional, name)(torch.tensor(x), scale_factor=2, **kw)
+    np.testing.assert_allclose(ye.numpy(), yt.numpy(), rtol=1e-12, atol=1e-12)

@@ -10,6 +10,7 @@ of them differentiate and compile through existing ops.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Sequence
 
 from ember._frontend.core import check_tensor
@@ -165,19 +166,27 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 scales=scales)
 
 
+def _deprecated(name: str) -> None:
+    warnings.warn(f"`nn.functional.{name}` is deprecated. Use `nn.functional.interpolate` "
+                  f"instead.", UserWarning, stacklevel=3)
+
+
 def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
              align_corners: bool | None = None) -> Tensor:
     """Deprecated alias of :func:`interpolate` (kept, as in PyTorch)."""
+    _deprecated("upsample")
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
     """``interpolate(..., mode="nearest")``."""
+    _deprecated("upsample_nearest")
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
     """``interpolate(..., mode="bilinear", align_corners=True)``."""
+    _deprecated("upsample_bilinear")
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
