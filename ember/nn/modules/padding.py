@@ -82,6 +82,8 @@ class _ZeroPadNd(_ConstantPadNd):
 
 
 def _family(base: type, mode: str | None, doc: str) -> tuple:
+    """The 1-d, 2-d and 3-d classes of a padding kind (PyTorch's names, this module's path, so
+    they pickle and print as PyTorch's do)."""
     classes = []
     for d in (1, 2, 3):
         attrs: dict = {"_n": 2 * d, "__doc__": f"{doc} of the last {d} dim(s)."}
@@ -92,12 +94,18 @@ def _family(base: type, mode: str | None, doc: str) -> tuple:
     return tuple(classes)
 
 
+class _ReflectionPadNd(_PadNd):
+    _mode = "reflect"
+
+
+class _ReplicationPadNd(_PadNd):
+    _mode = "replicate"
+
+
 ReflectionPad1d, ReflectionPad2d, ReflectionPad3d = _family(
-    type("_ReflectionPadNd", (_PadNd,), {"__module__": __name__}), "reflect",
-    "Pads with the reflection of the input (the border itself not repeated)")
+    _ReflectionPadNd, None, "Pads with the reflection of the input (the border not repeated)")
 ReplicationPad1d, ReplicationPad2d, ReplicationPad3d = _family(
-    type("_ReplicationPadNd", (_PadNd,), {"__module__": __name__}), "replicate",
-    "Pads by repeating the border values")
+    _ReplicationPadNd, None, "Pads by repeating the border values")
 CircularPad1d, CircularPad2d, CircularPad3d = _family(
     _CircularPadNd, None, "Pads by wrapping around (periodic)")
 ConstantPad1d, ConstantPad2d, ConstantPad3d = _family(
