@@ -30,7 +30,7 @@ from ember.ops import _parallel
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
-MODES = ("nearest", "nearest-exact", "linear", "cubic")
+MODES = ("nearest", "nearest-exact", "linear", "cubic", "linear_aa", "cubic_aa")
 _CUBIC_A = -0.75
 
 
@@ -78,6 +78,8 @@ def taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | N
     if mode in ("nearest", "nearest-exact"):
         return _nearest(mode, n_in, n_out, scale)[None], None
     ft = np.dtype(dtype).type
+    if mode.endswith("_aa"):
+        return _taps_aa(mode, n_in, n_out, _scale(n_in, n_out, align_corners, scale, ft), ft)
     o = np.arange(n_out)
     if mode == "linear" and n_in == n_out:
         return np.stack([o, o]), np.stack([np.ones(n_out, ft), np.zeros(n_out, ft)])
@@ -93,6 +95,37 @@ def taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | N
         return np.stack([i0, i1]), np.stack([ft(1) - lam, lam])
     idx = np.stack([np.clip(i0 - 1 + j, 0, n_in - 1) for j in range(4)])
     return idx, np.stack(_cubic_coeffs(lam))
+
+
+def _aa_filter(mode: str, x: np.ndarray) -> np.ndarray:
+    """ATen's antialiasing filters: the triangle, and Keys' cubic with a = -0.5."""
+    x = np.abs(x)
+    one = x.dtype.type(1)
+    if mode == "linear_aa":
+        return np.where(x < one, one - x, x.dtype.type(0))
+    a = x.dtype.type(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + one
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < one, near, np.where(x < 2 * one, far, x.dtype.type(0)))
+
+
+def _taps_aa(mode: str, n_in: int, n_out: int, scale: float, ft: type) -> tuple:
+    """ATen's ``_compute_weights_aa``: a filter stretched by the scale when downsampling, its
+    weights over the window normalized to sum 1; taps past the window get weight 0."""
+    interp = 2 if mode == "linear_aa" else 4
+    support = ft(interp * 0.5) * scale if scale >= 1 else ft(interp * 0.5)
+    k = int(np.ceil(support)) * 2 + 1
+    invscale = ft(1.0) / scale if scale >= 1 else ft(1.0)
+    center = (np.float64(scale) * (np.arange(n_out) + 0.5)).astype(ft)
+    xmin = np.maximum((center - support + ft(0.5)).astype(np.int64), 0)
+    xsize = np.minimum((center + support + ft(0.5)).astype(np.int64), n_in) - xmin
+    j = np.arange(k)[:, None]
+    arg = ((j + xmin - center.astype(np.float64) + 0.5) * np.float64(invscale)).astype(ft)
+    w = np.where(j < xsize, _aa_filter(mode, arg), ft(0))
+    total = w.sum(0, dtype=ft)
+    w = np.where(total != 0, w / np.where(total != 0, total, ft(1)), w).astype(ft)
+    idx = np.minimum(xmin + j, n_in - 1).astype(np.intp)
+    return idx, w
 
 
 # ------------------------------------------------------------------------------- kernels

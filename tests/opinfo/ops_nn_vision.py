@@ -257,6 +257,24 @@ def _affine_errors():
     ]
 
 
+def _antialias_samples(mode):
+    def samples(dtype, rng):
+        x = make((2, 3, 9, 7), dtype, rng)
+        for ac in (False, True):
+            for kw, desc in (({"scale_factor": 0.5}, "x0.5"), ({"size": (4, 3)}, "size"),
+                             ({"scale_factor": 0.3}, "x0.3"), ({"scale_factor": 1.6}, "x1.6")):
+                yield Sample((x,), {"mode": mode, "align_corners": ac, "antialias": True, **kw},
+                             desc=f"ac={ac} {desc}")
+        yield Sample((make((1, 2, 5, 6), dtype, rng),),
+                     {"mode": mode, "size": (3, 2), "antialias": True}, desc="small")
+    return samples
+
+
+OPINFOS += [
+    OpInfo(f"nn.interpolate_{m}_antialias", _interp(m), _antialias_samples(m),
+           dtypes=("float32", "float64"))
+    for m in ("bilinear", "bicubic")
+]
 OPINFOS += [
     OpInfo("nn.grid_sample", _f("grid_sample"), _grid_sample_samples, errors=_grid_errors),
     OpInfo("nn.affine_grid", _f("affine_grid"), _affine_grid_samples, errors=_affine_errors),

@@ -115,7 +115,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     """Resize the spatial dims of ``(N, C, *spatial)`` to ``size`` or by ``scale_factor``.
 
     Modes: ``nearest``, ``nearest-exact``, ``linear`` (3-D), ``bilinear``/``bicubic`` (4-D),
-    ``trilinear`` (5-D), ``area`` (3-D/4-D); ``antialias=True`` is not supported.
+    ``trilinear`` (5-D), ``area`` (3-D/4-D); ``antialias=True`` for bilinear and bicubic.
 
     >>> F.interpolate(ember.ones(1, 1, 2, 2), scale_factor=2, mode="bilinear").shape
     ember.Size([1, 1, 4, 4])
@@ -136,9 +136,6 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             raise EmberValueError(
                 "[interpolate] Anti-alias option is restricted to bilinear, bicubic, and lanczos "
                 "modes and requires a 4-D tensor as input")
-        raise EmberNotImplementedError(
-            f"[interpolate] antialias=True is not implemented in ember (mode {mode!r}); use "
-            f"antialias=False")
     if mode == "area":
         if input.ndim == 3:
             return adaptive_avg_pool1d(input, sizes)
@@ -149,11 +146,11 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     if mode in ("nearest", "nearest-exact"):
         kind = mode
     elif mode in _INTERP and _INTERP[mode][0] == input.ndim - 2:
-        kind = _INTERP[mode][1]
+        kind = _INTERP[mode][1] + ("_aa" if antialias else "")
     else:
         raise _wrong_dims(input, mode)
     _check_sizes(input, sizes)
-    if input.dtype.name == "uint8" and input.ndim == 4 and kind in ("linear", "cubic"):
+    if input.dtype.name == "uint8" and input.ndim == 4 and kind[:5] in ("linea", "cubic"):
         raise EmberNotImplementedError(
             f"[interpolate] mode {mode!r} of uint8 input (PyTorch's fixed-point kernel) is not "
             f"implemented in ember; convert to float first")
