@@ -2,7 +2,8 @@
 
 Nearest, linear and cubic interpolation are separable: output position ``o`` along a spatial
 dim reads ``K`` input positions ``idx[k, o]`` with weights ``w[k, o]`` (K = 1 for nearest, 2
-for linear, 4 for cubic).  ``resample`` applies that per trailing spatial dim, the last dim
+for linear, 4 for cubic; antialiased linear/cubic (``*_aa``) read a window that widens with
+the downscaling factor).  ``resample`` applies that per trailing spatial dim, the last dim
 first, which is exactly PyTorch's CPU evaluation order (``h0 * (w0 * x00 + w1 * x01) + ...``).
 The index/weight tables follow ATen's ``UpSample.h`` (``area_pixel_compute_source_index``,
 ``nearest_idx``, ``get_cubic_upsample_coefficients``), computed in the op's math type (float32
