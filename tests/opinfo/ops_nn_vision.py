@@ -214,6 +214,12 @@ def _grid_sample_samples(dtype, rng):
     yield Sample((make((2, 3, 5, 4), dtype, rng, noncontig=True),
                   make((2, 4, 3, 2), dtype, rng, low=-1.1, high=1.1)),
                  {"align_corners": False}, desc="batch 2 non-contiguous")
+    for mode in ("bilinear", "nearest"):
+        for pm in ("zeros", "border", "reflection"):
+            yield Sample((make((1, 2, 2, 3, 2), dtype, rng),
+                          make((1, 2, 1, 2, 3), dtype, rng, low=-1.3, high=1.3)),
+                         {"mode": mode, "padding_mode": pm, "align_corners": pm == "border"},
+                         desc=f"5-d {mode} {pm}")
 
 
 def _affine_grid_samples(dtype, rng):

@@ -1,5 +1,6 @@
 """Spatial transformer sampling (``ember.nn.functional``): ``affine_grid`` and ``grid_sample``
-(4-D input: bilinear and nearest modes, zeros / border / reflection padding).
+(4-D and 5-D input: bilinear (trilinear) and nearest modes, zeros / border / reflection
+padding).
 
 Both are compositions of ember ops (matmul; floor, clamp, gather, masks), following ATen's
 ``GridSampler.h`` formulas (``grid_sampler_unnormalize``, ``clip_coordinates``,
@@ -118,11 +119,17 @@ def _source(coord: Tensor, size: int, padding_mode: str, align_corners: bool) ->
     return coord
 
 
-def _corner(flat: Tensor, ix: Tensor, iy: Tensor, h: int, w: int) -> Tensor:
-    """``input[n, :, iy, ix]`` for integer-valued float ``ix``/``iy`` of shape (N, L); zero
-    where the corner is outside the image."""
-    inside = (ix >= 0) & (ix <= w - 1) & (iy >= 0) & (iy <= h - 1)
-    idx = (iy.clamp(0, h - 1) * w + ix.clamp(0, w - 1)).long()
+def _corner(flat: Tensor, coords: list, sizes: list) -> Tensor:
+    """``input[n, :, ..., iy, ix]`` at integer-valued float coordinates ``coords`` (x first,
+    each (N, L)) in an image of spatial ``sizes`` (x first); zero outside the image."""
+    inside = None
+    idx = None
+    for cx, size in zip(reversed(coords), reversed(sizes)):  # outermost dim first
+        ok = (cx >= 0) & (cx <= size - 1)
+        inside = ok if inside is None else inside & ok
+        cl = cx.clamp(0, size - 1)
+        idx = cl if idx is None else idx * size + cl
+    idx = idx.long()
     n, c = flat.shape[:2]
     vals = flat.gather(2, idx.unsqueeze(1).expand(n, c, idx.shape[1]))
     return vals * inside.unsqueeze(1).to(flat.dtype)
@@ -162,8 +169,9 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Any:
     """Sample ``input`` ``(N, C, H, W)`` at the normalized ``(x, y)`` positions of ``grid``
     ``(N, Ho, Wo, 2)`` (-1 and 1 are the image's edges, or its corner pixels' centres with
-    ``align_corners=True``).  Modes ``bilinear`` and ``nearest``; padding ``zeros``,
-    ``border``, ``reflection``.  5-D input and ``bicubic`` are not implemented.
+    ``align_corners=True``); 5-D input ``(N, C, D, H, W)`` takes a grid ``(N, Do, Ho, Wo, 3)``.
+    Modes ``bilinear`` and ``nearest``; padding ``zeros``, ``border``, ``reflection``;
+    ``bicubic`` is not implemented.
 
     >>> g = F.affine_grid(ember.eye(2, 3)[None], (1, 1, 3, 3), align_corners=False)
     >>> F.grid_sample(ember.ones(1, 1, 3, 3), g, align_corners=False).shape
@@ -173,31 +181,35 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     if align_corners is None:
         warnings.warn(_DEFAULT_WARNING, UserWarning, stacklevel=2)
         align_corners = False
-    if input.ndim == 5 or mode == "bicubic":
+    if mode == "bicubic":
         raise EmberNotImplementedError(
-            f"[grid_sample] {'5-D input' if input.ndim == 5 else 'mode bicubic'} is not "
-            f"implemented in ember (4-D bilinear and nearest are)")
-    n, c, h, w = input.shape
-    ho, wo = grid.shape[1:3]
-    g = grid.reshape(n, ho * wo, 2)
-    ix = _source(g[..., 0], w, padding_mode, align_corners)
-    iy = _source(g[..., 1], h, padding_mode, align_corners)
-    flat = input.reshape(n, c, h * w)
+            "[grid_sample] mode 'bicubic' is not implemented in ember (bilinear and nearest are)")
+    n, c = input.shape[:2]
+    spatial = list(input.shape[2:])
+    out_spatial = list(grid.shape[1:-1])
+    d = len(spatial)
+    g = grid.reshape(n, -1, d)
+    sizes = spatial[::-1]  # (W, H[, D]): grid coordinates are (x, y[, z])
+    coords = [_source(g[..., i], sizes[i], padding_mode, align_corners) for i in range(d)]
+    flat = input.reshape(n, c, -1)
     if mode == "nearest":
-        rx, ry = ix.round(), iy.round()
-        out = _corner(flat, rx.detach(), ry.detach(), h, w)
+        r = [x.round() for x in coords]
+        out = _corner(flat, [x.detach() for x in r], sizes)
         # PyTorch's nearest sampling has a zero gradient for the grid (not none): connect the
         # grid through round (whose gradient is zero), clamped so an infinite grid stays finite
-        link = ((rx.clamp(-1, 1) + ry.clamp(-1, 1)) * 0).unsqueeze(1)
-        return (out + link).reshape(n, c, ho, wo)
-    x0, y0 = ix.floor().detach(), iy.floor().detach()
-    x1, y1 = x0 + 1, y0 + 1
-    # ATen's weights: nw = (x_se - x) * (y_se - y), ne = (x - x_sw) * (y_sw - y), ...
-    weights = ((x1 - ix) * (y1 - iy), (ix - x0) * (y1 - iy), (x1 - ix) * (iy - y0),
-               (ix - x0) * (iy - y0))
-    corners = ((x0, y0), (x1, y0), (x0, y1), (x1, y1))
+        link = sum(x.clamp(-1, 1) for x in r) * 0
+        return (out + link.unsqueeze(1)).reshape([n, c] + out_spatial)
+    lows = [x.floor().detach() for x in coords]
     out = None
-    for (cx, cy), wt in zip(corners, weights):
-        term = _corner(flat, cx, cy, h, w) * wt.unsqueeze(1)
+    # ATen's corner order (nw, ne, sw, se; top before bottom) and weights, e.g.
+    # nw = (x_se - x) * (y_se - y): the x factor first
+    for bits in range(1 << d):
+        pick = [(bits >> i) & 1 for i in range(d)]  # x bit varies fastest
+        corner = [lo + 1 if b else lo for lo, b in zip(lows, pick)]
+        wt = None
+        for x, lo, b in zip(coords, lows, pick):
+            f = x - lo if b else (lo + 1) - x
+            wt = f if wt is None else wt * f
+        term = _corner(flat, corner, sizes) * wt.unsqueeze(1)
         out = term if out is None else out + term
-    return out.reshape(n, c, ho, wo)
+    return out.reshape([n, c] + out_spatial)
