@@ -31,7 +31,7 @@ from ember.ops import _parallel
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
-MODES = ("nearest", "nearest-exact", "linear", "cubic", "linear_aa", "cubic_aa")
+MODES = ("nearest", "nearest-exact", "linear", "cubic", "linear_aa", "cubic_aa", "area")
 _CUBIC_A = -0.75
 
 
@@ -79,6 +79,8 @@ def taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | N
     if mode in ("nearest", "nearest-exact"):
         return _nearest(mode, n_in, n_out, scale)[None], None
     ft = np.dtype(dtype).type
+    if mode == "area":
+        return _taps_area(n_in, n_out, ft)
     if mode.endswith("_aa"):
         return _taps_aa(mode, n_in, n_out, _scale(n_in, n_out, align_corners, scale, ft), ft)
     o = np.arange(n_out)
@@ -96,6 +98,19 @@ def taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | N
         return np.stack([i0, i1]), np.stack([ft(1) - lam, lam])
     idx = np.stack([np.clip(i0 - 1 + j, 0, n_in - 1) for j in range(4)])
     return idx, np.stack(_cubic_coeffs(lam))
+
+
+def _taps_area(n_in: int, n_out: int, ft: type) -> tuple:
+    """Adaptive average pooling as taps: output ``o`` averages the inputs
+    ``[floor(o * n_in / n_out), ceil((o + 1) * n_in / n_out))``."""
+    o = np.arange(n_out)
+    start = (o * n_in) // n_out
+    end = -((-(o + 1) * n_in) // n_out)
+    size = end - start
+    j = np.arange(int(size.max()))[:, None]
+    idx = np.minimum(start + j, n_in - 1).astype(np.intp)
+    w = np.where(j < size, ft(1) / size.astype(ft), ft(0)).astype(ft)
+    return idx, w
 
 
 def _aa_filter(mode: str, x: np.ndarray) -> np.ndarray:

@@ -276,6 +276,22 @@ def _antialias_samples(mode):
     return samples
 
 
+def _area_samples(dtype, rng):
+    yield Sample((make((2, 3, 5), dtype, rng),), {"size": 3, "mode": "area"}, desc="3-d")
+    yield Sample((make((2, 3, 5, 4), dtype, rng),), {"scale_factor": 0.5, "mode": "area"},
+                 desc="4-d")
+    x = make((2, 2, 5, 4, 6), dtype, rng)
+    yield Sample((x,), {"size": (2, 3, 2), "mode": "area"}, desc="5-d down")
+    yield Sample((x,), {"scale_factor": (0.7, 1.5, 0.4), "mode": "area"}, desc="5-d mixed")
+    yield Sample((make((1, 1, 3, 2, 4), dtype, rng),), {"size": (2, 3, 3), "mode": "area"},
+                 desc="5-d small")
+
+
+OPINFOS += [
+    # float16/bfloat16: PyTorch's adaptive_avg_pool3d rounds differently (a few ulps)
+    OpInfo("nn.interpolate_area", _interp("area"), _area_samples, dtypes=FLOATS,
+           tols={"bfloat16": (2e-2, 2e-2), "float16": (2e-3, 2e-3)}),
+]
 OPINFOS += [
     OpInfo(f"nn.interpolate_{m}_antialias", _interp(m), _antialias_samples(m),
            dtypes=("float32", "float64"))

@@ -141,9 +141,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             return adaptive_avg_pool1d(input, sizes)
         if input.ndim == 4:
             return adaptive_avg_pool2d(input, sizes)
-        raise EmberNotImplementedError("[interpolate] mode 'area' of a 5-D input "
-                                       "(adaptive_avg_pool3d) is not implemented in ember")
-    if mode in ("nearest", "nearest-exact"):
+        kind = "area"  # 5-D: adaptive average pooling as separable taps
+    elif mode in ("nearest", "nearest-exact"):
         kind = mode
     elif mode in _INTERP and _INTERP[mode][0] == input.ndim - 2:
         kind = _INTERP[mode][1] + ("_aa" if antialias else "")
