@@ -204,7 +204,7 @@ OPINFOS = [
 
 # ---------------------------------------------------------------------------- grid sampling
 def _grid_sample_samples(dtype, rng):
-    for mode in ("bilinear", "nearest"):
+    for mode in ("bilinear", "nearest", "bicubic"):
         for pm in ("zeros", "border", "reflection"):
             for ac in (False, True):
                 yield Sample((make((1, 2, 3, 4), dtype, rng),
@@ -243,6 +243,9 @@ def _grid_errors():
                   match=r"expected grid to have size 2 in last dimension"),
         ErrorCase((x, z((2, 3, 2, 2), F32)), {"align_corners": False}, exc=RuntimeError,
                   match=r"expected grid and input to have same batch size"),
+        ErrorCase((z((1, 1, 2, 2, 2), F32), z((1, 1, 1, 1, 3), F32)),
+                  {"mode": "bicubic", "align_corners": False}, exc=RuntimeError,
+                  match=r"bicubic interpolation only supports 4D input"),
         ErrorCase((x, z((1, 3, 2), F32)), {"align_corners": False}, exc=RuntimeError,
                   match=r"expected 4D or 5D input and grid with same number of dimensions"),
     ]

@@ -1,6 +1,6 @@
 """Spatial transformer sampling (``ember.nn.functional``): ``affine_grid`` and ``grid_sample``
-(4-D and 5-D input: bilinear (trilinear) and nearest modes, zeros / border / reflection
-padding).
+(4-D and 5-D input: bilinear (trilinear), nearest and 4-D bicubic modes, zeros / border /
+reflection padding).
 
 Both are compositions of ember ops (matmul; floor, clamp, gather, masks), following ATen's
 ``GridSampler.h`` formulas (``grid_sampler_unnormalize``, ``clip_coordinates``,
@@ -109,7 +109,11 @@ def _reflect(coord: Tensor, twice_low: int, twice_high: int) -> Tensor:
 
 def _source(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
     """ATen's ``grid_sampler_compute_source_index``."""
-    coord = _unnormalize(coord, size, align_corners)
+    return _bounded(_unnormalize(coord, size, align_corners), size, padding_mode, align_corners)
+
+
+def _bounded(coord: Tensor, size: int, padding_mode: str, align_corners: bool) -> Tensor:
+    """ATen's ``compute_coordinates``: clip (border) or reflect and clip (reflection)."""
     if padding_mode == "border":
         return coord.clamp(0, size - 1)
     if padding_mode == "reflection":
@@ -133,6 +137,41 @@ def _corner(flat: Tensor, coords: list, sizes: list) -> Tensor:
     n, c = flat.shape[:2]
     vals = flat.gather(2, idx.unsqueeze(1).expand(n, c, idx.shape[1]))
     return vals * inside.unsqueeze(1).to(flat.dtype)
+
+
+def _cubic_coeffs(t: Tensor) -> list:
+    """ATen's ``get_cubic_upsample_coefficients`` (A = -0.75)."""
+    a = -0.75
+
+    def near(x: Tensor) -> Tensor:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: Tensor) -> Tensor:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far((1 - t) + 1)]
+
+
+def _bicubic(flat: Tensor, g: Tensor, sizes: list, padding_mode: str,
+             align_corners: bool) -> Tensor:
+    """ATen's bicubic grid sampling: 4 x 4 taps around ``floor``, each tap's coordinates
+    bounded by the padding mode (zero outside for ``zeros``), rows then columns."""
+    w, h = sizes
+    ix = _unnormalize(g[..., 0], w, align_corners)
+    iy = _unnormalize(g[..., 1], h, align_corners)
+    x0, y0 = ix.floor().detach(), iy.floor().detach()
+    cx, cy = _cubic_coeffs(ix - x0), _cubic_coeffs(iy - y0)
+    xs = [_bounded(x0 + (j - 1), w, padding_mode, align_corners) for j in range(4)]
+    out = None
+    for i in range(4):
+        yi = _bounded(y0 + (i - 1), h, padding_mode, align_corners)
+        row = None
+        for j in range(4):
+            term = _corner(flat, [xs[j], yi], sizes) * cx[j].unsqueeze(1)
+            row = term if row is None else row + term
+        term = row * cy[i].unsqueeze(1)
+        out = term if out is None else out + term
+    return out
 
 
 def _check_grid_sample(input: Tensor, grid: Tensor, mode: str, padding_mode: str) -> None:
@@ -170,8 +209,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     """Sample ``input`` ``(N, C, H, W)`` at the normalized ``(x, y)`` positions of ``grid``
     ``(N, Ho, Wo, 2)`` (-1 and 1 are the image's edges, or its corner pixels' centres with
     ``align_corners=True``); 5-D input ``(N, C, D, H, W)`` takes a grid ``(N, Do, Ho, Wo, 3)``.
-    Modes ``bilinear`` and ``nearest``; padding ``zeros``, ``border``, ``reflection``;
-    ``bicubic`` is not implemented.
+    Modes ``bilinear``, ``nearest`` and (4-D) ``bicubic``; padding ``zeros``, ``border``,
+    ``reflection``.
 
     >>> g = F.affine_grid(ember.eye(2, 3)[None], (1, 1, 3, 3), align_corners=False)
     >>> F.grid_sample(ember.ones(1, 1, 3, 3), g, align_corners=False).shape
@@ -181,17 +220,20 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     if align_corners is None:
         warnings.warn(_DEFAULT_WARNING, UserWarning, stacklevel=2)
         align_corners = False
-    if mode == "bicubic":
-        raise EmberNotImplementedError(
-            "[grid_sample] mode 'bicubic' is not implemented in ember (bilinear and nearest are)")
+    if mode == "bicubic" and input.ndim != 4:
+        raise EmberRuntimeError("[grid_sample] grid_sampler(): bicubic interpolation only "
+                                "supports 4D input")
     n, c = input.shape[:2]
     spatial = list(input.shape[2:])
     out_spatial = list(grid.shape[1:-1])
     d = len(spatial)
     g = grid.reshape(n, -1, d)
     sizes = spatial[::-1]  # (W, H[, D]): grid coordinates are (x, y[, z])
-    coords = [_source(g[..., i], sizes[i], padding_mode, align_corners) for i in range(d)]
     flat = input.reshape(n, c, -1)
+    if mode == "bicubic":
+        out = _bicubic(flat, g, sizes, padding_mode, align_corners)
+        return out.reshape([n, c] + out_spatial)
+    coords = [_source(g[..., i], sizes[i], padding_mode, align_corners) for i in range(d)]
     if mode == "nearest":
         r = [x.round() for x in coords]
         out = _corner(flat, [x.detach() for x in r], sizes)
