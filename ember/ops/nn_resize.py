@@ -224,7 +224,7 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple) 
     if rows == 0 or out.size == 0:
         return out.reshape(lead + tuple(size))
     plane = max(math.prod(x2.shape[1:]), math.prod(size), 1)
-    per = max(1, 4 * _parallel.BLOCK // plane)
+    per = max(1, 2 * _parallel.BLOCK // plane)  # ~0.5 MiB of float32 output per block
     blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
     threads = min(_parallel.get_num_threads(), len(blocks))
     if x.size + out.size < _parallel.MIN_ELEMENTS:
