@@ -16,6 +16,7 @@ from ember._frontend.core import check_tensor
 from ember._frontend.movement import cat, flip
 from ember._frontend.shape import clone, expand, narrow, reshape, transpose
 from ember._frontend.shape import diagonal as _diagonal
+from ember.device import check_pin
 from ember.errors import (
     EmberIndexError,
     EmberNotImplementedError,
@@ -77,14 +78,16 @@ def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any) -> Tensor
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
-                 layout: Any = None) -> Tensor:
+                 layout: Any = None, pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix."""
+    check_pin(pin_memory, "tril_indices")
     return _tri_indices("tril_indices", int(row), int(col), int(offset), dtype)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
-                 layout: Any = None) -> Tensor:
+                 layout: Any = None, pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the upper triangle of a ``row x col`` matrix."""
+    check_pin(pin_memory, "triu_indices")
     return _tri_indices("triu_indices", int(row), int(col), int(offset), dtype)
 
 
