@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ def from_inspect(sig: inspect.Signature, drop_self: bool = False) -> list[Param]
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _stubs(torch_dir: str) -> dict[str, dict[str, list[list[Param]]]]:
     """{'torch': {name: overloads}, 'Tensor': {...}, 'nn': {...}} from torch's .pyi files."""
     base = Path(torch_dir) / "_C"
