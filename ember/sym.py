@@ -274,8 +274,7 @@ class ShapeEnv:
                 f"Caused by: ({fn}:{line} in {func})", rel)
         value = bool(rel.xreplace({s: sp.Integer(v) for s, v in self.var_to_val.items()
                                    if s in rel.free_symbols}))
-        fact = rel if value else rel.negated
-        fact = sp.simplify(fact) if len(fact.free_symbols) > 1 or fact.has(sp.Mod) else fact
+        fact = self._canonical(rel if value else rel.negated)
         if fact in (sp.true, sp.false):  # simplification decided it after all
             return value
         fn, line, _ = _user_frame()
@@ -286,6 +285,20 @@ class ShapeEnv:
         self.guards.append(Guard(fact, fn, line, kind))
         self._learn(fact)
         return value
+
+    def _canonical(self, fact: Any) -> Any:
+        """Simplify a guard: ``Eq(4*s2*s3, s0*s1*s2*s3)`` -> ``Eq(s0*s1, 4)`` (positive symbols
+        cancel), otherwise sympy's ``simplify`` when several symbols or a ``Mod`` appear."""
+        sp = _sympy()
+        syms = fact.free_symbols
+        if (type(fact).__name__ in ("Equality", "Unequality") and fact.rhs != 0
+                and not fact.lhs.is_Add and not fact.rhs.is_Add
+                and all(s.is_positive for s in syms)):
+            n, d = sp.fraction(sp.cancel(fact.lhs / fact.rhs))
+            fact = type(fact)(n, d) if d != 1 or not n.is_Integer else fact
+        if len(syms) > 1 or fact.has(sp.Mod):
+            fact = sp.simplify(fact)
+        return fact
 
     def _learn(self, fact: Any) -> None:
         sp = _sympy()
@@ -682,6 +695,44 @@ def substitute(x: Any, values: dict) -> Any:
     return x
 
 
+
+
+
+class FakeTensor:
+    """A tensor stand-in with only ``shape`` (ints and ``SymInt``s) and ``dtype``: what an
+    OpDef's ``meta`` reads, so metas can run on symbolic shapes.
+
+    Example::
+
+        >>> env = ShapeEnv(); n = env.create_symbol(6, "x.shape[0]")
+        >>> from ember import ops, float32
+        >>> ops.REGISTRY["sum"].meta(FakeTensor((n, 4), float32), dims=(1,), keepdim=False)
+        ((s0,), ember.float32)
+    """
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Iterable, dtype: Any) -> None:
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self) -> Any:
+        return math.prod(self.shape)
+
+    def __repr__(self) -> str:
+        return f"FakeTensor({list(self.shape)}, {self.dtype})"
+
+
 __all__ = ["SymInt", "ShapeEnv", "Guard", "ValueRange", "GuardOnDataDependentSymNode",
            "sym_max", "sym_min", "guard_int", "is_symbolic", "has_symbolic", "sym_eq_static",
-           "unbacked_size", "substitute", "pyexpr"]
+           "unbacked_size", "substitute", "pyexpr", "FakeTensor"]
