@@ -64,16 +64,17 @@ def _sympy() -> Any:
                     return base
                 if base == 0:
                     return sympy.Integer(0)
-                if div.is_Integer and int(div) > 0:
-                    q = sympy.expand(base / div)
-                    if all(c.is_Integer for c in q.as_coefficients_dict().values()):
-                        return q
-                    if isinstance(base, FloorDiv) and base.args[1].is_Integer:
-                        return FloorDiv(base.args[0], base.args[1] * div)
+                q = sympy.cancel(base / div)  # exact division: 2*s0 // 2, s0*s1 // s1
+                if q.is_polynomial() and sympy.fraction(q)[1] == 1 and all(
+                        c.is_Integer for c in sympy.expand(q).as_coefficients_dict().values()):
+                    return sympy.expand(q)
+                if (div.is_Integer and int(div) > 0 and isinstance(base, FloorDiv)
+                        and base.args[1].is_Integer):
+                    return FloorDiv(base.args[0], base.args[1] * div)
                 return None
 
             def _sympystr(self, printer: Any) -> str:
-                a, b = (printer.parenthesize(x, 35.5) for x in self.args)
+                a, b = (printer.parenthesize(x, 999.5) for x in self.args)  # below Atom
                 return f"({a}//{b})"
 
         _FloorDiv = FloorDiv
@@ -263,6 +264,9 @@ class ShapeEnv:
         hints, recording the outcome as a guard at the user's line."""
         sp = _sympy()
         rel = self.simplify(rel)
+        if self.divisible and rel.has(_FloorDiv):  # e // k is exact once k | e was guarded
+            exact = {_FloorDiv(e, k): e / k for e, k in self.divisible}
+            rel = rel.func(sp.expand(rel.lhs.xreplace(exact)), sp.expand(rel.rhs.xreplace(exact)))
         known = self.static_truth(rel)
         if known is not None:
             return known
@@ -287,17 +291,29 @@ class ShapeEnv:
         return value
 
     def _canonical(self, fact: Any) -> Any:
-        """Simplify a guard: ``Eq(4*s2*s3, s0*s1*s2*s3)`` -> ``Eq(s0*s1, 4)`` (positive symbols
-        cancel), otherwise sympy's ``simplify`` when several symbols or a ``Mod`` appear."""
+        """A guard in a canonical, readable form (sympy's ``simplify`` is far too slow here):
+        terms with positive coefficients on the left, the others on the right, a common
+        integer factor divided out (``Eq(s0 + 1, s1 + 1)`` -> ``Eq(s0, s1)``), and positive
+        symbols cancelled between products (``Eq(4*s2*s3, s0*s1*s2*s3)`` -> ``Eq(s0*s1, 4)``)."""
         sp = _sympy()
-        syms = fact.free_symbols
-        if (type(fact).__name__ in ("Equality", "Unequality") and fact.rhs != 0
-                and not fact.lhs.is_Add and not fact.rhs.is_Add
-                and all(s.is_positive for s in syms)):
+        diff = sp.expand(fact.lhs - fact.rhs)
+        terms = sp.Add.make_args(diff)
+        coeffs = [t.as_coeff_Mul()[0] for t in terms]
+        if all(c.is_Integer for c in coeffs):
+            g = sp.igcd(*[int(c) for c in coeffs]) if len(coeffs) > 1 else abs(int(coeffs[0]))
+            if g > 1:
+                terms = [t / g for t in terms]
+        left = sp.Add(*[t for t in terms if t.as_coeff_Mul()[0] > 0])
+        right = -sp.Add(*[t for t in terms if t.as_coeff_Mul()[0] < 0])
+        fact = fact.func(left, right)
+        if fact in (sp.true, sp.false):
+            return fact
+        if (fact.func in (sp.Eq, sp.Ne) and not fact.lhs.is_Add and not fact.rhs.is_Add
+                and fact.rhs != 0 and all(x.is_positive for x in fact.free_symbols)):
             n, d = sp.fraction(sp.cancel(fact.lhs / fact.rhs))
-            fact = type(fact)(n, d) if d != 1 or not n.is_Integer else fact
-        if len(syms) > 1 or fact.has(sp.Mod):
-            fact = sp.simplify(fact)
+            fact = fact.func(n, d) if not n.is_Integer or d != 1 else fact
+        if fact.lhs.is_Integer and not fact.rhs.is_Integer:
+            fact = fact.reversed  # Eq(s0*s1, 4), s3 > 3
         return fact
 
     def _learn(self, fact: Any) -> None:
