@@ -179,8 +179,8 @@ class ShapeEnv:
         vr = ValueRange(lo, INF if max is None else max)
         if hint not in vr:
             raise ValueError(f"[ShapeEnv.create_symbol] hint {hint} is outside the range {vr}")
-        sym = sp.Symbol(f"s{self._n_backed}", integer=True, positive=lo >= 1,
-                        nonnegative=lo >= 0 or None)
+        sign = {"positive": True} if lo >= 1 else {"nonnegative": True} if lo >= 0 else {}
+        sym = sp.Symbol(f"s{self._n_backed}", integer=True, **sign)
         self._n_backed += 1
         self.var_to_val[sym] = hint
         self.var_to_range[sym] = vr
@@ -193,8 +193,8 @@ class ShapeEnv:
         ``[min, max]`` (default unbounded, as PyTorch's; sizes use ``min=0``)."""
         sp = _sympy()
         lo = -INF if min is None else min
-        sym = sp.Symbol(f"u{self._n_unbacked}", integer=True,
-                        nonnegative=True if lo >= 0 else None)
+        sign = {"nonnegative": True} if lo >= 0 else {}
+        sym = sp.Symbol(f"u{self._n_unbacked}", integer=True, **sign)
         self._n_unbacked += 1
         self.var_to_range[sym] = ValueRange(lo, INF if max is None else max)
         self.var_to_source[sym] = sym.name

@@ -9,13 +9,11 @@ export).  Ops whose meta pins an input symbol to a constant are listed with the 
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 
 import ember
 from ember.ops import REGISTRY
-from ember.sym import FakeTensor, ShapeEnv, SymInt
+from ember.sym import FakeTensor, ShapeEnv
 from tests.sym_sweep import record_calls, run_symbolic
 
 # ops whose meta cannot run on symbolic shapes yet: {name: reason} (strict xfail)

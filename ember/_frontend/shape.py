@@ -15,8 +15,8 @@ from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, Sha
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
-from ember.tensor import Tensor, tensor_method
 from ember.sym import SymInt
+from ember.tensor import Tensor, tensor_method
 
 __all__ = ["as_strided", "chunk", "clone", "contiguous", "diagonal", "expand", "expand_as",
            "flatten", "moveaxis", "movedim", "narrow", "permute", "ravel", "reshape", "select",
