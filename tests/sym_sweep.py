@@ -36,6 +36,8 @@ class Outcome:
     symbolic: bool = False  # some output dim is still a SymInt
     guards: list = field(default_factory=list)
     error: str = ""
+    shapes: list = field(default_factory=list)   # the meta's (symbolic) output shapes
+    env: ShapeEnv | None = None
 
 
 def _describe(x: Any) -> Any:
@@ -160,4 +162,41 @@ def run_symbolic(call: Call, symbolic_params: bool = False) -> Outcome:
                 not (a is None or isinstance(a, SymInt) or a == b) for a, b in zip(g, want)):
             return Outcome(call.op.name, False, symbolic, list(env.guards),
                            f"shape mismatch: symbolic meta gave {g}, eager {want}")
-    return Outcome(call.op.name, True, symbolic, list(env.guards))
+    return Outcome(call.op.name, True, symbolic, list(env.guards), shapes=shapes, env=env)
+
+
+def _array(x: Any, values: dict) -> Any:
+    if isinstance(x, FakeTensor):
+        shape = tuple(int(substitute(d, values)) for d in x.shape)
+        return np.zeros(shape, x.dtype.np)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_array(v, values) for v in x)
+    return x
+
+
+def check_other_sizes(call: Call, out: Outcome, bump: int = 3) -> str | None:
+    """For a guard-free symbolic outcome: run the eager kernel on zero-filled inputs whose
+    symbolic dims are ``hint + bump`` and compare its shapes with the meta's expressions at
+    those sizes.  Returns None when they agree, "skip" when the kernel refuses the inputs
+    (e.g. a singular matrix), else the mismatch."""
+    env = ShapeEnv()
+    fakes = [_fake(x, env, [0]) for x in call.inputs]
+    values = {s: v + bump for s, v in env.var_to_val.items()}
+    redo = call.op.meta(*fakes, **call.params)
+    if env.guards:
+        return "skip"
+    specs = redo if call.op.num_outputs != 1 else (redo,)
+    try:
+        arrays = [_array(f, values) for f in fakes]
+        res = call.op.eager(*arrays, **call.params)
+    except Exception:  # noqa: BLE001 (inputs the kernel refuses: nothing to compare)
+        return "skip"
+    res = res if call.op.num_outputs != 1 else (res,)
+    for (shape, _), arr in zip(specs, res):
+        if shape is None or any(getattr(d, "hint", lambda: 0)() is None for d in shape):
+            continue
+        want = tuple(np.shape(arr))
+        got = tuple(int(substitute(d, values)) for d in shape)
+        if got != want:
+            return f"at sizes {values}: meta {got} ({shape}), eager {want}"
+    return None

@@ -14,7 +14,7 @@ import pytest
 import ember
 from ember.ops import REGISTRY
 from ember.sym import FakeTensor, ShapeEnv
-from tests.sym_sweep import record_calls, run_symbolic
+from tests.sym_sweep import check_other_sizes, record_calls, run_symbolic
 
 # ops whose meta cannot run on symbolic shapes yet: {name: reason} (strict xfail)
 EXPECTED_FAIL: dict[str, str] = {}
@@ -69,6 +69,23 @@ def test_most_ops_stay_symbolic(outcomes):
     at least one of their calls."""
     free = {n for n, outs in outcomes[True].items() for o in outs if o.symbolic and not o.guards}
     assert len(free) > len(outcomes[True]) // 2, (len(free), len(outcomes[True]))
+
+
+def test_guard_free_expressions_hold_at_other_sizes(calls, outcomes):
+    """A meta that decided everything without a guard claims its output shape for every size:
+    check it against the eager kernel at sizes other than the example's."""
+    bad, checked = [], 0
+    for name, cs in calls.items():
+        for call, out in zip(cs, outcomes[False][name]):
+            if not (out.ok and out.symbolic and not out.guards):
+                continue
+            for bump in (1, 3):
+                res = check_other_sizes(call, out, bump)
+                checked += res is None
+                if res not in (None, "skip"):
+                    bad.append(f"{name} {call.inputs} {call.params}: {res}")
+    assert not bad, "\n".join(bad)
+    assert checked > 300, checked
 
 
 # ---------------------------------------------------------------- targeted metas
