@@ -145,6 +145,9 @@ def run_symbolic(call: Call, symbolic_params: bool = False) -> Outcome:
     params = dict(call.params)
     if symbolic_params:
         by_hint = _dims_by_hint(fakes)
+        if not by_hint and isinstance(params.get("shape"), tuple):  # creation ops: own symbols
+            params["shape"] = tuple(env.create_symbol(n, f"shape[{i}]")
+                                    for i, n in enumerate(params["shape"]))
         params = {k: _symbolize(v, by_hint) if k in SIZE_PARAMS else v
                   for k, v in params.items()}
     try:
