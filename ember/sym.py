@@ -423,6 +423,25 @@ class ShapeEnv:
         """One line per guard with its user line (for error messages and logs)."""
         return "\n".join(str(g) for g in self.guards)
 
+    # ------------------------------------------------------------------ what tracing learned
+    def range_constraints(self) -> dict:
+        """``{symbol: ValueRange}`` of the backed symbols no guard substituted away."""
+        return {s: vr for s, vr in self.var_to_range.items()
+                if s in self.var_to_val and s not in self.replacements}
+
+    def specializations(self) -> dict[str, int]:
+        """``{source name: value}`` of the symbols a guard pinned to a constant."""
+        return {self.var_to_source[s]: int(e) for s, e in self.replacements.items()
+                if e.is_Integer}
+
+    def relations(self) -> dict[str, str]:
+        """``{source name: Python expression over other sources}`` for the symbols equality
+        guards tied to others, e.g. ``{"y.shape[0]": "x.shape[0]", "z.shape[0]":
+        "2*x.shape[0]"}`` (export's "Suggested fixes" come from these)."""
+        names = dict(self.var_to_source)
+        return {names[s]: pyexpr(e, names) for s, e in self.replacements.items()
+                if not e.is_Integer}
+
 
 _REL_OPS = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<", "LessThan": "<=",
             "StrictGreaterThan": ">", "GreaterThan": ">="}

@@ -174,6 +174,15 @@ def test_equality_guards_become_substitutions():
     assert env.var_to_range[b.expr] == ValueRange(2, math.inf)
 
 
+def test_what_tracing_learned():
+    env, (a, b, c, d) = _env(5, 5, 10, 7)
+    assert b == a and c == 2 * a and int(d) == 7 and a < 9
+    assert env.relations() == {"x1": "x0", "x2": "2*x0"}
+    assert env.specializations() == {"x3": 7}
+    assert {s.name: vr for s, vr in env.range_constraints().items()} == {
+        "s0": ValueRange(2, 8)}
+
+
 def test_substitution_narrows_the_range():
     env, (a, b) = _env(6, 12)
     assert a <= 10 and b == 2 * a
