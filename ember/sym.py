@@ -163,6 +163,7 @@ class ShapeEnv:
         self.var_to_source: dict[Any, str] = {}
         self.replacements: dict[Any, Any] = {}     # symbol -> expression it equals
         self.divisible: set[Any] = set()           # expressions e with Mod(e, k) == 0 known
+        self._decided: dict[Any, bool] = {}        # relations already guarded -> their value
         self._n_backed = 0
         self._n_unbacked = 0
 
@@ -268,6 +269,8 @@ class ShapeEnv:
             exact = {_FloorDiv(e, k): e / k for e, k in self.divisible}
             rel = rel.func(sp.expand(rel.lhs.xreplace(exact)), sp.expand(rel.rhs.xreplace(exact)))
         known = self.static_truth(rel)
+        if known is None:
+            known = self._decided.get(rel)  # guarded before (a fact a substitution can't show)
         if known is not None:
             return known
         if any(s not in self.var_to_val for s in rel.free_symbols):
@@ -278,6 +281,8 @@ class ShapeEnv:
                 f"Caused by: ({fn}:{line} in {func})", rel)
         value = bool(rel.xreplace({s: sp.Integer(v) for s, v in self.var_to_val.items()
                                    if s in rel.free_symbols}))
+        self._decided[rel] = value
+        self._decided[rel.negated] = not value
         fact = self._canonical(rel if value else rel.negated)
         if fact in (sp.true, sp.false):  # simplification decided it after all
             return value

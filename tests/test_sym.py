@@ -218,6 +218,13 @@ def test_int_and_index_specialize():
     assert [10, 20, 30, 40, 50][n] == 50
 
 
+def test_a_guard_is_recorded_once():
+    env, (a, b) = _env(3, 4)
+    assert int(a * b) == 12 and int(a * b) == 12 and (a * b != 12) is False
+    assert a * b < 20 and a * b < 20
+    assert [str(g.expr) for g in env.guards] == ["Eq(s0*s1, 12)", "s0*s1 < 20"]
+
+
 def test_floats_specialize():
     env, (n,) = _env(6)
     assert n * 0.5 == 3.0 and n / 4 == 1.5
@@ -306,3 +313,32 @@ def test_import_ember_does_not_load_sympy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_random_expressions_agree_with_python_ints():
+    """Random trees of + - * // % over two symbols evaluate, at the hints and at other values,
+    to what Python's int arithmetic gives (checks FloorDiv's exact-division folding)."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(300):
+        env, (a, b) = _env(rng.randint(2, 9), rng.randint(2, 9))
+        vals = {a: a.hint(), b: b.hint()}
+        leaves = [(a, "a"), (b, "b")] + [(k, str(k)) for k in (1, 2, 3, 4)]
+
+        def build(depth: int) -> tuple:
+            if depth == 0:
+                return rng.choice(leaves)
+            (x, sx), (y, sy) = build(depth - 1), build(depth - 1)
+            op = rng.choice("+-*/%")
+            if op in "/%":  # divide by a positive divisor: a constant, a symbol or a + b
+                y, sy = rng.choice([(2, "2"), (4, "4"), (a, "a"), (a + b, "(a+b)")])
+                op = "//" if op == "/" else "%"
+            return eval(f"x {op} y"), f"({sx} {op} {sy})"
+
+        expr, src = build(rng.randint(1, 4))
+        for av, bv in [(vals[a], vals[b]), (11, 3), (6, 14)]:
+            want = eval(src, {"a": av, "b": bv})
+            got = substitute(expr, {a.expr: av, b.expr: bv}) if isinstance(expr, SymInt) else expr
+            assert got == want, (src, str(expr), av, bv)
+        assert env.guards == []
