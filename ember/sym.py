@@ -319,6 +319,9 @@ class ShapeEnv:
             fact = fact.func(n, d) if not n.is_Integer or d != 1 else fact
         if fact.lhs.is_Integer and not fact.rhs.is_Integer:
             fact = fact.reversed  # Eq(s0*s1, 4), s3 > 3
+        elif (fact.func in (sp.Eq, sp.Ne) and fact.lhs.is_Symbol and fact.rhs.is_Symbol
+              and fact.rhs.sort_key() < fact.lhs.sort_key()):
+            fact = fact.reversed  # Eq(s0, s2), whichever side the comparison had them
         return fact
 
     def _learn(self, fact: Any) -> None:

@@ -130,3 +130,18 @@ def test_nonzero_gives_an_unbacked_size():
     shape, _ = REGISTRY["nonzero"].meta(FakeTensor((n, 3), ember.bool))
     assert str(shape[0]) == "u0" and shape[1] == 2
     assert env.var_to_range[shape[0].expr].lower == 0
+
+
+def test_frontend_broadcasting_on_symbolic_shapes():
+    from ember._frontend.core import broadcast_shapes
+    from ember._frontend.structure import broadcast_shapes as public_broadcast_shapes
+
+    env, (a, b, c, d) = _env(5, 6, 5, 6)
+    assert tuple(map(str, broadcast_shapes("add", (a, 1), (1, b)))) == ("s0", "s1")
+    assert tuple(map(str, public_broadcast_shapes((a, 1), (b,)))) == ("s0", "s1")
+    assert env.guards == []  # size-1 checks decide from the ranges
+    assert tuple(map(str, broadcast_shapes("add", (a, b), (c, d)))) == ("s0", "s1")
+    assert [str(g.expr) for g in env.guards] == ["Eq(s0, s2)", "Eq(s1, s3)"]
+    assert str(c) == "s0"  # the equality became a substitution
+    assert broadcast_shapes("add", (a,), (5,)) == (5,)
+    assert env.specializations() == {"d0": 5, "d2": 5}  # d2 was already tied to d0
