@@ -277,7 +277,7 @@ class ShapeEnv:
             fn, line, func = _user_frame()
             raise GuardOnDataDependentSymNode(
                 f"Could not guard on data-dependent expression {rel} (unhinted: {rel}).  "
-                f"Consider using ember._check or data-independent code.\n"
+                f"Consider code that does not branch on this size.\n"
                 f"Caused by: ({fn}:{line} in {func})", rel)
         value = bool(rel.xreplace({s: sp.Integer(v) for s, v in self.var_to_val.items()
                                    if s in rel.free_symbols}))

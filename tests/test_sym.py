@@ -345,3 +345,18 @@ def test_random_expressions_agree_with_python_ints():
             got = substitute(expr, {a.expr: av, b.expr: bv}) if isinstance(expr, SymInt) else expr
             assert got == want, (src, str(expr), av, bv)
         assert env.guards == []
+
+
+def test_data_dependent_messages_match_pytorch():
+    torch = pytest.importorskip("torch")
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv as TorchShapeEnv
+
+    tu = TorchShapeEnv().create_unbacked_symint()
+    u = ShapeEnv().create_unbacked_symint()
+    for fn in (int, lambda x: bool(x == 3), lambda x: bool(x * 2 > 5)):
+        with pytest.raises(torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode) as t:
+            fn(tu)
+        with pytest.raises(GuardOnDataDependentSymNode) as e:
+            fn(u)
+        first = str(t.value).split(".  ")[0]
+        assert str(e.value).startswith(first + "."), (str(e.value), first)
