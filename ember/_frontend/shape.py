@@ -15,6 +15,7 @@ from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, Sha
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
+from ember.sym import SymInt
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["as_strided", "chunk", "clone", "contiguous", "diagonal", "expand", "expand_as",
@@ -28,7 +29,8 @@ def size_args(args: tuple, op: str) -> tuple:
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     try:
-        return tuple(int(a) for a in args)
+        # symbolic sizes (export) pass through; int() would specialize them
+        return tuple(a if isinstance(a, SymInt) else int(a) for a in args)
     except TypeError:
         raise ShapeError(
             f"[{op}] expected a sequence of ints for the shape, got {args!r}") from None

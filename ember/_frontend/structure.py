@@ -30,6 +30,7 @@ from ember.ops import movement as M
 from ember.ops import structure as ST
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
+from ember.sym import SymInt
 from ember.tensor import Size, Tensor, _wrap, tensor_method
 
 __all__ = ["broadcast_shapes", "broadcast_tensors", "broadcast_to", "diag", "diag_embed",
@@ -111,7 +112,7 @@ def broadcast_shapes(*shapes: Any) -> Size:
     for i, s in enumerate(ss):
         for j, n in reversed(list(enumerate(s, ndim - len(s)))):  # trailing dims first
             if out[j] == 1:
-                out[j] = int(n)
+                out[j] = n if isinstance(n, SymInt) else int(n)
             elif n != 1 and n != out[j]:
                 raise ShapeError(
                     f"[broadcast_shapes] Attempting to broadcast a dimension of length {n} at "
