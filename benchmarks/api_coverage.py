@@ -61,8 +61,14 @@ def _overridable(torch) -> list[str]:  # noqa: ANN001
     out = set()
     for ns, fns in torch.overrides.get_overridable_functions().items():
         prefix = "Tensor" if ns is torch.Tensor else getattr(ns, "__name__", str(ns))
+        if prefix == "torch.functional":  # torch.functional's functions are torch.X
+            prefix = "torch"
+        short = prefix.rsplit(".", 1)[-1] + "_"
         for f in fns:
             name = getattr(f, "__name__", None)
+            if prefix in ("torch.special", "torch.linalg", "torch.fft") and name and \
+                    name.startswith(short):
+                name = name[len(short):]  # C builtins are named special_erf, linalg_inv, ...
             if name and not name.startswith("_"):
                 out.add(f"{prefix}.{name}")
     return sorted(out)
