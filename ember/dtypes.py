@@ -256,7 +256,7 @@ class iinfo:  # noqa: N801
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
 
 
-class memory_format:
+class memory_format:  # noqa: N801  (PyTorch's name)
     """A memory layout name, PyTorch's ``torch.memory_format``.
 
     ember keeps row-major ("contiguous") storage for the tensors it creates: ``.to(memory_format=

@@ -35,3 +35,31 @@ def test_memory_format_names_and_channels_last_contiguity():
     np.testing.assert_array_equal(moved.numpy(), a)
     conv = ember.nn.Conv2d(3, 2, 1).to(memory_format=ember.channels_last)
     assert tuple(conv.weight.shape) == (2, 3, 1, 1)
+
+
+@pytest.mark.parametrize("shapes", [((4, 3), (4, 3)), ((4, 3), (3,)), ((5,), (5,)),
+                                    ((2, 3, 4), (2, 3, 4))])
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_pairwise_distance_matches_torch(shapes, p, keepdim):
+    """``F.pairwise_distance`` (the siamese example's contrastive loss) with its gradients."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    ea, eb = ember.tensor(a, requires_grad=True), ember.tensor(b, requires_grad=True)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    got = ember.nn.functional.pairwise_distance(ea, eb, p=p, keepdim=keepdim)
+    want = torch.nn.functional.pairwise_distance(ta, tb, p=p, keepdim=keepdim)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(ea.grad.numpy(), ta.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(eb.grad.numpy(), tb.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_pairwise_distance_of_integers_promotes_like_torch():
+    a, b = [[1, 2, 3], [4, 5, 6]], [[0, 0, 0], [1, 1, 1]]
+    got = ember.nn.functional.pairwise_distance(ember.tensor(a), ember.tensor(b))
+    want = torch.nn.functional.pairwise_distance(torch.tensor(a), torch.tensor(b))
+    assert got.dtype.name == str(want.dtype).removeprefix("torch.")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

@@ -8,6 +8,7 @@ optimizers with ``betas=(0.5, 0.999)``, ``torch.full(..., dtype=..., device=...)
 The noise comes from NumPy (ember's and PyTorch's random streams differ); the random weights
 ``weights_init`` draws are then replaced by NumPy ones.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import numpy as np
 import torch

@@ -6,6 +6,7 @@ nearest-neighbour ``F.interpolate(x, mode='nearest', scale_factor=2)`` upsamplin
 with ``view``/``transpose``/``bmm``, a content + style loss with MSELoss, and Adam.
 There is no VGG here: the loss is taken on the output image itself (tiny, fast, deterministic).
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import numpy as np
 import torch

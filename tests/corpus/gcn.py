@@ -8,6 +8,7 @@ shape)`` / ``torch.sparse_coo_tensor``, ``torch.spmm`` and ``torch.sparse.mm`` i
 backward, log_softmax + nll_loss on index subsets, Adam with ``weight_decay``, and the
 ``accuracy`` helper (``output.max(1)[1].type_as(labels)``). Dropout is 0 while training.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import math
 

@@ -9,6 +9,7 @@ schedule written into ``param_group['lr']``, ``nullcontext``/``torch.amp.autocas
 ``torch.amp.GradScaler(enabled=False)``, gradient clipping and ``zero_grad(set_to_none=True)``,
 and greedy ``generate`` with top-k cropping under ``torch.no_grad()``. Dropout is 0.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import inspect
 import math
@@ -168,7 +169,8 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
         for _ in range(max_new_tokens):
-            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
+            block_size = self.config.block_size
+            idx_cond = idx if idx.size(1) <= block_size else idx[:, -block_size:]
             logits, _ = self(idx_cond)
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
@@ -194,7 +196,8 @@ def run(torch, steps=6, compile=False):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     device_type = "cuda" if "cuda" in device else "cpu"
     dtype = "float32"
-    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+               "float16": torch.float16}[dtype]
     ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type,
                                                                           dtype=ptdtype)
     torch.backends.cuda.matmul.allow_tf32 = True

@@ -8,6 +8,7 @@ the manual masked-softmax fallback with a ``torch.triu`` mask buffer, SwiGLU fee
 non-persistent buffers, tied embedding/output weights, AdamW with decay/no-decay groups, gradient
 accumulation (``loss / gradient_accumulation_steps``) and gradient clipping. Dropout is 0.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import math
 from dataclasses import dataclass

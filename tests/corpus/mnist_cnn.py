@@ -6,6 +6,7 @@ with ``torch.no_grad()``, ``torch.save(model.state_dict())`` and ``load_state_di
 Data: 28x28 random "digits" from NumPy. Dropout p is 0 while training (ember's and PyTorch's random
 streams differ); the eval pass is deterministic either way.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import os
 import tempfile

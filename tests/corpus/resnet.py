@@ -8,6 +8,7 @@ normal init over ``self.modules()`` with ``zero_init_residual``, CrossEntropyLos
 ``label_smoothing``, SGD with momentum and weight decay, ``torch.backends.cudnn`` flags, and an
 eval pass that uses the running statistics the training steps accumulated.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import numpy as np
 import torch

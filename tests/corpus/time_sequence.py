@@ -6,6 +6,7 @@ dtype=torch.double)``), a Python loop over ``input.split(1, dim=1)``, feeding pr
 ``closure`` (many forward/backward passes per step) and prediction under ``torch.no_grad()``.
 Data: sine waves with random phase from NumPy, as ``generate_sine_wave.py`` makes them.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import numpy as np
 import torch

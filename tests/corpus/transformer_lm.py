@@ -1,10 +1,11 @@
 """Transformer language model, in the style of pytorch/examples' ``word_language_model``.
 
-Exercises: a ``PositionalEncoding`` module whose table is built with arange/exp/sin/cos and kept with
-``register_buffer``, nn.TransformerEncoderLayer / nn.TransformerEncoder (sequence-first),
+Exercises: a ``PositionalEncoding`` module whose table is built with arange/exp/sin/cos and
+kept with ``register_buffer``, nn.TransformerEncoderLayer / nn.TransformerEncoder (sequence-first),
 ``nn.Transformer.generate_square_subsequent_mask``, scaling by ``math.sqrt(ninp)``, NLLLoss on
 log_softmax, ``clip_grad_norm_`` and a manual SGD update. Dropout is 0 (random streams differ).
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import math
 

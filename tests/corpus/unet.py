@@ -9,6 +9,7 @@ with ``torch.cat([x2, x1], dim=1)``, CrossEntropyLoss + multiclass Dice loss ove
 ``torch.amp.GradScaler(enabled=False)``, RMSprop with ``momentum`` and ``foreach=True``, and
 ``clip_grad_norm_``. Both upsampling modes are trained.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import numpy as np
 import torch

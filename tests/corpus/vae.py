@@ -7,6 +7,7 @@ plus the KL term, Adam, sampling the decoder under ``torch.no_grad()``, and whol
 The reparameterization noise comes from NumPy (``eps=``); with ``eps=None`` the model draws it
 with ``torch.randn_like`` as the example does, but ember's and PyTorch's random streams differ.
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import os
 import tempfile

@@ -7,6 +7,7 @@ evaluation under ``torch.no_grad()``, and whole-model ``torch.save(model, f)`` t
 loaded back with ``torch.load(f, weights_only=False)`` and ``rnn.flatten_parameters()``.
 Dropout is 0 (ember's and PyTorch's random streams differ).
 """
+# ruff: noqa: UP008, UP045  (written the way the public examples are)
 
 import os
 import tempfile
