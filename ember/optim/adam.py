@@ -11,7 +11,14 @@ from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
 from ember._lazy import STATE as _LZ
 from ember.ops import _parallel
-from ember.optim.optimizer import Optimizer, _advance_step, _next_count, _recompute, _scalar_step
+from ember.optim.optimizer import (
+    Optimizer,
+    _advance_step,
+    _check_hparams,
+    _next_count,
+    _recompute,
+    _scalar_step,
+)
 from ember.tensor import Tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -30,18 +37,7 @@ class Adam(Optimizer):
                  weight_decay: float = 0, amsgrad: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False, differentiable: bool = False,
                  fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_hparams(lr, eps=eps, betas=betas, weight_decay=weight_decay)
         if not (isinstance(betas[0], float) and isinstance(betas[1], float)
                 or isinstance(betas[0], Tensor) and isinstance(betas[1], Tensor)):
             raise ValueError("betas must be either both floats or both Tensors")

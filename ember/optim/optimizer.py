@@ -42,6 +42,36 @@ def _scalar_step() -> Tensor:
     return _tensor(0.0, dtype=dtype)
 
 
+def _scalar_state(value: float) -> Tensor:
+    """A 0-d state value (NAdam's ``mu_product``, ASGD's ``eta``/``mu``) in the step counter's
+    dtype, as torch makes them."""
+    dtype = float64 if get_default_dtype() == float64 else float32
+    return _tensor(value, dtype=dtype)
+
+
+_HPARAM_LABELS = {"eps": "epsilon"}
+
+
+def _check_hparams(lr: Any, **named: Any) -> None:
+    """Validate hyperparameters with torch.optim's checks and messages, in the order given:
+    ``lr`` (a number or a 1-element tensor, >= 0), ``betas`` (each in [0, 1)), ``rho`` (in
+    [0, 1]), and any other name: >= 0 (``ValueError("Invalid weight_decay value: -1")``)."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    for name, value in named.items():
+        if name == "betas":
+            for i, beta in enumerate(value[:2]):
+                if not 0.0 <= beta < 1.0:
+                    raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        elif name == "rho":
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"Invalid rho value: {value}")
+        elif not 0.0 <= value:
+            raise ValueError(f"Invalid {_HPARAM_LABELS.get(name, name)} value: {value}")
+
+
 def _next_count(step: Tensor) -> float:
     """The count ``step.add_(1)`` makes, as a Python number (at the counter's own precision)."""
     return float(step._data.dtype.type(step.item() + 1))
@@ -138,6 +168,7 @@ class Optimizer:
             )
         else:
             param_group["params"] = list(params)
+        _split_names(param_group)
         differentiable = param_group.get("differentiable", self.defaults.get("differentiable"))
         for param in param_group["params"]:
             if not isinstance(param, Tensor):
@@ -162,6 +193,11 @@ class Optimizer:
                 "more information",
                 stacklevel=3,
             )
+        for group in self.param_groups:
+            if ("param_names" in param_group) != ("param_names" in group):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {which} to the optimizer")
         seen = {id(p) for group in self.param_groups for p in group["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -255,9 +291,29 @@ class Optimizer:
         new_groups = []
         for group, saved in zip(groups, saved_groups):
             saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
             new_groups.append(saved)
         self.state = state
         self.param_groups = new_groups
+
+
+def _split_names(param_group: dict[str, Any]) -> None:
+    """``named_parameters()`` given as params: keep the tensors in ``"params"`` and the names in
+    ``"param_names"`` (torch 2.x; they appear in ``state_dict()["param_groups"]``)."""
+    tensors, names = [], []
+    for param in param_group["params"]:
+        if isinstance(param, tuple):
+            names.append(param[0])
+            tensors.append(param[1])
+        else:
+            tensors.append(param)
+    param_group["params"] = tensors
+    if names:
+        if len(names) != len(tensors):
+            raise ValueError("all optimizer params should be with/without names. Some param "
+                             "names are missing")
+        param_group["param_names"] = names
 
 
 def _cast_state(param: Tensor, value: Any, key: str) -> Any:

@@ -32,6 +32,26 @@ BAD_ARGS = [
     ("Adagrad", {"lr_decay": -1.0}, r"Invalid lr_decay value: -1.0"),
     ("Adagrad", {"initial_accumulator_value": -1.0}, r"Invalid initial_accumulator_value"),
     ("Adagrad", {"eps": -1.0}, r"Invalid epsilon value"),
+    ("Adadelta", {"lr": -1}, r"Invalid learning rate: -1"),
+    ("Adadelta", {"rho": 1.5}, r"Invalid rho value: 1.5"),
+    ("Adadelta", {"rho": -0.1}, r"Invalid rho value: -0.1"),
+    ("Adadelta", {"eps": -1e-6}, r"Invalid epsilon value: -1e-06"),
+    ("Adadelta", {"weight_decay": -1}, r"Invalid weight_decay value: -1"),
+    ("Adamax", {"lr": -0.5}, r"Invalid learning rate: -0.5"),
+    ("Adamax", {"betas": (1.0, 0.9)}, r"Invalid beta parameter at index 0: 1.0"),
+    ("Adamax", {"betas": (0.9, 1.0)}, r"Invalid beta parameter at index 1: 1.0"),
+    ("Adamax", {"eps": -1.0}, r"Invalid epsilon value"),
+    ("NAdam", {"momentum_decay": -0.1}, r"Invalid momentum_decay value: -0.1"),
+    ("NAdam", {"betas": (-0.1, 0.9)}, r"Invalid beta parameter at index 0: -0.1"),
+    ("NAdam", {"weight_decay": -1.0}, r"Invalid weight_decay value"),
+    ("RAdam", {"eps": -1.0}, r"Invalid epsilon value"),
+    ("RAdam", {"betas": (0.9, 2.0)}, r"Invalid beta parameter at index 1: 2.0"),
+    ("ASGD", {"lr": -1.0}, r"Invalid learning rate: -1.0"),
+    ("ASGD", {"weight_decay": -0.1}, r"Invalid weight_decay value: -0.1"),
+    ("Rprop", {"etas": (1.5, 1.2)}, r"Invalid eta values: 1.5, 1.2"),
+    ("Rprop", {"etas": (0.5, 0.9)}, r"Invalid eta values: 0.5, 0.9"),
+    ("Rprop", {"lr": -0.1}, r"Invalid learning rate"),
+    ("LBFGS", {"lr": -1}, r"Invalid learning rate: -1"),
 ]
 
 
@@ -117,3 +137,29 @@ def test_duplicate_params_warn():
     p = _p(ember)
     with pytest.warns(UserWarning, match="duplicate parameters"):
         ember.optim.SGD([p, p], lr=0.1)
+
+
+@pytest.mark.parametrize("name", ["Adadelta", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop",
+                                  "LBFGS"])
+def test_tensor_lr_must_have_one_element(name):
+    for lib in (torch, ember):
+        with pytest.raises(ValueError, match="Tensor lr must be 1-element"):
+            getattr(lib.optim, name)([_p(lib)], lr=lib.tensor([0.1, 0.2]))
+
+
+def test_lbfgs_refuses_param_groups_and_unknown_line_search():
+    _both(lambda lib: lib.optim.LBFGS([{"params": [_p(lib)]}, {"params": [_p(lib)]}]),
+          ValueError, "LBFGS doesn't support per-parameter options")
+
+    def unknown(lib):
+        p = _p(lib)
+        opt = lib.optim.LBFGS([p], line_search_fn="backtracking")
+
+        def closure():
+            opt.zero_grad()
+            loss = (p * p).sum()
+            loss.backward()
+            return loss
+        opt.step(closure)
+
+    _both(unknown, RuntimeError, "only 'strong_wolfe' is supported")

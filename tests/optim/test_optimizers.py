@@ -296,3 +296,27 @@ def test_low_precision_params(case, dtype):
     assert e_params[0].dtype == getattr(ember, dtype)
     assert np.abs(t).max() < 4
     np.testing.assert_allclose(e, t, rtol=0, atol=2 * LOWP_ULP_AT_2[dtype])
+
+
+def test_named_parameters():
+    """torch 2.x takes ``named_parameters()``: the names go to ``param_names`` in the groups
+    and the state dict."""
+    sds = []
+    for lib in (ember, torch):
+        lin = lib.nn.Linear(3, 2)
+        opt = lib.optim.NAdam(lin.named_parameters(), lr=0.01)
+        assert opt.param_groups[0]["param_names"] == ["weight", "bias"]
+        assert opt.param_groups[0]["params"][0] is lin.weight
+        opt.add_param_group({"params": [("extra", lib.zeros(2, requires_grad=True))]})
+        with pytest.raises(ValueError, match="all optimizer param groups should be with/without "
+                                             "names. cannot add param group without names"):
+            opt.add_param_group({"params": [lib.zeros(2, requires_grad=True)]})
+        with pytest.raises(ValueError, match="Some param names are missing"):
+            lib.optim.SGD([("w", lib.zeros(2, requires_grad=True)),
+                           lib.zeros(2, requires_grad=True)])
+        sds.append(opt.state_dict()["param_groups"])
+        fresh = lib.optim.NAdam(lin.named_parameters(), lr=0.5)
+        fresh.add_param_group({"params": [("extra", lib.zeros(2, requires_grad=True))]})
+        fresh.load_state_dict(opt.state_dict())
+        assert fresh.param_groups[1]["param_names"] == ["extra"]
+    assert sds[0] == sds[1]
