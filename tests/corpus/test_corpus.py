@@ -1,0 +1,169 @@
+"""The real-code corpus: PyTorch programs written the way public example code is, run unchanged
+with ``torch`` bound to ember (an import alias) and to PyTorch 2.13, from identical NumPy weights
+and data; their losses must agree. A second parametrization wraps the model with
+``torch.compile`` (ember's compiler) and compares with eager ember and with PyTorch.
+
+Tolerances (rtol on every reported number, atol 1e-6 for values near 0, e.g. accuracies):
+  float32 programs, 1e-4: each loss is a float32 reduction over 1e2..1e4 terms; ember and
+  PyTorch sum in different orders (and the C backend in vectorized order), so one step differs
+  by ~1e-7 relative (measured <= 3e-7 for every program). Training feeds the difference back
+  through a few optimizer steps; measured growth over the steps run here stays below 3e-6
+  (resnet: BatchNorm over 8 samples at 1x1 spatial size, SGD momentum, the largest). 1e-4
+  leaves a 30x margin while still catching any real semantic difference (a wrong default, a
+  missed term), which moves the first loss by 1e-3 or more.
+  float64 (time_sequence, LSTMCell + LBFGS): 1e-9. The same argument at float64's epsilon;
+  measured 1e-14. LBFGS's line search branches on comparisons, which stay on the same side.
+Programs whose features have not landed on ``main`` yet are strict xfails naming the feature
+(the condition is the feature's absence, so they run as soon as it lands).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from tests.corpus._common import load_program
+
+torch = pytest.importorskip("torch")
+
+
+def _has(path: str) -> bool:
+    obj = ember
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+@functools.cache
+def _batchnorm_then_inplace_relu_works() -> bool:
+    """Issue 13 item 2: batch norm's backward must not need its output."""
+    m = ember.nn.Sequential(ember.nn.BatchNorm2d(2), ember.nn.ReLU(inplace=True))
+    try:
+        m(ember.ones(2, 2, 2, 2, requires_grad=True)).sum().backward()
+    except RuntimeError:
+        return False
+    return True
+
+
+BN_INPLACE = "BatchNorm2d -> ReLU(inplace=True) backward (issue 13 item 2)"
+
+# name: (steps, rtol, features ember needs: attribute paths or BN_INPLACE)
+PROGRAMS = {
+    "mnist_cnn": (6, 1e-4, ["cuda", "backends.cudnn", BN_INPLACE]),
+    "word_lstm_lm": (5, 1e-4, ["cuda", "nn.LSTM"]),
+    "transformer_lm": (5, 1e-4, ["cuda"]),
+    "vae": (6, 1e-4, ["cuda"]),
+    "dcgan": (4, 1e-4, ["cuda", BN_INPLACE]),
+    "super_resolution": (6, 1e-4, ["cuda", "nn.PixelShuffle"]),
+    "fast_neural_style": (4, 1e-4, ["cuda", "nn.ReflectionPad2d", "nn.functional.interpolate"]),
+    "gpt": (6, 1e-4, ["cuda", "backends.cuda", "amp.GradScaler"]),
+    "llama": (4, 1e-4, ["cuda"]),
+    "gcn": (8, 1e-4, ["FloatTensor", "LongTensor"]),
+    "time_sequence": (3, 1e-9, ["nn.LSTMCell", "optim.LBFGS"]),
+    "resnet": (3, 1e-4, ["cuda", "backends.cudnn", BN_INPLACE]),
+    "unet": (3, 1e-4, ["cuda", "nn.Upsample", "amp.GradScaler", "autocast", BN_INPLACE]),
+    "siamese": (4, 1e-4, ["cuda", "optim.Adadelta", BN_INPLACE]),
+}
+
+
+def _missing(name: str) -> list[str]:
+    out = []
+    for feature in PROGRAMS[name][2]:
+        if feature == BN_INPLACE:
+            if not _batchnorm_then_inplace_relu_works():
+                out.append(feature)
+        elif not _has(feature):
+            out.append(f"ember.{feature}")
+    return out
+
+
+# Known compiler bugs the corpus found (compiled runs only).
+COMPILED_BUGS = {
+    "resnet": "compiled Bottleneck ResNet: from the second training step on, the gradients "
+              "upstream of layer3 (layer2.0.bn3.bias, conv1.weight, ...) differ ~2.6% from eager "
+              "(eager matches torch to 2e-5; step 0 and layer3/layer4 grads match to 5e-6)",
+}
+
+
+def _params(compiled: bool) -> list:
+    params = []
+    for name in PROGRAMS:
+        missing = _missing(name)
+        marks = [pytest.mark.xfail(bool(missing), strict=True,
+                                   reason="not on main yet: " + ", ".join(missing))]
+        if compiled and not missing and name in COMPILED_BUGS:
+            marks = [pytest.mark.xfail(strict=True, reason=COMPILED_BUGS[name])]
+        params.append(pytest.param(name, id=name, marks=marks))
+    return params
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """Each library on one thread: the machine is shared; numbers do not depend on it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@functools.cache
+def _torch_losses(name: str) -> tuple[float, ...]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PyTorch's deprecation notes for legacy API the code uses
+        return tuple(load_program(name, "torch").run(torch, steps=PROGRAMS[name][0]))
+
+
+def _ember_losses(name: str, compile: bool = False) -> list[float]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_program(name, "ember").run(ember, steps=PROGRAMS[name][0], compile=compile)
+
+
+def _assert_close(got, want, rtol: float, what: str) -> None:
+    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    assert np.isfinite(want).all(), want
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6, err_msg=what)
+
+
+@pytest.mark.parametrize("name", _params(compiled=False))
+def test_eager_matches_torch(name):
+    want = _torch_losses(name)
+    got = _ember_losses(name)
+    _assert_close(got, want, PROGRAMS[name][1], f"{name}: ember eager vs torch")
+
+
+@pytest.mark.parametrize("name", _params(compiled=True))
+def test_compiled_matches_eager_and_torch(name):
+    want = _torch_losses(name)
+    eager = _ember_losses(name)
+    compiled = _ember_losses(name, compile=True)
+    _assert_close(compiled, eager, PROGRAMS[name][1], f"{name}: ember compiled vs eager")
+    _assert_close(compiled, want, PROGRAMS[name][1], f"{name}: ember compiled vs torch")
+
+
+def test_alias_binds_torch_to_ember_only_inside_the_program():
+    """The program sees ember under ``torch`` (and its submodules); the test's torch is intact."""
+    mod = load_program("vae", "ember")
+    assert mod.torch is ember and mod.nn is ember.nn and mod.F is ember.nn.functional
+    assert mod.optim is ember.optim
+    import sys
+    assert sys.modules["torch"] is torch
+    assert load_program("vae", "torch").torch is torch
+
+
+def test_init_from_numpy_gives_both_libraries_the_same_weights():
+    from tests.corpus._common import init_from_numpy
+    e = init_from_numpy(ember.nn.Sequential(ember.nn.Linear(3, 4), ember.nn.LayerNorm(4)), 0)
+    t = init_from_numpy(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LayerNorm(4)), 0)
+    es, ts = e.state_dict(), t.state_dict()
+    assert list(es) == list(ts)
+    for k in es:
+        np.testing.assert_array_equal(es[k].numpy(), ts[k].numpy())
+    assert not np.allclose(es["1.weight"].numpy(), 1.0)  # really replaced
