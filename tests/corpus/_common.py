@@ -66,14 +66,14 @@ def init_from_numpy(model: Any, seed: int) -> Any:
 # --------------------------------------------------------------------------- import alias
 def _ember_aliases() -> dict[str, ModuleType]:
     """``torch.<path>`` -> ``ember.<path>`` for every ember module imported so far."""
-    import ember  # noqa: F401
-    for sub in ("ember.nn", "ember.nn.functional", "ember.optim", "ember.optim.lr_scheduler",
-                "ember.utils", "ember.utils.data", "ember.nn.init", "ember.nn.utils"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(sub)
-    for sub in ("ember.nn.utils.rnn", "ember.cuda", "ember.backends", "ember.amp"):
-        with contextlib.suppress(ImportError):
-            importlib.import_module(sub)
+    import ember
+    root = pathlib.Path(ember.__file__).resolve().parent
+    for sub in ("nn", "nn.functional", "nn.init", "nn.utils", "nn.utils.rnn", "nn.parameter",
+                "optim", "optim.lr_scheduler", "utils", "utils.data", "cuda", "backends", "amp"):
+        # only this checkout's modules: an editable install elsewhere must not fill the gaps
+        rel = root.joinpath(*sub.split("."))
+        if rel.with_suffix(".py").is_file() or (rel / "__init__.py").is_file():
+            importlib.import_module("ember." + sub)
     return {"torch" + name[len("ember"):]: mod for name, mod in list(sys.modules.items())
             if (name == "ember" or name.startswith("ember.")) and mod is not None}
 
