@@ -5,10 +5,14 @@ dtypes, and everything again with ``dynamic=True`` in float32) through ``ember.c
 backend that lowers each graph exactly as the ``"c"`` backend does (``lower.lower``: the same
 ``LowerStats`` counters, ``stats.fallbacks``) and then runs it eagerly, so no C compiler runs.
 Prints, per graph op that stayed an extern, the reasons and the (kind, dtype) cases it was seen
-in.  Usage::
+in, and counts the extern-only cases (every graph of every sample all externs: the C conformance
+compares eager with eager there and labels them ``extern``).  Cases and samples come from
+``tests/opinfo/harness.py``, as in the C conformance.  Usage::
 
     python benchmarks/extern_census.py [--kinds fwd,grad,dyn] [--ops sum,cumsum] [--json out]
-                                       [--markdown]
+                                       [--markdown] [--write]
+
+``--write`` rewrites ``tests/opinfo/extern_only.txt`` (the expected lowering table).
 
 ``--markdown`` prints the list grouped by reason, in the form of docs/compiler.md's known gaps.
 """
@@ -27,15 +31,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import ember  # noqa: E402
 from ember.compiler import cbackend  # noqa: E402
 from ember.compiler.lower import lower  # noqa: E402
-from tests.compiler.test_conformance import _call, _float_positions, _grads  # noqa: E402
-from tests.opinfo import ALL_OPINFOS  # noqa: E402
-from tests.opinfo.core import FLOATS, to_ember  # noqa: E402
+from tests.opinfo import harness  # noqa: E402
+from tests.opinfo.core import to_ember  # noqa: E402
 
 
-def census(kinds: tuple, only: set | None) -> tuple[dict, dict]:
-    """({graph op: {reason: set of "kind/dtype"}}, totals {kernels, externs, graphs})."""
+def census(kinds: tuple, only: set | None) -> tuple[dict, dict, set]:
+    """({graph op: {reason: set of "kind/dtype"}}, totals {kernels, externs, graphs, cases},
+    the extern-only cases {(kind, op name, dtype)}: those whose every compiled sample lowered
+    to no C kernel, the cases the C conformance labels ``extern``)."""
     seen: dict = defaultdict(lambda: defaultdict(set))
-    totals = {"graphs": 0, "kernels": 0, "externs": 0}
+    totals = {"graphs": 0, "kernels": 0, "externs": 0, "cases": 0}
+    kernels = [0]
     case = [""]
 
     def backend(graph, example_inputs):
@@ -43,43 +49,52 @@ def census(kinds: tuple, only: set | None) -> tuple[dict, dict]:
         totals["graphs"] += 1
         totals["kernels"] += st.kernels
         totals["externs"] += st.externs
+        kernels[0] += st.kernels
         for f in st.fallbacks:
             op, reason = f.split(": ", 1)
             seen[op][reason].add(case[0])
         return cbackend._eager_runner(graph)
 
-    for op in ALL_OPINFOS:
-        if only and op.name not in only:
-            continue
-        plans = []
-        if "fwd" in kinds:
-            plans += [("fwd", d) for d in op.dtypes if d not in op.xfail]
-        if "grad" in kinds and op.grad:
-            plans += [("grad", d) for d in sorted(set(op.grad_dtypes) | (set(FLOATS) &
-                                                                         set(op.dtypes)))
-                      if d not in op.xfail]
-        if "dyn" in kinds and "float32" in op.dtypes and "float32" not in op.xfail:
-            plans.append(("dyn", "float32"))
-        for kind, dtype in plans:
+    extern_only = set()
+    for kind in kinds:
+        for op, dtype in harness.cases(harness.C_KINDS[kind]):
+            if only and op.name not in only:
+                continue
             case[0] = f"{kind}/{dtype}"
-            for sample in op.samples(dtype, op.rng(dtype)):
-                pos = _float_positions(sample) if kind == "grad" else []
-                if kind == "grad" and not (sample.grad and pos):
-                    continue
-                args = [to_ember(a, i in pos) for i, a in enumerate(sample.args)]
-                if kind == "grad":
-                    def fn(*xs, _op=op, _s=sample, _p=pos):
-                        return _grads(_op, _s, list(xs), _p)
-                else:
-                    def fn(*xs, _op=op, _s=sample):
-                        return _call(_op, _s, xs)
-                ember.compiler.reset()
-                try:
-                    ember.compile(fn, backend=backend,
-                                  dynamic=True if kind == "dyn" else None)(*args)
-                except Exception:  # noqa: BLE001, S112 - error samples are other tests' business
-                    continue
-    return seen, totals
+            kernels[0] = 0
+            ran = _run_case(kind, op, dtype, backend)
+            totals["cases"] += 1
+            if ran and kernels[0] == 0:
+                extern_only.add((kind, op.name, dtype))
+    return seen, totals, extern_only
+
+
+def _run_case(kind: str, op, dtype: str, backend) -> int:
+    """Compile every sample of the case with ``backend``; the number that ran."""
+    ran = 0
+    for sample, pos in harness.samples(harness.C_KINDS[kind], op, dtype):
+        args = [to_ember(a, i in pos) for i, a in enumerate(sample.args)]
+        if kind == "grad":
+            def fn(*xs, _op=op, _s=sample, _p=pos):
+                return harness.grads(_op, _s, list(xs), _p)
+        else:
+            def fn(*xs, _op=op, _s=sample):
+                return harness.call(_op, _s, xs)
+        ember.compiler.reset()
+        try:
+            ember.compile(fn, backend=backend, dynamic=True if kind == "dyn" else None)(*args)
+        except Exception:  # noqa: BLE001, S112 - error samples are other tests' business
+            continue
+        ran += 1
+    return ran
+
+
+def write_extern_only(extern_only: set, totals: dict) -> None:
+    lines = ["# C conformance cases (kind op dtype) whose every graph runs as eager externs:",
+             "# they compare eager with eager.  Written by benchmarks/extern_census.py --write",
+             f"# ({len(extern_only)} of {totals['cases']} cases)."]
+    lines += [" ".join(c) for c in sorted(extern_only)]
+    harness.EXTERN_ONLY_FILE.write_text("\n".join(lines) + "\n")
 
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
@@ -118,12 +133,19 @@ def main() -> None:
     ap.add_argument("--kinds", default="fwd,grad,dyn")
     ap.add_argument("--ops", default="", help="OpInfo names (comma-separated), default all")
     ap.add_argument("--json", default="", help="write the census to this file")
+    ap.add_argument("--write", action="store_true",
+                    help="write tests/opinfo/extern_only.txt (the C conformance's labels)")
     ap.add_argument("--markdown", action="store_true",
                     help="print the list grouped by reason, as in docs/compiler.md")
     a = ap.parse_args()
-    seen, totals = census(tuple(a.kinds.split(",")), set(filter(None, a.ops.split(","))))
+    seen, totals, extern_only = census(tuple(a.kinds.split(",")),
+                                       set(filter(None, a.ops.split(","))))
     print(f"graphs {totals['graphs']}, C kernels {totals['kernels']}, "
-          f"externs {totals['externs']}")
+          f"externs {totals['externs']}; cases {totals['cases']}, extern-only "
+          f"{len(extern_only)}")
+    if a.write:
+        assert a.kinds == "fwd,grad,dyn" and not a.ops, "--write needs the whole table"
+        write_extern_only(extern_only, totals)
     if a.markdown:
         print(markdown(seen))
     for op in sorted(seen) if not a.markdown else ():
@@ -131,9 +153,9 @@ def main() -> None:
         for reason, cases in sorted(seen[op].items()):
             print(f"    {reason}: {', '.join(sorted(cases))}")
     if a.json:
+        externs = {op: {r: sorted(c) for r, c in rs.items()} for op, rs in seen.items()}
         Path(a.json).write_text(json.dumps(
-            {"totals": totals, "externs": {op: {r: sorted(c) for r, c in rs.items()}
-                                           for op, rs in seen.items()}}, indent=1))
+            {"totals": totals, "extern_only": sorted(extern_only), "externs": externs}, indent=1))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,19 @@ from ember import compiler  # noqa: F401
 from ember.compiler import compile  # noqa: F401
 from ember import _dynamo  # noqa: F401
 
+# device plumbing and legacy namespaces (docs/devices.md)
+from ember import (  # noqa: F401, E402
+    accelerator, amp, backends, cuda, distributed, jit, mps, onnx, xpu,
+)
+from ember.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401, E402
+from ember.backends import (  # noqa: F401, E402
+    are_deterministic_algorithms_enabled, get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
+from ember.device import get_default_device, set_default_device  # noqa: F401, E402
+from ember.errors import DeviceUnavailableError  # noqa: F401, E402
+
 __version__ = "0.1.0"
 
 

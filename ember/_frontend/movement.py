@@ -140,10 +140,13 @@ def _nonempty(tensors: Any, op: str) -> list:
 
 # ---------------------------------------------------------------------------------- flip/roll
 @tensor_method("flip")
-def flip(input: Tensor, *dims: Any) -> Tensor:
-    """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
+def flip(input: Tensor, *args: Any, dims: Any = None) -> Tensor:
+    """Reverse the order of elements along ``dims`` (a copy, as in PyTorch):
+    ``ember.flip(x, [0])``, ``x.flip(0, 1)``, ``x.flip(dims=(0,))``."""
     check_tensor(input, "flip")
-    ds = size_args(dims, "flip")
+    if dims is not None and args:
+        raise EmberTypeError("[flip] got dims both positionally and as a keyword")
+    ds = size_args(args if dims is None else (dims,), "flip")
     w = [wrap_dim(d, input.ndim, "flip") for d in ds]
     for d in w:
         if w.count(d) > 1:

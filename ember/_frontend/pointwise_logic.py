@@ -142,8 +142,8 @@ def where(condition: Tensor, input: Any = None, other: Any = None) -> Any:
     return bind(P.WHERE, expand_to(condition, shape), x, y)
 
 
-def _where_method(self: Tensor, condition: Tensor, y: Any) -> Tensor:
-    return where(condition, self, y)
+def _where_method(self: Tensor, condition: Tensor, other: Any) -> Tensor:
+    return where(condition, self, other)
 
 
 Tensor.where = _where_method  # type: ignore[attr-defined]

@@ -49,14 +49,30 @@ def infer_shape(shape: tuple, numel: int, op: str) -> tuple:
         if known == 0 or numel % known:
             raise ShapeError(f"[{op}] shape '{list(shape)}' is invalid for input of size {numel}")
         shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif type(numel) is int and all(type(s) is int for s in shape):  # symbolic: the meta checks
+        total = 1
+        for s in shape:
+            total *= s
+        if total != numel:
+            raise ShapeError(f"[{op}] shape '{list(shape)}' is invalid for input of size {numel}")
     return shape
+
+
+def _kw_sizes(args: tuple, kw: Any, name: str, op: str) -> tuple:
+    """PyTorch's ``f(2, 3)`` / ``f((2, 3))`` / ``f(name=(2, 3))`` forms as one args tuple."""
+    if kw is None:
+        return args
+    if args:
+        raise EmberTypeError(f"[{op}] got '{name}' both positionally and as a keyword")
+    return (kw,)
 
 
 # ---------------------------------------------------------------------------------- reshaping
 @tensor_method("view")
-def view(input: Tensor, *shape: Any) -> Tensor:
+def view(input: Tensor, *shape: Any, size: Any = None) -> Tensor:
     """A view with a new shape (no copy); fails if the strides do not allow it."""
     from ember import dtypes as dt
+    shape = _kw_sizes(shape, size, "size", "view")
     if len(shape) == 1 and isinstance(shape[0], dt.dtype):
         raise ShapeError("[view] viewing as another dtype is not supported")
     shp = infer_shape(size_args(shape, "view"), input.numel(), "view")
@@ -73,9 +89,10 @@ def _viewable(a: np.ndarray, shape: tuple) -> bool:
 
 
 @tensor_method("reshape")
-def reshape(input: Tensor, *shape: Any) -> Tensor:
+def reshape(input: Tensor, *args: Any, shape: Any = None) -> Tensor:
     """A view when the strides allow it, otherwise a copy."""
     check_tensor(input, "reshape")
+    shape = _kw_sizes(args, shape, "shape", "reshape")
     shp = infer_shape(size_args(shape, "reshape"), input.numel(), "reshape")
     if shp == input._data.shape:
         return bind(S.VIEW, input, shape=shp)
@@ -161,8 +178,8 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 @tensor_method("expand")
-def expand(input: Tensor, *sizes: Any) -> Tensor:
-    shape = size_args(sizes, "expand")
+def expand(input: Tensor, *sizes: Any, size: Any = None) -> Tensor:
+    shape = size_args(_kw_sizes(sizes, size, "size", "expand"), "expand")
     lead = len(shape) - input.ndim
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
                   for i, s in enumerate(shape))
@@ -178,8 +195,8 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
 
 
 @tensor_method("permute")
-def permute(input: Tensor, *dims: Any) -> Tensor:
-    d = size_args(dims, "permute")
+def permute(input: Tensor, *args: Any, dims: Any = None) -> Tensor:
+    d = size_args(_kw_sizes(args, dims, "dims", "permute"), "permute")
     n = input.ndim
     if len(d) != n:
         raise ShapeError(f"[permute] number of dims don't match in permute: got {len(d)} dims "

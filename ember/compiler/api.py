@@ -30,7 +30,7 @@ from ember.compiler import _reasons
 from ember.compiler.backends import lookup_backend
 from ember.compiler.graph import STRUCTURAL_PARAMS, Captured, Graph, _skel, capture
 from ember.config import config
-from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError
+from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError, TorchDynamoException
 from ember.tensor import Tensor, _wrap
 
 _LZ = _lazy.STATE
@@ -45,6 +45,12 @@ class _Config:
 
     recompile_limit = 8
     automatic_dynamic_shapes = True
+    # PyTorch's knobs that scripts set; stored only (ember never suppresses errors)
+    suppress_errors = False
+    verbose = False
+    capture_scalar_outputs = False
+    capture_dynamic_output_shape_ops = False
+    optimize_ddp = True
     default_backend: Any = config.compile_backend
 
     @property
@@ -59,7 +65,7 @@ class _Config:
 compiler_config = _Config()
 
 
-class RecompileError(EmberRuntimeError):
+class RecompileError(EmberRuntimeError, TorchDynamoException):
     """A recompile was needed under ``set_stance("fail_on_recompile")``, or a ``fullgraph=True``
     function went past ``config.recompile_limit``."""
 
@@ -121,6 +127,7 @@ class CodeCache:
     segments: dict = field(default_factory=dict)   # segment index -> SegmentCache
     calls: int = 0                                 # calls so far (eager_then_compile)
     warned: bool = False                           # the recompile-limit warning was given
+    grad_flags: list = field(default_factory=list)  # requires_grad of tensor args, per call kind
 
     @property
     def recompiles(self) -> int:
@@ -316,7 +323,40 @@ class CompiledFunction:
         code.calls += 1
         if stance == "eager_then_compile" and code.calls == 1:
             return self._run(args, kwargs, observe_only=True)
+        flags = _grad_flags(args, kwargs)
+        if flags not in code.grad_flags:
+            if stance == "fail_on_recompile" and code.grad_flags:
+                self._fail_on_grad_flags(code, flags, args, kwargs)
+            code.grad_flags.append(flags)
         return self._run(args, kwargs)
+
+    def _fail_on_grad_flags(self, code: CodeCache, flags: tuple, args: tuple,
+                            kwargs: dict) -> None:
+        """PyTorch guards on each tensor argument's requires_grad: a change is a recompile."""
+        seen = code.grad_flags[0]
+        if len(seen) != len(flags):
+            return  # a different argument structure: the graph guards report it
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        tensors += [v for v in kwargs.values() if isinstance(v, Tensor)]
+        try:
+            fn = self._orig if self._module is None else self._module.forward
+            bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+            by_id = {id(v): k for k, v in bound.items()}
+        except (TypeError, ValueError):
+            by_id = {}
+        diffs = []
+        for i, (t, old, new) in enumerate(zip(tensors, seen, flags)):
+            if old != new:
+                rg = old[1] if isinstance(old, tuple) else old
+                diffs.append(f"tensor '{by_id.get(id(t), f'arg {i}')}' requires_grad mismatch. "
+                             f"expected requires_grad={int(rg)}")
+        if not diffs:
+            return  # the same flags under other keyword names: the graph guards decide
+        raise RecompileError(
+            f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
+            f"filename: '{code.filename}', function name: '{code.name}', line number: "
+            f"{code.lineno}\n    triggered by the following guard failure(s):\n" +
+            "\n".join(f"    - {d}" for d in diffs))
 
     def _make_frame(self, observe_only: bool) -> _Frame:
         # a seam for mode="reduce-overhead" (replay.py), which records what realizing did
@@ -367,6 +407,14 @@ class CompiledFunction:
         if "graph_breaks" in config.logs:
             for reason, stack in breaks:
                 _log("graph_breaks", _reasons.format_break(reason, stack))
+
+
+def _grad_flags(args: tuple, kwargs: dict) -> tuple:
+    """The requires_grad of each tensor argument, positional then by keyword."""
+    flags = tuple(a._requires_grad for a in args if isinstance(a, Tensor))
+    if kwargs:
+        flags += tuple((k, v._requires_grad) for k, v in kwargs.items() if isinstance(v, Tensor))
+    return flags
 
 
 def _abort(tr: _lazy.Trace) -> None:

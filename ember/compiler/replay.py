@@ -601,7 +601,7 @@ class ReplayFunction(CompiledFunction):
         found = mods
         for m in list(found):  # user-written forwards read globals too
             fwd = getattr(type(m), "forward", None)
-            if not getattr(fwd, "__module__", "ember").startswith("ember"):
+            if not (getattr(fwd, "__module__", "ember") or "").startswith("ember"):
                 _scan(fwd, found, e, seen_fns, 2)
         seen: set = set()
         modules = []
@@ -847,7 +847,7 @@ def _scan(f: Any, found: list, e: _Entry, seen: set, depth: int) -> None:
                 e.names.append((space, name, v))
                 _track(v, found, e)
             elif isinstance(v, types.FunctionType) and \
-                    not getattr(v, "__module__", "").startswith("ember"):
+                    not (getattr(v, "__module__", "") or "").startswith("ember"):
                 e.names.append((space, name, v))
                 _scan(v, found, e, seen, depth - 1)
 

@@ -99,3 +99,6 @@ from ember.nn.modules.transformer import (  # noqa: F401
     TransformerEncoderLayer,
 )
 from ember.nn.parameter import Parameter  # noqa: F401
+# data parallelism without GPUs (docs/devices.md)
+from ember.nn import parallel  # noqa: E402, F401
+from ember.nn.parallel import DataParallel  # noqa: E402, F401

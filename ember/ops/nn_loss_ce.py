@@ -60,16 +60,18 @@ def _log_softmax(x: np.ndarray, src: np.dtype) -> np.ndarray:
     return r(out)
 
 
-def _check_targets(t: np.ndarray, n_classes: int, ignore_index: int) -> None:
+def _check_targets(t: np.ndarray, n_classes: int, ignore_index: int, op: str) -> None:
     bad = ((t < 0) | (t >= n_classes)) & (t != ignore_index)
     if bad.any():
-        raise EmberIndexError(f"Target {int(t[bad].flat[0])} is out of bounds.")
+        raise EmberIndexError(f"[{op}] Target {int(t[bad].flat[0])} is out of bounds. Expected "
+                              f"class indices in [0, {n_classes - 1}] (or ignore_index "
+                              f"{ignore_index}).")
 
 
 def _picked(t: np.ndarray, w: np.ndarray | None, ignore_index: int, n_classes: int,
-            dtype: np.dtype) -> tuple:
+            dtype: np.dtype, op: str = "nll_loss") -> tuple:
     """(safe target indices, per-element weight w[t] with 0 at ignored targets, mask)."""
-    _check_targets(t, n_classes, ignore_index)
+    _check_targets(t, n_classes, ignore_index, op)
     mask = t != ignore_index
     safe = np.where(mask, t, 0).astype(np.int64)
     wt = mask.astype(dtype) if w is None else np.where(mask, w.astype(dtype)[safe], 0)
@@ -179,7 +181,8 @@ def _ce_parts(x: np.ndarray, t: np.ndarray, w: np.ndarray | None, ignore_index: 
     src = x.dtype
     xr = _class_last(x.astype(np.float32) if src.name in _LOWP else x)
     logp = _log_softmax(xr, src)
-    safe, wt, _ = _picked(_rows_target(t, x.ndim), w, ignore_index, xr.shape[-1], xr.dtype)
+    safe, wt, _ = _picked(_rows_target(t, x.ndim), w, ignore_index, xr.shape[-1], xr.dtype,
+                          "cross_entropy")
     wc = None if w is None else w.astype(xr.dtype)
     return logp, safe, wt, wc
 

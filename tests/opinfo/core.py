@@ -9,7 +9,8 @@ Each family of ops has its own module (``ops_pointwise.py``, ``ops_reduction.py`
 defines ``OPINFOS: list[OpInfo]``; ``ALL_OPINFOS`` gathers them.  Drivers:
 ``test_values.py`` (values and dtypes against torch), ``test_grads.py`` (gradients against
 torch and against finite differences), ``test_errors.py`` (error types and messages), and
-``test_registry.py`` (every registered OpDef is reached by some sample).
+``test_registry.py`` (every registered OpDef is reached by some sample); they and the compiler's
+conformance tests take cases and samples from ``harness.py``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class OpInfo:
     compare: Callable[[Any, Any], None] | None = None  # custom compare(ember_out, torch_out)
     random: bool = False                 # output is random: only shapes/dtypes compared
     skip_torch: str = ""                 # reason torch cannot be the oracle (compare differently)
-    xfail: dict = field(default_factory=dict)  # dtype -> reason
+    xfail: dict = field(default_factory=dict)  # dtype -> reason (strict xfail vs torch)
+    no_samples: dict = field(default_factory=dict)  # dtype -> why a kind has no sample there
 
     def rng(self, dtype: str) -> np.random.Generator:
         return np.random.default_rng(zlib.crc32(f"{self.name}/{dtype}".encode()))
@@ -199,7 +201,7 @@ def assert_close(actual: Any, expected: Any, dtype: str, tols: dict | None = Non
     a, e = to_numpy(actual), to_numpy(expected)
     out_dtype = dtype_name(expected)
     rtol, atol = (tols or {}).get(out_dtype, TOLS.get(out_dtype, (0, 0)))
-    if a.dtype.kind in "biu":
+    if a.dtype.kind in "biu":  # to_numpy widened float16/bfloat16 to float32
         np.testing.assert_array_equal(a, e, err_msg=what)
     else:
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-import ember
 from tests.opinfo.core import FLOATS, ErrorCase, OpInfo, Sample, make
 
 F32, F64 = np.float32, np.float64
@@ -94,13 +93,7 @@ def _errors():
     ]
 
 
-_HAS_DROPOUT = hasattr(ember.nn.functional, "dropout")
-_DROPOUT_REASON = "dropout lands with the random helper"
-
-
 def _dropout_samples(dtype, rng):
-    if not _HAS_DROPOUT:
-        return
     yield Sample((make((2, 4, 8), dtype, rng), make((2, 5, 8), dtype, rng),
                   make((2, 5, 6), dtype, rng)), {"dropout_p": 0.5}, desc="dropout_p=0.5",
                  grad=False)
@@ -109,6 +102,5 @@ def _dropout_samples(dtype, rng):
 OPINFOS = [
     OpInfo("scaled_dot_product_attention", _sdpa, _samples, dtypes=FLOATS, errors=_errors),
     OpInfo("scaled_dot_product_attention_dropout", _sdpa, _dropout_samples, dtypes=FLOATS,
-           grad=False, random=True,
-           xfail={} if _HAS_DROPOUT else {d: _DROPOUT_REASON for d in FLOATS}),
+           grad=False, random=True),
 ]

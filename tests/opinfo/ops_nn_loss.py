@@ -142,9 +142,9 @@ def _class_errors(fn, name):
     t = np.array([0, 1, 2], np.int64)
     return [
         ErrorCase((x, np.array([0, 5, 1], np.int64)), exc=IndexError,
-                  match=r"Target 5 is out of bounds\."),
+                  match=rf"^\[{name}\] Target 5 is out of bounds\."),
         ErrorCase((x, np.array([0, -1, 1], np.int64)), exc=IndexError,
-                  match=r"Target -1 is out of bounds\."),
+                  match=rf"^\[{name}\] Target -1 is out of bounds\."),
         ErrorCase((x, np.array([0, 1, 2, 3], np.int64)), exc=ValueError,
                   match=rf"\[{name}\] Expected input batch_size \(3\) to match target "
                         r"batch_size \(4\)\."),

@@ -54,6 +54,15 @@ def _view_errors():
     ]
 
 
+def _reshape_errors():
+    return [
+        ErrorCase((_z(2, 3),), {"shape": (4,)}, exc=RuntimeError,
+                  match=r"^\[reshape\] shape '\[4\]' is invalid for input of size 6$"),
+        ErrorCase((_z(2, 3),), {"shape": (-1, 4)}, exc=RuntimeError,
+                  match=r"^\[reshape\] shape '\[-1, 4\]' is invalid for input of size 6$"),
+    ]
+
+
 def _view_noncontig_errors():
     return [ErrorCase((_z(3, 2).T,), {}, exc=RuntimeError,
                       match=r"\[view\] view size is not compatible")]
@@ -417,7 +426,8 @@ def _diagonal_errors():
 
 
 OPINFOS = [
-    OpInfo("reshape", lambda t, x, shape: x.reshape(shape), _reshape_samples, dtypes=ALL),
+    OpInfo("reshape", lambda t, x, shape: x.reshape(shape), _reshape_samples, dtypes=ALL,
+           errors=_reshape_errors),
     OpInfo("view", lambda t, x, shape: x.view(shape), _view_samples, dtypes=ALL,
            errors=_view_errors),
     OpInfo("view_noncontig_error", lambda t, x: x.view(6), lambda d, r: [

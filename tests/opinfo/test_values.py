@@ -1,44 +1,42 @@
-"""Values and dtypes of every OpInfo sample against PyTorch."""
+"""Values and dtypes of every OpInfo sample against PyTorch (cases and samples from
+``harness.py``; every case checks at least one sample)."""
 
 from __future__ import annotations
 
 import pytest
 
 import ember
-from tests.opinfo import ALL_OPINFOS
+from tests.opinfo import harness
 from tests.opinfo.core import assert_close, convert_kwargs, to_ember, to_torch
 
 torch = pytest.importorskip("torch")
 
-CASES = [(op, d) for op in ALL_OPINFOS for d in op.dtypes]
+
+def _params():
+    out = []
+    for op, d in harness.cases("values"):
+        marks = [pytest.mark.xfail(strict=True, reason=op.xfail[d])] if d in op.xfail else []
+        out.append(pytest.param(op, d, marks=marks, id=f"{op.name}-{d}"))
+    return out
 
 
-def _run_ember(op, sample):
-    return op.fn(ember, *[to_ember(a) for a in sample.args], **sample.kwargs)
-
-
-def _run_torch(op, sample):
+def _check(op, dtype, sample):
     args = [to_torch(a, torch) for a in sample.args]
-    return op.fn(torch, *args, **convert_kwargs(sample.kwargs, torch))
+    expected = op.fn(torch, *args, **convert_kwargs(sample.kwargs, torch))
+    actual = op.fn(ember, *[to_ember(a) for a in sample.args], **sample.kwargs)
+    what = f"{op.name}[{dtype}] {sample!r}"
+    if op.compare is not None:
+        op.compare(actual, expected)
+    elif op.random:
+        assert tuple(actual.shape) == tuple(expected.shape), what
+        assert str(actual.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1], what
+    else:
+        assert_close(actual, expected, dtype, op.tols, what)
+    return True
 
 
-@pytest.mark.parametrize("op,dtype", CASES, ids=[f"{o.name}-{d}" for o, d in CASES])
+@pytest.mark.parametrize("op,dtype", _params())
 def test_values_match_torch(op, dtype):
-    if dtype in op.xfail:
-        pytest.xfail(op.xfail[dtype])
     if op.skip_torch:
         pytest.skip(op.skip_torch)
-    n = 0
-    for sample in op.samples(dtype, op.rng(dtype)):
-        expected = _run_torch(op, sample)
-        actual = _run_ember(op, sample)
-        what = f"{op.name}[{dtype}] {sample!r}"
-        if op.compare is not None:
-            op.compare(actual, expected)
-        elif op.random:
-            assert tuple(actual.shape) == tuple(expected.shape), what
-            assert str(actual.dtype).split(".")[-1] == str(expected.dtype).split(".")[-1], what
-        else:
-            assert_close(actual, expected, dtype, op.tols, what)
-        n += 1
-    assert n > 0, f"{op.name} has no samples for {dtype}"
+    harness.run_case("values", op, dtype, lambda sample, pos: _check(op, dtype, sample))

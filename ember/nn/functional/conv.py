@@ -507,13 +507,13 @@ def _renorm_rows(weight: Tensor, input: Tensor, max_norm: float, norm_type: floa
         weight._version_counter[0] += 1
 
 
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding with a trailing ``num_classes`` dim (inferred when -1)."""
-    check_tensor(tensor, "one_hot")
-    if tensor._dtype is not dt.int64:
+    check_tensor(input, "one_hot")
+    if input._dtype is not dt.int64:
         raise DTypeRuntimeError(
             "[one_hot] one_hot is only applicable to index tensor of type LongTensor.")
-    data = tensor._data
+    data = input._data
     if num_classes == -1 or (data.size == 0 and num_classes <= 0):
         if data.size == 0:
             raise EmberRuntimeError(
@@ -523,5 +523,5 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         raise EmberRuntimeError("[one_hot] Class values must be non-negative.")
     if num_classes < 0 or (data.size and data.max() >= num_classes):
         raise EmberRuntimeError("[one_hot] Class values must be smaller than num_classes.")
-    return bind(C.ONE_HOT, tensor, num_classes=int(num_classes))
+    return bind(C.ONE_HOT, input, num_classes=int(num_classes))
 

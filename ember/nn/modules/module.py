@@ -9,6 +9,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ember import dtypes as _dt
 from ember.autograd.grad_mode import no_grad
+from ember.device import check_device
+from ember.errors import EmberRuntimeError
 from ember.nn.modules._backward_hooks import BackwardHook
 from ember.nn.modules._hooks import RemovableHandle, addindent, typename
 from ember.nn.modules._module_helpers import (
@@ -439,11 +441,21 @@ class Module:
     def cpu(self) -> Module:
         return self
 
+    def cuda(self, device: Any = None) -> Module:
+        """Raises ``DeviceUnavailableError`` (an ``AssertionError``, as PyTorch without CUDA)."""
+        check_device("cuda" if device is None or isinstance(device, int) else device,
+                     "Module.cuda")
+        return self
+
+    def xpu(self, device: Any = None) -> Module:
+        check_device("xpu", "Module.xpu")
+        return self
+
     def share_memory(self) -> Module:
         return self  # one process, one address space: already shared
 
     def type(self, dst_type: Any) -> Module:
-        return self._apply(lambda t: t.to(dst_type))
+        return self._apply(lambda t: t.type(dst_type))
 
     # ------------------------------------------------------------------ state dict
     def get_extra_state(self) -> Any:
@@ -604,8 +616,8 @@ class Module:
                 error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
                     ", ".join(f'"{k}"' for k in missing_keys)))
         if error_msgs:
-            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
-                self.__class__.__name__, "\n\t".join(error_msgs)))
+            raise EmberRuntimeError("[load_state_dict] Error(s) in loading state_dict for {}:\n\t{}"
+                                    .format(self.__class__.__name__, "\n\t".join(error_msgs)))
         return _IncompatibleKeys(missing_keys, unexpected_keys)
 
     # ------------------------------------------------------------------ hooks and calling
