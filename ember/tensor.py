@@ -171,7 +171,7 @@ class Tensor:
             return st
         return st[_wrap_dim(dim, self._data.ndim, "stride")]
 
-    def is_contiguous(self, memory_format: Any = None) -> bool:
+    def is_contiguous(self, memory_format: Any = _dt.contiguous_format) -> bool:
         shape, strides = self._data.shape, self.stride()
         name = getattr(memory_format, "name", "contiguous_format")
         if name in ("channels_last", "channels_last_3d"):
