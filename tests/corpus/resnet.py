@@ -171,7 +171,7 @@ def train_one(torch, model, images, labels, steps, compile, device):
     return losses
 
 
-def run(torch, steps=3, compile=False):
+def run(torch, steps=2, compile=False):
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
