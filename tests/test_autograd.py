@@ -350,3 +350,20 @@ def test_linear_bias_grad_only():
         (F.linear(x, w, b) ** 2).sum().backward()
         grads.append(b.grad)
     close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("expr", ["a + b", "(a + b).sum()", "a - b + a"])
+def test_leaf_grads_do_not_share_memory(expr):
+    # one gradient handed to two leaves (add's backward) must become two .grad tensors, and
+    # a broadcast gradient must be writable: in-place clipping of one leaf's .grad (as
+    # clip_grad_norm_ does) must not change the other's, as in PyTorch
+    results = []
+    for lib in (ember, torch):
+        a = lib.ones(3, dtype=lib.float64, requires_grad=True)
+        b = lib.full((3,), 2.0, dtype=lib.float64, requires_grad=True)
+        out = eval(expr, {"a": a, "b": b})
+        (out if out.dim() == 0 else out.sum()).backward()
+        a.grad.mul_(0.5)
+        results.append((a.grad, b.grad))
+    close(results[0][0], results[1][0])
+    close(results[0][1], results[1][1])

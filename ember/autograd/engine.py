@@ -138,12 +138,13 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
             targets[t._grad_edge()] = t
         captured = _run(tensors, grads, retain_graph, create_graph, capture=list(targets),
                         accumulate=False)
+        stored: set[int] = set()
         for edge, t in targets.items():
             g = captured.get(edge)
             if g is None:
                 continue
             if t.grad_fn is None:
-                t._accumulator().apply((g,), create_graph)
+                t._accumulator().apply((g,), create_graph, stored)
             else:
                 from ember.autograd.grad_mode import no_grad
                 with no_grad() if not create_graph else _NullCtx():
@@ -258,6 +259,7 @@ def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_
         _add_to_buffer(buffers, node, nr, g, create_graph)
 
     captured: dict = {}
+    stored: set[int] = set()  # payload ids stored as leaves' .grad (AccumulateGrad.apply)
     ready: list = []
     for node in buffers:
         if deps.get(node, 0) == 0:
@@ -282,7 +284,7 @@ def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_
                         captured[(node, nr)] = grads_in[nr]
             if isinstance(node, AccumulateGrad):
                 if accumulate:
-                    node.apply(tuple(grads_in), create_graph)
+                    node.apply(tuple(grads_in), create_graph, stored)
                 continue
             if needed is not None and all(k not in needed for k in children[node]):
                 continue

@@ -107,7 +107,10 @@ class AccumulateGrad(Node):
         self.variable = variable
         self._post_acc_hooks: list[Callable] | None = None
 
-    def apply(self, grads: tuple, create_graph: bool) -> tuple:
+    def apply(self, grads: tuple, create_graph: bool, stored: set | None = None) -> tuple:
+        """``stored``: ids of the payloads this backward already stored as some leaf's
+        ``.grad``; a gradient handed to two leaves (``a + b``) is copied for the second, as
+        PyTorch's AccumulateGrad copies a gradient it cannot steal."""
         (g,) = grads
         var = self.variable
         if g is None:
@@ -122,7 +125,11 @@ class AccumulateGrad(Node):
                 var.grad = g
             else:
                 g = g.detach()
-                var.grad = g.clone() if g._base is not None else g
+                if g._base is not None or _shared_payload(g, stored):
+                    g = g.clone()
+                if stored is not None:
+                    stored.add(id(g._data))
+                var.grad = g
         else:
             if create_graph:
                 var.grad = var.grad + g
@@ -134,6 +141,16 @@ class AccumulateGrad(Node):
             for hook in list(self._post_acc_hooks):
                 hook(var)
         return ()
+
+
+def _shared_payload(g: Tensor, stored: set | None) -> bool:
+    """Whether ``g``'s memory is already another leaf's ``.grad`` or is a broadcast (stride-0)
+    array, which in-place updates of ``.grad`` (``mul_`` in gradient clipping) must not see."""
+    data = g._data
+    if stored is not None and id(data) in stored:
+        return True
+    strides = getattr(data, "strides", None)
+    return bool(strides) and data.size > 1 and 0 in strides
 
 
 class SavedTensor:

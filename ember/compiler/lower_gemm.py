@@ -319,14 +319,20 @@ def fuse_epilogues(program: Program, graph: Any) -> int:
 
 def _producer(kernels: list, j: int) -> GemmKernel | None:
     """The GEMM before ``kernels[j]`` whose epilogue it can join: the nearest one whose product
-    it reads, with nothing in between writing a buffer it loads."""
+    it reads, with nothing in between writing a buffer it loads, or reading or writing a
+    buffer it stores (the zero fill before ``basic_index_backward``'s copy must stay first)."""
     k = kernels[j]
-    reads = set(id(b) for b in k.buffers()[0])
+    k_in, k_out = k.buffers()
+    reads = set(id(b) for b in k_in)
+    writes = set(id(b) for b in k_out)
     for p in range(j - 1, -1, -1):
         g = kernels[p]
         if isinstance(g, GemmKernel) and id(g.out) in reads:
             return g if _fusable(g, k) else None
-        if any(id(b) in reads for b in g.buffers()[1]):
+        g_in, g_out = g.buffers()
+        if any(id(b) in reads or id(b) in writes for b in g_out):
+            return None
+        if any(id(b) in writes for b in g_in):
             return None
     return None
 

@@ -90,6 +90,16 @@ from ember.nn.modules.pooling import (  # noqa: F401
     MaxPool1d,
     MaxPool2d,
 )
+from ember.nn.modules.rnn import (  # noqa: F401
+    GRU,
+    LSTM,
+    RNN,
+    GRUCell,
+    LSTMCell,
+    RNNBase,
+    RNNCell,
+    RNNCellBase,
+)
 from ember.nn.modules.sparse import Embedding  # noqa: F401
 from ember.nn.modules.transformer import (  # noqa: F401
     Transformer,

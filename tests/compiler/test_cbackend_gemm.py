@@ -220,6 +220,22 @@ def test_residual_epilogue_keeps_needed_product():
     assert cg.stats.epilogues == 1 and len(cg.program.kernels()) == 1
 
 
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_product_copied_into_zeroed_slice_keeps_zero_fill_first(dtype):
+    # backward of ``x[:, :2] @ w``: basic_index_backward is a zero fill of (4, 6) then a copy of
+    # the product into columns 0..1; the copy must not join the GEMM's epilogue ahead of the
+    # fill (it did, and the fill then erased the product: zero gradients, seen in nn.GRU)
+    x, w = randn(4, 6, dtype=dtype), randn(2, 6, dtype=dtype)
+
+    def f(x, w):
+        x = x.detach().requires_grad_()
+        return ember.autograd.grad((x[:, :2] @ w).sum(), [x])[0]
+
+    got, want, cg = compiled(f, x, w)
+    close(got, want)
+    assert np.abs(want.numpy()[:, :2]).min() > 0
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("act", ["relu", "gelu"])
 def test_linear_training_step_grads_equal_eager(dtype, act):

@@ -1,5 +1,7 @@
-"""``ember.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``ember.nn.utils``: gradient clipping, parameter/vector conversion and ``rnn`` (packed
+sequences)."""
 
+from ember.nn.utils import rnn  # noqa: F401
 from ember.nn.utils.clip_grad import (  # noqa: F401
     clip_grad_norm,
     clip_grad_norm_,
