@@ -108,6 +108,32 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
+_FLAGS = ("cudnn.benchmark", "cudnn.deterministic", "cudnn.allow_tf32", "cuda.matmul.allow_tf32")
+
+
+def _flag_owner(lib, flag: str):
+    obj = lib.backends
+    for part in flag.split(".")[:-1]:
+        obj = getattr(obj, part, None)
+    return obj
+
+
+@pytest.fixture(autouse=True)
+def _restore_backend_flags():
+    """The programs set ``torch.backends`` flags as scripts do; other tests see the defaults."""
+    saved = []
+    for lib in (ember, torch):
+        if not hasattr(lib, "backends"):
+            continue
+        for flag in _FLAGS:
+            owner, attr = _flag_owner(lib, flag), flag.rsplit(".", 1)[1]
+            if owner is not None and hasattr(owner, attr):
+                saved.append((owner, attr, getattr(owner, attr)))
+    yield
+    for owner, attr, value in saved:
+        setattr(owner, attr, value)
+
+
 @functools.cache
 def _torch_losses(name: str) -> tuple[float, ...]:
     with warnings.catch_warnings():
