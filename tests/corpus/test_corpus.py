@@ -161,11 +161,20 @@ def test_eager_matches_torch(name):
     _assert_close(got, want, PROGRAMS[name][1], f"{name}: ember eager vs torch")
 
 
+def _graphs_compiled_from(path: str) -> int:
+    """How many graphs ember's compiler holds for code in ``path`` (a read of its caches)."""
+    from ember.compiler import api
+    return sum(seg.count for cc in list(api._CACHES.values())
+               if getattr(cc, "filename", None) == path for seg in cc.segments.values())
+
+
 @pytest.mark.parametrize("name", _params())
 def test_compiled_matches_eager_and_torch(name):
     want = _torch_losses(name)
     eager = _ember_losses(name)
     compiled = _ember_losses(name, compile=True)
+    assert _graphs_compiled_from(load_program(name, "ember").__file__) > 0, \
+        f"{name}: torch.compile(model) compiled no graph"
     _assert_close(compiled, eager, PROGRAMS[name][1], f"{name}: ember compiled vs eager")
     _assert_close(compiled, want, PROGRAMS[name][1], f"{name}: ember compiled vs torch")
 
