@@ -706,7 +706,9 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
         saved_in = tuple(lst)
     saved_out: tuple = ()
     if op.save_output:
-        saved_out = tuple(SavedTensor(r.detach(), name, is_output=True) for r in results)
+        keep = op.save_output
+        saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
+                          if keep is True or i in keep else None for i, r in enumerate(results))
     ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
     node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
     for i, r in enumerate(results):

@@ -217,7 +217,7 @@ class BackwardContext:
 
     @property
     def outputs(self) -> tuple:
-        outs = tuple(s.unpack() for s in self._saved_outputs)
+        outs = tuple(None if s is None else s.unpack() for s in self._saved_outputs)
         owner = self._owner
         if owner is None:
             return outs
@@ -225,7 +225,7 @@ class BackwardContext:
         # this very node, so reattach them to it for higher-order derivatives
         rebuilt = []
         for i, t in enumerate(outs):
-            if not t.dtype.is_floating_point:  # indices and masks never carry gradients
+            if t is None or not t.dtype.is_floating_point:  # unsaved; indices, masks
                 rebuilt.append(t)
                 continue
             r = t.detach()

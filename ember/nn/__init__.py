@@ -112,3 +112,31 @@ from ember.nn.parameter import Parameter  # noqa: F401
 # data parallelism without GPUs (docs/devices.md)
 from ember.nn import parallel  # noqa: E402, F401
 from ember.nn.parallel import DataParallel  # noqa: E402, F401
+
+# isort: split
+# image layers: padding, pixel shuffle, upsampling, fold (issue 13)
+from ember.nn.modules.fold import Fold, Unfold  # noqa: F401, E402
+from ember.nn.modules.padding import (  # noqa: F401, E402
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+from ember.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401, E402
+from ember.nn.modules.upsampling import (  # noqa: F401, E402
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
+

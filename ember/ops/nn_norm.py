@@ -5,7 +5,10 @@ the input (layer_norm passes ``normalized_shape``-shaped ones, batch_norm ``(C, 
 so one kernel serves layer, batch, group and instance norm.  They return the statistics too
 (``mean``/``rstd`` with the reduced dims kept), as PyTorch's ``native_layer_norm`` does: the
 vjp reads them, and because they are outputs of the same node, double backward reaches the
-statistics' own gradient terms.  Half/bfloat16 compute in float32 (``lowp``).
+statistics' own gradient terms.  The vjp reads the input and the statistics, never the
+normalized output (``save_output`` lists only the statistics), as PyTorch's batch and layer norm
+do, so ``BatchNorm2d -> ReLU(inplace=True)`` may overwrite the output.  Half/bfloat16 compute
+in float32 (``lowp``).
 """
 
 from __future__ import annotations
@@ -176,7 +179,7 @@ def _ln_vjp(ctx, gy, gmean, grstd):  # noqa: ANN001
 
 LAYER_NORM = register(OpDef(
     "layer_norm", "composite", _ln_meta, lowp(_ln_eager), _ln_vjp, num_outputs=3,
-    save=(0, 1), save_output=True, tags=frozenset({"multi_output", "lowp_upcast"}),
+    save=(0, 1), save_output=(1, 2), tags=frozenset({"multi_output", "lowp_upcast"}),
     doc="(x - mean) * rstd * weight + bias over ``dims``; returns (y, mean, rstd).",
     grad_name="NativeLayerNormBackward0",
 ))
@@ -312,7 +315,7 @@ def _rms_vjp(ctx, gy, grstd):  # noqa: ANN001
 
 RMS_NORM = register(OpDef(
     "rms_norm", "composite", _rms_meta, lowp(_rms_eager), _rms_vjp, num_outputs=2,
-    save=(0, 1), save_output=True, tags=frozenset({"multi_output", "lowp_upcast"}),
+    save=(0, 1), save_output=(1,), tags=frozenset({"multi_output", "lowp_upcast"}),
     doc="x * rsqrt(mean(x^2) + eps) * weight over ``dims``; returns (y, rstd).",
     grad_name="RmsNormBackward0",
 ))

@@ -72,7 +72,9 @@ class OpDef:
     # finer: input i's gradient reads inputs save_for[i] (only those inputs needing a gradient
     # cause saving, so ``x.mul_(2)`` does not save ``x``)
     save_for: dict[int, tuple[int, ...]] | None = field(default=None, compare=False)
-    save_output: bool = False           # whether the vjp reads the output(s)
+    # whether the vjp reads the output(s): True for all, or the indices of those it reads (batch
+    # norm reads its statistics, not its normalized output, so an in-place op may follow it)
+    save_output: bool | tuple[int, ...] = False
     # C template of a pointwise op ("({0} + {1})"), or {param: {value: template}} (see above)
     c_expr: str | dict[str, dict[Any, str]] | None = None
     lower: Callable[..., Any] | None = None

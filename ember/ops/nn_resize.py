@@ -1,0 +1,331 @@
+"""Resampling primitives of ``F.interpolate``: ``resample`` and its adjoint ``resample_backward``.
+
+Nearest, linear and cubic interpolation are separable: output position ``o`` along a spatial
+dim reads ``K`` input positions ``idx[k, o]`` with weights ``w[k, o]`` (K = 1 for nearest, 2
+for linear, 4 for cubic; antialiased linear/cubic (``*_aa``) read a window that widens with
+the downscaling factor).  ``resample`` applies that per trailing spatial dim, the last dim
+first, which is exactly PyTorch's CPU evaluation order (``h0 * (w0 * x00 + w1 * x01) + ...``).
+The index/weight tables follow ATen's ``UpSample.h`` (``area_pixel_compute_source_index``,
+``nearest_idx``, ``get_cubic_upsample_coefficients``), computed in the op's math type (float32
+for float32 input, float64 for float64; nearest indices always in float as ATen does), and are
+cached per (mode, sizes, scale).
+
+The eager kernels are vectorized NumPy (a ``take`` per tap, weights broadcast along the dim)
+over blocks of the leading (batch, channel) rows that stay in cache, spread over ember's
+threads.  The backward is the transpose, written as taps too: input ``j`` gathers the outputs
+that read it (``transposed_taps``, padded with zero weights), so it costs what the forward
+does (a gradient that holds inf or NaN can turn a padded ``0 * inf`` into NaN).  The two ops
+are each other's vjp, so double backward works.  In the C backend both are externs (they
+call these kernels).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from ember.errors import DTypeError, ShapeError
+from ember.ops import _parallel
+from ember.ops._util import lowp
+from ember.ops.registry import OpDef, bind, register
+
+MODES = ("nearest", "nearest-exact", "linear", "cubic", "linear_aa", "cubic_aa", "area")
+_CUBIC_A = -0.75
+
+
+def _scale(n_in: int, n_out: int, align_corners: bool, scale: float | None, ft: type) -> float:
+    """ATen's ``area_pixel_compute_scale`` in the math type ``ft``."""
+    if align_corners:
+        return ft(n_in - 1) / ft(n_out - 1) if n_out > 1 else ft(0)
+    if scale is not None and scale > 0:
+        return ft(1.0 / scale)
+    return ft(n_in) / ft(n_out)
+
+
+def _nearest(mode: str, n_in: int, n_out: int, scale: float | None) -> np.ndarray:
+    o = np.arange(n_out)
+    if mode == "nearest" and n_out == n_in:
+        return o
+    if mode == "nearest" and n_out == 2 * n_in:
+        return o >> 1
+    s = np.float32(1.0 / scale) if scale is not None and scale > 0 else (
+        np.float32(n_in) / np.float32(n_out))
+    if mode == "nearest":
+        src = np.floor(o.astype(np.float32) * s)
+    else:  # (o + 0.5) in double times the float scale, rounded to float by floorf
+        src = np.floor(((o + 0.5) * np.float64(s)).astype(np.float32))
+    return np.minimum(src.astype(np.intp), n_in - 1)
+
+
+def _cubic_coeffs(t: np.ndarray) -> list:
+    a = t.dtype.type(_CUBIC_A)
+
+    def conv1(x):  # noqa: ANN001, ANN202
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def conv2(x):  # noqa: ANN001, ANN202
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    one = t.dtype.type(1)
+    return [conv2(t + one), conv1(t), conv1(one - t), conv2((one - t) + one)]
+
+
+@functools.lru_cache(maxsize=256)
+def taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | None,
+         dtype: str) -> tuple:
+    """``(idx (K, n_out), w (K, n_out) or None)`` of one spatial dim."""
+    if mode in ("nearest", "nearest-exact"):
+        return _nearest(mode, n_in, n_out, scale)[None], None
+    ft = np.dtype(dtype).type
+    if mode == "area":
+        return _taps_area(n_in, n_out, ft)
+    if mode.endswith("_aa"):
+        return _taps_aa(mode, n_in, n_out, _scale(n_in, n_out, align_corners, scale, ft), ft)
+    o = np.arange(n_out)
+    if mode == "linear" and n_in == n_out:
+        return np.stack([o, o]), np.stack([np.ones(n_out, ft), np.zeros(n_out, ft)])
+    s = _scale(n_in, n_out, align_corners, scale, ft)
+    of = o.astype(ft)
+    real = s * of if align_corners else s * (of + ft(0.5)) - ft(0.5)
+    if mode == "linear":
+        real = np.maximum(real, ft(0))
+    i0 = np.minimum(np.floor(real).astype(np.intp), n_in - 1)
+    lam = np.clip(real - i0.astype(ft), ft(0), ft(1)).astype(ft)
+    if mode == "linear":
+        i1 = i0 + (i0 < n_in - 1)
+        return np.stack([i0, i1]), np.stack([ft(1) - lam, lam])
+    idx = np.stack([np.clip(i0 - 1 + j, 0, n_in - 1) for j in range(4)])
+    return idx, np.stack(_cubic_coeffs(lam))
+
+
+def _taps_area(n_in: int, n_out: int, ft: type) -> tuple:
+    """Adaptive average pooling as taps: output ``o`` averages the inputs
+    ``[floor(o * n_in / n_out), ceil((o + 1) * n_in / n_out))``."""
+    o = np.arange(n_out)
+    start = (o * n_in) // n_out
+    end = -((-(o + 1) * n_in) // n_out)
+    size = end - start
+    j = np.arange(int(size.max()))[:, None]
+    idx = np.minimum(start + j, n_in - 1).astype(np.intp)
+    w = np.where(j < size, ft(1) / size.astype(ft), ft(0)).astype(ft)
+    return idx, w
+
+
+def _aa_filter(mode: str, x: np.ndarray) -> np.ndarray:
+    """ATen's antialiasing filters: the triangle, and Keys' cubic with a = -0.5."""
+    x = np.abs(x)
+    one = x.dtype.type(1)
+    if mode == "linear_aa":
+        return np.where(x < one, one - x, x.dtype.type(0))
+    a = x.dtype.type(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + one
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < one, near, np.where(x < 2 * one, far, x.dtype.type(0)))
+
+
+def _taps_aa(mode: str, n_in: int, n_out: int, scale: float, ft: type) -> tuple:
+    """ATen's ``_compute_weights_aa``: a filter stretched by the scale when downsampling, its
+    weights over the window normalized to sum 1; taps past the window get weight 0."""
+    interp = 2 if mode == "linear_aa" else 4
+    support = ft(interp * 0.5) * scale if scale >= 1 else ft(interp * 0.5)
+    k = int(np.ceil(support)) * 2 + 1
+    invscale = ft(1.0) / scale if scale >= 1 else ft(1.0)
+    center = (np.float64(scale) * (np.arange(n_out) + 0.5)).astype(ft)
+    xmin = np.maximum((center - support + ft(0.5)).astype(np.int64), 0)
+    xsize = np.minimum((center + support + ft(0.5)).astype(np.int64), n_in) - xmin
+    j = np.arange(k)[:, None]
+    arg = ((j + xmin - center.astype(np.float64) + 0.5) * np.float64(invscale)).astype(ft)
+    w = np.where(j < xsize, _aa_filter(mode, arg), ft(0))
+    total = w.sum(0, dtype=ft)
+    w = np.where(total != 0, w / np.where(total != 0, total, ft(1)), w).astype(ft)
+    idx = np.minimum(xmin + j, n_in - 1).astype(np.intp)
+    return idx, w
+
+
+# ------------------------------------------------------------------------------- kernels
+@functools.lru_cache(maxsize=256)
+def transposed_taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | None,
+                    dtype: str) -> tuple:
+    """The adjoint of a dim's taps as taps of its own: input ``j`` gathers the outputs ``o``
+    that read it, in increasing ``o`` (PyTorch's accumulation order), padded with weight 0."""
+    idx, w = taps(mode, n_in, n_out, align_corners, scale, dtype)
+    k = idx.shape[0]
+    src = idx.T.ravel()                       # (o, k) pairs, o-major
+    outs = np.repeat(np.arange(n_out), k)
+    ws = np.ones(src.size, dtype) if w is None else w.T.ravel()
+    order = np.argsort(src, kind="stable")
+    src, outs, ws = src[order], outs[order], ws[order]
+    counts = np.bincount(src, minlength=n_in)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = np.arange(src.size) - starts[src]
+    kt = max(int(counts.max()), 1)
+    t_idx = np.zeros((kt, n_in), np.intp)
+    t_w = np.zeros((kt, n_in), dtype)
+    t_idx[pos, src] = outs
+    t_w[pos, src] = ws
+    if w is None and kt == 1 and (counts == 1).all():
+        return t_idx, None
+    return t_idx, t_w
+
+
+def _along(x: np.ndarray, axis: int, idx: np.ndarray, w: list | None,
+           out: np.ndarray | None = None, flat: np.ndarray | None = None) -> np.ndarray:
+    """``sum_k w[k] * x.take(idx[k], axis)`` (one spatial dim), left to right; ``w[k]``
+    broadcasts against the result's trailing dims from ``axis`` on.  ``flat``: ``idx`` as
+    indices into ``x.ravel()`` (the last axis of a contiguous block; a 1-d gather is about a
+    third faster than ``take`` along the last axis)."""
+    shape = x.shape[:axis] + (idx.shape[1],) + x.shape[axis + 1:]
+
+    def tap(k: int, dst: np.ndarray | None) -> np.ndarray:
+        # mode="clip": the indices are in range, and "raise" would buffer ``dst`` in a copy
+        if flat is None:
+            return np.take(x, idx[k], axis=axis, out=dst, mode="clip")
+        d1 = None if dst is None else dst.reshape(-1)
+        return np.take(x.reshape(-1), flat[k], out=d1, mode="clip").reshape(shape)
+
+    out = tap(0, out)
+    if w is None:
+        return out
+    out *= w[0]
+    for k in range(1, idx.shape[0]):
+        t = tap(k, None)
+        t *= w[k]
+        out += t
+    return out
+
+
+def _flat_taps(idx: np.ndarray, lines: int, n_in: int) -> np.ndarray:
+    """``idx`` of the last axis as indices into a flat ``(lines, n_in)`` block."""
+    base = (np.arange(lines, dtype=np.intp) * n_in)[:, None]
+    return np.stack([(base + ik).ravel() for ik in idx])
+
+
+def _weights(w: np.ndarray | None, trailing: tuple) -> list | None:
+    """The taps' weights as arrays of shape ``(n_out, *trailing)``: a contiguous operand
+    multiplies about twice as fast as one broadcast along the inner dims."""
+    if w is None:
+        return None
+    n = w.shape[1]
+    full = (n,) + tuple(trailing)
+    return [np.ascontiguousarray(np.broadcast_to(wk.reshape((n,) + (1,) * len(trailing)), full))
+            for wk in w]
+
+
+def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple) -> np.ndarray:
+    """Apply ``tables[d]`` along spatial dim ``d`` for ``d`` in ``order`` to every leading row
+    of ``x``, in row blocks small enough that the intermediates stay in cache, spread over
+    ember's threads (the blocks' results do not depend on the split)."""
+    lead = x.shape[:x.ndim - nd]
+    rows = math.prod(lead)
+    x2 = np.ascontiguousarray(x).reshape((rows,) + x.shape[x.ndim - nd:])
+    out = np.empty((rows,) + tuple(size), x.dtype)
+    if rows == 0 or out.size == 0:
+        return out.reshape(lead + tuple(size))
+    plane = max(math.prod(x2.shape[1:]), math.prod(size), 1)
+    per = max(1, 2 * _parallel.BLOCK // plane)  # ~0.5 MiB of float32 output per block
+    blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
+    threads = min(_parallel.get_num_threads(), len(blocks))
+    if x.size + out.size < _parallel.MIN_ELEMENTS:
+        threads = 1
+    todo = iter(blocks)  # shared: blocks go to whichever thread is free
+    last = order[-1]
+    cur = list(x2.shape[1:])
+    steps = []
+    for d in order:
+        idx, w = tables[d]
+        flat = (_flat_taps(idx, per * math.prod(cur[:d]), cur[d])
+                if d == nd - 1 and per * math.prod(cur) <= 1 << 24 else None)
+        cur[d] = idx.shape[1]
+        steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat))
+
+    def work() -> None:
+        for lo, hi in todo:
+            b = x2[lo:hi]
+            for d, idx, w, flat in steps:
+                b = _along(b, 1 + d, idx, w, out=out[lo:hi] if d == last else None,
+                           flat=flat if hi - lo == per and b.flags.c_contiguous else None)
+
+    if threads > 1:
+        _parallel._run([work] * threads)
+    else:
+        work()
+    return out.reshape(lead + tuple(size))
+
+
+def _resample_eager(x: np.ndarray, *, mode: str, size: tuple, align_corners: bool,
+                    scales: tuple) -> np.ndarray:
+    nd = len(size)
+    spatial = x.shape[x.ndim - nd:]
+    tables = [taps(mode, n, o, align_corners, s, x.dtype.name)
+              for n, o, s in zip(spatial, size, scales)]
+    # the last dim first: PyTorch's nesting h0 * (w0 * x00 + w1 * x01) + ...
+    return _separable(x, nd, tables, range(nd - 1, -1, -1), tuple(size))
+
+
+def _resample_bw_eager(g: np.ndarray, *, mode: str, input_size: tuple, align_corners: bool,
+                       scales: tuple) -> np.ndarray:
+    nd = len(input_size)
+    size = g.shape[g.ndim - nd:]
+    tables = [transposed_taps(mode, n, o, align_corners, s, g.dtype.name)
+              for n, o, s in zip(input_size, size, scales)]
+    return _separable(g, nd, tables, range(nd), tuple(input_size))
+
+
+# ------------------------------------------------------------------------------- meta / vjp
+def _spatial(shape: tuple, nd: int) -> tuple:
+    return tuple(shape[len(shape) - nd:])
+
+
+def _check(name: str, x, mode: str, nd: int, sizes: tuple) -> None:  # noqa: ANN001
+    if not (x.dtype.is_floating_point or (x.dtype.name == "uint8" and mode.startswith("near"))):
+        raise DTypeError(f"[{name}] expected a floating input (or uint8 for nearest modes); got "
+                         f"{x.dtype.name}")
+    if mode not in MODES:
+        raise ShapeError(f"[{name}] unknown mode {mode!r}; expected one of {MODES}")
+    if len(x.shape) < nd + 1:
+        raise ShapeError(f"[{name}] input of shape {tuple(x.shape)} has fewer than {nd} "
+                         f"spatial dims and a batch dim")
+    if any(s <= 0 for s in sizes):
+        raise ShapeError(f"[{name}] sizes must be positive; got {sizes}")
+
+
+def _resample_meta(x, *, mode: str, size: tuple, align_corners: bool, scales: tuple) -> tuple:  # noqa: ANN001
+    _check("resample", x, mode, len(size), tuple(size) + _spatial(tuple(x.shape), len(size)))
+    return tuple(x.shape[:len(x.shape) - len(size)]) + tuple(size), x.dtype
+
+
+def _resample_bw_meta(g, *, mode: str, input_size: tuple, align_corners: bool,  # noqa: ANN001
+                      scales: tuple) -> tuple:
+    nd = len(input_size)
+    _check("resample_backward", g, mode, nd, tuple(input_size))
+    return tuple(g.shape[:len(g.shape) - nd]) + tuple(input_size), g.dtype
+
+
+def _resample_vjp(ctx, g):  # noqa: ANN001
+    p = ctx.params
+    nd = len(p["size"])
+    return (bind(RESAMPLE_BACKWARD, g, mode=p["mode"],
+                 input_size=_spatial(tuple(ctx.input_shapes[0]), nd),
+                 align_corners=p["align_corners"], scales=p["scales"]),)
+
+
+def _resample_bw_vjp(ctx, gg):  # noqa: ANN001
+    p = ctx.params
+    nd = len(p["input_size"])
+    return (bind(RESAMPLE, gg, mode=p["mode"], size=_spatial(tuple(ctx.input_shapes[0]), nd),
+                 align_corners=p["align_corners"], scales=p["scales"]),)
+
+
+RESAMPLE = register(OpDef(
+    "resample", "extern", _resample_meta, lowp(_resample_eager), _resample_vjp,
+    tags=frozenset({"lowp_upcast"}),
+    doc="Separable nearest/linear/cubic resampling of the trailing spatial dims to ``size``.",
+    grad_name="UpsampleBackward0",
+))
+RESAMPLE_BACKWARD = register(OpDef(
+    "resample_backward", "extern", _resample_bw_meta, lowp(_resample_bw_eager),
+    _resample_bw_vjp, tags=frozenset({"lowp_upcast"}),
+    doc="Adjoint of resample: scatter-add of the gradient back to ``input_size``.",
+))
