@@ -19,8 +19,6 @@ Tolerances (rtol on every reported number, atol 1e-6 for values near 0, e.g. acc
   ResNet (BatchNorm over 8 samples amplifies the noise) saw such a flip between compiled and
   eager ember in its third step while the same run in float64 agreed to 1e-13, so it runs two
   steps per model.
-Programs whose features have not landed on ``main`` yet are strict xfails naming the feature
-(the condition is the feature's absence, so they run as soon as it lands).
 """
 
 from __future__ import annotations
@@ -37,66 +35,23 @@ from tests.corpus._common import load_program
 torch = pytest.importorskip("torch")
 
 
-def _has(path: str) -> bool:
-    obj = ember
-    for part in path.split("."):
-        if not hasattr(obj, part):
-            return False
-        obj = getattr(obj, part)
-    return True
-
-
-@functools.cache
-def _batchnorm_then_inplace_relu_works() -> bool:
-    """Issue 13 item 2: batch norm's backward must not need its output."""
-    m = ember.nn.Sequential(ember.nn.BatchNorm2d(2), ember.nn.ReLU(inplace=True))
-    try:
-        m(ember.ones(2, 2, 2, 2, requires_grad=True)).sum().backward()
-    except RuntimeError:
-        return False
-    return True
-
-
-BN_INPLACE = "BatchNorm2d -> ReLU(inplace=True) backward (issue 13 item 2)"
-
-# name: (steps, rtol, features ember needs: attribute paths or BN_INPLACE)
+# name: (steps, rtol)
 PROGRAMS = {
-    "mnist_cnn": (6, 1e-4, ["cuda", "backends.cudnn", BN_INPLACE]),
-    "word_lstm_lm": (5, 1e-4, ["cuda", "nn.LSTM"]),
-    "transformer_lm": (5, 1e-4, ["cuda"]),
-    "vae": (6, 1e-4, ["cuda"]),
-    "dcgan": (4, 1e-4, ["cuda", BN_INPLACE]),
-    "super_resolution": (6, 1e-4, ["cuda", "nn.PixelShuffle"]),
-    "fast_neural_style": (4, 1e-4, ["cuda", "nn.ReflectionPad2d", "nn.functional.interpolate"]),
-    "gpt": (6, 1e-4, ["cuda", "backends.cuda", "amp.GradScaler"]),
-    "llama": (4, 1e-4, ["cuda"]),
-    "gcn": (8, 1e-4, ["FloatTensor", "LongTensor"]),
-    "time_sequence": (3, 1e-9, ["nn.LSTMCell", "optim.LBFGS"]),
-    "resnet": (2, 1e-4, ["cuda", "backends.cudnn", BN_INPLACE]),
-    "unet": (3, 1e-4, ["cuda", "nn.Upsample", "amp.GradScaler", "autocast", BN_INPLACE]),
-    "siamese": (4, 1e-4, ["cuda", "optim.Adadelta", BN_INPLACE]),
+    "mnist_cnn": (6, 1e-4),
+    "word_lstm_lm": (5, 1e-4),
+    "transformer_lm": (5, 1e-4),
+    "vae": (6, 1e-4),
+    "dcgan": (4, 1e-4),
+    "super_resolution": (6, 1e-4),
+    "fast_neural_style": (4, 1e-4),
+    "gpt": (6, 1e-4),
+    "llama": (4, 1e-4),
+    "gcn": (8, 1e-4),
+    "time_sequence": (3, 1e-9),
+    "resnet": (2, 1e-4),
+    "unet": (3, 1e-4),
+    "siamese": (4, 1e-4),
 }
-
-
-def _missing(name: str) -> list[str]:
-    out = []
-    for feature in PROGRAMS[name][2]:
-        if feature == BN_INPLACE:
-            if not _batchnorm_then_inplace_relu_works():
-                out.append(feature)
-        elif not _has(feature):
-            out.append(f"ember.{feature}")
-    return out
-
-
-def _params() -> list:
-    params = []
-    for name in PROGRAMS:
-        missing = _missing(name)
-        marks = [pytest.mark.xfail(bool(missing), strict=True,
-                                   reason="not on main yet: " + ", ".join(missing))]
-        params.append(pytest.param(name, id=name, marks=marks))
-    return params
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -154,7 +109,7 @@ def _assert_close(got, want, rtol: float, what: str) -> None:
     np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6, err_msg=what)
 
 
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", list(PROGRAMS))
 def test_eager_matches_torch(name):
     want = _torch_losses(name)
     got = _ember_losses(name)
@@ -168,7 +123,7 @@ def _graphs_compiled_from(path: str) -> int:
                if getattr(cc, "filename", None) == path for seg in cc.segments.values())
 
 
-@pytest.mark.parametrize("name", _params())
+@pytest.mark.parametrize("name", list(PROGRAMS))
 def test_compiled_matches_eager_and_torch(name):
     want = _torch_losses(name)
     eager = _ember_losses(name)
