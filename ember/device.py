@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Union
 
-from ember.errors import DeviceError, DeviceUnavailableError, EmberValueError
+from ember.errors import DeviceError, DeviceUnavailableError, EmberRuntimeError, EmberValueError
 
 _KNOWN_TYPES = ("cpu", "cuda", "mps", "meta", "xpu")
 
@@ -64,6 +64,14 @@ class device:  # noqa: N801
 DeviceLike = Union[str, device, int, None]
 _ACCELERATORS = {"cuda": "CUDA", "mps": "MPS", "xpu": "XPU"}
 CPU = device("cpu")
+
+
+def check_pin(pin_memory: bool, op: str) -> None:
+    """``pin_memory=True`` needs an accelerator's pinned allocator; ember has none (PyTorch's
+    CPU build raises the same RuntimeError)."""
+    if pin_memory:
+        raise EmberRuntimeError(f"[{op}] pin_memory=True requires a CUDA or other accelerator "
+                                "backend; no pinned memory allocator is available on this system.")
 
 
 def check_device(dev: DeviceLike, op: str) -> device:

@@ -105,8 +105,16 @@ def by_name(name: str) -> dtype:
     return _BY_NAME[name]
 
 
-def promote_types(a: dtype, b: dtype) -> dtype:
-    """PyTorch's ``promote_types``: the smallest dtype both ``a`` and ``b`` convert to."""
+def promote_types(type1: dtype, type2: dtype) -> dtype:
+    """PyTorch's ``promote_types``: the smallest dtype both ``type1`` and ``type2`` convert to.
+
+    >>> ember.promote_types(ember.int32, ember.float16)
+    ember.float16
+    """
+    return _promote_types(type1, type2)
+
+
+def _promote_types(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
     if a.category != b.category:

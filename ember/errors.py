@@ -93,3 +93,14 @@ class CompileError(EmberError, RuntimeError):
 
     def __reduce__(self) -> tuple:  # keep c_path and log across processes (multiprocessing)
         return (type(self), (self.args[0] if self.args else "", self.c_path, self.log))
+
+
+class GuardOnDataDependentSymNode(EmberRuntimeError):  # noqa: N818 (PyTorch's name)
+    """A Python ``bool``/``int`` was needed from a symbolic size that depends on tensor data
+    (an unbacked size, e.g. ``nonzero``'s row count) and its range does not decide it (PyTorch's
+    ``torch.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode``).  ``expr`` is the
+    sympy expression; the message names the user's line."""
+
+    def __init__(self, message: str, expr: object = None) -> None:
+        super().__init__(message)
+        self.expr = expr

@@ -27,6 +27,7 @@ from ember import dtypes as dt
 from ember._frontend.creation import tensor as _tensor
 from ember._frontend.creation import zeros
 from ember._frontend.movement import cat
+from ember.device import check_pin
 from ember.errors import EmberRuntimeError, EmberTypeError, ShapeError
 from ember.tensor import Tensor, tensor_method
 
@@ -247,7 +248,8 @@ class SparseCOOTensor:
 def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any = None,
                       device: Any = None, requires_grad: bool = False,
                       check_invariants: bool | None = None,
-                      is_coalesced: bool | None = None) -> SparseCOOTensor:
+                      is_coalesced: bool | None = None,
+                      pin_memory: bool = False) -> SparseCOOTensor:
     """A sparse COO tensor from ``(sparse_dim, nnz)`` indices and ``(nnz, ...)`` values
     (``torch.sparse_coo_tensor``); ``size`` defaults to the smallest that holds the indices.
 
@@ -255,6 +257,7 @@ def sparse_coo_tensor(indices: Any, values: Any, size: Any = None, *, dtype: Any
     tensor([[0., 2.],
             [3., 0.]])
     """
+    check_pin(pin_memory, "sparse_coo_tensor")
     op = "sparse_coo_tensor"
     idx = _as_index(indices)
     vals = values if isinstance(values, Tensor) else _tensor(values, dtype=dtype)

@@ -14,7 +14,7 @@ from ember import dtypes as dt
 from ember._frontend.core import to_dtype
 from ember._frontend.shape import size_args
 from ember.autograd import grad_mode as _gm
-from ember.device import check_device
+from ember.device import check_device, check_pin
 from ember.device import device as Device
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.tensor import Tensor, _wrap, tensor_method
@@ -151,7 +151,23 @@ def as_tensor(data: Any, dtype: dt.dtype | None = None, device: Any = None) -> T
     return tensor(data, dtype=dtype)
 
 
-asarray = as_tensor
+def asarray(obj: Any, *, dtype: dt.dtype | None = None, device: Any = None,
+            copy: bool | None = None, requires_grad: bool | None = None) -> Tensor:
+    """A tensor from ``obj`` sharing memory where it can (``copy=None``), always copying
+    (``copy=True``) or never (``copy=False``: a Python sequence cannot be aliased)."""
+    check_device(device, "asarray")
+    if copy is False and not isinstance(obj, (Tensor, np.ndarray)):
+        raise EmberValueError("[asarray] can't alias arbitrary sequence into a tensor.")
+    out = as_tensor(obj, dtype=dtype)
+    shares = out is obj or (isinstance(obj, np.ndarray) and out._data is obj)
+    if copy is False and not shares:
+        raise EmberValueError("[asarray] copy=False, but converting to "
+                              f"{out.dtype} needs a copy")
+    if copy and shares:
+        out = out.clone()
+    elif copy and isinstance(obj, np.ndarray) and np.shares_memory(out._data, obj):
+        out = out.clone()
+    return out.requires_grad_(True) if requires_grad else out
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
@@ -224,14 +240,16 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
 
 @supports_out("zeros")
 def zeros(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
-          requires_grad: bool = False, layout: Any = None) -> Tensor:
+          requires_grad: bool = False, layout: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "zeros")
     size = args if size is None else (size,)
     return _filled("zeros", size_args(size, "zeros"), 0, dtype, device, requires_grad)
 
 
 @supports_out("ones")
 def ones(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
-         requires_grad: bool = False, layout: Any = None) -> Tensor:
+         requires_grad: bool = False, layout: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "ones")
     size = args if size is None else (size,)
     return _filled("ones", size_args(size, "ones"), 1, dtype, device, requires_grad)
 
@@ -240,14 +258,17 @@ def ones(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: An
 def empty(*args: Any, size: Any = None, dtype: dt.dtype | None = None, device: Any = None,
           requires_grad: bool = False, layout: Any = None,
           memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "empty")
     size = args if size is None else (size,)
     return _filled("empty", size_args(size, "empty"), None, dtype, device, requires_grad)
 
 
 @supports_out("full")
 def full(size: Sequence[int], fill_value: Any, *, dtype: dt.dtype | None = None,
-         device: Any = None, requires_grad: bool = False, layout: Any = None) -> Tensor:
+         device: Any = None, requires_grad: bool = False, layout: Any = None,
+         pin_memory: bool = False) -> Tensor:
     """A tensor filled with ``fill_value``; the dtype is inferred from the value."""
+    check_pin(pin_memory, "full")
     if dtype is None:
         if isinstance(fill_value, Tensor):
             fill_value = fill_value.item()
@@ -263,31 +284,37 @@ def _like(fn_name: str, input: Tensor, value: Any, dtype: dt.dtype | None, requi
 
 def zeros_like(input: Tensor, *, dtype: dt.dtype | None = None, device: Any = None,
                requires_grad: bool = False, layout: Any = None,
-               memory_format: Any = None) -> Tensor:
+               memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "zeros_like")
     return _like("zeros_like", input, 0, dtype, requires_grad, device)
 
 
 def ones_like(input: Tensor, *, dtype: dt.dtype | None = None, device: Any = None,
               requires_grad: bool = False, layout: Any = None,
-              memory_format: Any = None) -> Tensor:
+              memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "ones_like")
     return _like("ones_like", input, 1, dtype, requires_grad, device)
 
 
 def empty_like(input: Tensor, *, dtype: dt.dtype | None = None, device: Any = None,
                requires_grad: bool = False, layout: Any = None,
-               memory_format: Any = None) -> Tensor:
+               memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "empty_like")
     return _like("empty_like", input, None, dtype, requires_grad, device)
 
 
 def full_like(input: Tensor, fill_value: Any, *, dtype: dt.dtype | None = None,
               device: Any = None, requires_grad: bool = False, layout: Any = None,
-              memory_format: Any = None) -> Tensor:
+              memory_format: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "full_like")
     return _like("full_like", input, fill_value, dtype, requires_grad, device)
 
 
 @tensor_method("new_zeros")
 def new_zeros(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
-              device: Any = None, requires_grad: bool = False) -> Tensor:
+              device: Any = None, requires_grad: bool = False, layout: Any = None,
+              pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "new_zeros")
     size = args if size is None else (size,)
     return _filled("new_zeros", size_args(size, "new_zeros"), 0, dtype or self._dtype, device,
                    requires_grad)
@@ -295,7 +322,9 @@ def new_zeros(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None
 
 @tensor_method("new_ones")
 def new_ones(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
-             device: Any = None, requires_grad: bool = False) -> Tensor:
+             device: Any = None, requires_grad: bool = False, layout: Any = None,
+             pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "new_ones")
     size = args if size is None else (size,)
     return _filled("new_ones", size_args(size, "new_ones"), 1, dtype or self._dtype, device,
                    requires_grad)
@@ -303,7 +332,9 @@ def new_ones(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None 
 
 @tensor_method("new_empty")
 def new_empty(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None = None,
-              device: Any = None, requires_grad: bool = False) -> Tensor:
+              device: Any = None, requires_grad: bool = False, layout: Any = None,
+              pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "new_empty")
     size = args if size is None else (size,)
     return _filled("new_empty", size_args(size, "new_empty"), None, dtype or self._dtype,
                    device, requires_grad)
@@ -312,14 +343,16 @@ def new_empty(self: Tensor, *args: Any, size: Any = None, dtype: dt.dtype | None
 @tensor_method("new_full")
 def new_full(self: Tensor, size: Sequence[int], fill_value: Any, *,
              dtype: dt.dtype | None = None, device: Any = None,
-             requires_grad: bool = False) -> Tensor:
+             requires_grad: bool = False, layout: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "new_full")
     return _filled("new_full", size_args((size,), "new_full"), fill_value, dtype or self._dtype,
                    device, requires_grad)
 
 
 @tensor_method("new_tensor")
 def new_tensor(self: Tensor, data: Any, *, dtype: dt.dtype | None = None, device: Any = None,
-               requires_grad: bool = False) -> Tensor:
+               requires_grad: bool = False, layout: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "new_tensor")
     return tensor(data, dtype=dtype or self._dtype, device=device, requires_grad=requires_grad)
 
 
@@ -340,10 +373,11 @@ def _acc_np(d: dt.dtype) -> Any:
 @supports_out("arange")
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: dt.dtype | None = None,
            device: Any = None, requires_grad: bool = False,
-           layout: Any = None) -> Tensor:
+           layout: Any = None, pin_memory: bool = False) -> Tensor:
     """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless any argument is a
     float.  Sizes and values follow PyTorch's CPU kernel exactly (including its truncation of
     float bounds for integer dtypes)."""
+    check_pin(pin_memory, "arange")
     check_device(device, "arange")
     if end is None:
         start, end = 0, start
@@ -380,8 +414,9 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: dt.dtype | None
 @supports_out("linspace")
 def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
              device: Any = None, requires_grad: bool = False,
-             layout: Any = None) -> Tensor:
+             layout: Any = None, pin_memory: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    check_pin(pin_memory, "linspace")
     check_device(device, "linspace")
     if steps < 0:
         raise EmberRuntimeError("[linspace] number of steps must be non-negative")
@@ -417,7 +452,8 @@ def linspace(start: Any, end: Any, steps: int, *, dtype: dt.dtype | None = None,
 
 @supports_out("eye")
 def eye(n: int, m: int | None = None, *, dtype: dt.dtype | None = None, device: Any = None,
-        requires_grad: bool = False, layout: Any = None) -> Tensor:
+        requires_grad: bool = False, layout: Any = None, pin_memory: bool = False) -> Tensor:
+    check_pin(pin_memory, "eye")
     check_device(device, "eye")
     if n < 0 or (m is not None and m < 0):
         raise EmberRuntimeError(f"[eye] n and m must be non-negative, got n={n}, m={m}")

@@ -16,7 +16,7 @@ from ember._frontend.core import broadcast_shapes, expand_to, is_scalar, py_scal
 from ember._frontend.creation import _DTYPE_NAMES, supports_out
 from ember._frontend.inplace import commit_inplace
 from ember._frontend.shape import size_args
-from ember.device import check_device
+from ember.device import check_device, check_pin
 from ember.errors import DTypeError, EmberNotImplementedError, EmberRuntimeError, EmberTypeError
 from ember.ops import random as R
 from ember.ops.registry import bind
@@ -108,6 +108,7 @@ def rand(*size: Any, generator: Generator | None = None,
          dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
          requires_grad: bool = False, pin_memory: bool = False, **kwargs: Any) -> Tensor:
     """Uniform samples on [0, 1) (``ember.rand(2, 3)``)."""
+    check_pin(pin_memory, "rand")
     check_device(device, "rand")
     shape = _sizes(size, kwargs.pop("size", None), "rand")
     _no_extra(kwargs, "rand")
@@ -120,6 +121,7 @@ def randn(*size: Any, generator: Generator | None = None,
           dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
           requires_grad: bool = False, pin_memory: bool = False, **kwargs: Any) -> Tensor:
     """Standard normal samples (``ember.randn(2, 3)``)."""
+    check_pin(pin_memory, "randn")
     check_device(device, "randn")
     shape = _sizes(size, kwargs.pop("size", None), "randn")
     _no_extra(kwargs, "randn")
@@ -134,16 +136,18 @@ def _no_extra(kwargs: dict, op: str) -> None:
 
 def rand_like(input: Tensor, *, dtype: dt.dtype | None = None, layout: Any = None,
               device: Any = None, requires_grad: bool = False, memory_format: Any = None,
-              generator: Generator | None = None) -> Tensor:
+              generator: Generator | None = None, pin_memory: bool = False) -> Tensor:
     """``rand`` with ``input``'s shape and (by default) dtype."""
+    check_pin(pin_memory, "rand_like")
     return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device,
                 requires_grad=requires_grad, generator=generator)
 
 
 def randn_like(input: Tensor, *, dtype: dt.dtype | None = None, layout: Any = None,
                device: Any = None, requires_grad: bool = False, memory_format: Any = None,
-               generator: Generator | None = None) -> Tensor:
+               generator: Generator | None = None, pin_memory: bool = False) -> Tensor:
     """``randn`` with ``input``'s shape and (by default) dtype."""
+    check_pin(pin_memory, "randn_like")
     return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device,
                  requires_grad=requires_grad, generator=generator)
 
@@ -155,6 +159,7 @@ def randint(*args: Any, size: Any = None, generator: Generator | None = None,
             high: Any = None) -> Tensor:
     """Integers uniform on [low, high): ``randint(high, size)`` or ``randint(low, high, size)``
     (int64 unless ``dtype`` says otherwise)."""
+    check_pin(pin_memory, "randint")
     check_device(device, "randint")
     pos = list(args)
     if size is None and pos and isinstance(pos[-1], (tuple, list)):
@@ -174,9 +179,10 @@ def randint(*args: Any, size: Any = None, generator: Generator | None = None,
 def randint_like(input: Tensor, low: Any = 0, high: Any = None, *,
                  dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
                  requires_grad: bool = False, memory_format: Any = None,
-                 generator: Generator | None = None) -> Tensor:
+                 generator: Generator | None = None, pin_memory: bool = False) -> Tensor:
     """``randint`` with ``input``'s shape and dtype: ``randint_like(x, high)`` or
     ``randint_like(x, low, high)``."""
+    check_pin(pin_memory, "randint_like")
     if high is None:
         low, high = 0, low
     return randint(int(low), int(high), tuple(input.shape), dtype=dtype or input.dtype,
@@ -188,6 +194,7 @@ def randperm(n: int, *, generator: Generator | None = None,
              dtype: dt.dtype | None = None, layout: Any = None, device: Any = None,
              requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
     """A random permutation of ``0 .. n - 1`` (int64 by default)."""
+    check_pin(pin_memory, "randperm")
     check_device(device, "randperm")
     n = int(n)
     d = dtype or dt.int64
@@ -211,6 +218,7 @@ def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *
            pin_memory: bool = False) -> Tensor:
     """Samples of N(mean, std^2): ``normal(mean_t, std_t)``, ``normal(mean_t, std=1.)``,
     ``normal(mean, std_t)``, or ``normal(mean, std, size)``; tensor arguments broadcast."""
+    check_pin(pin_memory, "normal")
     check_device(device, "normal")
     mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
     _check_std(std)
@@ -280,10 +288,13 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
 
 
 # ------------------------------------------------------------------------------- in place
-def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, *,
-             generator: Generator | None = None) -> Tensor:
-    """Fill with samples uniform on [a, b)."""
-    a, b = float(py_scalar(a)), float(py_scalar(b))
+def uniform_(self: Tensor, a: float = 0.0, to: float = 1.0, *,
+             generator: Generator | None = None, **kwargs: Any) -> Tensor:
+    """Fill with samples uniform on [from, to) (``from`` by position or as ``**{"from": x}``,
+    as in PyTorch)."""
+    a = kwargs.pop("from", a)
+    _no_extra(kwargs, "uniform_")
+    a, b = float(py_scalar(a)), float(py_scalar(to))
     if a > b:
         raise EmberRuntimeError(f"[uniform_] uniform_ expects to return a [from, to) range, but "
                                 f"found from={a} > to={b}")

@@ -15,6 +15,7 @@ from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, Sha
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
+from ember.sym import SymInt
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["as_strided", "chunk", "clone", "contiguous", "diagonal", "expand", "expand_as",
@@ -28,7 +29,8 @@ def size_args(args: tuple, op: str) -> tuple:
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     try:
-        return tuple(int(a) for a in args)
+        # symbolic sizes (export) pass through; int() would specialize them
+        return tuple(a if isinstance(a, SymInt) else int(a) for a in args)
     except TypeError:
         raise ShapeError(
             f"[{op}] expected a sequence of ints for the shape, got {args!r}") from None
@@ -178,7 +180,9 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 @tensor_method("expand")
-def expand(input: Tensor, *sizes: Any, size: Any = None) -> Tensor:
+def expand(input: Tensor, *sizes: Any, size: Any = None, implicit: bool = False) -> Tensor:
+    """A broadcast view with ``size`` (-1 keeps a dim); ``implicit`` is accepted as PyTorch
+    does (it only marks internal broadcasts)."""
     shape = size_args(_kw_sizes(sizes, size, "size", "expand"), "expand")
     lead = len(shape) - input.ndim
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
@@ -207,7 +211,7 @@ def permute(input: Tensor, *args: Any, dims: Any = None) -> Tensor:
     return bind(S.PERMUTE, input, dims=w)
 
 
-@tensor_method("transpose", "swapaxes", "swapdims")
+@tensor_method("transpose")
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dims (a view)."""
     check_tensor(input, "transpose")
@@ -219,7 +223,16 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return bind(S.PERMUTE, input, dims=tuple(dims))
 
 
-swapaxes = swapdims = transpose
+@tensor_method("swapaxes")
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """``transpose`` under NumPy's name and argument names."""
+    return transpose(input, axis0, axis1)
+
+
+@tensor_method("swapdims")
+def swapdims(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """An alias of ``transpose``."""
+    return transpose(input, dim0, dim1)
 
 
 @tensor_method("t")
@@ -356,7 +369,6 @@ def _split_sizes(input: Tensor, sizes: Sequence[int], d: int) -> tuple:
     return tuple(bind(S.SPLIT_WITH_SIZES, input, dim=d, sizes=tuple(sizes)))
 
 
-@tensor_method("split")
 def split(tensor: Tensor, split_size_or_sections: int | Sequence[int] | None = None,
           dim: int = 0, *, split_size: int | Sequence[int] | None = None) -> tuple:
     """Views of consecutive pieces of ``split_size`` (the last may be smaller), or of the given
@@ -387,6 +399,12 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int] | None = N
         raise ShapeError(f"[split] split_with_sizes expects split_sizes to sum exactly to {n} "
                          f"(input tensor's size at dimension {d}), but got split_sizes={sizes}")
     return _split_sizes(tensor, sizes, d)
+
+
+@tensor_method("split")
+def _split_method(self: Tensor, split_size: int | Sequence[int], dim: int = 0) -> tuple:
+    """``Tensor.split(split_size, dim=0)`` (PyTorch's method names its argument split_size)."""
+    return split(self, split_size, dim)
 
 
 @tensor_method("chunk")

@@ -16,6 +16,7 @@ from ember._frontend.core import check_tensor
 from ember._frontend.movement import cat, flip
 from ember._frontend.shape import clone, expand, narrow, reshape, transpose
 from ember._frontend.shape import diagonal as _diagonal
+from ember.device import check_pin
 from ember.errors import (
     EmberIndexError,
     EmberNotImplementedError,
@@ -29,6 +30,7 @@ from ember.ops import movement as M
 from ember.ops import structure as ST
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
+from ember.sym import SymInt
 from ember.tensor import Size, Tensor, _wrap, tensor_method
 
 __all__ = ["broadcast_shapes", "broadcast_tensors", "broadcast_to", "diag", "diag_embed",
@@ -77,14 +79,16 @@ def _tri_indices(op: str, row: int, col: int, offset: int, dtype: Any) -> Tensor
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
-                 layout: Any = None) -> Tensor:
+                 layout: Any = None, pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the lower triangle of a ``row x col`` matrix."""
+    check_pin(pin_memory, "tril_indices")
     return _tri_indices("tril_indices", int(row), int(col), int(offset), dtype)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None,
-                 layout: Any = None) -> Tensor:
+                 layout: Any = None, pin_memory: bool = False) -> Tensor:
     """The (2, N) coordinates of the upper triangle of a ``row x col`` matrix."""
+    check_pin(pin_memory, "triu_indices")
     return _tri_indices("triu_indices", int(row), int(col), int(offset), dtype)
 
 
@@ -108,7 +112,7 @@ def broadcast_shapes(*shapes: Any) -> Size:
     for i, s in enumerate(ss):
         for j, n in reversed(list(enumerate(s, ndim - len(s)))):  # trailing dims first
             if out[j] == 1:
-                out[j] = int(n)
+                out[j] = n if isinstance(n, SymInt) else int(n)
             elif n != 1 and n != out[j]:
                 raise ShapeError(
                     f"[broadcast_shapes] Attempting to broadcast a dimension of length {n} at "

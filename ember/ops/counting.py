@@ -11,6 +11,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import EmberRuntimeError
 from ember.ops.registry import OpDef, bind, register
+from ember.sym import unbacked_size
 
 _ND = frozenset({"nondifferentiable"})
 _LOWP = (np.dtype(np.float16), dt.bfloat16.np)
@@ -18,10 +19,12 @@ _LOWP = (np.dtype(np.float16), dt.bfloat16.np)
 
 # ---------------------------------------------------------------------------- bincount
 def _bincount_meta(x, weights=None, *, minlength: int) -> tuple:  # noqa: ANN001
-    # the length is max(x) + 1 (at least minlength): known only from the data
+    # the length is max(x) + 1 (at least minlength): known only from the data (None in eager,
+    # an unbacked SymInt when the input's shape is symbolic)
+    n = unbacked_size(x.shape, min=minlength)
     if weights is None:
-        return (None,), dt.int64
-    return (None,), (dt.float32 if weights.dtype is dt.float32 else dt.float64)
+        return (n,), dt.int64
+    return (n,), (dt.float32 if weights.dtype is dt.float32 else dt.float64)
 
 
 def _bincount_eager(x: np.ndarray, weights: np.ndarray | None = None, *,

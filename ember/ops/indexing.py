@@ -25,6 +25,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, EmberRuntimeError, ShapeError
 from ember.ops.registry import OpDef, bind, register
+from ember.sym import unbacked_size
 
 
 # ---------------------------------------------------------------------------------- basic
@@ -531,8 +532,9 @@ MASKED_FILL = register(OpDef(
 
 
 def _nonzero_meta(x) -> tuple:  # noqa: ANN001
-    # the row count depends on the values: the meta cannot know it (data_dependent)
-    return (None, max(len(x.shape), 0)), dt.int64
+    # the row count depends on the values: unknown (None) in eager, an unbacked SymInt when the
+    # input's shape is symbolic (data_dependent)
+    return (unbacked_size(x.shape), len(x.shape)), dt.int64
 
 
 def _nonzero_eager(x: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ember.errors import ShapeError
 from ember.ops.registry import OpDef, bind, register
+from ember.sym import sym_max, sym_min
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -384,7 +385,8 @@ UNFOLD = register(OpDef("unfold", "view", _unfold_meta, _unfold_eager, _unfold_v
 def _diagonal_meta(x, *, offset: int, dim1: int, dim2: int) -> tuple:  # noqa: ANN001
     shape = list(x.shape)
     a, b = shape[dim1], shape[dim2]
-    n = max(0, min(a, b - offset) if offset >= 0 else min(a + offset, b))
+    # sym_min/sym_max: a symbolic length stays Max/Min instead of guarding which side is less
+    n = sym_max(0, sym_min(a, b - offset) if offset >= 0 else sym_min(a + offset, b))
     rest = [s for i, s in enumerate(shape) if i not in (dim1, dim2)]
     return tuple(rest) + (n,), x.dtype
 

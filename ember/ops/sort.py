@@ -11,6 +11,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.ops.reduction import _extreme_vjp, index_vjp, reduced_shape
 from ember.ops.registry import OpDef, bind, register
+from ember.sym import unbacked_size
 
 _MULTI = frozenset({"multi_output"})
 _LOWP = (np.dtype(np.float16), dt.bfloat16.np)
@@ -203,11 +204,13 @@ MODE = register(OpDef(
 
 # ---------------------------------------------------------------------------- unique
 def _unique_meta(x, *, sorted: bool, dim: int | None) -> tuple:  # noqa: ANN001
-    # the number of unique values is known only from the data
+    # the number of unique values is known only from the data (None in eager, one unbacked
+    # SymInt shared by values and counts when the input's shape is symbolic)
+    u = unbacked_size(x.shape)
     if dim is None:
-        return ((None,), x.dtype), (tuple(x.shape), dt.int64), ((None,), dt.int64)
-    shape = tuple(None if i == dim else n for i, n in enumerate(x.shape))
-    return (shape, x.dtype), ((x.shape[dim],), dt.int64), ((None,), dt.int64)
+        return ((u,), x.dtype), (tuple(x.shape), dt.int64), ((u,), dt.int64)
+    shape = tuple(u if i == dim else n for i, n in enumerate(x.shape))
+    return (shape, x.dtype), ((x.shape[dim],), dt.int64), ((u,), dt.int64)
 
 
 def _unique_eager(x: np.ndarray, *, sorted: bool, dim: int | None) -> tuple:
