@@ -24,6 +24,9 @@ from ember.dtypes import (  # noqa: F401
     uint8, can_cast,
 )
 from ember.device import DeviceGuard, Stream, device  # noqa: F401
+from ember.dtypes import (  # noqa: F401
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
 from ember.errors import (  # noqa: F401
     DeviceError, DTypeError, EmberError, EmberIndexError, EmberRuntimeError, EmberTypeError,
     EmberValueError, ShapeError,

@@ -262,3 +262,33 @@ class iinfo:  # noqa: N801
 
     def __repr__(self) -> str:
         return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+class memory_format:  # noqa: N801  (PyTorch's name)
+    """A memory layout name, PyTorch's ``torch.memory_format``.
+
+    ember keeps row-major ("contiguous") storage for the tensors it creates: ``.to(memory_format=
+    ember.channels_last)`` and ``module.to(memory_format=...)`` are accepted and leave values and
+    layout as they are (in PyTorch the layout changes speed, never values).
+    ``Tensor.is_contiguous(memory_format=ember.channels_last)`` tests the strides honestly.
+
+    >>> ember.channels_last
+    torch.channels_last
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name  # pickles as the module-level constant
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")

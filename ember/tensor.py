@@ -171,8 +171,16 @@ class Tensor:
             return st
         return st[_wrap_dim(dim, self._data.ndim, "stride")]
 
-    def is_contiguous(self, memory_format: Any = None) -> bool:
-        return _is_contiguous(self._data.shape, self.stride())
+    def is_contiguous(self, memory_format: Any = _dt.contiguous_format) -> bool:
+        shape, strides = self._data.shape, self.stride()
+        name = getattr(memory_format, "name", "contiguous_format")
+        if name in ("channels_last", "channels_last_3d"):
+            rank = 4 if name == "channels_last" else 5
+            if len(shape) != rank:
+                return False
+            order = (0, *range(2, rank), 1)  # N, spatial..., C
+            shape, strides = tuple(shape[i] for i in order), tuple(strides[i] for i in order)
+        return _is_contiguous(shape, strides)
 
     def storage_offset(self) -> int:
         if self._data.__class__ is _LazyArray:

@@ -101,7 +101,7 @@ def _has_arrays(data: Any) -> bool:
 def _unwrap(data: Any, op: str) -> Any:
     if isinstance(data, Tensor):
         return data._data
-    if isinstance(data, (list, tuple)):
+    if isinstance(data, (list, tuple, range)):
         return [_unwrap(d, op) for d in data]
     if isinstance(data, (bool, int, float, np.generic, np.ndarray)):
         return data

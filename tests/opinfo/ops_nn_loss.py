@@ -317,6 +317,16 @@ def kl_samples(dtype, rng):
     yield Sample((x((3,)), zero), {"reduction": "none"}, desc="target 0", grad=False)
 
 
+def pdist_samples(dtype, rng):
+    m = lambda s, **k: make(s, dtype, rng, **k)  # noqa: E731
+    yield Sample((m((4, 5)), m((4, 5))), desc="(4,5)")
+    yield Sample((m((4, 5)), m((5,))), {"p": 1.0, "keepdim": True}, desc="broadcast p=1 keepdim")
+    yield Sample((m((2, 3, 4)), m((2, 3, 4))), {"p": 3.0, "eps": 1e-3}, desc="3-d p=3")
+    yield Sample((m((3, 4), noncontig=True), m((3, 4), noncontig=True)), desc="non-contiguous",
+                 noncontig=True)
+    yield Sample((m((6,)), m((6,))), desc="1-d")
+
+
 def cos_samples(dtype, rng):
     m = lambda s, **k: make(s, dtype, rng, **k)  # noqa: E731
     yield Sample((m((4, 5)), m((4, 5))), desc="(4,5) dim 1")
@@ -417,6 +427,8 @@ def _build():
                                                      r"point, yet common dtype is Long"),
                    ErrorCase((np.ones((2, 3)), np.ones((2, 3))), {"dim": 2}, exc=IndexError,
                              match=r"Dimension out of range")]),
+        OpInfo("pairwise_distance", lambda t, a, b, **kw: _F(t).pairwise_distance(a, b, **kw),
+               pdist_samples),
         # gradients where a norm is clamped at eps, against PyTorch only (see cos_samples)
         OpInfo("cosine_similarity_clamped",
                lambda t, a, b, **kw: _F(t).cosine_similarity(a, b, **kw),
