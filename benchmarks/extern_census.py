@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ember  # noqa: E402
-from ember.compiler import cbackend  # noqa: E402
-from ember.compiler.lower import lower  # noqa: E402
+from ember.compiler.c import backend as cbackend  # noqa: E402
+from ember.compiler.c.lower import lower  # noqa: E402
 from tests.compiler.test_conformance import _call, _float_positions, _grads  # noqa: E402
 from tests.opinfo import ALL_OPINFOS  # noqa: E402
 from tests.opinfo.core import FLOATS, to_ember  # noqa: E402

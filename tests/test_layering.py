@@ -67,3 +67,49 @@ def test_imports_only_go_down():
                 if layer is not None and own is not None and layer > own:
                     bad.append(f"{mod} (layer {own}) imports {t} (layer {layer})")
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+# --- inside the compiler (ARCHITECTURE.md §1, layer 5) ---------------------------------------
+COMPILER = ROOT / "compiler"
+COMPILER_PACKAGES = ("frontend", "c", "c/ir", "c/lower", "c/codegen", "c/build")
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module ``path`` imports, at any depth (function-level imports included)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return out
+
+
+def test_the_compiler_is_a_frontend_and_a_c_backend():
+    """compiler/ holds only its package wiring; the code lives in frontend/ and c/."""
+    flat = sorted(p.name for p in COMPILER.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules directly under ember/compiler/: {flat}"
+    for pkg in COMPILER_PACKAGES:
+        assert (COMPILER / pkg / "__init__.py").exists(), f"ember/compiler/{pkg} is no package"
+
+
+def test_the_frontend_does_not_import_the_c_backend():
+    """The frontend reaches the C backend only through the backend registry."""
+    bad = [f"{p.relative_to(ROOT)} imports {t}" for p in (COMPILER / "frontend").rglob("*.py")
+           for t in _imports(p) if t == "ember.compiler.c" or t.startswith("ember.compiler.c.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_runtime_imports_alone():
+    """An AOT package loads and runs with build/runtime.py: importing it loads none of the
+    C backend's lowering, codegen or toolchain (checked in a fresh process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, ember.compiler.c.build.runtime as r; "
+            "print(' '.join(m for m in sys.modules if m.startswith('ember.compiler.c.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT.parent, timeout=120, check=True)
+    loaded = set(out.stdout.split())
+    assert "ember.compiler.c.build.runtime" in loaded
+    assert loaded <= {"ember.compiler.c.build", "ember.compiler.c.build.runtime"}, loaded

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
-from ember.compiler.codegen_c import generate
-from ember.compiler.lower import lower
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.codegen.unit import generate
+from ember.compiler.c.lower import lower
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend, toolchain
-from ember.compiler.codegen_c import generate
-from ember.compiler.codegen_gemm import MIN_FLOPS
-from ember.compiler.lower import lower
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import toolchain
+from ember.compiler.c.codegen.gemm import MIN_FLOPS
+from ember.compiler.c.codegen.unit import generate
+from ember.compiler.c.lower import lower
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,

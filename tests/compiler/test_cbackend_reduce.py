@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
-from ember.compiler.codegen_c import generate
-from ember.compiler.lower import lower
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.codegen.unit import generate
+from ember.compiler.c.lower import lower
 from ember.config import config
 from tests.compiler.helpers import run_c
 
@@ -632,7 +632,7 @@ def test_row_kernels_prefetch_the_next_row(cols):
     pass); longer rows are left to the hardware.  A prefetch changes no value: the results
     match eager as elsewhere, and each row's bits are the same as when it is computed alone
     (a one-row input never prefetches)."""
-    from ember.compiler.codegen_prefetch import PREFETCH_ROW_BYTES
+    from ember.compiler.c.codegen.prefetch import PREFETCH_ROW_BYTES
     x, w = randn(9, cols), randn(cols)
     for name, fn in _row_fns(cols).items():
         got, want, cg = run_c(fn, x, w)

@@ -24,12 +24,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ember.compiler import autotune, runtime, toolchain
-from ember.compiler.codegen_c import PRELUDE, generate
-from ember.compiler.graph import Graph, _resolve
-from ember.compiler.loop_ir import Buffer, Extern, Program, Segment, eval_size
-from ember.compiler.lower import LowerStats, helpers_in, lower
-from ember.compiler.lower import _log as lower_log
+from ember.compiler.c.build import autotune, runtime, toolchain
+from ember.compiler.c.codegen.unit import PRELUDE, generate
+from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
+from ember.compiler.c.lower.context import LowerStats, helpers_in, lower
+from ember.compiler.c.lower.context import _log as lower_log
+from ember.compiler.frontend.graph import Graph, _resolve
 from ember.config import config
 from ember.dtypes import by_name
 from ember.errors import EmberRuntimeError
@@ -371,11 +371,11 @@ def _code_digest() -> str:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
                            f"{EXTRA_FLAGS} "
                            f"{PRELUDE is not None}".encode())
-        root = Path(__file__).resolve().parents[1]
-        for pattern in ("compiler/*.py", "compiler/csrc/*", "ops/*.py"):  # (the C prelude too)
+        root = Path(__file__).resolve().parents[2]
+        for pattern in ("compiler/**/*.py", "compiler/**/*.h", "ops/*.py"):  # (the C prelude too)
             for f in sorted(root.glob(pattern)):
                 st = f.stat()
-                h.update(f"{f.name} {st.st_size} {st.st_mtime_ns}\n".encode())
+                h.update(f"{f.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
         cc = toolchain.CACHE.compiler()
         h.update(f"{cc.version} {cc.command} {toolchain.CACHE.cpu()} "
                  f"{toolchain.ember_version()}".encode())
@@ -463,7 +463,7 @@ def memory_plan(program: Program, graph: Graph) -> tuple[dict, list]:
     largest free one, grown); a call allocates each slot once and views each buffer at the
     slot's start.  Buffers whose lifetimes overlap never share a slot, and no kernel is given
     two buffers of one slot, since a kernel is inside both lifetimes of what it uses."""
-    from ember.compiler.lower_gemm import _python_visible
+    from ember.compiler.c.lower.gemm import _python_visible
 
     visible = _python_visible(program, graph)
     first: dict = {}
@@ -600,7 +600,7 @@ def last_compiled() -> CompiledGraph | None:
 def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     """The C source that ``fn(*args, **kwargs)``'s graphs compile to with the C backend
     (several graphs, e.g. around graph breaks, are concatenated)."""
-    from ember.compiler import api
+    from ember.compiler.frontend import api
     sources: list = []
 
     def capture(graph: Graph, example_inputs: list) -> Callable:

@@ -139,7 +139,7 @@ def user_stacklevel() -> int:
     return level
 
 
-_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
 def trim_stack(stack: list, key: tuple) -> list:

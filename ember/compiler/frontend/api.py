@@ -26,9 +26,9 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
-from ember.compiler import _reasons
-from ember.compiler.backends import lookup_backend
-from ember.compiler.graph import STRUCTURAL_PARAMS, Captured, Graph, _skel, capture
+from ember.compiler.frontend import _reasons
+from ember.compiler.frontend.backends import lookup_backend
+from ember.compiler.frontend.graph import STRUCTURAL_PARAMS, Captured, Graph, _skel, capture
 from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError
 from ember.tensor import Tensor, _wrap
@@ -673,12 +673,9 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: 
         if _reasons.is_module(fn):
             return _compile_module(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                    mode=mode, options=options)
-        if mode == "reduce-overhead":
-            from ember.compiler.replay import ReplayFunction
-            return ReplayFunction(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
-                                  mode=mode, options=options)
-        return CompiledFunction(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
-                                mode=mode, options=options)
+        cls = FUNCTION_CLASSES.get(mode, CompiledFunction)
+        return cls(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                   options=options)
 
     if model is None:
         return wrap
@@ -686,6 +683,10 @@ def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: 
 
 
 _is_module = _reasons.is_module
+
+# the wrapper class of a mode other than the default's CompiledFunction: replay.py registers
+# ReplayFunction for "reduce-overhead"
+FUNCTION_CLASSES: dict[str | None, type] = {}
 
 
 class OptimizedModule:
@@ -714,12 +715,7 @@ def _compile_module(mod: Any, **kw: Any) -> OptimizedModule:
 
 
 def _compile_callable(bound: Callable, mod: Any, **kw: Any) -> Callable:
-    mode = kw.get("mode")
-    if mode == "reduce-overhead":
-        from ember.compiler.replay import ReplayFunction
-        cf: Any = ReplayFunction(bound, **kw)
-    else:
-        cf = CompiledFunction(bound, **kw)
+    cf: Any = FUNCTION_CLASSES.get(kw.get("mode"), CompiledFunction)(bound, **kw)
     cf._key = _code_key(type(mod).forward)
     cf._module = mod
     return cf

@@ -5,7 +5,8 @@ A backend is a callable ``backend(graph, example_inputs) -> callable``: ``graph`
 returned callable is called with the graph's tensor inputs followed by its lifted scalars and
 returns its outputs (``graph.forward`` is the trivial backend).  ``"eager"`` runs the graph with
 the eager NumPy kernels; it is the reference for every other backend.  ``"inductor"`` (the
-default of ``ember.compile``, as in PyTorch) and ``"c"`` are the C backend (docs/compiler.md).
+default of ``ember.compile``, as in PyTorch) and ``"c"`` are the C backend (docs/compiler.md),
+which registers itself here (``ember/compiler/c/__init__.py``): the frontend never imports it.
 """
 
 from __future__ import annotations
@@ -67,16 +68,6 @@ def _eager(graph: Any, example_inputs: list) -> Callable:
 register_backend(_eager, "eager", tags=("debug",))
 
 
-def _c(graph: Any, example_inputs: list, mode: str | None = None) -> Callable:
-    from ember.compiler.cbackend import c_backend  # the C toolchain loads on first use
-    return c_backend(graph, example_inputs, mode)
-
-
-_c.takes_mode = True  # type: ignore[attr-defined]  # ember.compile passes its mode
-# the C backend is ember.compile's default, under PyTorch's name for its default ("inductor")
-# and as "c"
-register_backend(_c, "inductor")
-register_backend(_c, "c")
 # ember has no separate autograd-tracing stage to debug: "aot_eager" runs the reference
 register_backend(_eager, "aot_eager", tags=("debug",))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ember.compiler import api
+from ember.compiler.frontend import api
 
 
 @dataclass

@@ -52,8 +52,16 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
-from ember.compiler.api import _CACHES, _EVENTS, _STANCE, CompiledFunction, _Frame, _is_module
-from ember.compiler.graph import Captured
+from ember.compiler.frontend.api import (
+    _CACHES,
+    _EVENTS,
+    _STANCE,
+    FUNCTION_CLASSES,
+    CompiledFunction,
+    _Frame,
+    _is_module,
+)
+from ember.compiler.frontend.graph import Captured
 from ember.device import device as _device
 from ember.optim.optimizer import Optimizer
 from ember.tensor import Tensor, _init, _new, _wrap
@@ -913,5 +921,7 @@ def _find(res: list, a: Any) -> int | None:
             return k
     return None
 
+
+FUNCTION_CLASSES["reduce-overhead"] = ReplayFunction
 
 __all__ = ["ReplayFunction"]

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ember.compiler import runtime, toolchain
-from ember.compiler.codegen_gemm import TEMPLATES, canonical_source
-from ember.compiler.loop_ir import GemmKernel, Program, Segment
+from ember.compiler.c.build import runtime, toolchain
+from ember.compiler.c.codegen.gemm import TEMPLATES, canonical_source
+from ember.compiler.c.ir.loop_ir import GemmKernel, Program, Segment
 from ember.config import config
 
 FILE_NAME = "gemm_autotune.json"
@@ -55,7 +55,7 @@ def tune_program(program: Program, extra_flags: tuple = ()) -> None:
 
 
 def choose(k: GemmKernel, program: Program, extra_flags: tuple = ()) -> str:
-    from ember.compiler.lower import _log
+    from ember.compiler.c.lower.context import _log
     if FORCE is not None and FORCE in candidates(k):
         return FORCE
     sizes = [k.m, k.n, k.k, *k.batch] + [x for b in _buffers(k) for x in b.shape]
@@ -103,9 +103,9 @@ def _buffers(k: GemmKernel) -> list:
 
 def _time(k: GemmKernel, program: Program, extra_flags: tuple) -> dict:
     """Seconds per call of each candidate (best of a few rounds), all built in one library."""
-    from ember.compiler.codegen_c import PRELUDE, _entry, _kernel
-    from ember.compiler.codegen_gemm import gemm_prelude
-    from ember.compiler.runtime import C_PRELUDE
+    from ember.compiler.c.codegen.unit import PRELUDE, _entry, _kernel
+    from ember.compiler.c.codegen.gemm import gemm_prelude
+    from ember.compiler.c.build.runtime import C_PRELUDE
 
     cands = candidates(k)
     segs = [Segment(f"ember_tune_{j}", [dataclasses.replace(k, name=f"tune{j}", impl=c)])

@@ -15,7 +15,7 @@ undefined symbols), never with a plain ``dlopen`` before ``load_blas()``.
 
 from __future__ import annotations
 
-from ember.compiler.runtime import BlasLibrary, load_blas
+from ember.compiler.c.build.runtime import BlasLibrary, load_blas
 
 __all__ = ["BlasLibrary", "c_declarations", "load_blas"]
 
@@ -31,7 +31,7 @@ def c_declarations(blas: BlasLibrary | None = None) -> str:
         return ""
     int_type = "int64_t" if blas.int64 else "int"
     lines = [
-        "/* BLAS (ember/compiler/blas.py); resolved at load time from the global namespace */",
+        "/* BLAS (ember/compiler/c/build/blas.py); resolved at load time from the global namespace */",
         "#include <stdint.h>",
         f"typedef {int_type} ember_blas_int;",
         f"#define EMBER_CBLAS_ROW_MAJOR {ROW_MAJOR}",

@@ -15,7 +15,7 @@ and renamed into place (``os.replace`` is atomic), so a concurrent process never
 library; the manifest's checksum rejects a damaged one, which is then rebuilt.  Within a process
 a hit costs one dictionary lookup.
 
->>> from ember.compiler.toolchain import compile_library    # doctest: +SKIP
+>>> from ember.compiler.c.build.toolchain import compile_library    # doctest: +SKIP
 >>> path = compile_library("int ember_entry(void **b, const long *i, const double *f) "
 ...                        "{ return 0; }", name="noop")    # doctest: +SKIP
 """
@@ -104,7 +104,7 @@ def ember_version() -> str:
     version = getattr(mod, "__version__", None)
     if version:
         return str(version)
-    init = Path(__file__).resolve().parents[1] / "__init__.py"
+    init = Path(__file__).resolve().parents[3] / "__init__.py"
     m = re.search(r'^__version__\s*=\s*["\']([^"\']+)', init.read_text(), re.M)
     return m.group(1) if m else "unknown"
 

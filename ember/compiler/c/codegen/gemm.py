@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from ember.compiler import blas
-from ember.compiler.loop_ir import GemmKernel, Im2colKernel, Program, numel
+from ember.compiler.c.build import blas
+from ember.compiler.c.ir.loop_ir import GemmKernel, Im2colKernel, Program, numel
 from ember.ops import _parallel
 
 # template variants (micro-tile rows x cols) per dtype: autotuning candidates
@@ -30,7 +30,7 @@ _KC = 256
 MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
 
 _HELPERS = r"""
-/* {T} GEMM through BLAS (ember/compiler/codegen_gemm.py) */
+/* {T} GEMM through BLAS (ember/compiler/c/codegen/gemm.py) */
 static void ember_gemm_ref_{s}(int64_t M, int64_t N, int64_t K, const {T} *A, int64_t ars,
                               int64_t acs, const {T} *B, int64_t brs, int64_t bcs, {T} *C,
                               int64_t ldc) {{
@@ -217,7 +217,7 @@ static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
 """
 
 _PACK_A = r"""
-/* {T} GEMM template pieces (ember/compiler/codegen_gemm.py): packed A slivers of {mr} rows */
+/* {T} GEMM template pieces (ember/compiler/c/codegen/gemm.py): packed A slivers of {mr} rows */
 static void ember_pack_a_{mr}_{s}(const {T} *restrict A, int64_t ars, int64_t acs, int64_t mc,
                                  int64_t kc, {T} *restrict pa) {{
   for (int64_t r0 = 0; r0 < mc; r0 += {mr})
@@ -423,7 +423,7 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
     if not k.epilogue:
         return []
-    from ember.compiler.codegen_c import omp_loops
+    from ember.compiler.c.codegen.unit import omp_loops
     ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
     out, ind = omp_loops(list(zip(k.epi_vars(), ranges)), "  ", openmp)
     out += [f"{ind}{st}" for st in k.epilogue]

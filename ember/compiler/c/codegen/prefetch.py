@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.compiler.loop_ir import Index, Load, Op
+from ember.compiler.c.ir.loop_ir import Index, Load, Op
 
 PREFETCH_ROW_BYTES = 64 * 1024
 """Rows up to this size (the reduced elements of one kept index) have the next row

@@ -3,7 +3,7 @@ how dtypes map to C, and how an OpDef's ``c_expr`` template is rendered.
 
 Generated translation units start with ``PRELUDE`` (or ``#include "ember_prelude.h"`` with
 ``include_dir()`` on the include path).  ``build_test_lib`` is a small test-only compiler
-driver; the cached toolchain lives in ``ember/compiler/toolchain.py``.
+driver; the cached toolchain lives in ``ember/compiler/c/build/toolchain.py``.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def build_test_lib(c_source: str, extra_flags: tuple = (), opt_info: bool = Fals
     src = tmp / "k.c"
     src.write_text(c_source)
     out = tmp / "k.so"
-    from ember.compiler.toolchain import machine_flags
+    from ember.compiler.c.build.toolchain import machine_flags
     cmd = [cc, *CFLAGS, *machine_flags(), *extra_flags, "-I", include_dir(), str(src), "-o",
            str(out), "-lm"]
     if opt_info:

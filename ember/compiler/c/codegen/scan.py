@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     ScanKernel,
     compute_ctype,
     contiguous_strides,

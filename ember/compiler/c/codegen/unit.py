@@ -15,11 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ember.compiler import lower_attention, lower_index
-from ember.compiler.codegen_gemm import gemm_kernel, gemm_prelude, im2col_kernel
-from ember.compiler.codegen_prefetch import fits_prefetch, next_row_prefetch
-from ember.compiler.codegen_scan import scan_kernel
-from ember.compiler.loop_ir import (
+from ember.compiler.c.build.runtime import C_PRELUDE
+from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
+from ember.compiler.c.codegen.scan import scan_kernel
+from ember.compiler.c.ir.loop_ir import (
     Check,
     ColumnAccum,
     GemmKernel,
@@ -37,10 +37,11 @@ from ember.compiler.loop_ir import (
     round_expr,
     store_expr,
 )
-from ember.compiler.runtime import C_PRELUDE
+from ember.compiler.c.lower import attention as lower_attention
+from ember.compiler.c.lower import index as lower_index
 
 # --- FALLBACK PRELUDE ---------------------------------------------------------------------------
-# A minimal stand-in for the real math prelude (ember/compiler/cprelude.py, branch h-cmath):
+# A minimal stand-in for the real math prelude (c/codegen/prelude.py, branch h-cmath):
 # only the ember_* helpers this slice's tests reach, in float/double (and int64/int32/bool where
 # the template needs it) variants, on top of libm.  Replace by importing cprelude.PRELUDE.
 _FALLBACK_HELPERS = r"""/* ember fallback math helpers (codegen_c._FALLBACK_HELPERS) */
@@ -116,7 +117,7 @@ static inline int64_t ember_remainder_l(int64_t a, int64_t b) {
 """
 
 try:  # the real prelude (vectorizable exp/log/tanh/erf and every ember_* helper) when present
-    from ember.compiler.cprelude import PRELUDE  # type: ignore[import-not-found]
+    from ember.compiler.c.codegen.prelude import PRELUDE  # type: ignore[import-not-found]
 except ImportError:
     PRELUDE = _FALLBACK_HELPERS
 
@@ -167,7 +168,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
 # call sites in kernels; the split work inside the helpers is not counted twice).  Slots are
 # numbered over all kernels of all segments in order; ``cbackend.profile`` reads them.
 _PROFILE = r"""
-/* EMBER_C_PROFILE: per-kernel timers (ember/compiler/codegen_c.py, profile_block) */
+/* EMBER_C_PROFILE: per-kernel timers (ember/compiler/c/codegen/unit.py, profile_block) */
 #include <time.h>
 #define EMBER_PROFILE 1
 static double ember_prof_blas_;   /* ns in BLAS since the current kernel call began */

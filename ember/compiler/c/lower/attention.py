@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.compiler import blas
-from ember.compiler.loop_ir import Buffer, Geometry, MatOperand
+from ember.compiler.c.build import blas
+from ember.compiler.c.ir.loop_ir import Buffer, Geometry, MatOperand
 
 ATTENTION_OPS = frozenset({"scaled_dot_product_attention",
                            "scaled_dot_product_attention_backward"})
@@ -92,8 +92,8 @@ class AttentionKernel:
 # ------------------------------------------------------------------------------ lowering
 def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower node ``i`` (sdpa or its backward) into ``lw``'s open segment; None, or why not."""
-    from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.c.lower.gemm import _materialize
 
     backward = n.op.name == "scaled_dot_product_attention_backward"
     args = list(n.args)
@@ -166,7 +166,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
 
 # ------------------------------------------------------------------------------ C
 _PRELUDE = r"""
-/* scaled_dot_product_attention, {T} (ember/compiler/lower_attention.py) */
+/* scaled_dot_product_attention, {T} (ember/compiler/c/lower/attention.py) */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -37,17 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler import (
-    lower_attention,
-    lower_copy,
-    lower_index,
-    lower_random,
-    lower_reduce,
-    lower_scan,
-)
-from ember.compiler.cprelude import lowp_variants, pasted_helpers
-from ember.compiler.graph import Graph, Sym, _resolve
-from ember.compiler.loop_ir import (
+from ember.compiler.c.codegen.prelude import lowp_variants, pasted_helpers
+from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     CTYPES,
     STORAGE_CTYPES,
@@ -71,7 +62,14 @@ from ember.compiler.loop_ir import (
     round_expr,
     s_mul,
 )
-from ember.compiler.lower_gemm import GEMM_OPS, fuse_epilogues, lower_gemm
+from ember.compiler.c.lower import attention as lower_attention
+from ember.compiler.c.lower import copy as lower_copy
+from ember.compiler.c.lower import index as lower_index
+from ember.compiler.c.lower import random as lower_random
+from ember.compiler.c.lower import reduce as lower_reduce
+from ember.compiler.c.lower import scan as lower_scan
+from ember.compiler.c.lower.gemm import GEMM_OPS, fuse_epilogues, lower_gemm
+from ember.compiler.frontend.graph import Graph, Sym, _resolve
 from ember.config import config
 
 # the ops lowered by a dedicated module, each with the function that lowers one node (returning

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     STORAGE_CTYPES,
     Const,
@@ -47,8 +47,8 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         return None if lw._view(i, n) else _storage_read(lw, i, n)
     if n.op.name == "storage_write":
         return _storage_write(lw, i, n)
-    from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.c.lower.gemm import _materialize
 
     if any(not L._is_ref(a) for a in n.args):
         return "a non-tensor operand"
@@ -170,7 +170,7 @@ def _layout(shape: tuple, want: tuple) -> tuple | None:
 
 def _sz(x: Any) -> Any:
     """A size or index parameter as a SizeExpr (a lifted scalar is its runtime name)."""
-    from ember.compiler.graph import Sym
+    from ember.compiler.frontend.graph import Sym
     if type(x) is Sym:
         return f"s{x.index}"
     return int(x)
@@ -212,8 +212,8 @@ def _fill_text(value: Any, dt: Any) -> str | None:
     """C text of ``value`` converted to ``dt`` as eager does (NumPy's cast), in the compute
     type; None when it cannot be (not a number, or a runtime scalar NumPy would cast in one
     rounding where C needs two)."""
-    from ember.compiler import lower as L
-    from ember.compiler.graph import Sym
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.frontend.graph import Sym
     ct = COMPUTE_CTYPES[dt.np.name]
     if type(value) is Sym:
         return L._scalar(value, ct) if dt.np.name in ("float32", "float64") else None
@@ -333,8 +333,8 @@ def _plan(name: str, src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
 
 
 def _movement(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.c.lower.gemm import _materialize
 
     name = n.op.name
     if len(n.args) != 1 or not L._is_ref(n.args[0]):
@@ -405,8 +405,8 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
 
 def _storage_write(lw: Any, i: int, n: Any) -> str | None:
     """``out = storage`` (C order, as eager's copy) then ``out[region] = src``: two kernels."""
-    from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.c.lower.gemm import _materialize
 
     if len(n.args) != 2 or not all(L._is_ref(a) for a in n.args):
         return "a non-tensor operand"
@@ -453,7 +453,7 @@ def _storage_write(lw: Any, i: int, n: Any) -> str | None:
 def _storage_read(lw: Any, i: int, n: Any) -> str | None:
     """``storage_read`` with runtime sizes: the region's geometry over the storage value when
     that is C-contiguous (eager reads a view of it), else why not."""
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower.gemm import _materialize
 
     if len(n.args) != 1:
         return "a non-tensor operand"

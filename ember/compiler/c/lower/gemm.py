@@ -20,8 +20,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ember.compiler import lower_random
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     CTYPES,
     Buffer,
     Const,
@@ -40,6 +39,7 @@ from ember.compiler.loop_ir import (
     contiguous_strides,
     s_mul,
 )
+from ember.compiler.c.lower import random as lower_random
 
 GEMM_OPS = frozenset({"matmul", "addmm", "linear", "convolution", "conv_weight_grad",
                       "conv_input_grad"})
@@ -49,7 +49,7 @@ _FLOATS = ("float32", "float64")
 def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
     """Lower graph node ``n`` (index ``i``) to a GemmKernel in ``lw``'s open segment; returns
     None when lowered, else why not (the node then runs as an extern)."""
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
 
     refs = [a for a in n.args if L._is_ref(a)]
     if any(a is not None and not L._is_ref(a) for a in n.args):
@@ -100,7 +100,7 @@ def lower_gemm(lw: Any, i: int, n: Any) -> str | None:
 def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
     """convolution as eager computes it: im2col into ``(N, G, Cg*K, P)``, then one GEMM per
     (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
 
     x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
@@ -163,7 +163,7 @@ def _conv(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
 def _conv_input_grad(lw: Any, i: int, n: Any, mats: list, dt: Any) -> str | None:
     """conv_input_grad as eager computes it: per (sample, group) ``w[g]^T (Cg*K x Og)`` times
     the output gradient ``(Og x P)`` into columns, then col2im into the input's shape."""
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
 
     gy, w = mats
     p = n.params
@@ -223,7 +223,7 @@ def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kerne
 
 def _materialize(lw: Any, r: tuple) -> Any:
     """The operand as a ``_Mat`` (a value of the open group is stored first)."""
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
 
     v = lw.vals[r]
     if isinstance(v, L._Pw):
@@ -253,7 +253,7 @@ def _rows_operand(x: Any) -> tuple:
 
 def _bias_epilogue(gk: GemmKernel, n: Any, mats: list, out_shape: tuple) -> None:
     """linear's ``+ b`` and addmm's ``* alpha + c * beta``, in eager's order of operations."""
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
 
     name = n.op.name
     if name == "matmul" or (name == "linear" and len(mats) < 3):
@@ -295,7 +295,7 @@ def fuse_epilogues(program: Program, graph: Any) -> int:
     """Merge each pointwise kernel that reads a GEMM's product element by element (same index
     space) into that GEMM's epilogue, when no kernel between the two writes what it reads;
     returns how many merged."""
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
 
     merged = 0
     outside = _python_visible(program, graph)
@@ -347,7 +347,7 @@ def _fusable(g: GemmKernel, k: Any) -> bool:
 
 
 def _here(shape: tuple, flat: bool) -> Index:
-    from ember.compiler import lower as L
+    from ember.compiler.c.lower import context as L
     evars = ["i"] if flat else [f"i{d}" for d in range(len(shape))]
     return L._index(Geometry.contiguous(tuple(shape)), evars, flat)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     STORAGE_CTYPES,
     Buffer,
@@ -98,8 +98,8 @@ def _static(*geoms: Geometry) -> bool:
 
 
 def _embedding(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.c.lower.gemm import _materialize
 
     scatter = n.op.name == "embedding_backward"
     if any(not L._is_ref(a) for a in n.args):
@@ -159,8 +159,8 @@ def _region(shape: tuple, spec: tuple) -> Geometry | None:
 
 
 def _basic_backward(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler import lower as L
-    from ember.compiler.lower_gemm import _materialize
+    from ember.compiler.c.lower import context as L
+    from ember.compiler.c.lower.gemm import _materialize
 
     out_shape, dt = n.specs[0]
     out_shape = tuple(out_shape)
@@ -213,7 +213,7 @@ def _offset_expr(geom: Geometry, flat: str) -> str:
 
 def kernel_source(k: IndexKernel, openmp: bool) -> str:
     """The C function of one IndexKernel (stores, then loads, then ints/floats)."""
-    from ember.compiler.codegen_c import _omp_for
+    from ember.compiler.c.codegen.unit import _omp_for
 
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]

@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.graph import Sym
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     Index,
     Let,
@@ -31,6 +30,7 @@ from ember.compiler.loop_ir import (
     PointCheck,
     contiguous_strides,
 )
+from ember.compiler.frontend.graph import Sym
 
 OPS = frozenset({"dropout", "uniform", "normal", "bernoulli"})
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
@@ -111,7 +111,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
 
 
 def _dropout(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.lower import _is_ref
+    from ember.compiler.c.lower.context import _is_ref
     x = n.args[0]
     if not _is_ref(x):
         return "no tensor input"
@@ -134,7 +134,7 @@ def _dropout(lw: Any, i: int, n: Any) -> str | None:
 
 
 def _uniform(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.lower import _size
+    from ember.compiler.c.lower.context import _size
     d = n.specs[0][1]
     if d.np.name not in _FLOATS:
         return f"dtype {d.name}"
@@ -154,7 +154,7 @@ def _uniform(lw: Any, i: int, n: Any) -> str | None:
 
 
 def _normal(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.lower import _is_ref, _size
+    from ember.compiler.c.lower.context import _is_ref, _size
     d = n.specs[0][1]
     if d.np.name not in _FLOATS:
         return f"dtype {d.name}"
@@ -182,8 +182,8 @@ def _normal(lw: Any, i: int, n: Any) -> str | None:
 
 
 def _bernoulli(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.loop_ir import STORAGE_CTYPES
-    from ember.compiler.lower import _is_ref
+    from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES
+    from ember.compiler.c.lower.context import _is_ref
     x = n.args[0]
     if not _is_ref(x):
         return "no tensor input"
@@ -204,7 +204,7 @@ def _emit(lw: Any, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
           tmpl: str, check: str | None = None) -> str | None:
     """Append ``tmpl`` (``{0}``.. the operands in ``refs``, then the flat index) as a Let of
     the open group (a new group of ``shape`` if it iterates another shape)."""
-    from ember.compiler.lower import _Group, _Mat, _Pw
+    from ember.compiler.c.lower.context import _Group, _Mat, _Pw
     if "ember_dropout_keep(" in tmpl and "ember_dropout_keep" not in lw.helpers:
         return "C helper ember_dropout_keep not in the prelude"
     g = lw.group

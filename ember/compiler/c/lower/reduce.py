@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     CTYPES,
     STORAGE_CTYPES,
     Accum,
@@ -110,7 +110,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     if any(s[1].np.name not in STORAGE_CTYPES for s in n.specs):
         return "output dtype not lowered"
     if n.op.name in ROW_OPS:
-        from ember.compiler import lower_rows
+        from ember.compiler.c.lower import rows as lower_rows
         return lower_rows.lower(lw, i, n)
     return _reduction(lw, i, n)
 
@@ -169,7 +169,7 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
     """The kernel that reduces node ``n``'s first input over ``dims``: an open one over the
     same input and dims (horizontal fusion), or a new one with the input's producers fused
     in as its prologue when ``allowed(use_node)`` holds for every other use."""
-    from ember.compiler.lower import _PendingLoad, _Pw
+    from ember.compiler.c.lower.context import _PendingLoad, _Pw
     x = n.args[0]
     v = lw.vals[x]
     state = lw.__dict__.setdefault("reduce_nests", {})
@@ -216,7 +216,7 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
 def _unit_dim_kept(v: Any, shape: tuple, dims: tuple) -> bool:
     """True when the input's fastest-varying dim (in memory, or the last dim of a fused
     chain in C order) is kept and something is reduced."""
-    from ember.compiler.lower import _Pw
+    from ember.compiler.c.lower.context import _Pw
     if not dims or len(dims) == len(shape):
         return False
     strides = v.strides if isinstance(v, _Pw) else v.geom.strides
@@ -234,7 +234,7 @@ def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
         return False
     if g.__dict__.get("rand_idx"):
         return False  # a random op's flat index needs the plain kernel's loop variables
-    from ember.compiler.lower import _size
+    from ember.compiler.c.lower.context import _size
 
     def ok(c: int) -> bool:  # a later pointwise consumer of the same shape recomputes it
         u = lw.graph.nodes[c]
@@ -264,7 +264,7 @@ def recompute(g: Any, v: Any) -> str:
     """Re-emit the (absorbed) group that computed ``v`` into group ``g``; ``v``'s local in ``g``.
     A producer chain fused into a reduction is recomputed by its other consumers rather than
     stored (it reads the same inputs, which are in cache for a row kernel)."""
-    from ember.compiler.lower import _PendingLoad
+    from ember.compiler.c.lower.context import _PendingLoad
     done = g.__dict__.setdefault("recomputed", {})
     m = done.get(id(v.group))
     if m is None:
@@ -286,7 +286,7 @@ def recompute(g: Any, v: Any) -> str:
 def materialize(lw: Any, refs: list) -> None:
     """Store the values among ``refs`` that live only in a reduction's prologue (a view or an
     extern needs them in memory): one pointwise kernel recomputes and stores each."""
-    from ember.compiler.lower import _Group, _Pw
+    from ember.compiler.c.lower.context import _Group, _Pw
     for r in refs:
         v = lw.vals.get(r)
         if not isinstance(v, _Pw) or v.group is lw.group:
@@ -330,7 +330,7 @@ def as_epilogue(lw: Any, g: Any) -> bool:
 
 
 def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -> bool:
-    from ember.compiler.lower import _PendingLoad
+    from ember.compiler.c.lower.context import _PendingLoad
     k = nest.kernel
     later = set()
     for k2 in seg.kernels[seg.kernels.index(k) + 1:]:
@@ -407,13 +407,13 @@ def _dims_of(lw: Any, n: Any) -> Any:
 
 
 def _reduction(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.lower import _Pw
+    from ember.compiler.c.lower.context import _Pw
     name, p = n.op.name, n.params
     dims, keepdim = _dims_of(lw, n), p.get("keepdim")
     if type(dims) is not tuple or any(type(d) is not int for d in dims) or \
             type(keepdim) is not bool:
         return "symbolic dims"
-    from ember.compiler.graph import Sym
+    from ember.compiler.frontend.graph import Sym
     if name in ("var", "std") and type(p.get("correction")) not in (int, float, Sym):
         return f"correction={p.get('correction')!r}"
     if name == "vector_norm" and type(p.get("ord")) not in (int, float):
@@ -459,7 +459,7 @@ def _out_dims(shape: tuple, dims: tuple, keepdim: bool) -> list:
 def _out_strides(n: Any, shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
     """Element strides of the reduction's output in eager's memory order (NumPy keeps the
     input's order for the kept dims)."""
-    from ember.compiler.lower import _ordered
+    from ember.compiler.c.lower.context import _ordered
     contig = contiguous_strides(out_shape)
     if _ordered(strides, shape) or any(type(s) is not int for s in strides + shape):
         return contig
@@ -509,7 +509,7 @@ def _var(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any, sqrt: bool = Fal
     mean = _mean(nest, n, dt, out_dt, count)
     d = nest.let(1, t, _op("({0} - {1})", nest.value, mean))
     a = nest.accum(1, "sum", "double", "0", _op(f"((double)(({t})({{0}} * {{0}})))", d))
-    from ember.compiler.graph import Sym
+    from ember.compiler.frontend.graph import Sym
     c = n.params["correction"]  # a lifted correction (dynamic=True) is read at run time
     corr = f"floats[{c.index}]" if type(c) is Sym else repr(float(c))
     den = f"((double)({count}) - {corr})"
@@ -620,8 +620,8 @@ def softmax(lw: Any, i: int, n: Any) -> str | None:
     ``exp(x - max)`` in double, then the output (``exp(x - max) / sum`` or ``x - max -
     log(sum)``), with eager's formula and rounding steps; the output keeps eager's memory
     order.  None, or why it stays eager."""
-    from ember.compiler.lower import _Pw
-    from ember.compiler.lower_scan import _out_strides as probe_strides
+    from ember.compiler.c.lower.context import _Pw
+    from ember.compiler.c.lower.scan import _out_strides as probe_strides
     x = n.args[0]
     dim = n.params.get("dim")
     if not _is_ref(x) or x not in lw.vals or type(dim) is not int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     Accum,
     Check,
     ColumnAccum,
@@ -26,7 +26,7 @@ from ember.compiler.loop_ir import (
     contiguous_strides,
     numel,
 )
-from ember.compiler.lower_reduce import _index, _is_ref, _mean, _Nest, _nest, _op, _out
+from ember.compiler.c.lower.reduce import _index, _is_ref, _mean, _Nest, _nest, _op, _out
 
 
 def lower(lw: Any, i: int, n: Any) -> str | None:
@@ -51,7 +51,7 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
     """layer_norm (y, mean, rstd) / rms_norm (y, rstd) over trailing dims of a C-ordered
     float32/float64 value, with weight/bias of the normalized shape: one kernel (statistics
     passes, then the normalized row), the formulas of the eager kernels."""
-    from ember.compiler.lower import _ordered, _Pw
+    from ember.compiler.c.lower.context import _ordered, _Pw
     name, dims, eps = n.op.name, n.params.get("dims"), n.params.get("eps")
     x = n.args[0]
     v = lw.vals[x]
@@ -60,7 +60,7 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
     nd = len(shape)
     if type(dims) is not tuple or not dims or dims != tuple(range(nd - len(dims), nd)):
         return "not over trailing dims"
-    from ember.compiler.graph import Sym
+    from ember.compiler.frontend.graph import Sym
     if type(eps) not in (int, float, Sym):
         return f"eps={eps!r}"
     if not _ordered(strides, shape) or any(m == 0 for m in shape):
@@ -89,7 +89,8 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
                        _op(f"((double)(({t})({{0}} * {{0}})))", nest.value))
         var = nest.final(0, t, _op(f"(({t})({{0}}) / ({t})({count}))", a))
         k = 1
-    from ember.compiler.lower import _scalar  # a lifted eps (dynamic=True) is read at run time
+    # a lifted eps (dynamic=True) is read at run time
+    from ember.compiler.c.lower.context import _scalar
     e = _scalar(eps, t) if type(eps) is Sym else f"({t}){float(eps)!r}"
     rstd = nest.final(k - 1, t, _op(f"(({t})1 / ember_sqrt({{0}} + {e}))", var))
     y = nest.let(k, t, _op("({0} - {1})", nest.value, mean) if name == "layer_norm"
@@ -122,7 +123,7 @@ def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
     """layer_norm_backward (gx, gw, gb) over trailing dims: per row the two sums of the eager
     formula, then gx; gw and gb are column sums over the rows in the same nest (double
     scratch).  ONE kernel; the op order of ``_ln_bwd_rows``."""
-    from ember.compiler.lower import _ordered, _Pw
+    from ember.compiler.c.lower.context import _ordered, _Pw
     dims = n.params.get("dims")
     gy_ref, x_ref, w_ref, m_ref, r_ref, gm_ref, gr_ref = n.args
     v = lw.vals[gy_ref]
@@ -211,7 +212,7 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
     from the row sum; 'sum'/'mean' add the rows in a double scratch (mean divides by the
     number of targets that are not ``ignore_index``).  ONE kernel.  A target out of range
     makes the kernel fail and the graph rerun eagerly, which raises eager's error."""
-    from ember.compiler.lower import _ordered, _Pw
+    from ember.compiler.c.lower.context import _ordered, _Pw
     backward = n.op.name == "cross_entropy_backward"
     g_ref, x_ref, t_ref, w_ref = n.args if backward else (None,) + tuple(n.args)
     p = n.params

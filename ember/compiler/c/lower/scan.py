@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.loop_ir import (
+from ember.compiler.c.ir.loop_ir import (
     STORAGE_CTYPES,
     Geometry,
     ScanKernel,
@@ -27,8 +27,8 @@ HANDLED = frozenset({"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"})
 
 def lower(lw: Any, i: int, n: Any) -> str | None:
     """Lower scan node ``i`` (``n``); None, or why it stays eager."""
-    from ember.compiler import lower_reduce
-    from ember.compiler.lower import _Pw
+    from ember.compiler.c.lower import reduce as lower_reduce
+    from ember.compiler.c.lower.context import _Pw
     x = n.args[0]
     if not (type(x) is tuple and x and x[0] in ("i", "n")) or x not in lw.vals:
         return "input not lowered"
@@ -72,7 +72,7 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
                       reverse, [n.op.name])
     lw.segment.kernels.append(kern)
     lw.stats.kernels += 1
-    from ember.compiler.lower import _log
+    from ember.compiler.c.lower.context import _log
     _log("fusion", f"{kern.name}: {n.op.name} along dim {dim} of {list(geom.shape)}", 3)
     return None
 
