@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ember  # noqa: E402
 from ember.compiler.c import backend as cbackend  # noqa: E402
-from ember.compiler.c.lower import lower  # noqa: E402
 from tests.compiler.test_conformance import _call, _float_positions, _grads  # noqa: E402
 from tests.opinfo import ALL_OPINFOS  # noqa: E402
 from tests.opinfo.core import FLOATS, to_ember  # noqa: E402
@@ -39,7 +38,7 @@ def census(kinds: tuple, only: set | None) -> tuple[dict, dict]:
     case = [""]
 
     def backend(graph, example_inputs):
-        st = lower(graph, cbackend._HELPERS).stats
+        st = cbackend.lower_and_schedule(graph).stats
         totals["graphs"] += 1
         totals["kernels"] += st.kernels
         totals["externs"] += st.externs

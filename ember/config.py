@@ -40,6 +40,9 @@ class Config:
     builds its entries with a timer around every kernel call (EMBER_C_PROFILE=1; a separate
     build: the timers are part of the source, hence of the cache key; see
     ``ember.compiler.c.backend.profile``).
+    ``verify_ir``: the C backend checks its loop IR (``Program.verify``) after lowering, after
+    scheduling and before codegen (EMBER_VERIFY_IR=1; tests set it); otherwise once, before
+    codegen.
     ``compile_backend``: the backend ``ember.compile`` uses when none is named
     (EMBER_COMPILE_BACKEND; default ``"inductor"``, the C backend; ``"eager"`` runs graphs with
     the reference interpreter).
@@ -58,6 +61,7 @@ class Config:
     c_openmp: bool = os.environ.get("EMBER_C_OPENMP", "1") != "0"
     compile_backend: str = os.environ.get("EMBER_COMPILE_BACKEND", "") or "inductor"
     c_profile: bool = os.environ.get("EMBER_C_PROFILE", "") not in ("", "0")
+    verify_ir: bool = os.environ.get("EMBER_VERIFY_IR", "") not in ("", "0")
 
 
 config = Config()

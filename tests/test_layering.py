@@ -113,3 +113,55 @@ def test_the_runtime_imports_alone():
     loaded = set(out.stdout.split())
     assert "ember.compiler.c.build.runtime" in loaded
     assert loaded <= {"ember.compiler.c.build", "ember.compiler.c.build.runtime"}, loaded
+
+
+def _compiler_import_graph() -> dict[str, set[str]]:
+    """``module -> compiler modules it imports`` (``from pkg import mod`` counts as ``pkg.mod``)."""
+    mods = {_module_name(p): p for p in COMPILER.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods
+                         else node.module for a in node.names]
+            deps.update(n for n in names if n in mods and n != mod)
+        graph[mod] = deps
+    return graph
+
+
+def test_no_import_cycles_in_the_compiler():
+    """No cycle among the compiler's modules (function-level imports included): each pass
+    imports only the stages before it and the IR."""
+    graph = _compiler_import_graph()
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"

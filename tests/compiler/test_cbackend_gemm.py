@@ -368,12 +368,11 @@ def test_golden_gemm_source():
     from pathlib import Path
 
     from ember.compiler.c.codegen.unit import generate
-    from ember.compiler.c.lower import lower
 
     ember.compile(lambda x, w, b: F.gelu(F.linear(x.t(), w, b)), backend="c")(
         randn(3, 4), randn(5, 3), randn(5))
     cg = cbackend.last_compiled()
-    src = generate(lower(cg.graph, cbackend._HELPERS), prelude=False)
+    src = generate(cbackend.lower_and_schedule(cg.graph), prelude=False)
     path = Path(__file__).parent / "golden" / "linear_gelu_gemm.c"
     if os.environ.get("EMBER_UPDATE_GOLDEN"):
         path.write_text(src)

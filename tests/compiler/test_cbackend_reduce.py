@@ -21,7 +21,6 @@ import pytest
 import ember
 from ember.compiler.c import backend as cbackend
 from ember.compiler.c.codegen.unit import generate
-from ember.compiler.c.lower import lower
 from ember.config import config
 from tests.compiler.helpers import run_c
 
@@ -364,7 +363,7 @@ def test_backward_of_reductions_and_norms(inside):
 def _golden(name, fn, *args):
     ember.compile(fn, backend="c")(*args)
     cg = cbackend.last_compiled()
-    src = generate(lower(cg.graph, cbackend._HELPERS), prelude=False)
+    src = generate(cbackend.lower_and_schedule(cg.graph), prelude=False)
     path = GOLDEN / name
     if os.environ.get("EMBER_UPDATE_GOLDEN"):
         path.write_text(src)

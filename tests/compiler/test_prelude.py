@@ -1,4 +1,4 @@
-"""The C prelude (ember/compiler/c/codegen/csrc/ember_prelude.h): accuracy of its math against float64
+"""The C prelude (compiler/c/codegen/csrc/ember_prelude.h): accuracy of its math against float64
 references, vectorization of loops that call it, float16/bfloat16 casts bit for bit against
 NumPy/ml_dtypes, and Philox streams bit for bit against the eager random ops.
 

@@ -1,7 +1,8 @@
 """The C backend: ``ember.compile``'s default (``backend="inductor"``, also ``"c"``).
 
-``c_backend(graph, example_inputs)`` lowers the graph to the loop IR (``lower.py``), generates
-one C translation unit (``codegen_c.py``), builds it once with ``toolchain.compile_unit``
+``c_backend(graph, example_inputs)`` lowers the graph to the loop IR (``lower/``), schedules it
+(``schedule.py``: epilogue fusion, memory plan), generates one C translation unit
+(``codegen/unit.py``), builds it once with ``build/toolchain.compile_unit``
 (cached on disk, possibly prebuilt in a bundle; a run plan on disk skips lowering next time)
 and returns a ``CompiledGraph``: called with the graph's input arrays and lifted scalars, it
 runs each C segment with one ``runtime`` entry call and each extern step with the node's eager
@@ -27,8 +28,10 @@ import numpy as np
 from ember.compiler.c.build import autotune, runtime, toolchain
 from ember.compiler.c.codegen.unit import PRELUDE, generate
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
-from ember.compiler.c.lower.context import LowerStats, helpers_in, lower
-from ember.compiler.c.lower.context import _log as lower_log
+from ember.compiler.c.lower import LowerStats, helpers_in, lower
+from ember.compiler.c.lower.context import log as lower_log
+from ember.compiler.c.schedule import memory_plan, schedule
+from ember.compiler.frontend import api
 from ember.compiler.frontend.graph import Graph, _resolve
 from ember.config import config
 from ember.dtypes import by_name
@@ -85,8 +88,7 @@ class CompiledGraph:
             _PROFILED.append(weakref.ref(self))
 
     def _build(self) -> None:
-        program = self._program = lower(self.graph, _HELPERS)
-        program.verify()
+        program = self._program = lower_and_schedule(self.graph)
         if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
             autotune.tune_program(program, EXTRA_FLAGS)
         self.stats = program.stats  # type: ignore[attr-defined]
@@ -169,7 +171,7 @@ class CompiledGraph:
     def program(self) -> Program:
         """The loop IR (lowered again on first access after a warm start)."""
         if self._program is None:
-            self._program = lower(self.graph, _HELPERS)
+            self._program = lower_and_schedule(self.graph)
         return self._program
 
     @property
@@ -451,68 +453,20 @@ def _save_plan(key: str, cg: CompiledGraph) -> None:
         pass  # a plan that cannot be written only costs the next process a lowering
 
 
-def memory_plan(program: Program, graph: Graph) -> tuple[dict, list]:
-    """Temporaries that share memory: ``({id(buffer): slot}, [bytes of each slot]``).
-
-    A candidate is a C-contiguous temporary of static size that only C kernels touch (no
-    extern reads it, it is no graph output or base of one, directly or through a view:
-    ``lower_gemm._python_visible``).  Its
-    lifetime runs from the first to the last kernel that uses it, counting kernels across all
-    segments in order (externs count as one step).  Candidates go, in order of first use, to
-    the slot whose last user ran before their first and whose size fits best (else the
-    largest free one, grown); a call allocates each slot once and views each buffer at the
-    slot's start.  Buffers whose lifetimes overlap never share a slot, and no kernel is given
-    two buffers of one slot, since a kernel is inside both lifetimes of what it uses."""
-    from ember.compiler.c.lower.gemm import _python_visible
-
-    visible = _python_visible(program, graph)
-    first: dict = {}
-    last: dict = {}
-    bufs: dict = {}
-    t = 0
-    for step in program.steps:
-        if isinstance(step, Extern):
-            t += 1
-            continue
-        for k in step.kernels:
-            loads, stores = k.buffers()
-            for b in loads + stores:
-                first.setdefault(id(b), t)
-                last[id(b)] = t
-                bufs[id(b)] = b
-            t += 1
-    cands = []
-    for key, b in bufs.items():
-        if (b.role != "temp" or key in visible or b.strides is not None
-                or any(type(n) is not int for n in b.shape)):
-            continue
-        nbytes = b.dtype.np.itemsize * math.prod(b.shape)
-        if nbytes:
-            cands.append((first[key], last[key], nbytes, key))
-    cands.sort()
-    ends: list = []   # per slot: the time of its last user so far
-    sizes: list = []
-    slots: dict = {}
-    for start, end, nbytes, key in cands:
-        free = [j for j in range(len(ends)) if ends[j] < start]
-        fits = [j for j in free if sizes[j] >= nbytes]
-        if fits:
-            j = min(fits, key=lambda j: sizes[j])
-        elif free:
-            j = max(free, key=lambda j: sizes[j])
-            sizes[j] = nbytes
-        else:
-            j = len(ends)
-            ends.append(end)
-            sizes.append(nbytes)
-        ends[j] = end
-        slots[key] = j
-    return slots, sizes
-
-
 _PAGE = 4096
 _PAGE_ALIGN_FROM = 1 << 16
 """Buffers of at least this many bytes start on a 4 KiB page boundary (``_empty``)."""
+
+
+def lower_and_schedule(graph: Graph) -> Program:
+    """``graph`` lowered to the loop IR and scheduled: what codegen receives.  Its
+    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass."""
+    program = lower(graph, _HELPERS)
+    if config.verify_ir:
+        program.verify()
+    schedule(program, graph)
+    program.verify()
+    return program
 
 
 def _empty(shape: tuple, dtype: Any) -> np.ndarray:
@@ -558,7 +512,7 @@ def _eager_runner(graph: Graph) -> Callable:
 def c_source(graph: Graph) -> str | None:
     """The C translation unit the ``"c"`` backend builds for ``graph`` (the same text
     ``CompiledGraph`` generates), or None when the graph has no C segment (all externs)."""
-    program = lower(graph, _HELPERS)
+    program = lower_and_schedule(graph)
     if not program.segments():
         return None
     return generate(program, openmp=config.c_openmp, profile=config.c_profile)
@@ -600,11 +554,10 @@ def last_compiled() -> CompiledGraph | None:
 def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
     """The C source that ``fn(*args, **kwargs)``'s graphs compile to with the C backend
     (several graphs, e.g. around graph breaks, are concatenated)."""
-    from ember.compiler.frontend import api
     sources: list = []
 
     def capture(graph: Graph, example_inputs: list) -> Callable:
-        sources.append(generate(lower(graph, _HELPERS), openmp=config.c_openmp,
+        sources.append(generate(lower_and_schedule(graph), openmp=config.c_openmp,
                                 profile=config.c_profile))
         return _eager_runner(graph)
 

@@ -1,11 +1,11 @@
 """``mode="max-autotune"`` for the C backend: pick how each GEMM runs by timing candidates.
 
 The candidates of a ``GemmKernel`` are BLAS (sgemm/dgemm then a fused epilogue pass) and the
-generated template's variants (``codegen_gemm.TEMPLATES``: micro-tile sizes, the epilogue
+generated template's variants (``codegen.gemm.TEMPLATES``: micro-tile sizes, the epilogue
 applied per finished tile).  Each candidate is the kernel's own C (same shape, layout and
 epilogue) built into one small library and run on random data of the kernel's buffer sizes;
 the fastest (best of a few rounds) wins.  Choices are keyed by the kernel's canonical C
-(``codegen_gemm.canonical_source``: shape, dtype, layout, epilogue), the CPU and the candidate
+(``codegen.gemm.canonical_source``: shape, dtype, layout, epilogue), the CPU and the candidate
 list, and kept in ``<config.cache_dir>/gemm_autotune.json`` (written atomically): a later
 process reads the choice without timing.  Dynamic sizes keep BLAS (one library serves every
 size).  ``EMBER_LOGS=autotune`` or ``EMBER_DEBUG>=3`` prints the timings and choices.
@@ -18,13 +18,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ember.compiler.c.build import runtime, toolchain
-from ember.compiler.c.codegen.gemm import TEMPLATES, canonical_source
+from ember.compiler.c.build.runtime import C_PRELUDE
+from ember.compiler.c.codegen.gemm import TEMPLATES, canonical_source, gemm_prelude
+from ember.compiler.c.codegen.unit import PRELUDE, _entry, _kernel
 from ember.compiler.c.ir.loop_ir import GemmKernel, Program, Segment
 from ember.config import config
 
@@ -42,6 +45,11 @@ STATS = {"timed": 0, "cached": 0}   # kernels timed / choices read back (tests, 
 FORCE: str | None = None            # tests: use this candidate without timing
 
 
+def _log(kind: str, message: str, level: int = 1) -> None:
+    if kind in config.logs or config.debug >= level:
+        print(f"[ember.compiler {kind}] {message}", file=sys.stderr)
+
+
 def candidates(k: GemmKernel) -> list[str]:
     return ["blas"] + list(TEMPLATES[k.dtype.np.name])
 
@@ -55,7 +63,6 @@ def tune_program(program: Program, extra_flags: tuple = ()) -> None:
 
 
 def choose(k: GemmKernel, program: Program, extra_flags: tuple = ()) -> str:
-    from ember.compiler.c.lower.context import _log
     if FORCE is not None and FORCE in candidates(k):
         return FORCE
     sizes = [k.m, k.n, k.k, *k.batch] + [x for b in _buffers(k) for x in b.shape]
@@ -103,10 +110,6 @@ def _buffers(k: GemmKernel) -> list:
 
 def _time(k: GemmKernel, program: Program, extra_flags: tuple) -> dict:
     """Seconds per call of each candidate (best of a few rounds), all built in one library."""
-    from ember.compiler.c.codegen.unit import PRELUDE, _entry, _kernel
-    from ember.compiler.c.codegen.gemm import gemm_prelude
-    from ember.compiler.c.build.runtime import C_PRELUDE
-
     cands = candidates(k)
     segs = [Segment(f"ember_tune_{j}", [dataclasses.replace(k, name=f"tune{j}", impl=c)])
             for j, c in enumerate(cands)]

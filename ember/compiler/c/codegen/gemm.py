@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build import blas
+from ember.compiler.c.codegen.omp import omp_loops
 from ember.compiler.c.ir.loop_ir import GemmKernel, Im2colKernel, Program, numel
 from ember.ops import _parallel
 
@@ -341,7 +342,7 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-_INT_USE = re.compile(r"\b(?:s\d+|e\d+_\d+_\d+)\b")   # as codegen_c._INT_NAME
+_INT_USE = re.compile(r"\b(?:s\d+|e\d+_\d+_\d+)\b")   # as unit._INT_NAME
 
 
 def _batch_loops(k: GemmKernel, body: list) -> list:
@@ -383,7 +384,7 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
             f"B_ + col0 * ({k.b.cs}), {k.b.rs}, {k.b.cs}, C_ + r0_ * N_ + col0, N_);")
     epi = _tile_epilogue(k)
     j = next(i for i, x in enumerate(epi) if x.startswith("for "))
-    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see codegen_c.omp_loops)
+    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see omp.omp_loops)
     plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
              f"N_);"]
     plain += [x[2:] for x in _epilogue_pass(k, True)]
@@ -423,7 +424,6 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
     if not k.epilogue:
         return []
-    from ember.compiler.c.codegen.unit import omp_loops
     ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
     out, ind = omp_loops(list(zip(k.epi_vars(), ranges)), "  ", openmp)
     out += [f"{ind}{st}" for st in k.epilogue]

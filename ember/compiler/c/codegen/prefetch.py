@@ -3,7 +3,7 @@
 A 4 KiB row (1024 floats) is one page, and the hardware's stream prefetcher stops at page
 boundaries, so a kernel that makes several passes over each row in cache would otherwise wait
 on memory, line by line, at the start of every row.  The kernels' last pass over a row (the
-softmax exp pass in ``codegen_c``'s row kernel) fetches the next row's lines instead.
+softmax exp pass in ``unit.py``'s row kernel) fetches the next row's lines instead.
 """
 
 from __future__ import annotations

@@ -13,12 +13,15 @@ per segment with the runtime's ABI::
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from ember.compiler.c.build.runtime import C_PRELUDE
+from ember.compiler.c.codegen import attention, index
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
+from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
+from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
+from ember.compiler.c.ir.kernels import AttentionKernel, IndexKernel
 from ember.compiler.c.ir.loop_ir import (
     Check,
     ColumnAccum,
@@ -37,93 +40,6 @@ from ember.compiler.c.ir.loop_ir import (
     round_expr,
     store_expr,
 )
-from ember.compiler.c.lower import attention as lower_attention
-from ember.compiler.c.lower import index as lower_index
-
-# --- FALLBACK PRELUDE ---------------------------------------------------------------------------
-# A minimal stand-in for the real math prelude (c/codegen/prelude.py, branch h-cmath):
-# only the ember_* helpers this slice's tests reach, in float/double (and int64/int32/bool where
-# the template needs it) variants, on top of libm.  Replace by importing cprelude.PRELUDE.
-_FALLBACK_HELPERS = r"""/* ember fallback math helpers (codegen_c._FALLBACK_HELPERS) */
-#include <stdbool.h>
-#include <tgmath.h>
-
-static inline float ember_maximum_f(float a, float b) {
-  return (a != a || b != b) ? a + b : (a > b ? a : b);
-}
-static inline double ember_maximum_d(double a, double b) {
-  return (a != a || b != b) ? a + b : (a > b ? a : b);
-}
-static inline int64_t ember_maximum_l(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline float ember_minimum_f(float a, float b) {
-  return (a != a || b != b) ? a + b : (a < b ? a : b);
-}
-static inline double ember_minimum_d(double a, double b) {
-  return (a != a || b != b) ? a + b : (a < b ? a : b);
-}
-static inline int64_t ember_minimum_l(int64_t a, int64_t b) { return a < b ? a : b; }
-#define ember_maximum(a, b) _Generic((a) + (b), float: ember_maximum_f, double: ember_maximum_d, \
-    default: ember_maximum_l)((a), (b))
-#define ember_minimum(a, b) _Generic((a) + (b), float: ember_minimum_f, double: ember_minimum_d, \
-    default: ember_minimum_l)((a), (b))
-
-static inline int64_t ember_abs_l(int64_t a) { return a < 0 ? -a : a; }
-#define ember_abs(a) _Generic((a), float: fabsf, double: fabs, default: ember_abs_l)(a)
-
-/* Python-style floor division and remainder (NumPy's semantics, incl. the sign rules). */
-static inline double ember_div_floor_d(double a, double b) {
-  if (b == 0) return a / b;
-  double m = fmod(a, b), d = (a - m) / b;
-  if (m != 0 && ((b < 0) != (m < 0))) d -= 1.0;
-  if (d == 0) return copysign(0.0, a / b);
-  double f = floor(d);
-  return d - f > 0.5 ? f + 1.0 : f;
-}
-static inline float ember_div_floor_f(float a, float b) {
-  if (b == 0) return a / b;
-  float m = fmodf(a, b), d = (a - m) / b;
-  if (m != 0 && ((b < 0) != (m < 0))) d -= 1.0f;
-  if (d == 0) return copysignf(0.0f, a / b);
-  float f = floorf(d);
-  return d - f > 0.5f ? f + 1.0f : f;
-}
-static inline int64_t ember_div_floor_l(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-#define ember_div_floor(a, b) _Generic((a) + (b), float: ember_div_floor_f, \
-    double: ember_div_floor_d, default: ember_div_floor_l)((a), (b))
-
-static inline double ember_remainder_d(double a, double b) {
-  double m = fmod(a, b);
-  if (m != 0 && ((b < 0) != (m < 0))) m += b;
-  else if (m == 0) m = copysign(0.0, b);
-  return m;
-}
-static inline float ember_remainder_f(float a, float b) {
-  float m = fmodf(a, b);
-  if (m != 0 && ((b < 0) != (m < 0))) m += b;
-  else if (m == 0) m = copysignf(0.0f, b);
-  return m;
-}
-static inline int64_t ember_remainder_l(int64_t a, int64_t b) {
-  if (b == 0) return 0;
-  int64_t m = a % b;
-  return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
-}
-#define ember_remainder(a, b) _Generic((a) + (b), float: ember_remainder_f, \
-    double: ember_remainder_d, default: ember_remainder_l)((a), (b))
-"""
-
-try:  # the real prelude (vectorizable exp/log/tanh/erf and every ember_* helper) when present
-    from ember.compiler.c.codegen.prelude import PRELUDE  # type: ignore[import-not-found]
-except ImportError:
-    PRELUDE = _FALLBACK_HELPERS
-
-
-# below this many iterations a kernel runs on one thread (an OpenMP fork/join costs ~µs)
-OMP_MIN_ITERATIONS = 32768
 
 
 def generate(program: Program, prelude: bool = True, openmp: bool = False,
@@ -133,7 +49,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads.
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
-             lower_attention.prelude(program)] if prelude else []
+             attention.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -166,7 +82,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
 # calling thread, OpenMP regions included) and, separately, the time spent inside the BLAS
 # calls of GEMM kernels (the macros below wrap ember_gemm_<s>/ember_gemm_batched_<s> at their
 # call sites in kernels; the split work inside the helpers is not counted twice).  Slots are
-# numbered over all kernels of all segments in order; ``cbackend.profile`` reads them.
+# numbered over all kernels of all segments in order; ``backend.profile`` reads them.
 _PROFILE = r"""
 /* EMBER_C_PROFILE: per-kernel timers (ember/compiler/c/codegen/unit.py, profile_block) */
 #include <time.h>
@@ -230,10 +146,10 @@ def profile_label(seg: Segment, k: Kernel) -> str:
             kind = "reduction, reduced loops outside"
     elif isinstance(k, Im2colKernel):
         kind = "col2im" if k.col2im else "im2col"
-    elif isinstance(k, lower_attention.AttentionKernel):
+    elif isinstance(k, AttentionKernel):
         kind = (f"attention{' backward' if k.backward else ''} {'x'.join(map(str, k.batch))} "
                 f"heads, L={k.L} S={k.S} E={k.E}")
-    elif isinstance(k, lower_index.IndexKernel):
+    elif isinstance(k, IndexKernel):
         kind = (f"{'scatter-add' if k.scatter else 'gather'} {k.rows} rows x {k.cols}, "
                 f"{k.num} weights")
     elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
@@ -531,8 +447,8 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
                      f"n_{b.name} : 1), sizeof(double));")
     total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
     if openmp and outer and (chunked or not cols) \
-            and not _few(list(k.outer) + list(k.inner)):
-        lines.append(f"  {_omp_for(f'({total})')} reduction(|:err_)")
+            and not few_iterations(list(k.outer) + list(k.inner)):
+        lines.append(f"  {omp_for(f'({total})')} reduction(|:err_)")
     body_lines = lines
     ind = "  "
     if chunked:
@@ -604,54 +520,6 @@ COLUMN_CHUNKS = 16
 threads of a small machine, few enough that the chunks' scratch stays small."""
 
 
-def _omp_for(iterations: str, simd: bool = False) -> str:
-    """The pragma that splits the next loop over the runtime's thread count.  The ``if`` keeps
-    small loops and one-thread runs (``ember.set_num_threads(1)``, a fork()ed child) off the
-    thread pool: libgomp then runs the loop on the calling thread.  ``simd`` (a pointwise loop
-    whose iterations touch only their own elements) also vectorizes it: see ``omp_loops``."""
-    cond = f"ember_num_threads > 1 && {iterations} >= {OMP_MIN_ITERATIONS}"
-    if simd:
-        return (f"#pragma omp parallel for simd num_threads(ember_num_threads) "
-                f"if(parallel: {cond})")
-    return f"#pragma omp parallel for num_threads(ember_num_threads) if({cond})"
-
-
-def _few(sizes: Any) -> bool:
-    """True when the loop ranges are all known and their product stays below the threshold at
-    which ``_omp_for``'s ``if`` would start threads: the loop then gets no parallel pragma at
-    all (the same serial run, without gcc outlining a region that never runs in parallel,
-    which costs about a third of the compile time of a small graph)."""
-    total = 1
-    for n in sizes:
-        if type(n) is not int:
-            return False
-        total *= n
-    return total < OMP_MIN_ITERATIONS
-
-
-def omp_loops(loops: list, ind: str, openmp: bool, err: bool = False) -> tuple:
-    """Lines opening the loops ``(variable, range)`` of a pointwise kernel or a GEMM epilogue
-    (outermost first), and the indent inside them.  With OpenMP the outer loop is split over
-    the threads and the innermost one is marked ``simd``: gcc moves a parallel loop into an
-    outlined function that sees its buffers through a shared struct, without the ``restrict``
-    of the kernel's parameters, and then vectorizes only after run-time alias checks, which it
-    gives up on beyond ~10 pairs of buffers (AdamW's update reads 4 and writes 3: it ran scalar,
-    ~3x slower).  Each iteration of these loops reads and writes only its own elements (what
-    ``parallel for`` already relies on), so ``simd`` changes no result."""
-    out = []
-    total = " * ".join(f"(int64_t)({n})" for _, n in loops)
-    red = " reduction(|:err_)" if err else ""  # ``err``: the body or-s its checks into err_
-    threads = openmp and not _few(n for _, n in loops)
-    for d, (v, n) in enumerate(loops):
-        if threads and d == 0:
-            out.append(f"{ind}{_omp_for(f'({total})', simd=len(loops) == 1)}{red}")
-        elif openmp and d == len(loops) - 1:
-            out.append(f"{ind}#pragma omp simd{red}")
-        out.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
-        ind += "  "
-    return out, ind
-
-
 def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     t = k.dst.compute_ctype          # float for float16/bfloat16
     st = k.dst.ctype                 # what the row holds in memory
@@ -665,7 +533,7 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
              "  (void)ints; (void)floats;"]
     lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
     if openmp:
-        lines.append(f"  {_omp_for('R * C')}")
+        lines.append(f"  {omp_for('R * C')}")
     body = ["for (int64_t r = 0; r < R; r++) {",
             f"  {st} *restrict y = {k.dst.name} + r * C;"]
     if k.prologue:  # the fused producers write x into the output row once
@@ -734,11 +602,11 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, ReduceKernel):
         return _reduce_kernel(k, program, openmp)
     if isinstance(k, ScanKernel):
-        return scan_kernel(k, program, openmp, _omp_for, _declare_ints, _INTS)
-    if isinstance(k, lower_attention.AttentionKernel):
-        return lower_attention.kernel_source(k)
-    if isinstance(k, lower_index.IndexKernel):
-        return lower_index.kernel_source(k, openmp)
+        return scan_kernel(k, program, openmp, omp_for, _declare_ints, _INTS)
+    if isinstance(k, AttentionKernel):
+        return attention.kernel_source(k)
+    if isinstance(k, IndexKernel):
+        return index.kernel_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -787,8 +655,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        checks = (isinstance(k, (ReduceKernel, lower_attention.AttentionKernel,
-                                 lower_index.IndexKernel)) and k.has_checks()) or (
+        checks = (isinstance(k, (ReduceKernel, AttentionKernel,
+                                 IndexKernel)) and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"

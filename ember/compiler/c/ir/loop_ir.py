@@ -403,7 +403,7 @@ class GemmKernel:
     ``epi_flat``) that may load ``out`` at the element they store (fused pointwise consumers:
     bias, activation, residual; they run in place, in one pass, while the output is in cache).
     ``impl`` is how the product runs: ``"blas"`` (sgemm/dgemm) or a template variant
-    ``"tmpl_<mr>x<nr>"`` (codegen_gemm.py)."""
+    ``"tmpl_<mr>x<nr>"`` (codegen/gemm.py)."""
 
     name: str
     a: MatOperand
@@ -942,9 +942,46 @@ def _indices(st: Any) -> list:
     return out
 
 
+class FlatIndex:
+    """The C-order flat index of the element a pointwise kernel's loop is at (an operand of a
+    random op's ``Op``): its C text is set when the group closes into a plain kernel (``i`` in a
+    flat loop, ``sum(i_d * stride_d)`` otherwise), so a kernel holding one is never merged into
+    a loop nest with other loop variables (a reduction, a row kernel, a GEMM epilogue)."""
+
+    __slots__ = ("shape", "text")
+
+    def __init__(self, shape: tuple) -> None:
+        self.shape, self.text = shape, None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            raise RuntimeError("[lower_random] flat index used outside a plain pointwise kernel")
+        return self.text
+
+    def bind(self, flat: bool) -> None:
+        if flat:
+            self.text = "((uint64_t)(i))"
+            return
+        terms = tuple((f"i{d}", s) for d, (s, m) in
+                      enumerate(zip(contiguous_strides(self.shape), self.shape)) if m != 1)
+        self.text = f"((uint64_t)({Index(0, terms)}))"
+
+
+def reads_flat_index(body: list) -> bool:
+    """True when a statement of ``body`` computes with a ``FlatIndex`` (a random op)."""
+    def walk(e: Any) -> bool:
+        if isinstance(e, FlatIndex):
+            return True
+        if isinstance(e, Op):
+            return any(walk(a) for a in e.args)
+        return False
+    return any(walk(getattr(st, "expr", None)) for st in body)
+
+
 __all__ = ["Accum", "Buffer", "COMPUTE_CTYPES", "CTYPES", "Check", "ColumnAccum", "Const",
-           "Extern", "Geometry", "GemmKernel", "Im2colKernel", "Index", "Kernel", "LOWP", "Let",
-           "Load", "Local", "MatOperand", "Op", "Program", "ReduceKernel", "ReducePass",
+           "Extern", "FlatIndex", "Geometry", "GemmKernel", "Im2colKernel", "Index", "Kernel",
+           "LOWP", "Let", "Load", "Local", "MatOperand", "Op", "Program", "ReduceKernel",
+           "ReducePass",
            "RowKernel", "STORAGE_CTYPES", "Segment", "SizeExpr", "Store", "compute_ctype",
-           "contiguous_strides", "eval_size", "is_lowp", "load_expr", "numel", "round_expr",
-           "storage_ctype", "store_expr"]
+           "contiguous_strides", "eval_size", "is_lowp", "load_expr", "numel",
+           "reads_flat_index", "round_expr", "storage_ctype", "store_expr"]

@@ -12,6 +12,7 @@ source's shape that loads through the source's geometry (any strides) and stores
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import Any
 
@@ -34,31 +35,35 @@ from ember.compiler.c.ir.loop_ir import (
     s_add,
     s_mul,
 )
+from ember.compiler.c.lower.context import (
+    LoweringContext,
+    c_scalar,
+    has_sym,
+    is_ref,
+    log,
+    loop_index,
+)
+from ember.compiler.c.lower.pointwise import eager_layout
+from ember.compiler.c.lower.registry import lowering
+from ember.compiler.c.lower.view import as_view
+from ember.compiler.frontend.graph import Sym
+from ember.ops import OPS
 
-COPY_OPS = frozenset({"reshape_copy", "cat"})
 
-
-def lower(lw: Any, i: int, n: Any) -> str | None:
-    """Lower node ``i`` (reshape_copy, cat or a movement op) into ``lw``'s open segment;
-    None, or why not."""
-    if n.op.name in MOVE_OPS:
-        return _movement(lw, i, n)
-    if n.op.name == "storage_read":  # a view of a C-contiguous storage value
-        return None if lw._view(i, n) else _storage_read(lw, i, n)
-    if n.op.name == "storage_write":
-        return _storage_write(lw, i, n)
-    from ember.compiler.c.lower import context as L
-    from ember.compiler.c.lower.gemm import _materialize
-
-    if any(not L._is_ref(a) for a in n.args):
+@lowering(OPS.reshape_copy, cat=False)
+@lowering(OPS.cat, cat=True)
+def lower_copy(lw: LoweringContext, i: int, n: Any, cat: bool) -> str | None:
+    """``reshape_copy`` (one kernel) or ``cat`` (one kernel per input) into a fresh
+    C-contiguous buffer; None, or why not."""
+    if any(not is_ref(a) for a in n.args):
         return "a non-tensor operand"
     out_shape, dt = n.specs[0]
     out_shape = tuple(out_shape)
     if dt.np.name not in STORAGE_CTYPES:
         return f"dtype {dt.name} (no C storage type)"
-    if any(lw._dtype(r) != dt for r in n.args):
+    if any(lw.dtype_of(r) != dt for r in n.args):
         return "mixed dtypes"
-    mats = [_materialize(lw, r) for r in n.args]
+    mats = [lw.in_memory(r) for r in n.args]
     if any(m is None for m in mats):
         return "an operand is not in memory"
     for m in mats:
@@ -70,15 +75,15 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     if 0 in out_shape:
         return "an empty result"
     dim = 0
-    if n.op.name == "cat":
+    if cat:
         dim = n.params.get("dim")
         if type(dim) is not int or not 0 <= dim < len(out_shape):
             return "cat dim"
-    lw._close_group()
-    lw._open_segment()
-    out = lw._buffer(dt, out_shape, "temp")
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
     ct = COMPUTE_CTYPES[dt.np.name]
-    if n.op.name == "reshape_copy":
+    if not cat:
         pieces = [(mats[0], 0, contiguous_strides(tuple(mats[0].geom.shape)))]
     else:
         ost = contiguous_strides(out_shape)
@@ -91,15 +96,14 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
         if 0 in shape:
             continue
         loop_vars = [f"i{d}" for d in range(len(shape))]
-        src = L._index(m.geom, loop_vars, False)
+        src = loop_index(m.geom, loop_vars, False)
         dst = Index(offset, tuple((v, s) for v, s, k in zip(loop_vars, strides, shape)
                                   if k != 1))
         body = [Let("t0", ct, Load(m.buf, src)), Store(out, dst, Local("t0"))]
-        kname = lw._kernel_name()
-        lw.segment.kernels.append(Kernel(kname, shape, body, False, [n.op.name]))
-        lw.stats.kernels += 1
-    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
-    L._log("fusion", f"{n.op.name} as {len(pieces)} copy kernel(s)", 3)
+        kname = lw.kernel_name()
+        lw.add_kernel(Kernel(kname, shape, body, False, [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{n.op.name} as {len(pieces)} copy kernel(s)", 3)
     return None
 
 
@@ -108,14 +112,6 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
 # of the output, ``copy`` pieces load the source through a geometry and store it through
 # another (both index arithmetic: flips are negative strides, repeats stride-0 loop variables,
 # rolls and pads boxes of the output).
-MOVE_OPS = frozenset({"clone", "flip", "roll", "repeat", "tril", "triu", "constant_pad",
-                      "select_backward", "narrow_backward", "diagonal_backward"})
-# functionalized in-place writes: a strided read of a storage value is a view of it; a write
-# is a copy of the storage with the region stored over it
-STORAGE_OPS = frozenset({"storage_read", "storage_write"})
-COPY_OPS = COPY_OPS | MOVE_OPS | STORAGE_OPS
-
-
 class _Piece:
     """One kernel: store ``src`` (a geometry of the source, same shape) or the constant
     ``fill`` at ``dst`` (a geometry over the output buffer's elements); ``tri``: (upper,
@@ -170,7 +166,6 @@ def _layout(shape: tuple, want: tuple) -> tuple | None:
 
 def _sz(x: Any) -> Any:
     """A size or index parameter as a SizeExpr (a lifted scalar is its runtime name)."""
-    from ember.compiler.frontend.graph import Sym
     if type(x) is Sym:
         return f"s{x.index}"
     return int(x)
@@ -212,11 +207,9 @@ def _fill_text(value: Any, dt: Any) -> str | None:
     """C text of ``value`` converted to ``dt`` as eager does (NumPy's cast), in the compute
     type; None when it cannot be (not a number, or a runtime scalar NumPy would cast in one
     rounding where C needs two)."""
-    from ember.compiler.c.lower import context as L
-    from ember.compiler.frontend.graph import Sym
     ct = COMPUTE_CTYPES[dt.np.name]
     if type(value) is Sym:
-        return L._scalar(value, ct) if dt.np.name in ("float32", "float64") else None
+        return c_scalar(value, ct) if dt.np.name in ("float32", "float64") else None
     if type(value) not in (int, float, bool) and not isinstance(value, (np.number, np.bool_)):
         return None
     with np.errstate(all="ignore"):
@@ -224,134 +217,181 @@ def _fill_text(value: Any, dt: Any) -> str | None:
     if dt.np.name == "bool":
         return f"(({ct}){int(bool(v))})"
     if dt.is_floating_point:
-        return L._scalar(float(v), ct)
-    return L._scalar(int(v), ct)
+        return c_scalar(float(v), ct)
+    return c_scalar(int(v), ct)
 
 
-def _plan(name: str, src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
-    """(output element strides or None for eager's pointwise layout, pieces, output shape) of
-    a movement op, or the reason it stays an extern.  ``sym``: sizes or parameters are runtime
-    values, so eager's layout is known only where it is C order (a C-contiguous source)."""
+def _unknown_layout(src: Geometry, sym: bool) -> str | None:
+    """Why eager's layout of a copy of ``src`` is unknown: with runtime sizes or parameters it
+    is known only where it is C order (a C-contiguous source)."""
+    if sym and tuple(src.strides) != contiguous_strides(tuple(src.shape)):
+        return "dynamic sizes of a non-contiguous source (eager's layout unknown)"
+    return None
+
+
+# Each plan gives (output element strides or None for eager's pointwise layout, pieces, output
+# shape) of a movement op, or the reason it stays an extern.  ``sym``: sizes or parameters are
+# runtime values, so eager's layout is known only where it is C order.
+def _plan_clone(src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    if not p.get("contiguous"):
+        bad = _unknown_layout(src, sym)
+        if bad is not None:
+            return bad
+    shape = tuple(src.shape)
+    ost = contiguous_strides(shape) if p.get("contiguous") or sym else _keep_order(src)
+    return ost, [_Piece(Geometry(shape, ost, 0), src)], shape
+
+
+def _plan_flip(src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    bad = _unknown_layout(src, sym)
+    if bad is not None:
+        return bad
     shape, st = tuple(src.shape), tuple(src.strides)
     nd = len(shape)
-    c_src = st == contiguous_strides(shape)
-    if sym and not c_src and (name in ("flip", "tril", "triu", "constant_pad")
-                              or (name == "clone" and not p.get("contiguous"))):
-        return "dynamic sizes of a non-contiguous source (eager's layout unknown)"
+    off, fst = src.offset, list(st)
+    for d in set(int(x) % nd for x in p["dims"]) if nd else ():
+        if shape[d] != 0:
+            off = s_add(off, s_mul(_sub(shape[d], 1), st[d]))
+        fst[d] = _neg(st[d])
+    view = Geometry(shape, tuple(fst), off)
+    ost = contiguous_strides(shape) if sym else _keep_order(view)
+    return ost, [_Piece(Geometry(shape, ost, 0), view)], shape
+
+
+def _plan_roll(src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    shape, st = tuple(src.shape), tuple(src.strides)
+    nd = len(shape)
     cst = contiguous_strides(shape)
-    if name == "clone":
-        ost = cst if p.get("contiguous") or sym else _keep_order(src)
-        return ost, [_Piece(Geometry(shape, ost, 0), src)], shape
-    if name == "flip":
-        off, fst = src.offset, list(st)
-        for d in set(int(x) % nd for x in p["dims"]) if nd else ():
-            if shape[d] != 0:
-                off = s_add(off, s_mul(_sub(shape[d], 1), st[d]))
-            fst[d] = _neg(st[d])
-        view = Geometry(shape, tuple(fst), off)
-        ost = cst if sym else _keep_order(view)
-        return ost, [_Piece(Geometry(shape, ost, 0), view)], shape
-    if name == "roll":
-        shift: list = [0] * nd
-        for s, d in zip(p["shifts"], p["dims"]):
-            shift[int(d) % nd] = s_add(shift[int(d) % nd], _sz(s))
-        runs = []  # per dim: (output start, source start, length) of the one or two runs
-        for d in range(nd):
-            n = shape[d]
-            s = _mod(shift[d], n) if n != 0 else 0
-            runs.append([(0, 0, n)] if s == 0 else [(0, _sub(n, s), s), (s, 0, _sub(n, s))])
-        pieces = []
-        for combo in itertools.product(*runs):
-            box = tuple(r[2] for r in combo)
-            sub = Geometry(box, st, s_add(src.offset, _dot([r[1] for r in combo], st)))
-            pieces.append(_Piece(_box(cst, tuple(r[0] for r in combo), box), sub))
-        return cst, pieces, shape
-    if name == "repeat":
-        reps = tuple(_sz(r) for r in p["repeats"])
-        if len(reps) != nd:
-            return "repeats do not match the rank"
-        out_shape = tuple(s_mul(n, r) for n, r in zip(shape, reps))
-        ost = contiguous_strides(out_shape)
-        # loops (r_0, i_0, r_1, i_1, ...): output index r_d * n_d + i_d, source index i_d
-        split = tuple(x for r, n in zip(reps, shape) for x in (r, n))
-        dst = Geometry(split, tuple(x for d in range(nd) for x in (s_mul(shape[d], ost[d]),
-                                                                   ost[d])), 0)
-        sub = Geometry(split, tuple(x for s in st for x in (0, s)), src.offset)
-        return ost, [_Piece(dst, sub)], out_shape
-    if name in ("tril", "triu"):
-        if nd < 2:
-            return "fewer than 2 dims"
-        diag = _sz(p["diagonal"])
-        return (cst if sym else None), [_Piece(None, src, tri=(name == "triu", diag))], shape
-    if name == "constant_pad":
-        pads = tuple((_sz(lo), _sz(hi)) for lo, hi in p["pads"])
-        if len(pads) != nd:
-            return "pads do not match the rank"
-        out_shape = tuple(s_add(s_add(n, lo), hi) for n, (lo, hi) in zip(shape, pads))
-        ost = contiguous_strides(out_shape)
-        crop = tuple(_max0(_neg(lo)) for lo, _ in pads)
-        box = tuple(_sub(_sub(n, c), _max0(_neg(hi))) for n, c, (_, hi) in zip(shape, crop, pads))
-        sub = Geometry(box, st, s_add(src.offset, _dot(crop, st)))
-        into = _box(ost, tuple(_max0(lo) for lo, _ in pads), box)
-        grows = [x for lo, hi in pads for x in (lo, hi) if type(x) is not int or x > 0]
-        if not grows:  # a crop: eager copies it (np.array(x, copy=True): order "K")
-            ost = _keep_order(sub)
-            return ost, [_Piece(Geometry(box, ost, 0), sub)], out_shape
-        value = _fill_text(p["value"], dt)
-        if value is None:
-            return f"pad value {p['value']!r} for dtype {dt.name}"
-        return ost, [_Piece(Geometry(out_shape, ost, 0), fill=value), _Piece(into, sub)], \
-            out_shape
-    # the backward of a view: zeros, then the gradient stored at the view's elements
-    out_shape = tuple(_sz(x) for x in p["shape"])
+    shift: list = [0] * nd
+    for s, d in zip(p["shifts"], p["dims"]):
+        shift[int(d) % nd] = s_add(shift[int(d) % nd], _sz(s))
+    runs = []  # per dim: (output start, source start, length) of the one or two runs
+    for d in range(nd):
+        n = shape[d]
+        s = _mod(shift[d], n) if n != 0 else 0
+        runs.append([(0, 0, n)] if s == 0 else [(0, _sub(n, s), s), (s, 0, _sub(n, s))])
+    pieces = []
+    for combo in itertools.product(*runs):
+        box = tuple(r[2] for r in combo)
+        sub = Geometry(box, st, s_add(src.offset, _dot([r[1] for r in combo], st)))
+        pieces.append(_Piece(_box(cst, tuple(r[0] for r in combo), box), sub))
+    return cst, pieces, shape
+
+
+def _plan_repeat(src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    shape, st = tuple(src.shape), tuple(src.strides)
+    nd = len(shape)
+    reps = tuple(_sz(r) for r in p["repeats"])
+    if len(reps) != nd:
+        return "repeats do not match the rank"
+    out_shape = tuple(s_mul(n, r) for n, r in zip(shape, reps))
     ost = contiguous_strides(out_shape)
-    on = len(out_shape)
-    if name == "select_backward":
-        dim = int(p["dim"]) % on
-        keep = [d for d in range(on) if d != dim]
-        region = Geometry(tuple(out_shape[d] for d in keep), tuple(ost[d] for d in keep),
-                          s_mul(_sz(p["index"]), ost[dim]))
-    elif name == "narrow_backward":
-        dim = int(p["dim"]) % on
-        region = Geometry(tuple(out_shape[d] if d != dim else shape[d] for d in range(on)), ost,
-                          s_mul(_sz(p["start"]), ost[dim]))
-    else:  # diagonal_backward: eager's diagonal view of the zeros
-        d1, d2 = int(p["dim1"]) % on, int(p["dim2"]) % on
-        off = _sz(p["offset"])
-        if type(off) is int:
-            start = off * ost[d2] if off >= 0 else -off * ost[d1]
-        else:
-            start = f"({off} >= 0 ? {s_mul(off, ost[d2])} : {s_mul(_neg(off), ost[d1])})"
-        keep = [d for d in range(on) if d not in (d1, d2)]
-        region = Geometry(tuple(out_shape[d] for d in keep) + (shape[-1],),
-                          tuple(ost[d] for d in keep) + (s_add(ost[d1], ost[d2]),), start)
-    if tuple(region.shape) != shape:
-        return "gradient shape does not match the view"
-    zero = _fill_text(0, dt)
-    return ost, [_Piece(Geometry(out_shape, ost, 0), fill=zero), _Piece(region, src)], \
+    # loops (r_0, i_0, r_1, i_1, ...): output index r_d * n_d + i_d, source index i_d
+    split = tuple(x for r, n in zip(reps, shape) for x in (r, n))
+    dst = Geometry(split, tuple(x for d in range(nd) for x in (s_mul(shape[d], ost[d]),
+                                                               ost[d])), 0)
+    sub = Geometry(split, tuple(x for s in st for x in (0, s)), src.offset)
+    return ost, [_Piece(dst, sub)], out_shape
+
+
+def _plan_tri(src: Geometry, p: dict, dt: Any, sym: bool, upper: bool) -> Any:
+    bad = _unknown_layout(src, sym)
+    if bad is not None:
+        return bad
+    shape = tuple(src.shape)
+    if len(shape) < 2:
+        return "fewer than 2 dims"
+    diag = _sz(p["diagonal"])
+    return (contiguous_strides(shape) if sym else None), \
+        [_Piece(None, src, tri=(upper, diag))], shape
+
+
+def _plan_pad(src: Geometry, p: dict, dt: Any, sym: bool) -> Any:
+    bad = _unknown_layout(src, sym)
+    if bad is not None:
+        return bad
+    shape, st = tuple(src.shape), tuple(src.strides)
+    pads = tuple((_sz(lo), _sz(hi)) for lo, hi in p["pads"])
+    if len(pads) != len(shape):
+        return "pads do not match the rank"
+    out_shape = tuple(s_add(s_add(n, lo), hi) for n, (lo, hi) in zip(shape, pads))
+    ost = contiguous_strides(out_shape)
+    crop = tuple(_max0(_neg(lo)) for lo, _ in pads)
+    box = tuple(_sub(_sub(n, c), _max0(_neg(hi))) for n, c, (_, hi) in zip(shape, crop, pads))
+    sub = Geometry(box, st, s_add(src.offset, _dot(crop, st)))
+    into = _box(ost, tuple(_max0(lo) for lo, _ in pads), box)
+    grows = [x for lo, hi in pads for x in (lo, hi) if type(x) is not int or x > 0]
+    if not grows:  # a crop: eager copies it (np.array(x, copy=True): order "K")
+        ost = _keep_order(sub)
+        return ost, [_Piece(Geometry(box, ost, 0), sub)], out_shape
+    value = _fill_text(p["value"], dt)
+    if value is None:
+        return f"pad value {p['value']!r} for dtype {dt.name}"
+    return ost, [_Piece(Geometry(out_shape, ost, 0), fill=value), _Piece(into, sub)], \
         out_shape
 
 
-def _movement(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.c.lower import context as L
-    from ember.compiler.c.lower.gemm import _materialize
+# the backward of a view: zeros, then the gradient stored at the view's elements (the region
+# of the zeros that the view selects, as a geometry over the C-contiguous output)
+def _select_region(p: dict, out_shape: tuple, ost: tuple, shape: tuple) -> Geometry:
+    on = len(out_shape)
+    dim = int(p["dim"]) % on
+    keep = [d for d in range(on) if d != dim]
+    return Geometry(tuple(out_shape[d] for d in keep), tuple(ost[d] for d in keep),
+                    s_mul(_sz(p["index"]), ost[dim]))
 
+
+def _narrow_region(p: dict, out_shape: tuple, ost: tuple, shape: tuple) -> Geometry:
+    on = len(out_shape)
+    dim = int(p["dim"]) % on
+    return Geometry(tuple(out_shape[d] if d != dim else shape[d] for d in range(on)), ost,
+                    s_mul(_sz(p["start"]), ost[dim]))
+
+
+def _diagonal_region(p: dict, out_shape: tuple, ost: tuple, shape: tuple) -> Geometry:
+    on = len(out_shape)  # eager's diagonal view of the zeros
+    d1, d2 = int(p["dim1"]) % on, int(p["dim2"]) % on
+    off = _sz(p["offset"])
+    if type(off) is int:
+        start = off * ost[d2] if off >= 0 else -off * ost[d1]
+    else:
+        start = f"({off} >= 0 ? {s_mul(off, ost[d2])} : {s_mul(_neg(off), ost[d1])})"
+    keep = [d for d in range(on) if d not in (d1, d2)]
+    return Geometry(tuple(out_shape[d] for d in keep) + (shape[-1],),
+                    tuple(ost[d] for d in keep) + (s_add(ost[d1], ost[d2]),), start)
+
+
+def _plan_view_backward(src: Geometry, p: dict, dt: Any, sym: bool, region: Any) -> Any:
+    shape = tuple(src.shape)
+    out_shape = tuple(_sz(x) for x in p["shape"])
+    ost = contiguous_strides(out_shape)
+    where = region(p, out_shape, ost, shape)
+    if tuple(where.shape) != shape:
+        return "gradient shape does not match the view"
+    zero = _fill_text(0, dt)
+    return ost, [_Piece(Geometry(out_shape, ost, 0), fill=zero), _Piece(where, src)], \
+        out_shape
+
+
+def _movement(lw: LoweringContext, i: int, n: Any, plan: Any) -> str | None:
+    """A movement op as fill and strided-copy kernels, following ``plan`` (bound at
+    registration, below)."""
     name = n.op.name
-    if len(n.args) != 1 or not L._is_ref(n.args[0]):
+    if len(n.args) != 1 or not is_ref(n.args[0]):
         return "a non-tensor operand"
     spec_shape, dt = n.specs[0]
     if dt.np.name not in STORAGE_CTYPES:
         return f"dtype {dt.name} (no C storage type)"
-    if lw._dtype(n.args[0]) != dt:
+    if lw.dtype_of(n.args[0]) != dt:
         return "mixed dtypes"
-    m = _materialize(lw, n.args[0])
+    m = lw.in_memory(n.args[0])
     if m is None:
         return "an operand is not in memory"
     # (a runtime offset, e.g. of a diagonal view, changes no layout: only sizes and strides)
-    sym = lw.dynamic or L._has_sym(n.params) or not _static_geom(
+    sym = lw.dynamic or has_sym(n.params) or not _static_geom(
         Geometry(m.geom.shape, m.geom.strides, 0))
     try:
-        plan = _plan(name, m.geom, n.params, dt, sym)
+        plan = plan(m.geom, n.params, dt, sym)
     except (TypeError, ValueError, KeyError):  # e.g. a lifted dim: stays an extern
         return "symbolic dims or unexpected parameters"
     except _NoLayoutError:
@@ -362,15 +402,15 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
     if all(type(x) is int for x in out_shape) and tuple(out_shape) != tuple(spec_shape):
         return f"output shape {out_shape} is not the graph's {tuple(spec_shape)}"
     if ost is None:  # tril/triu: eager's np.where keeps the operand's layout as pointwise ops do
-        ost = lw._layout(n, out_shape, [n.args[0]])
+        ost = eager_layout(lw, n, out_shape, [n.args[0]])
     if pieces[0].dst is None:
         pieces[0].dst = Geometry(out_shape, ost, 0)
     lay = (None, ost) if sym else _layout(out_shape, tuple(ost))
     if lay is None:
         return "output layout"
-    lw._close_group()
-    lw._open_segment()
-    out = lw._buffer(dt, out_shape, "temp")
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
     out.strides = lay[0]
     ct = COMPUTE_CTYPES[dt.np.name]
     for pc in pieces:
@@ -381,7 +421,7 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
         if pc.fill is not None:
             body = [Store(out, dst, Const(pc.fill))]
         else:
-            body = [Let("t0", ct, Load(m.buf, L._index(pc.src, lv, False)))]
+            body = [Let("t0", ct, Load(m.buf, loop_index(pc.src, lv, False)))]
             val = "t0"
             if pc.tri is not None:
                 upper, diag = pc.tri
@@ -395,25 +435,21 @@ def _movement(lw: Any, i: int, n: Any) -> str | None:
         dstr = tuple(pc.dst.strides)
         if all(type(x) is int for x in dstr) and list(dstr) != sorted(dstr)[::-1]:
             order = tuple(sorted(range(len(shape)), key=lambda d: -abs(dstr[d])))
-        lw.segment.kernels.append(Kernel(lw._kernel_name(), shape, body, False, [name],
-                                         order))
-        lw.stats.kernels += 1
-    lw._bind(i, 0, out, Geometry(tuple(out_shape), tuple(lay[1]), 0), dt)
-    L._log("fusion", f"{name} as {len(pieces)} copy kernel(s)", 3)
+        lw.add_kernel(Kernel(lw.kernel_name(), shape, body, False, [name], order))
+    lw.bind(i, 0, out, Geometry(tuple(out_shape), tuple(lay[1]), 0), dt)
+    log("fusion", f"{name} as {len(pieces)} copy kernel(s)", 3)
     return None
 
 
-def _storage_write(lw: Any, i: int, n: Any) -> str | None:
+@lowering(OPS.storage_write)
+def lower_storage_write(lw: LoweringContext, i: int, n: Any) -> str | None:
     """``out = storage`` (C order, as eager's copy) then ``out[region] = src``: two kernels."""
-    from ember.compiler.c.lower import context as L
-    from ember.compiler.c.lower.gemm import _materialize
-
-    if len(n.args) != 2 or not all(L._is_ref(a) for a in n.args):
+    if len(n.args) != 2 or not all(is_ref(a) for a in n.args):
         return "a non-tensor operand"
     _, dt = n.specs[0]
     if dt.np.name not in STORAGE_CTYPES:
         return f"dtype {dt.name} (no C storage type)"
-    if any(lw._dtype(r) != dt for r in n.args):
+    if any(lw.dtype_of(r) != dt for r in n.args):
         return "mixed dtypes"
     try:
         shape, strides, offset = n.params["geom"]
@@ -421,7 +457,7 @@ def _storage_write(lw: Any, i: int, n: Any) -> str | None:
                           _sz(offset))
     except (TypeError, ValueError, KeyError):
         return "geometry parameters"
-    ms = [_materialize(lw, r) for r in n.args]
+    ms = [lw.in_memory(r) for r in n.args]
     if any(m is None for m in ms):
         return "an operand is not in memory"
     st, src = ms
@@ -432,32 +468,33 @@ def _storage_write(lw: Any, i: int, n: Any) -> str | None:
     region = Geometry(tuple(src.geom.shape), region.strides, region.offset)
     out_shape = tuple(st.geom.shape)
     pieces = [_Piece(Geometry.contiguous(out_shape), st.geom), _Piece(region, src.geom)]
-    lw._close_group()
-    lw._open_segment()
-    out = lw._buffer(dt, out_shape, "temp")
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
     ct = COMPUTE_CTYPES[dt.np.name]
     for pc, m in zip(pieces, ms):
         shape = tuple(pc.dst.shape)
         lv = [f"i{d}" for d in range(len(shape))]
         dst = Index(pc.dst.offset, tuple((v, s) for v, s, k in zip(lv, pc.dst.strides, shape)
                                          if k != 1))
-        body = [Let("t0", ct, Load(m.buf, L._index(pc.src, lv, False))),
+        body = [Let("t0", ct, Load(m.buf, loop_index(pc.src, lv, False))),
                 Store(out, dst, Local("t0"))]
-        lw.segment.kernels.append(Kernel(lw._kernel_name(), shape, body, False, [n.op.name]))
-        lw.stats.kernels += 1
-    lw._bind(i, 0, out, Geometry.contiguous(out_shape), dt)
-    L._log("fusion", "storage_write as a copy and a region copy kernel", 3)
+        lw.add_kernel(Kernel(lw.kernel_name(), shape, body, False, [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", "storage_write as a copy and a region copy kernel", 3)
     return None
 
 
-def _storage_read(lw: Any, i: int, n: Any) -> str | None:
-    """``storage_read`` with runtime sizes: the region's geometry over the storage value when
-    that is C-contiguous (eager reads a view of it), else why not."""
-    from ember.compiler.c.lower.gemm import _materialize
-
+@lowering(OPS.storage_read)
+def lower_storage_read(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """``storage_read``: a view of a C-contiguous storage value; with runtime sizes, the
+    region's geometry over the storage value when that is C-contiguous (eager reads a view of
+    it), else why not."""
+    if as_view(lw, i, n):
+        return None
     if len(n.args) != 1:
         return "a non-tensor operand"
-    m = _materialize(lw, n.args[0])
+    m = lw.in_memory(n.args[0])
     if m is None:
         return "an operand is not in memory"
     if tuple(m.geom.strides) != contiguous_strides(tuple(m.geom.shape)):
@@ -473,3 +510,18 @@ def _storage_read(lw: Any, i: int, n: Any) -> str | None:
     lw.sources[ref] = ("view", i, 0)
     lw.stats.view_ops += 1
     return None
+
+
+for _opdef, _plan in ((OPS.clone, _plan_clone), (OPS.flip, _plan_flip), (OPS.roll, _plan_roll),
+                   (OPS.repeat, _plan_repeat), (OPS.constant_pad, _plan_pad),
+                   (OPS.tril, functools.partial(_plan_tri, upper=False)),
+                   (OPS.triu, functools.partial(_plan_tri, upper=True)),
+                   (OPS.select_backward, functools.partial(_plan_view_backward,
+                                                           region=_select_region)),
+                   (OPS.narrow_backward, functools.partial(_plan_view_backward,
+                                                           region=_narrow_region)),
+                   (OPS.diagonal_backward, functools.partial(_plan_view_backward,
+                                                             region=_diagonal_region))):
+    lowering(_opdef, plan=_plan)(_movement)
+
+__all__ = ["lower_copy", "lower_storage_read", "lower_storage_write"]

@@ -24,47 +24,19 @@ import numpy as np
 
 from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
-    Index,
+    STORAGE_CTYPES,
+    FlatIndex,
     Let,
     Op,
     PointCheck,
     contiguous_strides,
 )
+from ember.compiler.c.lower.context import LoweringContext, is_ref, size_of
+from ember.compiler.c.lower.registry import lowering
 from ember.compiler.frontend.graph import Sym
+from ember.ops import OPS
 
-OPS = frozenset({"dropout", "uniform", "normal", "bernoulli"})
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
-
-
-class FlatIndex:
-    """The C-order flat index of the element a group's loop is at (C text, set at close)."""
-
-    __slots__ = ("shape", "text")
-
-    def __init__(self, shape: tuple) -> None:
-        self.shape, self.text = shape, None
-
-    def __str__(self) -> str:
-        if self.text is None:
-            raise RuntimeError("[lower_random] flat index used outside a plain pointwise kernel")
-        return self.text
-
-    def bind(self, flat: bool) -> None:
-        if flat:
-            self.text = "((uint64_t)(i))"
-            return
-        terms = tuple((f"i{d}", s) for d, (s, m) in
-                      enumerate(zip(contiguous_strides(self.shape), self.shape)) if m != 1)
-        self.text = f"((uint64_t)({Index(0, terms)}))"
-
-
-def has_random(g: Any) -> bool:
-    return bool(g is not None and g.__dict__.get("rand_idx"))
-
-
-def bind_indices(g: Any, flat: bool) -> None:
-    for ix in g.__dict__.get("rand_idx", ()):
-        ix.bind(flat)
 
 
 def _u64(v: Any) -> str:
@@ -95,27 +67,24 @@ def _scalar_ok(v: Any, kinds: tuple) -> bool:
     return type(v) is Sym or (type(v) in kinds)
 
 
-def lower(lw: Any, i: int, n: Any) -> str | None:
-    """Lower random node ``n``; None when done, else why it stays an extern."""
+def _seed_and_offset(n: Any) -> str | None:
+    """Why the node's ``seed``/``offset`` cannot be read by C (None: they can)."""
     p = n.params
     for k in ("seed", "offset"):
         if not _scalar_ok(p.get(k), (int,)):
             return f"parameter {k}={p.get(k)!r}"
-    if n.op.name == "dropout":
-        return _dropout(lw, i, n)
-    if n.op.name == "uniform":
-        return _uniform(lw, i, n)
-    if n.op.name == "normal":
-        return _normal(lw, i, n)
-    return _bernoulli(lw, i, n)
+    return None
 
 
-def _dropout(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.c.lower.context import _is_ref
+@lowering(OPS.dropout)
+def lower_dropout(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
     x = n.args[0]
-    if not _is_ref(x):
+    if not is_ref(x):
         return "no tensor input"
-    d = lw._dtype(x)
+    d = lw.dtype_of(x)
     if d.np.name not in _FLOATS:
         return f"dtype {d.name}"
     p = n.params["p"]
@@ -130,18 +99,21 @@ def _dropout(lw: Any, i: int, n: Any) -> str | None:
     seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
     tmpl = (f"({{0}} * (ember_dropout_keep({seed}, {off}, {{1}}, {_f64(p)}) ? {scale} : "
             f"({ct})0))")
-    return _emit(lw, i, n, lw._shape(x), d, [x], tmpl)
+    return _emit(lw, i, n, lw.shape_of(x), d, [x], tmpl)
 
 
-def _uniform(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.c.lower.context import _size
+@lowering(OPS.uniform)
+def lower_uniform(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
     d = n.specs[0][1]
     if d.np.name not in _FLOATS:
         return f"dtype {d.name}"
     lo, hi = n.params["low"], n.params["high"]
     if not (_scalar_ok(lo, (int, float)) and _scalar_ok(hi, (int, float))):
         return "non-numeric low/high"
-    shape = tuple(_size(m) for m in n.specs[0][0])
+    shape = tuple(size_of(m) for m in n.specs[0][0])
     seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
     if d.np.name == "float64":
         v = f"ember_rand_uniform_f64({seed}, {off}, {{0}}, {_f64(lo)}, {_f64(hi)})"
@@ -153,16 +125,19 @@ def _uniform(lw: Any, i: int, n: Any) -> str | None:
     return _emit(lw, i, n, shape, d, [], _round_to(d, v))
 
 
-def _normal(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.c.lower.context import _is_ref, _size
+@lowering(OPS.normal)
+def lower_normal(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
     d = n.specs[0][1]
     if d.np.name not in _FLOATS:
         return f"dtype {d.name}"
-    shape = tuple(_size(m) for m in n.specs[0][0])
+    shape = tuple(size_of(m) for m in n.specs[0][0])
     refs, parts = [], []
     for a in n.args[:2]:
-        if _is_ref(a):
-            if lw._dtype(a) != d:
+        if is_ref(a):
+            if lw.dtype_of(a) != d:
                 return "mean/std of another dtype"
             parts.append(f"((double){{{len(refs)}}})")
             refs.append(a)
@@ -181,13 +156,15 @@ def _normal(lw: Any, i: int, n: Any) -> str | None:
     return _emit(lw, i, n, shape, d, refs, _round_to(d, f"{parts[0]} + {parts[1]} * {z}"))
 
 
-def _bernoulli(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES
-    from ember.compiler.c.lower.context import _is_ref
+@lowering(OPS.bernoulli)
+def lower_bernoulli(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
     x = n.args[0]
-    if not _is_ref(x):
+    if not is_ref(x):
         return "no tensor input"
-    pd, d = lw._dtype(x), n.specs[0][1]
+    pd, d = lw.dtype_of(x), n.specs[0][1]
     if pd.np.name not in _FLOATS:
         return f"probability dtype {pd.name}"
     if d.np.name not in STORAGE_CTYPES:
@@ -196,36 +173,27 @@ def _bernoulli(lw: Any, i: int, n: Any) -> str | None:
     tmpl = f"(ember_unit32(ember_philox_word({seed}, {off} + {{1}})) < (double){{0}})"
     # eager raises for p outside [0, 1] (NaN included): the kernel reports it, the driver
     # reruns the graph eagerly and eager raises its error
-    return _emit(lw, i, n, tuple(lw._shape(x)), d, [x], tmpl,
+    return _emit(lw, i, n, tuple(lw.shape_of(x)), d, [x], tmpl,
                  check="(!(((double){0} >= 0.0) & ((double){0} <= 1.0)))")
 
 
-def _emit(lw: Any, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
+def _emit(lw: LoweringContext, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
           tmpl: str, check: str | None = None) -> str | None:
     """Append ``tmpl`` (``{0}``.. the operands in ``refs``, then the flat index) as a Let of
     the open group (a new group of ``shape`` if it iterates another shape)."""
-    from ember.compiler.c.lower.context import _Group, _Mat, _Pw
     if "ember_dropout_keep(" in tmpl and "ember_dropout_keep" not in lw.helpers:
         return "C helper ember_dropout_keep not in the prelude"
-    g = lw.group
-    if g is not None and (g.shape != shape or any(
-            isinstance(lw.vals[r], _Mat) and id(lw.vals[r].buf) in g.writes for r in refs)):
-        lw._close_group()
-        g = None
-    if g is None:
-        g = lw.group = _Group(shape)
-    args = [lw._operand(g, r) for r in refs]
+    g = lw.join_group(shape, refs)
+    args = [lw.operand(g, r) for r in refs]
     ix = FlatIndex(shape)
-    g.__dict__.setdefault("rand_idx", []).append(ix)
+    g.flat_indices.append(ix)
     if check is not None:
         g.body.append(PointCheck(Op("check", check, tuple(args))))
     name = g.local()
     expr = Op(n.op.name, tmpl, tuple(args) + (ix,))
     g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))
-    ref = ("n", i, 0)
-    v = _Pw(g, name, shape, out_dt, contiguous_strides(shape))
-    g.members[ref] = v
-    g.ops.append(n.op.name)
-    lw.vals[ref] = v
-    lw.stats.fused_ops += 1
+    lw.add_value(g, i, name, shape, out_dt, contiguous_strides(shape), n.op.name)
     return None
+
+
+__all__ = ["lower_bernoulli", "lower_dropout", "lower_normal", "lower_uniform"]

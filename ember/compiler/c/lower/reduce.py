@@ -1,8 +1,8 @@
 """Reductions and fused row-wise ops -> ``ReduceKernel`` (ARCHITECTURE.md §5).
 
-``lower(lowering, i, node)`` is called by ``Lowering._node`` for the ops in ``HANDLED`` and
-returns None when the node became (part of) a reduction kernel, else the reason it stays an
-extern.  What it does:
+``lower_reduction(lw, i, node, rule)`` is registered for each reduction OpDef (``rule``: how it
+folds, bound at registration) and returns None when the node became (part of) a reduction
+kernel, else the reason it stays an extern.  What it does:
 
 * **producers fuse**: when the open pointwise group exists only to compute the reduction's
   input (nothing else leaves it), the group's body becomes the kernel's per-element prologue:
@@ -13,7 +13,7 @@ extern.  What it does:
   what that kernel reads, and its result is used later);
 * **multi-pass ops** (mean-then-variance, max-then-sum-of-exp) are passes over the reduced
   dims of one kernel; ``layer_norm``/``rms_norm`` add a last pass that writes the normalized
-  output: ONE kernel each (the row ops live in ``lower_rows.py``);
+  output: ONE kernel each (the row ops live in ``rows.py``);
 * the reduced value is stored (in eager's memory order) and later pointwise consumers load it;
 * index reductions (argmax/argmin, max/min with indices) fold a (value, flat index) pair per
   lane, the first extreme winning and a NaN winning (``arg_better`` in the codegen);
@@ -52,18 +52,24 @@ from ember.compiler.c.ir.loop_ir import (
     numel,
     round_expr,
 )
+from ember.compiler.c.lower.context import (
+    LoweringContext,
+    PendingLoad,
+    PointwiseValue,
+    c_ordered,
+    is_ref,
+    rename,
+    size_of,
+)
+from ember.compiler.c.lower.registry import OpSet, group_sink, lowering
+from ember.compiler.c.lower.scan import eager_scan_strides
+from ember.compiler.frontend.graph import Sym
+from ember.ops import OPS
 
-REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "prod", "nansum", "logsumexp", "var",
-                        "std", "any", "all", "vector_norm", "argmax", "argmin", "max_dim",
-                        "min_dim"})
 # (values, indices) and index reductions along ``dim`` (None: every dim, flattened)
-ARG_OPS = frozenset({"argmax", "argmin", "max_dim", "min_dim"})
-# row ops that also lower for float16/bfloat16 (their eager kernels compute in float32 and round
-# once at the end, as the kernel does)
-_LOWP_ROW_OPS = frozenset({"layer_norm", "rms_norm"})
-ROW_OPS = frozenset({"layer_norm", "rms_norm", "layer_norm_backward", "cross_entropy",
-                     "cross_entropy_backward"})
-HANDLED = REDUCTIONS | ROW_OPS
+ARG_OPS = OpSet([OPS.argmax, OPS.argmin, OPS.max_dim, OPS.min_dim])
+# reductions that raise in eager over an empty dim (vector_norm too, for ord < 0 or inf)
+_EMPTY_RAISES = OpSet([OPS.amax, OPS.amin]) | ARG_OPS
 _FLOAT = ("float", "double")
 _INT_MIN = {"int64_t": "INT64_MIN", "int32_t": "INT32_MIN", "int16_t": "INT16_MIN",
             "int8_t": "INT8_MIN", "uint8_t": "0", "bool": "0"}
@@ -89,30 +95,38 @@ def accumulator(kind: str, dtype: Any, out_dtype: Any) -> tuple[str, str]:
     return CTYPES[out_dtype.np.name], init
 
 
-def lower(lw: Any, i: int, n: Any) -> str | None:
-    """Lower graph node ``i`` (``n``) into a reduction kernel; None, or why it stays eager."""
+def check_inputs(lw: LoweringContext, n: Any, row: bool = False, lowp_row: bool = False,
+                 targets: bool = False) -> str | None:
+    """Why reduction or row node ``n`` cannot be lowered from its inputs and dtypes (None: it
+    can); values that live only in another kernel's prologue are stored first.  ``row``: a row
+    op (float32/float64 only, or also float16/bfloat16 with ``lowp_row``); ``targets``: its
+    second-to-last argument is int64 class targets."""
     x = n.args[0]
-    state = lw.__dict__.get("reduce_nests", {})
     dims = _dims_of(lw, n)
-    if not any(key[0] == x and key[-1] == dims for key in state):
-        materialize(lw, [a for a in n.args if _is_ref(a)])
+    if not any(key[0] == x and key[-1] == dims for key in lw.reduce_nests):
+        lw.materialize([a for a in n.args if is_ref(a)])
     v = lw.vals.get(x)
-    if v is None or not _is_ref(x):
+    if v is None or not is_ref(x):
         return "input not lowered"
-    for r in [a for a in n.args if _is_ref(a)]:
-        if n.op.name.startswith("cross_entropy") and r == n.args[-2]:
+    for r in [a for a in n.args if is_ref(a)]:
+        if targets and r == n.args[-2]:
             continue  # the int64 targets
         d = lw.vals[r].dtype
         if d.np.name not in ("float32", "float64") and (
-                (n.op.name in ROW_OPS and not (is_lowp(d) and n.op.name in _LOWP_ROW_OPS))
-                or d.np.name not in STORAGE_CTYPES):
+                (row and not (is_lowp(d) and lowp_row)) or d.np.name not in STORAGE_CTYPES):
             return f"dtype {d.name} (not lowered for this op)"
     if any(s[1].np.name not in STORAGE_CTYPES for s in n.specs):
         return "output dtype not lowered"
-    if n.op.name in ROW_OPS:
-        from ember.compiler.c.lower import rows as lower_rows
-        return lower_rows.lower(lw, i, n)
-    return _reduction(lw, i, n)
+    return None
+
+
+def lower_reduction(lw: LoweringContext, i: int, n: Any, rule: Any) -> str | None:
+    """Lower graph node ``i`` (``n``) into a reduction kernel folding with ``rule``; None, or
+    why it stays eager."""
+    reason = check_inputs(lw, n)
+    if reason is not None:
+        return reason
+    return _reduction(lw, i, n, rule)
 
 
 # -- kernel state -------------------------------------------------------------------------------
@@ -165,50 +179,48 @@ def _op(template: str, *args: Any) -> Op:
                                          for a in args))
 
 
-def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
+def _nest(lw: LoweringContext, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
     """The kernel that reduces node ``n``'s first input over ``dims``: an open one over the
     same input and dims (horizontal fusion), or a new one with the input's producers fused
     in as its prologue when ``allowed(use_node)`` holds for every other use."""
-    from ember.compiler.c.lower.context import _PendingLoad, _Pw
     x = n.args[0]
     v = lw.vals[x]
-    state = lw.__dict__.setdefault("reduce_nests", {})
-    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
-    key = (x, dims) if isinstance(v, _Pw) else (id(v.buf), v.geom, dims)
+    state = lw.reduce_nests
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
+    key = (x, dims) if isinstance(v, PointwiseValue) else (id(v.buf), v.geom, dims)
     got = state.get(key)
-    if got is not None and n.op.name in REDUCTIONS:
+    if got is not None and n.op in REDUCTIONS:
         return got
     kept = [d for d in range(len(shape)) if d not in dims]
     dim_vars = [f"o{kept.index(d)}" if d in kept else f"r{dims.index(d)}"
                 for d in range(len(shape))]
     ct = compute_ctype(v.dtype)
-    if isinstance(v, _Pw) and _absorbable(lw, x, v, shape, allowed):
+    if isinstance(v, PointwiseValue) and _absorbable(lw, x, v, shape, allowed):
         g = lw.group
         lw.group = None
         prologue = [Let(p.name, p.buf.compute_ctype, Load(p.buf, _index(p.geom, dim_vars)))
-                    if isinstance(p, _PendingLoad) else p for p in g.body]
+                    if isinstance(p, PendingLoad) else p for p in g.body]
         value, ops = v.local, list(g.ops)
     else:
-        if isinstance(v, _Pw) and v.group is not lw.group:
+        if isinstance(v, PointwiseValue) and v.group is not lw.group:
             return "value of a reduction kernel's prologue"
-        if isinstance(v, _Pw):
-            lw._store_buffer(x, v)
-            lw._close_group()  # the value is stored by the group's kernel, before this one
+        if isinstance(v, PointwiseValue):
+            lw.store_buffer(x, v)
+            lw.close_group()  # the value is stored by the group's kernel, before this one
             v = lw.vals[x]
         elif lw.group is not None and id(v.buf) in lw.group.writes:
-            lw._close_group()
+            lw.close_group()
         value, ops = "x0", []
         prologue = [Let(value, ct, Load(v.buf, _index(v.geom, dim_vars)))]
-    lw._open_segment()
+    lw.open_segment()
     inner = tuple(shape[d] for d in dims) or (1,)
-    kern = ReduceKernel(lw._kernel_name(),
+    kern = ReduceKernel(lw.kernel_name(),
                         tuple(shape[d] for d in kept), inner, ops=ops,
                         kept_inner=_unit_dim_kept(v, shape, dims))
-    lw.segment.kernels.append(kern)
-    lw.stats.kernels += 1
+    lw.add_kernel(kern)
     nest = _Nest(kern, prologue, value, dim_vars, ct)
-    lw.__dict__.setdefault("reduce_all", []).append(nest)
-    if n.op.name in REDUCTIONS:
+    lw.reduce_all.append(nest)
+    if n.op in REDUCTIONS:
         state[key] = nest
     return nest
 
@@ -216,10 +228,9 @@ def _nest(lw: Any, i: int, n: Any, dims: tuple, allowed: Any) -> _Nest | str:
 def _unit_dim_kept(v: Any, shape: tuple, dims: tuple) -> bool:
     """True when the input's fastest-varying dim (in memory, or the last dim of a fused
     chain in C order) is kept and something is reduced."""
-    from ember.compiler.c.lower.context import _Pw
     if not dims or len(dims) == len(shape):
         return False
-    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    strides = v.strides if isinstance(v, PointwiseValue) else v.geom.strides
     live = [d for d in range(len(shape)) if strides[d] != 0 and shape[d] != 1]
     if not live or any(type(strides[d]) is not int for d in live):
         return live[-1] not in dims if live else False
@@ -227,19 +238,18 @@ def _unit_dim_kept(v: Any, shape: tuple, dims: tuple) -> bool:
     return fastest not in dims
 
 
-def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
+def _absorbable(lw: LoweringContext, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
     """True when the open group computes ``x`` only for reductions ``allowed`` accepts."""
     g = lw.group
     if g is None or v.group is not g or g.shape != shape or v.buf is not None:
         return False
-    if g.__dict__.get("rand_idx"):
+    if g.has_random():
         return False  # a random op's flat index needs the plain kernel's loop variables
-    from ember.compiler.c.lower.context import _size
 
     def ok(c: int) -> bool:  # a later pointwise consumer of the same shape recomputes it
         u = lw.graph.nodes[c]
         return allowed(u) or (u.op.kind == "pointwise" and len(u.specs) == 1 and
-                              tuple(_size(m) for m in u.specs[0][0]) == shape)
+                              tuple(size_of(m) for m in u.specs[0][0]) == shape)
     if x in lw.outputs or not all(ok(c) for c in lw.uses.get(x, ())):
         return False
     for ref, m in g.members.items():
@@ -251,56 +261,9 @@ def _absorbable(lw: Any, x: tuple, v: Any, shape: tuple, allowed: Any) -> bool:
     return True
 
 
-# -- recomputed producers, epilogues ------------------------------------------------------------
-def _rename(e: Any, m: dict) -> Any:
-    if isinstance(e, Local):
-        return Local(m.get(e.name, e.name))
-    if isinstance(e, Op):
-        return Op(e.name, e.template, tuple(_rename(a, m) for a in e.args), e.params)
-    return e
-
-
-def recompute(g: Any, v: Any) -> str:
-    """Re-emit the (absorbed) group that computed ``v`` into group ``g``; ``v``'s local in ``g``.
-    A producer chain fused into a reduction is recomputed by its other consumers rather than
-    stored (it reads the same inputs, which are in cache for a row kernel)."""
-    from ember.compiler.c.lower.context import _PendingLoad
-    done = g.__dict__.setdefault("recomputed", {})
-    m = done.get(id(v.group))
-    if m is None:
-        m = done[id(v.group)] = {}
-        for x in v.group.body:
-            if isinstance(x, _PendingLoad):
-                key = (id(x.buf), x.geom)
-                name = g.loads.get(key)
-                if name is None:
-                    name = g.loads[key] = g.local()
-                    g.body.append(_PendingLoad(name, x.buf, x.geom))
-                m[x.name] = name
-            elif isinstance(x, Let):
-                m[x.name] = g.local()
-                g.body.append(Let(m[x.name], x.ctype, _rename(x.expr, m)))
-    return m[v.local]
-
-
-def materialize(lw: Any, refs: list) -> None:
-    """Store the values among ``refs`` that live only in a reduction's prologue (a view or an
-    extern needs them in memory): one pointwise kernel recomputes and stores each."""
-    from ember.compiler.c.lower.context import _Group, _Pw
-    for r in refs:
-        v = lw.vals.get(r)
-        if not isinstance(v, _Pw) or v.group is lw.group:
-            continue
-        lw._close_group()
-        g = lw.group = _Group(v.shape)
-        local = recompute(g, v)
-        lw.vals[r] = w = _Pw(g, local, v.shape, v.dtype, v.strides)
-        g.members[r] = w
-        g.ops.append("recompute")
-        lw._close_group()
-
-
-def as_epilogue(lw: Any, g: Any) -> bool:
+# -- epilogues ---------------------------------------------------------------------------------
+@group_sink
+def as_epilogue(lw: LoweringContext, g: Any) -> bool:
     """Append closing group ``g`` to a reduction kernel of this segment when it reads only
     what that kernel can see (what was in memory before it, or its reduced results, which
     become registers) and iterates either the kernel's input space (a last pass: softmax
@@ -309,7 +272,7 @@ def as_epilogue(lw: Any, g: Any) -> bool:
     seg = lw.segment
     if seg is None:
         return False
-    for nest in reversed(lw.__dict__.get("reduce_all", [])):
+    for nest in reversed(lw.reduce_all):
         k = nest.kernel
         if k not in seg.kernels or k.order or k.interchanged():
             continue
@@ -329,8 +292,7 @@ def as_epilogue(lw: Any, g: Any) -> bool:
     return False
 
 
-def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -> bool:
-    from ember.compiler.c.lower.context import _PendingLoad
+def _merge(lw: LoweringContext, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -> bool:
     k = nest.kernel
     later = set()
     for k2 in seg.kernels[seg.kernels.index(k) + 1:]:
@@ -340,12 +302,12 @@ def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -
     names: dict = {}
     if not full:  # outer-level locals share one scope with the finals: fresh names
         for x in g.body:
-            if isinstance(x, (_PendingLoad, Let)):
+            if isinstance(x, (PendingLoad, Let)):
                 names[x.name] = nest.name("q")
     body: list = []
     stores: list = []
     for x in g.body:
-        if isinstance(x, _PendingLoad):
+        if isinstance(x, PendingLoad):
             idx = _index(x.geom, dim_vars)
             got = reduced.get((id(x.buf), idx))
             if got is None and (id(x.buf) in later or x.buf in kstores):
@@ -357,9 +319,9 @@ def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -
         elif type(x) is tuple:
             v = x[1]
             stores.append(Store(v.buf, _index(Geometry(v.shape, v.strides, 0), dim_vars),
-                                _rename(Local(v.local), names)))
+                                rename(Local(v.local), names)))
         else:
-            body.append(Let(names.get(x.name, x.name), x.ctype, _rename(x.expr, names)))
+            body.append(Let(names.get(x.name, x.name), x.ctype, rename(x.expr, names)))
     if full:
         k.passes.append(ReducePass(body + stores))
     else:
@@ -368,7 +330,7 @@ def _merge(lw: Any, seg: Any, nest: _Nest, g: Any, dim_vars: list, full: bool) -
     k.ops.extend(g.ops)
     # sealed: a later reduction over the same input starts its own kernel (its passes would
     # otherwise land in the epilogue, which does not hold the input's prologue)
-    state = lw.__dict__.get("reduce_nests", {})
+    state = lw.reduce_nests
     for key in [key for key, got in state.items() if got is nest]:
         del state[key]
     return True
@@ -380,24 +342,24 @@ def _index(geom: Geometry, dim_vars: list) -> Index:
     return Index(geom.offset, terms)
 
 
-def _out(lw: Any, i: int, j: int, shape: tuple, strides: tuple, dt: Any) -> Buffer:
-    buf = lw._buffer(dt, shape, "temp")
+def _out(lw: LoweringContext, i: int, j: int, shape: tuple, strides: tuple, dt: Any) -> Buffer:
+    buf = lw.buffer(dt, shape, "temp")
     if strides != contiguous_strides(shape):
         buf.strides = strides
-    lw._bind(i, j, buf, Geometry(shape, strides, 0), dt)
+    lw.bind(i, j, buf, Geometry(shape, strides, 0), dt)
     return buf
 
 
 # -- reductions ---------------------------------------------------------------------------------
-def _dims_of(lw: Any, n: Any) -> Any:
+def _dims_of(lw: LoweringContext, n: Any) -> Any:
     """The reduced dims of reduction node ``n``: its ``dims`` param, or for the index
     reductions (``dim``: an int, or None for every dim) the tuple they amount to."""
-    if n.op.name not in ARG_OPS:
+    if n.op not in ARG_OPS:
         return n.params.get("dims")
     x = n.args[0]
-    if not _is_ref(x) or x not in lw.vals:
+    if not is_ref(x) or x not in lw.vals:
         return None
-    nd = len(lw._shape(x))
+    nd = len(lw.shape_of(x))
     d = n.params.get("dim")
     if nd == 0:
         return ()
@@ -406,34 +368,30 @@ def _dims_of(lw: Any, n: Any) -> Any:
     return (d,) if type(d) is int else d
 
 
-def _reduction(lw: Any, i: int, n: Any) -> str | None:
-    from ember.compiler.c.lower.context import _Pw
+def _reduction(lw: LoweringContext, i: int, n: Any, rule: Any) -> str | None:
     name, p = n.op.name, n.params
     dims, keepdim = _dims_of(lw, n), p.get("keepdim")
     if type(dims) is not tuple or any(type(d) is not int for d in dims) or \
             type(keepdim) is not bool:
         return "symbolic dims"
-    from ember.compiler.frontend.graph import Sym
-    if name in ("var", "std") and type(p.get("correction")) not in (int, float, Sym):
+    if "correction" in p and type(p.get("correction")) not in (int, float, Sym):
         return f"correction={p.get('correction')!r}"
-    if name == "vector_norm" and type(p.get("ord")) not in (int, float):
+    if n.op is OPS.vector_norm and type(p.get("ord")) not in (int, float):
         return "symbolic ord"
     v = lw.vals[n.args[0]]
-    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
-    in_strides = v.strides if isinstance(v, _Pw) else v.geom.strides
-    if (name in ("amax", "amin") or name in ARG_OPS or (
-            name == "vector_norm" and (p["ord"] < 0 or math.isinf(p["ord"])))) and \
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
+    in_strides = v.strides if isinstance(v, PointwiseValue) else v.geom.strides
+    if (n.op in _EMPTY_RAISES or (
+            n.op is OPS.vector_norm and (p["ord"] < 0 or math.isinf(p["ord"])))) and \
             any(shape[d] == 0 for d in dims):
         return f"empty {name} (eager raises)"
-    same = frozenset(REDUCTIONS)
-
     def allowed(u: Any) -> bool:
-        return u.op.name in same and u.args[0] == n.args[0] and _dims_of(lw, u) == dims
+        return u.op in REDUCTIONS and u.args[0] == n.args[0] and _dims_of(lw, u) == dims
     nest = _nest(lw, i, n, dims, allowed)
     if isinstance(nest, str):
         return nest
     out_shape = tuple(m for _, m in _out_dims(shape, dims, keepdim))
-    results = _RULES[name](nest, n, v.dtype, n.specs[0][1],
+    results = rule(nest, n, v.dtype, n.specs[0][1],
                            numel(tuple(shape[d] for d in dims)))
     if isinstance(results, str):
         results = (results,)
@@ -459,9 +417,8 @@ def _out_dims(shape: tuple, dims: tuple, keepdim: bool) -> list:
 def _out_strides(n: Any, shape: tuple, strides: tuple, out_shape: tuple) -> tuple:
     """Element strides of the reduction's output in eager's memory order (NumPy keeps the
     input's order for the kept dims)."""
-    from ember.compiler.c.lower.context import _ordered
     contig = contiguous_strides(out_shape)
-    if _ordered(strides, shape) or any(type(s) is not int for s in strides + shape):
+    if c_ordered(strides, shape) or any(type(s) is not int for s in strides + shape):
         return contig
     import numpy as np
     small = tuple(1 if m == 1 else 2 for m in shape)
@@ -509,7 +466,6 @@ def _var(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any, sqrt: bool = Fal
     mean = _mean(nest, n, dt, out_dt, count)
     d = nest.let(1, t, _op("({0} - {1})", nest.value, mean))
     a = nest.accum(1, "sum", "double", "0", _op(f"((double)(({t})({{0}} * {{0}})))", d))
-    from ember.compiler.frontend.graph import Sym
     c = n.params["correction"]  # a lifted correction (dynamic=True) is read at run time
     corr = f"floats[{c.index}]" if type(c) is Sym else repr(float(c))
     den = f"((double)({count}) - {corr})"
@@ -567,8 +523,9 @@ def _vector_norm(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> str:
     return nest.final(0, t, _op(f"ember_pow({{0}}, ({t}){1.0 / o!r})", s))
 
 
-def _arg(kind: str):  # noqa: ANN202
-    """argmax/argmin (the index) and max_dim/min_dim (value, index) of the first extreme."""
+def _arg(kind: str, values: bool):  # noqa: ANN202
+    """argmax/argmin (the index) and, with ``values``, max_dim/min_dim (value, index) of the
+    first extreme."""
     def rule(nest: _Nest, n: Any, dt: Any, out_dt: Any, count: Any) -> Any:
         act, init = accumulator(kind, dt, out_dt)
         inner = nest.kernel.inner
@@ -579,58 +536,53 @@ def _arg(kind: str):  # noqa: ANN202
         index = Op("reduce", "(" + " + ".join(terms) + ")", ())
         a = nest.arg_accum(0, "arg" + kind, act, init, Local(nest.value), index)
         idx = nest.final(0, "int64_t", Local(a + "_i"))
-        if n.op.name in ("max_dim", "min_dim"):
+        if values:
             return nest.final(0, compute_ctype(n.specs[0][1]), Local(a)), idx
         return idx
     return rule
 
 
-_RULES = {
-    "sum": _sum_like("sum", "(({A})({v}))"),
-    "nansum": _sum_like("sum", "(({v}) != ({v}) ? ({A})0 : ({A})({v}))"),
-    "prod": _sum_like("prod", "(({A})({v}))"),
-    "any": _sum_like("any", "(({v}) != 0)"),
-    "all": _sum_like("all", "(({v}) != 0)"),
-    "amax": _extreme("max"),
-    "amin": _extreme("min"),
-    "mean": _mean,
-    "var": _var,
-    "std": lambda *a: _var(*a, sqrt=True),
-    "logsumexp": _logsumexp,
-    "vector_norm": _vector_norm,
-    "argmax": _arg("max"),
-    "argmin": _arg("min"),
-    "max_dim": _arg("max"),
-    "min_dim": _arg("min"),
-}
-
-
-def _is_ref(a: Any) -> bool:
-    return type(a) is tuple and len(a) >= 2 and a[0] in ("i", "n")
-
-
-__all__ = ["HANDLED", "accumulator", "lower"]
+_RULES = (
+    (OPS.sum, _sum_like("sum", "(({A})({v}))")),
+    (OPS.nansum, _sum_like("sum", "(({v}) != ({v}) ? ({A})0 : ({A})({v}))")),
+    (OPS.prod, _sum_like("prod", "(({A})({v}))")),
+    (OPS.any, _sum_like("any", "(({v}) != 0)")),
+    (OPS.all, _sum_like("all", "(({v}) != 0)")),
+    (OPS.amax, _extreme("max")),
+    (OPS.amin, _extreme("min")),
+    (OPS.mean, _mean),
+    (OPS.var, _var),
+    (OPS.std, lambda *a: _var(*a, sqrt=True)),
+    (OPS.logsumexp, _logsumexp),
+    (OPS.vector_norm, _vector_norm),
+    (OPS.argmax, _arg("max", values=False)),
+    (OPS.argmin, _arg("min", values=False)),
+    (OPS.max_dim, _arg("max", values=True)),
+    (OPS.min_dim, _arg("min", values=True)),
+)
+# reductions over the same input and dims share one kernel (horizontal fusion)
+REDUCTIONS = OpSet(op for op, _ in _RULES)
+for _opdef, _rule in _RULES:
+    lowering(_opdef, rule=_rule)(lower_reduction)
 
 
 # -- softmax / log_softmax over any dim ----------------------------------------------------------
-def softmax(lw: Any, i: int, n: Any) -> str | None:
+def softmax(lw: LoweringContext, i: int, n: Any, log: bool) -> str | None:
     """softmax/log_softmax along a dim the RowKernel does not take (a permuted value whose
     softmax dim is its unit-stride dim in memory: ``F.softmax(x.t(), 0)``, attention scores
     laid out transposed) as a three-pass ReduceKernel: the max (NaN propagates), the sum of
     ``exp(x - max)`` in double, then the output (``exp(x - max) / sum`` or ``x - max -
     log(sum)``), with eager's formula and rounding steps; the output keeps eager's memory
     order.  None, or why it stays eager."""
-    from ember.compiler.c.lower.context import _Pw
-    from ember.compiler.c.lower.scan import _out_strides as probe_strides
     x = n.args[0]
     dim = n.params.get("dim")
-    if not _is_ref(x) or x not in lw.vals or type(dim) is not int:
+    if not is_ref(x) or x not in lw.vals or type(dim) is not int:
         return "symbolic dim"
     v = lw.vals[x]
     if not v.dtype.is_floating_point or v.dtype.np.name not in STORAGE_CTYPES:
         return f"dtype {v.dtype.name}"
-    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
-    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
+    strides = v.strides if isinstance(v, PointwiseValue) else v.geom.strides
     if not shape or any(type(m) is int and m == 0 for m in shape):
         return "0-d or empty input (eager copies)"
     dims = (dim,)
@@ -643,9 +595,9 @@ def softmax(lw: Any, i: int, n: Any) -> str | None:
     def allowed(u: Any) -> bool:
         return u is n
     geom = Geometry(tuple(shape), tuple(strides), 0)
-    layout = probe_strides(n, geom, v.dtype)
+    layout = eager_scan_strides(n, geom, v.dtype)
     out_strides = layout[0] if layout else contiguous_strides(tuple(shape))
-    materialize(lw, [x])
+    lw.materialize([x])
     nest = _nest(lw, i, n, dims, allowed)
     if isinstance(nest, str):
         return nest
@@ -655,7 +607,7 @@ def softmax(lw: Any, i: int, n: Any) -> str | None:
     e = nest.let(1, t, _op("ember_exp({0} - {1})", nest.value, m))
     s = nest.final(1, t, _op(f"(({t})({{0}}))", nest.accum(1, "sum", "double", "0",
                                                           _op("((double)({0}))", e))))
-    if n.op.name == "softmax":
+    if not log:
         e2 = nest.let(2, t, _op("ember_exp({0} - {1})", nest.value, m))
         y = nest.let(2, t, _op("({0} / {1})", e2, s))
     else:
@@ -672,3 +624,7 @@ def softmax(lw: Any, i: int, n: Any) -> str | None:
                                                 nest.dim_vars), Local(y)))
     nest.kernel.ops.append(n.op.name)
     return None
+
+
+__all__ = ["ARG_OPS", "REDUCTIONS", "accumulator", "as_epilogue", "check_inputs",
+           "lower_reduction", "softmax"]

@@ -1,4 +1,9 @@
-"""Fused row-wise ops -> ONE ``ReduceKernel`` each (``lower_reduce`` builds the nest).
+"""Row-wise ops: softmax/log_softmax -> a ``RowKernel``; the fused row ops -> ONE
+``ReduceKernel`` each (``reduce.py`` builds the nest).
+
+``softmax``/``log_softmax`` over the last dim of a floating value are a ``RowKernel`` (their
+producers fused in when the open group exists only to compute the row kernel's input); over
+another dim, a three-pass ``ReduceKernel`` (``reduce.softmax``).
 
 ``layer_norm`` and ``rms_norm`` (statistics passes, then the normalized row),
 ``layer_norm_backward`` (row sums, gx, and the weight/bias gradients as column sums over the
@@ -22,20 +27,113 @@ from ember.compiler.c.ir.loop_ir import (
     Local,
     Op,
     ReducePass,
+    RowKernel,
     Store,
     contiguous_strides,
     numel,
+    s_mul,
 )
-from ember.compiler.c.lower.reduce import _index, _is_ref, _mean, _Nest, _nest, _op, _out
+from ember.compiler.c.lower import reduce
+from ember.compiler.c.lower.context import (
+    LoweringContext,
+    PendingLoad,
+    PointwiseValue,
+    c_ordered,
+    c_scalar,
+    is_ref,
+    log,
+    loop_index,
+)
+from ember.compiler.c.lower.reduce import _index, _mean, _Nest, _nest, _op, _out, check_inputs
+from ember.compiler.c.lower.registry import lowering
+from ember.compiler.frontend.graph import Sym
+from ember.ops import OPS
 
 
-def lower(lw: Any, i: int, n: Any) -> str | None:
-    """Lower row op node ``i``; None, or why it stays eager."""
-    if n.op.name == "layer_norm_backward":
-        return _norm_backward(lw, i, n)
-    if n.op.name in ("cross_entropy", "cross_entropy_backward"):
-        return _cross_entropy(lw, i, n)
-    return _norm(lw, i, n)
+# -- softmax / log_softmax ----------------------------------------------------------------------
+@lowering(OPS.softmax, log=False)
+@lowering(OPS.log_softmax, log=True)
+def lower_softmax(lw: LoweringContext, i: int, n: Any, log: bool) -> str | None:
+    """A RowKernel over the last dim, else a three-pass ReduceKernel; None, or why not."""
+    if _row(lw, i, n, log):
+        return None
+    return reduce.softmax(lw, i, n, log)
+
+
+def _row(lw: LoweringContext, i: int, n: Any, log_: bool) -> bool:
+    """softmax/log_softmax over the last dim of a floating value as a RowKernel."""
+    src = n.args[0]
+    v = lw.vals.get(src)
+    dim = n.params.get("dim")
+    if v is None or type(dim) is not int or not v.dtype.is_floating_point:
+        return False
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
+    if not shape or dim not in (len(shape) - 1, -1):
+        return False
+    if any(type(m) is int and m == 0 for m in shape):
+        return False  # empty: eager returns a copy
+    if isinstance(v, PointwiseValue) and _fuse_into_row(lw, i, n, src, v, shape, log_):
+        return True
+    if isinstance(v, PointwiseValue):
+        if v.strides != contiguous_strides(shape):
+            return False
+        buf, offset = lw.store_buffer(src, v), 0
+    elif v.geom.strides == contiguous_strides(shape):
+        buf, offset = v.buf, v.geom.offset
+    else:
+        return False
+    lw.close_group()  # the source is stored by the kernels before this one
+    rows = 1
+    for m in shape[:-1]:
+        rows = s_mul(rows, m)
+    out = lw.buffer(v.dtype, shape, "temp")
+    lw.open_segment()
+    k = lw.add_kernel(RowKernel(lw.kernel_name(), _ROW_KIND[log_], rows, shape[-1], buf,
+                                offset, out, [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(shape), v.dtype)
+    log("fusion", f"{k.name}: {n.op.name} over rows of {list(shape)}", 3)
+    return True
+
+
+def _fuse_into_row(lw: LoweringContext, i: int, n: Any, src: tuple, v: PointwiseValue,
+                   shape: tuple, log_: bool) -> bool:
+    """Make the open group the row kernel's producer when it exists only to compute the
+    row kernel's input (nothing else leaves it) and reads its inputs contiguously."""
+    g = lw.group
+    if g is None or v.group is not g or g.shape != shape or v.buf is not None:
+        return False
+    if g.has_random():
+        return False  # its flat index needs the plain kernel's loop variables
+    if v.strides != contiguous_strides(shape):
+        return False  # eager keeps a permuted layout through softmax; the row kernel's is C
+    if lw.uses.get(src) != [i] or src in lw.outputs:
+        return False
+    for ref, m in g.members.items():
+        if ref == src:
+            continue
+        if m.buf is not None or ref in lw.outputs or any(
+                ("n", c, 0) not in g.members for c in lw.uses.get(ref, ())):
+            return False
+    lw.group = None
+    row_vars = [f"i{d}" for d in range(len(shape) - 1)] + ["c"]
+    prologue = [Let(x.name, x.buf.compute_ctype, Load(x.buf, loop_index(x.geom, row_vars,
+                                                                          False)))
+                if isinstance(x, PendingLoad) else x for x in g.body]
+    rows = 1
+    for m in shape[:-1]:
+        rows = s_mul(rows, m)
+    out = lw.buffer(v.dtype, shape, "temp")
+    lw.open_segment()
+    k = lw.add_kernel(RowKernel(lw.kernel_name(), _ROW_KIND[log_], rows, shape[-1], None, 0,
+                                out, list(g.ops) + [n.op.name], prologue, v.local,
+                                tuple(shape[:-1])))
+    lw.bind(i, 0, out, Geometry.contiguous(shape), v.dtype)
+    log("fusion", f"{k.name}: {' '.join(k.ops)} fused into one row kernel over "
+        f"{list(shape)}", 3)
+    return True
+
+
+_ROW_KIND = {False: "softmax", True: "log_softmax"}   # RowKernel.kind
 
 
 def _same_shape(a: tuple, b: tuple) -> bool:
@@ -47,28 +145,32 @@ def _same_shape(a: tuple, b: tuple) -> bool:
 
 
 # -- layer_norm / rms_norm ----------------------------------------------------------------------
-def _norm(lw: Any, i: int, n: Any) -> str | None:
-    """layer_norm (y, mean, rstd) / rms_norm (y, rstd) over trailing dims of a C-ordered
-    float32/float64 value, with weight/bias of the normalized shape: one kernel (statistics
-    passes, then the normalized row), the formulas of the eager kernels."""
-    from ember.compiler.c.lower.context import _ordered, _Pw
+@lowering(OPS.layer_norm, centered=True)
+@lowering(OPS.rms_norm, centered=False)
+def lower_norm(lw: LoweringContext, i: int, n: Any, centered: bool) -> str | None:
+    """layer_norm (``centered``: y, mean, rstd) / rms_norm (y, rstd) over trailing dims of a
+    C-ordered float32/float64 (or float16/bfloat16) value, with weight/bias of the normalized
+    shape: one kernel (statistics passes, then the normalized row), the formulas of the eager
+    kernels."""
+    reason = check_inputs(lw, n, row=True, lowp_row=True)
+    if reason is not None:
+        return reason
     name, dims, eps = n.op.name, n.params.get("dims"), n.params.get("eps")
     x = n.args[0]
     v = lw.vals[x]
-    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
-    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
+    strides = v.strides if isinstance(v, PointwiseValue) else v.geom.strides
     nd = len(shape)
     if type(dims) is not tuple or not dims or dims != tuple(range(nd - len(dims), nd)):
         return "not over trailing dims"
-    from ember.compiler.frontend.graph import Sym
     if type(eps) not in (int, float, Sym):
         return f"eps={eps!r}"
-    if not _ordered(strides, shape) or any(m == 0 for m in shape):
+    if not c_ordered(strides, shape) or any(m == 0 for m in shape):
         return "permuted or empty input"
     params = [a for a in n.args[1:]]
     norm_shape = shape[nd - len(dims):]
     for a in params:
-        if a is not None and (not _is_ref(a) or not _same_shape(lw._shape(a), norm_shape)):
+        if a is not None and (not is_ref(a) or not _same_shape(lw.shape_of(a), norm_shape)):
             return "weight/bias not of the normalized shape"
 
     def allowed(u: Any) -> bool:
@@ -78,7 +180,7 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
         return nest
     t = nest.ctype
     count = numel(norm_shape)
-    if name == "layer_norm":
+    if centered:
         mean = _mean(nest, n, None, None, count)
         d = nest.let(1, t, _op("({0} - {1})", nest.value, mean))
         a = nest.accum(1, "sum", "double", "0", _op(f"((double)(({t})({{0}} * {{0}})))", d))
@@ -89,11 +191,9 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
                        _op(f"((double)(({t})({{0}} * {{0}})))", nest.value))
         var = nest.final(0, t, _op(f"(({t})({{0}}) / ({t})({count}))", a))
         k = 1
-    # a lifted eps (dynamic=True) is read at run time
-    from ember.compiler.c.lower.context import _scalar
-    e = _scalar(eps, t) if type(eps) is Sym else f"({t}){float(eps)!r}"
+    e = c_scalar(eps, t) if type(eps) is Sym else f"({t}){float(eps)!r}"
     rstd = nest.final(k - 1, t, _op(f"(({t})1 / ember_sqrt({{0}} + {e}))", var))
-    y = nest.let(k, t, _op("({0} - {1})", nest.value, mean) if name == "layer_norm"
+    y = nest.let(k, t, _op("({0} - {1})", nest.value, mean) if centered
                  else Local(nest.value))
     y = nest.let(k, t, _op("({0} * {1})", y, rstd))
     pvars = nest.dim_vars[nd - len(dims):]
@@ -111,7 +211,7 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
     stat = tuple(1 if d in dims else shape[d] for d in range(nd))
     st = contiguous_strides(stat)
     sidx = Index(0, tuple((f"o{d}", st[d]) for d in range(nd - len(dims)) if stat[d] != 1))
-    outs = [mean, rstd] if name == "layer_norm" else [rstd]
+    outs = [mean, rstd] if centered else [rstd]
     for j, val in enumerate(outs, start=1):
         buf = _out(lw, i, j, stat, st, n.specs[j][1])
         nest.kernel.stores.append(Store(buf, sidx, Local(val)))
@@ -119,15 +219,18 @@ def _norm(lw: Any, i: int, n: Any) -> str | None:
     return None
 
 
-def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
+@lowering(OPS.layer_norm_backward)
+def lower_norm_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
     """layer_norm_backward (gx, gw, gb) over trailing dims: per row the two sums of the eager
     formula, then gx; gw and gb are column sums over the rows in the same nest (double
     scratch).  ONE kernel; the op order of ``_ln_bwd_rows``."""
-    from ember.compiler.c.lower.context import _ordered, _Pw
+    reason = check_inputs(lw, n, row=True)
+    if reason is not None:
+        return reason
     dims = n.params.get("dims")
     gy_ref, x_ref, w_ref, m_ref, r_ref, gm_ref, gr_ref = n.args
     v = lw.vals[gy_ref]
-    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
     nd = len(shape)
     if type(dims) is not tuple or not dims or dims != tuple(range(nd - len(dims), nd)):
         return "not over trailing dims"
@@ -141,16 +244,16 @@ def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
     for r, sh in want.items():
         if r is None:
             continue
-        if not _is_ref(r) or not _same_shape(lw._shape(r), sh):
+        if not is_ref(r) or not _same_shape(lw.shape_of(r), sh):
             return "operand shapes"
         rv = lw.vals[r]
-        if not _ordered(rv.strides if isinstance(rv, _Pw) else rv.geom.strides, sh):
+        if not c_ordered(rv.strides if isinstance(rv, PointwiseValue) else rv.geom.strides, sh):
             return "permuted operand"
-        if isinstance(rv, _Pw):
-            lw._store_buffer(r, rv)
+        if isinstance(rv, PointwiseValue):
+            lw.store_buffer(r, rv)
             close = True
     if close:
-        lw._close_group()
+        lw.close_group()
 
     def allowed(u: Any) -> bool:
         return u is n
@@ -206,14 +309,17 @@ def _norm_backward(lw: Any, i: int, n: Any) -> str | None:
     return None
 
 
-def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
+@lowering(OPS.cross_entropy, backward=False)
+@lowering(OPS.cross_entropy_backward, backward=True)
+def lower_cross_entropy(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | None:
     """cross_entropy of (N, C) (or (C,)) float logits with int64 class targets, no class
     weights: per row the max and sum of exp (log_softmax), the picked target, label smoothing
     from the row sum; 'sum'/'mean' add the rows in a double scratch (mean divides by the
     number of targets that are not ``ignore_index``).  ONE kernel.  A target out of range
     makes the kernel fail and the graph rerun eagerly, which raises eager's error."""
-    from ember.compiler.c.lower.context import _ordered, _Pw
-    backward = n.op.name == "cross_entropy_backward"
+    reason = check_inputs(lw, n, row=True, targets=True)
+    if reason is not None:
+        return reason
     g_ref, x_ref, t_ref, w_ref = n.args if backward else (None,) + tuple(n.args)
     p = n.params
     red, ign, eps = p.get("reduction"), p.get("ignore_index"), p.get("label_smoothing")
@@ -223,21 +329,21 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
             int, float):
         return "symbolic parameters"
     v = lw.vals[x_ref]
-    shape = v.shape if isinstance(v, _Pw) else v.geom.shape
+    shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
     if len(shape) not in (1, 2) or any(m == 0 for m in shape):
         return "class dim not last, or empty"
-    if not _is_ref(t_ref) or lw.vals[t_ref].dtype.np.name != "int64":
+    if not is_ref(t_ref) or lw.vals[t_ref].dtype.np.name != "int64":
         return "targets are not int64 class indices"
     for r in (t_ref, g_ref):
         rv = lw.vals.get(r) if r is not None else None
-        if isinstance(rv, _Pw):
-            lw._store_buffer(r, rv)
-            lw._close_group()
+        if isinstance(rv, PointwiseValue):
+            lw.store_buffer(r, rv)
+            lw.close_group()
     tv = lw.vals[t_ref]
     if backward and lw.vals[g_ref].dtype.np.name != lw.vals[x_ref].dtype.np.name:
         return "gradient dtype differs from the logits'"
-    strides = v.strides if isinstance(v, _Pw) else v.geom.strides
-    if not _ordered(strides, shape):
+    strides = v.strides if isinstance(v, PointwiseValue) else v.geom.strides
+    if not c_ordered(strides, shape):
         return "permuted logits"
     dims = (len(shape) - 1,)
 
@@ -288,7 +394,7 @@ def _cross_entropy(lw: Any, i: int, n: Any) -> str | None:
     else:
         final = ""
         if red == "mean":
-            cnt = lw._buffer(n.specs[0][1], (), "temp")
+            cnt = lw.buffer(n.specs[0][1], (), "temp")
             nest.kernel.stores.append(ColumnAccum(cnt, Index(0, ()),
                                                   _op("((double){0})", valid)))
             final = f"(({t})({{0}}) / ({t})acc_{cnt.name}[0])"
@@ -305,8 +411,8 @@ class _Shifted:
         self.args = tuple(node.args[1:])
 
 
-def _ce_grad(lw: Any, i: int, n: Any, nest: _Nest, m: str, ls: str, tgt: str, valid: str,
-             safe: str, g_ref: Any, tv: Any) -> None:
+def _ce_grad(lw: LoweringContext, i: int, n: Any, nest: _Nest, m: str, ls: str, tgt: str,
+             valid: str, safe: str, g_ref: Any, tv: Any) -> None:
     """cross_entropy_backward: grad = gs * (a * p - b) per element, eager's ``_ce_coefs``
     (p = exp(logp); a = (1 - e) [valid] + e; b = (1 - e) [valid] at the target, + e / C);
     for 'mean' a sweep over the targets first counts the valid ones (the divisor)."""
@@ -352,4 +458,4 @@ def _ce_grad(lw: Any, i: int, n: Any, nest: _Nest, m: str, ls: str, tgt: str, va
     return None
 
 
-__all__ = ["lower"]
+__all__ = ["lower_cross_entropy", "lower_norm", "lower_norm_backward", "lower_softmax"]

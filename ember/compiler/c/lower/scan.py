@@ -1,9 +1,10 @@
 """Scans -> ``ScanKernel`` (cumsum, cumprod, cummax, cummin, logcumsumexp along a dim).
 
-``lower(lowering, i, node)`` is called by ``Lowering._node`` for the ops in ``HANDLED`` and
-returns None when the node became a scan kernel, else the reason it stays an extern.  The input
+``lower_scan(lw, i, node, scan=...)`` is registered for each scan OpDef (``scan``: the kernel's
+kind, bound at registration) and returns None when the node became a scan kernel, else the
+reason it stays an extern.  The input
 is read through its view geometry (a transposed or sliced input is not copied); a value of the
-open pointwise group is stored by that group first.  The C (``codegen_scan.py``) folds each
+open pointwise group is stored by that group first.  The C (``codegen/scan.py``) folds each
 line sequentially in eager's order and accumulator type, so results equal eager's: bit for bit
 for cumsum/cumprod/cummax/cummin, within double's last bit (``ember_logaddexp`` vs NumPy's) for
 logcumsumexp.
@@ -21,14 +22,13 @@ from ember.compiler.c.ir.loop_ir import (
     ScanKernel,
     contiguous_strides,
 )
+from ember.compiler.c.lower.context import LoweringContext, PointwiseValue, log
+from ember.compiler.c.lower.registry import lowering
+from ember.ops import OPS
 
-HANDLED = frozenset({"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"})
 
-
-def lower(lw: Any, i: int, n: Any) -> str | None:
-    """Lower scan node ``i`` (``n``); None, or why it stays eager."""
-    from ember.compiler.c.lower import reduce as lower_reduce
-    from ember.compiler.c.lower.context import _Pw
+def lower_scan(lw: LoweringContext, i: int, n: Any, scan: str) -> str | None:
+    """Lower scan node ``i`` (``n``) as a ScanKernel of kind ``scan``; None, or why not."""
     x = n.args[0]
     if not (type(x) is tuple and x and x[0] in ("i", "n")) or x not in lw.vals:
         return "input not lowered"
@@ -39,45 +39,43 @@ def lower(lw: Any, i: int, n: Any) -> str | None:
     if v.dtype.np.name not in STORAGE_CTYPES or any(
             s[1].np.name not in STORAGE_CTYPES for s in n.specs):
         return f"dtype {v.dtype.name}"
-    if n.op.name == "logcumsumexp" and not v.dtype.is_floating_point:
+    if scan == "logcumsumexp" and not v.dtype.is_floating_point:
         return "logcumsumexp of a non-float input"
-    if "ember_logaddexp" not in lw.helpers and n.op.name == "logcumsumexp":
+    if "ember_logaddexp" not in lw.helpers and scan == "logcumsumexp":
         return "C helper ember_logaddexp not in the prelude"
-    lower_reduce.materialize(lw, [x])
+    lw.materialize([x])
     v = lw.vals[x]
-    if isinstance(v, _Pw):
+    if isinstance(v, PointwiseValue):
         if v.group is not lw.group:
             return "value of a reduction kernel's prologue"
-        lw._store_buffer(x, v)
-        lw._close_group()  # the value is stored by the group's kernel, before this one
+        lw.store_buffer(x, v)
+        lw.close_group()  # the value is stored by the group's kernel, before this one
         v = lw.vals[x]
     elif lw.group is not None and id(v.buf) in lw.group.writes:
-        lw._close_group()
+        lw.close_group()
     geom = v.geom
     oshape = tuple(geom.shape)  # SizeExprs (the specs hold the capture's sizes)
     if not geom.shape:  # a 0-d input is one element
         geom, dim = Geometry((1,), (0,), geom.offset), 0
-    lw._open_segment()
+    lw.open_segment()
     outs = []
-    layouts = _out_strides(n, v.geom, v.dtype)
+    layouts = eager_scan_strides(n, v.geom, v.dtype)
     for j, (_, dt) in enumerate(n.specs):
-        buf = lw._buffer(dt, oshape, "temp")
+        buf = lw.buffer(dt, oshape, "temp")
         st = layouts[j] if layouts is not None else contiguous_strides(oshape)
         if st != contiguous_strides(oshape):
             buf.strides = st
-        lw._bind(i, j, buf, Geometry(oshape, st, 0), dt)
+        lw.bind(i, j, buf, Geometry(oshape, st, 0), dt)
         outs.append(buf)
-    kern = ScanKernel(lw._kernel_name(), n.op.name,
+    kern = ScanKernel(lw.kernel_name(), scan,
                       v.buf, geom, dim, outs[0], outs[1] if len(outs) > 1 else None,
                       reverse, [n.op.name])
-    lw.segment.kernels.append(kern)
-    lw.stats.kernels += 1
-    from ember.compiler.c.lower.context import _log
-    _log("fusion", f"{kern.name}: {n.op.name} along dim {dim} of {list(geom.shape)}", 3)
+    lw.add_kernel(kern)
+    log("fusion", f"{kern.name}: {n.op.name} along dim {dim} of {list(geom.shape)}", 3)
     return None
 
 
-def _out_strides(n: Any, geom: Geometry, dtype: Any) -> list | None:
+def eager_scan_strides(n: Any, geom: Geometry, dtype: Any) -> list | None:
     """Element strides of each output in eager's memory order: NumPy's accumulate keeps the
     input's order (a transposed input gives a transposed result; reverse cumsum and
     logcumsumexp are C-ordered), read back from the eager kernel run on a small stand-in laid
@@ -116,4 +114,8 @@ def _out_strides(n: Any, geom: Geometry, dtype: Any) -> list | None:
     return res
 
 
-__all__ = ["HANDLED", "lower"]
+for _opdef, _scan in ((OPS.cumsum, "cumsum"), (OPS.cumprod, "cumprod"), (OPS.cummax, "cummax"),
+                   (OPS.cummin, "cummin"), (OPS.logcumsumexp, "logcumsumexp")):
+    lowering(_opdef, scan=_scan)(lower_scan)
+
+__all__ = ["eager_scan_strides", "lower_scan"]
