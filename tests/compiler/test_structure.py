@@ -134,3 +134,29 @@ def test_rules_are_registered_by_opdef():
     assert registry.rule_for(OPS.nonzero) is None                     # an extern
     with pytest.raises(AttributeError, match="no op named"):
         OPS.no_such_op  # noqa: B018
+
+
+def test_the_loop_ir_is_verified_after_each_pass(monkeypatch):
+    """``lower_and_schedule`` verifies after lowering and after scheduling under
+    ``config.verify_ir`` (the suite sets it), and once before codegen otherwise."""
+    import ember
+    from ember.compiler.c import backend
+    from ember.compiler.c.ir.loop_ir import Program
+
+    graphs = []
+
+    def grab(graph, example_inputs):
+        graphs.append(graph)
+        return graph.forward
+
+    x = ember.ones(4, 3)
+    ember.compile(lambda a: (a * 2).relu().sum(-1), backend=grab)(x)
+    assert graphs
+    calls = []
+    real = Program.verify
+    monkeypatch.setattr(Program, "verify", lambda self: calls.append(1) or real(self))
+    for flag, want in ((True, 2), (False, 1)):
+        calls.clear()
+        monkeypatch.setattr(ember.config.config, "verify_ir", flag)
+        program = backend.lower_and_schedule(graphs[0])
+        assert len(calls) == want and program.kernels()

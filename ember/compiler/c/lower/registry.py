@@ -9,8 +9,8 @@ returns why the node stays an extern (its eager kernel then runs between two C e
 
 Rules are keyed by the OpDef object (its identity), never by its name.  Where one function
 serves several ops that differ in a detail, the detail is bound at registration
-(``@lowering(OPS.cumsum, kind="sum")``) rather than looked up from the op's name.  Ops without
-a rule of their own fall back to a rule for their ``kind`` (``pointwise``, ``view``).
+(``@lowering(OPS.cumsum, scan="cumsum")``) rather than looked up from the op's name.  Ops
+without a rule of their own fall back to a rule for their ``kind`` (``pointwise``, ``view``).
 ``OpSet``/``OpTable`` are the identity-keyed set and table a rule uses to ask about the ops it
 shares a kernel with.
 """
