@@ -374,7 +374,7 @@ def _code_digest() -> str:
                            f"{EXTRA_FLAGS} "
                            f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
-        for pattern in ("compiler/**/*.py", "compiler/**/*.h", "ops/*.py"):  # (the C prelude too)
+        for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py"):  # (C templates too)
             for f in sorted(root.glob(pattern)):
                 st = f.stat()
                 h.update(f"{f.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())

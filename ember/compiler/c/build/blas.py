@@ -31,7 +31,7 @@ def c_declarations(blas: BlasLibrary | None = None) -> str:
         return ""
     int_type = "int64_t" if blas.int64 else "int"
     lines = [
-        "/* BLAS (ember/compiler/c/build/blas.py); resolved at load time from the global namespace */",
+        "/* BLAS (compiler/c/build/blas.py); resolved at load time from the global namespace */",
         "#include <stdint.h>",
         f"typedef {int_type} ember_blas_int;",
         f"#define EMBER_CBLAS_ROW_MAJOR {ROW_MAJOR}",

@@ -37,7 +37,7 @@ ABI_VERSION = 1
 # the runtime's reserved return codes: -_NOT_AN_ARRAY - i means "bufs[i] is not a plain ndarray"
 _NOT_AN_ARRAY = 1_000_000
 
-C_PRELUDE = r"""/* ember C runtime prelude, ABI 1 (ember/compiler/c/build/runtime.py); once per library. */
+C_PRELUDE = r"""/* ember C runtime prelude, ABI 1 (compiler/c/build/runtime.py), once per library */
 #include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
