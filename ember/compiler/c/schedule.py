@@ -17,10 +17,12 @@ import itertools
 import math
 from typing import Any
 
+from ember.compiler.c.ir.kernels import (
+    GemmKernel,
+)
 from ember.compiler.c.ir.loop_ir import (
     Buffer,
     Extern,
-    GemmKernel,
     Geometry,
     Index,
     Kernel,

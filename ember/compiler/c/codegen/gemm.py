@@ -22,7 +22,14 @@ from pathlib import Path
 
 from ember.compiler.c.build import blas
 from ember.compiler.c.codegen.omp import omp_loops
-from ember.compiler.c.ir.loop_ir import GemmKernel, Im2colKernel, Program, numel
+from ember.compiler.c.ir.kernels import (
+    GemmKernel,
+    Im2colKernel,
+)
+from ember.compiler.c.ir.loop_ir import (
+    Program,
+    numel,
+)
 from ember.ops import _parallel
 
 # template variants (micro-tile rows x cols) per dtype: autotuning candidates

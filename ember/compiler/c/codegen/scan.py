@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.compiler.c.ir.loop_ir import (
+from ember.compiler.c.ir.kernels import (
     ScanKernel,
+)
+from ember.compiler.c.ir.loop_ir import (
     compute_ctype,
     contiguous_strides,
     load_expr,

@@ -21,17 +21,20 @@ from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
 from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
-from ember.compiler.c.ir.kernels import AttentionKernel, IndexKernel
+from ember.compiler.c.ir.kernels import (
+    AttentionKernel,
+    GemmKernel,
+    Im2colKernel,
+    IndexKernel,
+    ScanKernel,
+)
 from ember.compiler.c.ir.loop_ir import (
     Check,
     ColumnAccum,
-    GemmKernel,
-    Im2colKernel,
     Kernel,
     Program,
     ReduceKernel,
     RowKernel,
-    ScanKernel,
     Segment,
     contiguous_strides,
     is_lowp,

@@ -311,7 +311,7 @@ class Kernel:
         loads: list = []
         stores: list = []
         for st in self.body:
-            for b in _loaded(st.expr):
+            for b in loaded_buffers(st.expr):
                 if b not in loads:
                     loads.append(b)
             if isinstance(st, Store) and st.buf not in stores:
@@ -354,7 +354,7 @@ class RowKernel:
             return [self.src], [self.dst]
         loads: list = []
         for st in self.prologue:
-            for b in _loaded(st.expr):
+            for b in loaded_buffers(st.expr):
                 if b not in loads:
                     loads.append(b)
         return loads, [self.dst]
@@ -376,128 +376,6 @@ class RowKernel:
         head.append("  m = max(x[c]) (NaN propagates); sum = sum(exp(x[c] - m)) in double")
         head.append(f"  {self.dst.name}[r * {self.cols} + c] = {last}")
         return "\n".join(head)
-
-
-@dataclass(frozen=True)
-class MatOperand:
-    """One GEMM operand: matrix ``b`` of a batch is ``buf[offset + sum(batch_strides * b) +
-    rs * row + cs * col]`` (element strides, SizeExprs; a transposed view just swaps rs/cs)."""
-
-    buf: Buffer
-    offset: SizeExpr
-    batch_strides: tuple
-    rs: SizeExpr
-    cs: SizeExpr
-
-    def __str__(self) -> str:
-        bs = "".join(f" + {s} * b{d}" for d, s in enumerate(self.batch_strides) if s != 0)
-        return f"{self.buf.name}[{self.offset}{bs}; rs={self.rs}, cs={self.cs}]"
-
-
-@dataclass(eq=False)
-class GemmKernel:
-    """``out[b] = a[b] @ b[b]`` (``m x k`` times ``k x n``) for every index ``b`` of ``batch``
-    into the C-contiguous ``out`` (its shape is ``batch + (m, n)`` with ``m`` possibly split
-    into several dims: linear's leading dims), then ``epilogue``: Let/Store statements over
-    ``out``'s index space (loop variables ``i0..``, or one flat ``i`` when
-    ``epi_flat``) that may load ``out`` at the element they store (fused pointwise consumers:
-    bias, activation, residual; they run in place, in one pass, while the output is in cache).
-    ``impl`` is how the product runs: ``"blas"`` (sgemm/dgemm) or a template variant
-    ``"tmpl_<mr>x<nr>"`` (codegen/gemm.py)."""
-
-    name: str
-    a: MatOperand
-    b: MatOperand
-    out: Buffer
-    batch: tuple
-    m: SizeExpr
-    n: SizeExpr
-    k: SizeExpr
-    ops: list = field(default_factory=list)
-    epilogue: list = field(default_factory=list)
-    epi_flat: bool = False
-    impl: str = "blas"
-
-    @property
-    def dtype(self) -> Any:
-        return self.out.dtype
-
-    def epi_ranges(self) -> tuple:
-        return tuple(self.out.shape)
-
-    def epi_vars(self) -> list:
-        return ["i"] if self.epi_flat else [f"i{d}" for d in range(len(self.epi_ranges()))]
-
-    def buffers(self) -> tuple[list, list]:
-        """(loaded buffers, stored buffers); ``out`` counts as stored only."""
-        loads: list = []
-        stores: list = [self.out]
-        for b in (self.a.buf, self.b.buf):
-            if b not in loads:
-                loads.append(b)
-        for st in self.epilogue:
-            for b in _loaded(st.expr):
-                if b not in loads and b is not self.out:
-                    loads.append(b)
-            if isinstance(st, Store) and st.buf not in stores:
-                stores.append(st.buf)
-        return loads, stores
-
-    def __str__(self) -> str:
-        head = f"kernel {self.name}  // {' '.join(self.ops)} (GEMM, {self.impl})"
-        lines = [head]
-        ind = "  "
-        for d, n in enumerate(self.batch):
-            lines.append(f"{ind}for b{d} in 0..{n}:")
-            ind += "  "
-        lines.append(f"{ind}{self.out.name}[b] = {self.a} @ {self.b}  "
-                     f"// m={self.m} n={self.n} k={self.k}")
-        if self.epilogue:
-            lines.append("  epilogue:")
-            ind = "    "
-            rng = [numel(self.epi_ranges())] if self.epi_flat else self.epi_ranges()
-            for v, n in zip(self.epi_vars(), rng):
-                lines.append(f"{ind}for {v} in 0..{n}:")
-                ind += "  "
-            lines.extend(f"{ind}{st}" for st in self.epilogue)
-        return "\n".join(lines)
-
-
-@dataclass(eq=False)
-class Im2colKernel:
-    """Convolution's im2col: ``dst[n, c, k..., o...] = src[n, c, o * stride - pad_lo + k *
-    dilation]`` (0 outside the input), ``dst`` C-contiguous ``(N, C, prod(kernel),
-    prod(out))``, which is ``(N, G, Cg * prod(kernel), prod(out))`` for the GEMM that
-    follows.  Static sizes; ``src`` is read through ``geom`` (a view of its buffer)."""
-
-    name: str
-    src: Buffer
-    geom: Geometry
-    dst: Buffer
-    kernel: tuple
-    stride: tuple
-    pad_lo: tuple
-    dilation: tuple
-    out: tuple
-    ops: list = field(default_factory=list)
-    # the adjoint (col2im, conv_input_grad): ``src`` is the columns, ``dst`` the C-contiguous
-    # image ``geom`` describes; each pixel adds its windows' values in kernel-offset order,
-    # starting from 0, as eager's strided adds do
-    col2im: bool = False
-
-    def buffers(self) -> tuple[list, list]:
-        return [self.src], [self.dst]
-
-    def __str__(self) -> str:
-        if self.col2im:
-            return (f"kernel {self.name}  // col2im of {self.src.name} {list(self.src.shape)} "
-                    f"into {self.dst.name} {list(self.geom.shape)}: kernel "
-                    f"{list(self.kernel)}, stride {list(self.stride)}, padding "
-                    f"{list(self.pad_lo)}, dilation {list(self.dilation)}")
-        return (f"kernel {self.name}  // im2col of {self.src.name} {list(self.geom.shape)} "
-                f"(strides {list(self.geom.strides)}): kernel {list(self.kernel)}, stride "
-                f"{list(self.stride)}, padding {list(self.pad_lo)}, dilation "
-                f"{list(self.dilation)} -> {self.dst.name} {list(self.dst.shape)}")
 
 
 @dataclass(frozen=True)
@@ -610,7 +488,7 @@ class ReduceKernel:
         loads: list = []
         stores: list = []
         for st in self.statements():
-            for b in _loaded(st.value if isinstance(st, Accum) else st.expr):
+            for b in loaded_buffers(st.value if isinstance(st, Accum) else st.expr):
                 if b not in loads:
                     loads.append(b)
             if isinstance(st, (Store, ColumnAccum)) and st.buf not in stores:
@@ -664,12 +542,12 @@ class ReduceKernel:
 
         def check(st: Any, defined: set, vars_: set) -> None:
             expr = st.value if isinstance(st, Accum) else st.expr
-            for name in _locals(expr):
+            for name in locals_read(expr):
                 if name not in defined:
                     raise EmberRuntimeError(f"[loop_ir.verify] {self.name}: {name} used "
                                             f"before its definition")
-            terms = _indices(Let("", "", expr)) if isinstance(st, (Accum, ColumnAccum)) \
-                else _indices(st)
+            terms = index_terms(Let("", "", expr)) if isinstance(st, (Accum, ColumnAccum)) \
+                else index_terms(st)
             if isinstance(st, ColumnAccum):
                 terms = terms + list(st.index.terms)
             for v, _ in terms:
@@ -704,38 +582,6 @@ class ReduceKernel:
                     outer_defined.add(st.name)
         for st in self.stores:
             check(st, outer_defined, ov)
-
-
-@dataclass(eq=False)
-class ScanKernel:
-    """A scan along ``dim`` of ``src`` seen through ``geom`` (strided loads, no copy):
-    ``cumsum`` (from the end when ``reverse``), ``cumprod``, ``cummax``/``cummin`` (running
-    extreme into ``dst`` and the index of its latest occurrence into ``idx``) and
-    ``logcumsumexp``.  Each line along ``dim`` is a sequential scan, in the order eager's
-    NumPy accumulate adds (so float results equal eager's bit for bit); the dims before
-    ``dim`` are loops outside (OpenMP over the outermost), the dims after it loops inside,
-    each with its own running value.  ``dst``/``idx`` hold ``geom.shape`` in eager's memory
-    order (their buffers' ``strides``; C order when None)."""
-
-    name: str
-    op: str
-    src: Buffer
-    geom: Geometry
-    dim: int
-    dst: Buffer
-    idx: Any = None
-    reverse: bool = False
-    ops: list = field(default_factory=list)
-
-    def buffers(self) -> tuple[list, list]:
-        return [self.src], [self.dst] + ([self.idx] if self.idx is not None else [])
-
-    def __str__(self) -> str:
-        outs = self.dst.name + (f", {self.idx.name}" if self.idx is not None else "")
-        return (f"kernel {self.name}  // {' '.join(self.ops)} (scan)\n"
-                f"{outs} = {self.op}({self.src.name}[{self.geom.offset}; shape "
-                f"{list(self.geom.shape)}, strides {list(self.geom.strides)}], dim={self.dim}"
-                f"{', reverse' if self.reverse else ''})  // sequential along dim")
 
 
 @dataclass(eq=False)
@@ -804,28 +650,11 @@ class Program:
             for k in step.kernels:
                 defined: set = set()
                 loads, stores = k.buffers()
-                if isinstance(k, GemmKernel):
-                    _verify_gemm(k, known)
-                    known.update(id(b) for b in stores)
-                    continue
-                if isinstance(k, ReduceKernel):
-                    k.verify(known)
-                    known.update(id(b) for b in stores)
-                    continue
-                if isinstance(k, ScanKernel):
-                    if any(id(b) not in known for b in loads) or any(
-                            b.role == "input" or b in loads for b in stores):
-                        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
-                    known.update(id(b) for b in stores)
-                    continue
-                if isinstance(k, (RowKernel, Im2colKernel)):
-                    if any(id(b) not in known for b in loads) or k.dst.role == "input" \
-                            or k.dst in loads:
-                        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
-                    known.add(id(k.dst))
-                    continue
-                if not isinstance(k, Kernel):  # a kernel class of its own module
-                    if any(id(b) not in known for b in loads) or any(
+                if not isinstance(k, Kernel):  # a kernel kind with its own checks, or generic
+                    check = getattr(k, "verify", None)
+                    if check is not None:
+                        check(known)
+                    elif any(id(b) not in known for b in loads) or any(
                             b.role == "input" or b in loads for b in stores):
                         raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad buffers")
                     known.update(id(b) for b in stores)
@@ -840,11 +669,11 @@ class Program:
                                                 f"which is an input or loaded by the kernel")
                 n_vars = len(k.loop_vars())
                 for st in k.body:
-                    for name in _locals(st.expr):
+                    for name in locals_read(st.expr):
                         if name not in defined:
                             raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: {name} used "
                                                     f"before its definition")
-                    for v, _ in _indices(st):
+                    for v, _ in index_terms(st):
                         if v not in k.loop_vars():
                             raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: unknown loop "
                                                     f"variable {v} ({n_vars} loops)")
@@ -856,55 +685,15 @@ class Program:
                 known.update(id(b) for b in stores)
 
 
-def _verify_gemm(k: GemmKernel, known: set) -> None:
-    """Operands are written before the product; ``out`` is a fresh C-contiguous buffer that is
-    not an operand; the epilogue defines locals before use, loads ``out`` only at the element
-    it stores, and uses only its loop variables."""
-    loads, stores = k.buffers()
-    bad = [b.name for b in loads if id(b) not in known]
-    if bad:
-        raise EmberRuntimeError(f"[loop_ir.verify] {k.name} loads {', '.join(bad)} before "
-                                f"they are written")
-    if k.out.role == "input" or k.out in (k.a.buf, k.b.buf) or k.out.strides is not None:
-        raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: bad GEMM output {k.out.name}")
-    here = None
-    defined: set = set()
-    for st in k.epilogue:
-        for name in _locals(st.expr):
-            if name not in defined:
-                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: {name} used before its "
-                                        f"definition")
-        for v, _ in _indices(st):
-            if v not in k.epi_vars():
-                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: unknown loop variable {v}")
-        for idx in _out_loads(st.expr, k.out):
-            if here is None:
-                here = idx
-            if idx != here:
-                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: the epilogue loads "
-                                        f"{k.out.name} at two places ({here} and {idx})")
-        if isinstance(st, Store):
-            if st.buf.role == "input" or st.buf in loads:
-                raise EmberRuntimeError(f"[loop_ir.verify] {k.name} stores {st.buf.name}, "
-                                        f"which is an input or loaded by the kernel")
-            if st.buf is k.out and here is not None and st.index != here:
-                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: in-place epilogue store "
-                                        f"at {st.index}, load at {here}")
-        if isinstance(st, Let):
-            if st.name in defined:
-                raise EmberRuntimeError(f"[loop_ir.verify] {k.name}: {st.name} defined twice")
-            defined.add(st.name)
-
-
-def _out_loads(e: Any, buf: Buffer) -> list:
+def loads_of(e: Any, buf: Buffer) -> list:
     if isinstance(e, Load):
         return [e.index] if e.buf is buf else []
     if isinstance(e, Op):
-        return [x for a in e.args for x in _out_loads(a, buf)]
+        return [x for a in e.args for x in loads_of(a, buf)]
     return []
 
 
-def _loaded(e: Any) -> list:
+def loaded_buffers(e: Any) -> list:
     """The buffers ``e`` loads, in order (repeats kept)."""
     if isinstance(e, Load):
         return [e.buf]
@@ -913,21 +702,21 @@ def _loaded(e: Any) -> list:
         # its buffers thousands of times while it fuses)
         got = e.__dict__.get("_loads")
         if got is None:
-            got = tuple(b for a in e.args for b in _loaded(a))
+            got = tuple(b for a in e.args for b in loaded_buffers(a))
             object.__setattr__(e, "_loads", got)
         return list(got)
     return []
 
 
-def _locals(e: Any) -> list:
+def locals_read(e: Any) -> list:
     if isinstance(e, Local):
         return [e.name]
     if isinstance(e, Op):
-        return [n for a in e.args for n in _locals(a)]
+        return [n for a in e.args for n in locals_read(a)]
     return []
 
 
-def _indices(st: Any) -> list:
+def index_terms(st: Any) -> list:
     out: list = []
 
     def walk(e: Any) -> None:
@@ -979,9 +768,8 @@ def reads_flat_index(body: list) -> bool:
 
 
 __all__ = ["Accum", "Buffer", "COMPUTE_CTYPES", "CTYPES", "Check", "ColumnAccum", "Const",
-           "Extern", "FlatIndex", "Geometry", "GemmKernel", "Im2colKernel", "Index", "Kernel",
-           "LOWP", "Let", "Load", "Local", "MatOperand", "Op", "Program", "ReduceKernel",
-           "ReducePass",
-           "RowKernel", "STORAGE_CTYPES", "Segment", "SizeExpr", "Store", "compute_ctype",
-           "contiguous_strides", "eval_size", "is_lowp", "load_expr", "numel",
-           "reads_flat_index", "round_expr", "storage_ctype", "store_expr"]
+           "Extern", "FlatIndex", "Geometry", "Index", "Kernel", "LOWP", "Let", "Load", "Local",
+           "Op", "Program", "ReduceKernel", "ReducePass", "RowKernel", "STORAGE_CTYPES",
+           "Segment", "SizeExpr", "Store", "compute_ctype", "contiguous_strides", "eval_size",
+           "index_terms", "is_lowp", "load_expr", "loaded_buffers", "loads_of", "locals_read",
+           "numel", "reads_flat_index", "round_expr", "storage_ctype", "store_expr"]

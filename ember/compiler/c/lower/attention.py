@@ -29,8 +29,13 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DIMS
-from ember.compiler.c.ir.kernels import AttentionKernel
-from ember.compiler.c.ir.loop_ir import Geometry, MatOperand
+from ember.compiler.c.ir.kernels import (
+    AttentionKernel,
+    MatOperand,
+)
+from ember.compiler.c.ir.loop_ir import (
+    Geometry,
+)
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS

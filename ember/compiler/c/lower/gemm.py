@@ -17,19 +17,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember.compiler.c.ir.kernels import (
+    GemmKernel,
+    Im2colKernel,
+    MatOperand,
+)
 from ember.compiler.c.ir.loop_ir import (
     CTYPES,
     Buffer,
     Const,
-    GemmKernel,
     Geometry,
-    Im2colKernel,
     Index,
     Kernel,
     Let,
     Load,
     Local,
-    MatOperand,
     Op,
     Store,
     contiguous_strides,

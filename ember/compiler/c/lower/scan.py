@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from ember.compiler.c.ir.kernels import (
+    ScanKernel,
+)
 from ember.compiler.c.ir.loop_ir import (
     STORAGE_CTYPES,
     Geometry,
-    ScanKernel,
     contiguous_strides,
 )
 from ember.compiler.c.lower.context import LoweringContext, PointwiseValue, log
