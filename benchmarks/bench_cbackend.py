@@ -20,7 +20,7 @@ import torch
 
 import ember
 from benchmarks.common import fmt_time, time_per_call
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from ember.config import config
 
 

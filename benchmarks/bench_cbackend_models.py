@@ -121,7 +121,7 @@ def child(which: str) -> None:
     """First two compiled training steps in this fresh process, minus two steady ones."""
     xs, ys = batch(vocab(), BATCH)
     if which == "ember":
-        from ember.compiler import api
+        from ember.compiler.frontend import api
         ember.set_num_threads(2)
         m = ember_model()
         opt = ember_opt(m)
@@ -261,7 +261,7 @@ def training(rounds: int, check_steps: int, mode: str | None) -> None:
             print(f"  step {i}: " + " ".join(f"{v:.7f}" for v in losses.values()))
     for k, w in worst.items():
         print(f"  max |{k} - ember eager| / |loss| over {check_steps} steps: {w:.2e}")
-    from ember.compiler import cbackend
+    from ember.compiler.c import backend as cbackend
     cg = cbackend.last_compiled()
     print(f"  C graph: {cg.stats.kernels} kernels in {cg.stats.segments} segments, "
           f"{cg.stats.externs} externs")
@@ -339,7 +339,7 @@ def profile(mode: str | None, steps: int = 5) -> None:
 
 def kernels(mode: str | None, steps: int = 3) -> None:
     """Per-kernel C times (EMBER_C_PROFILE) of the training step and of inference."""
-    from ember.compiler import cbackend
+    from ember.compiler.c import backend as cbackend
     from ember.config import config
     config.c_profile = True
     xs, ys = batch(vocab(), BATCH)

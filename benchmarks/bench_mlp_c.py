@@ -64,7 +64,7 @@ def gemms_only(rounds: int) -> None:
 
 def profile_c(args: argparse.Namespace) -> None:
     """The C step's kernels timed inside the entry (EMBER_C_PROFILE), per step."""
-    from ember.compiler import cbackend
+    from ember.compiler.c import backend as cbackend
     from ember.config import config
     config.c_profile = True
     step = ember.compile(mlp_case().ember_step, backend="c", mode=args.mode)

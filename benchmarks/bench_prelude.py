@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from ember.compiler import cprelude  # noqa: E402
+from ember.compiler.c.codegen import prelude as cprelude  # noqa: E402
 from ember.ops import _special  # noqa: E402
 from ember.ops.pointwise_math import _sigmoid  # noqa: E402
 

@@ -58,7 +58,7 @@ def main() -> None:
           f"{a.rounds} rounds x {a.number} calls")
     print("| case | C | ember eager | torch eager | C externs |")
     print("|---|---|---|---|---|")
-    from ember.compiler import cbackend
+    from ember.compiler.c import backend as cbackend
     for name, (f, x, ft) in cases(a.rows, a.cols).items():
         cf = ember.compile(f, backend="c")
         cf(x)

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
 
 
 def main() -> None:
-    from ember.compiler import toolchain
+    from ember.compiler.c.build import toolchain
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", action="append", default=[], help="another tree to compare")
     ap.add_argument("--threads", default="1,2")

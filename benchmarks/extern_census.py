@@ -29,8 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ember  # noqa: E402
-from ember.compiler import cbackend  # noqa: E402
-from ember.compiler.lower import lower  # noqa: E402
+from ember.compiler.c import backend as cbackend  # noqa: E402
 from tests.opinfo import harness  # noqa: E402
 from tests.opinfo.core import to_ember  # noqa: E402
 
@@ -45,7 +44,7 @@ def census(kinds: tuple, only: set | None) -> tuple[dict, dict, set]:
     case = [""]
 
     def backend(graph, example_inputs):
-        st = lower(graph, cbackend._HELPERS).stats
+        st = cbackend.lower_and_schedule(graph).stats
         totals["graphs"] += 1
         totals["kernels"] += st.kernels
         totals["externs"] += st.externs

@@ -226,7 +226,7 @@ class _State:
         # owner of a trace that records a backward over compiled-forward nodes (compiled
         # autograd): ``fn(forward_owner) -> owner``, installed by ember.compiler
         self.backward_owner: Callable | None = None
-        # a ``mode="reduce-overhead"`` call being recorded (ember.compiler.replay): notified of
+        # a ``mode="reduce-overhead"`` call being recorded (frontend/replay.py): notified of
         # what a replay could not redo by itself (autograd nodes run, leaves given a ``.grad``,
         # step-dependent Python numbers and how to recompute them); None otherwise
         self.recorder: Any = None

@@ -26,7 +26,7 @@ def _info() -> int:
         print(f"blas       {blas.get('name', '?')} {blas.get('version', '')}")
     except Exception as e:  # pragma: no cover - depends on the NumPy build
         print(f"blas       unknown ({e})")
-    from ember.compiler import toolchain
+    from ember.compiler.c.build import toolchain
     tc = toolchain.describe()
     print(f"compiler   {tc['compiler']} (EMBER_CC)")
     print(f"cflags     {tc['flags']}")

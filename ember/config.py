@@ -39,7 +39,10 @@ class Config:
     it off; a fork()ed child always runs them on one thread).  ``c_profile``: the C backend
     builds its entries with a timer around every kernel call (EMBER_C_PROFILE=1; a separate
     build: the timers are part of the source, hence of the cache key; see
-    ``ember.compiler.cbackend.profile``).
+    ``ember.compiler.c.backend.profile``).
+    ``verify_ir``: the C backend checks its loop IR (``Program.verify``) after lowering, after
+    scheduling and before codegen (EMBER_VERIFY_IR=1; tests set it); otherwise once, before
+    codegen.
     ``compile_backend``: the backend ``ember.compile`` uses when none is named
     (EMBER_COMPILE_BACKEND; default ``"inductor"``, the C backend; ``"eager"`` runs graphs with
     the reference interpreter).
@@ -52,12 +55,13 @@ class Config:
     # compiler logs (EMBER_LOGS=recompiles,graph_breaks,graphs), printed to stderr
     logs: frozenset = frozenset(
         p.strip() for p in os.environ.get("EMBER_LOGS", "").split(",") if p.strip())
-    # the C backend's toolchain (ember/compiler/toolchain.py)
+    # the C backend's toolchain (ember/compiler/c/build/toolchain.py)
     cache_dir: str = _cache_dir()
     cc: str = os.environ.get("EMBER_CC", "") or "gcc"
     c_openmp: bool = os.environ.get("EMBER_C_OPENMP", "1") != "0"
     compile_backend: str = os.environ.get("EMBER_COMPILE_BACKEND", "") or "inductor"
     c_profile: bool = os.environ.get("EMBER_C_PROFILE", "") not in ("", "0")
+    verify_ir: bool = os.environ.get("EMBER_VERIFY_IR", "") not in ("", "0")
 
 
 config = Config()

@@ -6,6 +6,7 @@ from ember.config import config
 
 # every eager op checks its output against its OpDef's meta rule while testing
 config.check_meta = True
+config.verify_ir = True  # the C backend's loop IR is verified after every pass
 
 
 @pytest.fixture(autouse=True)

@@ -67,3 +67,101 @@ def test_imports_only_go_down():
                 if layer is not None and own is not None and layer > own:
                     bad.append(f"{mod} (layer {own}) imports {t} (layer {layer})")
     assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+# --- inside the compiler (ARCHITECTURE.md §1, layer 5) ---------------------------------------
+COMPILER = ROOT / "compiler"
+COMPILER_PACKAGES = ("frontend", "c", "c/ir", "c/lower", "c/codegen", "c/build")
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module ``path`` imports, at any depth (function-level imports included)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    return out
+
+
+def test_the_compiler_is_a_frontend_and_a_c_backend():
+    """compiler/ holds only its package wiring; the code lives in frontend/ and c/."""
+    flat = sorted(p.name for p in COMPILER.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"modules directly under ember/compiler/: {flat}"
+    for pkg in COMPILER_PACKAGES:
+        assert (COMPILER / pkg / "__init__.py").exists(), f"ember/compiler/{pkg} is no package"
+
+
+def test_the_frontend_does_not_import_the_c_backend():
+    """The frontend reaches the C backend only through the backend registry."""
+    bad = [f"{p.relative_to(ROOT)} imports {t}" for p in (COMPILER / "frontend").rglob("*.py")
+           for t in _imports(p) if t == "ember.compiler.c" or t.startswith("ember.compiler.c.")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_runtime_imports_alone():
+    """An AOT package loads and runs with build/runtime.py: importing it loads none of the
+    C backend's lowering, codegen or toolchain (checked in a fresh process)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, ember.compiler.c.build.runtime as r; "
+            "print(' '.join(m for m in sys.modules if m.startswith('ember.compiler.c.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT.parent, timeout=120, check=True)
+    loaded = set(out.stdout.split())
+    assert "ember.compiler.c.build.runtime" in loaded
+    assert loaded <= {"ember.compiler.c.build", "ember.compiler.c.build.runtime"}, loaded
+
+
+def _compiler_import_graph() -> dict[str, set[str]]:
+    """``module -> compiler modules it imports`` (``from pkg import mod`` counts as ``pkg.mod``)."""
+    mods = {_module_name(p): p for p in COMPILER.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in mods
+                         else node.module for a in node.names]
+            deps.update(n for n in names if n in mods and n != mod)
+        graph[mod] = deps
+    return graph
+
+
+def test_no_import_cycles_in_the_compiler():
+    """No cycle among the compiler's modules (function-level imports included): each pass
+    imports only the stages before it and the IR."""
+    graph = _compiler_import_graph()
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    cycles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"

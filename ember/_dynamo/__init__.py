@@ -2,7 +2,7 @@
 ``ember.compiler``."""
 
 from ember._dynamo import exc  # noqa: E402  (PyTorch's exception classes)
-from ember.compiler.api import (
+from ember.compiler.frontend.api import (
     OptimizedModule,
     disable,
     error_on_graph_break,
@@ -14,11 +14,11 @@ from ember.compiler.api import (
     reset,
     set_stance,
 )
-from ember.compiler.api import (
+from ember.compiler.frontend.api import (
     compiler_config as config,
 )
-from ember.compiler.backends import list_backends, lookup_backend, register_backend
-from ember.compiler.explain import explain
+from ember.compiler.frontend.backends import list_backends, lookup_backend, register_backend
+from ember.compiler.frontend.explain import explain
 
 __all__ = ["OptimizedModule", "config", "exc", "disable", "error_on_graph_break", "explain",
            "graph_break", "is_compiling", "list_backends", "lookup_backend", "mark_dynamic",

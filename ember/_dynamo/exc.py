@@ -14,7 +14,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
-from ember.compiler.api import RecompileError
+from ember.compiler.frontend.api import RecompileError
 from ember.errors import GraphBreakError, TorchDynamoException
 
 Unsupported = GraphBreakError

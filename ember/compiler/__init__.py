@@ -7,7 +7,11 @@ graphs.  ``set_stance``, ``error_on_graph_break``, ``disable``, ``mark_dynamic``
 
 from typing import Any
 
-from ember.compiler.api import (
+# the C backend registers itself as "inductor" and "c" (its toolchain loads on first use);
+# replay registers mode="reduce-overhead"
+from ember.compiler import c as _c_backend  # noqa: F401
+from ember.compiler.frontend import replay as _replay  # noqa: F401
+from ember.compiler.frontend.api import (
     CompiledFunction,
     OptimizedModule,
     RecompileError,
@@ -24,9 +28,9 @@ from ember.compiler.api import (
     reset,
     set_stance,
 )
-from ember.compiler.backends import list_backends, register_backend
-from ember.compiler.explain import ExplainOutput, explain
-from ember.compiler.graph import Graph, Node, Sym
+from ember.compiler.frontend.backends import list_backends, register_backend
+from ember.compiler.frontend.explain import ExplainOutput, explain
+from ember.compiler.frontend.graph import Graph, Node, Sym
 from ember.errors import GraphBreakError
 
 config = compiler_config
@@ -34,7 +38,7 @@ config = compiler_config
 
 def codegen(fn: Any, *args: Any, **kwargs: Any) -> str:
     """The C source ``fn(*args, **kwargs)``'s graphs compile to with the C backend."""
-    from ember.compiler.cbackend import codegen as _codegen  # the C toolchain loads on use
+    from ember.compiler.c.backend import codegen as _codegen  # the C toolchain loads on use
     return _codegen(fn, *args, **kwargs)
 
 

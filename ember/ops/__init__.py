@@ -4,10 +4,10 @@ registers its OpDefs."""
 import importlib as _importlib
 import pkgutil as _pkgutil
 
-from ember.ops.registry import REGISTRY, OpDef, bind, register
+from ember.ops.registry import OPS, REGISTRY, OpDef, bind, register
 
 for _m in sorted(_pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _m.name.startswith("_") and _m.name != "registry":
         _importlib.import_module(f"{__name__}.{_m.name}")
 
-__all__ = ["REGISTRY", "OpDef", "bind", "register"]
+__all__ = ["OPS", "REGISTRY", "OpDef", "bind", "register"]

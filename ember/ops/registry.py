@@ -121,6 +121,27 @@ class OpDef:
 REGISTRY: dict[str, OpDef] = {}
 
 
+class OpNamespace:
+    """The registered OpDefs as attributes: ``OPS.softmax is REGISTRY["softmax"]``, so a rule
+    table names OpDef objects (a misspelt op fails where it is named, at import).
+
+    >>> OPS.relu.kind
+    'pointwise'
+    """
+
+    def __getattr__(self, name: str) -> OpDef:
+        try:
+            return REGISTRY[name]
+        except KeyError:
+            raise AttributeError(f"[OPS] no op named {name!r}") from None
+
+    def __dir__(self) -> list[str]:
+        return sorted(REGISTRY)
+
+
+OPS = OpNamespace()
+
+
 def register(op: OpDef) -> OpDef:
     """Add ``op`` to the registry; names are unique."""
     assert op.name not in REGISTRY, f"op {op.name!r} registered twice"

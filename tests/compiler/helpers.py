@@ -43,7 +43,7 @@ def run_c(fn, *args, dynamic=None):
     """``fn`` compiled whole with the C backend and run: (compiled result, eager result, the
     CompiledGraph it built)."""
     import ember
-    from ember.compiler import cbackend
+    from ember.compiler.c import backend as cbackend
 
     got = ember.compile(fn, backend="c", fullgraph=True, dynamic=dynamic)(*args)
     cg = cbackend.last_compiled()

@@ -28,7 +28,7 @@ from typing import Callable
 import pytest
 
 import ember
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 
 SHARDS = 8
 WAIT_SECONDS = 900.0

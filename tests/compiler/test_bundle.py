@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend, runtime, toolchain
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import runtime, toolchain
 from ember.config import config
 from ember.errors import CompileError
 
@@ -142,7 +143,7 @@ CHILD = textwrap.dedent("""
     while not go.exists() and time.time() < deadline:
         time.sleep(0.005)
     import numpy as np
-    from ember.compiler import runtime, toolchain
+    from ember.compiler.c.build import runtime, toolchain
     prelude = runtime.C_PRELUDE + "\\n/* shared */\\n"
     sources = Path(sys.argv[2]).read_text().split("\\n//SPLIT\\n")
     units = toolchain.compile_bundle(sources, prelude=prelude, max_workers=1)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from ember import dtypes as dt
-from ember.compiler import cprelude
+from ember.compiler.c.codegen import prelude as cprelude
 from ember.ops.registry import REGISTRY
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not available")

@@ -18,9 +18,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
-from ember.compiler.codegen_c import generate
-from ember.compiler.lower import lower
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.codegen.unit import generate
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
@@ -566,7 +565,7 @@ def test_golden_c_source():
 
     ember.compile(f, backend="c")(randn(3, 4), randn(4))
     cg = cbackend.last_compiled()
-    src = generate(lower(cg.graph, cbackend._HELPERS), prelude=False)
+    src = generate(cbackend.lower_and_schedule(cg.graph), prelude=False)
     path = GOLDEN / "mul_exp_sub_broadcast.c"
     if os.environ.get("EMBER_UPDATE_GOLDEN"):
         path.write_text(src)

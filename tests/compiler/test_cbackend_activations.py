@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from ember.config import config
 from ember.ops.registry import REGISTRY, bind
 from tests.compiler.test_c_expr import CANCEL_TERMS, ULP

@@ -1,5 +1,5 @@
 """scaled_dot_product_attention and its fused backward as C ``AttentionKernel``s
-(``ember/compiler/lower_attention.py``): values against eager ember and torch.
+(``ember/compiler/c/lower/attention.py``): values against eager ember and torch.
 
 The kernel calls the same OpenBLAS as eager but in blocks of query rows (and skips key columns
 masked with -inf to the end of a row), and sums softmax rows in double where eager sums
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from ember.config import config
 from tests.compiler.prebuild import prebuild
 from tests.opinfo import harness, ops_pointwise

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import autotune, cbackend
-from ember.compiler.codegen_gemm import TEMPLATES
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import autotune
+from ember.compiler.c.codegen.gemm import TEMPLATES
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
@@ -382,13 +383,12 @@ def test_integer_matmul_stays_extern():
 def test_golden_gemm_source():
     from pathlib import Path
 
-    from ember.compiler.codegen_c import generate
-    from ember.compiler.lower import lower
+    from ember.compiler.c.codegen.unit import generate
 
     ember.compile(lambda x, w, b: F.gelu(F.linear(x.t(), w, b)), backend="c")(
         randn(3, 4), randn(5, 3), randn(5))
     cg = cbackend.last_compiled()
-    src = generate(lower(cg.graph, cbackend._HELPERS), prelude=False)
+    src = generate(cbackend.lower_and_schedule(cg.graph), prelude=False)
     path = Path(__file__).parent / "golden" / "linear_gelu_gemm.c"
     if os.environ.get("EMBER_UPDATE_GOLDEN"):
         path.write_text(src)
@@ -428,8 +428,8 @@ def test_max_autotune_times_caches_and_equals_eager(tune_dir):
 def _child(cache_dir, queue):
     os.environ["EMBER_CACHE_DIR"] = cache_dir
     import ember as em
-    from ember.compiler import autotune as at
-    from ember.compiler import cbackend as cb
+    from ember.compiler.c import backend as cb
+    from ember.compiler.c.build import autotune as at
     from ember.config import config as cfg
     cfg.cache_dir = cache_dir
     em.manual_seed(1)

@@ -1,5 +1,5 @@
 """``embedding`` (a gather), ``embedding_backward`` (a scatter-add) and ``basic_index_backward``
-as C kernels (``ember/compiler/lower_index.py``), against eager ember.
+as C kernels (``ember/compiler/c/lower/index.py``), against eager ember.
 
 The gather copies values and the scatter-add adds the gradient rows in index order in the
 result's dtype, as eager's ``np.add.at`` does, so both are bit-identical to eager; so is
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from ember.config import config
 from ember.errors import EmberIndexError
 from tests.compiler.helpers import lm_step

@@ -25,7 +25,7 @@ import pytest
 
 import ember
 from ember import demo, nn
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from tests.compiler.helpers import lm_step
 
 STEPS = 20
@@ -95,7 +95,7 @@ def test_gpt_inference_matches_eager():
 def _fresh_process_state():
     """What a new process starts without: compiled functions, the toolchain's memo and the
     loaded libraries' Python objects (the on-disk cache stays)."""
-    from ember.compiler import runtime, toolchain
+    from ember.compiler.c.build import runtime, toolchain
     ember.compiler.reset()
     toolchain.CACHE.clear()
     runtime.LIBRARIES.clear()

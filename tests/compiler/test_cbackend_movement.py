@@ -1,4 +1,4 @@
-"""Movement ops as C copy kernels (``ember/compiler/lower_copy.py``), against eager ember.
+"""Movement ops as C copy kernels (``ember/compiler/c/lower/copy.py``), against eager ember.
 
 clone, flip, roll, repeat, tril/triu, constant_pad, the view backwards select_backward,
 narrow_backward and diagonal_backward, and the storage ops of functionalized in-place writes
@@ -16,10 +16,15 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
-from ember.compiler.loop_ir import Geometry
-from ember.compiler.lower_copy import MOVE_OPS, STORAGE_OPS, _keep_order, _layout
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.ir.loop_ir import Geometry
+from ember.compiler.c.lower.copy import _keep_order, _layout
 from ember.config import config
+
+# the ops lower/copy.py lowers as movement kernels, and the functionalized storage ops
+MOVE_OPS = frozenset({"clone", "flip", "roll", "repeat", "tril", "triu", "constant_pad",
+                      "select_backward", "narrow_backward", "diagonal_backward"})
+STORAGE_OPS = frozenset({"storage_read", "storage_write"})
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
                                 reason="no C compiler")

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend, toolchain
-from ember.compiler.codegen_c import generate
-from ember.compiler.codegen_gemm import MIN_FLOPS
-from ember.compiler.lower import lower
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import toolchain
+from ember.compiler.c.codegen.gemm import MIN_FLOPS
+from ember.compiler.c.codegen.unit import generate
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
@@ -127,11 +127,11 @@ def test_flat_pointwise_loops_vectorize_under_openmp(tmp_path):
 
     g = np.random.default_rng(2)
     args = [ember.tensor(g.random(1 << 16, dtype=np.float32)) for _ in range(4)]
-    src = generate(lower(_graph_of(adamw, args), cbackend._HELPERS), prelude=False,
+    src = generate(cbackend.lower_and_schedule(_graph_of(adamw, args)), prelude=False,
                    openmp=True)
     assert "#pragma omp parallel for simd" in src and "if(parallel: " in src
     # gcc really vectorizes the outlined loop (it did not without `simd`)
-    whole = generate(lower(_graph_of(adamw, args), cbackend._HELPERS), openmp=True)
+    whole = generate(cbackend.lower_and_schedule(_graph_of(adamw, args)), openmp=True)
     c = tmp_path / "k.c"
     c.write_text(whole)
     lines = whole.splitlines()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
+from ember.compiler.c import backend as cbackend
 from ember.config import config
 
 pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
@@ -242,7 +242,7 @@ def test_bernoulli_out_of_range_raises_eagers_error(bad):
 def test_dropout_kernel_vectorizes():
     """The generated dropout loop (Philox inlined per element) is vectorized by gcc with the
     backend's flags (gcc's -fopt-info-vec report names the kernel's loop line)."""
-    from ember.compiler import cprelude
+    from ember.compiler.c.codegen import prelude as cprelude
     x = ember.randn(1 << 12)
     src = cbackend.codegen(lambda x: F.dropout(x * 2, 0.1), x)
     lines = src.splitlines()

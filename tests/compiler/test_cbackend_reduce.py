@@ -19,9 +19,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend
-from ember.compiler.codegen_c import generate
-from ember.compiler.lower import lower
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.codegen.unit import generate
 from ember.config import config
 from tests.compiler.helpers import run_c
 
@@ -364,7 +363,7 @@ def test_backward_of_reductions_and_norms(inside):
 def _golden(name, fn, *args):
     ember.compile(fn, backend="c")(*args)
     cg = cbackend.last_compiled()
-    src = generate(lower(cg.graph, cbackend._HELPERS), prelude=False)
+    src = generate(cbackend.lower_and_schedule(cg.graph), prelude=False)
     path = GOLDEN / name
     if os.environ.get("EMBER_UPDATE_GOLDEN"):
         path.write_text(src)
@@ -637,7 +636,7 @@ def test_row_kernels_prefetch_the_next_row(cols):
     pass); longer rows are left to the hardware.  A prefetch changes no value: the results
     match eager as elsewhere, and each row's bits are the same as when it is computed alone
     (a one-row input never prefetches)."""
-    from ember.compiler.codegen_prefetch import PREFETCH_ROW_BYTES
+    from ember.compiler.c.codegen.prefetch import PREFETCH_ROW_BYTES
     x, w = randn(9, cols), randn(cols)
     for name, fn in _row_fns(cols).items():
         got, want, cg = run_c(fn, x, w)

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import cbackend, runtime
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import runtime
 from ember.config import config
 
 pytestmark = [

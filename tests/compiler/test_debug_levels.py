@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import runtime, toolchain
+from ember.compiler.c.build import runtime, toolchain
 from ember.config import config
 
 MARKERS = {

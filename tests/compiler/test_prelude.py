@@ -1,4 +1,4 @@
-"""The C prelude (ember/compiler/csrc/ember_prelude.h): accuracy of its math against float64
+"""The C prelude (compiler/c/codegen/csrc/ember_prelude.h): accuracy of its math against float64
 references, vectorization of loops that call it, float16/bfloat16 casts bit for bit against
 NumPy/ml_dtypes, and Philox streams bit for bit against the eager random ops.
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ember import dtypes as dt
-from ember.compiler import cprelude
+from ember.compiler.c.codegen import prelude as cprelude
 from ember.ops import _special
 from ember.ops import random as R
 from ember.ops._philox import random_words
@@ -272,7 +272,7 @@ def test_vectorized(built):
 
 def _vector_loop_asm(body: str) -> str:
     """gcc -S (the backend's flags) of ``for i: y[i] = body(x[i])``: the loop's assembly."""
-    from ember.compiler.toolchain import machine_flags
+    from ember.compiler.c.build.toolchain import machine_flags
     src = ('#include "ember_prelude.h"\nvoid k(const float* restrict x, float* restrict y, '
            f'long n) {{ for (long i = 0; i < n; i++) y[i] = {body}; }}\n')
     flags = [f for f in cprelude.CFLAGS if f != "-shared"] + list(machine_flags())

@@ -13,7 +13,7 @@ import pytest
 
 import ember
 from ember.compiler import Graph, explain
-from ember.compiler.api import RecompileLimitWarning, compiler_config
+from ember.compiler.frontend.api import RecompileLimitWarning, compiler_config
 from ember.config import config
 from tests.compiler.helpers import Counting
 
@@ -336,7 +336,7 @@ def test_custom_backend_result_is_used():
 
 
 def test_register_backend_and_list_backends():
-    from ember.compiler.backends import _BACKENDS, _TAGS
+    from ember.compiler.frontend.backends import _BACKENDS, _TAGS
     try:
         @ember._dynamo.register_backend
         def my_test_backend(graph, example_inputs):

@@ -1,4 +1,4 @@
-"""mode="reduce-overhead": replay without Python when guards pass (ember/compiler/replay.py).
+"""mode="reduce-overhead": replay without Python when guards pass (compiler/frontend/replay.py).
 
 The oracle is eager ember: every replayed result is compared with the same function run eagerly.
 A counter inside the compiled function shows which calls ran Python (recording calls) and which
@@ -12,7 +12,7 @@ import pytest
 
 import ember
 import ember.nn as nn
-from ember.compiler.replay import ReplayFunction
+from ember.compiler.frontend.replay import ReplayFunction
 
 
 @pytest.fixture(autouse=True)

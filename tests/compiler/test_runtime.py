@@ -1,4 +1,4 @@
-"""Loading and calling compiled libraries (ember/compiler/runtime.py) and BLAS from C."""
+"""Loading and calling compiled libraries (ember/compiler/c/build/runtime.py) and BLAS from C."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.compiler import blas, runtime, toolchain
+from ember.compiler.c.build import blas, runtime, toolchain
 from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError
 
@@ -192,7 +192,7 @@ def test_num_threads_reaches_generated_code(cache):
 
 OPENMP_CHILD = textwrap.dedent("""
     import ember
-    from ember.compiler import runtime, toolchain
+    from ember.compiler.c.build import runtime, toolchain
     src = runtime.C_PRELUDE + '''
     #include <omp.h>
     EMBER_EXPORT int threads(void) {
@@ -228,7 +228,7 @@ def test_openmp_uses_embers_thread_count(tmp_path):
 
 def test_runtime_imports_nothing_from_the_compiler():
     """ARCHITECTURE.md §1: AOT packages load with runtime.py alone."""
-    path = REPO / "ember" / "compiler" / "runtime.py"
+    path = REPO / "ember" / "compiler" / "c" / "build" / "runtime.py"
     allowed_ember = {"ember.errors", "ember.config", "ember.dtypes", "ember.device",
                      "ember.ops", "ember.ops._parallel", "ember.tensor", "ember._lazy"}
     for node in ast.walk(ast.parse(path.read_text())):
@@ -291,7 +291,7 @@ def test_sgemm_and_dgemm_from_generated_c(cache):
 BLAS_CHILD = textwrap.dedent("""
     import sys
     import numpy as np
-    from ember.compiler import runtime
+    from ember.compiler.c.build import runtime
     # runtime.load alone (as an AOT package would) finds BLAS for the undefined symbols
     lib = runtime.load(sys.argv[1])
     a = np.arange(6, dtype=np.float32).reshape(2, 3); b = np.ones((3, 2), np.float32)

@@ -7,7 +7,7 @@ import pytest
 
 import ember
 from ember.compiler import set_stance
-from ember.compiler.explain import explain
+from ember.compiler.frontend.explain import explain
 from tests.compiler.helpers import Counting
 
 
@@ -49,7 +49,7 @@ def test_function_context_manager_and_decorator_forms():
     @set_stance("force_eager")
     def run(x):
         return f(x)
-    assert ember.compiler.api._STANCE.stance == "default"  # decorating changes nothing now
+    assert ember.compiler.frontend.api._STANCE.stance == "default"  # decorating changes nothing now
     _check(run(ember.zeros((2, 2))), [[1.0, 1.0], [1.0, 1.0]])
     assert cb.count == 2
 
@@ -231,7 +231,7 @@ def test_force_backend_only_with_default_stance():
                    "eager_then_compile"):
         with pytest.raises(RuntimeError, match="non-default stance cannot have force_backend"):
             set_stance(stance, force_backend=cb)
-    assert ember.compiler.api._STANCE.stance == "default"
+    assert ember.compiler.frontend.api._STANCE.stance == "default"
     f = ember.compile(lambda x: x * 5)  # its own backend is "eager"
     with set_stance("default", force_backend=cb):
         _check(f(ember.ones(2)), [5.0, 5.0])
@@ -255,7 +255,7 @@ def test_set_stance_inside_a_compiled_region_raises():
         with pytest.raises(RuntimeError, match="attempted to set_stance in an ember.compile "
                                                "region"):
             ember.compile(body)(ember.ones(2))
-    assert ember.compiler.api._STANCE.stance == "default"
+    assert ember.compiler.frontend.api._STANCE.stance == "default"
     # a disable'd function runs eagerly, outside the region: allowed there
     f = ember.compile(lambda x: ember.compiler.disable(decorated)(x) * 2)
     _check(f(ember.ones(2)), [4.0, 4.0])

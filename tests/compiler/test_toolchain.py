@@ -1,4 +1,4 @@
-"""The C toolchain and its on-disk cache (ember/compiler/toolchain.py)."""
+"""The C toolchain and its on-disk cache (ember/compiler/c/build/toolchain.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ember.compiler import runtime, toolchain
+from ember.compiler.c.build import runtime, toolchain
 from ember.config import config
 from ember.errors import CompileError, EmberValueError
 
@@ -255,7 +255,7 @@ SCRIPT = textwrap.dedent("""
     while not go.exists() and time.time() < deadline:  # start compiling together
         time.sleep(0.005)
     import numpy as np
-    from ember.compiler import runtime, toolchain
+    from ember.compiler.c.build import runtime, toolchain
     src = Path(sys.argv[1]).read_text()
     t0 = time.perf_counter()
     path = toolchain.compile_library(src, name="shared")

@@ -118,7 +118,7 @@ def test_eager_matches_torch(name):
 
 def _graphs_compiled_from(path: str) -> int:
     """How many graphs ember's compiler holds for code in ``path`` (a read of its caches)."""
-    from ember.compiler import api
+    from ember.compiler.frontend import api
     return sum(seg.count for cc in list(api._CACHES.values())
                if getattr(cc, "filename", None) == path for seg in cc.segments.values())
 

@@ -1,0 +1,577 @@
+"""The C backend: ``ember.compile``'s default (``backend="inductor"``, also ``"c"``).
+
+``c_backend(graph, example_inputs)`` lowers the graph to the loop IR (``lower/``), schedules it
+(``schedule.py``: epilogue fusion, memory plan), generates one C translation unit
+(``codegen/unit.py``), builds it once with ``build/toolchain.compile_unit``
+(cached on disk, possibly prebuilt in a bundle; a run plan on disk skips lowering next time)
+and returns a ``CompiledGraph``: called with the graph's input arrays and lifted scalars, it
+runs each C segment with one ``runtime`` entry call and each extern step with the node's eager
+kernel.  Sizes and scalars travel as ``ints``/``floats``, so changed values reuse
+the same library.  Inputs that are not C-contiguous are copied (counted in ``stats.copies``).
+
+``codegen(fn, *args)`` returns the C source ``fn``'s graphs compile to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import sys
+import weakref
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ember.compiler.c.build import autotune, runtime, toolchain
+from ember.compiler.c.codegen.unit import PRELUDE, generate
+from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
+from ember.compiler.c.lower import LowerStats, helpers_in, lower
+from ember.compiler.c.lower.context import log as lower_log
+from ember.compiler.c.schedule import memory_plan, schedule
+from ember.compiler.frontend import api
+from ember.compiler.frontend.graph import Graph, _resolve
+from ember.config import config
+from ember.dtypes import by_name
+from ember.errors import EmberRuntimeError
+
+# integer overflow wraps, as in NumPy; libm need not set errno (lets gcc inline sqrt and CSE
+# pure calls; results are unchanged)
+EXTRA_FLAGS = ("-fwrapv", "-fno-math-errno")
+_HELPERS = helpers_in(PRELUDE)
+
+_RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
+_PROFILED: list = []  # weak references to the CompiledGraphs built with EMBER_C_PROFILE=1
+BUILDS = [0]        # CompiledGraphs made in this process
+KERNEL_BUILDS = [0]  # those with at least one C kernel
+
+
+class CompiledGraph:
+    """A graph built to C: ``cg(arrays, scalars) -> outputs`` (``_ember_arrays`` protocol).
+
+    A warm start skips lowering and code generation: the run plan (segments' entry names and
+    buffers, externs, where each value lives) is kept on disk next to the library, keyed by the
+    graph's text and a digest of the compiler's own source files (``_plan_key``).  ``program``
+    and ``source`` are then computed only when asked for."""
+
+    _ember_arrays = True
+
+    def __init__(self, graph: Graph, mode: str | None = None) -> None:
+        self.graph = graph
+        self.mode = mode
+        self._program: Program | None = None
+        self._source: str | None = None
+        self.path = None
+        self.prefix = ""
+        self.entries: dict = {}
+        # EMBER_DEBUG>=3 prints the loop IR and fusion decisions: lower even when warm
+        # (max-autotune chooses GEMM variants while lowering: never from a run plan)
+        key = _plan_key(graph) if config.debug < 3 and mode not in autotune.MODES else None
+        plan = _load_plan(key) if key is not None else None
+        if plan is not None:
+            self._from_plan(plan)
+            _log(5, f"plan cache hit {key[:16]} ({len(self._plan)} steps, {self.path})")
+        else:
+            self._build()
+            if key is not None:
+                _save_plan(key, self)
+        if config.debug >= 1:
+            self._summary(plan is not None)
+        self._n_ints = len(self._int_names)
+        BUILDS[0] += 1
+        KERNEL_BUILDS[0] += bool(self.stats.kernels)
+        _RECENT.append(self)
+        del _RECENT[:-8]
+        if config.c_profile and self.path is not None:
+            _PROFILED.append(weakref.ref(self))
+
+    def _build(self) -> None:
+        program = self._program = lower_and_schedule(self.graph)
+        if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
+            autotune.tune_program(program, EXTRA_FLAGS)
+        self.stats = program.stats  # type: ignore[attr-defined]
+        self._source = generate(program, openmp=config.c_openmp,
+                                profile=config.c_profile)
+        if config.debug >= 3:
+            print(f"[ember.compiler loop_ir]\n{program}", file=sys.stderr)
+        if program.segments():
+            unit = toolchain.compile_unit(self._source, **build_options())
+            self.path, self.prefix = unit.path, unit.prefix
+        if config.debug >= 4:  # the generated part; the whole unit is the cached .c file
+            where = f" (whole unit with the preludes: {Path(self.path).with_suffix('.c')})" \
+                if self.path is not None else ""
+            body = generate(program, prelude=False, openmp=config.c_openmp,
+                            profile=config.c_profile)
+            print(f"[ember.compiler c_source]{where}\n{body}", file=sys.stderr)
+        if program.segments():
+            lib = runtime.load(self.path)
+            # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
+            self.entries = {s.entry: lib.entry(self.prefix + s.entry)
+                            for s in program.segments()}
+        self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
+                      for s in program.steps]
+        self._inputs = program.inputs
+        self._int_names = list(program.int_names)
+        self._sources = program.sources  # type: ignore[attr-defined]
+        self._slots, self._slot_bytes = memory_plan(program, self.graph)
+
+    def _from_plan(self, plan: dict) -> None:
+        bufs = [Buffer(name, by_name(dt), tuple(shape), role,
+                       None if strides is None else tuple(strides))
+                for name, dt, shape, role, strides in plan["buffers"]]
+        self._plan = []
+        for st in plan["steps"]:
+            if st[0] == "seg":
+                self._plan.append((Segment(st[1]), [bufs[j] for j in st[2]]))
+            else:
+                node = self.graph.nodes[st[1]]
+                self._plan.append((Extern(st[1], node, [bufs[j] for j in st[2]], st[3]), None))
+                # the same fallback log as lowering gives (EMBER_LOGS=fallbacks, EMBER_DEBUG)
+                lower_log("fallbacks", f"node {st[1]} ({node.op.name}) runs its eager kernel: "
+                                       f"{st[3]}", 3)
+        self._inputs = [bufs[j] for j in plan["inputs"]]
+        self._int_names = list(plan["int_names"])
+        self._sources = {tuple(ref): (kind, bufs[v] if kind == "buf" else v) if kind != "view"
+                         else ("view", *v) for ref, kind, v in plan["sources"]}
+        self._slots = {id(bufs[j]): slot for j, slot in plan["slots"]}
+        self._slot_bytes = list(plan["slot_bytes"])
+        self.stats = LowerStats(**plan["stats"])
+        if plan["path"] is not None:
+            self.path = Path(plan["path"])
+            lib = runtime.load(self.path)
+            self.prefix = plan.get("prefix", "")
+            self.entries = {s.entry: lib.entry(self.prefix + s.entry)
+                            for s, b in self._plan if b is not None}
+
+    def _summary(self, warm: bool) -> None:
+        """EMBER_DEBUG>=1: one line per built graph, with its fallbacks counted per op."""
+        st = self.stats
+        counts: dict = {}
+        for f in st.fallbacks:
+            op = f.split(":", 1)[0]
+            counts[op] = counts.get(op, 0) + 1
+        falls = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items(), key=lambda x: -x[1]))
+        lib = "no C code" if self.path is None else \
+            f"{Path(self.path).name}{' (run plan from the cache)' if warm else ''}"
+        print(f"[ember.compiler c] graph of {len(self.graph.nodes)} ops: {st.kernels} kernels "
+              f"in {st.segments} C segments, {st.externs} externs (eager fallbacks"
+              f"{': ' + falls if falls else ''}); {lib}", file=sys.stderr)
+
+    def memory(self) -> dict:
+        """What the memory plan (``memory_plan``) does for one call: how many temporaries share
+        slots, how many slots, and their bytes without and with the sharing."""
+        sizes = {id(b): b.dtype.np.itemsize * math.prod(b.shape)
+                 for _, bl in self._plan if bl is not None for b in bl if id(b) in self._slots}
+        return {"buffers": len(sizes), "slots": len(self._slot_bytes),
+                "bytes_unshared": sum(sizes.values()), "bytes": sum(self._slot_bytes)}
+
+    @property
+    def program(self) -> Program:
+        """The loop IR (lowered again on first access after a warm start)."""
+        if self._program is None:
+            self._program = lower_and_schedule(self.graph)
+        return self._program
+
+    @property
+    def source(self) -> str:
+        """The C translation unit."""
+        if self._source is None:
+            self._source = generate(self.program, openmp=config.c_openmp,
+                                    profile=config.c_profile)
+        return self._source
+
+    def __call__(self, arrays: list, scalars: list = ()) -> list:
+        ints = [0] * self._n_ints
+        for k, v in enumerate(scalars):
+            ints[k] = int(v) if not (isinstance(v, float) and not math.isfinite(v)) else 0
+        floats = tuple(float(v) for v in scalars)
+        py: dict = {}    # buffer id -> array as produced (Python-side uses)
+        cv: dict = {}    # buffer id -> C-contiguous array of the buffer's dtype (C uses)
+        arenas: list = [None] * len(self._slot_bytes)  # the memory plan's slots, this call's
+        for b, a in zip(self._inputs, arrays):
+            py[id(b)] = a
+        env = None
+        for step, bufs in self._plan:
+            if bufs is not None:
+                call = []
+                for b in bufs:
+                    a = cv.get(id(b))
+                    if a is None:
+                        src = py.get(id(b))
+                        if src is None:  # a buffer this segment writes first
+                            slot = self._slots.get(id(b))
+                            if slot is not None:  # shares memory with temps of other times
+                                arena = arenas[slot]
+                                if arena is None:
+                                    arena = arenas[slot] = _empty((self._slot_bytes[slot],),
+                                                                  np.uint8)
+                                a = arena[:b.dtype.np.itemsize * math.prod(b.shape)].view(
+                                    b.dtype.np).reshape(b.shape)
+                            else:
+                                if env is None:
+                                    env = dict(zip(self._int_names, ints))
+                                a = _allocate(b, env)
+                            py[id(b)] = a
+                        elif src.flags.c_contiguous and src.dtype == b.dtype.np:
+                            a = src
+                        else:
+                            a = np.ascontiguousarray(src, dtype=b.dtype.np)
+                            self.stats.copies += 1
+                        cv[id(b)] = a
+                    call.append(a)
+                try:
+                    self.entries[step.entry](tuple(call), tuple(ints), floats)
+                except EmberRuntimeError:
+                    # a kernel found invalid input (a class index out of range): eager's
+                    # kernels raise the exact error eager would
+                    return self.graph.run(arrays, list(scalars))
+            else:
+                outs = self._extern(step, py, arrays, scalars)
+                for b, o in zip(step.outs, outs):
+                    py[id(b)] = o
+                    for d, name in enumerate(b.shape):
+                        if type(name) is str:  # a dynamic graph: the extern's sizes go to C
+                            ints[self._int_names.index(name)] = o.shape[d]
+                            env = None
+        memo: dict = {}
+        return [self._value(r, py, arrays, scalars, memo) for r in self.graph.outputs]
+
+    def _extern(self, step: Any, py: dict, arrays: list, scalars: list) -> list:
+        n = step.node
+        memo: dict = {}
+        args = [self._value(a, py, arrays, scalars, memo) if _is_ref(a) else
+                (scalars[a.index] if type(a).__name__ == "Sym" else a) for a in n.args]
+        params = _resolve(n.params, list(scalars)) if scalars else n.params
+        out = n.op.eager(*args, **params)
+        outs = (out,) if n.op.num_outputs == 1 and len(n.specs) == 1 else tuple(out)
+        return [o if type(o) is np.ndarray else np.asarray(o, dtype=s[1].np)
+                for o, s in zip(outs, n.specs)]
+
+    def _value(self, r: tuple, py: dict, arrays: list, scalars: list, memo: dict) -> Any:
+        got = memo.get(r)
+        if got is not None:
+            return got
+        src = self._sources[r]
+        if src[0] == "in":
+            v = arrays[src[1]]
+        elif src[0] == "buf":
+            v = py[id(src[1])]
+        else:
+            n = self.graph.nodes[src[1]]
+            base = self._value(n.args[0], py, arrays, scalars, memo)
+            params = _resolve(n.params, list(scalars)) if scalars else n.params
+            out = n.op.eager(base, *n.args[1:], **params)
+            v = out if isinstance(out, np.ndarray) else out[src[2]]
+        memo[r] = v
+        return v
+
+
+# ------------------------------------------------------------------------------ EMBER_C_PROFILE
+def _profile_lib(cg: CompiledGraph) -> tuple:
+    """(ctypes library, symbol prefix) of a profiled graph, or (None, "")."""
+    if cg.path is None:
+        return None, ""
+    lib = runtime.load(cg.path)
+    if not lib.has(cg.prefix + "ember_profile_size"):
+        return None, ""
+    return lib.dll, cg.prefix
+
+
+def _graphs(cg: CompiledGraph | None) -> list:
+    if cg is not None:
+        return [cg]
+    return [g for g in (r() for r in _PROFILED) if g is not None]
+
+
+def profile(cg: CompiledGraph | None = None) -> list:
+    """Per-kernel times of graphs built with ``EMBER_C_PROFILE=1`` (``cg``, else every live
+    profiled graph): one dict per kernel call site of the entries, in order, with ``graph``
+    (the library's file name), ``name`` (``<entry>:<kernel> <ops> (<kind>)``), ``calls``,
+    ``ms`` (wall time of all its calls on the calling thread, its OpenMP region and GEMM
+    threads included) and ``blas_ms`` (the part spent in its BLAS calls).  A graph built
+    without the timers gives no rows."""
+    import ctypes
+    rows = []
+    for g in _graphs(cg):
+        dll, prefix = _profile_lib(g)
+        if dll is None:
+            continue
+        size = getattr(dll, prefix + "ember_profile_size")
+        size.restype = ctypes.c_int64
+        n = int(size())
+        name = getattr(dll, prefix + "ember_profile_name")
+        name.argtypes, name.restype = (ctypes.c_int64,), ctypes.c_char_p
+        ns, blas_ns = (ctypes.c_double * max(n, 1))(), (ctypes.c_double * max(n, 1))()
+        calls = (ctypes.c_int64 * max(n, 1))()
+        getattr(dll, prefix + "ember_profile_read")(ns, blas_ns, calls)
+        for i in range(n):
+            rows.append({"graph": Path(g.path).name, "name": name(i).decode(),
+                         "calls": int(calls[i]), "ms": ns[i] / 1e6, "blas_ms": blas_ns[i] / 1e6})
+    return rows
+
+
+def reset_profile(cg: CompiledGraph | None = None) -> None:
+    """Zero the timers of ``cg`` (else of every live profiled graph)."""
+    for g in _graphs(cg):
+        dll, prefix = _profile_lib(g)
+        if dll is not None:
+            getattr(dll, prefix + "ember_profile_reset")()
+
+
+def format_profile(rows: list, per: int | None = None) -> str:
+    """``profile()``'s rows as a table, slowest first; with ``per`` (e.g. the number of steps
+    run) the times are divided by it (times per step)."""
+    if not rows:
+        return "(no profiled C kernels: build with EMBER_C_PROFILE=1)"
+    idle = sum(1 for r in rows if not r["calls"])
+    rows = [r for r in rows if r["calls"]] or rows
+    div = per or 1
+    total = sum(r["ms"] for r in rows)
+    head = "ms" if per is None else f"ms/{per}"
+    out = [f"{head:>9} {'BLAS':>8} {'%':>5} {'calls':>6}  kernel"]
+    for r in sorted(rows, key=lambda r: -r["ms"]):
+        out.append(f"{r['ms'] / div:9.3f} {r['blas_ms'] / div:8.3f} "
+                   f"{100 * r['ms'] / (total or 1.0):5.1f} {r['calls']:6d}  {r['name']}")
+    blas = sum(r["blas_ms"] for r in rows)
+    out.append(f"{total / div:9.3f} {blas / div:8.3f} {100.0:5.1f} {'':6}  total of "
+               f"{len(rows)} kernels (outside BLAS {(total - blas) / div:.3f})"
+               + (f"; {idle} kernels never called left out" if idle else ""))
+    return "\n".join(out)
+
+
+def _report_at_exit() -> None:
+    rows = profile()
+    if rows:
+        print(f"[ember.compiler profile] C kernel times of this process (EMBER_C_PROFILE=1)\n"
+              f"{format_profile(rows)}", file=sys.stderr)
+
+
+if config.c_profile:
+    import atexit
+    atexit.register(_report_at_exit)
+
+
+def _log(level: int, message: str) -> None:
+    if config.debug >= level:
+        print(f"[ember.compiler cache] {message}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------ run plans
+PLAN_VERSION = 2
+_DIGEST: dict = {}   # config.cc -> digest (memo per process)
+
+
+def _code_digest() -> str:
+    """What decides the generated code besides the graph: the sources of the compiler and of
+    the ops (templates, eager layouts), by path, size and modification time (stat calls only),
+    ember's version, the compiler, the CPU and this module's settings."""
+    dkey = (config.cc, config.c_openmp, config.c_profile)
+    got = _DIGEST.get(dkey)
+    if got is None:
+        h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
+                           f"{EXTRA_FLAGS} "
+                           f"{PRELUDE is not None}".encode())
+        root = Path(__file__).resolve().parents[2]
+        for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py"):  # (C templates too)
+            for f in sorted(root.glob(pattern)):
+                st = f.stat()
+                h.update(f"{f.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())
+        cc = toolchain.CACHE.compiler()
+        h.update(f"{cc.version} {cc.command} {toolchain.CACHE.cpu()} "
+                 f"{toolchain.ember_version()}".encode())
+        got = _DIGEST[dkey] = h.hexdigest()
+    return got
+
+
+def _plan_key(graph: Graph) -> str | None:
+    try:
+        text = graph.python()
+        digest = _code_digest()
+    except Exception:  # noqa: BLE001 - no text form, or no compiler (a graph without C
+        return None    # segments still runs): simply not cached
+    return hashlib.sha256((digest + "\0" + text).encode()).hexdigest()
+
+
+def _plan_path(key: str) -> Path:
+    return Path(config.cache_dir) / "plans" / key[:2] / f"{key}.json"
+
+
+def _load_plan(key: str) -> dict | None:
+    try:
+        plan = json.loads(_plan_path(key).read_bytes())
+        if plan.get("version") != PLAN_VERSION:
+            return None
+        if plan["path"] is not None:
+            so = Path(plan["path"])
+            if not toolchain._valid(so, so.with_suffix(".json")):
+                return None
+        return plan
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _save_plan(key: str, cg: CompiledGraph) -> None:
+    """Write ``cg``'s run plan (skipped for step kinds this format does not describe)."""
+    index: dict = {}
+    bufs: list = []
+
+    def ref(b: Buffer) -> int:
+        j = index.get(id(b))
+        if j is None:
+            j = index[id(b)] = len(bufs)
+            bufs.append([b.name, b.dtype.name, list(b.shape), b.role,
+                         None if b.strides is None else list(b.strides)])
+        return j
+
+    steps = []
+    for st, bl in cg._plan:
+        if type(st) is Segment:
+            steps.append(["seg", st.entry, [ref(b) for b in bl]])
+        elif type(st) is Extern:
+            steps.append(["ext", st.index, [ref(b) for b in st.outs], st.reason])
+        else:
+            return
+    sources = []
+    for r, src in cg._sources.items():
+        if src[0] == "buf":
+            sources.append([list(r), "buf", ref(src[1])])
+        elif src[0] == "view":
+            sources.append([list(r), "view", list(src[1:])])
+        else:
+            sources.append([list(r), src[0], src[1]])
+    plan = {"version": PLAN_VERSION, "path": None if cg.path is None else str(cg.path),
+            "prefix": cg.prefix,
+            "steps": steps, "inputs": [ref(b) for b in cg._inputs],
+            "int_names": cg._int_names, "sources": sources, "buffers": bufs,
+            "slots": [[index[b], slot] for b, slot in cg._slots.items()],
+            "slot_bytes": cg._slot_bytes, "stats": dataclasses.asdict(cg.stats)}
+    try:
+        toolchain._atomic_write(_plan_path(key), json.dumps(plan).encode())
+    except (OSError, TypeError, ValueError):
+        pass  # a plan that cannot be written only costs the next process a lowering
+
+
+_PAGE = 4096
+_PAGE_ALIGN_FROM = 1 << 16
+"""Buffers of at least this many bytes start on a 4 KiB page boundary (``_empty``)."""
+
+
+def lower_and_schedule(graph: Graph) -> Program:
+    """``graph`` lowered to the loop IR and scheduled: what codegen receives.  Its
+    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass."""
+    program = lower(graph, _HELPERS)
+    if config.verify_ir:
+        program.verify()
+    schedule(program, graph)
+    program.verify()
+    return program
+
+
+def _empty(shape: tuple, dtype: Any) -> np.ndarray:
+    """``np.empty(shape, dtype)``, page-aligned from ``_PAGE_ALIGN_FROM`` bytes on.
+
+    NumPy's large arrays start 16 bytes into a page (the allocator's header), so an output
+    allocated after its inputs usually starts 16..256 bytes after them modulo 4 KiB.  A loop's
+    loads of the next iterations then match the page offset of the current iteration's pending
+    store, and the CPU holds them until the store's data is known (4K aliasing): the iterations
+    of a long-latency loop stop overlapping (the gelu chain at 2^24 ran 1.6x slower).  A
+    page-aligned output starts before inputs at NumPy's offsets, at the same offset as ember's
+    own buffers, and 64-byte aligned (no vector store splits a cache line)."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if nbytes < _PAGE_ALIGN_FROM:
+        return np.empty(shape, dt)
+    raw = np.empty(nbytes + _PAGE, np.uint8)
+    off = -raw.ctypes.data % _PAGE
+    return raw[off:off + nbytes].view(dt).reshape(shape)
+
+
+def _allocate(b: Any, env: dict) -> np.ndarray:
+    shape = tuple(eval_size(n, env) for n in b.shape)
+    if b.strides is None:
+        return _empty(shape, b.dtype.np)
+    # eager's memory order: allocate the permuted shape C-contiguous, then transpose back
+    order = sorted(range(len(shape)), key=lambda d: -b.strides[d])
+    a = _empty(tuple(shape[d] for d in order), b.dtype.np)
+    return a.transpose(np.argsort(order))
+
+
+def _is_ref(a: Any) -> bool:
+    return type(a) is tuple and len(a) >= 2 and a[0] in ("i", "n")
+
+
+def _eager_runner(graph: Graph) -> Callable:
+    def run(arrays: list, scalars: list) -> list:
+        return graph.run(arrays, scalars)
+    run._ember_arrays = True  # type: ignore[attr-defined]
+    return run
+
+
+def c_source(graph: Graph) -> str | None:
+    """The C translation unit the ``"c"`` backend builds for ``graph`` (the same text
+    ``CompiledGraph`` generates), or None when the graph has no C segment (all externs)."""
+    program = lower_and_schedule(graph)
+    if not program.segments():
+        return None
+    return generate(program, openmp=config.c_openmp, profile=config.c_profile)
+
+
+def build_options() -> dict:
+    """The keyword arguments the ``"c"`` backend passes to ``toolchain.compile_unit`` (a prebuild
+    with ``toolchain.compile_bundle`` must use the same ones to hit the cache)."""
+    return {"name": "graph", "extra_flags": EXTRA_FLAGS, "openmp": config.c_openmp}
+
+
+BUNDLE_PRELUDE = runtime.C_PRELUDE + "\n" + PRELUDE + "\n"
+"""The text every unit ``generate`` makes starts with (shared once per bundle)."""
+
+
+def prebuild(sources: list, **kwargs: Any) -> list:
+    """Build many graphs' C sources (``c_source``) in bundles (``toolchain.compile_bundle``), so
+    that the ``"c"`` backend later finds each of them in the cache without running the compiler;
+    returns their ``toolchain.Unit``s.  ``kwargs`` go to ``compile_bundle`` (``bundle_bytes``,
+    ``max_workers``)."""
+    opts = build_options()
+    specs = [(s, opts["name"]) for s in sources]
+    return toolchain.compile_bundle(specs, prelude=BUNDLE_PRELUDE,
+                                    extra_flags=opts["extra_flags"], openmp=opts["openmp"],
+                                    **kwargs)
+
+
+def c_backend(graph: Graph, example_inputs: list, mode: str | None = None) -> CompiledGraph:
+    """The ``"c"`` backend: build ``graph`` to C (see the module docstring); ``mode`` is
+    ``ember.compile``'s (``"max-autotune"`` times GEMM candidates, autotune.py)."""
+    return CompiledGraph(graph, mode)
+
+
+def last_compiled() -> CompiledGraph | None:
+    """The most recently built graph (for tests and inspection)."""
+    return _RECENT[-1] if _RECENT else None
+
+
+def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
+    """The C source that ``fn(*args, **kwargs)``'s graphs compile to with the C backend
+    (several graphs, e.g. around graph breaks, are concatenated)."""
+    sources: list = []
+
+    def capture(graph: Graph, example_inputs: list) -> Callable:
+        sources.append(generate(lower_and_schedule(graph), openmp=config.c_openmp,
+                                profile=config.c_profile))
+        return _eager_runner(graph)
+
+    # compiled graphs are cached per code object: look at fresh ones, keep the caller's
+    key = api._code_key(fn)[0]
+    saved = api._CACHES.pop(key, None)
+    try:
+        api.compile(fn, backend=capture)(*args, **kwargs)
+    finally:
+        api._CACHES.pop(key, None)
+        if saved is not None:
+            api._CACHES[key] = saved
+    return "\n".join(sources)
+
+
+__all__ = ["BUNDLE_PRELUDE", "CompiledGraph", "build_options", "c_backend", "c_source", "codegen",
+           "format_profile", "last_compiled", "prebuild", "profile", "reset_profile"]

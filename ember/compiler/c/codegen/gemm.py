@@ -1,0 +1,459 @@
+"""C for ``GemmKernel``s (loop_ir.py): BLAS calls and the generated GEMM template.
+
+``gemm_prelude(program)`` is added once to a translation unit with products: the BLAS
+prototypes of ``blas.c_declarations()`` and, per dtype, ``ember_gemm_<s>`` (``s`` = ``f`` or
+``d``), which maps each operand's (row, col) strides to BLAS's row-major trans flag and leading
+dim (a transposed view is ``TRANS``, a sliced one a larger leading dim; a layout BLAS cannot
+take, such as a broadcast or a doubly strided view, is packed into a temporary first) and calls
+sgemm/dgemm, or a plain loop when the process has no BLAS.
+
+``gemm_kernel(k, program, openmp)`` is the kernel: a loop over the batch around the product,
+then the epilogue in one pass over the output (``impl="blas"``), or the template
+(``impl="tmpl_<mr>x<nr>"``): packed A/B panels, an ``mr x nr`` register-blocked micro-kernel
+whose inner loop gcc vectorizes (AVX2 at ``-march=native``), and the epilogue applied to each
+finished tile while it is in cache.  The template accumulates in its own order (no FMA:
+``-ffp-contract=off``), so it equals BLAS within rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ember.compiler.c.build import blas
+from ember.compiler.c.codegen.omp import omp_loops
+from ember.compiler.c.ir.kernels import (
+    GemmKernel,
+    Im2colKernel,
+)
+from ember.compiler.c.ir.loop_ir import (
+    Program,
+    numel,
+)
+from ember.ops import _parallel
+
+# template variants (micro-tile rows x cols) per dtype: autotuning candidates
+TEMPLATES = {"float32": ("tmpl_4x16", "tmpl_6x16", "tmpl_8x8"),
+             "float64": ("tmpl_4x8", "tmpl_6x8", "tmpl_4x4")}
+_KC = 256
+MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
+
+# the C helpers per dtype, a str.format template ({T}: the C type, {s}: f or d, ...)
+_HELPERS = (Path(__file__).with_name("csrc") / "gemm_blas.h.in").read_text()
+
+_COMMON = r"""
+#include <pthread.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+/* products below this many flops run as one call (eager's _parallel.MATMUL_MIN_FLOPS) */
+#define EMBER_GEMM_MIN_FLOPS {min_flops}
+static void ember_blas_threads(int n) {{ {set_threads} }}
+/* run work(job) on `threads` threads (each claims pieces until none is left): OpenMP's pool when
+   the unit is built with it (waking it costs ~7 us; a pthread_create + join per product cost
+   35-190 us on the loaded 2-core machine), else threads started for the call */
+#ifdef _OPENMP
+static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
+  #pragma omp parallel num_threads(threads)
+  (void)work(job);
+}}
+#else
+static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
+  pthread_t tid[64];
+  int started = 0;
+  for (int t = 1; t < threads && t < 64; t++)
+    if (pthread_create(&tid[started], NULL, work, job) == 0) started++;
+  (void)work(job);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}}
+#endif
+"""
+
+_PACK_A = r"""
+/* {T} GEMM template pieces (ember/compiler/c/codegen/gemm.py): packed A slivers of {mr} rows */
+static void ember_pack_a_{mr}_{s}(const {T} *restrict A, int64_t ars, int64_t acs, int64_t mc,
+                                 int64_t kc, {T} *restrict pa) {{
+  for (int64_t r0 = 0; r0 < mc; r0 += {mr})
+    for (int64_t p = 0; p < kc; p++)
+      for (int64_t ii = 0; ii < {mr}; ii++)
+        *pa++ = r0 + ii < mc ? A[(r0 + ii) * ars + p * acs] : ({T})0;
+}}
+"""
+_PACK_B = r"""
+static void ember_pack_b_{nr}_{s}(const {T} *restrict B, int64_t brs, int64_t bcs, int64_t kc,
+                                 int64_t nc, {T} *restrict pb) {{
+  for (int64_t c0 = 0; c0 < nc; c0 += {nr})
+    for (int64_t p = 0; p < kc; p++)
+      for (int64_t jj = 0; jj < {nr}; jj++)
+        *pb++ = c0 + jj < nc ? B[p * brs + (c0 + jj) * bcs] : ({T})0;
+}}
+"""
+_MICRO = r"""
+/* the {mr}x{nr} micro-kernel: {mr} rows of {nr} accumulators held as 32-byte GNU C vectors
+   (registers; gcc emits AVX2 at -march=native), one broadcast multiply-add per row and k */
+#ifndef EMBER_V_{S}
+#define EMBER_V_{S} 1
+typedef {T} ember_v_{s}_t __attribute__((vector_size(32)));
+#endif
+static inline void ember_micro_{mr}x{nr}_{s}(int64_t kc, const {T} *restrict a,
+                                            const {T} *restrict b, {T} out[{mr}][{nr}]) {{
+  enum {{ L = (int)(32 / sizeof({T})), V = {nr} / L }};
+  ember_v_{s}_t c[{mr}][V];
+  for (int ii = 0; ii < {mr}; ii++) for (int v = 0; v < V; v++) c[ii][v] = (ember_v_{s}_t){{0}};
+  for (int64_t p = 0; p < kc; p++) {{
+    ember_v_{s}_t bv[V];
+    for (int v = 0; v < V; v++) memcpy(&bv[v], b + p * {nr} + v * L, 32);
+    for (int ii = 0; ii < {mr}; ii++) {{
+      const ember_v_{s}_t av = (ember_v_{s}_t){{0}} + a[p * {mr} + ii];
+      for (int v = 0; v < V; v++) c[ii][v] += av * bv[v];
+    }}
+  }}
+  for (int ii = 0; ii < {mr}; ii++)
+    for (int v = 0; v < V; v++) memcpy(&out[ii][v * L], &c[ii][v], 32);
+}}
+"""
+
+
+def _suffix(k: GemmKernel) -> str:
+    return "f" if k.dtype.np.name == "float32" else "d"
+
+
+def gemm_prelude(program: Program) -> str:
+    """The GEMM helpers the program's GemmKernels call ("" when it has none)."""
+    kernels = [k for k in program.kernels() if isinstance(k, GemmKernel)]
+    if not kernels:
+        return ""
+    lib = blas.load_blas()
+    setter = None if lib is None else lib.set_num_threads
+    parts = [blas.c_declarations(lib)]
+    if setter is not None:
+        parts.append(f"extern void {setter}(int);")
+    parts.append(_COMMON.format(min_flops=MIN_FLOPS, set_threads=f"{setter}(n);" if setter
+                                else "(void)n;"))
+    done: set = set()
+    for k in kernels:
+        t, s = k.out.ctype, _suffix(k)
+        if s not in done:
+            done.add(s)
+            fn = None if lib is None else (lib.sgemm if s == "f" else lib.dgemm)
+            if fn is not None:
+                parts.append(f"#define EMBER_BLAS_{s.upper()} 1")
+            parts.append(_HELPERS.format(T=t, s=s, S=s.upper(), blasfn=fn or "ember_no_blas"))
+        if k.impl.startswith("tmpl_"):
+            mr, nr = _tile(k.impl)
+            assert nr % (32 // k.out.dtype.np.itemsize) == 0, (k.impl, k.dtype)  # whole vectors
+            for piece, tag in ((_PACK_A, ("a", mr)), (_PACK_B, ("b", nr)),
+                               (_MICRO, ("micro", mr, nr))):
+                if (tag, s) not in done:
+                    done.add((tag, s))
+                    parts.append(piece.format(T=t, s=s, S=s.upper(), mr=mr, nr=nr))
+    return "\n".join(parts)
+
+
+def _tile(impl: str) -> tuple[int, int]:
+    mr, nr = impl[len("tmpl_"):].split("x")
+    return int(mr), int(nr)
+
+
+def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
+    """The C function of one GemmKernel (same parameter conventions as other kernels)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    lines = [f"/* {' '.join(k.ops)} (GEMM, {k.impl}) */",
+             f"static void {k.name}({', '.join(params)}) {{"]
+    ints_at = len(lines)   # the runtime integers the body uses are declared here at the end
+    lines.append("  (void)ints; (void)floats;")
+    lines.append(f"  const int64_t M_ = {k.m}, N_ = {k.n}, K_ = {k.k};")
+    if k.impl == "blas" and k.batch:
+        nd = len(k.batch)
+        lines.append(f"  const int64_t bshape_[{nd}] = {{{', '.join(str(x) for x in k.batch)}}};")
+        lines.append(f"  const int64_t as_[{nd}] = "
+                     f"{{{', '.join(str(x) for x in k.a.batch_strides)}}};")
+        lines.append(f"  const int64_t bs_[{nd}] = "
+                     f"{{{', '.join(str(x) for x in k.b.batch_strides)}}};")
+        lines.append(f"  ember_gemm_batched_{_suffix(k)}({nd}, bshape_, as_, bs_, M_, N_, K_, "
+                     f"{k.a.buf.name} + {k.a.offset}, {k.a.rs}, {k.a.cs}, "
+                     f"{k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, {k.out.name});")
+        lines += _epilogue_pass(k, openmp)
+    elif k.impl == "blas" and openmp and k.epilogue:
+        lines += _batch_loops(k, _pieces_with_epilogue(k))
+    elif k.impl == "blas":
+        lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
+                                  f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
+        lines += _epilogue_pass(k, openmp)
+    else:
+        lines += _template_body(k)
+    lines.append("}")
+    # only the integers used: a graph with many lifted scalars would otherwise declare (and
+    # pass) all of them in every GEMM, and make kernels that differ only there look distinct
+    used = set(_INT_USE.findall("\n".join(lines[ints_at:])))
+    lines[ints_at:ints_at] = [f"  const int64_t {name} = ints[{j}];"
+                              for j, name in enumerate(program.int_names) if name in used]
+    return "\n".join(lines) + "\n"
+
+
+_INT_USE = re.compile(r"\b(?:s\d+|e\d+_\d+_\d+)\b")   # as unit._INT_NAME
+
+
+def _batch_loops(k: GemmKernel, body: list) -> list:
+    """Loops over the batch setting A_, B_, C_ (and bflat_, the flat batch index)."""
+    t = k.out.ctype
+    out = []
+    ind = "  "
+    flat = "0"
+    aoff, boff = [str(k.a.offset)], [str(k.b.offset)]
+    for d, n in enumerate(k.batch):
+        out.append(f"{ind}for (int64_t b{d} = 0; b{d} < ({n}); b{d}++) {{")
+        ind += "  "
+        flat = f"({flat}) * ({n}) + b{d}"
+        if k.a.batch_strides[d] != 0:
+            aoff.append(f"({k.a.batch_strides[d]}) * b{d}")
+        if k.b.batch_strides[d] != 0:
+            boff.append(f"({k.b.batch_strides[d]}) * b{d}")
+    out.append(f"{ind}const int64_t bflat_ = {flat}; (void)bflat_;")
+    out.append(f"{ind}const {t} *A_ = {k.a.buf.name} + {' + '.join(aoff)};")
+    out.append(f"{ind}const {t} *B_ = {k.b.buf.name} + {' + '.join(boff)};")
+    out.append(f"{ind}{t} *C_ = {k.out.name} + bflat_ * M_ * N_;")
+    out += [ind + b for b in body]
+    for _ in k.batch:
+        ind = ind[:-2]
+        out.append(f"{ind}}}")
+    return out
+
+
+def _pieces_with_epilogue(k: GemmKernel) -> list:
+    """A 2-D product with an epilogue, built with OpenMP: the threads of one parallel region
+    claim blocks of rows (or columns, when n > m; as many as ``ember_gemm_<s>`` makes) and run
+    each block's BLAS call and then the epilogue over that block while it is in the thread's
+    cache (one region instead of two, no pass over the
+    whole output from cold; the MLP's AdamW updates are such epilogues).  The epilogue is
+    elementwise in the output's index space (``fuse_epilogues``), so blocks are independent.
+    A small product, or one thread, takes the plain path: one call, then the epilogue pass."""
+    s = _suffix(k)
+    call = (f"ember_gemm1_{s}(r1_ - r0_, ncols, K_, A_ + r0_ * ({k.a.rs}), {k.a.rs}, {k.a.cs}, "
+            f"B_ + col0 * ({k.b.cs}), {k.b.rs}, {k.b.cs}, C_ + r0_ * N_ + col0, N_);")
+    epi = _tile_epilogue(k)
+    j = next(i for i, x in enumerate(epi) if x.startswith("for "))
+    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see omp.omp_loops)
+    plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
+             f"N_);"]
+    plain += [x[2:] for x in _epilogue_pass(k, True)]
+    return [
+        "#ifdef _OPENMP",
+        "if (ember_num_threads >= 2 && 2.0 * M_ * N_ * K_ >= EMBER_GEMM_MIN_FLOPS &&",
+        "    (M_ >= N_ ? M_ : N_) >= 2 * ember_num_threads) {",
+        "  const int threads_ = ember_num_threads, rows_ = M_ >= N_;",
+        "  const int64_t dim_ = rows_ ? M_ : N_;",
+        "  int64_t pieces_ = threads_, next_ = 0;  /* as ember_gemm_<s> splits */",
+        "  while (dim_ / (pieces_ + threads_) >= 512 && pieces_ < 4 * threads_) "
+        "pieces_ += threads_;",
+        "  ember_blas_threads(1);",
+        "  #pragma omp parallel num_threads(threads_)",
+        "  for (;;) {  /* blocks are claimed: a thread that starts late finds them done */",
+        "    const int64_t p_ = __atomic_fetch_add(&next_, 1, __ATOMIC_RELAXED);",
+        "    if (p_ >= pieces_) break;",
+        "    const int64_t lo_ = dim_ * p_ / pieces_, hi_ = dim_ * (p_ + 1) / pieces_;",
+        "    const int64_t r0_ = rows_ ? lo_ : 0, r1_ = rows_ ? hi_ : M_;",
+        "    const int64_t col0 = rows_ ? 0 : lo_, ncols = rows_ ? N_ : hi_ - lo_;",
+        "    if (r1_ > r0_ && ncols > 0) {",
+        f"      {call}",
+        "      for (int64_t row = r0_; row < r1_; row++) {",
+        *[f"        {x}" for x in epi],
+        "      }",
+        "    }",
+        "  }",
+        "  ember_blas_threads(threads_);",
+        "} else",
+        "#endif",
+        "{",
+        *[f"  {x}" for x in plain],
+        "}",
+    ]
+
+
+def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
+    if not k.epilogue:
+        return []
+    ranges = [numel(k.epi_ranges())] if k.epi_flat else list(k.epi_ranges())
+    out, ind = omp_loops(list(zip(k.epi_vars(), ranges)), "  ", openmp)
+    out += [f"{ind}{st}" for st in k.epilogue]
+    for _ in ranges:
+        ind = ind[:-2]
+        out.append(f"{ind}}}")
+    return out
+
+
+def _template_body(k: GemmKernel) -> list:
+    mr, nr = _tile(k.impl)
+    t, s = k.out.ctype, _suffix(k)
+    mc, nc = mr * 16, nr * 32
+    pre = [f"  {t} *pa_ = ({t} *)malloc(sizeof({t}) * {mc * _KC});",
+           f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * {nc * _KC});",
+           "  if (pa_ == NULL || pb_ == NULL) { free(pa_); free(pb_); return; }"]
+    body = [
+        f"for (int64_t jc = 0; jc < N_; jc += {nc}) {{",
+        f"  const int64_t nc = N_ - jc < {nc} ? N_ - jc : {nc};",
+        "  if (K_ == 0) {",
+        "    for (int64_t r = 0; r < M_; r++) {",
+        "      for (int64_t c = jc; c < jc + nc; c++) C_[r * N_ + c] = 0;",
+        "      const int64_t row = r, col0 = jc, ncols = nc; (void)row; (void)col0; (void)ncols;",
+        *[f"      {x}" for x in _tile_epilogue(k)],
+        "    }",
+        "  }",
+        f"  for (int64_t pc = 0; pc < K_; pc += {_KC}) {{",
+        f"    const int64_t kc = K_ - pc < {_KC} ? K_ - pc : {_KC};",
+        "    const int last = pc + kc >= K_;",
+        f"    ember_pack_b_{nr}_{s}(B_ + pc * ({k.b.rs}) + jc * ({k.b.cs}), {k.b.rs}, {k.b.cs}, "
+        f"kc, nc, pb_);",
+        f"    for (int64_t ic = 0; ic < M_; ic += {mc}) {{",
+        f"      const int64_t mc = M_ - ic < {mc} ? M_ - ic : {mc};",
+        f"      ember_pack_a_{mr}_{s}(A_ + ic * ({k.a.rs}) + pc * ({k.a.cs}), {k.a.rs}, "
+        f"{k.a.cs}, mc, kc, pa_);",
+        f"      for (int64_t jr = 0; jr < nc; jr += {nr}) {{",
+        f"        for (int64_t ir = 0; ir < mc; ir += {mr}) {{",
+        f"          {t} acc[{mr}][{nr}];",
+        f"          ember_micro_{mr}x{nr}_{s}(kc, pa_ + ir * kc, pb_ + jr * kc, acc);",
+        f"          const int64_t mm = mc - ir < {mr} ? mc - ir : {mr};",
+        f"          const int64_t ncols = nc - jr < {nr} ? nc - jr : {nr};",
+        "          for (int64_t ii = 0; ii < mm; ii++) {",
+        "            const int64_t row = ic + ir + ii, col0 = jc + jr;",
+        f"            {t} *restrict crow = C_ + row * N_ + col0;",
+        "            if (pc == 0) for (int64_t jj = 0; jj < ncols; jj++) crow[jj] = acc[ii][jj];",
+        "            else for (int64_t jj = 0; jj < ncols; jj++) crow[jj] += acc[ii][jj];",
+        "            if (last) {",
+        *[f"              {x}" for x in _tile_epilogue(k)],
+        "            }",
+        "          }",
+        "        }",
+        "      }",
+        "    }",
+        "  }",
+        "}",
+    ]
+    return pre + _batch_loops(k, body) + ["  free(pa_);", "  free(pb_);"]
+
+
+def _tile_epilogue(k: GemmKernel) -> list:
+    """The epilogue over one finished row piece (``row``, columns ``col0 .. col0+ncols``) of
+    batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position."""
+    if not k.epilogue:
+        return []
+    shape = k.epi_ranges()
+    out = []
+    if k.epi_flat:
+        out.append("for (int64_t c_ = col0; c_ < col0 + ncols; c_++) {")
+        out.append("  const int64_t i = (bflat_ * M_ + row) * N_ + c_;")
+    elif str(shape[-1]) != str(k.n):  # conv: n spans several output dims
+        r = len(shape)
+        out.append("for (int64_t c_ = col0; c_ < col0 + ncols; c_++) {")
+        out.append("  int64_t rest_ = (bflat_ * M_ + row) * N_ + c_;")
+        for dd in range(r - 1, -1, -1):
+            if dd:
+                out.append(f"  const int64_t i{dd} = rest_ % ({shape[dd]}); "
+                           f"rest_ /= ({shape[dd]});")
+            else:
+                out.append("  const int64_t i0 = rest_;")
+    else:
+        r = len(shape)
+        out.append("int64_t rest_ = bflat_ * M_ + row; (void)rest_;")
+        for d in range(r - 2, -1, -1):
+            if d:
+                out.append(f"const int64_t i{d} = rest_ % ({shape[d]}); rest_ /= ({shape[d]});")
+            else:
+                out.append("const int64_t i0 = rest_;")
+        out.append(f"for (int64_t i{r - 1} = col0; i{r - 1} < col0 + ncols; i{r - 1}++) {{")
+    out += [f"  {st}" for st in k.epilogue]
+    out.append("}")
+    return out
+
+
+def im2col_kernel(k: Im2colKernel) -> str:
+    """The C of an Im2colKernel: loops in ``dst``'s memory order, one store each."""
+    if k.col2im:
+        return _col2im_kernel(k)
+    t = k.dst.ctype
+    g = k.geom
+    d = len(k.kernel)
+    lines = [f"/* {' '.join(k.ops)}: im2col */",
+             f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
+             f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{",
+             "  (void)ints; (void)floats;",
+             f"  {t} *restrict d_ = {k.dst.name};"]
+    ind = "  "
+    lines.append(f"{ind}for (int64_t n = 0; n < {g.shape[0]}; n++)")
+    lines.append(f"{ind}for (int64_t c = 0; c < {g.shape[1]}; c++) {{")
+    ind += "  "
+    lines.append(f"{ind}const {t} *restrict x_ = {k.src.name} + {g.offset} + n * "
+                 f"({g.strides[0]}) + c * ({g.strides[1]});")
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t k{j} = 0; k{j} < {k.kernel[j]}; k{j}++)")
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t o{j} = 0; o{j} < {k.out[j]}; o{j}++) {{")
+        ind += "  "
+        lines.append(f"{ind}const int64_t p{j} = o{j} * {k.stride[j]} - {k.pad_lo[j]} + k{j} * "
+                     f"{k.dilation[j]};")
+    inside = " && ".join(f"p{j} >= 0 && p{j} < {g.shape[2 + j]}" for j in range(d))
+    at = " + ".join(f"p{j} * ({g.strides[2 + j]})" for j in range(d))
+    lines.append(f"{ind}*d_++ = ({inside}) ? x_[{at}] : ({t})0;")
+    for _ in range(d):
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _col2im_kernel(k: Im2colKernel) -> str:
+    t = k.dst.ctype
+    g = k.geom
+    d = len(k.kernel)
+    size = 1
+    for v in g.shape[2:]:
+        size *= v
+    lines = [f"/* {' '.join(k.ops)}: col2im */",
+             f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
+             f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{",
+             "  (void)ints; (void)floats;",
+             f"  const {t} *restrict s_ = {k.src.name};",
+             f"  for (int64_t nc = 0; nc < (int64_t){g.shape[0]} * {g.shape[1]}; nc++) {{",
+             f"    {t} *restrict y_ = {k.dst.name} + nc * {size};",
+             f"    for (int64_t q = 0; q < {size}; q++) y_[q] = 0;"]
+    ind = "    "
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t k{j} = 0; k{j} < {k.kernel[j]}; k{j}++)")
+    for j in range(d):
+        lines.append(f"{ind}for (int64_t o{j} = 0; o{j} < {k.out[j]}; o{j}++) {{")
+        ind += "  "
+        lines.append(f"{ind}const int64_t p{j} = o{j} * {k.stride[j]} - {k.pad_lo[j]} + k{j} * "
+                     f"{k.dilation[j]};")
+    inside = " && ".join(f"p{j} >= 0 && p{j} < {g.shape[2 + j]}" for j in range(d))
+    strides = [1] * d
+    for j in range(d - 2, -1, -1):
+        strides[j] = strides[j + 1] * g.shape[3 + j]
+    at = " + ".join(f"p{j} * {strides[j]}" for j in range(d))
+    lines.append(f"{ind}if ({inside}) y_[{at}] += *s_;")
+    lines.append(f"{ind}s_++;")
+    for _ in range(d):
+        ind = ind[:-2]
+        lines.append(f"{ind}}}")
+    lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def canonical_source(k: GemmKernel, program: Program) -> str:
+    """The kernel's C with its name and buffer names replaced by position (an autotuning key:
+    same shape, dtype, layout and epilogue give the same text)."""
+    import re
+    text = gemm_kernel(k, program, False).replace(k.name, "K")
+    text = re.sub(r"\n  const int64_t \w+ = ints\[\d+\];", "", text)
+    loads, stores = k.buffers()
+    for j, b in enumerate(stores + loads):
+        text = re.sub(rf"\b{b.name}\b", f"B{j}", text)
+    return re.sub(r"\(GEMM, [\w]+\)", "", text)
+
+
+__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude", "im2col_kernel"]

@@ -1,0 +1,100 @@
+"""C of ``IndexKernel`` (``ir/kernels.py``): a gather of rows split over the threads, or a
+scatter-add whose column blocks are split over the threads (each block adds the rows in index
+order, as ``np.add.at``).  The lowering: ``lower/index.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.compiler.c.codegen.omp import omp_for
+from ember.compiler.c.ir.kernels import IndexKernel
+from ember.compiler.c.ir.loop_ir import Geometry, contiguous_strides
+
+# column block of a scatter-add: one thread's share of every row (a multiple of 64 bytes)
+SCATTER_BLOCK = 64
+
+
+def _offset_expr(geom: Geometry, flat: str) -> str:
+    """C expression: the element offset of flat (C-order) position ``flat`` of ``geom``."""
+    shape, strides = tuple(geom.shape), tuple(geom.strides)
+    if strides == contiguous_strides(shape) or len(shape) == 0:
+        return f"({geom.offset} + {flat})" if shape else str(geom.offset)
+    terms, inner = [], 1
+    for n, s in reversed(list(zip(shape, strides))):
+        if n != 1 and s != 0:
+            terms.append(f"(({flat}) / {inner} % {n}) * {s}")
+        inner *= n
+    return "(" + " + ".join([str(geom.offset)] + terms) + ")"
+
+
+def kernel_source(k: IndexKernel, openmp: bool) -> str:
+    """The C function of one IndexKernel (stores, then loads, then ints/floats)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    t = k.out.ctype
+    lines = [f"/* {' '.join(k.ops)} ({'scatter-add' if k.scatter else 'gather'} of rows) */",
+             f"static int {k.name}({', '.join(params)}) {{",
+             "  (void)ints; (void)floats;",
+             "  int bad_ = 0;"]
+    rows, cols, num = k.rows, k.cols, k.num
+    at = _offset_expr(k.idx_geom, "r")
+    if not k.scatter:
+        g = k.src_geom
+        rs, cs = g.strides
+        if openmp:
+            lines.append("  " + omp_for(str(rows * cols)) + " reduction(|: bad_)")
+        lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
+                  f"    const int64_t w_ = {k.idx.name}[{at}];",
+                  f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
+                  f"    const {t} *restrict s_ = {k.src.name} + {g.offset} + w_ * {rs};",
+                  f"    {t} *restrict d_ = {k.out.name} + r * {cols};",
+                  "    #pragma omp simd",
+                  f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = s_[c * {cs}];",
+                  "  }"]
+    else:
+        g = k.src_geom
+        rs, cs = _row_strides(g, cols)
+        blocks = -(-cols // SCATTER_BLOCK)
+        lines += [f"  memset({k.out.name}, 0, sizeof({t}) * {num * cols});",
+                  f"  for (int64_t r = 0; r < {rows}; r++) {{  /* checked first: eager raises "
+                  "before writing */",
+                  f"    const int64_t w_ = {k.idx.name}[{at}];",
+                  f"    if (w_ < 0 || w_ >= {num}) return 1;",
+                  "  }"]
+        if openmp:
+            lines.append("  " + omp_for(str(rows * cols)))
+        lines += [f"  for (int64_t b_ = 0; b_ < {blocks}; b_++) {{",
+                  f"    const int64_t c0 = b_ * {SCATTER_BLOCK}, "
+                  f"c1 = c0 + {SCATTER_BLOCK} < {cols} ? c0 + {SCATTER_BLOCK} : {cols};",
+                  f"    for (int64_t r = 0; r < {rows}; r++) {{  /* in order, as np.add.at */",
+                  f"      {t} *restrict d_ = {k.out.name} + {k.idx.name}[{at}] * {cols};",
+                  f"      const {t} *restrict s_ = {k.src.name} + {_src_row(g, 'r', rs)};",
+                  "      #pragma omp simd",
+                  f"      for (int64_t c = c0; c < c1; c++) d_[c] += s_[c * {cs}];",
+                  "    }",
+                  "  }"]
+    lines += ["  return bad_;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _row_strides(g: Geometry, cols: int) -> tuple:
+    """(row stride or None, column stride) of the gradient rows ``(..., cols)``: the row stride
+    when the leading dims fold into one (else ``_src_row`` unravels them)."""
+    shape, st = tuple(g.shape), tuple(g.strides)
+    lead = shape[:-1]
+    fold = all(st[d] == st[d + 1] * shape[d + 1] for d in range(len(lead) - 1)
+               if shape[d] != 1) if lead else True
+    return (st[-2] if lead and fold else None), st[-1]
+
+
+def _src_row(g: Geometry, r: str, rs: Any) -> str:
+    if rs is not None:
+        return f"{g.offset} + {r} * {rs}"
+    lead = Geometry(tuple(g.shape)[:-1], tuple(g.strides)[:-1], g.offset)
+    return _offset_expr(lead, r)
+
+
+
+__all__ = ["SCATTER_BLOCK", "kernel_source"]

@@ -1,0 +1,314 @@
+"""Kernel kinds beyond loop_ir's loop nests, as data: matrix products (``GemmKernel``, with
+``MatOperand``s) and convolution's ``Im2colKernel``, scans, attention, and a row
+gather/scatter-add.  Their C comes from ``codegen/`` (``gemm.py``, ``scan.py``, ``attention.py``,
+``index.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.compiler.c.ir.loop_ir import (
+    Buffer,
+    Geometry,
+    Let,
+    SizeExpr,
+    Store,
+    index_terms,
+    loaded_buffers,
+    loads_of,
+    locals_read,
+    numel,
+)
+from ember.errors import EmberRuntimeError
+
+
+@dataclass(frozen=True)
+class MatOperand:
+    """One GEMM operand: matrix ``b`` of a batch is ``buf[offset + sum(batch_strides * b) +
+    rs * row + cs * col]`` (element strides, SizeExprs; a transposed view just swaps rs/cs)."""
+
+    buf: Buffer
+    offset: SizeExpr
+    batch_strides: tuple
+    rs: SizeExpr
+    cs: SizeExpr
+
+    def __str__(self) -> str:
+        bs = "".join(f" + {s} * b{d}" for d, s in enumerate(self.batch_strides) if s != 0)
+        return f"{self.buf.name}[{self.offset}{bs}; rs={self.rs}, cs={self.cs}]"
+
+
+@dataclass(eq=False)
+class GemmKernel:
+    """``out[b] = a[b] @ b[b]`` (``m x k`` times ``k x n``) for every index ``b`` of ``batch``
+    into the C-contiguous ``out`` (its shape is ``batch + (m, n)`` with ``m`` possibly split
+    into several dims: linear's leading dims), then ``epilogue``: Let/Store statements over
+    ``out``'s index space (loop variables ``i0..``, or one flat ``i`` when
+    ``epi_flat``) that may load ``out`` at the element they store (fused pointwise consumers:
+    bias, activation, residual; they run in place, in one pass, while the output is in cache).
+    ``impl`` is how the product runs: ``"blas"`` (sgemm/dgemm) or a template variant
+    ``"tmpl_<mr>x<nr>"`` (codegen/gemm.py)."""
+
+    name: str
+    a: MatOperand
+    b: MatOperand
+    out: Buffer
+    batch: tuple
+    m: SizeExpr
+    n: SizeExpr
+    k: SizeExpr
+    ops: list = field(default_factory=list)
+    epilogue: list = field(default_factory=list)
+    epi_flat: bool = False
+    impl: str = "blas"
+
+    @property
+    def dtype(self) -> Any:
+        return self.out.dtype
+
+    def epi_ranges(self) -> tuple:
+        return tuple(self.out.shape)
+
+    def epi_vars(self) -> list:
+        return ["i"] if self.epi_flat else [f"i{d}" for d in range(len(self.epi_ranges()))]
+
+    def buffers(self) -> tuple[list, list]:
+        """(loaded buffers, stored buffers); ``out`` counts as stored only."""
+        loads: list = []
+        stores: list = [self.out]
+        for b in (self.a.buf, self.b.buf):
+            if b not in loads:
+                loads.append(b)
+        for st in self.epilogue:
+            for b in loaded_buffers(st.expr):
+                if b not in loads and b is not self.out:
+                    loads.append(b)
+            if isinstance(st, Store) and st.buf not in stores:
+                stores.append(st.buf)
+        return loads, stores
+
+    def verify(self, known: set) -> None:
+        """Operands are written before the product; ``out`` is a fresh C-contiguous buffer that is
+        not an operand; the epilogue defines locals before use, loads ``out`` only at the element
+        it stores, and uses only its loop variables."""
+        where = f"[loop_ir.verify] {self.name}"
+        loads, stores = self.buffers()
+        bad = [b.name for b in loads if id(b) not in known]
+        if bad:
+            raise EmberRuntimeError(f"{where} loads {', '.join(bad)} before they are written")
+        if self.out.role == "input" or self.out in (self.a.buf, self.b.buf) or \
+                self.out.strides is not None:
+            raise EmberRuntimeError(f"{where}: bad GEMM output {self.out.name}")
+        here = None
+        defined: set = set()
+        for st in self.epilogue:
+            for name in locals_read(st.expr):
+                if name not in defined:
+                    raise EmberRuntimeError(f"{where}: {name} used before its definition")
+            for v, _ in index_terms(st):
+                if v not in self.epi_vars():
+                    raise EmberRuntimeError(f"{where}: unknown loop variable {v}")
+            for idx in loads_of(st.expr, self.out):
+                if here is None:
+                    here = idx
+                if idx != here:
+                    raise EmberRuntimeError(f"{where}: the epilogue loads {self.out.name} at two "
+                                            f"places ({here} and {idx})")
+            if isinstance(st, Store):
+                if st.buf.role == "input" or st.buf in loads:
+                    raise EmberRuntimeError(f"{where} stores {st.buf.name}, which is an input or "
+                                            f"loaded by the kernel")
+                if st.buf is self.out and here is not None and st.index != here:
+                    raise EmberRuntimeError(f"{where}: in-place epilogue store at {st.index}, "
+                                            f"load at {here}")
+            if isinstance(st, Let):
+                if st.name in defined:
+                    raise EmberRuntimeError(f"{where}: {st.name} defined twice")
+                defined.add(st.name)
+
+    def __str__(self) -> str:
+        head = f"kernel {self.name}  // {' '.join(self.ops)} (GEMM, {self.impl})"
+        lines = [head]
+        ind = "  "
+        for d, n in enumerate(self.batch):
+            lines.append(f"{ind}for b{d} in 0..{n}:")
+            ind += "  "
+        lines.append(f"{ind}{self.out.name}[b] = {self.a} @ {self.b}  "
+                     f"// m={self.m} n={self.n} k={self.k}")
+        if self.epilogue:
+            lines.append("  epilogue:")
+            ind = "    "
+            rng = [numel(self.epi_ranges())] if self.epi_flat else self.epi_ranges()
+            for v, n in zip(self.epi_vars(), rng):
+                lines.append(f"{ind}for {v} in 0..{n}:")
+                ind += "  "
+            lines.extend(f"{ind}{st}" for st in self.epilogue)
+        return "\n".join(lines)
+
+
+@dataclass(eq=False)
+class Im2colKernel:
+    """Convolution's im2col: ``dst[n, c, k..., o...] = src[n, c, o * stride - pad_lo + k *
+    dilation]`` (0 outside the input), ``dst`` C-contiguous ``(N, C, prod(kernel),
+    prod(out))``, which is ``(N, G, Cg * prod(kernel), prod(out))`` for the GEMM that
+    follows.  Static sizes; ``src`` is read through ``geom`` (a view of its buffer)."""
+
+    name: str
+    src: Buffer
+    geom: Geometry
+    dst: Buffer
+    kernel: tuple
+    stride: tuple
+    pad_lo: tuple
+    dilation: tuple
+    out: tuple
+    ops: list = field(default_factory=list)
+    # the adjoint (col2im, conv_input_grad): ``src`` is the columns, ``dst`` the C-contiguous
+    # image ``geom`` describes; each pixel adds its windows' values in kernel-offset order,
+    # starting from 0, as eager's strided adds do
+    col2im: bool = False
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src], [self.dst]
+
+    def __str__(self) -> str:
+        if self.col2im:
+            return (f"kernel {self.name}  // col2im of {self.src.name} {list(self.src.shape)} "
+                    f"into {self.dst.name} {list(self.geom.shape)}: kernel "
+                    f"{list(self.kernel)}, stride {list(self.stride)}, padding "
+                    f"{list(self.pad_lo)}, dilation {list(self.dilation)}")
+        return (f"kernel {self.name}  // im2col of {self.src.name} {list(self.geom.shape)} "
+                f"(strides {list(self.geom.strides)}): kernel {list(self.kernel)}, stride "
+                f"{list(self.stride)}, padding {list(self.pad_lo)}, dilation "
+                f"{list(self.dilation)} -> {self.dst.name} {list(self.dst.shape)}")
+
+
+@dataclass(eq=False)
+class ScanKernel:
+    """A scan along ``dim`` of ``src`` seen through ``geom`` (strided loads, no copy):
+    ``cumsum`` (from the end when ``reverse``), ``cumprod``, ``cummax``/``cummin`` (running
+    extreme into ``dst`` and the index of its latest occurrence into ``idx``) and
+    ``logcumsumexp``.  Each line along ``dim`` is a sequential scan, in the order eager's
+    NumPy accumulate adds (so float results equal eager's bit for bit); the dims before
+    ``dim`` are loops outside (OpenMP over the outermost), the dims after it loops inside,
+    each with its own running value.  ``dst``/``idx`` hold ``geom.shape`` in eager's memory
+    order (their buffers' ``strides``; C order when None)."""
+
+    name: str
+    op: str
+    src: Buffer
+    geom: Geometry
+    dim: int
+    dst: Buffer
+    idx: Any = None
+    reverse: bool = False
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src], [self.dst] + ([self.idx] if self.idx is not None else [])
+
+    def __str__(self) -> str:
+        outs = self.dst.name + (f", {self.idx.name}" if self.idx is not None else "")
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (scan)\n"
+                f"{outs} = {self.op}({self.src.name}[{self.geom.offset}; shape "
+                f"{list(self.geom.shape)}, strides {list(self.geom.strides)}], dim={self.dim}"
+                f"{', reverse' if self.reverse else ''})  // sequential along dim")
+
+
+# the most batch dims an AttentionKernel iterates (the size of its job's C arrays)
+ATTENTION_MAX_BATCH_DIMS = 8
+
+
+@dataclass(eq=False)
+class AttentionKernel:
+    """Attention over ``batch`` heads of ``L`` query rows, ``S`` keys, head dims ``E``/``Ev``.
+    ``outs``: ``[out]`` (forward) or ``[gq, gk, gv, gm]`` (backward; ``gm`` None when unused),
+    all C-contiguous; operands are ``MatOperand``s (``g``: the output's gradient)."""
+
+    name: str
+    backward: bool
+    q: MatOperand
+    k: MatOperand
+    v: MatOperand
+    mask: MatOperand | None
+    g: MatOperand | None
+    outs: list
+    batch: tuple
+    L: int
+    S: int
+    E: int
+    Ev: int
+    scale: float
+    ops: list = field(default_factory=list)
+    impl: str = "blas"
+
+    @property
+    def out(self) -> Buffer:
+        return self.outs[0]
+
+    def operands(self) -> list:
+        return [x for x in (self.q, self.k, self.v, self.mask, self.g) if x is not None]
+
+    def buffers(self) -> tuple[list, list]:
+        loads: list = []
+        for x in self.operands():
+            if x.buf not in loads:
+                loads.append(x.buf)
+        return loads, [b for b in self.outs if b is not None]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        what = "backward" if self.backward else "forward"
+        outs = ", ".join("-" if b is None else b.name for b in self.outs)
+        ops = ", ".join(f"{n}={x}" for n, x in (("q", self.q), ("k", self.k), ("v", self.v),
+                                                 ("mask", self.mask), ("g", self.g))
+                        if x is not None)
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (attention {what}, batch "
+                f"{list(self.batch)}, L={self.L} S={self.S} E={self.E} Ev={self.Ev}, "
+                f"scale={self.scale!r})\n  {outs} = attention({ops})")
+
+
+@dataclass(eq=False)
+class IndexKernel:
+    """``scatter=False``: ``out[r, c] = src[idx[r] * src_rs + c * src_cs]`` (a gather of rows
+    of the 2-D ``src``); ``scatter=True``: ``out`` (``num x cols``, C-contiguous) zeroed, then
+    ``out[idx[r], c] += src[r, c]`` for ``r`` in order (``src`` rows through ``src_geom``).
+    ``idx_geom``: the index tensor's geometry (its elements are the rows ``r``, C order)."""
+
+    name: str
+    scatter: bool
+    src: Buffer
+    src_geom: Geometry
+    idx: Buffer
+    idx_geom: Geometry
+    out: Buffer
+    num: int
+    cols: int
+    ops: list = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        n = 1
+        for s in self.idx_geom.shape:
+            n *= s
+        return n
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.src, self.idx], [self.out]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 for an index out of range
+
+    def __str__(self) -> str:
+        what = "scatter_add" if self.scatter else "gather"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({what} of {self.rows} rows x "
+                f"{self.cols}, {self.num} weights)\n  {self.out.name} = {what}("
+                f"{self.src.name}{list(self.src_geom.strides)}+{self.src_geom.offset}, "
+                f"{self.idx.name}{list(self.idx_geom.strides)}+{self.idx_geom.offset})")
+
+
+__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AttentionKernel", "GemmKernel", "Im2colKernel",
+           "IndexKernel", "MatOperand", "ScanKernel"]

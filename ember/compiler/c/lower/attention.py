@@ -1,0 +1,117 @@
+"""``scaled_dot_product_attention`` and its fused backward -> ONE ``AttentionKernel`` each.
+
+The kernel runs the eager formulas (``ember/ops/attention.py``) one (batch, head) at a time,
+spread over ``ember_num_threads`` pthreads (single-threaded BLAS inside, as eager's per-head
+split does), in blocks of ``codegen.attention.BLOCK_ROWS`` query rows:
+
+* forward: ``s = (q k^T) * scale + mask``; safe softmax per row (a row max that is not finite
+  becomes 0, a row whose exp-sum is 0 stays 0); ``out = p v``;
+* backward (first-order, ``scaled_dot_product_attention_backward``): ``p`` recomputed,
+  ``gv += p^T g``; ``gp = g v^T``; ``gs = (gp - rowsum(gp * p)) * p``; ``gq = scale gs k``;
+  ``gk += scale gs^T q``; the mask's gradient is ``gs`` (zeros without a mask), written only
+  when the graph uses it.
+
+Products are BLAS sgemm/dgemm calls (NumPy's OpenBLAS, ``build/blas.py``; a plain loop without
+BLAS).  The kernel is data (``ir/kernels.py``), its C is ``codegen/attention.py``.
+Key columns whose mask is ``-inf`` to the end of every row of a block are not computed (their
+probabilities are exactly 0): a causal mask costs about half the products.  Differences from
+eager: row sums are accumulated in double (eager: NumPy's pairwise float sums), blocks of rows
+sum ``gk``/``gv`` in pieces, and non-finite ``q``/``k``/``v`` values at skipped (fully masked)
+key positions do not reach the result (in eager ``0 * inf`` gives NaN there).
+
+Lowered: float32/float64 with static sizes, ``q``/``k``/``v`` (and the mask, of ``q``'s dtype)
+read through their strides (a strided operand that BLAS cannot take is copied per head).  An
+allocation failure makes the entry return 1 and the graph reruns eagerly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DIMS
+from ember.compiler.c.ir.kernels import (
+    AttentionKernel,
+    MatOperand,
+)
+from ember.compiler.c.ir.loop_ir import (
+    Geometry,
+)
+from ember.compiler.c.lower.context import LoweringContext, is_ref, log
+from ember.compiler.c.lower.registry import lowering
+from ember.ops import OPS
+
+_FLOATS = ("float32", "float64")
+
+
+@lowering(OPS.scaled_dot_product_attention, backward=False)
+@lowering(OPS.scaled_dot_product_attention_backward, backward=True)
+def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | None:
+    """Lower node ``i`` (sdpa or its backward) into ``lw``'s open segment; None, or why not."""
+    args = list(n.args)
+    if any(a is not None and not is_ref(a) for a in args):
+        return "a non-tensor operand"
+    refs = [a for a in args if a is not None]
+    if "ember_exp" not in lw.helpers:
+        return "C helper ember_exp not in the prelude"
+    dt = lw.dtype_of(refs[0])
+    if dt.np.name not in _FLOATS or any(lw.dtype_of(r) != dt for r in refs):
+        return "not float32/float64 operands of one dtype"
+    if any(s[1] != dt for s in n.specs):
+        return "mixed dtypes"
+    scale = n.params.get("scale")
+    if type(scale) not in (int, float):
+        return "symbolic scale"
+    mats = [lw.in_memory(r) for r in refs]
+    if any(m is None for m in mats):
+        return "an operand is not in memory"
+    for m in mats:
+        if any(type(x) is not int for x in tuple(m.geom.shape) + tuple(m.geom.strides)
+               + (m.geom.offset,)):
+            return "dynamic sizes"
+    if backward:
+        g, q, k, v, *rest = mats
+    else:
+        q, k, v, *rest = mats
+        g = None
+    mask = rest[0] if rest else None
+    qs, ks, vs = q.geom.shape, k.geom.shape, v.geom.shape
+    batch = tuple(qs[:-2])
+    if len(batch) > MAX_BATCH_DIMS:
+        return f"more than {MAX_BATCH_DIMS} batch dims"
+    if len(qs) < 2 or tuple(ks[:-2]) != batch or tuple(vs[:-2]) != batch:
+        return "unequal batch dims"
+    n_l, n_e, n_s, n_ev = qs[-2], qs[-1], ks[-2], vs[-1]
+    if g is not None and tuple(g.geom.shape) != batch + (n_l, n_ev):
+        return "gradient shape"
+    if mask is not None and tuple(mask.geom.shape) != batch + (n_l, n_s):
+        return "mask shape"
+
+    def operand(m: Any) -> MatOperand:
+        st = tuple(m.geom.strides)
+        return MatOperand(m.buf, m.geom.offset, st[:-2], st[-2], st[-1])
+
+    lw.close_group()
+    lw.open_segment()
+    kname = lw.kernel_name()
+    shapes = [batch + (n_l, n_e), batch + (n_s, n_e), batch + (n_s, n_ev),
+              batch + (n_l, n_s)] if backward else [batch + (n_l, n_ev)]
+    outs: list = []
+    for j, shape in enumerate(shapes):
+        ref = ("n", i, j)
+        if backward and j == 3 and ref not in lw.outputs and ref not in lw.uses:
+            outs.append(None)  # the mask's gradient nobody reads
+            continue
+        b = lw.buffer(dt, shape, "temp")
+        outs.append(b)
+        lw.bind(i, j, b, Geometry.contiguous(shape), dt)
+    ak = AttentionKernel(kname, backward, operand(q), operand(k), operand(v),
+                         None if mask is None else operand(mask),
+                         None if g is None else operand(g), outs, batch, n_l, n_s, n_e, n_ev,
+                         float(scale), [n.op.name])
+    lw.add_kernel(ak)
+    log("fusion", f"{kname}: {n.op.name} as one attention kernel, batch {list(batch)}, "
+           f"L={n_l} S={n_s} E={n_e} Ev={n_ev}", 3)
+    return None
+
+
+__all__ = ["lower_attention"]

@@ -1,0 +1,282 @@
+"""Matrix products in the loop IR: ``matmul``, ``addmm``, ``linear``, ``convolution``,
+``conv_weight_grad`` and ``conv_input_grad`` become ``GemmKernel``s inside a C segment
+(ARCHITECTURE.md §5, "Matrix products"; convolutions add an ``Im2colKernel`` (im2col or
+col2im) around a batched GEMM, as eager computes them).
+
+* ``lower_gemm(lw, i, node, form)`` (registered for each product's OpDef) turns a float32/float64
+  product into one ``GemmKernel``: operands are buffers seen through their view geometry
+  (a transposed or sliced view is a pair of strides, mapped to BLAS trans flags and leading
+  dims at run time, copied only when neither layout is one BLAS accepts), batch dims (broadcast
+  ones have stride 0) are loops around the product, and ``linear``'s bias and ``addmm``'s
+  ``beta * c`` / ``alpha`` become the kernel's epilogue, computed as eager computes them.
+* ``schedule.fuse_epilogues`` (a pass after lowering, ``c/schedule.py``) then moves a pointwise
+  kernel that reads the product element by element into the GEMM's epilogue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.compiler.c.ir.kernels import (
+    GemmKernel,
+    Im2colKernel,
+    MatOperand,
+)
+from ember.compiler.c.ir.loop_ir import (
+    CTYPES,
+    Buffer,
+    Const,
+    Geometry,
+    Index,
+    Kernel,
+    Let,
+    Load,
+    Local,
+    Op,
+    Store,
+    contiguous_strides,
+    s_mul,
+)
+from ember.compiler.c.lower.context import (
+    LoweringContext,
+    c_scalar,
+    has_sym,
+    is_ref,
+    log,
+    loop_index,
+    size_of,
+)
+from ember.compiler.c.lower.registry import lowering
+from ember.ops import OPS
+
+_FLOATS = ("float32", "float64")
+
+
+@lowering(OPS.matmul, form="matmul")
+@lowering(OPS.addmm, form="addmm")
+@lowering(OPS.linear, form="linear")
+@lowering(OPS.convolution, form="convolution")
+@lowering(OPS.conv_weight_grad, form="conv_weight_grad")
+@lowering(OPS.conv_input_grad, form="conv_input_grad")
+def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
+    """Lower graph node ``n`` (index ``i``) to a GemmKernel in ``lw``'s open segment; returns
+    None when lowered, else why not (the node then runs as an extern).  ``form`` (bound at
+    registration): which operands and epilogue the product has."""
+    refs = [a for a in n.args if is_ref(a)]
+    if any(a is not None and not is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    for r in refs:
+        if r not in lw.vals or lw.dtype_of(r).np.name not in _FLOATS:
+            return "not a float32/float64 product"
+    out_dt = n.specs[0][1]
+    if out_dt.np.name not in _FLOATS or any(lw.dtype_of(r) != out_dt for r in refs):
+        return "mixed dtypes"
+    mats = [lw.in_memory(r) for r in refs]
+    if any(m is None for m in mats):
+        return "an operand is not in memory"
+    name = n.op.name
+    if form in ("convolution", "conv_weight_grad"):
+        return _conv(lw, i, n, mats, out_dt, grad=form == "conv_weight_grad")
+    if form == "conv_input_grad":
+        return _conv_input_grad(lw, i, n, mats, out_dt)
+    if form == "linear":
+        x, w = mats[0], mats[1]
+        a, batch, m = _rows_operand(x)
+        wg = w.geom
+        b = MatOperand(w.buf, wg.offset, (0,) * len(batch), wg.strides[1], wg.strides[0])
+        k, nn = x.geom.shape[-1], wg.shape[0]
+        out_shape = tuple(x.geom.shape[:-1]) + (nn,)
+    else:
+        x, y = (mats[1], mats[2]) if form == "addmm" else (mats[0], mats[1])
+        xg, yg = x.geom, y.geom
+        batch = tuple(xg.shape[:-2])
+        m, k, nn = xg.shape[-2], xg.shape[-1], yg.shape[-1]
+        a = MatOperand(x.buf, xg.offset, tuple(xg.strides[:-2]), xg.strides[-2], xg.strides[-1])
+        b = MatOperand(y.buf, yg.offset, tuple(yg.strides[:-2]), yg.strides[-2], yg.strides[-1])
+        out_shape = batch + (m, nn)
+    lw.close_group()  # operands stored by the segment's earlier kernels
+    out = lw.buffer(out_dt, out_shape, "temp")
+    lw.open_segment()
+    kname = lw.kernel_name()
+    gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name])
+    _bias_epilogue(gk, n, mats, out_shape, form)
+    lw.add_kernel(gk)
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), out_dt)
+    log("fusion", f"{kname}: {name} as a GEMM, batch {list(gk.batch)}, m={gk.m} n={nn} "
+           f"k={k}", 3)
+    return None
+
+
+def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) -> str | None:
+    """convolution as eager computes it: im2col into ``(N, G, Cg*K, P)``, then one GEMM per
+    (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
+    x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
+    p = n.params
+    items = list(x.geom.shape) + list(x.geom.strides) + [x.geom.offset] + list(w.geom.shape) \
+        + list(w.geom.strides) + [w.geom.offset]
+    if any(type(v) is not int for v in items) or has_sym(p):
+        return f"{n.op.name} with dynamic sizes or parameters"
+    wshape = tuple(p["weight_shape"]) if grad else tuple(w.geom.shape)
+    ws, wsh = w.geom.strides, w.geom.shape
+    if grad and any(ws[d] != ws[d + 1] * wsh[d + 1] for d in range(2, len(wsh) - 1)):
+        return "conv_weight_grad: the gradient's spatial dims do not fold into one"
+    if not grad and tuple(ws[1:]) != contiguous_strides(tuple(wsh[1:])):
+        return "convolution weight not contiguous per output channel"
+    out_shape = tuple(size_of(v) for v in n.specs[0][0])
+    nb, c = x.geom.shape[:2]
+    o, g = wshape[0], p["groups"]
+    kern = wshape[2:]
+    spatial = tuple(w.geom.shape[2:]) if grad else out_shape[2:]
+    if grad and nb == 0:
+        return "conv_weight_grad of an empty batch"
+    kk, pp = 1, 1
+    for v in kern:
+        kk *= v
+    for v in spatial:
+        pp *= v
+    cgk = (c // g) * kk
+    lw.close_group()
+    seg = lw.open_segment()
+    cols = lw.buffer(dt, (nb, c, kk, pp), "temp")
+    name = lw.kernel_name()
+    seg.kernels.append(Im2colKernel(name, x.buf, x.geom, cols, tuple(kern), tuple(p["stride"]),
+                                    tuple(lo for lo, _ in p["padding"]), tuple(p["dilation"]),
+                                    tuple(spatial), ["im2col"]))
+    kname = lw.kernel_name()
+    if grad:
+        # eager: per (sample, group) g[n, g] (Og x P) @ cols[n, g]^T, then a sum over samples
+        prod = lw.buffer(dt, (nb, o * cgk), "temp")
+        a = MatOperand(w.buf, w.geom.offset, (ws[0], (o // g) * ws[1]), ws[1], ws[-1])
+        b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), 1, pp)
+        seg.kernels.append(GemmKernel(kname, a, b, prod, (nb, g), o // g, cgk, pp,
+                                      ["conv_weight_grad"]))
+        out = lw.buffer(dt, out_shape, "temp")
+        seg.kernels.append(_batch_sum(f"kernel{int(kname[6:]) + 1}", prod, out, nb, o * cgk))
+        lw.stats.kernels += 3
+    else:
+        out = lw.buffer(dt, out_shape, "temp")
+        a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * w.geom.strides[0]),
+                       w.geom.strides[0], 1)
+        b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), pp, 1)
+        seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk,
+                                      ["convolution"]))
+        lw.stats.kernels += 2
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
+           f"{o // g}x{cgk} by {cgk}x{pp})", 3)
+    return None
+
+
+def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -> str | None:
+    """conv_input_grad as eager computes it: per (sample, group) ``w[g]^T (Cg*K x Og)`` times
+    the output gradient ``(Og x P)`` into columns, then col2im into the input's shape."""
+    gy, w = mats
+    p = n.params
+    items = list(gy.geom.shape) + list(gy.geom.strides) + [gy.geom.offset] \
+        + list(w.geom.shape) + list(w.geom.strides) + [w.geom.offset]
+    if any(type(v) is not int for v in items) or has_sym(p):
+        return "conv_input_grad with dynamic sizes or parameters"
+    gs, gsh = gy.geom.strides, gy.geom.shape
+    ws, wsh = w.geom.strides, tuple(w.geom.shape)
+    if any(gs[d] != gs[d + 1] * gsh[d + 1] for d in range(2, len(gsh) - 1)):
+        return "conv_input_grad: the gradient's spatial dims do not fold into one"
+    if tuple(ws[1:]) != contiguous_strides(wsh[1:]):
+        return "conv_input_grad: weight not contiguous per output channel"
+    in_shape = tuple(size_of(v) for v in n.specs[0][0])
+    nb, c = in_shape[:2]
+    o, g = wsh[0], p["groups"]
+    kern, spatial = wsh[2:], tuple(gsh[2:])
+    kk, pp = 1, 1
+    for v in kern:
+        kk *= v
+    for v in spatial:
+        pp *= v
+    cgk = (c // g) * kk
+    lw.close_group()
+    seg = lw.open_segment()
+    cols = lw.buffer(dt, (nb, c, kk, pp), "temp")
+    kname = lw.kernel_name()
+    a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * ws[0]), 1, ws[0])
+    b = MatOperand(gy.buf, gy.geom.offset, (gs[0], (o // g) * gs[1]), gs[1], gs[-1])
+    seg.kernels.append(GemmKernel(kname, a, b, cols, (nb, g), cgk, pp, o // g,
+                                  ["conv_input_grad"]))
+    out = lw.buffer(dt, in_shape, "temp")
+    name = f"kernel{int(kname[6:]) + 1}"
+    seg.kernels.append(Im2colKernel(name, cols, Geometry.contiguous(in_shape), out, tuple(kern),
+                                    tuple(p["stride"]), tuple(lo for lo, _ in p["padding"]),
+                                    tuple(p["dilation"]), spatial, ["col2im"], col2im=True))
+    lw.stats.kernels += 2
+    lw.bind(i, 0, out, Geometry.contiguous(in_shape), dt)
+    log("fusion", f"{kname}, {name}: conv_input_grad as GEMM + col2im", 3)
+    return None
+
+
+def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kernel:
+    """``dst = src[0] + src[1] + ...`` in that order (NumPy's ``sum(axis=0)`` of a C-order
+    array adds whole rows one after another)."""
+    ct = CTYPES[dst.dtype.np.name]
+    here = Index(0, (("i", 1),))
+    body: list = [Let("t0", ct, Load(src, here))]
+    acc = "t0"
+    for j in range(1, nb):
+        body.append(Let(f"l{j}", ct, Load(src, Index(j * size, (("i", 1),)))))
+        body.append(Let(f"t{j}", ct, Op("add", "({0} + {1})", (Local(acc), Local(f"l{j}")))))
+        acc = f"t{j}"
+    body.append(Store(dst, here, Local(acc)))
+    return Kernel(name, tuple(dst.shape), body, True, ["sum"])
+
+
+def _rows_operand(x: Any) -> tuple:
+    """(MatOperand, batch, m) of linear's ``x`` (..., in): leading dims fold into the rows when
+    their strides allow (eager reshapes to one 2-D product), else they are batch loops."""
+    g = x.geom
+    shape, st = tuple(g.shape), tuple(g.strides)
+    lead = len(shape) - 1
+    if lead == 0:  # a vector: one row
+        return MatOperand(x.buf, g.offset, (), 0, st[0]), (), 1
+    cut = lead - 1  # dims [cut, lead) fold into m
+    while cut > 0 and st[cut - 1] == s_mul(st[cut], shape[cut]):
+        cut -= 1
+    m = 1
+    for d in range(cut, lead):
+        m = s_mul(m, shape[d])
+    return (MatOperand(x.buf, g.offset, st[:cut], st[lead - 1], st[lead]), shape[:cut], m)
+
+
+def _bias_epilogue(gk: GemmKernel, n: Any, mats: list, out_shape: tuple, form: str) -> None:
+    """linear's ``+ b`` and addmm's ``* alpha + c * beta``, in eager's order of operations."""
+    if form == "matmul" or (form == "linear" and len(mats) < 3):
+        return
+    ct = CTYPES[gk.out.dtype.np.name]
+    evars = [f"i{d}" for d in range(len(out_shape))]
+    here = loop_index(Geometry.contiguous(out_shape), evars, False)
+    body: list = [Let("g0", ct, Load(gk.out, here))]
+    val = "g0"
+    if form == "linear":
+        bg = mats[2].geom
+        bias = Geometry(out_shape, (0,) * (len(out_shape) - 1) + (bg.strides[0],), bg.offset)
+        body.append(Let("g1", ct, Load(mats[2].buf, loop_index(bias, evars, False))))
+        body.append(Let("g2", ct, Op("add", "({0} + {1})", (Local("g0"), Local("g1")))))
+        val = "g2"
+    else:
+        alpha, beta = n.params["alpha"], n.params["beta"]
+        if not (type(alpha) in (int, float, bool) and alpha == 1):
+            body.append(Let("g1", ct, Op("mul", "({0} * {1})",
+                                         (Local(val), Const(c_scalar(alpha, ct))))))
+            val = "g1"
+        if not (type(beta) in (int, float, bool) and beta == 0):
+            cg = mats[0].geom
+            body.append(Let("g2", ct, Load(mats[0].buf, loop_index(cg, evars, False))))
+            bt = Const(c_scalar(beta, ct))
+            if type(beta) in (int, float, bool) and beta == 1:
+                body.append(Let("g3", ct, Op("add", "({0} + {1})", (Local(val), Local("g2")))))
+            else:  # beta == 0 ignores c (NaNs included): a lifted beta decides at run time
+                body.append(Let("g3", ct, Op("addmm_beta", "({2} == 0 ? {0} : {0} + {1} * {2})",
+                                             (Local(val), Local("g2"), bt))))
+            val = "g3"
+    body.append(Store(gk.out, here, Local(val)))
+    gk.epilogue = body
+    gk.epi_flat = False
+
+
+__all__ = ["lower_gemm"]

@@ -1,0 +1,146 @@
+"""Row gathers and scatter-adds -> ``IndexKernel``s; ``basic_index_backward`` -> copy kernels.
+
+* ``embedding`` (``out[r, :] = weight[idx[r], :]``, the token lookup of a language model) is a
+  gather over the rows of ``idx`` (any static layout of ``idx`` and of the 2-D weight), rows
+  split over the threads.  An index outside ``[0, num_weights)`` makes the entry return 1 and the
+  graph rerun eagerly, which raises eager's ``EmberIndexError``.  Lowered when the op does not
+  scale its rows (``masked=False``, or ``masked`` without ``padding_idx`` and
+  ``scale_grad_by_freq``); values are copied exactly (any storage dtype).
+* ``embedding_backward`` (``out = zeros(num_weights, D); out[idx[r], :] += g[r, :]``) is a
+  scatter-add: column blocks are split over the threads and each block adds the rows in index
+  order, so every element sums exactly as eager's ``np.add.at`` does (same order, same dtype:
+  the result is bit-identical).  float32/float64 without ``padding_idx``/``scale_grad_by_freq``
+  (eager accumulates float16/bfloat16 in float32 and rounds once: those stay eager).
+* ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
+  index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
+  the gradient stored through the region's geometry.
+
+Static sizes only; anything else stays an extern (a logged fallback).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.compiler.c.ir.kernels import IndexKernel
+from ember.compiler.c.ir.loop_ir import (
+    COMPUTE_CTYPES,
+    STORAGE_CTYPES,
+    Const,
+    Geometry,
+    Index,
+    Kernel,
+    Let,
+    Load,
+    Local,
+    Store,
+    contiguous_strides,
+)
+from ember.compiler.c.lower.context import LoweringContext, is_ref, log, loop_index
+from ember.compiler.c.lower.registry import lowering
+from ember.ops import OPS
+from ember.ops.indexing import np_basic_key
+
+
+def _static(*geoms: Geometry) -> bool:
+    return all(type(x) is int for g in geoms
+               for x in tuple(g.shape) + tuple(g.strides) + (g.offset,))
+
+
+@lowering(OPS.embedding, scatter=False)
+@lowering(OPS.embedding_backward, scatter=True)
+def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str | None:
+    """``embedding`` as a gather of rows, its backward (``scatter``) as a scatter-add."""
+    if any(not is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    p = n.params
+    if p.get("padding_idx") is not None or p.get("scale_grad_by_freq"):
+        if scatter or p.get("masked"):
+            return "padding_idx or scale_grad_by_freq scales the rows"
+    src_r, idx_r = n.args
+    out_shape, dt = n.specs[0]
+    out_shape = tuple(out_shape)
+    if lw.dtype_of(idx_r).name != "int64":
+        return "index dtype is not int64"
+    if scatter and dt.np.name not in ("float32", "float64"):
+        return f"dtype {dt.name} (eager accumulates it in float32)"
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(src_r) != dt:
+        return f"dtype {dt.name}"
+    src, idx = lw.in_memory(src_r), lw.in_memory(idx_r)
+    if src is None or idx is None:
+        return "an operand is not in memory"
+    if not _static(src.geom, idx.geom) or any(type(x) is not int for x in out_shape):
+        return "dynamic sizes"
+    if scatter:
+        num, cols = out_shape
+        if tuple(src.geom.shape) != tuple(idx.geom.shape) + (cols,):
+            return "gradient shape"
+    else:
+        if len(src.geom.shape) != 2:
+            return "weight is not 2-D"
+        num, cols = src.geom.shape
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
+    kname = lw.kernel_name()
+    lw.add_kernel(IndexKernel(kname, scatter, src.buf, src.geom, idx.buf, idx.geom,
+                              out, int(num), int(cols), [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{kname}: {n.op.name} as one {'scatter-add' if scatter else 'gather'} "
+           f"kernel", 3)
+    return None
+
+
+def _region(shape: tuple, spec: tuple) -> Geometry | None:
+    """The geometry (element offset and strides into C-contiguous ``shape``) that the basic
+    index ``spec`` selects, as eager's view of it; None when it cannot be computed."""
+    try:
+        probe = np.lib.stride_tricks.as_strided(
+            np.zeros(1, np.int64), shape=shape,
+            strides=tuple(8 * s for s in contiguous_strides(shape)))
+        v = probe[np_basic_key(spec)]
+    except Exception:  # noqa: BLE001 - a key we cannot replay stays an extern
+        return None
+    offset = (v.__array_interface__["data"][0] - probe.__array_interface__["data"][0]) // 8
+    return Geometry(tuple(v.shape), tuple(s // 8 for s in v.strides), offset)
+
+
+@lowering(OPS.basic_index_backward)
+def lower_basic_index_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """Zeros of the input's shape, then the gradient stored at the basic index's region."""
+    out_shape, dt = n.specs[0]
+    out_shape = tuple(out_shape)
+    if not is_ref(n.args[0]) or dt.np.name not in STORAGE_CTYPES:
+        return f"dtype {dt.name} (no C storage type)"
+    if any(type(x) is not int for x in out_shape) or 0 in out_shape:
+        return "dynamic sizes or an empty result"
+    g = lw.in_memory(n.args[0])
+    if g is None:
+        return "an operand is not in memory"
+    region = _region(out_shape, n.params["spec"])
+    if region is None or tuple(region.shape) != tuple(g.geom.shape) or not _static(g.geom):
+        return "index region not computable"
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
+    ct = COMPUTE_CTYPES[dt.np.name]
+    loop_vars = [f"i{d}" for d in range(len(out_shape))]
+    zero = Store(out, Index(0, tuple(zip(loop_vars, contiguous_strides(out_shape)))),
+                 Const(f"({ct})0"))
+    lw.add_kernel(Kernel(lw.kernel_name(), out_shape, [zero], False, [n.op.name]))
+    shape = tuple(g.geom.shape)
+    if 0 not in shape:
+        loop_vars = [f"i{d}" for d in range(len(shape))]
+        dst = Index(region.offset, tuple((v, s) for v, s, k in zip(loop_vars, region.strides,
+                                                                     shape) if k != 1))
+        body = [Let("t0", ct, Load(g.buf, loop_index(g.geom, loop_vars, False))),
+                Store(out, dst, Local("t0"))]
+        lw.add_kernel(Kernel(lw.kernel_name(), shape, body, False, [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{n.op.name} as zeros and a copy kernel", 3)
+    return None
+
+
+__all__ = ["lower_basic_index_backward", "lower_embedding"]

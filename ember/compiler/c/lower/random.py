@@ -1,0 +1,199 @@
+"""Random ops as pointwise C (docs/compiler.md "Philox in C").
+
+``dropout`` (forward and backward: the backward is dropout of the gradient with the same
+params), ``uniform``, ``normal`` and ``bernoulli`` join the open fusion group like a pointwise
+op; bernoulli's range check of ``p`` is a ``PointCheck`` (the kernel returns 1, the driver
+reruns eagerly and eager raises).  Element
+``i`` (its flat index in C order of the output, whatever the loop order) is computed from
+``(seed, offset, i)`` by the prelude's Philox helpers exactly as the eager op draws it from the
+stream (docs/random.md), so compiled results equal eager bit for bit.  ``seed``/``offset`` are
+runtime integers (``api._rng_slots`` lifts them), so a generator that moves on does not
+recompile.
+
+The flat index is a ``FlatIndex`` whose text is set when the group closes into a plain kernel
+(``i`` in a flat loop, ``sum(i_d * stride_d)`` otherwise); a group holding a random op is
+therefore never absorbed into a reduction, row kernel or GEMM epilogue (``has_random``), where
+the loop variables differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember.compiler.c.ir.loop_ir import (
+    COMPUTE_CTYPES,
+    STORAGE_CTYPES,
+    FlatIndex,
+    Let,
+    Op,
+    PointCheck,
+    contiguous_strides,
+)
+from ember.compiler.c.lower.context import LoweringContext, is_ref, size_of
+from ember.compiler.c.lower.registry import lowering
+from ember.compiler.frontend.graph import Sym
+from ember.ops import OPS
+
+_FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+
+def _u64(v: Any) -> str:
+    if type(v) is Sym:
+        return f"((uint64_t)ints[{v.index}])"
+    return f"((uint64_t){int(v) % (1 << 64)}ULL)"
+
+
+def _f64(v: Any) -> str:
+    if type(v) is Sym:
+        return f"(floats[{v.index}])"
+    return f"({float(v)!r})"
+
+
+def _round_to(dtype: Any, text: str) -> str:
+    """A double rounded once to ``dtype``, as its compute type (float for float16/bfloat16)."""
+    name = dtype.np.name
+    if name == "float64":
+        return f"({text})"
+    if name == "float32":
+        return f"((float)({text}))"
+    if name == "float16":
+        return f"ember_f16_to_f32(ember_f64_to_f16({text}))"
+    return f"ember_bf16_to_f32(ember_f64_to_bf16({text}))"
+
+
+def _scalar_ok(v: Any, kinds: tuple) -> bool:
+    return type(v) is Sym or (type(v) in kinds)
+
+
+def _seed_and_offset(n: Any) -> str | None:
+    """Why the node's ``seed``/``offset`` cannot be read by C (None: they can)."""
+    p = n.params
+    for k in ("seed", "offset"):
+        if not _scalar_ok(p.get(k), (int,)):
+            return f"parameter {k}={p.get(k)!r}"
+    return None
+
+
+@lowering(OPS.dropout)
+def lower_dropout(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
+    x = n.args[0]
+    if not is_ref(x):
+        return "no tensor input"
+    d = lw.dtype_of(x)
+    if d.np.name not in _FLOATS:
+        return f"dtype {d.name}"
+    p = n.params["p"]
+    if not _scalar_ok(p, (int, float)):
+        return f"parameter p={p!r}"
+    ct = COMPUTE_CTYPES[d.np.name]
+    if type(p) is Sym:
+        scale = f"({_f64(p)} < 1.0 ? {_round_to(d, f'1.0 / (1.0 - {_f64(p)})')} : ({ct})0)"
+    else:  # PyTorch's 1 / (1 - p) rounded to the input dtype (eager's `scale`)
+        s = float(np.asarray(1.0 / (1.0 - p) if p < 1 else 0.0).astype(d.np))
+        scale = f"(({ct}){s!r})"
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    tmpl = (f"({{0}} * (ember_dropout_keep({seed}, {off}, {{1}}, {_f64(p)}) ? {scale} : "
+            f"({ct})0))")
+    return _emit(lw, i, n, lw.shape_of(x), d, [x], tmpl)
+
+
+@lowering(OPS.uniform)
+def lower_uniform(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
+    d = n.specs[0][1]
+    if d.np.name not in _FLOATS:
+        return f"dtype {d.name}"
+    lo, hi = n.params["low"], n.params["high"]
+    if not (_scalar_ok(lo, (int, float)) and _scalar_ok(hi, (int, float))):
+        return "non-numeric low/high"
+    shape = tuple(size_of(m) for m in n.specs[0][0])
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    if d.np.name == "float64":
+        v = f"ember_rand_uniform_f64({seed}, {off}, {{0}}, {_f64(lo)}, {_f64(hi)})"
+    else:
+        unit = {"float32": "ember_unit_f32", "float16": "ember_unit_f16",
+                "bfloat16": "ember_unit_bf16"}[d.np.name]
+        v = (f"({_f64(lo)} + ({_f64(hi)} - {_f64(lo)}) * "
+             f"{unit}(ember_philox_word({seed}, {off} + {{0}})))")
+    return _emit(lw, i, n, shape, d, [], _round_to(d, v))
+
+
+@lowering(OPS.normal)
+def lower_normal(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
+    d = n.specs[0][1]
+    if d.np.name not in _FLOATS:
+        return f"dtype {d.name}"
+    shape = tuple(size_of(m) for m in n.specs[0][0])
+    refs, parts = [], []
+    for a in n.args[:2]:
+        if is_ref(a):
+            if lw.dtype_of(a) != d:
+                return "mean/std of another dtype"
+            parts.append(f"((double){{{len(refs)}}})")
+            refs.append(a)
+        elif _scalar_ok(a, (int, float)):
+            parts.append(_f64(a))
+        else:
+            return f"mean/std {a!r}"
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    ix = f"{{{len(refs)}}}"
+    if d.np.name == "float64":
+        z = f"ember_randn({seed}, {off}, {ix}, 2, ember_unit_f32)"
+    else:
+        unit = {"float32": "ember_unit_f32", "float16": "ember_unit_f16",
+                "bfloat16": "ember_unit_bf16"}[d.np.name]
+        z = f"ember_randn({seed}, {off}, {ix}, 1, {unit})"
+    return _emit(lw, i, n, shape, d, refs, _round_to(d, f"{parts[0]} + {parts[1]} * {z}"))
+
+
+@lowering(OPS.bernoulli)
+def lower_bernoulli(lw: LoweringContext, i: int, n: Any) -> str | None:
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
+    x = n.args[0]
+    if not is_ref(x):
+        return "no tensor input"
+    pd, d = lw.dtype_of(x), n.specs[0][1]
+    if pd.np.name not in _FLOATS:
+        return f"probability dtype {pd.name}"
+    if d.np.name not in STORAGE_CTYPES:
+        return f"output dtype {d.name}"
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    tmpl = f"(ember_unit32(ember_philox_word({seed}, {off} + {{1}})) < (double){{0}})"
+    # eager raises for p outside [0, 1] (NaN included): the kernel reports it, the driver
+    # reruns the graph eagerly and eager raises its error
+    return _emit(lw, i, n, tuple(lw.shape_of(x)), d, [x], tmpl,
+                 check="(!(((double){0} >= 0.0) & ((double){0} <= 1.0)))")
+
+
+def _emit(lw: LoweringContext, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
+          tmpl: str, check: str | None = None) -> str | None:
+    """Append ``tmpl`` (``{0}``.. the operands in ``refs``, then the flat index) as a Let of
+    the open group (a new group of ``shape`` if it iterates another shape)."""
+    if "ember_dropout_keep(" in tmpl and "ember_dropout_keep" not in lw.helpers:
+        return "C helper ember_dropout_keep not in the prelude"
+    g = lw.join_group(shape, refs)
+    args = [lw.operand(g, r) for r in refs]
+    ix = FlatIndex(shape)
+    g.flat_indices.append(ix)
+    if check is not None:
+        g.body.append(PointCheck(Op("check", check, tuple(args))))
+    name = g.local()
+    expr = Op(n.op.name, tmpl, tuple(args) + (ix,))
+    g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))
+    lw.add_value(g, i, name, shape, out_dt, contiguous_strides(shape), n.op.name)
+    return None
+
+
+__all__ = ["lower_bernoulli", "lower_dropout", "lower_normal", "lower_uniform"]

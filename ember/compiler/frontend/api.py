@@ -1,0 +1,870 @@
+"""``ember.compile`` and the policies around it: caching, recompiles, stances, graph breaks.
+
+A compiled function runs its Python on every call with a ``Trace`` active (``ember/_lazy.py``):
+tensor ops are recorded, and the trace is realized at graph breaks and when the call returns.
+Realizing captures the live part of the trace (``graph.capture``) and looks it up in the cache
+of the function's code object for that graph's position in the call (its *segment*: graph 0
+before the first break, graph 1 after it, ...).  Entries are keyed by structure with every
+number abstracted; a number an entry specializes must match, a number it has lifted (a size
+or a Python scalar that changed between calls) is passed at run time.  A miss compiles; a miss
+where the segment already has entries is a *recompile* and is subject to the stance and the
+recompile limit.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ember import _lazy
+from ember import dtypes as _dt
+from ember.autograd import grad_mode as _gm
+from ember.compiler.frontend import _reasons
+from ember.compiler.frontend.backends import lookup_backend
+from ember.compiler.frontend.graph import STRUCTURAL_PARAMS, Captured, Graph, _skel, capture
+from ember.config import config
+from ember.errors import EmberRuntimeError, EmberTypeError, GraphBreakError, TorchDynamoException
+from ember.tensor import Tensor, _wrap
+
+_LZ = _lazy.STATE
+
+
+# ------------------------------------------------------------------------------ settings
+class _Config:
+    """``ember.compiler.config``: ``recompile_limit`` (graphs per function and segment before
+    new ones run eagerly; alias ``cache_size_limit``), ``automatic_dynamic_shapes``,
+    ``default_backend`` (the backend ``ember.compile`` uses when none is named, read when
+    ``compile`` is called; EMBER_COMPILE_BACKEND, default ``"inductor"``, the C backend)."""
+
+    recompile_limit = 8
+    automatic_dynamic_shapes = True
+    # PyTorch's knobs that scripts set; stored only (ember never suppresses errors)
+    suppress_errors = False
+    verbose = False
+    capture_scalar_outputs = False
+    capture_dynamic_output_shape_ops = False
+    optimize_ddp = True
+    default_backend: Any = config.compile_backend
+
+    @property
+    def cache_size_limit(self) -> int:
+        return self.recompile_limit
+
+    @cache_size_limit.setter
+    def cache_size_limit(self, v: int) -> None:
+        self.recompile_limit = v
+
+
+compiler_config = _Config()
+
+
+class RecompileError(EmberRuntimeError, TorchDynamoException):
+    """A recompile was needed under ``set_stance("fail_on_recompile")``, or a ``fullgraph=True``
+    function went past ``config.recompile_limit``."""
+
+
+class RecompileLimitWarning(UserWarning):
+    """A compiled function hit ``config.recompile_limit``: its new graphs now run eagerly."""
+
+
+def _log(kind: str, msg: str) -> None:
+    if kind in config.logs:
+        print(f"[ember.compiler {kind}] {msg}", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------ cache
+@dataclass
+class Entry:
+    """One compiled graph: the numbers it specializes and the callable the backend made."""
+
+    graph: Graph
+    fn: Callable
+    generic: frozenset
+    values: tuple            # the capture's numbers when compiled (specialized ones must match)
+    kinds: tuple
+    compile_time: float
+    backend: Any = None      # the compiler function that made ``fn`` (entries are per backend)
+
+    def matches(self, values: list) -> bool:
+        gen = self.generic
+        kinds = self.kinds
+        for k, (mine, theirs) in enumerate(zip(self.values, values)):
+            if k in gen:
+                if kinds[k] == "size" and theirs in (0, 1):
+                    return False
+            elif mine != theirs or type(mine) is not type(theirs):
+                return False
+        return True
+
+
+@dataclass
+class SegmentCache:
+    """The entries of one graph position (segment) of a code object."""
+
+    entries: dict = field(default_factory=dict)   # key -> [Entry]
+    order: list = field(default_factory=list)     # (key, Entry) in compile order
+    last_values: dict = field(default_factory=dict)  # key -> values of the last capture
+
+    @property
+    def count(self) -> int:
+        return len(self.order)
+
+
+@dataclass
+class CodeCache:
+    """Everything compiled for one code object (copies of a function share it)."""
+
+    name: str
+    filename: str
+    lineno: int
+    segments: dict = field(default_factory=dict)   # segment index -> SegmentCache
+    calls: int = 0                                 # calls so far (eager_then_compile)
+    warned: bool = False                           # the recompile-limit warning was given
+    grad_flags: list = field(default_factory=list)  # requires_grad of tensor args, per call kind
+
+    @property
+    def recompiles(self) -> int:
+        """Graphs compiled beyond the first of each segment."""
+        return sum(max(seg.count - 1, 0) for seg in self.segments.values())
+
+    def where(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+_CACHES: dict = {}        # code object (or other key) -> CodeCache
+
+
+def _code_key(fn: Callable) -> tuple:
+    try:  # decorators made with functools.wraps (error_on_graph_break, disable, ...) share
+        f = inspect.unwrap(fn)  # one wrapper code object: key by the function they wrap
+    except ValueError:
+        f = fn
+    while isinstance(f, functools.partial):
+        f = f.func
+    f = getattr(f, "__func__", f)
+    code = getattr(f, "__code__", None)
+    if code is None:  # a callable object (a module): its forward's code
+        fwd = getattr(type(f), "forward", None) or type(f).__call__
+        code = getattr(fwd, "__code__", None)
+    if code is None:
+        return (id(f), getattr(f, "__qualname__", type(f).__name__), "<unknown>", 0)
+    return (code, code.co_name, code.co_filename, code.co_firstlineno)
+
+
+def reset() -> None:
+    """Forget every compiled graph and cache (``ember.compiler.reset()``)."""
+    _CACHES.clear()
+
+
+# ------------------------------------------------------------------------------ stances
+_STANCES = ("default", "force_eager", "eager_on_recompile", "fail_on_recompile",
+            "eager_then_compile")
+
+
+@dataclass
+class _Stance:
+    stance: str = "default"
+    skip_guard_eval_unsafe: bool = False
+    backend: Any = None
+
+
+_STANCE = _Stance()
+
+
+class set_stance:  # noqa: N801 (PyTorch's name; usable as function, context manager, decorator)
+    """Set how compiled functions behave (``ember.compiler.set_stance``).
+
+    Stances: ``"default"``, ``"force_eager"`` (run the original Python, record nothing),
+    ``"eager_on_recompile"`` (use cached graphs; run eagerly where a recompile would be needed),
+    ``"fail_on_recompile"`` (raise instead of recompiling), ``"eager_then_compile"`` (the first
+    call runs eagerly; later calls compile, with sizes that changed already dynamic).
+    ``force_backend`` replaces every compiled function's backend (only with ``"default"``).
+    Called as a function it sets the stance until changed; as a context manager or decorator it
+    restores the previous stance on exit.
+    """
+
+    def __init__(self, stance: str = "default", *, skip_guard_eval_unsafe: bool = False,
+                 force_backend: Any = None) -> None:
+        if _LZ.trace is not None:
+            raise EmberRuntimeError("attempted to set_stance in an ember.compile region")
+        if force_backend is not None and stance != "default":
+            raise EmberRuntimeError("non-default stance cannot have force_backend set")
+        self.new = _Stance(stance, skip_guard_eval_unsafe, force_backend)
+        self.prev = _Stance(_STANCE.stance, _STANCE.skip_guard_eval_unsafe, _STANCE.backend)
+        _apply_stance(self.new)
+
+    def __enter__(self) -> set_stance:
+        if _LZ.trace is not None:
+            raise EmberRuntimeError("attempted to set_stance in an ember.compile region")
+        _apply_stance(self.new)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _apply_stance(self.prev)
+
+    def __call__(self, fn: Callable) -> Callable:
+        _apply_stance(self.prev)  # as a decorator it applies only while fn runs
+        new = self.new
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _LZ.trace is not None:
+                raise EmberRuntimeError("attempted to set_stance in an ember.compile region")
+            prev = _Stance(_STANCE.stance, _STANCE.skip_guard_eval_unsafe, _STANCE.backend)
+            _apply_stance(new)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _apply_stance(prev)
+        return wrapper
+
+
+def _apply_stance(s: _Stance) -> None:
+    _STANCE.stance = s.stance
+    _STANCE.skip_guard_eval_unsafe = s.skip_guard_eval_unsafe
+    _STANCE.backend = s.backend
+
+
+def _check_stance() -> str:
+    if _STANCE.stance not in _STANCES:
+        raise EmberRuntimeError(f"invalid ember.compile stance '{_STANCE.stance}'; expected one "
+                                f"of {', '.join(_STANCES)}")
+    return _STANCE.stance
+
+
+# ---------------------------------------------------------------------- error_on_graph_break
+class error_on_graph_break:  # noqa: N801 (PyTorch's name)
+    """Make graph breaks errors (``True``) or tolerated (``False``) in a region of compiled code:
+    a context manager and a decorator, nestable (the innermost active setting at a break wins).
+    Outside compiled code it does nothing; ``fullgraph=True`` takes precedence."""
+
+    def __init__(self, error_on_graph_break: bool) -> None:
+        self.value = bool(error_on_graph_break)
+
+    def __enter__(self) -> error_on_graph_break:
+        _LZ.error_on_break.append(self.value)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _LZ.error_on_break.pop()
+
+    def __call__(self, fn: Callable) -> Callable:
+        value = self.value
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            _LZ.error_on_break.append(value)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _LZ.error_on_break.pop()
+        return wrapper
+
+
+# ------------------------------------------------------------------------------ explain hooks
+class _Events:
+    """Collects graphs, breaks and recompiles while ``explain`` runs."""
+
+    def __init__(self) -> None:
+        self.graphs: list = []
+        self.breaks: list = []
+        self.recompile_reasons: list = []
+        self.compile_times: list = []
+
+
+_EVENTS: list = []
+
+
+# ------------------------------------------------------------------------------ compile
+class CompiledFunction:
+    """What ``ember.compile(fn)`` returns: call it like ``fn``."""
+
+    def __init__(self, fn: Callable, *, fullgraph: bool = False, dynamic: bool | None = None,
+                 backend: Any = "inductor", mode: str | None = None,
+                 options: dict | None = None) -> None:
+        self._orig = fn
+        self.fullgraph = bool(fullgraph)
+        self.dynamic = dynamic
+        self.backend = backend
+        self.mode = mode
+        self.options = dict(options or {})
+        self._key = _code_key(fn)
+        self._module: Any = None  # the nn.Module when compiling a module's call
+        functools.update_wrapper(self, fn, updated=())
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    @property
+    def _orig_mod(self) -> Callable:
+        return self._orig
+
+    def _code_cache(self) -> CodeCache:
+        key = self._key
+        cc = _CACHES.get(key[0])
+        if cc is None:
+            cc = _CACHES[key[0]] = CodeCache(key[1], key[2], key[3])
+        return cc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        stance = _check_stance()
+        if stance == "force_eager":
+            return self._orig(*args, **kwargs)
+        code = self._code_cache()
+        code.calls += 1
+        if stance == "eager_then_compile" and code.calls == 1:
+            return self._run(args, kwargs, observe_only=True)
+        flags = _grad_flags(args, kwargs)
+        if flags not in code.grad_flags:
+            if stance == "fail_on_recompile" and code.grad_flags:
+                self._fail_on_grad_flags(code, flags, args, kwargs)
+            code.grad_flags.append(flags)
+        return self._run(args, kwargs)
+
+    def _fail_on_grad_flags(self, code: CodeCache, flags: tuple, args: tuple,
+                            kwargs: dict) -> None:
+        """PyTorch guards on each tensor argument's requires_grad: a change is a recompile."""
+        seen = code.grad_flags[0]
+        if len(seen) != len(flags):
+            return  # a different argument structure: the graph guards report it
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        tensors += [v for v in kwargs.values() if isinstance(v, Tensor)]
+        try:
+            fn = self._orig if self._module is None else self._module.forward
+            bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+            by_id = {id(v): k for k, v in bound.items()}
+        except (TypeError, ValueError):
+            by_id = {}
+        diffs = []
+        for i, (t, old, new) in enumerate(zip(tensors, seen, flags)):
+            if old != new:
+                rg = old[1] if isinstance(old, tuple) else old
+                diffs.append(f"tensor '{by_id.get(id(t), f'arg {i}')}' requires_grad mismatch. "
+                             f"expected requires_grad={int(rg)}")
+        if not diffs:
+            return  # the same flags under other keyword names: the graph guards decide
+        raise RecompileError(
+            f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
+            f"filename: '{code.filename}', function name: '{code.name}', line number: "
+            f"{code.lineno}\n    triggered by the following guard failure(s):\n" +
+            "\n".join(f"    - {d}" for d in diffs))
+
+    def _make_frame(self, observe_only: bool) -> _Frame:
+        # a seam for mode="reduce-overhead" (replay.py), which records what realizing did
+        return _Frame(self, observe_only)
+
+    def _run(self, args: tuple, kwargs: dict, observe_only: bool = False) -> Any:
+        outer = _LZ.trace
+        if self.fullgraph:
+            _LZ.fullgraph += 1
+        try:
+            if outer is not None:  # nested compiled call: inline into the caller's trace
+                return self._orig(*args, **kwargs)
+            frame = self._make_frame(observe_only)
+            frame.args, frame.kwargs = args, kwargs
+            tr = _lazy.Trace(frame)
+            frame.trace = tr
+            _LZ.trace = tr
+            try:
+                out = self._orig(*args, **kwargs)
+                tr.realize()
+            except BaseException as exc:
+                _LZ.trace = None
+                if isinstance(exc, GraphBreakError) and exc.reason:
+                    exc.user_stack = _reasons.trim_stack(exc.user_stack, self._key)
+                    exc.args = (_reasons.format_break_error(exc.reason, exc.user_stack),)
+                if isinstance(exc, (GraphBreakError, RecompileError)):
+                    _abort(tr)  # PyTorch raises these before the graph runs: nothing is written
+                    raise
+                try:  # the user's exception: what ran before it keeps its effects, as in eager
+                    tr.realize("exception")
+                except Exception:  # noqa: BLE001 (the user's exception matters more)
+                    pass
+                raise
+            finally:
+                _LZ.trace = outer
+                if tr.breaks:  # also when the call raised: the breaks before it happened
+                    self._report_breaks(tr.breaks)
+            return out
+        finally:
+            if self.fullgraph:
+                _LZ.fullgraph -= 1
+
+
+    def _report_breaks(self, raw: list) -> None:
+        breaks = [(r, _reasons.trim_stack(st, self._key)) for r, st in raw]
+        for ev in _EVENTS:
+            ev.breaks.extend(breaks)
+        if "graph_breaks" in config.logs:
+            for reason, stack in breaks:
+                _log("graph_breaks", _reasons.format_break(reason, stack))
+
+
+def _grad_flags(args: tuple, kwargs: dict) -> tuple:
+    """The requires_grad of each tensor argument, positional then by keyword."""
+    flags = tuple(a._requires_grad for a in args if isinstance(a, Tensor))
+    if kwargs:
+        flags += tuple((k, v._requires_grad) for k, v in kwargs.items() if isinstance(v, Tensor))
+    return flags
+
+
+def _abort(tr: _lazy.Trace) -> None:
+    """Drop a trace without running it: tensors that existed before the call (inputs,
+    parameters, their views) get their unchanged arrays back."""
+    for w in tr.tensors:
+        t = w()
+        if t is None:
+            continue
+        p = t._data
+        if p.__class__ is _lazy.LazyArray and p.value is None and \
+                isinstance(p.owner, np.ndarray) and isinstance(p.shadow, np.ndarray):
+            t._data = p.shadow
+    tr.reset()
+
+
+class _Frame:
+    """One call of a compiled function: what realizing its graphs needs."""
+
+    def __init__(self, cf: CompiledFunction | None, observe_only: bool = False,
+                 code: CodeCache | None = None, backend: Any = "inductor",
+                 dynamic: bool | None = None) -> None:
+        self.cf = cf
+        self.observe_only = observe_only
+        self.code = code if code is not None else cf._code_cache()  # type: ignore[union-attr]
+        self.backend = cf.backend if cf is not None else backend
+        self.dynamic = cf.dynamic if cf is not None else dynamic
+        self.trace: Any = None
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+        # force_backend (set_stance) replaces the function's backend; it cannot change during
+        # a call (set_stance raises inside compiled code)
+        self.compiler_fn = lookup_backend(_STANCE.backend if _STANCE.backend is not None
+                                          else self.backend)
+
+    def realize(self, cap: Captured, segment: int) -> list:
+        if _EVENTS:
+            g = cap.specialize(frozenset())
+            for ev in _EVENTS:
+                ev.graphs.append(g)
+        seg = self.code.segments.get(segment)
+        if seg is None:
+            seg = self.code.segments[segment] = SegmentCache()
+        entries = seg.entries.get(cap.key)
+        if entries:
+            for e in entries:
+                if e.backend is self.compiler_fn and e.matches(cap.values):
+                    seg.last_values[cap.key] = cap.values
+                    return _call(e, cap)
+        if self.observe_only:
+            seg.last_values[cap.key] = cap.values
+            return _run_eagerly(cap)
+        if seg.count > 0:
+            got = self._recompile_policy(seg, cap, segment)
+            if got is not None:
+                return got
+        generic = self._generic(seg, cap) | _rng_slots(cap)
+        e = self._compile(cap, generic)
+        seg.entries.setdefault(cap.key, []).append(e)
+        seg.order.append((cap.key, e))
+        seg.last_values[cap.key] = cap.values
+        return _call(e, cap)
+
+    def _recompile_policy(self, seg: SegmentCache, cap: Captured, segment: int) -> list | None:
+        """A miss in a segment that has entries: apply the stance and the recompile limit.
+        Returns the outputs when the graph runs without compiling, None to compile it."""
+        stance = _STANCE.stance
+        code = self.code
+        limit = compiler_config.recompile_limit
+        # the reasons (a diff against every cached entry) cost ~0.1-0.5 s on a large graph:
+        # computed only when something reports them
+        if not (_EVENTS or stance == "fail_on_recompile" or seg.count >= limit
+                or "recompiles" in config.logs):
+            return None if stance != "eager_on_recompile" else _run_eagerly(cap)
+        reasons = self._reasons(seg, cap, segment)
+        for ev in _EVENTS:
+            ev.recompile_reasons.extend(reasons)
+        failures = "\n    triggered by the following guard failure(s):\n" + \
+            "\n".join(f"    - {r}" for r in reasons)
+        if stance == "fail_on_recompile":
+            if not self._has_tensors():  # PyTorch skips frames without tensors: eager
+                return _run_eagerly(cap)
+            raise RecompileError(
+                f"Detected recompile when ember.compile stance is 'fail_on_recompile'. "
+                f"filename: '{code.filename}', function name: '{code.name}', line number: "
+                f"{code.lineno}" + failures)
+        if stance == "eager_on_recompile":
+            return _run_eagerly(cap)
+        if seg.count >= limit:
+            last = reasons[0] if reasons else "unknown"
+            if self.cf is not None and self.cf.fullgraph:  # PyTorch 2.13: a hard failure
+                raise RecompileError(
+                    f"ember.compile hit config.recompile_limit ({limit}) with fullgraph=True "
+                    f"(a new graph cannot run eagerly)\n   function: '{code.name}' "
+                    f"({code.where()})\n   last reason: {last}")
+            if not code.warned:
+                code.warned = True
+                warnings.warn(
+                    f"ember.compile hit config.recompile_limit ({limit})\n"
+                    f"   function: '{code.name}' ({code.where()})\n"
+                    f"   last reason: {last}\n"
+                    f"To log all recompilation reasons, use EMBER_LOGS=\"recompiles\".",
+                    RecompileLimitWarning, stacklevel=_reasons.user_stacklevel())
+            return _run_eagerly(cap)
+        _log("recompiles", f"Recompiling function {code.name} in {code.where()}" + failures)
+        return None
+
+    def _has_tensors(self) -> bool:
+        """Whether tensors (or a module) come into the compiled call: its arguments and the
+        function's closure, as PyTorch's check of a frame's locals."""
+        cf = self.cf
+        if cf is None or cf._module is not None:
+            return True
+        return _reasons.call_has_tensors(cf._orig, self.args, self.kwargs)
+
+    def _reasons(self, seg: SegmentCache, cap: Captured, segment: int) -> list:
+        """One line per cached entry of the segment, newest first: what differs from it."""
+        cf = self.cf
+        names = _reasons.input_names(cf._orig, cf._module, self.args, self.kwargs) \
+            if cf is not None else {}
+        out = []
+        for n in range(len(seg.order) - 1, -1, -1):
+            key, e = seg.order[n]
+            out.append(f"{segment}/{n}: " + _reasons.entry_diff(e, key, cap, names,
+                                                                 self.compiler_fn))
+        return out
+
+    def _generic(self, seg: SegmentCache, cap: Captured) -> frozenset:
+        """Which numbers the new entry lifts to runtime arguments.  Marks win over
+        ``dynamic=`` (as in PyTorch): mark_dynamic dims are generic even with dynamic=False,
+        mark_static dims specialized even with dynamic=True."""
+        kinds, values = cap.kinds, cap.values
+        dyn, static = _marked_slots(self.trace, cap)
+        if self.dynamic is False:
+            return frozenset(dyn - static)
+        if self.dynamic is True:
+            return frozenset(k for k, v in enumerate(values)
+                             if kinds[k] == "scalar" or v not in (0, 1)) - static
+        gen: set = set(dyn)
+        if compiler_config.automatic_dynamic_shapes:
+            prev = seg.last_values.get(cap.key)
+            olds = [e.values for e in seg.entries.get(cap.key, [])]
+            if prev is not None:
+                olds.append(prev)
+            for old in olds:
+                for k, (a, b) in enumerate(zip(old, values)):
+                    if a != b or type(a) is not type(b):
+                        if kinds[k] == "size" and b in (0, 1):
+                            continue
+                        gen.add(k)
+            for e in seg.entries.get(cap.key, []):
+                gen |= {k for k in e.generic if not (kinds[k] == "size" and values[k] in (0, 1))}
+        return frozenset(gen - static)
+
+    def _compile(self, cap: Captured, generic: frozenset) -> Entry:
+        t0 = time.perf_counter()
+        graph = cap.specialize(generic)
+        if config.debug >= 1:
+            graph.verify()
+        backend = _STANCE.backend if _STANCE.backend is not None else self.backend
+        compiler_fn = self.compiler_fn
+        examples = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
+        if "graphs" in config.logs or config.debug >= 2:
+            print(f"[ember.compiler graphs] {self.code.name} graph ({len(graph)} ops):\n"
+                  f"{graph.python()}", file=sys.stderr)
+        if getattr(compiler_fn, "takes_mode", False):  # the C backend: max-autotune
+            fn = compiler_fn(graph, examples, mode=self.cf.mode if self.cf is not None else None)
+        else:
+            fn = compiler_fn(graph, examples)
+        if not callable(fn):
+            raise EmberTypeError(f"[ember.compile] backend {backend!r} returned {fn!r}; expected "
+                                 f"a callable")
+        dt = time.perf_counter() - t0
+        if config.debug >= 1:
+            name = backend if isinstance(backend, str) else getattr(
+                backend, "__name__", type(backend).__name__)
+            print(f"[ember.compiler compile] {self.code.name} ({self.code.where()}): graph of "
+                  f"{len(graph)} ops, {len(generic)} lifted numbers, backend {name!r}, "
+                  f"{dt:.3f} s",
+                  file=sys.stderr)
+        for ev in _EVENTS:
+            ev.compile_times.append(dt)
+        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn)
+
+
+def _marked_slots(trace: Any, cap: Captured) -> tuple:
+    """Slots of dims marked with mark_dynamic / mark_static on the graph's tensor inputs."""
+    dyn: set = set()
+    static: set = set()
+    marks = getattr(trace, "marks", None)
+    if not marks:
+        return dyn, static
+    slot = 0
+    for k, (shape, _) in enumerate(cap.inputs):
+        m = marks.get(cap.in_orig[k])
+        if m:
+            for d, how in m.items():
+                if d < len(shape) and (how == "static" or shape[d] not in (0, 1)):
+                    (dyn if how == "dynamic" else static).add(slot + d)
+        slot += len(shape)
+    return dyn, static
+
+
+def _run_eagerly(cap: Captured) -> list:
+    """Run a graph that is not compiled (a recompile the stance or the limit refused) with the
+    eager kernels: what running the function's Python eagerly would have computed."""
+    return cap.specialize(frozenset()).run(cap.arrays)
+
+
+def _call(e: Entry, cap: Captured) -> list:
+    scalars = [cap.values[k] for k in e.graph.lifted]  # type: ignore[attr-defined]
+    fn = e.fn
+    if getattr(fn, "_ember_arrays", False):
+        return fn(cap.arrays, scalars)
+    args = [_wrap(a, _dt.from_numpy_dtype(a.dtype)) for a in cap.arrays]
+    with _gm.no_grad():
+        outs = fn(*args, *scalars)
+    if isinstance(outs, Tensor):
+        outs = (outs,)
+    return [o._data if isinstance(o, Tensor) else np.asarray(o) for o in outs]
+
+
+def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
+    cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype))
+    return trace.owner.realize(cap, trace.segment)
+
+
+_lazy.install_realizer(_realizer)
+
+
+_RNG_PARAMS = ("seed", "offset")
+
+
+def _rng_slots(cap: Captured) -> frozenset:
+    """The slots of random ops' ``seed``/``offset`` parameters: always runtime arguments (the
+    generator state is an input of the graph, as in PyTorch), so a training step with dropout
+    does not recompile when the offsets move on, even under ``dynamic=False``."""
+    out: set = set()
+    bounds = getattr(cap, "_bounds", None)
+    if bounds is None:
+        return frozenset()
+    for (_, mid), n in zip(bounds, cap.nodes):
+        params = n.params
+        if not params or not any(k in params for k in _RNG_PARAMS):
+            continue
+        k = mid
+        for name, v in params.items():
+            count = 0 if name in STRUCTURAL_PARAMS else len(_skel_numbers(v))
+            if name in _RNG_PARAMS and count == 1 and cap.kinds[k] == "scalar":
+                out.add(k)
+            k += count
+    return frozenset(out)
+
+
+def _skel_numbers(v: Any) -> list:
+    nums: list = []
+    _skel(v, nums)
+    return nums
+
+
+def _backward_owner(fwd: Any) -> _Frame:
+    """Compiled autograd: the frame a backward over nodes recorded by ``fwd`` (a forward's
+    ``_Frame``) runs under; its graphs are cached per forward function, apart from the
+    forward's own graphs, with the forward's backend."""
+    code = getattr(fwd, "code", None)
+    if code is None:
+        return _Frame(None, code=CodeCache("backward", "<unknown>", 0))
+    key = ("backward", id(code))
+    entry = _CACHES.get(key)
+    if entry is None or entry[0] is not code:
+        entry = _CACHES[key] = (code, CodeCache(f"{code.name} (backward)", code.filename,
+                                                code.lineno))
+    return _Frame(None, code=entry[1], backend=fwd.backend, dynamic=fwd.dynamic)
+
+
+_lazy.install_backward_owner(_backward_owner)
+
+
+def compile(model: Callable | None = None, *, fullgraph: bool = False,  # noqa: A001
+            dynamic: bool | None = None, backend: Any = None, mode: str | None = None,
+            options: dict | None = None, disable: bool = False) -> Any:
+    """Compile ``model`` (a function or ``nn.Module``): each call records its tensor ops lazily
+    and runs them as cached graphs (ARCHITECTURE.md §4).  Usable as ``ember.compile(fn)`` and as
+    a decorator with or without arguments.  ``backend=None`` takes the process default,
+    ``ember.compiler.config.default_backend`` (``"inductor"``, the C backend, unless
+    EMBER_COMPILE_BACKEND names another), read when ``compile`` is called."""
+    if backend is None:
+        backend = compiler_config.default_backend
+    if mode is not None and options is not None:
+        raise EmberRuntimeError("Either mode or options can be specified, but both can't be "
+                                "specified at the same time.")
+    if mode not in (None, "default", "reduce-overhead", "max-autotune",
+                    "max-autotune-no-cudagraphs"):
+        raise EmberRuntimeError(f"[ember.compile] unknown mode {mode!r}; expected one of "
+                                "'default', 'reduce-overhead', 'max-autotune', "
+                                "'max-autotune-no-cudagraphs'")
+    lookup_backend(backend)  # unknown backends fail now, not at the first call
+
+    def wrap(fn: Callable) -> Any:
+        if disable:
+            return fn
+        if not callable(fn):
+            raise EmberTypeError(f"[ember.compile] expected a callable, got {type(fn).__name__}")
+        if _reasons.is_module(fn):
+            return _compile_module(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                   mode=mode, options=options)
+        cls = FUNCTION_CLASSES.get(mode, CompiledFunction)
+        return cls(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
+                   options=options)
+
+    if model is None:
+        return wrap
+    return wrap(model)
+
+
+_is_module = _reasons.is_module
+
+# the wrapper class of a mode other than the default's CompiledFunction: replay.py registers
+# ReplayFunction for "reduce-overhead"
+FUNCTION_CLASSES: dict[str | None, type] = {}
+
+
+class OptimizedModule:
+    """``ember.compile(module)``: calls go through a compiled ``module.__call__``; attributes
+    are the module's (``_orig_mod`` is the module)."""
+
+    def __init__(self, mod: Any, compiled: Callable) -> None:
+        object.__setattr__(self, "_orig_mod", mod)
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def _compile_module(mod: Any, **kw: Any) -> OptimizedModule:
+    return OptimizedModule(mod, _compile_callable(mod._call_impl, mod, **kw))
+
+
+def _compile_callable(bound: Callable, mod: Any, **kw: Any) -> Callable:
+    cf: Any = FUNCTION_CLASSES.get(kw.get("mode"), CompiledFunction)(bound, **kw)
+    cf._key = _code_key(type(mod).forward)
+    cf._module = mod
+    return cf
+
+
+def module_compile(mod: Any, *args: Any, **kwargs: Any) -> None:
+    """``nn.Module.compile(...)``: compile the module's ``__call__`` in place."""
+    if args:
+        raise EmberTypeError("[Module.compile] takes keyword arguments only (those of "
+                             "ember.compile)")
+    if kwargs.get("disable"):
+        return
+    kwargs.pop("disable", None)
+    mod._compiled_call_impl = _compile_callable(mod._call_impl, mod, **kwargs)
+
+
+# ------------------------------------------------------------------------------ disable etc.
+def disable(fn: Callable | None = None, recursive: bool = True, *, reason: str | None = None
+            ) -> Any:
+    """Run ``fn`` eagerly even when called from compiled code (one graph break per call)."""
+    def deco(f: Callable) -> Callable:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tr = _LZ.trace
+            if tr is None:
+                return f(*args, **kwargs)
+            name = getattr(f, "__qualname__", repr(f))
+            why = f"call to ember.compiler.disable'd function {name}" + \
+                (f" ({reason})" if reason else "")
+            tr.graph_break(why)
+            _LZ.trace = None
+            try:
+                return f(*args, **kwargs)
+            finally:
+                _LZ.trace = tr
+        wrapper._ember_disabled = True  # type: ignore[attr-defined]
+        return wrapper
+    if fn is None:
+        return deco
+    return deco(fn)
+
+
+def graph_break(msg: str = "") -> None:
+    """Force a graph break here (``ember._dynamo.graph_break()``); a no-op outside compiled
+    code."""
+    tr = _LZ.trace
+    if tr is not None:
+        tr.graph_break("ember.compiler.graph_break()" + (f": {msg}" if msg else ""))
+
+
+def is_compiling() -> bool:
+    """True while a compiled function's Python is being recorded."""
+    return _LZ.trace is not None
+
+
+def _check_not_tracing(what: str) -> None:
+    if _LZ.trace is not None:
+        raise EmberRuntimeError(f"[{what}] must be called before the compiled call, not inside "
+                                "compiled code")
+
+
+def mark_dynamic(t: Tensor, index: int | list, *, min: int | None = None,  # noqa: A002
+                 max: int | None = None) -> None:  # noqa: A002
+    """Make dims ``index`` of ``t`` size-generic from the first compile."""
+    _check_not_tracing("mark_dynamic")
+    _mark(t, index, "dynamic")
+
+
+def maybe_mark_dynamic(t: Tensor, index: int | list) -> None:
+    """A hint that dims ``index`` of ``t`` vary (never an error)."""
+    _check_not_tracing("maybe_mark_dynamic")
+    _mark(t, index, "dynamic")
+
+
+def mark_static(t: Tensor, index: int | list | None = None) -> None:
+    """Keep dims ``index`` (all when None) of ``t`` specialized even when they change."""
+    _check_not_tracing("mark_static")
+    _mark(t, list(range(t.ndim)) if index is None else index, "static")
+
+
+def _mark(t: Tensor, index: int | list, how: str) -> None:
+    if not isinstance(t, Tensor):
+        raise EmberTypeError(f"[mark_{how}] expected a Tensor, got {type(t).__name__}")
+    idx = [index] if isinstance(index, int) else list(index)
+    marks = dict(t.__dict__.get("_dyn_marks") or {})
+    for i in idx:
+        if not -t.ndim <= i < max(t.ndim, 1):
+            raise EmberRuntimeError(f"[mark_{how}] dim {i} out of range for a {t.ndim}-d tensor")
+        marks[i % max(t.ndim, 1)] = how
+    t._dyn_marks = marks
+
+
+__all__ = ["CompiledFunction", "OptimizedModule", "RecompileError", "RecompileLimitWarning",
+           "compile", "compiler_config", "disable",
+           "error_on_graph_break", "graph_break", "is_compiling", "mark_dynamic",
+           "mark_static", "maybe_mark_dynamic", "module_compile", "reset", "set_stance"]
+
+
+def _install_module_hook() -> None:
+    from ember.nn.modules.module import Module
+    Module._compile_hook = module_compile
+
+
+_install_module_hook()
