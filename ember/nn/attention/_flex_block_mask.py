@@ -23,7 +23,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-import ember
+from ember import dtypes as dt
+from ember._frontend.core import broadcast_shapes
+from ember._frontend.creation import arange, from_numpy, zeros
+from ember._frontend.pointwise_logic import isneginf, logical_not
 from ember.errors import EmberRuntimeError, EmberValueError, ShapeError
 from ember.tensor import Tensor
 
@@ -38,7 +41,7 @@ _MASK_TILE_ELEMENTS = 1 << 22
 
 def noop_mask(batch: Tensor, head: Tensor, token_q: Tensor, token_kv: Tensor) -> Tensor:
     """Returns a noop mask_mod (keeps everything)."""
-    return batch.new_ones(size=(), dtype=ember.bool)
+    return batch.new_ones(size=(), dtype=dt.bool)
 
 
 def _sliced_mask_mod_error(batch: Tensor, head: Tensor, token_q: Tensor, token_kv: Tensor):
@@ -57,7 +60,7 @@ def or_masks(*mask_mods: _mask_mod_signature) -> _mask_mod_signature:
         raise EmberRuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
 
     def or_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        result = b.new_zeros((), dtype=ember.bool)
+        result = b.new_zeros((), dtype=dt.bool)
         for mask in mask_mods:
             result = result | mask(b, h, q_idx, kv_idx)
         return result
@@ -74,7 +77,7 @@ def and_masks(*mask_mods: _mask_mod_signature) -> _mask_mod_signature:
         raise EmberRuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
 
     def and_mask(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        result = b.new_ones((), dtype=ember.bool)
+        result = b.new_ones((), dtype=dt.bool)
         for mask in mask_mods:
             result = result & mask(b, h, q_idx, kv_idx)
         return result
@@ -95,7 +98,7 @@ def _num_positional(fn: Callable) -> int:
 def _idx(n0: int, n: int, dim: int) -> Tensor:
     shape = [1, 1, 1, 1]
     shape[dim] = n
-    return ember.arange(n0, n0 + n, dtype=ember.int32).view(*shape)
+    return arange(n0, n0 + n, dtype=dt.int32).view(*shape)
 
 
 def _eval_mod(fn: Callable, op: str, tile: tuple[int, ...], args: tuple) -> Tensor:
@@ -104,7 +107,7 @@ def _eval_mod(fn: Callable, op: str, tile: tuple[int, ...], args: tuple) -> Tens
     if not isinstance(out, Tensor):
         raise EmberRuntimeError(f"[{op}] the function must return a Tensor; got {type(out)}")
     try:
-        ok = tuple(ember.broadcast_shapes(tuple(out.shape), tile)) == tile
+        ok = tuple(broadcast_shapes(tuple(out.shape), tile)) == tile
     except Exception:  # noqa: BLE001 - any broadcast failure is reported below
         ok = False
     if not ok:
@@ -129,10 +132,10 @@ def create_mask(mod_fn: Callable, B: int | None, H: int | None, Q_LEN: int, KV_L
     idx = (_idx(0, B, 0), _idx(0, H, 1), _idx(0, Q_LEN, 2), _idx(0, KV_LEN, 3))
     n = _num_positional(mod_fn)
     if n == 5:
-        out = _eval_mod(mod_fn, "create_mask", tile, (ember.zeros(tile),) + idx)
-        return ember.logical_not(ember.isneginf(out)).expand(*tile).contiguous()
+        out = _eval_mod(mod_fn, "create_mask", tile, (zeros(tile),) + idx)
+        return logical_not(isneginf(out)).expand(*tile).contiguous()
     if n == 4:
-        return _eval_mod(mod_fn, "create_mask", tile, idx).to(ember.bool).expand(*tile).contiguous()
+        return _eval_mod(mod_fn, "create_mask", tile, idx).to(dt.bool).expand(*tile).contiguous()
     raise EmberValueError(f"[create_mask] expected 4 or 5 positional args, got {n}")
 
 
@@ -142,7 +145,7 @@ def _dense_to_ordered(dense: np.ndarray) -> tuple[Tensor, Tensor]:
     dense = dense.astype(np.int32)
     num = dense.sum(axis=-1).astype(np.int32)
     cols = np.argsort(-dense, axis=-1, kind="stable").astype(np.int32)
-    return ember.from_numpy(np.ascontiguousarray(num)), ember.from_numpy(np.ascontiguousarray(cols))
+    return from_numpy(np.ascontiguousarray(num)), from_numpy(np.ascontiguousarray(cols))
 
 
 def _ordered_to_dense_np(num: Tensor, indices: Tensor, num_cols: int) -> np.ndarray:
@@ -163,7 +166,7 @@ def _adjust_num_blocks_and_indices(num: Tensor, indices: Tensor, rows: int, cols
     idx = indices.numpy()[:, :, :rows, :cols]
     n = np.minimum(num.numpy()[:, :, :rows], cols)
     n = (idx < n[..., None]).sum(-1).astype(np.int32)
-    return ember.from_numpy(np.ascontiguousarray(n)), ember.from_numpy(np.ascontiguousarray(idx))
+    return from_numpy(np.ascontiguousarray(n)), from_numpy(np.ascontiguousarray(idx))
 
 
 class BlockMask:
@@ -270,7 +273,7 @@ class BlockMask:
 
     def to_dense(self) -> Tensor:
         """Block-level 0/1 int32 matrix ``[..., num_q_blocks, num_kv_blocks]``."""
-        return ember.from_numpy(np.ascontiguousarray(self._dense_np()))
+        return from_numpy(np.ascontiguousarray(self._dense_np()))
 
     def to_string(self, grid_size: int | tuple[int, int] = (20, 20), limit: int = 4) -> str:
         """Text block diagram (█ computed, ░ partly, blank skipped), as PyTorch prints it."""

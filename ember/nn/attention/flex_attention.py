@@ -27,7 +27,11 @@ from typing import Any, Callable, NamedTuple, TypedDict
 
 import numpy as np
 
-import ember
+from ember import dtypes as dt
+from ember._frontend.creation import from_numpy, full, ones, tensor, zeros
+from ember._frontend.movement import cat
+from ember._frontend.pointwise_logic import isneginf, maximum, where
+from ember._frontend.pointwise_math import exp, log
 from ember.errors import DTypeError, EmberNotImplementedError, EmberRuntimeError, EmberValueError
 from ember.nn.attention._flex_block_mask import (
     _DEFAULT_SPARSE_BLOCK_SIZE,
@@ -37,6 +41,7 @@ from ember.nn.attention._flex_block_mask import (
     _idx,
     _mask_mod_signature,
     _num_positional,
+    _ordered_to_dense_np,
     _score_mod_signature,
     _sliced_mask_mod_error,
     and_masks,
@@ -182,10 +187,9 @@ def _plan(bm: BlockMask | None, L: int, S: int, kernel_options: dict) -> _Plan:
     qb, kb = bm.BLOCK_SIZE
     status = bm._dense_np().astype(np.int8)  # (Bm, Hm, nq, nkv): 1 where listed
     if bm.full_kv_num_blocks is not None:
-        from ember.nn.attention._flex_block_mask import _ordered_to_dense_np
-        full = _ordered_to_dense_np(bm.full_kv_num_blocks, bm.full_kv_indices,
+        full_np = _ordered_to_dense_np(bm.full_kv_num_blocks, bm.full_kv_indices,
                                     bm.full_kv_indices.shape[-1])
-        status = np.where(full > 0, 2, status).astype(np.int8)
+        status = np.where(full_np > 0, 2, status).astype(np.int8)
     runs = []
     for i in range(status.shape[2]):
         row, cur = [], None
@@ -226,12 +230,11 @@ def _masked(s: Tensor, status: np.ndarray | None, mask_mod: Callable, idx: tuple
     """Apply a run's status: full (b, h) keep all, partial apply mask_mod, absent drop."""
     if status is None:
         return s
-    full = ember.from_numpy(np.ascontiguousarray(status == 2))
-    keep = full
+    keep = from_numpy(np.ascontiguousarray(status == 2))
     if (status == 1).any():
         mm = _eval_mod(mask_mod, "flex_attention mask_mod", tuple(s.shape), idx)
-        keep = keep | (ember.from_numpy(np.ascontiguousarray(status == 1)) & mm.to(ember.bool))
-    return ember.where(keep, s, ember.tensor(-math.inf, dtype=s.dtype))
+        keep = keep | (from_numpy(np.ascontiguousarray(status == 1)) & mm.to(dt.bool))
+    return where(keep, s, tensor(-math.inf, dtype=s.dtype))
 
 
 def _q_block(qw: Tensor, k_t: Tensor, vw: Tensor, r0: int, r1: int, runs: list, plan_ctx: dict
@@ -242,9 +245,9 @@ def _q_block(qw: Tensor, k_t: Tensor, vw: Tensor, r0: int, r1: int, runs: list, 
     wdt = qw.dtype
     q_blk = qw[:, :, r0:r1]
     lq = r1 - r0
-    m = ember.full((B, Hq, lq, 1), -math.inf, dtype=wdt)
-    l_sum = ember.zeros((B, Hq, lq, 1), dtype=wdt)
-    acc = ember.zeros((B, Hq, lq, vw.shape[-1]), dtype=wdt)
+    m = full((B, Hq, lq, 1), -math.inf, dtype=wdt)
+    l_sum = zeros((B, Hq, lq, 1), dtype=wdt)
+    acc = zeros((B, Hq, lq, vw.shape[-1]), dtype=wdt)
     b_idx, h_idx, q_idx = _idx(0, B, 0), _idx(0, Hq, 1), _idx(r0, lq, 2)
     for k0, k1, status in runs:
         kv_idx = _idx(k0, k1 - k0, 3)
@@ -254,24 +257,24 @@ def _q_block(qw: Tensor, k_t: Tensor, vw: Tensor, r0: int, r1: int, runs: list, 
                           (s, b_idx, h_idx, q_idx, kv_idx)).to(wdt).expand(*s.shape)
         s = _masked(s, status, mask_mod, (b_idx, h_idx, q_idx, kv_idx))
         # the stabilizer is a constant for autograd: the result does not depend on it
-        m_new = ember.maximum(m, s.detach().amax(-1, keepdim=True))
-        m_safe = ember.where(ember.isneginf(m_new), ember.zeros((), dtype=wdt), m_new)
-        alpha = ember.exp(m - m_safe)
-        p = ember.exp(s - m_safe)
+        m_new = maximum(m, s.detach().amax(-1, keepdim=True))
+        m_safe = where(isneginf(m_new), zeros((), dtype=wdt), m_new)
+        alpha = exp(m - m_safe)
+        p = exp(s - m_safe)
         l_sum = l_sum * alpha + p.sum(-1, keepdim=True)
         acc = acc * alpha + _tile_pv(p, vw[:, :, k0:k1], groups)
         m = m_new
     alive = l_sum > 0
-    out = acc / ember.where(alive, l_sum, ember.ones((), dtype=wdt))
-    m_safe = ember.where(ember.isneginf(m), ember.zeros((), dtype=wdt), m)
-    lse = ember.log(l_sum) + m_safe  # log(0) = -inf for fully masked rows
+    out = acc / where(alive, l_sum, ones((), dtype=wdt))
+    m_safe = where(isneginf(m), zeros((), dtype=wdt), m)
+    lse = log(l_sum) + m_safe  # log(0) = -inf for fully masked rows
     return out, lse.squeeze(-1), m.squeeze(-1)
 
 
 def _run(query: Tensor, key: Tensor, value: Tensor, score_mod: Callable | None,
          block_mask: BlockMask | None, scale: float, enable_gqa: bool,
          kernel_options: dict) -> tuple[Tensor, Tensor, Tensor]:
-    wdt = ember.float64 if query.dtype == ember.float64 else ember.float32
+    wdt = dt.float64 if query.dtype == dt.float64 else dt.float32
     qw, kw, vw = (x if x.dtype == wdt else x.to(wdt) for x in (query, key, value))
     L, S = query.size(-2), key.size(-2)
     plan = _plan(block_mask, L, S, kernel_options)
@@ -290,12 +293,12 @@ def _run(query: Tensor, key: Tensor, value: Tensor, score_mod: Callable | None,
         maxes.append(mx)
     if not outs:  # L == 0
         shape = (query.size(0), query.size(1), 0)
-        return (ember.zeros(shape + (value.size(-1),), dtype=query.dtype),
-                ember.zeros(shape, dtype=ember.float32), ember.zeros(shape, dtype=ember.float32))
-    out = outs[0] if len(outs) == 1 else ember.cat(outs, dim=2)
-    lse = lses[0] if len(lses) == 1 else ember.cat(lses, dim=2)
-    mx = maxes[0] if len(maxes) == 1 else ember.cat(maxes, dim=2)
-    stat_dt = ember.float64 if wdt == ember.float64 else ember.float32
+        return (zeros(shape + (value.size(-1),), dtype=query.dtype),
+                zeros(shape, dtype=dt.float32), zeros(shape, dtype=dt.float32))
+    out = outs[0] if len(outs) == 1 else cat(outs, dim=2)
+    lse = lses[0] if len(lses) == 1 else cat(lses, dim=2)
+    mx = maxes[0] if len(maxes) == 1 else cat(maxes, dim=2)
+    stat_dt = dt.float64 if wdt == dt.float64 else dt.float32
     return out.to(query.dtype), lse.to(stat_dt), mx.detach().to(stat_dt)
 
 
