@@ -36,7 +36,7 @@ _mask_mod_signature = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 _DEFAULT_SPARSE_BLOCK_SIZE = 128
 _LARGE_SPARSE_BLOCK_SIZE = 1 << 30
 # how many mask elements one create_block_mask step evaluates at most (memory bound)
-_MASK_TILE_ELEMENTS = 1 << 22
+_MASK_TILE_ELEMENTS = 1 << 20
 
 
 def noop_mask(batch: Tensor, head: Tensor, token_q: Tensor, token_kv: Tensor) -> Tensor:
@@ -107,7 +107,7 @@ def _eval_mod(fn: Callable, op: str, tile: tuple[int, ...], args: tuple) -> Tens
     if not isinstance(out, Tensor):
         raise EmberRuntimeError(f"[{op}] the function must return a Tensor; got {type(out)}")
     try:
-        ok = tuple(broadcast_shapes(tuple(out.shape), tile)) == tile
+        ok = tuple(broadcast_shapes(op, tuple(out.shape), tile)) == tile
     except Exception:  # noqa: BLE001 - any broadcast failure is reported below
         ok = False
     if not ok:
