@@ -32,7 +32,9 @@ from ember._frontend.creation import from_numpy, full, ones, tensor, zeros
 from ember._frontend.movement import cat
 from ember._frontend.pointwise_logic import isneginf, maximum, where
 from ember._frontend.pointwise_math import exp, log
+from ember.autograd import grad_mode
 from ember.errors import DTypeError, EmberNotImplementedError, EmberRuntimeError, EmberValueError
+from ember.nn.attention._flex_backward import FlexAttentionFunction, ScoreTile
 from ember.nn.attention._flex_block_mask import (
     _DEFAULT_SPARSE_BLOCK_SIZE,
     _LARGE_SPARSE_BLOCK_SIZE,
@@ -302,6 +304,36 @@ def _run(query: Tensor, key: Tensor, value: Tensor, score_mod: Callable | None,
     return out.to(query.dtype), lse.to(stat_dt), mx.detach().to(stat_dt)
 
 
+def _captures_grad(score_mod: Callable | None, wdt: Any) -> bool:
+    """Whether score_mod reads a tensor that requires grad (a learned bias): probe one element."""
+    if score_mod is None or not grad_mode.is_grad_enabled():
+        return False
+    probe = score_mod(zeros((1, 1, 1, 1), dtype=wdt), *(_idx(0, 1, d) for d in range(4)))
+    return isinstance(probe, Tensor) and probe.requires_grad
+
+
+_FNS = {
+    "run": lambda q, k, v, *a: _run(q, k, v, *a),
+    "plan": lambda bm, L, S, opts: _plan(bm, L, S, opts),
+    "mask_mod": lambda bm: bm.mask_mod if bm is not None else noop_mask,
+    "score_tile": lambda s, st, mm, sm, r0, k0: ScoreTile(s, st, mm, sm, r0, k0, _eval_mod,
+                                                          _masked, _idx),
+}
+
+
+def _dispatch(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> tuple:
+    """No grad: the blockwise loop.  Grad of q/k/v only: the loop with the blockwise
+    flash backward (O(tile) memory).  score_mod captures a tensor needing grad: autograd
+    through the loop (exact; saves every tile's intermediates)."""
+    needs = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
+    wdt = dt.float64 if query.dtype == dt.float64 else dt.float32
+    if _captures_grad(run_args[0], wdt):
+        return _run(query, key, value, *run_args)
+    if needs:
+        return FlexAttentionFunction.apply(query, key, value, run_args, _FNS)
+    return _run(query, key, value, *run_args)
+
+
 def flex_attention(query: Tensor, key: Tensor, value: Tensor,
                    score_mod: _score_mod_signature | None = None,
                    block_mask: BlockMask | None = None, scale: float | None = None,
@@ -340,9 +372,8 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
                       "return_aux=AuxRequest(lse=True) instead.", FutureWarning, stacklevel=2)
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
-    options = dict(kernel_options or {})
-    out, lse, mx = _run(query, key, value, score_mod, block_mask, float(scale), enable_gqa,
-                        options)
+    run_args = (score_mod, block_mask, float(scale), enable_gqa, dict(kernel_options or {}))
+    out, lse, mx = _dispatch(query, key, value, run_args)
     if return_aux is not None:
         return out, AuxOutput(lse=lse if return_aux.lse else None,
                               max_scores=mx if return_aux.max_scores else None)
