@@ -55,7 +55,8 @@ def flex_backward(saved: tuple, grads: tuple, run_args: tuple, tile_fns: dict
     wdt = np.float64 if q.dtype == np.float64 else np.float32
     q, k, v = (x.astype(wdt, copy=False) for x in (q, k, v))
     g_out, g_lse = grads
-    do = np.zeros(out.shape, wdt) if g_out is None else g_out.detach().numpy().astype(wdt, copy=False)
+    do = (np.zeros(out.shape, wdt) if g_out is None
+          else g_out.detach().numpy().astype(wdt, copy=False))
     gl = None if g_lse is None else g_lse.detach().numpy().astype(wdt, copy=False)[..., None]
     lse = lse.astype(wdt, copy=False)[..., None]
     dead = np.isneginf(lse)
