@@ -212,20 +212,30 @@ def _plan(bm: BlockMask | None, L: int, S: int, kernel_options: dict) -> _Plan:
 
 
 def _tile_scores(q_blk: Tensor, k_t: Tensor, scale: float, groups: int) -> Tensor:
-    """(B, Hq, lq, E) x (Bk, Hkv, E, lk) -> (B, Hq, lq, lk); GQA without copying K."""
+    """(B, Hq, lq, E) x (Bk, Hkv, E, lk) -> (B, Hq, lq, lk); GQA without copying K.  With equal
+    batches the heads are flattened into one 3-d batch (one GEMM of G*lq rows per kv head,
+    which ember's matmul spreads over its threads)."""
     B, Hq, lq, E = q_blk.shape
-    if groups == 1:
+    Bk, Hkv, _, lk = k_t.shape
+    if Bk == B:
+        s = q_blk.reshape(B * Hkv, groups * lq, E) @ k_t.reshape(B * Hkv, E, lk)
+    elif groups == 1:
         return (q_blk @ k_t) * scale
-    s = q_blk.reshape(B, Hq // groups, groups, lq, E) @ k_t.unsqueeze(2)
-    return s.reshape(B, Hq, lq, k_t.shape[-1]) * scale
+    else:
+        s = q_blk.reshape(B, Hkv, groups, lq, E) @ k_t.unsqueeze(2)
+    return s.reshape(B, Hq, lq, lk) * scale
 
 
 def _tile_pv(p: Tensor, v_blk: Tensor, groups: int) -> Tensor:
     B, Hq, lq, lk = p.shape
-    if groups == 1:
+    Bk, Hkv, _, Ev = v_blk.shape
+    if Bk == B:
+        o = p.reshape(B * Hkv, groups * lq, lk) @ v_blk.reshape(B * Hkv, lk, Ev)
+    elif groups == 1:
         return p @ v_blk
-    o = p.reshape(B, Hq // groups, groups, lq, lk) @ v_blk.unsqueeze(2)
-    return o.reshape(B, Hq, lq, v_blk.shape[-1])
+    else:
+        o = p.reshape(B, Hkv, groups, lq, lk) @ v_blk.unsqueeze(2)
+    return o.reshape(B, Hq, lq, Ev)
 
 
 def _masked(s: Tensor, status: np.ndarray | None, mask_mod: Callable, idx: tuple) -> Tensor:
