@@ -2,7 +2,6 @@
 
 ``ember.nn.attention.flex_attention`` holds PyTorch's FlexAttention API (``flex_attention``,
 ``create_block_mask``, ``BlockMask``, ``and_masks``/``or_masks``/``noop_mask``); see
-docs/flex_attention.md.
+docs/flex_attention.md.  As in PyTorch, ``import ember`` loads this package but not the
+``flex_attention`` submodule: ``from ember.nn.attention.flex_attention import flex_attention``.
 """
-
-from ember.nn.attention import flex_attention  # noqa: F401

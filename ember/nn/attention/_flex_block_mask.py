@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -403,6 +404,12 @@ def create_block_mask(mask_mod: _mask_mod_signature, B: int | None, H: int | Non
             return q_idx >= kv_idx
         bm = create_block_mask(causal, None, None, 1024, 1024, device="cpu")
     """
+    if _compile:
+        warnings.warn(
+            "_compile flag on create_block_mask was originally added to work around a "
+            "torch.compile limitation. That limitation has since been addressed. So, to compile "
+            "create_block_mask, we suggest doing torch.compile(create_block_mask). This still "
+            "works for now, but will be removed in the future.", DeprecationWarning, stacklevel=2)
     n = _num_positional(mask_mod)
     if n != 4:
         raise AssertionError(f"create-block_mask requires a mask_mod function! Got {mask_mod}"
