@@ -415,3 +415,20 @@ def test_blockwise_backward_memory_stays_below_score_matrix():
         tracemalloc.stop()
     assert peak < L * L * 4 / 4, peak
     assert q.grad is not None and np.isfinite(q.grad.numpy()).all()
+
+
+def test_double_backward_matches_dense_torch():
+    q, k, v = _qkv(1, 2, 2, 40, 40, 8, 8, dtype=ember.float64, seed=4)
+    for x in (q, k, v):
+        x.requires_grad_(True)
+    tq, tk, tv = (_t(x).requires_grad_(True) for x in (q, k, v))
+    bm = efa.create_block_mask(causal, None, None, 40, 40, BLOCK_SIZE=16)
+    out = efa.flex_attention(q, k, v, block_mask=bm)
+    (gq,) = ember.autograd.grad(out.square().sum(), q, create_graph=True)
+    gq.sum().backward()
+    tout, _, _ = _dense_ref(tq, tk, tv, None, causal)
+    (tgq,) = torch.autograd.grad(tout.square().sum(), tq, create_graph=True)
+    tgq.sum().backward()
+    np.testing.assert_allclose(gq.detach().numpy(), tgq.detach().numpy(), atol=1e-12)
+    for e, t in [(k, tk), (v, tv)]:
+        np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), atol=1e-12)
