@@ -432,3 +432,36 @@ def test_double_backward_matches_dense_torch():
     np.testing.assert_allclose(gq.detach().numpy(), tgq.detach().numpy(), atol=1e-12)
     for e, t in [(k, tk), (v, tv)]:
         np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), atol=1e-12)
+
+
+def test_create_mask_from_score_mod_matches_torch():
+    def lib_mod(lib):
+        def drop_far(score, b, h, q, kv):
+            return lib.where((q - kv).abs() > 3, -float("inf"), score)
+        return drop_far
+
+    em = efa.create_mask(lib_mod(ember), 1, 2, 20, 30)
+    tm = tfa.create_mask(lib_mod(torch), 1, 2, 20, 30, device="cpu")
+    np.testing.assert_array_equal(em.numpy(), tm.numpy())
+
+
+def test_only_listed_blocks_are_visited():
+    # a hand-built BlockMask listing only the diagonal 32x32 blocks (noop mask_mod): attention
+    # is block-diagonal, as in PyTorch's kernels
+    n = 4
+    num = ember.ones((1, 1, n), dtype=ember.int32)
+    idx = ember.tensor(np.argsort(-np.eye(n, dtype=np.int32), axis=-1, kind="stable")
+                       .astype(np.int32)[None, None])
+    bm = efa.BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=32)
+    assert bm.sparsity() == pytest.approx(75.0)
+    q, k, v = _qkv(1, 2, 2, 128, 128, 8, 8, dtype=ember.float64)
+
+    def block_diag(b, h, qi, kv):
+        return qi // 32 == kv // 32
+
+    out = efa.flex_attention(q, k, v, block_mask=bm)
+    ref, _, _ = _dense_ref(_t(q), _t(k), _t(v), None, block_diag)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), atol=1e-12)
+    out2 = efa.flex_attention(q, k, v, kernel_options={"BLOCK_M": 16, "BLOCK_N": 48})
+    ref2, _, _ = _dense_ref(_t(q), _t(k), _t(v), None, None)
+    np.testing.assert_allclose(out2.numpy(), ref2.numpy(), atol=1e-12)
