@@ -465,3 +465,21 @@ def test_only_listed_blocks_are_visited():
     out2 = efa.flex_attention(q, k, v, kernel_options={"BLOCK_M": 16, "BLOCK_N": 48})
     ref2, _, _ = _dense_ref(_t(q), _t(k), _t(v), None, None)
     np.testing.assert_allclose(out2.numpy(), ref2.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_backward_close_to_float64_reference(dtype):
+    q, k, v = _qkv(1, 2, 2, 96, 96, 16, 16, dtype=getattr(ember, dtype), seed=8)
+    for x in (q, k, v):
+        x.requires_grad_(True)
+    bm = efa.create_block_mask(causal, None, None, 96, 96, BLOCK_SIZE=32)
+    efa.flex_attention(q, k, v, block_mask=bm).sum().backward()
+    tq, tk, tv = (torch.from_numpy(_np(x).astype(np.float64)).requires_grad_(True)
+                  for x in (q, k, v))
+    _dense_ref(tq, tk, tv, None, causal)[0].sum().backward()
+    eps = float(np.finfo(np.float16).eps) if dtype == "float16" else 2.0 ** -7
+    for e, t in [(q, tq), (k, tk), (v, tv)]:
+        assert e.grad.dtype == e.dtype
+        g = t.grad.numpy()
+        # float32 inside, one rounding of the result: within a few eps of the gradient's scale
+        np.testing.assert_allclose(_np(e.grad), g, atol=4 * eps * np.abs(g).max(), rtol=2 * eps)
