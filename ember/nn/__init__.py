@@ -2,6 +2,7 @@
 ``utils`` and ``functional``."""
 
 from ember.nn import (
+    attention,  # noqa: F401
     functional,  # noqa: F401
     init,  # noqa: F401, E402
     utils,  # noqa: F401, E402
