@@ -2,7 +2,12 @@
 references, vectorization of loops that call it, float16/bfloat16 casts bit for bit against
 NumPy/ml_dtypes, and Philox streams bit for bit against the eager random ops.
 
-One library is compiled for the whole module (gcc ~1 s); every test skips without gcc.
+The math is built for the host (``-march=native``, what the backend uses) and, on x86-64, for
+two ISAs named explicitly whatever the host: ``x86-64-v3`` (AVX2 + FMA: AMD EPYC / znver3
+machines) and ``skylake-avx512`` (with the backend's ``-mprefer-vector-width=512``).  gcc's
+vectorization report and assembly are checked for each (gcc compiles for an ISA the host
+lacks); values are checked for each build the host can run (/proc/cpuinfo flags), plus a
+no-FMA build (``x86-64-v2``).  Every build is one gcc run (~1 s); every test skips without gcc.
 """
 
 from __future__ import annotations
@@ -29,9 +34,49 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not ava
 MATH = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc", "erfinv"]
 # loops that must vectorize (erfinv needs sqrt, which vectorizes only with -fno-math-errno)
 VEC = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc"]
+# more loops that must vectorize (float and double; normal_cdf: m_normal_cdff and double):
+# helpers and template shapes of the activations
+VEC_EXTRA = {
+    "normal_cdf": "ember_normal_cdf(x[i])", "floor": "ember_floor(x[i])",
+    "ceil": "ember_ceil(x[i])", "trunc": "ember_trunc(x[i])", "rint": "ember_rint(x[i])",
+    "maximum": "ember_maximum(x[i], x[i] * 0.5f)", "xlogy": "ember_xlogy(x[i], x[i] + 2)",
+    "logaddexp": "ember_logaddexp(x[i], x[i] * 0.5f)", "logit": "ember_logit(x[i], 1e-3)",
+    "nan_to_num": "ember_nan_to_num(x[i], 0.0, 7.0, -7.0)",
+    "elu": "ember_select(x[i] <= 0, ember_expm1(x[i]) * 1.5f, x[i])",
+    "gelu_tanh": "0.5f * x[i] * (1.0f + ember_tanh(0.79788456f * (x[i] + 0.044715f * x[i] "
+                 "* x[i] * x[i])))",
+}
 
 _P = ctypes.c_void_p
 _N = ctypes.c_long
+
+# x86-64 targets checked explicitly whatever the host; the flags replace -march=native and the
+# machine flags (toolchain.machine_flags: -mprefer-vector-width=512 where AVX-512F is present)
+ISAS = {"x86-64-v3": ("-march=x86-64-v3",),
+        "skylake-avx512": ("-march=skylake-avx512", "-mprefer-vector-width=512")}
+NO_FMA = ("-march=x86-64-v2",)                       # SSE4.2: EMBER_FMAF is a*b + c there
+X86 = platform.machine() in ("x86_64", "AMD64")
+# /proc/cpuinfo flags a build needs to run ("abm" is Intel's name for lzcnt)
+_V2 = {"sse4_2", "ssse3", "popcnt", "cx16"}
+_V3 = _V2 | {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe", "abm"}
+_NEEDS = {"no-fma": _V2, "x86-64-v3": _V3,
+          "skylake-avx512": _V3 | {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}}
+
+
+def _host_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def _can_run(build: str) -> bool:
+    """Whether this host executes code built for ``build`` (a key of ISAS, or "no-fma")."""
+    return X86 and _NEEDS[build] <= _host_flags()
 
 
 def _source() -> tuple[str, dict]:
@@ -43,8 +88,16 @@ def _source() -> tuple[str, dict]:
                 where[f + s] = len(lines) + 1
             lines.append(f"void m_{f}{s}(const {t}* restrict x, {t}* restrict y, long n) "
                          f"{{ for (long i = 0; i < n; i++) y[i] = ember_{f}{s}(x[i]); }}")
+    where["normal_cdff"] = len(lines) + 1
     lines.append("void m_normal_cdff(const float* restrict x, float* restrict y, long n) "
                  "{ for (long i = 0; i < n; i++) y[i] = ember_normal_cdff(x[i]); }")
+    for name, body in VEC_EXTRA.items():
+        for s, t in (("f", "float"), ("d", "double")):
+            if name + s in where:          # gcc would fold an identical loop into the first
+                continue
+            where[name + s] = len(lines) + 1
+            lines.append(f"void v_{name}{s}(const {t}* restrict x, {t}* restrict y, long n) "
+                         f"{{ for (long i = 0; i < n; i++) y[i] = {body}; }}")
     lines.append("")
     return "\n".join(lines) + "\n", where
 
@@ -201,19 +254,33 @@ F64_ULP = {"exp": 1, "expm1": 1, "log": 1, "log1p": 1, "tanh": 2, "sigmoid": 2, 
 
 
 @pytest.fixture(scope="module")
-def lib_nofma():
-    """The math library built for a target without FMA (x86-64-v2: SSE4.2): the prelude's
-    EMBER_FMAF falls back to a*b + c there, which must meet the same bounds."""
-    if platform.machine() not in ("x86_64", "AMD64"):
-        pytest.skip("the no-FMA build is checked on x86-64")
-    return cprelude.build_test_lib(_source()[0], extra_flags=("-march=x86-64-v2",))
+def target_builds():
+    """The math library per explicit target, built on first use: ``{build: (lib or path,
+    gcc's vectorization report)}``; a library the host cannot run is compiled, not loaded."""
+    cache: dict = {}
+
+    def get(build: str):
+        if build not in cache:
+            flags = NO_FMA if build == "no-fma" else ISAS[build]
+            cache[build] = cprelude.build_test_lib(_source()[0], opt_info=True, target=flags,
+                                                   load=_can_run(build))
+        return cache[build]
+    return get
 
 
-BUILDS = ["native", "no-fma"]
+# value builds: the host's, the two explicit ISAs, and a target without FMA (x86-64-v2: the
+# prelude's EMBER_FMAF falls back to a*b + c there, which must meet the same bounds)
+BUILDS = ["native", *ISAS, "no-fma"]
 
 
 def _math_lib(request, build: str):
-    return request.getfixturevalue("lib" if build == "native" else "lib_nofma")
+    if build == "native":
+        return request.getfixturevalue("lib")
+    if not X86:
+        pytest.skip(f"the {build} build is checked on x86-64")
+    if not _can_run(build):
+        pytest.skip(f"this CPU cannot run {build} code (needs {sorted(_NEEDS[build])})")
+    return request.getfixturevalue("target_builds")(build)[0]
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -261,43 +328,67 @@ def test_special_values_exact(lib):
             assert (np.signbit(got[z]) == np.signbit(w[z])).all(), name + s
 
 
-def test_vectorized(built):
-    """gcc -O3 -march=native vectorizes loops over the prelude's math, float and double."""
-    _, info, where = built
+TARGETS = ["native", *ISAS]
+
+
+def _skip_unless_x86(target: str) -> None:
+    if target != "native" and not X86:
+        pytest.skip(f"-march={target} is an x86-64 target")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_vectorized(request, target):
+    """gcc -O3 vectorizes loops over the prelude's math, float and double, for the host and for
+    AVX2 (x86-64-v3) and AVX-512 explicitly: the math has no control flow (no ?: on floats),
+    which gcc if-converts around FP arithmetic only with AVX-512's masked operations."""
+    _skip_unless_x86(target)
+    _, info, where = request.getfixturevalue("built")
+    if target != "native":
+        info = request.getfixturevalue("target_builds")(target)[1]
     done = {int(m.group(1)) for m in re.finditer(r"k\.c:(\d+):\d+: optimized: loop vectorized",
                                                   info)}
     missing = [f for f, line in where.items() if line not in done]
-    assert not missing, f"not vectorized: {missing}\n{info[:2000]}"
+    assert not missing, f"not vectorized for {target}: {missing}\n{info[:2000]}"
 
 
-def _vector_loop_asm(body: str) -> str:
-    """gcc -S (the backend's flags) of ``for i: y[i] = body(x[i])``: the loop's assembly."""
+def _vector_loop_asm(body: str, target: str = "native") -> str:
+    """gcc -S (the backend's flags, or ``target``'s instead of -march=native and the machine
+    flags) of ``for i: y[i] = body(x[i])``: the loop's assembly."""
     from ember.compiler.toolchain import machine_flags
     src = ('#include "ember_prelude.h"\nvoid k(const float* restrict x, float* restrict y, '
            f'long n) {{ for (long i = 0; i < n; i++) y[i] = {body}; }}\n')
-    flags = [f for f in cprelude.CFLAGS if f != "-shared"] + list(machine_flags())
+    flags = [f for f in cprelude.CFLAGS if f != "-shared"]
+    if target == "native":
+        flags += list(machine_flags())
+    else:
+        flags = [f for f in flags if f != "-march=native"] + list(ISAS[target])
     out = subprocess.run(["gcc", *flags, "-I", cprelude.include_dir(), "-S", "-o", "-", "-x",
                           "c", "-"], input=src, capture_output=True, text=True, check=True)
     return out.stdout
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64")
-                    or " fma " not in open("/proc/cpuinfo").read(),
-                    reason="x86-64 with FMA only")
-@pytest.mark.parametrize("name", ["exp", "tanh", "erf", "sigmoid"])
-def test_vector_fma(name):
-    """On an FMA machine the helpers' polynomials are vector fused multiply-adds (the prelude
-    calls __builtin_fmaf; user arithmetic stays unfused under -ffp-contract=off), and with
-    AVX-512 the loops use 512-bit vectors (toolchain.machine_flags)."""
-    asm = _vector_loop_asm(f"ember_{name}f(x[i])")
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["exp", "tanh", "erf", "sigmoid", "normal_cdf"])
+def test_vector_fma(name, target):
+    """On an FMA target the helpers' polynomials are vector fused multiply-adds (the prelude
+    calls __builtin_fmaf; user arithmetic stays unfused under -ffp-contract=off), and the loops
+    use 256-bit vectors with AVX2, 512-bit ones with AVX-512 (toolchain.machine_flags)."""
+    _skip_unless_x86(target)
+    if target == "native" and not (X86 and "fma" in _host_flags()):
+        pytest.skip("the native build is checked on x86-64 with FMA")
+    asm = _vector_loop_asm(f"ember_{name}f(x[i])", target)
     assert re.search(r"\bvfn?m(add|sub)\d{3}ps\b", asm), asm[-3000:]
-    if " avx512f " in open("/proc/cpuinfo").read():
+    if target == "skylake-avx512" or (target == "native" and "avx512f" in _host_flags()):
         assert "zmm" in asm, asm[-3000:]
+    else:
+        assert "ymm" in asm and "zmm" not in asm, asm[-3000:]
 
 
-def test_fma_not_used_for_user_arithmetic():
+@pytest.mark.parametrize("target", TARGETS)
+def test_fma_not_used_for_user_arithmetic(target):
     """-ffp-contract=off still holds outside the helpers: x * 3 + 1 is a multiply and an add."""
-    asm = _vector_loop_asm("x[i] * 3.0f + 1.0f")
+    _skip_unless_x86(target)
+    asm = _vector_loop_asm("x[i] * 3.0f + 1.0f", target)
     assert not re.search(r"\bvfn?m(add|sub)", asm) and "vmulps" in asm, asm[-3000:]
 
 
@@ -325,7 +416,7 @@ def test_normal_cdf_float32_accuracy(request, build):
     # eager: the same operations but the exp and (with fma) the Horner steps' roundings
     eager = _special.normal_cdf_f32(x)
     diff = ulp_error(y, eager.astype(np.float64), np.float32)
-    assert diff.max() <= (6 if build == "native" else 4), (x[np.argmax(diff)], diff.max())
+    assert diff.max() <= (4 if build == "no-fma" else 6), (x[np.argmax(diff)], diff.max())
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 15.0, -15.0, 40.0, -40.0, 1e-45,
                         -1e-45], np.float32)
     got = _call(lib, "m_normal_cdff", special)
