@@ -145,6 +145,8 @@ CHAINS = {
     "silu": "v * ember_sigmoidf(v)",
     "elu (select)": "ember_select(v <= 0, ember_expm1f(v) * 1.5f, v)",
     "softplus": "ember_select(v > 20.0f, v, ember_log1pf(ember_expf(v)))",
+    "float16 round trip": "ember_round_f16(v)",
+    "bfloat16 round trip": "ember_round_bf16(v)",
 }
 TARGETS = {"native": None, "x86-64-v3": ("-march=x86-64-v3",),
            "skylake-avx512": ("-march=skylake-avx512", "-mprefer-vector-width=512")}

@@ -47,6 +47,13 @@ VEC_EXTRA = {
                  "* x[i] * x[i])))",
 }
 
+HALF = {"m_f16_load": ("uint16_t", "float", "ember_f16_to_f32(x[i])"),
+        "m_bf16_load": ("uint16_t", "float", "ember_bf16_to_f32(x[i])"),
+        "m_f16_store": ("float", "uint16_t", "ember_to_f16(x[i])"),
+        "m_bf16_store": ("float", "uint16_t", "ember_to_bf16(x[i])"),
+        "m_f16_store_d": ("double", "uint16_t", "ember_to_f16(x[i])"),
+        "m_bf16_store_d": ("double", "uint16_t", "ember_to_bf16(x[i])")}
+
 _P = ctypes.c_void_p
 _N = ctypes.c_long
 
@@ -98,18 +105,20 @@ def _source() -> tuple[str, dict]:
             where[name + s] = len(lines) + 1
             lines.append(f"void v_{name}{s}(const {t}* restrict x, {t}* restrict y, long n) "
                          f"{{ for (long i = 0; i < n; i++) y[i] = {body}; }}")
+    # float16/bfloat16 loads and stores (every low-precision kernel's) and the Philox stream
+    for name, (tin, tout, body) in HALF.items():
+        where[name] = len(lines) + 1
+        lines.append(f"void {name}(const {tin}* restrict x, {tout}* restrict y, long n) "
+                     f"{{ for (long i = 0; i < n; i++) y[i] = {body}; }}")
+    where["philox"] = len(lines) + 1
+    lines.append("void m_philox(uint64_t s, uint32_t* restrict y, long n) "
+                 "{ for (long i = 0; i < n; i++) y[i] = ember_philox_word(s, (uint64_t)i); }")
     lines.append("")
     return "\n".join(lines) + "\n", where
 
 
 def _source_rest() -> str:
     return '#include "ember_prelude.h"\n' + """
-void f16_load(const uint16_t* h, float* y, long n) { for (long i = 0; i < n; i++) y[i] = ember_f16_to_f32(h[i]); }
-void bf16_load(const uint16_t* h, float* y, long n) { for (long i = 0; i < n; i++) y[i] = ember_bf16_to_f32(h[i]); }
-void f16_store(const float* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_f16(x[i]); }
-void bf16_store(const float* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_bf16(x[i]); }
-void f16_store_d(const double* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_f16(x[i]); }
-void bf16_store_d(const double* x, uint16_t* h, long n) { for (long i = 0; i < n; i++) h[i] = ember_to_bf16(x[i]); }
 void philox_words(uint64_t seed, uint64_t offset, uint32_t* y, long n) {
     for (long i = 0; i < n; i++) y[i] = ember_philox_word(seed, offset + (uint64_t)i);
 }
@@ -426,9 +435,11 @@ def test_normal_cdf_float32_accuracy(request, build):
 
 
 # ----------------------------------------------------------------------------- float16 / bfloat16
-def test_half_loads_all_patterns(lib):
+@pytest.mark.parametrize("build", BUILDS)
+def test_half_loads_all_patterns(request, build):
+    lib = _math_lib(request, build)
     h = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16)
-    for name, np_t in (("f16_load", np.float16), ("bf16_load", ml_dtypes.bfloat16)):
+    for name, np_t in (("m_f16_load", np.float16), ("m_bf16_load", ml_dtypes.bfloat16)):
         got = _call(lib, name, h, np.float32)
         want = h.view(np_t).astype(np.float32)
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=name)
@@ -449,17 +460,21 @@ def _store_inputs() -> np.ndarray:
     return np.concatenate([f32, rnd])
 
 
-def test_half_stores_match_numpy(lib):
+@pytest.mark.parametrize("build", BUILDS)
+def test_half_stores_match_numpy(request, build):
+    lib = _math_lib(request, build)
     with np.errstate(all="ignore"):
         x = _store_inputs()
-        for name, np_t in (("f16_store", np.float16), ("bf16_store", ml_dtypes.bfloat16)):
+        for name, np_t in (("m_f16_store", np.float16), ("m_bf16_store", ml_dtypes.bfloat16)):
             got = _call(lib, name, x, np.uint16)
             want = x.astype(np_t).view(np.uint16)
             bad = np.flatnonzero(got != want)
             assert bad.size == 0, (name, x[bad[:5]], got[bad[:5]], want[bad[:5]])
 
 
-def test_half_stores_from_double_round_once(lib):
+@pytest.mark.parametrize("build", BUILDS)
+def test_half_stores_from_double_round_once(request, build):
+    lib = _math_lib(request, build)
     rng = np.random.default_rng(2)
     with np.errstate(all="ignore"):
         x = np.concatenate([_store_inputs()[:400000].astype(np.float64),
@@ -469,7 +484,8 @@ def test_half_stores_from_double_round_once(lib):
                             1.0 + 2.0 ** -11 + 2.0 ** -40 * np.arange(1, 100),
                             1.0 + 2.0 ** -8 + 2.0 ** -40 * np.arange(1, 100),
                             [1e300, -1e300, 1e-300, 65520.0, 65519.99, np.nan, -np.nan]])
-        for name, np_t in (("f16_store_d", np.float16), ("bf16_store_d", ml_dtypes.bfloat16)):
+        for name, np_t in (("m_f16_store_d", np.float16),
+                           ("m_bf16_store_d", ml_dtypes.bfloat16)):
             got = _call(lib, name, x, np.uint16)
             want = x.astype(np_t).view(np.uint16)
             bad = np.flatnonzero(got != want)

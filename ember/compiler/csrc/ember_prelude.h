@@ -63,6 +63,13 @@ EMBER_INLINE double ember__seld(int c, double a, double b) {
     uint64_t m = 0u - (uint64_t)(c != 0);
     return ember_u2d((ember_d2u(a) & m) | (ember_d2u(b) & ~m));
 }
+/* the same for bit patterns (the float16 conversions): where an arm comes from FP arithmetic
+ * (the subnormal rounding's float add) the select must be a mask select; ?: between integer
+ * arms is fine (gcc if-converts integer code on every ISA) and on AVX-512 cheaper */
+EMBER_INLINE uint32_t ember__selu(int c, uint32_t a, uint32_t b) {
+    uint32_t m = 0u - (uint32_t)(c != 0);
+    return (a & m) | (b & ~m);
+}
 
 /* round to nearest integer (ties to even) for |x| < 2**22 (float) / 2**51 (double): adding
  * and subtracting 1.5 * 2**mant leaves the rounded value (no libm, vectorizes) */
@@ -497,7 +504,7 @@ EMBER_INLINE float ember_f16_to_f32(uint16_t h) {
     o += (127u - 15u) << 23;
     uint32_t infnan = o + ((128u - 16u) << 23);
     float sub = ember_u2f(o + (1u << 23)) - ember_u2f(113u << 23);
-    uint32_t r = ex == 0x0f800000u ? infnan : (ex == 0 ? ember_f2u(sub) : o);
+    uint32_t r = ember__selu(ex == 0x0f800000u, infnan, ember__selu(ex == 0, ember_f2u(sub), o));
     return ember_u2f(r | (((uint32_t)h & 0x8000u) << 16));
 }
 
@@ -514,7 +521,7 @@ EMBER_INLINE uint16_t ember_f32_to_f16(float x) {
     uint32_t sub = ember_f2u(ember_u2f(f) + 0.5f) - 0x3f000000u;
     uint32_t odd = (f >> 13) & 1u;
     uint32_t norm = (f + ((uint32_t)(15 - 127) << 23) + 0xfffu + odd) >> 13;
-    uint32_t o = f >= 0x47800000u ? infnan : (f < 0x38800000u ? sub : norm);
+    uint32_t o = ember__selu(f < 0x38800000u, sub, f >= 0x47800000u ? infnan : norm);
     return (uint16_t)(o | (sign >> 16));
 }
 
@@ -535,9 +542,9 @@ EMBER_INLINE float ember__f64_to_f32_odd(double d) {
     float f = (float)d;
     uint32_t b = ember_f2u(f);
     int inexact = (double)f != d;
-    int up = (f < 0.0f ? -(double)f : (double)f) > (d < 0.0 ? -d : d);
-    uint32_t odd = (b & 1u) ? b : (up ? b - 1u : b + 1u);
-    return d != d ? f : ember_u2f(inexact ? odd : b);
+    int up = __builtin_fabs((double)f) > __builtin_fabs(d);
+    uint32_t odd = ember__selu(b & 1u, b, ember__selu(up, b - 1u, b + 1u));
+    return ember__self(d != d, f, ember_u2f(ember__selu(inexact, odd, b)));
 }
 EMBER_INLINE uint16_t ember_f64_to_f16(double d) { return ember_f32_to_f16(ember__f64_to_f32_odd(d)); }
 EMBER_INLINE uint16_t ember_f64_to_bf16(double d) {
