@@ -222,25 +222,26 @@ def ulp_error(y: np.ndarray, ref: np.ndarray, dtype) -> np.ndarray:
 
 def _f32_sweep() -> np.ndarray:
     """Every 4093rd float32 bit pattern (1M values, ~2000 per binade over the whole line,
-    NaNs included) plus special values and thresholds."""
+    NaNs included) plus special values and thresholds, at both ends (the vector loop body and
+    its scalar remainder both see them)."""
     bits = np.arange(0, 2 ** 32, 4093, dtype=np.uint64).astype(np.uint32)
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 1.1754942e-38,
                         1.1754944e-38, 88.72283, 88.72284, -87.33654, -103.97207, -103.97208,
                         -104.0, -104.00001, -200.0, 89.0, 1.0, -1.0, 0.5, -0.5, 0.46875, 4.0,
                         9.0, 10.0, 0.625,
                         1e-8, -1e-8, 0.9999999, -0.9999999], np.float32)
-    return np.concatenate([bits.view(np.float32), special])
+    return np.concatenate([special, bits.view(np.float32), special])
 
 
 def _f64_sample() -> np.ndarray:
     rng = np.random.default_rng(0)
     parts = [rng.standard_normal(40000) * s for s in (1e-9, 1e-3, 0.3, 1, 3, 10, 100, 700)]
     parts.append(rng.uniform(-1, 1, 40000))
-    parts.append(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324,
-                           2.2250738585072014e-308, 709.78, 709.79, -745.13, -745.14, -745.5,
-                           -746.0, -746.1, -1e4, 0.5,
-                           0.46875, 4.0, 27.0, 0.999999, -0.999999, 1.0, -1.0]))
-    return np.concatenate(parts)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -5e-324,
+                        2.2250738585072014e-308, 709.78, 709.79, -745.13, -745.14, -745.5,
+                        -746.0, -746.1, -1e4, 0.5,
+                        0.46875, 4.0, 27.0, 0.999999, -0.999999, 1.0, -1.0])
+    return np.concatenate([special, *parts, special])       # in the vector body and remainder
 
 
 def _reference(name: str, x: np.ndarray) -> np.ndarray:
@@ -320,8 +321,11 @@ def test_float64_accuracy(request, name, build):
     assert err.max() <= F64_ULP[name], (name, x[worst], y[worst], ref[worst], err.max())
 
 
-def test_special_values_exact(lib):
+@pytest.mark.parametrize("build", BUILDS)
+def test_special_values_exact(request, build):
+    lib = _math_lib(request, build)
     x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    reps = 13             # 65 values: through the vector loop body (up to 16 lanes) and remainder
     expect = {"exp": [1, 1, np.inf, 0, np.nan], "expm1": [0, -0.0, np.inf, -1, np.nan],
               "log": [-np.inf, -np.inf, np.inf, np.nan, np.nan],
               "log1p": [0, -0.0, np.inf, np.nan, np.nan], "tanh": [0, -0.0, 1, -1, np.nan],
@@ -329,10 +333,10 @@ def test_special_values_exact(lib):
               "erfc": [1, 1, 0, 2, np.nan], "erfinv": [0, -0.0, np.nan, np.nan, np.nan]}
     for name, want in expect.items():
         for s, t in (("f", np.float32), ("d", np.float64)):
-            got = _call(lib, f"m_{name}{s}", x.astype(t))
-            np.testing.assert_array_equal(got, np.array(want, t), err_msg=name + s)
+            got = _call(lib, f"m_{name}{s}", np.tile(x.astype(t), reps))
+            w = np.tile(np.array(want, t), reps)
+            np.testing.assert_array_equal(got, w, err_msg=name + s)
             # signs of zero results
-            w = np.array(want, t)
             z = w == 0
             assert (np.signbit(got[z]) == np.signbit(w[z])).all(), name + s
 
@@ -428,9 +432,9 @@ def test_normal_cdf_float32_accuracy(request, build):
     assert diff.max() <= (4 if build == "no-fma" else 6), (x[np.argmax(diff)], diff.max())
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 15.0, -15.0, 40.0, -40.0, 1e-45,
                         -1e-45], np.float32)
-    got = _call(lib, "m_normal_cdff", special)
+    got = _call(lib, "m_normal_cdff", np.tile(special, 6))           # vector body too
     want = sp.ndtr(special.astype(np.float64)).astype(np.float32)
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.tile(want, 6))
     np.testing.assert_array_equal(_special.normal_cdf_f32(special), want)
 
 
