@@ -43,6 +43,8 @@ VEC_EXTRA = {
     "logaddexp": "ember_logaddexp(x[i], x[i] * 0.5f)", "logit": "ember_logit(x[i], 1e-3)",
     "nan_to_num": "ember_nan_to_num(x[i], 0.0, 7.0, -7.0)",
     "elu": "ember_select(x[i] <= 0, ember_expm1(x[i]) * 1.5f, x[i])",
+    "where": "ember_where(x[i] > 0, x[i] * 2, x[i] + 1)",
+    "safe_div": "ember_where(x[i] == 0, ember_like(x[i], 0), 1 / x[i])",
     "gelu_tanh": "0.5f * x[i] * (1.0f + ember_tanh(0.79788456f * (x[i] + 0.044715f * x[i] "
                  "* x[i] * x[i])))",
 }

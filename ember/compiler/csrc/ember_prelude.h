@@ -903,6 +903,12 @@ EMBER_INLINE float ember_selectf(int c, float a, float b) { return ember__self(c
 EMBER_INLINE double ember_selectd(int c, double a, double b) { return ember__seld(c, a, b); }
 #define ember_select(c, a, b) _Generic((a) + (b), float: ember_selectf,                      \
                                        default: ember_selectd)(c, a, b)
+/* c ? a : b for a template over any dtype (where, safe division): the mask select above for
+ * float/double, a plain ?: for integers and bool (gcc if-converts integer selects, and an
+ * integer arm such as a division must not run where it is not selected) */
+#define ember_where(c, a, b) _Generic((a) + (b), float: ember_selectf((c), (a), (b)),         \
+                                      double: ember_selectd((c), (a), (b)),                  \
+                                      default: ((c) ? (a) : (b)))
 /* the float formula f for float (float32, and float16/bfloat16 computed in float), else d:
  * for an eager kernel whose float32 path computes differently from its float64 one */
 #define ember_pick(x, f, d) _Generic((x), float: (f), default: (d))
