@@ -145,6 +145,7 @@ CHAINS = {
     "silu": "v * ember_sigmoidf(v)",
     "elu (select)": "ember_select(v <= 0, ember_expm1f(v) * 1.5f, v)",
     "softplus": "ember_select(v > 20.0f, v, ember_log1pf(ember_expf(v)))",
+    "clamp (hardtanh)": "ember_minimum(ember_maximum(v, -1.0f), 1.0f)",
     "float16 round trip": "ember_round_f16(v)",
     "bfloat16 round trip": "ember_round_bf16(v)",
 }

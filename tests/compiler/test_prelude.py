@@ -39,7 +39,10 @@ VEC = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc"]
 VEC_EXTRA = {
     "normal_cdf": "ember_normal_cdf(x[i])", "floor": "ember_floor(x[i])",
     "ceil": "ember_ceil(x[i])", "trunc": "ember_trunc(x[i])", "rint": "ember_rint(x[i])",
-    "maximum": "ember_maximum(x[i], x[i] * 0.5f)", "xlogy": "ember_xlogy(x[i], x[i] + 2)",
+    "maximum": "ember_maximum(x[i], x[i] * 0.5f)",
+    "clamp": "ember_minimum(ember_maximum(x[i] * 2, -1.0f), 1.0f)",
+    "fmax": "ember_fmin(ember_fmax(x[i] * 2, -1.0f), 1.0f)",
+    "xlogy": "ember_xlogy(x[i], x[i] + 2)",
     "logaddexp": "ember_logaddexp(x[i], x[i] * 0.5f)", "logit": "ember_logit(x[i], 1e-3)",
     "nan_to_num": "ember_nan_to_num(x[i], 0.0, 7.0, -7.0)",
     "elu": "ember_select(x[i] <= 0, ember_expm1(x[i]) * 1.5f, x[i])",

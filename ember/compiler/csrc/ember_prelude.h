@@ -715,11 +715,11 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
     EMBER_INLINE T ember_abs##S(T x) { return __builtin_fabs##BS(x); }                     \
     /* NaN-propagating, as NumPy's maximum/minimum: (a > b or a is NaN) ? a : b (so the     \
      * second operand wins a tie: maximum(0.0, -0.0) is -0.0, as NumPy) */                   \
-    EMBER_INLINE T ember_maximum##S(T a, T b) { return (a > b | a != a) ? a : b; }          \
-    EMBER_INLINE T ember_minimum##S(T a, T b) { return (a < b | a != a) ? a : b; }          \
+    EMBER_INLINE T ember_maximum##S(T a, T b) { return ember__sel##S(a > b | a != a, a, b); } \
+    EMBER_INLINE T ember_minimum##S(T a, T b) { return ember__sel##S(a < b | a != a, a, b); } \
     /* NaN-ignoring (fmax/fmin), ties likewise to the second operand */                      \
-    EMBER_INLINE T ember_fmax##S(T a, T b) { return (a > b | b != b) ? a : b; }             \
-    EMBER_INLINE T ember_fmin##S(T a, T b) { return (a < b | b != b) ? a : b; }             \
+    EMBER_INLINE T ember_fmax##S(T a, T b) { return ember__sel##S(a > b | b != b, a, b); }    \
+    EMBER_INLINE T ember_fmin##S(T a, T b) { return ember__sel##S(a < b | b != b, a, b); }    \
     /* rounding without libm (gcc vectorizes trunc/floor/ceil calls only with              \
      * -fno-trapping-math): |x| + 2**p - 2**p rounds to an integer (ties to even) */        \
     EMBER_INLINE T ember_rint##S(T x) {                                                      \
