@@ -46,8 +46,10 @@ EMBER_INLINE float ember_u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x;
 EMBER_INLINE uint64_t ember_d2u(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
 EMBER_INLINE double ember_u2d(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
 
-/* select by bit masks: EVERY floating-point select in the math below goes through these (or
- * is a fabs/copysign), none through a plain ?:.  gcc turns a ?: into control flow: it sinks an
+/* select by bit masks: every floating-point select in the vectorizable helpers below goes
+ * through these (or is a fabs/copysign), none through a plain ?: (exceptions: selects on a
+ * loop-invariant parameter, which gcc unswitches, and the helpers that stay scalar anyway:
+ * erfinv's sqrt, libm's fmod/pow).  gcc turns a ?: into control flow: it sinks an
  * arm's arithmetic under a branch (a NaN fixup at the end skips the whole computation) or
  * threads a constant through (k > 127 ? 1 : 0 duplicates the code after it).  Control flow
  * around FP arithmetic is if-converted only where the target has masked (predicated) FP ops,
