@@ -1,11 +1,19 @@
-"""The C prelude's math: max ulp error table and loop speed vs NumPy.
+"""The C prelude's math: max ulp error table and loop speed vs NumPy, or two preludes compared.
 
-    python benchmarks/bench_prelude.py [--stride 127] [--n 22]
+    python benchmarks/bench_prelude.py [--stride 127] [--n 22] [--target x86-64-v3]
+    python benchmarks/bench_prelude.py --compare OLD_DIR [--targets native,x86-64-v3]
 
 Accuracy: float32 functions on every ``stride``-th float32 bit pattern (plus specials) against
 the float64 function rounded; float64 functions on a random sample against mpmath (120 bits).
 Speed: ``for i: y[i] = ember_<f>f(x[i])`` on 2**n floats, median of 7, vs the NumPy call eager
 ember uses, and vs the same loop calling libm (which gcc does not vectorize).
+
+``--compare OLD_DIR`` (a directory holding another ``ember_prelude.h``, e.g. from
+``git show REV:ember/compiler/csrc/ember_prelude.h``) builds the float loops and the gelu
+chains with both preludes for each target (``native``: the backend's flags; ``x86-64-v3``:
+AVX2 + FMA, what an AMD EPYC / znver3 machine gets) and times them in interleaved rounds in one
+process (CPU time per element, median of ``--rounds``), so the ratio old / new holds even on a
+loaded machine; the absolute figures do not.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ LIBM = {"exp": "expf", "expm1": "expm1f", "log": "logf", "log1p": "log1pf", "tan
 P = ctypes.c_void_p
 
 
-def build():
+def build(target: tuple | None = None):
     src = ['#include "ember_prelude.h"']
     for f in FUNCS:
         for s, t in (("f", "float"), ("d", "double")):
@@ -38,7 +46,7 @@ def build():
         if f in LIBM:
             src.append(f"void l_{f}(const float* restrict x, float* restrict y, long n) "
                        f"{{ for (long i = 0; i < n; i++) y[i] = {LIBM[f]}(x[i]); }}")
-    return cprelude.build_test_lib("\n".join(src) + "\n")
+    return cprelude.build_test_lib("\n".join(src) + "\n", target=target)
 
 
 def call(lib, name, x):
@@ -128,13 +136,72 @@ def speed(lib, n):
         print(f"  {f:8s} {ours:8.2f} | {libm:>8s} | {theirs:8.2f}")
 
 
+# the loops --compare times: float32 in, float32 out; ``v`` is x * 0.75 + 0.1 (a linear layer's
+# output) where a chain starts from one
+CHAINS = {
+    **{f: f"ember_{f}f(x[i])" for f in ("exp", "expm1", "log1p", "tanh", "sigmoid", "erf")},
+    "gelu chain (erf)": "v * ember_normal_cdff(v) * ember_sigmoidf(x[i])",
+    "gelu (tanh)": "0.5f * v * (1.0f + ember_tanhf(0.7978846f * (v + 0.044715f * v * v * v)))",
+    "silu": "v * ember_sigmoidf(v)",
+    "elu (select)": "ember_select(v <= 0, ember_expm1f(v) * 1.5f, v)",
+    "softplus": "ember_select(v > 20.0f, v, ember_log1pf(ember_expf(v)))",
+    "clamp (hardtanh)": "ember_minimum(ember_maximum(v, -1.0f), 1.0f)",
+    "float16 round trip": "ember_round_f16(v)",
+    "bfloat16 round trip": "ember_round_bf16(v)",
+}
+TARGETS = {"native": None, "x86-64-v3": ("-march=x86-64-v3",),
+           "skylake-avx512": ("-march=skylake-avx512", "-mprefer-vector-width=512")}
+
+
+def build_chains(target: tuple | None, include: str | None = None):
+    src = ['#include "ember_prelude.h"']
+    for i, body in enumerate(CHAINS.values()):
+        src.append(f"void c{i}(const float* restrict x, float* restrict y, long n) "
+                   f"{{ for (long i = 0; i < n; i++) {{ float v = x[i] * 0.75f + 0.1f; "
+                   f"(void)v; y[i] = {body}; }} }}")
+    extra = ("-I", include) if include else ()
+    return cprelude.build_test_lib("\n".join(src) + "\n", extra_flags=extra, target=target)
+
+
+def compare(old_dir: str, targets: list[str], n: int, rounds: int) -> None:
+    """Interleaved CPU-time rounds of every CHAINS loop, old prelude vs this one."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-5, 5, 2 ** n).astype(np.float32)
+    y = np.empty_like(x)
+    reps = max(1, 2 ** 22 // x.size)
+    print(f"2**{n} float32 (x{reps} per sample), ns per element, CPU time, median of {rounds} "
+          f"interleaved rounds")
+    for tname in targets:
+        libs = {"old": build_chains(TARGETS[tname], old_dir), "new": build_chains(TARGETS[tname])}
+        times: dict = {(k, i): [] for k in libs for i in range(len(CHAINS))}
+        for _ in range(rounds):
+            for i in range(len(CHAINS)):
+                for k, lib in libs.items():
+                    fn = getattr(lib, f"c{i}")
+                    t = time.process_time()
+                    for _ in range(reps):
+                        fn(P(x.ctypes.data), P(y.ctypes.data), ctypes.c_long(x.size))
+                    times[k, i].append((time.process_time() - t) / (reps * x.size) * 1e9)
+        print(f"  target {tname}\n    {'loop':18s} {'old':>7s} {'new':>7s} {'old/new':>8s}")
+        for i, name in enumerate(CHAINS):
+            o, w = (float(np.median(times[k, i])) for k in ("old", "new"))
+            print(f"    {name:18s} {o:7.2f} {w:7.2f} {o / w:8.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stride", type=int, default=127)
     ap.add_argument("--n", type=int, default=22)
     ap.add_argument("--no-accuracy", action="store_true")
+    ap.add_argument("--target", choices=sorted(TARGETS), default="native")
+    ap.add_argument("--compare", metavar="OLD_DIR")
+    ap.add_argument("--targets", default="native,x86-64-v3")
+    ap.add_argument("--rounds", type=int, default=9)
     args = ap.parse_args()
-    lib = build()
+    if args.compare:
+        compare(args.compare, args.targets.split(","), min(args.n, 16), args.rounds)
+        return
+    lib = build(TARGETS[args.target])
     speed(lib, args.n)
     if not args.no_accuracy:
         accuracy(lib, args.stride)

@@ -405,7 +405,7 @@ def _where_vjp(ctx, g):  # noqa: ANN001
 
 WHERE = register(OpDef(
     "where", "pointwise", _where_meta, _where_eager, _where_vjp, save=(0,),
-    c_expr="({0} ? {1} : {2})", doc="Elementwise select: x where cond else y.",
+    c_expr="ember_where({0}, {1}, {2})", doc="Elementwise select: x where cond else y.",
 ))
 
 

@@ -116,7 +116,7 @@ def _safe_div_vjp(ctx, g):  # noqa: ANN001
 
 SAFE_DIV = register(OpDef(
     "_red_safe_div", "pointwise", pointwise_meta("_red_safe_div"), lowp(_safe_div_eager),
-    _safe_div_vjp, save=(0, 1), c_expr="(({1} == 0) ? ember_like({0}, 0) : {0} / {1})",
+    _safe_div_vjp, save=(0, 1), c_expr="ember_where({1} == 0, ember_like({0}, 0), {0} / {1})",
     doc="a / b where b != 0, else 0 (PyTorch's masked_fill_).",
 ))
 

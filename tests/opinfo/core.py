@@ -74,6 +74,9 @@ class OpInfo:
     fd_check: bool = True                # finite-difference gradcheck in float64
     errors: Callable[[], Iterable[ErrorCase]] = lambda: ()
     tols: dict = field(default_factory=dict)      # dtype -> (rtol, atol) overrides
+    # every output is a sum of products of two inputs' elements (conv, matmul, linear): float32/
+    # float64 values compare within dot_tolerance (from each output's reduction length)
+    sum_of_products: bool = False
     compare: Callable[[Any, Any], None] | None = None  # custom compare(ember_out, torch_out)
     random: bool = False                 # output is random: only shapes/dtypes compared
     skip_torch: str = ""                 # reason torch cannot be the oracle (compare differently)
@@ -177,9 +180,35 @@ def dtype_name(x: Any) -> str:
     return str(x.dtype).replace("torch.", "").replace("ember.", "")
 
 
+def dot_tolerance(op: OpInfo, sample: Sample, torch: Any, dtype: str) -> np.ndarray:
+    """Per-element bound on |ember - torch| for a ``sum_of_products`` op in ``dtype``.
+
+    An output y = sum of K products x_i w_i (a bias counts as one more term) computed in
+    floating point, in any order, with or without fma, is within gamma_K * S of the exact
+    value, with S = sum |x_i w_i|, gamma_K = K u / (1 - K u) and u = eps / 2 (Higham, Accuracy
+    and Stability of Numerical Algorithms, 2nd ed., section 3.1); two such results differ by at
+    most 2 gamma_K S, about K eps S.  This is PyTorch OpInfo's practice of scaling a matmul or
+    conv tolerance with the reduction length, made exact per element: K = C_in/groups *
+    prod(kernel) for an interior conv output, fewer at a padded border.  K and S come from the
+    op itself in float64: ``fn(ones)`` counts the terms, ``fn(|args|)`` sums their magnitudes.
+    A wrong kernel element or a missing term changes an output by |x_i w_i|, orders of
+    magnitude above the bound (tests/opinfo/test_tolerances.py)."""
+    def conv(a: Any, f: Callable[[np.ndarray], np.ndarray]) -> Any:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+            return to_torch(np.asarray(f(a.astype(np.float64))), torch)
+        return to_torch(a, torch)
+
+    kw = convert_kwargs(sample.kwargs, torch)
+    s = op.fn(torch, *[conv(a, np.abs) for a in sample.args], **kw).numpy()
+    k = op.fn(torch, *[conv(a, np.ones_like) for a in sample.args], **kw).numpy()
+    u = float(np.finfo(np_dtype(dtype)).eps) / 2
+    return 2 * (k * u / (1 - k * u)) * s
+
+
 def assert_close(actual: Any, expected: Any, dtype: str, tols: dict | None = None,
-                 what: str = "") -> None:
-    """Compare an ember result with a torch result: structure, shape, dtype and values."""
+                 what: str = "", bound: np.ndarray | None = None) -> None:
+    """Compare an ember result with a torch result: structure, shape, dtype and values
+    (within ``bound`` per element where given: see ``dot_tolerance``)."""
     if isinstance(expected, (tuple, list)) and not hasattr(expected, "dtype"):
         assert isinstance(actual, (tuple, list)), f"{what}: expected a sequence, got {actual!r}"
         assert len(actual) == len(expected), f"{what}: {len(actual)} vs {len(expected)} outputs"
@@ -203,5 +232,22 @@ def assert_close(actual: Any, expected: Any, dtype: str, tols: dict | None = Non
     rtol, atol = (tols or {}).get(out_dtype, TOLS.get(out_dtype, (0, 0)))
     if a.dtype.kind in "biu":  # to_numpy widened float16/bfloat16 to float32
         np.testing.assert_array_equal(a, e, err_msg=what)
+    elif bound is not None:
+        _assert_within(a, e, np.broadcast_to(bound, e.shape), what)
     else:
         np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+def _assert_within(a: np.ndarray, e: np.ndarray, bound: np.ndarray, what: str) -> None:
+    """|a - e| <= bound elementwise where both are finite; non-finite values must match."""
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    finite = np.isfinite(a64) & np.isfinite(e64) & np.isfinite(bound)
+    np.testing.assert_array_equal(a[~finite], e[~finite], err_msg=what)
+    err = np.abs(a64 - e64)[finite]
+    bad = np.flatnonzero(err > bound[finite])
+    if bad.size:
+        i = bad[np.argmax(err[bad] / np.maximum(bound[finite][bad], 1e-300))]
+        raise AssertionError(
+            f"{what}: {bad.size} of {err.size} elements differ by more than the reduction "
+            f"bound; worst: ember {a64[finite][i]!r}, torch {e64[finite][i]!r}, |diff| "
+            f"{err[i]:.3g} > bound {bound[finite][i]:.3g}")

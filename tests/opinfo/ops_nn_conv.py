@@ -325,7 +325,8 @@ def _one_hot_errors():
 
 
 OPINFOS = [
-    OpInfo("nn.conv2d", _f("conv2d"), _conv2d_samples, errors=_conv_errors),
+    OpInfo("nn.conv2d", _f("conv2d"), _conv2d_samples, errors=_conv_errors,
+           sum_of_products=True),
     OpInfo("nn.conv2d_double_backward", gradgrad("conv2d"), _conv2d_double_backward,
            dtypes=("float64",)),
     *[OpInfo(f"nn.{k}_double_backward", gradgrad(k), _double_backward_samples(k),
@@ -335,9 +336,11 @@ OPINFOS = [
            lambda d, r: [Sample((np.array([[0, 2, 2], [3, 1, 2]]), make((4, 3), d, r)),
                                 {"padding_idx": 2, "scale_grad_by_freq": True})],
            dtypes=("float64",), fd_check=False),
-    OpInfo("nn.conv1d", _f("conv1d"), _conv1d_samples),
-    OpInfo("nn.conv_transpose2d", _f("conv_transpose2d"), _conv_transpose2d_samples),
-    OpInfo("nn.conv_transpose1d", _f("conv_transpose1d"), _conv_transpose1d_samples),
+    OpInfo("nn.conv1d", _f("conv1d"), _conv1d_samples, sum_of_products=True),
+    OpInfo("nn.conv_transpose2d", _f("conv_transpose2d"), _conv_transpose2d_samples,
+           sum_of_products=True),
+    OpInfo("nn.conv_transpose1d", _f("conv_transpose1d"), _conv_transpose1d_samples,
+           sum_of_products=True),
     OpInfo("nn.conv_transpose2d_double_backward", gradgrad("conv_transpose2d"),
            lambda d, r: [Sample((make((1, 2, 3, 2), d, r), make((2, 1, 2, 2), d, r)),
                                 {"stride": 2, "padding": 1, "groups": 2}),

@@ -148,11 +148,14 @@ def _compiler() -> str | None:
     return shutil.which(os.environ.get("CC", "gcc"))
 
 
-def build_test_lib(c_source: str, extra_flags: tuple = (), opt_info: bool = False) -> Any:
+def build_test_lib(c_source: str, extra_flags: tuple = (), opt_info: bool = False,
+                   target: tuple[str, ...] | None = None, load: bool = True) -> Any:
     """Test-only: compile ``c_source`` (the prelude is on the include path) with the backend's
     flags (``CFLAGS`` and ``toolchain.machine_flags()``) into a fresh temporary directory and
-    load it.  Returns the ``ctypes.CDLL``; with ``opt_info`` returns ``(lib, gcc_stderr)``
-    (``-fopt-info-vec-optimized`` output)."""
+    load it.  ``target`` (e.g. ``("-march=x86-64-v3",)``) replaces ``-march=native`` and the
+    machine flags, to build for an ISA other than the host's.  Returns the ``ctypes.CDLL`` (the
+    library's path with ``load=False``: code for an ISA the host lacks must not run); with
+    ``opt_info`` returns ``(lib, gcc_stderr)`` (``-fopt-info-vec-optimized`` output)."""
     cc = _compiler()
     if cc is None:
         raise RuntimeError("[build_test_lib] no C compiler (gcc) on PATH")
@@ -160,13 +163,16 @@ def build_test_lib(c_source: str, extra_flags: tuple = (), opt_info: bool = Fals
     src = tmp / "k.c"
     src.write_text(c_source)
     out = tmp / "k.so"
-    from ember.compiler.c.build.toolchain import machine_flags
-    cmd = [cc, *CFLAGS, *machine_flags(), *extra_flags, "-I", include_dir(), str(src), "-o",
-           str(out), "-lm"]
+    if target is None:
+        from ember.compiler.c.build.toolchain import machine_flags
+        flags = [*CFLAGS, *machine_flags()]
+    else:
+        flags = [f for f in CFLAGS if f != "-march=native"] + list(target)
+    cmd = [cc, *flags, *extra_flags, "-I", include_dir(), str(src), "-o", str(out), "-lm"]
     if opt_info:
         cmd.insert(1, "-fopt-info-vec-optimized")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"[build_test_lib] gcc failed on {src}:\n{proc.stderr[-4000:]}")
-    lib = ctypes.CDLL(str(out))
+    lib = ctypes.CDLL(str(out)) if load else str(out)
     return (lib, proc.stderr) if opt_info else lib

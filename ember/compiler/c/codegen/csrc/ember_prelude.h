@@ -5,8 +5,10 @@
  *
  * - Transcendentals (exp, expm1, log, log1p, tanh, sigmoid, erf, erfc, erfinv) are branch-free
  *   polynomial/rational approximations with range reduction, written with +,-,*,/, bit casts
- *   and selects only, so gcc inlines and vectorizes loops that call them (a libm call blocks
- *   vectorization).  float versions end in ``f``, double versions in ``d``; ``ember_exp(x)``
+ *   and bit-mask selects only (no ?: on floating-point values, see ember__self), so gcc
+ *   inlines and vectorizes loops that call them on AVX2 (x86-64-v3) as on AVX-512 (a libm
+ *   call blocks vectorization; erfinv's sqrt keeps it scalar without -fno-math-errno).
+ *   float versions end in ``f``, double versions in ``d``; ``ember_exp(x)``
  *   etc. pick one by the argument's type.  The float versions' polynomials and range
  *   reductions use EMBER_FMAF (fma where the target has a fast one, else a*b + c; see below).
  *   Accuracy (max ulp vs a float64/longer reference) is recorded in docs/compiler.md and
@@ -44,9 +46,17 @@ EMBER_INLINE float ember_u2f(uint32_t u) { float x; memcpy(&x, &u, 4); return x;
 EMBER_INLINE uint64_t ember_d2u(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
 EMBER_INLINE double ember_u2d(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
 
-/* select by bit masks: for the special-case fixups at the end of a function.  With a plain
- * ?: gcc may move the main computation under a branch that skips it for the special inputs,
- * and control flow blocks vectorization; it cannot see through the masks. */
+/* select by bit masks: every floating-point select in the vectorizable helpers below goes
+ * through these (or is a fabs/copysign), none through a plain ?: (exceptions: selects on a
+ * loop-invariant parameter, which gcc unswitches, and the helpers that stay scalar anyway:
+ * erfinv's sqrt, libm's fmod/pow).  gcc turns a ?: into control flow: it sinks an
+ * arm's arithmetic under a branch (a NaN fixup at the end skips the whole computation) or
+ * threads a constant through (k > 127 ? 1 : 0 duplicates the code after it).  Control flow
+ * around FP arithmetic is if-converted only where the target has masked (predicated) FP ops,
+ * i.e. AVX-512 (gcc 12's cond_* patterns); on AVX2 (x86-64-v3, znver3) the loop then stays
+ * scalar ("not vectorized: control flow in loop").  gcc does not see through the masks, so the
+ * select is a vector and/andn/or on every ISA.  The value is exactly that of c ? a : b.
+ * tests/compiler/test_prelude.py checks the loops vectorize for x86-64-v3 and skylake-avx512. */
 EMBER_INLINE float ember__self(int c, float a, float b) {
     uint32_t m = 0u - (uint32_t)(c != 0);
     return ember_u2f((ember_f2u(a) & m) | (ember_f2u(b) & ~m));
@@ -54,6 +64,13 @@ EMBER_INLINE float ember__self(int c, float a, float b) {
 EMBER_INLINE double ember__seld(int c, double a, double b) {
     uint64_t m = 0u - (uint64_t)(c != 0);
     return ember_u2d((ember_d2u(a) & m) | (ember_d2u(b) & ~m));
+}
+/* the same for bit patterns (the float16 conversions): where an arm comes from FP arithmetic
+ * (the subnormal rounding's float add) the select must be a mask select; ?: between integer
+ * arms is fine (gcc if-converts integer code on every ISA) and on AVX-512 cheaper */
+EMBER_INLINE uint32_t ember__selu(int c, uint32_t a, uint32_t b) {
+    uint32_t m = 0u - (uint32_t)(c != 0);
+    return (a & m) | (b & ~m);
 }
 
 /* round to nearest integer (ties to even) for |x| < 2**22 (float) / 2**51 (double): adding
@@ -112,7 +129,7 @@ EMBER_INLINE float ember_expf(float x) {
     int32_t k1 = ki >> 1;
     float y = p * ember_u2f((uint32_t)(k1 + 127) << 23) * ember_u2f((uint32_t)(ki - k1 + 127) << 23);
     y = ember__self(live, y, 0.0f);
-    return x != x ? x : y;
+    return ember__self(x != x, x, y);
 }
 
 /* fdlibm exp: reduction with ln2 split in hi/lo, rational form of exp(r) (< 1 ulp). */
@@ -120,8 +137,8 @@ EMBER_INLINE double ember_expd(double x) {
     /* x <= -746 (exp rounds to 0) computes from 0 and is selected at the end, as in
        ember_expf: no denormal scaling for -inf */
     const int live = x > -746.0;
-    double xc = x > 710.0 ? 710.0 : x;
-    xc = live ? xc : 0.0;
+    double xc = ember__seld(__builtin_isless(x, 710.0), x, 710.0);
+    xc = ember__seld(live, xc, 0.0);
     double k = ember__rintd(xc * 1.44269504088896338700e+00);
     double hi = xc - k * 6.93147180369123816490e-01;
     double lo = k * 1.90821492927058770002e-10;
@@ -133,8 +150,8 @@ EMBER_INLINE double ember_expd(double x) {
     double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
     double k1 = ember__rintd(k * 0.5);
     y = y * ember__pow2d(k1) * ember__pow2d(k - k1);
-    y = live ? y : 0.0;
-    return x != x ? x : y;
+    y = ember__seld(live, y, 0.0);
+    return ember__seld(x != x, x, y);
 }
 
 /* expm1 = 2**k (expm1(r) + 1) - 1 = (2**k - 1) + 2**k expm1(r); expm1(r) by its Taylor
@@ -154,17 +171,18 @@ EMBER_INLINE float ember_expm1f(float x) {
     p = EMBER_FMAF(p, r, 1.6666666667e-1f);
     p = EMBER_FMAF(p, r, 0.5f);
     float u = EMBER_FMAF(r * r, p, r);
-    float big = k > 127.0f ? 1.0f : 0.0f;
+    int bigk = k > 127.0f;
+    float big = ember__self(bigk, 1.0f, 0.0f);
     float s = ember__pow2f(k - big);
-    float y = ((s - (big > 0.0f ? 0.5f : 1.0f)) + s * u) * (1.0f + big);
-    y = x > 88.7228394f ? INFINITY : y;
+    float y = ((s - ember__self(bigk, 0.5f, 1.0f)) + s * u) * (1.0f + big);
+    y = ember__self(x > 88.7228394f, INFINITY, y);
     return ember__self((x != x) | (x == 0.0f), x, y);          /* NaN, and -0 stays -0 */
 }
 
 EMBER_INLINE double ember_expm1d(double x) {
-    double xc = x > 710.0 ? 710.0 : x;
-    xc = xc < -40.0 ? -40.0 : xc;
-    xc = x != x ? 0.0 : xc;
+    double xc = ember__seld(__builtin_isless(x, 710.0), x, 710.0);      /* NaN: 710 */
+    xc = ember__seld(__builtin_isgreater(xc, -40.0), xc, -40.0);
+    xc = ember__seld(x != x, 0.0, xc);
     double k = ember__rintd(xc * 1.44269504088896338700e+00);
     double hi = xc - k * 6.93147180369123816490e-01;
     double lo = k * 1.90821492927058770002e-10;
@@ -183,10 +201,11 @@ EMBER_INLINE double ember_expm1d(double x) {
     p = p * r + 1.0 / 6.0;
     p = p * r + 0.5;
     double u = r + ((r * r) * p + cr * (1.0 + r));
-    double big = k > 1023.0 ? 1.0 : 0.0;
+    int bigk = k > 1023.0;
+    double big = ember__seld(bigk, 1.0, 0.0);
     double s = ember__pow2d(k - big);
-    double y = ((s - (big > 0.0 ? 0.5 : 1.0)) + s * u) * (1.0 + big);
-    y = x > 709.782712893384 ? INFINITY : y;
+    double y = ((s - ember__seld(bigk, 0.5, 1.0)) + s * u) * (1.0 + big);
+    y = ember__seld(x > 709.782712893384, INFINITY, y);
     return ember__seld((x != x) | (x == 0.0), x, y);
 }
 
@@ -217,7 +236,8 @@ EMBER_INLINE float ember_logf(float x) {
     y = y + -0.5f * z;
     float r = f + y;
     r = r + 0.693359375f * e;
-    float sp = x == 0.0f ? -INFINITY : (x < 0.0f ? NAN : x);    /* 0, < 0, inf, NaN */
+    /* 0, < 0, inf, NaN */
+    float sp = ember__self(x == 0.0f, -INFINITY, ember__self(x < 0.0f, NAN, x));
     return ember__self((x <= 0.0f) | (x == INFINITY) | (x != x), sp, r);
 }
 
@@ -242,7 +262,7 @@ EMBER_INLINE double ember_logd(double x) {
     double hfsq = 0.5 * f * f;
     double r = k * 6.93147180369123816490e-01 -
                ((hfsq - (s * (hfsq + R) + k * 1.90821492927058770002e-10)) - f);
-    double sp = x == 0.0 ? -INFINITY : (x < 0.0 ? NAN : x);
+    double sp = ember__seld(x == 0.0, -INFINITY, ember__seld(x < 0.0, NAN, x));
     return ember__seld((x <= 0.0) | (x == INFINITY) | (x != x), sp, r);
 }
 
@@ -250,14 +270,14 @@ EMBER_INLINE double ember_logd(double x) {
  * first-order correction for the rounding of u (u - 1 is exact). */
 EMBER_INLINE float ember_log1pf(float x) {
     float u = 1.0f + x;
-    float c = (x - (u - 1.0f)) / (u == 0.0f ? 1.0f : u);
+    float c = (x - (u - 1.0f)) / ember__self(u == 0.0f, 1.0f, u);
     float r = ember_logf(u) + c;
     return ember__self((x == 0.0f) | (x == INFINITY), x, r);
 }
 
 EMBER_INLINE double ember_log1pd(double x) {
     double u = 1.0 + x;
-    double c = (x - (u - 1.0)) / (u == 0.0 ? 1.0 : u);
+    double c = (x - (u - 1.0)) / ember__seld(u == 0.0, 1.0, u);
     double r = ember_logd(u) + c;
     return ember__seld((x == 0.0) | (x == INFINITY), x, r);
 }
@@ -267,7 +287,7 @@ EMBER_INLINE double ember_log1pd(double x) {
  * expm1 form and as accurate there); |x| is capped where tanh rounds to 1.  The double
  * version uses e / (e + 2), e = expm1(2|x|), which keeps double's last bit. */
 EMBER_INLINE float ember_tanhf(float x) {
-    float a = x < 0.0f ? -x : x;
+    float a = ember__self(x < 0.0f, -x, x);
     float ac = ember__self(__builtin_isless(a, 10.0f), a, 10.0f);
     float e = ember_expf(ac + ac);
     float big = 1.0f - 2.0f / (e + 1.0f);
@@ -278,14 +298,14 @@ EMBER_INLINE float ember_tanhf(float x) {
     p = EMBER_FMAF(p, z, 1.33314422036e-1f);
     p = EMBER_FMAF(p, z, -3.33332819422e-1f);
     float small = EMBER_FMAF(a * z, p, a);
-    float r = a < 0.625f ? small : big;
-    r = x < 0.0f ? -r : r;
+    float r = ember__self(a < 0.625f, small, big);
+    r = __builtin_copysignf(r, x);
     return ember__self((x != x) | (x == 0.0f), x, r);
 }
 
 EMBER_INLINE double ember_tanhd(double x) {
-    double a = x < 0.0 ? -x : x;
-    double ac = a > 20.0 ? 20.0 : a;
+    double a = ember__seld(x < 0.0, -x, x);
+    double ac = ember__seld(__builtin_isless(a, 20.0), a, 20.0);      /* NaN: 20 (replaced) */
     double e = ember_expm1d(ac + ac);
     double big = e / (e + 2.0);
     /* Cephes tanh below 0.625: x + x^3 P(x^2) / Q(x^2) */
@@ -295,22 +315,22 @@ EMBER_INLINE double ember_tanhd(double x) {
     double pd = ((z + 1.12811678491632931402e2) * z + 2.23548839060100448583e3) * z
                 + 4.84406305325125486048e3;
     double small = a + a * z * (pn / pd);
-    double r = a < 0.625 ? small : big;
-    r = x < 0.0 ? -r : r;
-    return (x != x | x == 0.0) ? x : r;
+    double r = ember__seld(a < 0.625, small, big);
+    r = __builtin_copysign(r, x);
+    return ember__seld((x != x) | (x == 0.0), x, r);
 }
 
 /* sigmoid as the eager kernel: e = exp(-|x|); 1 / (1 + e) for x >= 0, else e / (1 + e) */
 EMBER_INLINE float ember_sigmoidf(float x) {
-    float e = ember_expf(x < 0.0f ? x : -x);
+    float e = ember_expf(ember__self(x < 0.0f, x, -x));
     float d = 1.0f + e;
-    return (x >= 0.0f ? 1.0f : e) / d;  /* one division (vectorized, both sides are computed) */
+    return ember__self(x >= 0.0f, 1.0f, e) / d;  /* one division */
 }
 
 EMBER_INLINE double ember_sigmoidd(double x) {
-    double e = ember_expd(x < 0.0 ? x : -x);
+    double e = ember_expd(ember__seld(x < 0.0, x, -x));
     double d = 1.0 + e;
-    return x >= 0.0 ? 1.0 / d : e / d;
+    return ember__seld(x >= 0.0, 1.0, e) / d;
 }
 
 /* ------------------------------------------------------------------------- erf, erfc */
@@ -318,9 +338,9 @@ EMBER_INLINE double ember_sigmoidd(double x) {
  * every range evaluated and the right one selected.  exp(-y*y) is exp(-s*s) exp(-(y-s)(y+s))
  * with s = y rounded to 1/16, so the square is exact. */
 EMBER_INLINE void ember__erf_parts(double x, double *erf_out, double *erfc_out) {
-    double y = x < 0.0 ? -x : x;
-    double yc = y > 30.0 ? 30.0 : y;
-    yc = y != y ? 0.0 : yc;
+    double y = ember__seld(x < 0.0, -x, x);
+    double yc = ember__seld(__builtin_isless(y, 30.0), y, 30.0);      /* NaN: 30 */
+    yc = ember__seld(y != y, 0.0, yc);
     /* |x| <= 0.46875: erf = x * P(x^2) / Q(x^2) */
     double z = yc * yc;
     double num = 1.85777706184603153e-1 * z + 3.16112374387056560e00;
@@ -341,7 +361,7 @@ EMBER_INLINE void ember__erf_parts(double x, double *erf_out, double *erfc_out) 
     cn = cn * yc + 1.23033935479799725e03;  cd = cd * yc + 1.23033935480374942e03;
     double mid = cn / cd;
     /* y > 4: erfc = exp(-y^2) (1/sqrt(pi) - w P(w) / Q(w)) / y, w = 1 / y^2 */
-    double yb = yc > 4.0 ? yc : 4.0;
+    double yb = ember__seld(yc > 4.0, yc, 4.0);
     double w = 1.0 / (yb * yb);
     double pn = 1.63153871373020978e-2 * w + 3.05326634961232344e-1;
     double pd = w + 2.56852019228982242e00;
@@ -352,13 +372,13 @@ EMBER_INLINE void ember__erf_parts(double x, double *erf_out, double *erfc_out) 
     double big = (5.6418958354775628695e-1 - w * pn / pd) / yb;
     double s = ember__rintd(yc * 16.0) * 0.0625;
     double ex = ember_expd(-s * s) * ember_expd(-(yc - s) * (yc + s));
-    double tail = (yc <= 4.0 ? mid : big) * ex;           /* erfc(y), y > 0.46875 */
+    double tail = ember__seld(yc <= 4.0, mid, big) * ex;           /* erfc(y), y > 0.46875 */
     int small = y <= 0.46875;
     double one_m_tail = 1.0 - tail, two_m_tail = 2.0 - tail;
-    double e_abs = small ? erf_small : one_m_tail;
-    double erf = x < 0.0 ? -e_abs : e_abs;
-    double one_m_small = 1.0 - (x < 0.0 ? -erf_small : erf_small);
-    double erfc = small ? one_m_small : (x < 0.0 ? two_m_tail : tail);
+    double e_abs = ember__seld(small, erf_small, one_m_tail);
+    double erf = ember__seld(x < 0.0, -e_abs, e_abs);
+    double one_m_small = 1.0 - ember__seld(x < 0.0, -erf_small, erf_small);
+    double erfc = ember__seld(small, one_m_small, ember__seld(x < 0.0, two_m_tail, tail));
     *erf_out = ember__seld(x != x, x, erf);
     *erfc_out = ember__seld(x != x, x, erfc);
 }
@@ -398,7 +418,7 @@ EMBER_INLINE float ember_erff(float x) {
     float s = ember__rintf(yc * 16.0f) * 0.0625f;
     float ex = ember_expf(-s * s) * ember_expf(-(yc - s) * (yc + s));
     float big = EMBER_FMAF(-(cn / cd), ex, 1.0f);
-    float r = y <= 1.0f ? small : big;
+    float r = ember__self(y <= 1.0f, small, big);
     r = __builtin_copysignf(r, x);
     return ember__self(x != x, x, r);
 }
@@ -444,7 +464,7 @@ EMBER_INLINE float ember_normal_cdff(float x) {
     float ex = ember_expf(hi * -0.5f);
     ex = ex + (lo * -0.5f) * ex;                                     /* exp(-a*a / 2) */
     float e = ((t * 0.5f) * ex) * p;      /* erfc(a / sqrt 2) / 2; R last (the longest chain) */
-    float r = x > 0.0f ? 1.0f - e : e;       /* eager's (2 - erfc) / 2: halving is exact */
+    float r = ember__self(x > 0.0f, 1.0f - e, e);   /* eager's (2 - erfc) / 2: halving is exact */
     return ember__self(x != x, x, r);
 }
 EMBER_INLINE double ember_normal_cdfd(double x) { return 0.5 * ember_erfcd(x * -0.70710678118654752440); }
@@ -486,7 +506,7 @@ EMBER_INLINE float ember_f16_to_f32(uint16_t h) {
     o += (127u - 15u) << 23;
     uint32_t infnan = o + ((128u - 16u) << 23);
     float sub = ember_u2f(o + (1u << 23)) - ember_u2f(113u << 23);
-    uint32_t r = ex == 0x0f800000u ? infnan : (ex == 0 ? ember_f2u(sub) : o);
+    uint32_t r = ember__selu(ex == 0x0f800000u, infnan, ember__selu(ex == 0, ember_f2u(sub), o));
     return ember_u2f(r | (((uint32_t)h & 0x8000u) << 16));
 }
 
@@ -503,7 +523,7 @@ EMBER_INLINE uint16_t ember_f32_to_f16(float x) {
     uint32_t sub = ember_f2u(ember_u2f(f) + 0.5f) - 0x3f000000u;
     uint32_t odd = (f >> 13) & 1u;
     uint32_t norm = (f + ((uint32_t)(15 - 127) << 23) + 0xfffu + odd) >> 13;
-    uint32_t o = f >= 0x47800000u ? infnan : (f < 0x38800000u ? sub : norm);
+    uint32_t o = ember__selu(f < 0x38800000u, sub, f >= 0x47800000u ? infnan : norm);
     return (uint16_t)(o | (sign >> 16));
 }
 
@@ -524,9 +544,9 @@ EMBER_INLINE float ember__f64_to_f32_odd(double d) {
     float f = (float)d;
     uint32_t b = ember_f2u(f);
     int inexact = (double)f != d;
-    int up = (f < 0.0f ? -(double)f : (double)f) > (d < 0.0 ? -d : d);
-    uint32_t odd = (b & 1u) ? b : (up ? b - 1u : b + 1u);
-    return d != d ? f : ember_u2f(inexact ? odd : b);
+    int up = __builtin_fabs((double)f) > __builtin_fabs(d);
+    uint32_t odd = ember__selu(b & 1u, b, ember__selu(up, b - 1u, b + 1u));
+    return ember__self(d != d, f, ember_u2f(ember__selu(inexact, odd, b)));
 }
 EMBER_INLINE uint16_t ember_f64_to_f16(double d) { return ember_f32_to_f16(ember__f64_to_f32_odd(d)); }
 EMBER_INLINE uint16_t ember_f64_to_bf16(double d) {
@@ -697,11 +717,11 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
     EMBER_INLINE T ember_abs##S(T x) { return __builtin_fabs##BS(x); }                     \
     /* NaN-propagating, as NumPy's maximum/minimum: (a > b or a is NaN) ? a : b (so the     \
      * second operand wins a tie: maximum(0.0, -0.0) is -0.0, as NumPy) */                   \
-    EMBER_INLINE T ember_maximum##S(T a, T b) { return (a > b | a != a) ? a : b; }          \
-    EMBER_INLINE T ember_minimum##S(T a, T b) { return (a < b | a != a) ? a : b; }          \
+    EMBER_INLINE T ember_maximum##S(T a, T b) { return ember__sel##S(a > b | a != a, a, b); } \
+    EMBER_INLINE T ember_minimum##S(T a, T b) { return ember__sel##S(a < b | a != a, a, b); } \
     /* NaN-ignoring (fmax/fmin), ties likewise to the second operand */                      \
-    EMBER_INLINE T ember_fmax##S(T a, T b) { return (a > b | b != b) ? a : b; }             \
-    EMBER_INLINE T ember_fmin##S(T a, T b) { return (a < b | b != b) ? a : b; }             \
+    EMBER_INLINE T ember_fmax##S(T a, T b) { return ember__sel##S(a > b | b != b, a, b); }    \
+    EMBER_INLINE T ember_fmin##S(T a, T b) { return ember__sel##S(a < b | b != b, a, b); }    \
     /* rounding without libm (gcc vectorizes trunc/floor/ceil calls only with              \
      * -fno-trapping-math): |x| + 2**p - 2**p rounds to an integer (ties to even) */        \
     EMBER_INLINE T ember_rint##S(T x) {                                                      \
@@ -712,14 +732,14 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
     EMBER_INLINE T ember_trunc##S(T x) {                                                     \
         T a = __builtin_fabs##BS(x);                                                         \
         T r = (a + TWO_P) - TWO_P;                                                           \
-        r = r - (r > a ? (T)1 : (T)0);                                                       \
+        r = r - ember__sel##S(r > a, (T)1, (T)0);                                            \
         return __builtin_copysign##BS(ember__sel##S(a >= TWO_P, a, r), x);                   \
     }                                                                                        \
     EMBER_INLINE T ember_floor##S(T x) {                                                     \
-        T t = ember_trunc##S(x); return t - (x < t ? (T)1 : (T)0);                           \
+        T t = ember_trunc##S(x); return t - ember__sel##S(x < t, (T)1, (T)0);                \
     }                                                                                        \
     EMBER_INLINE T ember_ceil##S(T x) {                                                      \
-        T t = ember_trunc##S(x); return t - (x > t ? (T)-1 : (T)0);                          \
+        T t = ember_trunc##S(x); return t - ember__sel##S(x > t, (T)-1, (T)0);               \
     }                                                                                        \
     /* round half to even at ``decimals`` places, as the eager kernel: with ten = 10**|d|    \
      * rounded to T, rint(x * ten) / ten for d > 0 and rint(x / ten) * ten for d < 0 */      \
@@ -748,25 +768,25 @@ EMBER__SHIFTS(int64_t, uint64_t, 64, i64, int64_t)
     }                                                                                        \
     /* x * log(y), 0 where x == 0, NaN where y is NaN */                                     \
     EMBER_INLINE T ember_xlogy##S(T x, T y) {                                                \
-        T r = x == 0 ? ZERO : x * ember_log##S(y);                                           \
-        return y != y ? y : r;                                                               \
+        T r = ember__sel##S(x == 0, ZERO, x * ember_log##S(y));                              \
+        return ember__sel##S(y != y, y, r);                                                  \
     }                                                                                        \
     EMBER_INLINE T ember_logaddexp##S(T a, T b) {                                            \
         T m = ember_maximum##S(a, b);                                                        \
         T r = m + ember_log1p##S(ember_exp##S(-ember_abs##S(a - b)));                        \
-        return (a == b & (a - a) != (a - a)) ? a : r;                                       \
+        return ember__sel##S(a == b & (a - a) != (a - a), a, r);                             \
     }                                                                                        \
     EMBER_INLINE T ember_nan_to_num##S(T x, double nan, double posinf, double neginf) {      \
-        T r = x != x ? (T)nan : x;                                                           \
-        r = x == (T)INFINITY ? (T)posinf : r;                                                \
-        return x == -(T)INFINITY ? (T)neginf : r;                                            \
+        T r = ember__sel##S(x != x, (T)nan, x);                                              \
+        r = ember__sel##S(x == (T)INFINITY, (T)posinf, r);                                   \
+        return ember__sel##S(x == -(T)INFINITY, (T)neginf, r);                               \
     }                                                                                        \
     /* logit; eps is NaN for "no clamp" (eps=None), else x is clamped to [eps, 1 - eps] */   \
     EMBER_INLINE T ember_logit##S(T x, double eps) {                                         \
         T lo = (T)eps, hi = (T)(1.0 - eps);                                                  \
-        T c = x < lo ? lo : x;                                                               \
-        c = c > hi ? hi : c;                                                                 \
-        c = (eps == eps & x == x) ? c : x;                                                  \
+        T c = ember__sel##S(x < lo, lo, x);                                                  \
+        c = ember__sel##S(c > hi, hi, c);                                                    \
+        c = ember__sel##S(eps == eps & x == x, c, x);                                        \
         return ember_log##S(c / (1 - c));                                                    \
     }
 EMBER__FLOAT_HELPERS(float, f, f, fmodf, 0.0f, 8388608.0f)
@@ -781,9 +801,9 @@ EMBER__FLOAT_HELPERS(float, f, f, fmodf, 0.0f, 8388608.0f)
     /* logit rounding after the clamp, 1 - x and the quotient, as the eager kernel */        \
     EMBER_INLINE float ember_logit_##H(float x, double eps) {                                \
         float lo = (float)eps, hi = (float)(1.0 - eps);                                      \
-        float c = x < lo ? lo : x;                                                           \
-        c = c > hi ? hi : c;                                                                 \
-        c = (eps == eps & x == x) ? ember_round_##H(c) : x;                                  \
+        float c = ember__self(x < lo, lo, x);                                                \
+        c = ember__self(c > hi, hi, c);                                                      \
+        c = ember__self(eps == eps & x == x, ember_round_##H(c), x);                         \
         float om = ember_round_##H(1.0f - c);                                                \
         return ember_logf(ember_round_##H(c / om));                                          \
     }
@@ -876,14 +896,21 @@ EMBER_INLINE int64_t ember__nan_to_num_i(int64_t x, double a, double b, double c
 #define ember_as(x, c) _Generic((x), float: (float)(c), double: (double)(c),                  \
     bool: (bool)(c), uint8_t: (uint8_t)(int64_t)(c), int8_t: (int8_t)(int64_t)(c),           \
     int16_t: (int16_t)(int64_t)(c), int32_t: (int32_t)(int64_t)(c), default: (int64_t)(c))
-/* c ? a : b with both a and b evaluated first (a function's arguments): a template's branches
- * that compute (x * slope, expm1(x)) stay outside control flow, so gcc if-converts and
- * vectorizes the select (it will not speculate a trapping FP operation under a plain ?:).
- * Float types only (an integer pair would go through double). */
-EMBER_INLINE float ember_selectf(int c, float a, float b) { return c ? a : b; }
-EMBER_INLINE double ember_selectd(int c, double a, double b) { return c ? a : b; }
+/* c ? a : b with both a and b evaluated (a mask select, ember__self): a template's branches
+ * that compute (x * slope, expm1(x)) stay outside control flow, so the loop vectorizes on AVX2
+ * as on AVX-512 (gcc will not speculate a trapping FP operation under a plain ?:, and once
+ * inlined a function's arguments are no longer "evaluated first").  Float types only (an
+ * integer pair would go through double). */
+EMBER_INLINE float ember_selectf(int c, float a, float b) { return ember__self(c, a, b); }
+EMBER_INLINE double ember_selectd(int c, double a, double b) { return ember__seld(c, a, b); }
 #define ember_select(c, a, b) _Generic((a) + (b), float: ember_selectf,                      \
                                        default: ember_selectd)(c, a, b)
+/* c ? a : b for a template over any dtype (where, safe division): the mask select above for
+ * float/double, a plain ?: for integers and bool (gcc if-converts integer selects, and an
+ * integer arm such as a division must not run where it is not selected) */
+#define ember_where(c, a, b) _Generic((a) + (b), float: ember_selectf((c), (a), (b)),         \
+                                      double: ember_selectd((c), (a), (b)),                  \
+                                      default: ((c) ? (a) : (b)))
 /* the float formula f for float (float32, and float16/bfloat16 computed in float), else d:
  * for an eager kernel whose float32 path computes differently from its float64 one */
 #define ember_pick(x, f, d) _Generic((x), float: (f), default: (d))
