@@ -40,7 +40,10 @@ class _State(threading.local):
     nesting: int = 0              # autocast regions entered (any device); cache cleared at 0
 
     def __init__(self) -> None:
-        self.cache: dict[int, tuple[weakref.ref, Tensor]] = {}
+        # (id, dtype) -> (weakref to the float32 leaf, its cast).  PyTorch keys by tensor only,
+        # so a float16 region nested in a bfloat16 one gets the bfloat16 copy and its op fails;
+        # ember casts again instead.
+        self.cache: dict[tuple, tuple[weakref.ref, Tensor]] = {}
 
 
 STATE = _State()
@@ -67,12 +70,12 @@ def _cast(x: Any, to: dt.dtype) -> Any:
                  and x.grad_fn is None and x._base is None and st.cache_enabled
                  and _LZ.trace is None)
     if cacheable:
-        hit = st.cache.get(id(x))
+        hit = st.cache.get((id(x), to))
         if hit is not None and hit[0]() is x:
             return hit[1]
     out = x.to(to)
     if cacheable:
-        st.cache[id(x)] = (weakref.ref(x), out)
+        st.cache[(id(x), to)] = (weakref.ref(x), out)
     return out
 
 

@@ -155,7 +155,8 @@ def custom_fwd(fwd: Callable | None = None, *, device_type: str,
 
     Without ``cast_inputs`` the forward runs under the caller's autocast state (remembered for
     ``custom_bwd``); with it, inside an enabled region, floating inputs are cast to
-    ``cast_inputs`` and the forward runs with autocast off (PyTorch's semantics).
+    ``cast_inputs`` and the forward (and later the backward) runs with autocast off
+    (PyTorch's semantics).
     """
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
@@ -164,9 +165,10 @@ def custom_fwd(fwd: Callable | None = None, *, device_type: str,
     @functools.wraps(fwd)
     def decorate_fwd(*args: Any, **kwargs: Any) -> Any:
         ctx = args[0]
-        ctx._fwd_used_autocast = is_autocast_enabled(device_type)
         ctx._autocast_dtype = get_autocast_dtype(device_type)
-        if cast_inputs is None or not ctx._fwd_used_autocast:
+        enabled = is_autocast_enabled(device_type)
+        ctx._fwd_used_autocast = enabled if cast_inputs is None else False
+        if cast_inputs is None or not enabled:
             return fwd(*args, **kwargs)
         with autocast(device_type, enabled=False):
             return fwd(*_ac._cast(args, cast_inputs),
