@@ -19,6 +19,7 @@ the cast (``ToCopyBackward0``) to the float32 parameter in float32.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import weakref
 from typing import Any, Callable
@@ -31,13 +32,38 @@ from ember.tensor import Tensor
 __all__: list[str] = []  # internal: nothing is re-exported as ember.*
 
 
+class _AnyThread:
+    """``on``: some thread has CPU autocast enabled.  A plain attribute is the one thing the
+    wrapper of a listed op reads when autocast is off (a ``threading.local`` read costs more)."""
+
+    __slots__ = ("on", "threads")
+
+    def __init__(self) -> None:
+        self.on = False
+        self.threads = 0
+
+
+ANY = _AnyThread()
+
+
 class _State(threading.local):
     """CPU autocast state of this thread (PyTorch keeps it thread-local too)."""
 
-    on: bool = False              # an enabled CPU autocast region is active
+    _on: bool = False             # an enabled CPU autocast region is active
     dtype: dt.dtype = dt.bfloat16  # the CPU autocast dtype (``set_autocast_dtype``)
     cache_enabled: bool = True
     nesting: int = 0              # autocast regions entered (any device); cache cleared at 0
+
+    @property
+    def on(self) -> bool:
+        return self._on
+
+    @on.setter
+    def on(self, value: bool) -> None:
+        if value != self._on:
+            ANY.threads += 1 if value else -1
+            ANY.on = ANY.threads > 0
+        self._on = value
 
     def __init__(self) -> None:
         # (id, dtype) -> (weakref to the float32 leaf, its cast).  PyTorch keys by tensor only,
@@ -102,25 +128,63 @@ def _run_cast(kind: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
     to = st.dtype if kind == "lower" else dt.float32 if kind == "fp32" else _widest(args, kwargs)
     args = tuple(_cast(a, to) for a in args)
     kwargs = {k: _cast(v, to) for k, v in kwargs.items()}
-    st.on = False  # the op and everything it calls run without autocast (PyTorch's rule)
+    st._on = False  # the op and everything it calls run without autocast (PyTorch's rule)
     try:
         return fn(*args, **kwargs)
     finally:
-        st.on = True
+        st._on = True
+
+
+def _forwarder_source(fn: Callable) -> tuple[str, dict]:
+    """Source of a wrapper with ``fn``'s own signature (positional forwarding is several times
+    cheaper than ``*args, **kwargs``) and the namespace holding its defaults."""
+    sig = inspect.signature(fn)
+    params, pos, kw, ns = [], [], [], {}
+    star_done = False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            params.append(f"*{p.name}")
+            pos.append(f"*{p.name}")
+            star_done = True
+        elif p.kind is p.VAR_KEYWORD:
+            params.append(f"**{p.name}")
+            kw.append(f"**{p.name}")
+        else:
+            assert p.kind is not p.POSITIONAL_ONLY, fn
+            if p.kind is p.KEYWORD_ONLY and not star_done:
+                params.append("*")
+                star_done = True
+            text = p.name
+            if p.default is not p.empty:
+                ns[f"_d_{p.name}"] = p.default
+                text += f"=_d_{p.name}"
+            params.append(text)
+            (kw if p.kind is p.KEYWORD_ONLY else pos).append(
+                f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
+    args = ", ".join(pos + kw)
+    kwargs = ", ".join(f"{a.split('=')[0]!r}: {a.split('=')[0]}" for a in kw if "**" not in a)
+    var_kw = next((a for a in kw if a.startswith("**")), None)
+    kw_dict = "{" + kwargs + (", " if kwargs and var_kw else "") + (var_kw or "") + "}"
+    src = (f"def {fn.__name__}({', '.join(params)}):\n"
+           f"    if _any.on and _st._on:\n"
+           f"        return _run(_kind, _fn, ({''.join(a + ', ' for a in pos)}), {kw_dict})\n"
+           f"    return _fn({args})\n")
+    return src, ns
 
 
 def autocast_op(kind: str) -> Callable[[Callable], Callable]:
-    """Mark a frontend function as a CPU autocast op of ``kind`` ("lower", "fp32", "promote")."""
+    """Mark a frontend function as a CPU autocast op of ``kind`` ("lower", "fp32", "promote").
+
+    The wrapper has the function's own signature and, with autocast off, reads one attribute
+    and forwards its arguments positionally.
+    """
     assert kind in ("lower", "fp32", "promote"), kind
 
     def deco(fn: Callable) -> Callable:
-        st = STATE
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if st.on:
-                return _run_cast(kind, fn, args, kwargs)
-            return fn(*args, **kwargs)
+        src, ns = _forwarder_source(fn)
+        ns.update(_any=ANY, _st=STATE, _run=_run_cast, _kind=kind, _fn=fn)
+        exec(compile(src, f"<autocast {fn.__qualname__}>", "exec"), ns)  # noqa: S102
+        wrapper = functools.wraps(fn)(ns[fn.__name__])
         wrapper.autocast_kind = kind  # type: ignore[attr-defined]
         return wrapper
     return deco
