@@ -371,14 +371,30 @@ def _lowp_product(a: np.ndarray, b32: np.ndarray, out: np.ndarray,
     out[...] = blk
 
 
+def _to_float32(b: np.ndarray, threads: int) -> np.ndarray:
+    """``b.astype(float32)`` (same memory layout), split over threads for large operands (the
+    shared operand of a product, often a weight, is converted once per call)."""
+    if threads < 2 or b.size < MIN_ELEMENTS or b.ndim < 2:
+        return b.astype(np.float32)
+    out = np.empty_like(b, dtype=np.float32)
+    axis = 0 if b.strides[0] >= b.strides[-1] else b.ndim - 1  # split the outermost axis
+    n = b.shape[axis]
+    tasks = []
+    for lo, hi in _bounds(n, threads):
+        idx = (slice(None),) * axis + (slice(lo, hi),)
+        tasks.append(lambda idx=idx: np.copyto(out[idx], b[idx], casting="unsafe"))
+    _run(tasks)
+    return out
+
+
 def matmul_lowp(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """float16/bfloat16 ``a @ b (+ bias)``: float32 BLAS on blocks converted in cache, rounded
     once.  The values equal ``(f32(a) @ f32(b) + f32(bias)).astype(a.dtype)``."""
-    b32 = b.astype(np.float32)
+    threads, setter = _state["threads"], _blas_setter()
+    b32 = _to_float32(b, threads)
     product = _lowp_product if bias is None else functools.partial(
         _lowp_product, bias32=bias.astype(np.float32))
     out = np.empty(a.shape[:-1] + (b.shape[-1],), dtype=a.dtype)
-    threads, setter = _state["threads"], _blas_setter()
     m, k = a.shape[-2:]
     flops = 2 * m * b.shape[-1] * k * (a.size // max(m * k, 1))
     parts = None
