@@ -279,3 +279,20 @@ def test_custom_fwd_cast_inputs_and_custom_bwd_like_torch():
     assert _name(ey.dtype) == _name(ty.dtype) == "float32"
     assert seen["efwd"] == seen["tfwd"] and seen["ebwd"] == seen["tbwd"]
     assert _name(ex.grad.dtype) == _name(tx.grad.dtype)
+
+
+def test_autocast_inside_compile_records_the_casts():
+    lin = ember.nn.Linear(8, 4)
+
+    def step(x):
+        with ember.autocast("cpu"):
+            y = lin(x)
+            return y, F.mse_loss(y, ember.zeros_like(y))
+
+    x = ember.randn(3, 8)
+    y, loss = ember.compile(step)(x)
+    ye, le = step(x)
+    assert y.dtype is ember.bfloat16 and loss.dtype is ember.float32
+    assert np.array_equal(y.float().detach().numpy(), ye.float().detach().numpy())
+    loss.backward()
+    assert lin.weight.grad.dtype is ember.float32

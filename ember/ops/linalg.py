@@ -185,7 +185,7 @@ def _linear_meta_error(x, w, b) -> None:  # noqa: ANN001
 def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     if x.dtype in _LOWP_NP:  # float16/bfloat16: float32 product and bias, rounded once
         lead = x.shape[:-1]
-        x2 = x.reshape(-1, x.shape[-1])
+        x2 = x.reshape(int(np.prod(lead, dtype=np.int64)), x.shape[-1])
         return _parallel.matmul_lowp(x2, w.T, b).reshape(lead + (w.shape[0],))
     if x.ndim == 2:
         out = _parallel.matmul(x, w.T)
