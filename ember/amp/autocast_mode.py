@@ -144,7 +144,10 @@ class autocast:  # noqa: N801 (PyTorch's name)
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
         def decorated(*args: Any, **kwargs: Any) -> Any:
-            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
+            # a fresh copy per call (re-entrant, recursion-safe; checks and warning done once)
+            region = object.__new__(autocast)
+            region.__dict__.update(self.__dict__)
+            with region:
                 return fn(*args, **kwargs)
         return decorated
 
