@@ -60,7 +60,7 @@ from ember import _dynamo  # noqa: F401
 
 # device plumbing and legacy namespaces (docs/devices.md)
 from ember import (  # noqa: F401, E402
-    accelerator, amp, backends, cuda, distributed, jit, mps, onnx, xpu,
+    accelerator, amp, backends, cpu, cuda, distributed, jit, mps, onnx, xpu,
 )
 from ember.amp import (  # noqa: F401, E402
     autocast,

@@ -296,3 +296,17 @@ def test_autocast_inside_compile_records_the_casts():
     assert np.array_equal(y.float().detach().numpy(), ye.float().detach().numpy())
     loss.backward()
     assert lin.weight.grad.dtype is ember.float32
+
+
+def test_cpu_amp_deprecated_spellings_like_torch():
+    with pytest.warns(FutureWarning, match=r"torch.cpu.amp.autocast\(args...\)` is deprecated"):
+        region = ember.cpu.amp.autocast()
+    with region:
+        assert ember.is_autocast_enabled("cpu") and ember.get_autocast_dtype("cpu") is \
+            ember.bfloat16
+        assert ember.mm(ember.ones(2, 2), ember.ones(2, 2)).dtype is ember.bfloat16
+    with pytest.warns(FutureWarning, match="GradScaler"):
+        scaler = ember.cpu.amp.GradScaler()
+    assert scaler.is_enabled() and scaler.get_scale() == torch.cpu.amp.GradScaler().get_scale()
+    assert (ember.cpu.is_available(), ember.cpu.device_count(), ember.cpu.current_device()) == \
+        (torch.cpu.is_available(), torch.cpu.device_count(), torch.cpu.current_device())
