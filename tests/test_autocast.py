@@ -310,3 +310,32 @@ def test_cpu_amp_deprecated_spellings_like_torch():
     assert scaler.is_enabled() and scaler.get_scale() == torch.cpu.amp.GradScaler().get_scale()
     assert (ember.cpu.is_available(), ember.cpu.device_count(), ember.cpu.current_device()) == \
         (torch.cpu.is_available(), torch.cpu.device_count(), torch.cpu.current_device())
+
+
+@pytest.mark.parametrize("name,edt,tdt", HALF)
+def test_training_steps_with_grad_scaler_follow_torch(name, edt, tdt):
+    torch.manual_seed(0)
+    tm = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    em = ember.nn.Sequential(ember.nn.Linear(16, 32), ember.nn.GELU(), ember.nn.Linear(32, 4))
+    _copy_params(em, tm)
+    x, tx = _pair((64, 16), seed=21)
+    tgt = np.argmax(x.numpy()[:, :4], 1)
+    eo, to = ember.optim.AdamW(em.parameters(), lr=1e-2), torch.optim.AdamW(tm.parameters(),
+                                                                           lr=1e-2)
+    es, ts = ember.amp.GradScaler("cpu"), torch.amp.GradScaler("cpu")
+    losses = []
+    for _ in range(5):
+        with ember.autocast("cpu", dtype=edt):
+            el = F.cross_entropy(em(x), ember.tensor(tgt))
+        with torch.autocast("cpu", dtype=tdt):
+            tl = TF.cross_entropy(tm(tx), torch.tensor(tgt))
+        for opt, sc, loss in ((eo, es, el), (to, ts, tl)):
+            opt.zero_grad()
+            sc.scale(loss).backward()
+            sc.step(opt)
+            sc.update()
+        losses.append((el.item(), tl.item()))
+    assert es.get_scale() == ts.get_scale()
+    eps = float(torch.finfo(tdt).eps)
+    for e, t in losses:  # the half roundings of 5 steps compound: a few eps of the loss
+        assert abs(e - t) <= 32 * eps * abs(t), losses
