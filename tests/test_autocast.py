@@ -38,6 +38,7 @@ def _cases():
     b, tb = _pair((6,), seed=4)
     sq, tsq = _pair((3, 4, 4), seed=5)
     img, timg = _pair((2, 3, 8, 8), seed=6)
+    imgb, timgb = _pair((2, 3, 8, 8), "bfloat16", seed=12)
     cw, tcw = _pair((4, 3, 3, 3), seed=7)
     p, tp = _pair((4, 8), positive=True, seed=8)
     tgt = np.array([1, 0, 7, 3])
@@ -90,6 +91,15 @@ def _cases():
         ("stack_f32", lambda: ember.stack([x, x]), lambda: torch.stack([tx, tx])),
         ("explicit_f64_matmul", lambda: x.double() @ w.double().T,
          lambda: tx.double() @ tw.double().T),
+        ("pad_reflect2d", lambda: F.pad(imgb, (1, 1, 1, 1), mode="reflect"),
+         lambda: TF.pad(timgb, (1, 1, 1, 1), mode="reflect")),
+        ("pad_reflect1d", lambda: F.pad(imgb[:, :, 0], (1, 2), mode="reflect"),
+         lambda: TF.pad(timgb[:, :, 0], (1, 2), mode="reflect")),
+        ("pad_replicate2d", lambda: F.pad(imgb, (1, 1, 2, 0), mode="replicate"),
+         lambda: TF.pad(timgb, (1, 1, 2, 0), mode="replicate")),
+        ("pad_circular", lambda: F.pad(imgb, (1, 1, 1, 1), mode="circular"),
+         lambda: TF.pad(timgb, (1, 1, 1, 1), mode="circular")),
+        ("pad_constant", lambda: F.pad(imgb, (1, 1)), lambda: TF.pad(timgb, (1, 1))),
         ("index_copy", lambda: x.index_copy(0, ember.tensor([0]), xb[:1]),
          lambda: tx.index_copy(0, torch.tensor([0]), txb[:1])),
     ]

@@ -123,7 +123,11 @@ def _widest(args: tuple, kwargs: dict) -> dt.dtype:
     return current
 
 
-def _run_cast(kind: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+def _run_cast(kind: str | Callable, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    if callable(kind):  # a policy that depends on the arguments (``pad``'s mode)
+        kind = kind(*args, **kwargs)
+        if kind is None:
+            return fn(*args, **kwargs)
     st = STATE
     to = st.dtype if kind == "lower" else dt.float32 if kind == "fp32" else _widest(args, kwargs)
     args = tuple(_cast(a, to) for a in args)
@@ -172,13 +176,14 @@ def _forwarder_source(fn: Callable) -> tuple[str, dict]:
     return src, ns
 
 
-def autocast_op(kind: str) -> Callable[[Callable], Callable]:
-    """Mark a frontend function as a CPU autocast op of ``kind`` ("lower", "fp32", "promote").
+def autocast_op(kind: str | Callable) -> Callable[[Callable], Callable]:
+    """Mark a frontend function as a CPU autocast op of ``kind`` ("lower", "fp32", "promote"),
+    or of the kind a policy function returns for the call's arguments (None: not cast).
 
     The wrapper has the function's own signature and, with autocast off, reads one attribute
     and forwards its arguments positionally.
     """
-    assert kind in ("lower", "fp32", "promote"), kind
+    assert callable(kind) or kind in ("lower", "fp32", "promote"), kind
 
     def deco(fn: Callable) -> Callable:
         src, ns = _forwarder_source(fn)

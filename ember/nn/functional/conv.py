@@ -232,6 +232,15 @@ _NONCONST_HELP = (
     "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
+def _pad_autocast(input: Any, pad: Any, mode: str = "constant", value: Any = None) -> str | None:
+    """PyTorch's CPU autocast runs reflection padding of 1-2 dims and replication padding in
+    float32 (they are on its fp32 list); other modes are not autocast."""
+    if mode == "replicate" or (mode == "reflect" and len(pad) // 2 in (1, 2)):
+        return "fp32"
+    return None
+
+
+@autocast_op(_pad_autocast)
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
     """Pad the trailing dims: ``pad = (left_last, right_last, left_2nd_last, ...)``.
