@@ -63,9 +63,18 @@ from ember import _dynamo  # noqa: F401
 
 # device plumbing and legacy namespaces (docs/devices.md)
 from ember import (  # noqa: F401, E402
-    accelerator, amp, backends, cuda, distributed, jit, mps, onnx, xpu,
+    accelerator, amp, backends, cpu, cuda, distributed, jit, mps, onnx, xpu,
 )
-from ember.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401, E402
+from ember.amp import (  # noqa: F401, E402
+    autocast,
+    clear_autocast_cache,
+    get_autocast_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from ember.backends import (  # noqa: F401, E402
     are_deterministic_algorithms_enabled, get_float32_matmul_precision,
     is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,

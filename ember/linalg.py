@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember._frontend.autocast import autocast_op
 from ember._frontend.linalg import matmul
 from ember._frontend.linalg_solve import linalg_inv as inv
 from ember._frontend.linalg_solve import linalg_solve as solve
@@ -18,6 +19,7 @@ from ember.tensor import Tensor
 __all__ = ["LinAlgError", "inv", "matmul", "solve", "vecdot", "vector_norm"]
 
 
+@autocast_op("lower")
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
     """Dot product of ``x`` and ``y`` along ``dim`` with broadcasting (real inputs).
 

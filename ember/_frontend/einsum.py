@@ -12,6 +12,7 @@ import functools
 from typing import Any
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor, expand_to, to_dtype
 from ember.errors import DTypeRuntimeError, EmberValueError, ShapeError
 from ember.ops.linalg import EINSUM
@@ -100,6 +101,7 @@ def _parse(equation: str, ndims: tuple) -> tuple[tuple[str, ...], str, frozenset
     return tuple(norm), out, frozenset(ell_labels)
 
 
+@autocast_op("lower")
 def einsum(*args: Any) -> Tensor:
     """Einstein summation: ``einsum("ij,jk->ik", a, b)``, ``einsum("ij,jk", [a, b])`` or the
     sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""

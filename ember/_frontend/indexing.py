@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, is_scalar, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace, inplace_method
 from ember.autograd.grad_mode import is_grad_enabled
@@ -514,6 +515,7 @@ def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
 
 
 @tensor_method("index_copy")
+@autocast_op("promote")
 def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """``input`` with the slices of ``source`` copied to ``index`` along ``dim``."""
     if isinstance(source, Tensor) and isinstance(input, Tensor):

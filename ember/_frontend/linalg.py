@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, scalar_for
 from ember._frontend.shape import reshape
 from ember.errors import DTypeRuntimeError, EmberNotImplementedError, ShapeError
@@ -90,6 +91,7 @@ def _mm(a: Tensor, b: Tensor) -> Tensor:
 
 # ------------------------------------------------------------------------------ matmul
 @tensor_method("matmul")
+@autocast_op("lower")
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """Matrix product with NumPy/PyTorch semantics for 1-d, 2-d and batched operands."""
     if _is_sparse(input):
@@ -152,6 +154,7 @@ def _batched(a: Tensor, b: Tensor, sa: tuple, sb: tuple) -> Tensor:
 
 
 @tensor_method("mm")
+@autocast_op("lower")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """Product of two matrices (``input`` may be a sparse COO matrix: ``ember.sparse.mm``)."""
     if _is_sparse(input):
@@ -184,6 +187,7 @@ def _bmm_checks(op: str, a: Tensor, b: Tensor) -> None:
 
 
 @tensor_method("bmm")
+@autocast_op("lower")
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched product of (b, n, m) and (b, m, p) tensors."""
     check_tensor(input, "bmm")
@@ -262,6 +266,7 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 ger = outer
 
 
+@autocast_op("lower")
 def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     """Contract ``dims`` (a count, or two lists of dims) of ``a`` and ``b``."""
     from ember.ops._util import wrap_dim
@@ -319,6 +324,7 @@ def _add_scaled(op: str, input: Tensor, a: Tensor, b: Tensor, beta: Any,
 
 
 @tensor_method("addmm")
+@autocast_op("lower")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1,
           alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``."""
@@ -349,6 +355,7 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1,
 
 
 @tensor_method("baddbmm")
+@autocast_op("lower")
 def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
             alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * bmm(batch1, batch2)``."""
@@ -359,6 +366,7 @@ def baddbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
 
 
 @tensor_method("addbmm")
+@autocast_op("lower")
 def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
            alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""

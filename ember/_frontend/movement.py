@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor, to_dtype
 from ember._frontend.shape import reshape, size_args, unsqueeze
 from ember.errors import EmberTypeError, EmberValueError, ShapeError
@@ -29,6 +30,7 @@ def _tensor_list(tensors: Any, op: str) -> list:
     return list(tensors)
 
 
+@autocast_op("promote")
 def cat(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
     """Concatenate along ``dim``, promoting dtypes; 1-d empty tensors are skipped (legacy
     PyTorch behaviour)."""
@@ -63,6 +65,7 @@ def _to_out(result: Tensor, out: Tensor | None, op: str) -> Tensor:
 concat = concatenate = cat
 
 
+@autocast_op("promote")
 def stack(tensors: Sequence[Tensor], dim: int = 0, *, out: Any = None) -> Tensor:
     """Join same-shaped tensors along a new dim ``dim``."""
     ts = _tensor_list(tensors, "stack")

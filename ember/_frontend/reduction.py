@@ -10,6 +10,7 @@ from collections import namedtuple
 from typing import Any, Sequence
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor, to_dtype
 from ember.errors import (
     DTypeRuntimeError,
@@ -136,6 +137,7 @@ def mean(input: Tensor, dim: Dim = None, keepdim: bool = False, *,
 
 
 @tensor_method("prod")
+@autocast_op("fp32")
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
          dtype: dt.dtype | None = None) -> Tensor:
     """Product over one ``dim`` (all elements if None); integers multiply in int64."""

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor
 from ember._frontend.movement import cat, flip
 from ember._frontend.shape import clone, expand, narrow, reshape, transpose
@@ -210,6 +211,7 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
 
 
 @tensor_method("trace")
+@autocast_op("fp32")
 def trace(input: Tensor) -> Tensor:
     """The sum of the main diagonal of a matrix (integers sum to int64)."""
     check_tensor(input, "trace")

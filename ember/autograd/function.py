@@ -64,15 +64,16 @@ _FREED_MARK = object()
 class BackwardCFunction(Node):
     """The graph node of one ``Function.apply`` call."""
 
-    __slots__ = ("fn_cls", "ctx", "_out_specs", "_n_args")
+    __slots__ = ("fn_cls", "ctx", "_out_specs", "_n_args", "_in_dtypes")
 
     def __init__(self, fn_cls: type, ctx: FunctionCtx, edges: tuple, out_specs: list,
-                 n_args: int) -> None:
+                 n_args: int, in_dtypes: tuple = ()) -> None:
         super().__init__(edges, len(out_specs))
         self.fn_cls = fn_cls
         self.ctx = ctx
         self._out_specs = out_specs
         self._n_args = n_args
+        self._in_dtypes = in_dtypes  # a gradient is cast to its input's dtype, as in PyTorch
 
     def name(self) -> str:
         return f"{self.fn_cls.__name__}Backward"
@@ -100,7 +101,12 @@ class BackwardCFunction(Node):
                 f"function {self.name()} returned an incorrect number of gradients (expected "
                 f"{self._n_args}, got {len(result)})"
             )
-        return tuple(result[: self._n_args])
+        result = result[: self._n_args]
+        if self._in_dtypes:
+            result = tuple(r.to(d) if isinstance(r, Tensor) and d is not None and r._dtype is not d
+                           and r._dtype.is_floating_point else r
+                           for r, d in zip(result, self._in_dtypes))
+        return tuple(result)
 
     def release(self) -> None:
         self.ctx._saved = tuple(_FREED_MARK if isinstance(s, SavedTensor) else s
@@ -163,7 +169,9 @@ class Function(metaclass=_FunctionMeta):
         if record:
             edges = tuple(a._grad_edge() if n else None for a, n in zip(args, needs))
             specs = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else None for o in outs]
-            node = BackwardCFunction(cls, ctx, edges, specs, len(args))
+            in_dtypes = tuple(a._dtype if isinstance(a, Tensor) and a._dtype.is_floating_point
+                              else None for a in args)
+            node = BackwardCFunction(cls, ctx, edges, specs, len(args), in_dtypes)
             tr = _lazy.STATE.trace
             if tr is not None:  # recorded in compiled code: compiled autograd covers it
                 node._compiled_by = tr.owner

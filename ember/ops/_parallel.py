@@ -9,10 +9,12 @@ few microseconds).  ``ember.set_num_threads`` sets the count (shared with NumPy'
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
+import ml_dtypes
 import numpy as np
 
 MIN_ELEMENTS = 1 << 18  # below this a split does not pay for itself
@@ -300,29 +302,45 @@ def _blas_setter() -> Callable[[int], None] | None:
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``np.matmul(a, b)`` for float32/float64 arrays of equal rank (>= 2, equal batch dims),
-    split over ember's threads with single-threaded BLAS when large enough."""
+    """``np.matmul(a, b)`` for arrays of equal rank (>= 2, equal batch dims), split over ember's
+    threads with single-threaded BLAS when large enough.  float16/bfloat16 operands are
+    multiplied in float32 and the result rounded once to their dtype (``matmul_lowp``)."""
+    if a.dtype.num in _LOWP_NUMS and a.dtype == b.dtype:
+        return matmul_lowp(a, b)
     threads = _state["threads"]
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    batch = a.shape[0] if a.ndim > 2 else 1
     flops = 2 * m * n * k * (a.size // max(m * k, 1))
     setter = _blas_setter()
     if (threads < 2 or setter is None or flops < MATMUL_MIN_FLOPS or a.dtype != b.dtype
             or a.dtype not in (np.float32, np.float64) or a.shape[:-2] != b.shape[:-2]):
         return np.matmul(a, b)
     out = np.empty(a.shape[:-1] + (n,), dtype=a.dtype)
-    # a few parts per thread, taken by whichever thread is free: a thread that the OS
-    # deschedules (other processes on the cores) does not hold up the whole product
-    if batch >= threads:
-        parts = [(lambda lo=lo, hi=hi: np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi]))
-                 for lo, hi in _bounds(batch, min(batch, 4 * threads))]
-    elif a.ndim == 2 and m >= 2 * threads:
-        pieces = max(threads, min(4 * threads, m // 128))
-        parts = [(lambda lo=lo, hi=hi: np.matmul(a[lo:hi], b, out=out[lo:hi]))
-                 for lo, hi in _bounds(m, pieces)]
-    else:
+    parts = _matmul_parts(a, b, out, threads, lambda x, y, o: np.matmul(x, y, out=o))
+    if parts is None:
         return np.matmul(a, b)
+    _run_parts(parts, threads, setter)
+    return out
+
+
+def _matmul_parts(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int,
+                  product: Callable) -> list | None:
+    """Closures computing ``product`` over row (or batch) blocks of ``out``: a few parts per
+    thread, taken by whichever thread is free, so a thread that the OS deschedules (other
+    processes on the cores) does not hold up the whole product.  None: no useful split."""
+    m = a.shape[-2]
+    batch = a.shape[0] if a.ndim > 2 else 1
+    if batch >= threads and a.ndim > 2:
+        return [(lambda lo=lo, hi=hi: product(a[lo:hi], b[lo:hi], out[lo:hi]))
+                for lo, hi in _bounds(batch, min(batch, 4 * threads))]
+    if a.ndim == 2 and m >= 2 * threads:
+        pieces = max(threads, min(4 * threads, m // 128))
+        return [(lambda lo=lo, hi=hi: product(a[lo:hi], b, out[lo:hi]))
+                for lo, hi in _bounds(m, pieces)]
+    return None
+
+
+def _run_parts(parts: list, threads: int, setter: Any) -> None:
     todo = iter(parts)
 
     def work() -> None:
@@ -334,4 +352,57 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         _run([work] * threads)
     finally:
         setter(threads)
+
+
+_LOWP_NUMS = frozenset({np.dtype(np.float16).num, np.dtype(ml_dtypes.bfloat16).num})
+
+
+def _lowp_product(a: np.ndarray, b32: np.ndarray, out: np.ndarray,
+                  bias32: np.ndarray | None = None) -> None:
+    """``out = round(float32(a) @ b32 (+ bias32))`` for one block of rows (or batches): the
+    float32 copy of ``a``'s block and the float32 result exist only per block (the parallel
+    split makes blocks of at most ~128 rows for large products, so they stay in cache), and
+    the rounding to ``out``'s dtype (round to nearest even) happens once, right after the
+    block's product.  Each block is one BLAS call over the same rows as the float32 path, so
+    a half result is bit-for-bit the rounded float32 result of the same op."""
+    blk = np.matmul(a.astype(np.float32), b32)
+    if bias32 is not None:
+        blk += bias32
+    out[...] = blk
+
+
+def _to_float32(b: np.ndarray, threads: int) -> np.ndarray:
+    """``b.astype(float32)`` (same memory layout), split over threads for large operands (the
+    shared operand of a product, often a weight, is converted once per call)."""
+    if threads < 2 or b.size < MIN_ELEMENTS or b.ndim < 2:
+        return b.astype(np.float32)
+    out = np.empty_like(b, dtype=np.float32)
+    axis = 0 if b.strides[0] >= b.strides[-1] else b.ndim - 1  # split the outermost axis
+    n = b.shape[axis]
+    tasks = []
+    for lo, hi in _bounds(n, threads):
+        idx = (slice(None),) * axis + (slice(lo, hi),)
+        tasks.append(lambda idx=idx: np.copyto(out[idx], b[idx], casting="unsafe"))
+    _run(tasks)
+    return out
+
+
+def matmul_lowp(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """float16/bfloat16 ``a @ b (+ bias)``: float32 BLAS on blocks converted in cache, rounded
+    once.  The values equal ``(f32(a) @ f32(b) + f32(bias)).astype(a.dtype)``."""
+    threads, setter = _state["threads"], _blas_setter()
+    b32 = _to_float32(b, threads)
+    product = _lowp_product if bias is None else functools.partial(
+        _lowp_product, bias32=bias.astype(np.float32))
+    out = np.empty(a.shape[:-1] + (b.shape[-1],), dtype=a.dtype)
+    m, k = a.shape[-2:]
+    flops = 2 * m * b.shape[-1] * k * (a.size // max(m * k, 1))
+    parts = None
+    if threads >= 2 and setter is not None and flops >= MATMUL_MIN_FLOPS and \
+            a.shape[:-2] == b.shape[:-2]:
+        parts = _matmul_parts(a, b32, out, threads, product)
+    if parts is None:
+        product(a, b32, out)
+    else:
+        _run_parts(parts, threads, setter)
     return out

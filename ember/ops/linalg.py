@@ -55,9 +55,7 @@ def _matmul_meta(a, b) -> tuple:  # noqa: ANN001
 
 
 def _matmul_eager(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    src = a.dtype
-    if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(src)
+    # float16/bfloat16: _parallel computes in float32 (blocked conversion) and rounds once
     return _parallel.matmul(a, b)
 
 
@@ -185,11 +183,10 @@ def _linear_meta_error(x, w, b) -> None:  # noqa: ANN001
 
 
 def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
-    src = x.dtype
-    if src in _LOWP_NP:  # float16/bfloat16: compute in float32, round once
-        f = np.float32
-        return _linear_eager(x.astype(f), w.astype(f), None if b is None else b.astype(f)
-                             ).astype(src)
+    if x.dtype in _LOWP_NP:  # float16/bfloat16: float32 product and bias, rounded once
+        lead = x.shape[:-1]
+        x2 = x.reshape(int(np.prod(lead, dtype=np.int64)), x.shape[-1])
+        return _parallel.matmul_lowp(x2, w.T, b).reshape(lead + (w.shape[0],))
     if x.ndim == 2:
         out = _parallel.matmul(x, w.T)
     else:

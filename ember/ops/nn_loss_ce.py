@@ -12,7 +12,8 @@ rows.  Label smoothing ``e`` mixes the target with the uniform distribution: per
 ``(1 - e) * w[t] * -logp[t] + e / C * sum_c w[c] * -logp[c]``.
 
 float16/bfloat16 compute in float32; ``log_softmax`` is rounded to the storage dtype first, as
-PyTorch's composite rounds its intermediate result.
+PyTorch's composite rounds its intermediate result, and a 2-d input's batch sum/mean follows
+PyTorch's half cascade (``ember/ops/_half_sum.py``) bit for bit.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ember.errors import EmberIndexError, EmberNotImplementedError
+from ember.ops._half_sum import nll_reduce
 from ember.ops.registry import OpDef, bind, register
 
 _LOWP = ("float16", "bfloat16")
@@ -125,8 +127,10 @@ def _nll_eager(x: np.ndarray, t: np.ndarray, w: np.ndarray | None, *, ignore_ind
     src = x.dtype
     xr = _class_last(x.astype(np.float32) if src.name in _LOWP else x)
     tr = _rows_target(t, x.ndim)
-    safe, wt, _ = _picked(tr, w, ignore_index, xr.shape[-1], xr.dtype)
+    safe, wt, mask = _picked(tr, w, ignore_index, xr.shape[-1], xr.dtype)
     vals = np.take_along_axis(xr, safe[..., None], -1)[..., 0]
+    if src.name in _LOWP and x.ndim == 2 and reduction != "none":  # PyTorch's half cascade
+        return nll_reduce(vals, mask, None if w is None else wt, reduction, src)
     loss = np.where(wt != 0, -wt * vals, 0).astype(xr.dtype)
     out_shape = () if x.ndim == 1 else t.shape
     return _reduce(loss, reduction, np.sum(wt), out_shape).astype(src)
@@ -196,6 +200,10 @@ def _ce_eager(x: np.ndarray, t: np.ndarray, w: np.ndarray | None, *, ignore_inde
         return _ce_smoothing_lowp(x, t, logp, safe, wt, wc, ignore_index, reduction, eps)
     with np.errstate(invalid="ignore"):
         picked = np.take_along_axis(logp, safe[..., None], -1)[..., 0]
+        if x.dtype.name in _LOWP and x.ndim == 2 and reduction != "none" and not eps:
+            # nll_loss(log_softmax(x)) as PyTorch: the half batch cascade (ember/ops/_half_sum)
+            mask = _rows_target(t, x.ndim) != ignore_index
+            return nll_reduce(picked, mask, None if w is None else wt, reduction, x.dtype)
         loss = np.where(wt != 0, -wt * picked, 0) * (1.0 - eps)
         if eps:
             smooth = -(logp.sum(-1) if wc is None else (logp * wc).sum(-1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace
 from ember.autograd import grad_mode as _gm
@@ -260,6 +261,7 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return _apply("softshrink", input, False, "softshrink", lambd=float(lambd))
 
 
+@autocast_op("lower")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``input`` where positive, ``weight * input`` elsewhere; ``weight`` has one element or
     one per channel (dim 1)."""

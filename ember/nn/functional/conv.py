@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor
 from ember.autograd.grad_mode import is_grad_enabled, no_grad
 from ember.errors import (
@@ -140,12 +141,14 @@ def _conv(name: str, d: int, input: Tensor, weight: Tensor, bias: Tensor | None,
     return out.reshape(tuple(out.shape[1:])) if unbatched else out
 
 
+@autocast_op("lower")
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """1-d convolution of ``(N, C, L)`` (or ``(C, L)``) with ``(O, C/groups, K)``."""
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@autocast_op("lower")
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d convolution of ``(N, C, H, W)`` (or ``(C, H, W)``) with ``(O, C/groups, kH, kW)``.
@@ -203,6 +206,7 @@ def _conv_transpose(name: str, d: int, input: Tensor, weight: Tensor, bias: Tens
     return out.reshape(tuple(out.shape[1:])) if unbatched else out
 
 
+@autocast_op("lower")
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:
@@ -211,6 +215,7 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                            output_padding, groups, dilation)
 
 
+@autocast_op("lower")
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1,
                      dilation: Any = 1) -> Tensor:
@@ -227,6 +232,15 @@ _NONCONST_HELP = (
     "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
 
 
+def _pad_autocast(input: Any, pad: Any, mode: str = "constant", value: Any = None) -> str | None:
+    """PyTorch's CPU autocast runs reflection padding of 1-2 dims and replication padding in
+    float32 (they are on its fp32 list); other modes are not autocast."""
+    if mode == "replicate" or (mode == "reflect" and len(pad) // 2 in (1, 2)):
+        return "fp32"
+    return None
+
+
+@autocast_op(_pad_autocast)
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",
         value: float | None = None) -> Tensor:
     """Pad the trailing dims: ``pad = (left_last, right_last, left_2nd_last, ...)``.

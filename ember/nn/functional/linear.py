@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to
 from ember._frontend.einsum import einsum
 from ember._frontend.linalg import _CPP, _SCALAR, matmul
@@ -33,6 +34,7 @@ from ember.tensor import Tensor
 __all__ = ["bilinear", "linear", "scaled_dot_product_attention"]
 
 
+@autocast_op("lower")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``input @ weight.T + bias`` over any leading dims of ``input``."""
     if (isinstance(input, Tensor) and isinstance(weight, Tensor) and weight._data.ndim == 2
@@ -173,6 +175,7 @@ def _float_mask(mask: Tensor, q: Tensor) -> Tensor:
     return mask
 
 
+@autocast_op("lower")
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,

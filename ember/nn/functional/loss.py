@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 from ember import dtypes as dt
+from ember._frontend.autocast import autocast_op
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, to_dtype
 from ember._frontend.inplace import _type_name
 from ember.autograd import grad_mode as _gm
@@ -107,6 +108,7 @@ def _check_weight(op: str, input: Tensor, weight: Tensor | None, prefix: str = "
                                 f"found {_type_name(weight._dtype)}")
 
 
+@autocast_op("fp32")
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              size_average: Any = None, ignore_index: int = -100, reduce: Any = None,
              reduction: str = "mean") -> Tensor:
@@ -124,6 +126,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
                 reduction=red)
 
 
+@autocast_op("fp32")
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                   size_average: Any = None, ignore_index: int = -100, reduce: Any = None,
                   reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
@@ -177,6 +180,7 @@ def _broadcast_pair(op: str, input: Tensor, target: Tensor) -> tuple:
     return expand_to(to_dtype(input, d), shape), expand_to(to_dtype(target, d), shape)
 
 
+@autocast_op("fp32")
 def mse_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Mean squared error ``(input - target) ** 2``."""
@@ -205,6 +209,7 @@ def _weighted(loss: Tensor, weight: Tensor, reduction: str, by_weight: bool) -> 
     return total / (weight.sum() if by_weight else out.numel())  # type: ignore[attr-defined]
 
 
+@autocast_op("fp32")
 def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """Mean absolute error ``|input - target|``."""
@@ -216,6 +221,7 @@ def l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any
     return _weighted(bind(L.L1_LOSS, x, y, None, None, reduction="none"), weight, red, True)
 
 
+@autocast_op("fp32")
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """Quadratic ``0.5 d**2 / beta`` for ``|d| < beta``, linear ``|d| - beta/2`` beyond."""
@@ -229,6 +235,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: Any = None, redu
     return bind(L.SMOOTH_L1_LOSS, x, y, None, None, reduction=red, beta=float(beta))
 
 
+@autocast_op("fp32")
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
                weight: Tensor | None = None) -> Tensor:
     """Quadratic ``0.5 d**2`` for ``|d| < delta``, linear ``delta (|d| - delta/2)`` beyond."""
@@ -261,6 +268,7 @@ def _expand_weight(op: str, weight: Tensor | None, shape: tuple, d: dt.dtype) ->
     return expand_to(to_dtype(weight, d), shape)
 
 
+@autocast_op("fp32")
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          size_average: Any = None, reduce: Any = None,
                          reduction: str = "mean") -> Tensor:
@@ -281,6 +289,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     return bind(L.BINARY_CROSS_ENTROPY, input, target, w, None, reduction=red)
 
 
+@autocast_op("fp32")
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, size_average: Any = None,
                                      reduce: Any = None, reduction: str = "mean",
@@ -303,6 +312,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                 reduction=red)
 
 
+@autocast_op("fp32")
 def kl_div(input: Tensor, target: Tensor, size_average: Any = None, reduce: Any = None,
            reduction: str = "mean", log_target: bool = False) -> Tensor:
     """Kullback-Leibler divergence ``target * (log(target) - input)`` for log-probabilities
