@@ -49,6 +49,7 @@ for _name in _tl.__all__:
     globals()[_name] = getattr(_tl, _name)
 del _tl, _name
 from ember import linalg, special  # noqa: F401
+from ember.special import sinc  # noqa: F401, E402
 from ember import sparse  # noqa: F401
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided  # noqa: F401
 from ember import optim  # noqa: F401

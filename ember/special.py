@@ -12,6 +12,7 @@ import math
 
 from ember._frontend.core import check_tensor
 from ember._frontend.creation import full_like, ones_like, zeros_like
+from ember._frontend.inplace import inplace_method
 from ember._frontend.pointwise_logic import where
 from ember._frontend.pointwise_math import (
     erf,
@@ -53,6 +54,9 @@ def sinc(input: Tensor) -> Tensor:
     zero = x == 0
     safe = where(zero, ones_like(x), x) * math.pi
     return where(zero, ones_like(x), sin(safe) / safe)
+
+
+inplace_method("sinc_", sinc)
 
 
 def xlog1py(input: Tensor | float, other: Tensor | float) -> Tensor:

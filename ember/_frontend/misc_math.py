@@ -25,7 +25,7 @@ from ember._frontend.pointwise_math import float_power
 from ember._frontend.reduction import _return_type, amax, amin, vector_norm
 from ember._frontend.shape import clone
 from ember._frontend.structure import diag, meshgrid
-from ember.errors import EmberRuntimeError, EmberTypeError, ShapeError
+from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberTypeError, ShapeError
 from ember.ops._util import wrap_dim
 from ember.tensor import Tensor, tensor_method
 
@@ -481,3 +481,77 @@ for _name, _fn in (("addr_", addr), ("float_power_", _float_power_checked),
                    ("heaviside_", heaviside),
                    ("ldexp_", ldexp), ("renorm_", renorm), ("put_", put)):
     inplace_method(_name, _fn)
+
+
+# ---------------------------------------------------------------------------------- gcd, lcm
+def _int_pair(op: str, input: Tensor, other: Tensor) -> tuple[Tensor, Tensor]:
+    from ember._frontend.structure import broadcast_tensors
+    d = dt.result_type(input, other)
+    if d.is_floating_point or d == dt.bool:
+        from ember._frontend.inplace import _type_name
+        raise EmberNotImplementedError(f'[{op}] "{op}_cpu" not implemented for '
+                                       f"'{_type_name(d)}'")
+    a, b = broadcast_tensors(input.to(d), other.to(d))
+    return a, b
+
+
+@tensor_method("gcd")
+def gcd(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise greatest common divisor (non-negative) of integer tensors (Euclid).
+
+    >>> ember.gcd(ember.tensor([4, 0, -6]), ember.tensor([6, 5, 9]))
+    tensor([2, 5, 3])
+    """
+    a, b = _int_pair("gcd", input, other)
+    a, b = a.abs(), b.abs()
+    while bool((b != 0).any()):
+        nz = b != 0
+        safe = where(nz, b, ones((), dtype=b.dtype))
+        a, b = where(nz, b, a), where(nz, a % safe, b)
+    return a
+
+
+@tensor_method("lcm")
+def lcm(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise least common multiple (non-negative; 0 if either is 0) of integer tensors."""
+    a, b = _int_pair("lcm", input, other)
+    g = gcd(a, b)
+    zero = g == 0
+    return where(zero, g, (a.div(where(zero, ones((), dtype=g.dtype), g),
+                                 rounding_mode="trunc") * b).abs())
+
+
+inplace_method("gcd_", gcd)
+inplace_method("lcm_", lcm)
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
+          compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """p-norm distances between each row of ``x1`` (..., P, M) and of ``x2`` (..., R, M).
+
+    >>> ember.cdist(ember.tensor([[0.0, 0.0]]), ember.tensor([[3.0, 4.0]]))
+    tensor([[5.]])
+    """
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise EmberRuntimeError(f"[cdist] cdist only supports at least 2D tensors, X1 got: "
+                                f"{x1.ndim}D" if x1.ndim < 2 else
+                                f"[cdist] cdist only supports at least 2D tensors, X2 got: "
+                                f"{x2.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise EmberRuntimeError(f"[cdist] X1 and X2 must have the same number of columns. X1: "
+                                f"{x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise EmberRuntimeError("[cdist] cdist only supports non-negative p values")
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    return vector_norm(diff, p, dim=-1)
+
+
+def nuclear_norm(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """The sum of singular values of the matrices over ``dim`` (default the last two)."""
+    from ember._frontend.linalg_decomp import linalg_matrix_norm
+    if isinstance(dim, bool):
+        dim, keepdim = None, dim
+    return linalg_matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+
+
+__all__ += ["cdist", "gcd", "lcm", "nuclear_norm"]

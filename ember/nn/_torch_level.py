@@ -174,3 +174,17 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor, marg
     return LX._triplet(anchor, positive, negative,
                        lambda x, y: LX.pairwise_distance(x, y, p, eps), margin, swap,
                        _ENUM[reduction])
+
+
+def _tensor_hardshrink(self: Tensor, lambd: float = 0.5) -> Tensor:
+    """``F.hardshrink(self, lambd)``."""
+    return F.hardshrink(self, lambd)
+
+
+def _tensor_prelu(self: Tensor, weight: Tensor) -> Tensor:
+    """``F.prelu(self, weight)``."""
+    return F.prelu(self, weight)
+
+
+Tensor.hardshrink = _tensor_hardshrink  # type: ignore[attr-defined]
+Tensor.prelu = _tensor_prelu  # type: ignore[attr-defined]
