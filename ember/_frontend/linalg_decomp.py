@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from ember import dtypes as dt
 from ember._frontend.core import check_tensor
 from ember._frontend.creation import eye, zeros
-from ember._frontend.linalg_solve import linalg_inv, linalg_solve
+from ember._frontend.linalg_solve import _no_out, linalg_inv, linalg_solve
 from ember._frontend.pointwise_logic import where
 from ember._frontend.reduction import _return_type, vector_norm
 from ember.errors import EmberRuntimeError, EmberValueError
@@ -79,6 +79,7 @@ def logdet(input: Tensor) -> Tensor:
 
 def linalg_cholesky(input: Tensor, *, upper: bool = False, out: Any = None) -> Tensor:
     """The Cholesky factor L (``upper``: L^T) of symmetric positive-definite matrices."""
+    _no_out("linalg.cholesky", out)
     check_tensor(input, "linalg.cholesky", "A")
     lo = bind(LINALG_CHOLESKY, input)
     return lo.mT if upper else lo
@@ -88,6 +89,7 @@ def linalg_cholesky_ex(input: Tensor, *, upper: bool = False, check_errors: bool
                        out: Any = None) -> Any:
     """``(L, info)``; a matrix that is not positive-definite raises (ember has no partial
     factor to return)."""
+    _no_out("linalg.cholesky_ex", out)
     lo = linalg_cholesky(input, upper=upper)
     return _chol_ex_t(lo, zeros(tuple(input.shape[:-2]), dtype=dt.int32))
 
@@ -127,11 +129,13 @@ def linalg_eigvalsh(input: Tensor, UPLO: str = "L") -> Tensor:  # noqa: N803
 def linalg_svd(A: Tensor, full_matrices: bool = True, *, driver: Any = None,  # noqa: N803
                out: Any = None) -> Any:
     """``U, S, Vh`` with ``A = U diag(S) Vh`` (singular values descending)."""
+    _no_out("linalg.svd", out)
     check_tensor(A, "linalg.svd", "A")
     return _svd_t(*bind(LINALG_SVD, A, full_matrices=bool(full_matrices)))
 
 
 def linalg_svdvals(A: Tensor, *, driver: Any = None, out: Any = None) -> Tensor:  # noqa: N803
+    _no_out("linalg.svdvals", out)
     return bind(LINALG_SVD, A, full_matrices=False)[1]
 
 
@@ -146,6 +150,7 @@ def svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> Any:
 
 def linalg_qr(A: Tensor, mode: str = "reduced", *, out: Any = None) -> Any:  # noqa: N803
     """``Q, R`` with ``A = Q R`` (``mode``: 'reduced', 'complete' or 'r')."""
+    _no_out("linalg.qr", out)
     check_tensor(A, "linalg.qr", "A")
     if mode not in ("reduced", "complete", "r"):
         raise EmberRuntimeError(f"[linalg.qr] qr received unrecognized mode '{mode}' but "
@@ -177,6 +182,7 @@ def _zero(x: Any) -> bool:
 def linalg_pinv(input: Tensor, rcond: Any = None, hermitian: bool = False, *,
                 atol: Any = None, rtol: Any = None, out: Any = None) -> Tensor:
     """The pseudo-inverse via the SVD, singular values below the tolerance dropped."""
+    _no_out("linalg.pinv", out)
     if rcond is not None:
         rtol = rcond
     u, s, vh = linalg_svd(input, full_matrices=False)
@@ -194,6 +200,7 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
 def linalg_matrix_rank(input: Tensor, tol: Any = None, hermitian: bool = False, *,
                        atol: Any = None, rtol: Any = None, out: Any = None) -> Tensor:
     """The number of singular values above ``max(atol, rtol * s_max)``."""
+    _no_out("linalg.matrix_rank", out)
     if tol is not None:
         atol, rtol = tol, 0.0
     s = linalg_svdvals(input.detach())
@@ -203,6 +210,7 @@ def linalg_matrix_rank(input: Tensor, tol: Any = None, hermitian: bool = False, 
 def linalg_matrix_norm(input: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2, -1),
                        keepdim: bool = False, *, dtype: Any = None, out: Any = None) -> Tensor:
     """Frobenius, nuclear, 1, -1, 2, -2, inf or -inf norm of the matrices over ``dim``."""
+    _no_out("linalg.matrix_norm", out)
     x = input if dtype is None else input.to(dtype)
     d0, d1 = (dm % x.ndim for dm in dim)
     if ord == "fro":
@@ -226,6 +234,7 @@ def linalg_matrix_norm(input: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2
 def linalg_norm(input: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
                 dtype: Any = None, out: Any = None) -> Tensor:
     """``vector_norm`` or ``matrix_norm`` depending on ``ord`` and ``dim`` (as PyTorch)."""
+    _no_out("linalg.norm", out)
     if dim is not None and not isinstance(dim, int) and len(dim) == 2 or \
             (dim is None and ord is not None and input.ndim == 2):
         return linalg_matrix_norm(input, ord if ord is not None else "fro",
@@ -279,6 +288,7 @@ def linalg_solve_triangular(input: Tensor, B: Tensor, *, upper: bool, left: bool
                             unitriangular: bool = False, out: Any = None) -> Tensor:
     """X with ``A X = B`` (``left=False``: ``X A = B``) for triangular A, which is read from
     its ``upper`` or lower triangle only (its diagonal taken as ones if ``unitriangular``)."""
+    _no_out("linalg.solve_triangular", out)
     a = input.triu() if upper else input.tril()
     if unitriangular:
         d = a.diagonal(0, -2, -1)
@@ -299,6 +309,7 @@ def triangular_solve(input: Tensor, A: Tensor, upper: bool = True, transpose: bo
 
 def linalg_tensorinv(input: Tensor, ind: int = 2, *, out: Any = None) -> Tensor:
     """The inverse of ``input`` seen as a matrix (first ``ind`` dims by the rest)."""
+    _no_out("linalg.tensorinv", out)
     if ind <= 0:
         raise EmberValueError("[linalg.tensorinv] Expected a strictly positive integer for "
                               f"'ind', but got {ind}")
@@ -314,6 +325,7 @@ def linalg_tensorinv(input: Tensor, ind: int = 2, *, out: Any = None) -> Tensor:
 def linalg_tensorsolve(input: Tensor, other: Tensor, dims: Any = None, *,
                        out: Any = None) -> Tensor:
     """X with ``tensordot(input, X, X.ndim) == other``."""
+    _no_out("linalg.tensorsolve", out)
     a = input
     if dims is not None:
         rest = [d for d in range(a.ndim) if d not in [x % a.ndim for x in dims]]

@@ -355,6 +355,8 @@ def matrix_power(input: Tensor, n: int) -> Tensor:
 
 def chain_matmul(*matrices: Tensor, out: Tensor | None = None) -> Tensor:
     """``matrices[0] @ matrices[1] @ ...`` of 2-D tensors (deprecated in PyTorch)."""
+    from ember._frontend.linalg_solve import _no_out
+    _no_out("chain_matmul", out)
     if not matrices:
         raise EmberRuntimeError("[chain_matmul] chain_matmul(): Expected one or more matrices")
     for m in matrices:

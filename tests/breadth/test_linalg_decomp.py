@@ -182,3 +182,12 @@ def test_errors():
         ember.linalg.eigh(ember.tensor(A), "X")
     with pytest.raises(RuntimeError, match="at least 2 dimensions"):
         ember.linalg.slogdet(ember.ones(3))
+
+
+def test_out_is_refused_not_ignored():
+    a = ember.tensor(SPD[0])
+    for fn in (lambda: ember.linalg.cholesky(a, out=ember.empty(4, 4)),
+               lambda: ember.linalg.svdvals(a, out=ember.empty(4)),
+               lambda: ember.chain_matmul(a, a, out=ember.empty(4, 4))):
+        with pytest.raises(TypeError, match="out= is not supported"):
+            fn()
