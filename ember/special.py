@@ -3,7 +3,8 @@
 Most are PyTorch's aliases of top-level ops (``expit`` is ``sigmoid``, ``exp2``, ``logit``,
 ``xlogy``, ...); ``sinc``, ``xlog1py``, ``entr`` and ``ndtr`` are compositions of existing ops,
 so their gradients come from those ops.  Functions that need new special-function kernels
-(``digamma``, ``gammaln``, Bessel functions, ...) are not part of ember yet.
+(Bessel functions, zeta, polygamma of order >= 2, ...) are not part of ember yet;
+``gammaln``/``psi``/``digamma``/``multigammaln`` come from ``ember/ops/special_gamma.py``.
 """
 
 from __future__ import annotations
@@ -30,12 +31,21 @@ from ember._frontend.pointwise_math import (
 )
 from ember._frontend.reduction import logsumexp
 from ember._frontend.scan import log_softmax, softmax
+from ember._frontend.special_gamma import digamma, lgamma, mvlgamma, polygamma
 from ember.tensor import Tensor, tensor_method
 
-__all__ = ["entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "log1p", "log_softmax",
-           "logit", "logsumexp", "ndtr", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln",
+           "log1p", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "polygamma",
+           "psi", "round", "sinc", "softmax", "xlog1py", "xlogy"]
 
 expit = sigmoid
+gammaln = lgamma
+psi = digamma
+
+
+def multigammaln(input: Tensor, p: int) -> Tensor:
+    """Alias of ``mvlgamma``: the multivariate log-gamma of dimension ``p``."""
+    return mvlgamma(input, p)
 
 
 def _float(input: Tensor) -> Tensor:
