@@ -47,7 +47,12 @@ from ember.autograd.grad_mode import (  # noqa: F401
 from ember import autograd  # noqa: F401
 from ember._tensor_str import get_printoptions, set_printoptions  # noqa: F401
 from ember import nn  # noqa: F401
-from ember import linalg  # noqa: F401
+from ember.nn import _torch_level as _tl  # torch.conv2d, torch.layer_norm, ... (ATen forms)
+for _name in _tl.__all__:
+    globals()[_name] = getattr(_tl, _name)
+del _tl, _name
+from ember import linalg, special  # noqa: F401
+from ember.special import sinc  # noqa: F401, E402
 from ember import sparse  # noqa: F401
 from ember.sparse import sparse_coo, sparse_coo_tensor, spmm, strided  # noqa: F401
 from ember import optim  # noqa: F401

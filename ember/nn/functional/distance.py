@@ -11,7 +11,7 @@ from ember.ops.nn_distance import COSINE_SIMILARITY
 from ember.ops.registry import bind
 from ember.tensor import Tensor
 
-__all__ = ["cosine_similarity", "pairwise_distance"]
+__all__ = ["cosine_similarity"]  # pairwise_distance: loss_extra.py
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
@@ -32,16 +32,3 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
     if not shape:
         a, b = a.reshape(1), b.reshape(1)  # type: ignore[attr-defined]
     return bind(COSINE_SIMILARITY, a, b, dim=axis, eps=float(eps))
-
-
-def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
-                      keepdim: bool = False) -> Tensor:
-    """The p-norm of ``x1 - x2 + eps`` over the last dimension (PyTorch's definition).
-
-    >>> F.pairwise_distance(ember.zeros(2, 3), ember.ones(2, 3))  # tensor([1.7320, 1.7320])
-    """
-    check_tensor(x1, "pairwise_distance", "x1")
-    check_tensor(x2, "pairwise_distance", "x2")
-    diff = x1 - x2 + eps  # integer inputs promote to the default float dtype, as in PyTorch
-    dim = -1 if diff.dim() else 0
-    return diff.norm(p=p, dim=dim, keepdim=keepdim)  # type: ignore[attr-defined]
