@@ -603,8 +603,16 @@ def _glu_bwd_vjp(ctx: Any, gg: Any) -> tuple:
     raise EmberNotImplementedError("[glu] the second derivative of glu is not implemented")
 
 
+def _glu_decomp(x: Any, *, dim: int) -> Any:
+    """glu with ember tensor ops (the compiler's decomposition): float16/bfloat16 in float32."""
+    a, b = x.chunk(2, dim)
+    if x.dtype.name in ("float16", "bfloat16"):
+        a, b = a.float(), b.float()
+    return (a * b.sigmoid()).to(x.dtype)
+
+
 GLU = register(OpDef(
-    "glu", "composite", _glu_meta, lowp(_glu_eager), _glu_vjp, save=(0,),
+    "glu", "composite", _glu_meta, lowp(_glu_eager), _glu_vjp, save=(0,), decomp=_glu_decomp,
     doc="Gated linear unit: first half times sigmoid of the second half along ``dim``.",
 ))
 GLU_BACKWARD = register(OpDef(
@@ -655,8 +663,19 @@ def _prelu_bwd_vjp(ctx: Any, *grads: Any) -> tuple:
     raise EmberNotImplementedError("[prelu] the second derivative of prelu is not implemented")
 
 
+def _prelu_decomp(x: Any, w: Any) -> Any:
+    """prelu with ember tensor ops (the compiler's decomposition): float16/bfloat16 in float32."""
+    dtype = x.dtype
+    if dtype.name in ("float16", "bfloat16"):
+        x, w = x.float(), w.float()
+    n = w.numel()
+    w = w.reshape(()) if x.ndim < 2 or n == 1 else w.reshape((1, n) + (1,) * (x.ndim - 2))
+    return x.where(x > 0, x * w).to(dtype)
+
+
 PRELU = register(OpDef(
     "prelu", "composite", _prelu_meta, lowp(_prelu_eager), _prelu_vjp, save=(0, 1),
+    decomp=_prelu_decomp,
     grad_name="PreluKernelBackward0",
     doc="``x`` where positive, ``weight * x`` elsewhere; weight per channel (dim 1) or shared.",
 ))

@@ -37,6 +37,9 @@ class _Loss:
     hess: str = ""    # "zero": second derivatives vanish a.e.; "mse": constant (ember ops)
     second: Kernel | None = None  # (x, y, w, pw, **params) -> (d2/dx2, d2/dxdy, d2/dy2)
     check: Kernel | None = None  # (x, y) -> None, raises on bad values
+    # (x, y, w, pw, **params) -> elementwise loss written with ember tensor ops (the compiler's
+    # decomposition, ``OpDef.decomp``); None where eager raises on values (bce's range check)
+    decomp: Kernel | None = None
 
 
 def _compute(arrs: tuple) -> tuple:
@@ -53,6 +56,27 @@ def _unit_scale(g: np.ndarray, reduction: str, shape: tuple, ct: Any) -> np.ndar
         n = int(np.prod(shape))
         g = g / n if n else g * np.nan
     return np.broadcast_to(g, shape)
+
+
+def _decomposer(spec: _Loss) -> Kernel | None:
+    """``OpDef.decomp`` of a loss: ``spec.decomp`` in the compute dtype, rounded to the storage
+    dtype per element for float16/bfloat16, then reduced, as ``eager`` does."""
+    if spec.decomp is None:
+        return None
+
+    def decomp(x: Any, y: Any, w: Any, pw: Any, *, reduction: str, **params: Any) -> Any:
+        dt = x.dtype
+        half = dt.name in _HALF
+        up = [None if a is None else (a.float() if half else a) for a in (x, y, w, pw)]
+        loss = spec.decomp(*up, **params)
+        if half:
+            loss = loss.to(dt).float()
+        if reduction == "sum":
+            loss = loss.sum()
+        elif reduction == "mean":
+            loss = loss.mean()
+        return loss.to(dt)
+    return decomp
 
 
 def _register(spec: _Loss) -> OpDef:
@@ -145,7 +169,7 @@ def _register(spec: _Loss) -> OpDef:
         doc=f"Gradients of {spec.name} in input and target.",
     ))
     return register(OpDef(
-        spec.name, "composite", meta, eager, vjp, save=(0, 1, 2, 3),
+        spec.name, "composite", meta, eager, vjp, save=(0, 1, 2, 3), decomp=_decomposer(spec),
         doc=f"The {spec.name} loss, reduced in the same kernel.",
     ))
 
@@ -278,18 +302,54 @@ def _kl_div_second(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
     return np.zeros_like(x), -np.ones_like(x), 1.0 / y
 
 
+# ------------------------------------------------------------------------ decompositions
+# The elementwise losses with ember tensor ops, in eager's order of operations (the compiler
+# lowers these where the op has no C rule; ``_decomposer`` adds the rounding and reduction).
+def _smooth_l1_d(x, y, w, pw, *, beta: float):  # noqa: ANN001, ANN202
+    d = (x - y).abs()
+    return (d * 0.5 * d / beta).where(d < beta, d - 0.5 * beta)
+
+
+def _huber_d(x, y, w, pw, *, delta: float):  # noqa: ANN001, ANN202
+    d = (x - y).abs()
+    return (d * 0.5 * d).where(d < delta, (d - 0.5 * delta) * delta)
+
+
+def _bce_logits_d(x, y, w, pw):  # noqa: ANN001, ANN202
+    ls = x.clamp(max=0.0) - (-x.abs()).exp().log1p()
+    if pw is not None:
+        ls = ls * ((pw - 1) * y + 1)
+    loss = (1 - y) * x - ls
+    return loss if w is None else loss * w
+
+
+def _kl_div_d(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
+    if log_target:
+        return y.exp() * (y - x)
+    nz = y != 0
+    return (y * y.where(nz, 1.0).log()).where(nz, 0.0) - y * x
+
+
+def _mse_d(x, y, w, pw):  # noqa: ANN001, ANN202
+    d = x - y
+    return d * d
+
+
 MSE_LOSS = _register(_Loss("mse_loss", lambda x, y, w, pw: np.square(x - y), _mse_grads,
-                           hess="mse"))
-L1_LOSS = _register(_Loss("l1_loss", lambda x, y, w, pw: np.abs(x - y), _l1_grads, hess="zero"))
+                           hess="mse", decomp=_mse_d))
+L1_LOSS = _register(_Loss("l1_loss", lambda x, y, w, pw: np.abs(x - y), _l1_grads, hess="zero",
+                          decomp=lambda x, y, w, pw: (x - y).abs()))
 SMOOTH_L1_LOSS = _register(_Loss(
     "smooth_l1_loss", _smooth_l1, _smooth_l1_grads,
-    second=lambda x, y, w, pw, *, beta: _quadratic_zone(x, y, beta, 1.0 / beta)))
+    second=lambda x, y, w, pw, *, beta: _quadratic_zone(x, y, beta, 1.0 / beta),
+    decomp=_smooth_l1_d))
 HUBER_LOSS = _register(_Loss(
     "huber_loss", _huber, _huber_grads,
-    second=lambda x, y, w, pw, *, delta: _quadratic_zone(x, y, delta, 1.0)))
+    second=lambda x, y, w, pw, *, delta: _quadratic_zone(x, y, delta, 1.0), decomp=_huber_d))
 BINARY_CROSS_ENTROPY = _register(_Loss("binary_cross_entropy", _bce, _bce_grads,
                                        check=_bce_check, second=_bce_second))
 BINARY_CROSS_ENTROPY_WITH_LOGITS = _register(_Loss(
     "binary_cross_entropy_with_logits", _bce_logits, _bce_logits_grads,
-    second=_bce_logits_second))
-KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads, second=_kl_div_second))
+    second=_bce_logits_second, decomp=_bce_logits_d))
+KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads, second=_kl_div_second,
+                         decomp=_kl_div_d))

@@ -27,6 +27,7 @@ import numpy as np
 
 from ember.compiler.c.build import autotune, runtime, toolchain
 from ember.compiler.c.codegen.unit import PRELUDE, generate
+from ember.compiler.c.decompose import decompose
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
 from ember.compiler.c.lower.context import log as lower_log
@@ -59,7 +60,9 @@ class CompiledGraph:
     _ember_arrays = True
 
     def __init__(self, graph: Graph, mode: str | None = None) -> None:
-        self.graph = graph
+        self.source_graph = graph
+        self.graph = decompose(graph)  # what the program's node indices and refs refer to
+        graph = self.graph
         self.mode = mode
         self._program: Program | None = None
         self._source: str | None = None
@@ -460,7 +463,10 @@ _PAGE_ALIGN_FROM = 1 << 16
 
 def lower_and_schedule(graph: Graph) -> Program:
     """``graph`` lowered to the loop IR and scheduled: what codegen receives.  Its
-    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass."""
+    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass.
+    Ops with a ``decomp`` and no C rule are expanded first (``decompose.py``): the program's
+    node indices refer to ``decompose(graph)``, which is ``graph`` when nothing expands."""
+    graph = decompose(graph)
     program = lower(graph, _HELPERS)
     if config.verify_ir:
         program.verify()
