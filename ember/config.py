@@ -43,6 +43,9 @@ class Config:
     ``verify_ir``: the C backend checks its loop IR (``Program.verify``) after lowering, after
     scheduling and before codegen (EMBER_VERIFY_IR=1; tests set it); otherwise once, before
     codegen.
+    ``warn_fallbacks``: a compiled graph that runs an op as an eager extern (no C lowering)
+    warns once per op per process (EMBER_WARN_FALLBACKS=0 turns it off; also
+    ``ember.compiler.config.warn_fallbacks``).
     ``compile_backend``: the backend ``ember.compile`` uses when none is named
     (EMBER_COMPILE_BACKEND; default ``"inductor"``, the C backend; ``"eager"`` runs graphs with
     the reference interpreter).
@@ -62,6 +65,7 @@ class Config:
     compile_backend: str = os.environ.get("EMBER_COMPILE_BACKEND", "") or "inductor"
     c_profile: bool = os.environ.get("EMBER_C_PROFILE", "") not in ("", "0")
     verify_ir: bool = os.environ.get("EMBER_VERIFY_IR", "") not in ("", "0")
+    warn_fallbacks: bool = os.environ.get("EMBER_WARN_FALLBACKS", "1") != "0"
 
 
 config = Config()

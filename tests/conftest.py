@@ -7,6 +7,8 @@ from ember.config import config
 # every eager op checks its output against its OpDef's meta rule while testing
 config.check_meta = True
 config.verify_ir = True  # the C backend's loop IR is verified after every pass
+# no FallbackWarning per extern op (tests/compiler/test_fallbacks.py turns it on)
+config.warn_fallbacks = False
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from ember.compiler import c as _c_backend  # noqa: F401
 from ember.compiler.frontend import replay as _replay  # noqa: F401
 from ember.compiler.frontend.api import (
     CompiledFunction,
+    FallbackWarning,
     OptimizedModule,
     RecompileError,
     RecompileLimitWarning,
@@ -42,8 +43,8 @@ def codegen(fn: Any, *args: Any, **kwargs: Any) -> str:
     return _codegen(fn, *args, **kwargs)
 
 
-__all__ = ["CompiledFunction", "ExplainOutput", "Graph", "GraphBreakError", "Node",
-           "OptimizedModule", "RecompileError", "RecompileLimitWarning", "Sym", "codegen",
+__all__ = ["CompiledFunction", "ExplainOutput", "FallbackWarning", "Graph", "GraphBreakError",
+           "Node", "OptimizedModule", "RecompileError", "RecompileLimitWarning", "Sym", "codegen",
            "compile", "config", "disable", "error_on_graph_break", "explain", "graph_break",
            "is_compiling", "list_backends", "mark_dynamic", "mark_static", "maybe_mark_dynamic",
            "register_backend", "reset", "set_stance"]

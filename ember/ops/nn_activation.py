@@ -28,6 +28,7 @@ from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
 from ember.ops import _parallel
 from ember.ops._special import erf_np, normal_cdf_f32
 from ember.ops._util import lowp, tensor_inputs
+from ember.ops.movement import CAT
 from ember.ops.registry import OpDef, bind, register
 
 Kernel = Callable[..., np.ndarray]
@@ -603,13 +604,30 @@ def _glu_bwd_vjp(ctx: Any, gg: Any) -> tuple:
     raise EmberNotImplementedError("[glu] the second derivative of glu is not implemented")
 
 
+def _glu_decomp(x: Any, *, dim: int) -> Any:
+    """glu with ember tensor ops (the compiler's decomposition): float16/bfloat16 in float32."""
+    a, b = x.chunk(2, dim)
+    if x.dtype.name in ("float16", "bfloat16"):
+        a, b = a.float(), b.float()
+    return (a * b.sigmoid()).to(x.dtype)
+
+
 GLU = register(OpDef(
-    "glu", "composite", _glu_meta, lowp(_glu_eager), _glu_vjp, save=(0,),
+    "glu", "composite", _glu_meta, lowp(_glu_eager), _glu_vjp, save=(0,), decomp=_glu_decomp,
     doc="Gated linear unit: first half times sigmoid of the second half along ``dim``.",
 ))
+def _glu_bwd_decomp(g: Any, x: Any, *, dim: int) -> Any:
+    """glu_backward with ember tensor ops (the compiler's decomposition)."""
+    a, b = x.chunk(2, dim)
+    if x.dtype.name in ("float16", "bfloat16"):
+        g, a, b = g.float(), a.float(), b.float()
+    s = b.sigmoid()
+    return bind(CAT, g * s, g * a * s * (1.0 - s), dim=dim % x.ndim).to(x.dtype)
+
+
 GLU_BACKWARD = register(OpDef(
     "glu_backward", "composite", _glu_bwd_meta, lowp(_glu_bwd_eager), _glu_bwd_vjp,
-    save=(0, 1), doc="Gradient of glu.",
+    save=(0, 1), decomp=_glu_bwd_decomp, doc="Gradient of glu.",
 ))
 
 
@@ -655,13 +673,40 @@ def _prelu_bwd_vjp(ctx: Any, *grads: Any) -> tuple:
     raise EmberNotImplementedError("[prelu] the second derivative of prelu is not implemented")
 
 
+def _prelu_decomp(x: Any, w: Any) -> Any:
+    """prelu with ember tensor ops (the compiler's decomposition): float16/bfloat16 in float32."""
+    dtype = x.dtype
+    if dtype.name in ("float16", "bfloat16"):
+        x, w = x.float(), w.float()
+    n = w.numel()
+    w = w.reshape(()) if x.ndim < 2 or n == 1 else w.reshape((1, n) + (1,) * (x.ndim - 2))
+    return x.where(x > 0, x * w).to(dtype)
+
+
 PRELU = register(OpDef(
     "prelu", "composite", _prelu_meta, lowp(_prelu_eager), _prelu_vjp, save=(0, 1),
+    decomp=_prelu_decomp,
     grad_name="PreluKernelBackward0",
     doc="``x`` where positive, ``weight * x`` elsewhere; weight per channel (dim 1) or shared.",
 ))
+def _prelu_bwd_decomp(g: Any, x: Any, w: Any) -> tuple:
+    """prelu_backward with ember tensor ops (the compiler's decomposition)."""
+    dtype, wdtype, wshape = x.dtype, w.dtype, tuple(w.shape)
+    if dtype.name in ("float16", "bfloat16"):
+        g, x, w = g.float(), x.float(), w.float()
+    n = w.numel()
+    per_channel = x.ndim >= 2 and n > 1
+    ws = w.reshape((1, n) + (1,) * (x.ndim - 2)) if per_channel else w.reshape(())
+    pos = x > 0
+    gx = g.where(pos, g * ws)
+    gwx = (g * x).where(pos.logical_not(), 0.0)
+    gw = gwx.sum(tuple(d for d in range(x.ndim) if d != 1)) if per_channel else gwx.sum()
+    return gx.to(dtype), gw.reshape(wshape).to(wdtype)
+
+
 PRELU_BACKWARD = register(OpDef(
     "prelu_backward", "composite", _prelu_bwd_meta, lowp(_prelu_bwd_eager), _prelu_bwd_vjp,
     num_outputs=2, save=(0, 1, 2), tags=frozenset({"multi_output"}),
+    decomp=_prelu_bwd_decomp,
     doc="Gradients of prelu in input and weight.",
 ))

@@ -37,6 +37,11 @@ class _Loss:
     hess: str = ""    # "zero": second derivatives vanish a.e.; "mse": constant (ember ops)
     second: Kernel | None = None  # (x, y, w, pw, **params) -> (d2/dx2, d2/dxdy, d2/dy2)
     check: Kernel | None = None  # (x, y) -> None, raises on bad values
+    # (x, y, w, pw, **params) -> elementwise loss written with ember tensor ops (the compiler's
+    # decomposition, ``OpDef.decomp``); None where eager raises on values (bce's range check)
+    decomp: Kernel | None = None
+    # (x, y, w, pw, **params) -> (dloss/dx, dloss/dy) with ember tensor ops (the backward's)
+    grad_decomp: Kernel | None = None
 
 
 def _compute(arrs: tuple) -> tuple:
@@ -53,6 +58,46 @@ def _unit_scale(g: np.ndarray, reduction: str, shape: tuple, ct: Any) -> np.ndar
         n = int(np.prod(shape))
         g = g / n if n else g * np.nan
     return np.broadcast_to(g, shape)
+
+
+def _decomposer(spec: _Loss) -> Kernel | None:
+    """``OpDef.decomp`` of a loss: ``spec.decomp`` in the compute dtype, rounded to the storage
+    dtype per element for float16/bfloat16, then reduced, as ``eager`` does."""
+    if spec.decomp is None:
+        return None
+
+    def decomp(x: Any, y: Any, w: Any, pw: Any, *, reduction: str, **params: Any) -> Any:
+        dt = x.dtype
+        half = dt.name in _HALF
+        up = [None if a is None else (a.float() if half else a) for a in (x, y, w, pw)]
+        loss = spec.decomp(*up, **params)
+        if half:
+            loss = loss.to(dt).float()
+        if reduction == "sum":
+            loss = loss.sum()
+        elif reduction == "mean":
+            loss = loss.mean()
+        return loss.to(dt)
+    return decomp
+
+
+def _bwd_decomposer(spec: _Loss) -> Kernel | None:
+    """``OpDef.decomp`` of ``loss_backward``: the incoming gradient (divided by the count for
+    ``mean``) times ``spec.grad_decomp``, in the compute dtype, rounded once, as ``bwd_eager``."""
+    if spec.grad_decomp is None:
+        return None
+
+    def decomp(g: Any, x: Any, y: Any, w: Any, pw: Any, *, reduction: str,
+               **params: Any) -> tuple:
+        half = x.dtype.name in _HALF
+        up = [None if a is None else (a.float() if half else a) for a in (g, x, y, w, pw)]
+        gs = up[0]
+        if reduction == "mean":
+            n = x.numel()
+            gs = gs / n if n else gs * float("nan")
+        dx, dy = spec.grad_decomp(*up[1:], **params)
+        return (gs * dx).to(x.dtype), (gs * dy).to(y.dtype)
+    return decomp
 
 
 def _register(spec: _Loss) -> OpDef:
@@ -141,11 +186,11 @@ def _register(spec: _Loss) -> OpDef:
 
     backward = register(OpDef(
         f"{spec.name}_backward", "composite", bwd_meta, bwd_eager, bwd_vjp, num_outputs=2,
-        save=(0, 1, 2, 3, 4), tags=frozenset({"multi_output"}),
+        save=(0, 1, 2, 3, 4), tags=frozenset({"multi_output"}), decomp=_bwd_decomposer(spec),
         doc=f"Gradients of {spec.name} in input and target.",
     ))
     return register(OpDef(
-        spec.name, "composite", meta, eager, vjp, save=(0, 1, 2, 3),
+        spec.name, "composite", meta, eager, vjp, save=(0, 1, 2, 3), decomp=_decomposer(spec),
         doc=f"The {spec.name} loss, reduced in the same kernel.",
     ))
 
@@ -278,18 +323,120 @@ def _kl_div_second(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
     return np.zeros_like(x), -np.ones_like(x), 1.0 / y
 
 
+# ------------------------------------------------------------------------ decompositions
+# The elementwise losses with ember tensor ops, in eager's order of operations (the compiler
+# lowers these where the op has no C rule; ``_decomposer`` adds the rounding and reduction).
+def _smooth_l1_d(x, y, w, pw, *, beta: float):  # noqa: ANN001, ANN202
+    d = (x - y).abs()
+    return (d * 0.5 * d / beta).where(d < beta, d - 0.5 * beta)
+
+
+def _huber_d(x, y, w, pw, *, delta: float):  # noqa: ANN001, ANN202
+    d = (x - y).abs()
+    return (d * 0.5 * d).where(d < delta, (d - 0.5 * delta) * delta)
+
+
+def _bce_logits_d(x, y, w, pw):  # noqa: ANN001, ANN202
+    ls = x.clamp(max=0.0) - (-x.abs()).exp().log1p()
+    if pw is not None:
+        ls = ls * ((pw - 1) * y + 1)
+    loss = (1 - y) * x - ls
+    return loss if w is None else loss * w
+
+
+def _kl_div_d(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
+    if log_target:
+        return y.exp() * (y - x)
+    nz = y != 0
+    return (y * y.where(nz, 1.0).log()).where(nz, 0.0) - y * x
+
+
+def _mse_d(x, y, w, pw):  # noqa: ANN001, ANN202
+    d = x - y
+    return d * d
+
+
+def _not(c):  # noqa: ANN001, ANN202
+    return c.logical_not()
+
+
+def _mse_gd(x, y, w, pw):  # noqa: ANN001, ANN202
+    d = (x - y) * 2.0
+    return d, -d
+
+
+def _l1_gd(x, y, w, pw):  # noqa: ANN001, ANN202
+    d = x - y
+    s = d.sign().where(d == d, d)   # NaN stays NaN, as np.sign
+    return s, -s
+
+
+def _clip_gd(d, bound: float, out: float, inner):  # noqa: ANN001, ANN202
+    """where(d < -bound, -out, where(d > bound, out, inner)) (NaN keeps ``inner``, as eager)"""
+    g = inner.where(_not(d > bound), out).where(_not(d < -bound), -out)
+    return g, -g
+
+
+def _smooth_l1_gd(x, y, w, pw, *, beta: float):  # noqa: ANN001, ANN202
+    d = x - y
+    return _clip_gd(d, beta, 1.0, d / beta)
+
+
+def _huber_gd(x, y, w, pw, *, delta: float):  # noqa: ANN001, ANN202
+    d = x - y
+    return _clip_gd(d, delta, delta, d)
+
+
+def _bce_gd(x, y, w, pw):  # noqa: ANN001, ANN202
+    dx = (x - y) / ((1 - x) * x).clamp(min=1e-12)
+    dy = -(x / (1 - x)).log()
+    return (dx, dy) if w is None else (dx * w, dy * w)
+
+
+def _sigmoid_d(x):  # noqa: ANN001, ANN202
+    e = (-x.abs()).exp()
+    return (1.0 / (e + 1.0)).where(x >= 0, e / (e + 1.0))
+
+
+def _log_sigmoid_d(x):  # noqa: ANN001, ANN202
+    return x.clamp(max=0.0) - (-x.abs()).exp().log1p()
+
+
+def _bce_logits_gd(x, y, w, pw):  # noqa: ANN001, ANN202
+    if pw is None:
+        dx, dy = _sigmoid_d(x) - y, -x
+    else:
+        t = pw * y
+        dx = (t + 1 - y) * _sigmoid_d(x) - t
+        dy = _log_sigmoid_d(-x) - pw * _log_sigmoid_d(x)
+    return (dx, dy) if w is None else (dx * w, dy * w)
+
+
+def _kl_div_gd(x, y, w, pw, *, log_target: bool):  # noqa: ANN001, ANN202
+    if log_target:
+        e = y.exp()
+        return -e, e * (y - x + 1.0)
+    nz = y != 0
+    return -y, (y.where(nz, 1.0).log() + 1.0).where(nz, float("nan")) - x
+
+
 MSE_LOSS = _register(_Loss("mse_loss", lambda x, y, w, pw: np.square(x - y), _mse_grads,
-                           hess="mse"))
-L1_LOSS = _register(_Loss("l1_loss", lambda x, y, w, pw: np.abs(x - y), _l1_grads, hess="zero"))
+                           hess="mse", decomp=_mse_d, grad_decomp=_mse_gd))
+L1_LOSS = _register(_Loss("l1_loss", lambda x, y, w, pw: np.abs(x - y), _l1_grads, hess="zero",
+                          decomp=lambda x, y, w, pw: (x - y).abs(), grad_decomp=_l1_gd))
 SMOOTH_L1_LOSS = _register(_Loss(
     "smooth_l1_loss", _smooth_l1, _smooth_l1_grads,
-    second=lambda x, y, w, pw, *, beta: _quadratic_zone(x, y, beta, 1.0 / beta)))
+    second=lambda x, y, w, pw, *, beta: _quadratic_zone(x, y, beta, 1.0 / beta),
+    decomp=_smooth_l1_d, grad_decomp=_smooth_l1_gd))
 HUBER_LOSS = _register(_Loss(
     "huber_loss", _huber, _huber_grads,
-    second=lambda x, y, w, pw, *, delta: _quadratic_zone(x, y, delta, 1.0)))
+    second=lambda x, y, w, pw, *, delta: _quadratic_zone(x, y, delta, 1.0), decomp=_huber_d,
+    grad_decomp=_huber_gd))
 BINARY_CROSS_ENTROPY = _register(_Loss("binary_cross_entropy", _bce, _bce_grads,
-                                       check=_bce_check, second=_bce_second))
+                                       check=_bce_check, second=_bce_second,
+                                       grad_decomp=_bce_gd))
 BINARY_CROSS_ENTROPY_WITH_LOGITS = _register(_Loss(
     "binary_cross_entropy_with_logits", _bce_logits, _bce_logits_grads,
-    second=_bce_logits_second))
-KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads, second=_kl_div_second))
+    second=_bce_logits_second, decomp=_bce_logits_d, grad_decomp=_bce_logits_gd))
+KL_DIV = _register(_Loss("kl_div", _kl_div, _kl_div_grads, second=_kl_div_second,
+                         decomp=_kl_div_d, grad_decomp=_kl_div_gd))

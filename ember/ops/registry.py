@@ -20,6 +20,10 @@ An OpDef is a name with its rule table, registered next to its kernels:
   Templates call the C prelude's type-generic ``ember_*`` helpers and write constants as
   ``ember_like({0}, c)`` so one template serves float32, float64 and float16/bfloat16 (computed
   in float32).
+  ``decomp(*inputs, **params)``: the op written with ember tensor methods (and ``bind`` of
+  other ops), computing what ``eager`` computes; the C backend expands an op that has no C rule
+  into what it records (``ember/compiler/c/decompose.py``).  Only the forward's lowering
+  changes: gradients still come from ``vjp``.  Leave it None where ``eager`` raises on values.
 
 Primitives are strict: no broadcasting, no type promotion, no defaults.  Tensor inputs of a
 pointwise primitive share one shape and one dtype; Python scalars may stand in for tensor inputs

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ember.compiler.frontend.backends import register_backend
+from ember.compiler.frontend.backends import register_backend, register_fallback_report
 
 
 def _c(graph: Any, example_inputs: list, mode: str | None = None) -> Callable:
@@ -20,3 +20,11 @@ _c.takes_mode = True  # type: ignore[attr-defined]  # ember.compile passes its m
 # and as "c"
 register_backend(_c, "inductor")
 register_backend(_c, "c")
+
+
+def _fallbacks(graph: Any) -> list:
+    from ember.compiler.c.backend import graph_fallbacks  # lowering only, no C compiler
+    return graph_fallbacks(graph)
+
+
+register_fallback_report(_fallbacks)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import sys
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +28,7 @@ import numpy as np
 
 from ember.compiler.c.build import autotune, runtime, toolchain
 from ember.compiler.c.codegen.unit import PRELUDE, generate
+from ember.compiler.c.decompose import decompose
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
 from ember.compiler.c.lower.context import log as lower_log
@@ -44,6 +46,7 @@ _HELPERS = helpers_in(PRELUDE)
 
 _RECENT: list = []  # the last few CompiledGraphs (for tests and debugging)
 _PROFILED: list = []  # weak references to the CompiledGraphs built with EMBER_C_PROFILE=1
+_WARNED: set = set()  # ops a FallbackWarning was given for in this process (warn_fallbacks)
 BUILDS = [0]        # CompiledGraphs made in this process
 KERNEL_BUILDS = [0]  # those with at least one C kernel
 
@@ -59,7 +62,9 @@ class CompiledGraph:
     _ember_arrays = True
 
     def __init__(self, graph: Graph, mode: str | None = None) -> None:
-        self.graph = graph
+        self.source_graph = graph
+        self.graph = decompose(graph)  # what the program's node indices and refs refer to
+        graph = self.graph
         self.mode = mode
         self._program: Program | None = None
         self._source: str | None = None
@@ -79,6 +84,7 @@ class CompiledGraph:
                 _save_plan(key, self)
         if config.debug >= 1:
             self._summary(plan is not None)
+        warn_fallbacks(self.externs)
         self._n_ints = len(self._int_names)
         BUILDS[0] += 1
         KERNEL_BUILDS[0] += bool(self.stats.kernels)
@@ -159,6 +165,20 @@ class CompiledGraph:
               f"in {st.segments} C segments, {st.externs} externs (eager fallbacks"
               f"{': ' + falls if falls else ''}); {lib}", file=sys.stderr)
 
+    @property
+    def extern_count(self) -> int:
+        """How many graph nodes run as eager externs between the C entries."""
+        return self.stats.externs
+
+    @property
+    def externs(self) -> list[tuple[str, str]]:
+        """``(op name, reason)`` of each extern, in graph order.
+
+        >>> ember.compiler.c.backend.last_compiled().externs      # doctest: +SKIP
+        [('index_put', 'index op (no C lowering yet)')]
+        """
+        return split_fallbacks(self.stats.fallbacks)
+
     def memory(self) -> dict:
         """What the memory plan (``memory_plan``) does for one call: how many temporaries share
         slots, how many slots, and their bytes without and with the sharing."""
@@ -225,8 +245,9 @@ class CompiledGraph:
                     self.entries[step.entry](tuple(call), tuple(ints), floats)
                 except EmberRuntimeError:
                     # a kernel found invalid input (a class index out of range): eager's
-                    # kernels raise the exact error eager would
-                    return self.graph.run(arrays, list(scalars))
+                    # kernels raise the exact error eager would (the graph as traced, so
+                    # that a decomposed op's own error is raised)
+                    return self.source_graph.run(arrays, list(scalars))
             else:
                 outs = self._extern(step, py, arrays, scalars)
                 for b, o in zip(step.outs, outs):
@@ -266,6 +287,37 @@ class CompiledGraph:
             v = out if isinstance(out, np.ndarray) else out[src[2]]
         memo[r] = v
         return v
+
+
+# ------------------------------------------------------------------------------ fallbacks
+def split_fallbacks(fallbacks: list) -> list[tuple[str, str]]:
+    """``LowerStats.fallbacks`` (``"op: reason"``) as ``(op, reason)`` pairs."""
+    return [tuple(f.split(": ", 1)) for f in fallbacks]  # type: ignore[misc]
+
+
+def warn_fallbacks(externs: list[tuple[str, str]]) -> None:
+    """A ``FallbackWarning`` for each op of ``externs`` not warned about yet in this process
+    (while ``config.warn_fallbacks``); ``reset_fallback_warnings`` forgets them."""
+    if not config.warn_fallbacks:
+        return
+    for op, reason in externs:
+        if op in _WARNED:
+            continue
+        _WARNED.add(op)
+        warnings.warn(f"[compile] {op} runs as an eager extern inside compiled graphs "
+                      f"({reason}); set ember.compiler.config.warn_fallbacks = False "
+                      f"(EMBER_WARN_FALLBACKS=0) to silence", api.FallbackWarning, stacklevel=3)
+
+
+def reset_fallback_warnings() -> None:
+    """Forget which ops were warned about (each warns again on its next fallback)."""
+    _WARNED.clear()
+
+
+def graph_fallbacks(graph: Graph) -> list[tuple[str, str]]:
+    """``(op, reason)`` of each node of ``graph`` the C backend would run as an extern
+    (lowering only: no C compiler runs)."""
+    return split_fallbacks(lower_and_schedule(graph).stats.fallbacks)
 
 
 # ------------------------------------------------------------------------------ EMBER_C_PROFILE
@@ -460,7 +512,10 @@ _PAGE_ALIGN_FROM = 1 << 16
 
 def lower_and_schedule(graph: Graph) -> Program:
     """``graph`` lowered to the loop IR and scheduled: what codegen receives.  Its
-    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass."""
+    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass.
+    Ops with a ``decomp`` and no C rule are expanded first (``decompose.py``): the program's
+    node indices refer to ``decompose(graph)``, which is ``graph`` when nothing expands."""
+    graph = decompose(graph)
     program = lower(graph, _HELPERS)
     if config.verify_ir:
         program.verify()
@@ -574,4 +629,5 @@ def codegen(fn: Callable, *args: Any, **kwargs: Any) -> str:
 
 
 __all__ = ["BUNDLE_PRELUDE", "CompiledGraph", "build_options", "c_backend", "c_source", "codegen",
-           "format_profile", "last_compiled", "prebuild", "profile", "reset_profile"]
+           "format_profile", "graph_fallbacks", "last_compiled", "prebuild", "profile",
+           "reset_fallback_warnings", "reset_profile", "split_fallbacks", "warn_fallbacks"]

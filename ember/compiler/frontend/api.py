@@ -41,7 +41,9 @@ class _Config:
     """``ember.compiler.config``: ``recompile_limit`` (graphs per function and segment before
     new ones run eagerly; alias ``cache_size_limit``), ``automatic_dynamic_shapes``,
     ``default_backend`` (the backend ``ember.compile`` uses when none is named, read when
-    ``compile`` is called; EMBER_COMPILE_BACKEND, default ``"inductor"``, the C backend)."""
+    ``compile`` is called; EMBER_COMPILE_BACKEND, default ``"inductor"``, the C backend),
+    ``warn_fallbacks`` (``ember.config.config.warn_fallbacks``: warn once per op when a compiled
+    graph runs it as an eager extern; EMBER_WARN_FALLBACKS=0 turns it off)."""
 
     recompile_limit = 8
     automatic_dynamic_shapes = True
@@ -52,6 +54,14 @@ class _Config:
     capture_dynamic_output_shape_ops = False
     optimize_ddp = True
     default_backend: Any = config.compile_backend
+
+    @property
+    def warn_fallbacks(self) -> bool:
+        return config.warn_fallbacks
+
+    @warn_fallbacks.setter
+    def warn_fallbacks(self, v: bool) -> None:
+        config.warn_fallbacks = bool(v)
 
     @property
     def cache_size_limit(self) -> int:
@@ -68,6 +78,11 @@ compiler_config = _Config()
 class RecompileError(EmberRuntimeError, TorchDynamoException):
     """A recompile was needed under ``set_stance("fail_on_recompile")``, or a ``fullgraph=True``
     function went past ``config.recompile_limit``."""
+
+
+class FallbackWarning(UserWarning):
+    """A compiled graph runs an op as an eager extern (no C lowering for it): warned once per op
+    per process while ``ember.compiler.config.warn_fallbacks`` is true."""
 
 
 class RecompileLimitWarning(UserWarning):
@@ -856,8 +871,8 @@ def _mark(t: Tensor, index: int | list, how: str) -> None:
     t._dyn_marks = marks
 
 
-__all__ = ["CompiledFunction", "OptimizedModule", "RecompileError", "RecompileLimitWarning",
-           "compile", "compiler_config", "disable",
+__all__ = ["CompiledFunction", "FallbackWarning", "OptimizedModule", "RecompileError",
+           "RecompileLimitWarning", "compile", "compiler_config", "disable",
            "error_on_graph_break", "graph_break", "is_compiling", "mark_dynamic",
            "mark_static", "maybe_mark_dynamic", "module_compile", "reset", "set_stance"]
 

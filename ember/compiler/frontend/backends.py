@@ -17,6 +17,7 @@ from ember.errors import EmberRuntimeError
 
 _BACKENDS: dict[str, Callable] = {}
 _TAGS: dict[str, tuple] = {}
+_FALLBACK_REPORT: list[Callable] = []  # the C backend's ``graph -> [(op, reason)]`` (explain)
 
 
 def register_backend(compiler_fn: Callable | None = None, name: str | None = None,
@@ -58,6 +59,17 @@ def lookup_backend(backend: Any) -> Callable:
                             f"(graph, example_inputs) -> callable")
 
 
+def register_fallback_report(fn: Callable[[Any], list]) -> None:
+    """Register ``fn(graph) -> [(op name, reason)]``: the nodes a backend would run as eager
+    externs (the C backend registers its lowering; ``explain`` reports them)."""
+    _FALLBACK_REPORT[:] = [fn]
+
+
+def fallback_report(graph: Any) -> list | None:
+    """``(op, reason)`` per extern of ``graph`` from the registered report (None: none)."""
+    return _FALLBACK_REPORT[0](graph) if _FALLBACK_REPORT else None
+
+
 def _eager(graph: Any, example_inputs: list) -> Callable:
     def run(arrays: list, scalars: list) -> list:
         return graph.run(arrays, scalars)
@@ -71,4 +83,5 @@ register_backend(_eager, "eager", tags=("debug",))
 # ember has no separate autograd-tracing stage to debug: "aot_eager" runs the reference
 register_backend(_eager, "aot_eager", tags=("debug",))
 
-__all__ = ["list_backends", "lookup_backend", "register_backend"]
+__all__ = ["fallback_report", "list_backends", "lookup_backend", "register_backend",
+           "register_fallback_report"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ember.compiler.frontend import api
+from ember.compiler.frontend import api, backends
 
 
 @dataclass
@@ -26,7 +26,9 @@ class BreakReason:
 
 @dataclass
 class ExplainOutput:
-    """Graphs, breaks (with reasons and user stacks), ops, recompiles and compile times."""
+    """Graphs, breaks (with reasons and user stacks), ops, recompiles, compile times, and the
+    ops the C backend would run as eager externs: ``extern_count``, ``externs`` (``(op,
+    reason)`` over all graphs) and ``externs_per_graph``."""
 
     graphs: list = field(default_factory=list)
     graph_count: int = 0
@@ -36,6 +38,9 @@ class ExplainOutput:
     ops_per_graph: list = field(default_factory=list)
     recompile_reasons: list = field(default_factory=list)
     compile_times: str = ""
+    extern_count: int = 0
+    externs: list = field(default_factory=list)
+    externs_per_graph: list = field(default_factory=list)
 
     def __str__(self) -> str:
         out = [f"Graph Count: {self.graph_count}",
@@ -54,13 +59,26 @@ class ExplainOutput:
         if self.recompile_reasons:
             out.append("Recompile Reasons:")
             out.extend(f"  {r}" for r in self.recompile_reasons)
+        out.append(f"Extern Count: {self.extern_count}")
+        if self.externs:
+            out.append("Externs (eager fallbacks in the C backend):")
+            counts: dict = {}
+            for e in self.externs:
+                counts[e] = counts.get(e, 0) + 1
+            out.extend(f"  {op} x{n}: {why}" for (op, why), n in counts.items())
         out.append(f"Compile Times: {self.compile_times}")
         return "\n".join(out) + "\n"
 
 
 def explain(fn: Callable, *extra_args: Any, **extra_kwargs: Any) -> Callable:
     """``explain(fn)(*args, **kwargs) -> ExplainOutput``: resets the compile caches, runs
-    ``fn`` compiled once with the eager backend, and reports what happened."""
+    ``fn`` compiled once with the eager backend, and reports what happened (each graph is also
+    lowered for the C backend, without building it, to list the ops it would run as externs).
+
+    >>> out = ember.compiler.explain(f)(x)                           # doctest: +SKIP
+    >>> out.extern_count, out.externs
+    (1, [('index_put', 'index op (no C lowering yet)')])
+    """
     def inner(*args: Any, **kwargs: Any) -> ExplainOutput:
         api.reset()
         ev = api._Events()
@@ -73,7 +91,10 @@ def explain(fn: Callable, *extra_args: Any, **extra_kwargs: Any) -> Callable:
             api._EVENTS.remove(ev)
         ops = [g.ops() for g in ev.graphs]
         times = ", ".join(f"{t * 1e3:.2f} ms" for t in ev.compile_times)
+        ext = [backends.fallback_report(g) or [] for g in ev.graphs]
         return ExplainOutput(
+            extern_count=sum(len(e) for e in ext), externs=[e for x in ext for e in x],
+            externs_per_graph=ext,
             graphs=list(ev.graphs), graph_count=len(ev.graphs),
             graph_break_count=len(ev.breaks),
             break_reasons=[BreakReason(r, s) for r, s in ev.breaks],
