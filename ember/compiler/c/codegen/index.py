@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.codegen.omp import omp_for
-from ember.compiler.c.ir.kernels import IndexKernel
-from ember.compiler.c.ir.loop_ir import Geometry, contiguous_strides
+from ember.compiler.c.ir.kernels import DimIndexKernel, IndexKernel
+from ember.compiler.c.ir.loop_ir import Geometry, contiguous_strides, load_expr, store_expr
 
 # column block of a scatter-add: one thread's share of every row (a multiple of 64 bytes)
 SCATTER_BLOCK = 64
@@ -96,5 +96,78 @@ def _src_row(g: Geometry, r: str, rs: Any) -> str:
     return _offset_expr(lead, r)
 
 
+def _dot(flat: str, shape: tuple, strides: tuple, skip: int = -1) -> str:
+    """C expression: sum over dims ``d != skip`` of (coordinate ``d`` of flat C-order position
+    ``flat`` in ``shape``) times ``strides[d]``."""
+    terms, inner = [], 1
+    for d in reversed(range(len(shape))):
+        n, s = shape[d], strides[d]
+        if d != skip and n != 1 and s != 0:
+            terms.append(f"(({flat}) / {inner} % {n}) * {s}" if inner > 1 else
+                         f"(({flat}) % {n}) * {s}")
+        inner *= n
+    return " + ".join(terms) or "0"
 
-__all__ = ["SCATTER_BLOCK", "kernel_source"]
+
+def _geom1(g: Geometry) -> tuple:
+    """(shape, strides) of ``g``, a 0-d geometry as one element of 1-D (as eager reshapes)."""
+    return (tuple(g.shape), tuple(g.strides)) if g.shape else ((1,), (0,))
+
+
+def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
+    """The C function of one DimIndexKernel (gather, scatter or scatter_add along a dim)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    ishape, istr = _geom1(k.idx_geom)
+    xshape, xstr = _geom1(k.x_geom)
+    n_idx = 1
+    for m in ishape:
+        n_idx *= m
+    size, dim = xshape[k.dim], k.dim
+    at = f"{k.idx_geom.offset} + {_dot('p', ishape, istr)}"
+    lines = [f"/* {' '.join(k.ops)} ({k.mode} along dim {dim}) */",
+             f"static int {k.name}({', '.join(params)}) {{",
+             "  (void)ints; (void)floats;",
+             "  int bad_ = 0;"]
+    if k.mode == "gather":
+        src = f"{k.x_geom.offset} + {_dot('p', ishape, xstr, dim)} + w_ * {xstr[dim]}"
+        if openmp:
+            lines.append("  " + omp_for(str(n_idx)) + " reduction(|: bad_)")
+        lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{",
+                  f"    const int64_t w_ = {k.idx.name}[{at}];",
+                  f"    if (w_ < 0 || w_ >= {size}) {{ bad_ = 1; continue; }}",
+                  f"    {k.out.name}[p] = {k.x.name}[{src}];",
+                  "  }",
+                  "  return bad_;", "}"]
+        return "\n".join(lines) + "\n"
+    n_x = 1
+    for m in xshape:
+        n_x *= m
+    cst = contiguous_strides(xshape)
+    lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{  /* checked first: eager raises "
+              "before writing */",
+              f"    const int64_t w_ = {k.idx.name}[{at}];",
+              f"    if (w_ < 0 || w_ >= {size}) return 1;",
+              "  }"]
+    if openmp:
+        lines.append("  " + omp_for(str(n_x), simd=True))
+    lines += [f"  for (int64_t p = 0; p < {n_x}; p++) "
+              f"{k.out.name}[p] = {k.x.name}[{k.x_geom.offset} + {_dot('p', xshape, xstr)}];"]
+    dst = f"{k.out.name}[{_dot('p', ishape, cst, dim)} + {k.idx.name}[{at}] * {cst[dim]}]"
+    if k.src is not None:
+        sshape, sstr = _geom1(k.src_geom)
+        val = f"{k.src.name}[{k.src_geom.offset} + {_dot('p', ishape, sstr)}]"
+    else:
+        val = store_expr(k.dtype, k.value)
+    if k.mode == "scatter_add":
+        val = store_expr(k.dtype, f"{load_expr(k.dtype, dst)} + {load_expr(k.dtype, val)}")
+    lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{  /* in index order, as eager */",
+              f"    {dst} = {val};",
+              "  }",
+              "  return bad_;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["SCATTER_BLOCK", "dim_index_source", "kernel_source"]

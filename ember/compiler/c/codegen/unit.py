@@ -23,6 +23,7 @@ from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
 from ember.compiler.c.ir.kernels import (
     AttentionKernel,
+    DimIndexKernel,
     GemmKernel,
     Im2colKernel,
     IndexKernel,
@@ -155,6 +156,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
     elif isinstance(k, IndexKernel):
         kind = (f"{'scatter-add' if k.scatter else 'gather'} {k.rows} rows x {k.cols}, "
                 f"{k.num} weights")
+    elif isinstance(k, DimIndexKernel):
+        kind = f"{k.mode} along dim {k.dim}, index {list(k.idx_geom.shape)}"
     elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
         kind = type(k).__name__
     else:
@@ -610,6 +613,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return attention.kernel_source(k)
     if isinstance(k, IndexKernel):
         return index.kernel_source(k, openmp)
+    if isinstance(k, DimIndexKernel):
+        return index.dim_index_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -658,8 +663,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        checks = (isinstance(k, (ReduceKernel, AttentionKernel,
-                                 IndexKernel)) and k.has_checks()) or (
+        checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
+                                 DimIndexKernel)) and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"

@@ -310,5 +310,45 @@ class IndexKernel:
                 f"{self.idx.name}{list(self.idx_geom.strides)}+{self.idx_geom.offset})")
 
 
-__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AttentionKernel", "GemmKernel", "Im2colKernel",
-           "IndexKernel", "MatOperand", "ScanKernel"]
+@dataclass(eq=False)
+class DimIndexKernel:
+    """``gather``/``scatter``/``scatter_add`` along ``dim`` (``torch.gather`` semantics).
+
+    ``gather``: ``out[p] = x[p with coordinate dim replaced by idx[p]]`` over the index's
+    shape.  ``scatter``/``scatter_add``: ``out`` (``x``'s shape, C-contiguous) is a copy of
+    ``x``, then for every index position ``p`` in C order ``out[p with dim := idx[p]] = src[p]``
+    (``+=`` for ``scatter_add``): serial, so duplicates resolve as eager's (last write wins,
+    sums in index order).  ``src`` is None when ``value`` (C text) is the scalar written.
+    Every index is checked against ``[0, x.shape[dim])`` before anything is written: an index
+    out of range makes the kernel return 1 (the graph reruns eagerly and raises)."""
+
+    name: str
+    mode: str                  # "gather", "scatter" or "scatter_add"
+    dim: int
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    idx: Buffer
+    idx_geom: Geometry
+    src: Buffer | None
+    src_geom: Geometry | None
+    value: str | None
+    out: Buffer
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        loads = [self.x, self.idx] + ([self.src] if self.src is not None else [])
+        return loads, [self.out]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 for an index out of range
+
+    def __str__(self) -> str:
+        src = self.src.name if self.src is not None else self.value
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({self.mode} along dim "
+                f"{self.dim}, index {list(self.idx_geom.shape)})\n  {self.out.name} = "
+                f"{self.mode}({self.x.name}, {self.idx.name}, {src})")
+
+
+__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AttentionKernel", "DimIndexKernel", "GemmKernel",
+           "Im2colKernel", "IndexKernel", "MatOperand", "ScanKernel"]

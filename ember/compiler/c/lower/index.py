@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.c.ir.kernels import IndexKernel
+from ember.compiler.c.ir.kernels import DimIndexKernel, IndexKernel
 from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     STORAGE_CTYPES,
@@ -35,10 +35,18 @@ from ember.compiler.c.ir.loop_ir import (
     Let,
     Load,
     Local,
+    Op,
     Store,
     contiguous_strides,
 )
-from ember.compiler.c.lower.context import LoweringContext, is_ref, log, loop_index
+from ember.compiler.c.lower.context import (
+    LoweringContext,
+    MemoryValue,
+    c_scalar,
+    is_ref,
+    log,
+    loop_index,
+)
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 from ember.ops.indexing import np_basic_key
@@ -143,4 +151,97 @@ def lower_basic_index_backward(lw: LoweringContext, i: int, n: Any) -> str | Non
     return None
 
 
-__all__ = ["lower_basic_index_backward", "lower_embedding"]
+@lowering(OPS.gather, mode="gather")
+@lowering(OPS.scatter, mode="scatter")
+@lowering(OPS.scatter_add, mode="scatter_add")
+def lower_dim_index(lw: LoweringContext, i: int, n: Any, mode: str) -> str | None:
+    """``gather``/``scatter``/``scatter_add`` along a dim as one ``DimIndexKernel``."""
+    x_r, idx_r = n.args[0], n.args[1]
+    src_r = n.args[2] if mode != "gather" else None
+    out_shape, dt = n.specs[0]
+    out_shape = tuple(out_shape)
+    if not is_ref(x_r) or not is_ref(idx_r):
+        return "a non-tensor operand"
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(x_r) != dt:
+        return f"dtype {dt.name}"
+    if lw.dtype_of(idx_r).name != "int64":
+        return "index dtype is not int64"
+    x, idx = lw.in_memory(x_r), lw.in_memory(idx_r)
+    src = value = None
+    if is_ref(src_r):
+        src = lw.in_memory(src_r)
+        if src is None:
+            return "an operand is not in memory"
+        if lw.dtype_of(src_r) != dt:
+            return "src dtype differs"
+    elif src_r is not None:
+        if type(src_r) not in (int, float, bool):
+            return f"src {src_r!r}"
+        value = _scalar_as(src_r, dt)
+    if x is None or idx is None:
+        return "an operand is not in memory"
+    geoms = [x.geom, idx.geom] + ([src.geom] if src is not None else [])
+    if not _static(*geoms) or any(type(m) is not int for m in out_shape):
+        return "dynamic sizes"
+    if src is not None and len(src.geom.shape) != len(idx.geom.shape):
+        return "src rank differs from the index's"
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
+    kname = lw.kernel_name()
+    lw.add_kernel(DimIndexKernel(
+        kname, mode, int(n.params["dim"]), dt, x.buf, x.geom, idx.buf, idx.geom,
+        None if src is None else src.buf, None if src is None else src.geom, value, out,
+        [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{kname}: {n.op.name} as one {mode} kernel along dim {n.params['dim']}", 3)
+    return None
+
+
+def _scalar_as(v: Any, dt: Any) -> str:
+    """C text of ``v`` converted to ``dt`` exactly as eager's NumPy assignment converts it
+    (rounded once to float16/bfloat16; truncated to an integer), in ``dt``'s compute type."""
+    a = np.empty(1, dt.np)
+    a[0] = v
+    item = a.astype(np.float64)[0] if dt.is_floating_point else a[0].item()
+    return c_scalar(float(item) if dt.is_floating_point else item, COMPUTE_CTYPES[dt.np.name])
+
+
+_MASKED_FILL = "({1} ? {2} : {0})"
+
+
+@lowering(OPS.masked_fill)
+def lower_masked_fill(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """``masked_fill`` as a select in the open pointwise group (a 0-d tensor value is read
+    through a broadcast geometry)."""
+    x_r, m_r, v_r = n.args
+    out_shape, dt = n.specs[0]
+    if not is_ref(x_r) or not is_ref(m_r):
+        return "a non-tensor operand"
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(x_r) != dt:
+        return f"dtype {dt.name}"
+    shape = lw.shape_of(x_r)
+    ct = COMPUTE_CTYPES[dt.np.name]
+    refs = [x_r, m_r]
+    if is_ref(v_r):
+        if lw.dtype_of(v_r) != dt:
+            return "value dtype differs"
+        v = lw.in_memory(v_r)
+        if v is None:
+            return "value is not in memory"
+        key = ("bcast", i, 2)  # the 0-d value seen with zero strides over the input's shape
+        lw.vals[key] = MemoryValue(v.buf, Geometry(shape, (0,) * len(shape), v.geom.offset), dt)
+        refs.append(key)
+    elif type(v_r) not in (int, float, bool):
+        return f"value {v_r!r}"
+    g = lw.join_group(shape, refs)
+    args = [lw.operand(g, x_r), lw.operand(g, m_r),
+            lw.operand(g, refs[2]) if len(refs) == 3 else Const(_scalar_as(v_r, dt))]
+    name = g.local()
+    g.body.append(Let(name, ct, Op(n.op.name, _MASKED_FILL, tuple(args), (("T", ct),))))
+    lw.add_value(g, i, name, shape, dt, contiguous_strides(shape), n.op.name)
+    return None
+
+
+__all__ = ["lower_basic_index_backward", "lower_dim_index", "lower_embedding",
+           "lower_masked_fill"]
