@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.codegen.omp import omp_for
-from ember.compiler.c.ir.kernels import DimIndexKernel, IndexKernel
+from ember.compiler.c.ir.kernels import AdvIndexKernel, DimIndexKernel, IndexKernel
 from ember.compiler.c.ir.loop_ir import Geometry, contiguous_strides, load_expr, store_expr
 
 # column block of a scatter-add: one thread's share of every row (a multiple of 64 bytes)
@@ -170,4 +170,66 @@ def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SCATTER_BLOCK", "dim_index_source", "kernel_source"]
+def _coord(flat: str, shape: tuple, r: int) -> str:
+    inner = 1
+    for m in shape[r + 1:]:
+        inner *= m
+    return f"(({flat}) / {inner} % {shape[r]})" if inner > 1 else f"(({flat}) % {shape[r]})"
+
+
+def adv_index_source(k: AdvIndexKernel, openmp: bool) -> str:
+    """The C function of one AdvIndexKernel (advanced indexing, or index_put)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    res, xshape = tuple(k.result), tuple(k.x_geom.shape)
+    n_res = 1
+    for m in res:
+        n_res *= m
+    ist = tuple(k.idx_geom.strides)
+    # the x dims (coordinate of the result) and the index dims (one int64 per indexed dim)
+    xst = tuple(k.x_geom.strides) if k.put is None else contiguous_strides(xshape)
+    base = " + ".join([str(k.x_geom.offset if k.put is None else 0)] + [
+        f"{_coord('p', res, r)} * {xst[d]}" for r, (w, d) in enumerate(k.layout)
+        if w == "x" and res[r] != 1 and xst[d] != 0])
+    reads = []
+    for j, d in enumerate(k.dims):
+        at = " + ".join([str(k.idx_geom.offset + j * ist[0])] + [
+            f"{_coord('p', res, r)} * {ist[b + 1]}" for r, (w, b) in enumerate(k.layout)
+            if w == "b" and res[r] != 1 and ist[b + 1] != 0])
+        reads += [f"    int64_t w{j}_ = {k.idx.name}[{at}];",
+                  f"    if (w{j}_ < 0) w{j}_ += {xshape[d]};",
+                  f"    if (w{j}_ < 0 || w{j}_ >= {xshape[d]}) {{ bad_ = 1; continue; }}"]
+    where = " + ".join([f"({base})"] + [f"w{j}_ * {xst[d]}" for j, d in enumerate(k.dims)])
+    lines = [f"/* {' '.join(k.ops)} ({'index' if k.put is None else 'index_put'}) */",
+             f"static int {k.name}({', '.join(params)}) {{",
+             "  (void)ints; (void)floats;",
+             "  int bad_ = 0;"]
+    if k.put is None:
+        if openmp:
+            lines.append("  " + omp_for(str(n_res)) + " reduction(|: bad_)")
+        lines += [f"  for (int64_t p = 0; p < {n_res}; p++) {{"] + reads + [
+            f"    {k.out.name}[p] = {k.x.name}[{where}];", "  }", "  return bad_;", "}"]
+        return "\n".join(lines) + "\n"
+    lines += [f"  for (int64_t p = 0; p < {n_res}; p++) {{  /* checked first */"] + reads + [
+        "  }", "  if (bad_) return 1;"]
+    n_x = 1
+    for m in xshape:
+        n_x *= m
+    if openmp:
+        lines.append("  " + omp_for(str(n_x), simd=True))
+    lines.append(f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {k.x.name}["
+                 f"{k.x_geom.offset} + {_dot('p', xshape, tuple(k.x_geom.strides))}];")
+    vg = k.values_geom
+    val = f"{k.values.name}[{vg.offset} + {_dot('p', res, tuple(vg.strides))}]"
+    dst = f"{k.out.name}[{where}]"
+    if k.put == "add":
+        val = store_expr(k.dtype, f"{load_expr(k.dtype, dst)} + {load_expr(k.dtype, val)}")
+    lines += [f"  for (int64_t p = 0; p < {n_res}; p++) {{  /* in order, as eager */"]
+    lines += [x.replace("{ bad_ = 1; continue; }", "continue;") for x in reads]
+    lines += [f"    {dst} = {val};", "  }", "  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["SCATTER_BLOCK", "adv_index_source", "dim_index_source", "kernel_source"]

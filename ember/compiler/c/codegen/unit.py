@@ -22,6 +22,7 @@ from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
 from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
 from ember.compiler.c.ir.kernels import (
+    AdvIndexKernel,
     AttentionKernel,
     DimIndexKernel,
     GemmKernel,
@@ -158,6 +159,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
                 f"{k.num} weights")
     elif isinstance(k, DimIndexKernel):
         kind = f"{k.mode} along dim {k.dim}, index {list(k.idx_geom.shape)}"
+    elif isinstance(k, AdvIndexKernel):
+        kind = f"{'index' if k.put is None else 'index_put'} at dims {list(k.dims)}"
     elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
         kind = type(k).__name__
     else:
@@ -615,6 +618,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return index.kernel_source(k, openmp)
     if isinstance(k, DimIndexKernel):
         return index.dim_index_source(k, openmp)
+    if isinstance(k, AdvIndexKernel):
+        return index.adv_index_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -664,7 +669,7 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
-                                 DimIndexKernel)) and k.has_checks()) or (
+                                 DimIndexKernel, AdvIndexKernel)) and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"

@@ -350,5 +350,48 @@ class DimIndexKernel:
                 f"{self.mode}({self.x.name}, {self.idx.name}, {src})")
 
 
-__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AttentionKernel", "DimIndexKernel", "GemmKernel",
-           "Im2colKernel", "IndexKernel", "MatOperand", "ScanKernel"]
+@dataclass(eq=False)
+class AdvIndexKernel:
+    """Advanced indexing ``x[..., idx[0], ..., idx[k-1], ...]`` at ``dims`` (the ``index``
+    op) or its write (``index_put``, ``put`` = "put" or "add").
+
+    ``result``: the indexing result's shape; ``layout``: for every result dim, ``("b", k)`` (dim
+    ``k`` of the index's broadcast shape ``idx.shape[1:]``) or ``("x", d)`` (dim ``d`` of ``x``,
+    not indexed).  A negative index counts from the end; one out of range makes the kernel
+    return 1 before anything is written (the graph reruns eagerly and raises).  ``put``: ``out``
+    (``x``'s shape, C-contiguous) is a copy of ``x`` and the values are written (added) in the
+    result's C order, serially: duplicates resolve as eager's (last write wins, sums in
+    order)."""
+
+    name: str
+    put: str | None            # None (a gather), "put" or "add"
+    dims: tuple
+    layout: tuple
+    result: tuple
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    idx: Buffer
+    idx_geom: Geometry
+    values: Buffer | None
+    values_geom: Geometry | None
+    out: Buffer
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        loads = [self.x, self.idx] + ([self.values] if self.values is not None else [])
+        return loads, [self.out]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 for an index out of range
+
+    def __str__(self) -> str:
+        what = "index" if self.put is None else f"index_put({self.put})"
+        vals = f", {self.values.name}" if self.values is not None else ""
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({what} at dims "
+                f"{list(self.dims)}, result {list(self.result)})\n  {self.out.name} = "
+                f"{what}({self.x.name}, {self.idx.name}{vals})")
+
+
+__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
+           "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "ScanKernel"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.c.ir.kernels import DimIndexKernel, IndexKernel
+from ember.compiler.c.ir.kernels import AdvIndexKernel, DimIndexKernel, IndexKernel
 from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     STORAGE_CTYPES,
@@ -49,7 +49,7 @@ from ember.compiler.c.lower.context import (
 )
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
-from ember.ops.indexing import np_basic_key
+from ember.ops.indexing import index_shape, np_basic_key
 
 
 def _static(*geoms: Geometry) -> bool:
@@ -243,5 +243,56 @@ def lower_masked_fill(lw: LoweringContext, i: int, n: Any) -> str | None:
     return None
 
 
-__all__ = ["lower_basic_index_backward", "lower_dim_index", "lower_embedding",
-           "lower_masked_fill"]
+def _adv_layout(ndim: int, nb: int, dims: tuple) -> tuple:
+    """For each dim of the indexing result: ("b", k) (dim k of the index's broadcast shape) or
+    ("x", d) (dim d of x), as ``ember.ops.indexing.index_shape`` places them."""
+    rest = [("x", d) for d in range(ndim) if d not in dims]
+    bs = [("b", k) for k in range(nb)]
+    if tuple(dims) == tuple(range(dims[0], dims[0] + len(dims))):
+        first = sum(1 for d in range(dims[0]) if d not in dims)
+        return tuple(rest[:first] + bs + rest[first:])
+    return tuple(bs + rest)
+
+
+@lowering(OPS.index, put=None)
+@lowering(OPS.index_put, put="put")
+def lower_adv_index(lw: LoweringContext, i: int, n: Any, put: str | None) -> str | None:
+    """Advanced indexing (``index``) and ``index_put`` as one ``AdvIndexKernel``."""
+    if any(not is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    x_r, idx_r = n.args[0], n.args[1]
+    dims = tuple(n.params["dims"])
+    dt = n.specs[0][1]
+    if put is not None and n.params.get("accumulate"):
+        put = "add"
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(x_r) != dt:
+        return f"dtype {dt.name}"
+    if lw.dtype_of(idx_r).name != "int64" or not dims:
+        return "index dtype is not int64, or no indexed dim"
+    ops = [lw.in_memory(r) for r in n.args]
+    if any(v is None for v in ops):
+        return "an operand is not in memory"
+    x, idx = ops[0], ops[1]
+    vals = ops[2] if put is not None else None
+    if not _static(*[v.geom for v in ops]):
+        return "dynamic sizes"
+    xshape, ishape = tuple(x.geom.shape), tuple(idx.geom.shape)
+    result = index_shape(xshape, ishape, dims)
+    if 0 in result or 0 in xshape:
+        return "an empty result"
+    lw.close_group()
+    lw.open_segment()
+    out_shape = xshape if put is not None else result
+    out = lw.buffer(dt, out_shape, "temp")
+    kname = lw.kernel_name()
+    lw.add_kernel(AdvIndexKernel(
+        kname, put, dims, _adv_layout(len(xshape), len(ishape) - 1, dims), result, dt, x.buf,
+        x.geom, idx.buf, idx.geom, None if vals is None else vals.buf,
+        None if vals is None else vals.geom, out, [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{kname}: {n.op.name} as one advanced-index kernel at dims {dims}", 3)
+    return None
+
+
+__all__ = ["lower_adv_index", "lower_basic_index_backward", "lower_dim_index",
+           "lower_embedding", "lower_masked_fill"]
