@@ -310,6 +310,15 @@ class IndexKernel:
                 f"{self.idx.name}{list(self.idx_geom.strides)}+{self.idx_geom.offset})")
 
 
+def _distinct(bufs: list) -> list:
+    """The buffers among ``bufs`` (None skipped), each once (one C parameter per buffer)."""
+    out: list = []
+    for b in bufs:
+        if b is not None and all(b is not o for o in out):
+            out.append(b)
+    return out
+
+
 @dataclass(eq=False)
 class DimIndexKernel:
     """``gather``/``scatter``/``scatter_add`` along ``dim`` (``torch.gather`` semantics).
@@ -337,8 +346,7 @@ class DimIndexKernel:
     ops: list = field(default_factory=list)
 
     def buffers(self) -> tuple[list, list]:
-        loads = [self.x, self.idx] + ([self.src] if self.src is not None else [])
-        return loads, [self.out]
+        return _distinct([self.x, self.idx, self.src]), [self.out]
 
     def has_checks(self) -> bool:
         return True  # returns 1 for an index out of range
@@ -379,8 +387,7 @@ class AdvIndexKernel:
     ops: list = field(default_factory=list)
 
     def buffers(self) -> tuple[list, list]:
-        loads = [self.x, self.idx] + ([self.values] if self.values is not None else [])
-        return loads, [self.out]
+        return _distinct([self.x, self.idx, self.values]), [self.out]
 
     def has_checks(self) -> bool:
         return True  # returns 1 for an index out of range

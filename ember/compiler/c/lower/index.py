@@ -48,6 +48,7 @@ from ember.compiler.c.lower.context import (
     loop_index,
 )
 from ember.compiler.c.lower.registry import lowering
+from ember.compiler.frontend.graph import Sym
 from ember.ops import OPS
 from ember.ops.indexing import index_shape, np_basic_key
 
@@ -232,11 +233,15 @@ def lower_masked_fill(lw: LoweringContext, i: int, n: Any) -> str | None:
         key = ("bcast", i, 2)  # the 0-d value seen with zero strides over the input's shape
         lw.vals[key] = MemoryValue(v.buf, Geometry(shape, (0,) * len(shape), v.geom.offset), dt)
         refs.append(key)
+    elif type(v_r) is Sym:   # a lifted scalar (dynamic=True): one rounding from double
+        if dt.np.name not in ("float32", "float64"):
+            return f"lifted scalar value for {dt.name}"
     elif type(v_r) not in (int, float, bool):
         return f"value {v_r!r}"
     g = lw.join_group(shape, refs)
-    args = [lw.operand(g, x_r), lw.operand(g, m_r),
-            lw.operand(g, refs[2]) if len(refs) == 3 else Const(_scalar_as(v_r, dt))]
+    value = (lw.operand(g, refs[2]) if len(refs) == 3 else
+             Const(c_scalar(v_r, ct) if type(v_r) is Sym else _scalar_as(v_r, dt)))
+    args = [lw.operand(g, x_r), lw.operand(g, m_r), value]
     name = g.local()
     g.body.append(Let(name, ct, Op(n.op.name, _MASKED_FILL, tuple(args), (("T", ct),))))
     lw.add_value(g, i, name, shape, dt, contiguous_strides(shape), n.op.name)
