@@ -400,5 +400,48 @@ class AdvIndexKernel:
                 f"{what}({self.x.name}, {self.idx.name}{vals})")
 
 
+@dataclass(eq=False)
+class PoolKernel:
+    """N-d max pooling over ``x`` (``(N, C, *spatial)``) or its backward.
+
+    ``scatter=False``: ``outs = [values, indices]`` of shape ``(N, C, *out)``; each window is
+    scanned in C order of its kernel offsets, padding reading ``fill``: the first maximum wins,
+    and every NaN replaces the running maximum (the last NaN wins), as eager; the index is the
+    flat spatial position of the winner.  ``scatter=True``: ``x`` is the gradient (shape of
+    the indices ``idx``), ``outs = [grad_input]`` (``(N, C, *spatial)``): each (N, C) row sums
+    its gradient at its indices in double, in order, and rounds once (eager's bincount); an
+    index outside the row is skipped."""
+
+    name: str
+    scatter: bool
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    idx: Buffer | None
+    idx_geom: Geometry | None
+    outs: list
+    spatial: tuple
+    out: tuple
+    kernel: tuple = ()
+    stride: tuple = ()
+    padding: tuple = ()
+    dilation: tuple = ()
+    fill: str = "-INFINITY"
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return _distinct([self.x, self.idx]), list(self.outs)
+
+    def has_checks(self) -> bool:
+        return self.scatter  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        what = "max_pool backward" if self.scatter else "max_pool"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({what}, spatial "
+                f"{list(self.spatial)} -> {list(self.out)}, kernel {list(self.kernel)})\n  "
+                f"{', '.join(b.name for b in self.outs)} = {what}({self.x.name})")
+
+
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
-           "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "ScanKernel"]
+           "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
+           "ScanKernel"]

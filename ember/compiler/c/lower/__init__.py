@@ -12,6 +12,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     gemm,
     index,
     pointwise,
+    pool,
     random,
     reduce,
     rows,
