@@ -153,8 +153,9 @@ def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
               "  }"]
     if openmp:
         lines.append("  " + omp_for(str(n_x), simd=True))
-    lines += [f"  for (int64_t p = 0; p < {n_x}; p++) "
-              f"{k.out.name}[p] = {k.x.name}[{k.x_geom.offset} + {_dot('p', xshape, xstr)}];"]
+    init = ("0" if k.x is None else   # None: zeros (the sort gradients' scatter-add)
+            f"{k.x.name}[{k.x_geom.offset} + {_dot('p', xshape, xstr)}]")
+    lines += [f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {init};"]
     dst = f"{k.out.name}[{_dot('p', ishape, cst, dim)} + {k.idx.name}[{at}] * {cst[dim]}]"
     if k.src is not None:
         sshape, sstr = _geom1(k.src_geom)

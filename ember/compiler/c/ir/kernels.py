@@ -327,7 +327,8 @@ class DimIndexKernel:
     shape.  ``scatter``/``scatter_add``: ``out`` (``x``'s shape, C-contiguous) is a copy of
     ``x``, then for every index position ``p`` in C order ``out[p with dim := idx[p]] = src[p]``
     (``+=`` for ``scatter_add``): serial, so duplicates resolve as eager's (last write wins,
-    sums in index order).  ``src`` is None when ``value`` (C text) is the scalar written.
+    sums in index order).  ``src`` is None when ``value`` (C text) is the scalar written;
+    ``x`` is None when ``out`` starts as zeros of ``shape`` (the sort gradients' scatter-add).
     Every index is checked against ``[0, x.shape[dim])`` before anything is written: an index
     out of range makes the kernel return 1 (the graph reruns eagerly and raises)."""
 
@@ -335,8 +336,8 @@ class DimIndexKernel:
     mode: str                  # "gather", "scatter" or "scatter_add"
     dim: int
     dtype: Any
-    x: Buffer
-    x_geom: Geometry
+    x: Buffer | None
+    x_geom: Geometry           # x's geometry (its shape only, when x is None)
     idx: Buffer
     idx_geom: Geometry
     src: Buffer | None
@@ -355,7 +356,8 @@ class DimIndexKernel:
         src = self.src.name if self.src is not None else self.value
         return (f"kernel {self.name}  // {' '.join(self.ops)} ({self.mode} along dim "
                 f"{self.dim}, index {list(self.idx_geom.shape)})\n  {self.out.name} = "
-                f"{self.mode}({self.x.name}, {self.idx.name}, {src})")
+                f"{self.mode}({'zeros' if self.x is None else self.x.name}, {self.idx.name}, "
+                f"{src})")
 
 
 @dataclass(eq=False)

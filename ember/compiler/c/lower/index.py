@@ -199,6 +199,49 @@ def lower_dim_index(lw: LoweringContext, i: int, n: Any, mode: str) -> str | Non
     return None
 
 
+@lowering(OPS._sort_gather, mode="gather")
+@lowering(OPS._sort_scatter_add, mode="scatter_add")
+def lower_sort_index(lw: LoweringContext, i: int, n: Any, mode: str) -> str | None:
+    """The sort/topk gradients' private pair: ``_sort_gather`` (``take_along_axis``) as a
+    gather, ``_sort_scatter_add`` (zeros of ``shape``, ``src`` added at ``index``) as a
+    scatter_add into zeros; index and operand shapes must agree (no broadcasting)."""
+    if any(not is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    a_r, idx_r = n.args
+    out_shape, dt = n.specs[0]
+    out_shape = tuple(out_shape)
+    dim = int(n.params["dim"])
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(a_r) != dt:
+        return f"dtype {dt.name}"
+    if lw.dtype_of(idx_r).name != "int64":
+        return "index dtype is not int64"
+    a, idx = lw.in_memory(a_r), lw.in_memory(idx_r)
+    if a is None or idx is None:
+        return "an operand is not in memory"
+    if not _static(a.geom, idx.geom) or any(type(m) is not int for m in out_shape):
+        return "dynamic sizes"
+    ishape = tuple(idx.geom.shape)
+    full = out_shape if mode == "scatter_add" else tuple(a.geom.shape)
+    if (not ishape or len(full) != len(ishape) or any(
+            m != f for d, (m, f) in enumerate(zip(ishape, full)) if d != dim)
+            or (mode == "scatter_add" and tuple(a.geom.shape) != ishape)):
+        return "index shape differs from the operand's"
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, out_shape, "temp")
+    kname = lw.kernel_name()
+    if mode == "gather":
+        k = DimIndexKernel(kname, mode, dim, dt, a.buf, a.geom, idx.buf, idx.geom, None, None,
+                           None, out, [n.op.name])
+    else:
+        k = DimIndexKernel(kname, mode, dim, dt, None, Geometry.contiguous(out_shape), idx.buf,
+                           idx.geom, a.buf, a.geom, None, out, [n.op.name])
+    lw.add_kernel(k)
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    log("fusion", f"{kname}: {n.op.name} as one {mode} kernel along dim {dim}", 3)
+    return None
+
+
 def _scalar_as(v: Any, dt: Any) -> str:
     """C text of ``v`` converted to ``dt`` exactly as eager's NumPy assignment converts it
     (rounded once to float16/bfloat16; truncated to an integer), in ``dt``'s compute type."""
@@ -300,4 +343,4 @@ def lower_adv_index(lw: LoweringContext, i: int, n: Any, put: str | None) -> str
 
 
 __all__ = ["lower_adv_index", "lower_basic_index_backward", "lower_dim_index",
-           "lower_embedding", "lower_masked_fill"]
+           "lower_embedding", "lower_masked_fill", "lower_sort_index"]
