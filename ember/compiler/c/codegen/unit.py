@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, index, pool
+from ember.compiler.c.codegen import attention, index, pool, sort
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
@@ -30,6 +30,7 @@ from ember.compiler.c.ir.kernels import (
     IndexKernel,
     PoolKernel,
     ScanKernel,
+    SortKernel,
 )
 from ember.compiler.c.ir.loop_ir import (
     Check,
@@ -160,6 +161,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
                 f"{k.num} weights")
     elif isinstance(k, DimIndexKernel):
         kind = f"{k.mode} along dim {k.dim}, index {list(k.idx_geom.shape)}"
+    elif isinstance(k, SortKernel):
+        kind = f"stable sort along dim {k.dim}, first {k.count}"
     elif isinstance(k, PoolKernel):
         kind = f"max_pool{' backward' if k.scatter else ''} {list(k.spatial)}"
     elif isinstance(k, AdvIndexKernel):
@@ -625,6 +628,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return index.adv_index_source(k, openmp)
     if isinstance(k, PoolKernel):
         return pool.pool_source(k, openmp)
+    if isinstance(k, SortKernel):
+        return sort.sort_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -674,7 +679,7 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
-                                 DimIndexKernel, AdvIndexKernel, PoolKernel))
+                                 DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel))
                   and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:

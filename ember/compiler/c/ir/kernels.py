@@ -444,6 +444,36 @@ class PoolKernel:
                 f"{', '.join(b.name for b in self.outs)} = {what}({self.x.name})")
 
 
+@dataclass(eq=False)
+class SortKernel:
+    """A stable sort of every slice of ``x`` along ``dim`` (``sort``) keeping its first
+    ``count`` elements (``topk``): ``outs = [values, indices]`` (C-contiguous, ``x``'s shape
+    with ``count`` along ``dim``).  NaN sorts as the largest value; equal keys keep their
+    order (ascending and descending), as eager's stable argsort."""
+
+    name: str
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    dim: int
+    descending: bool
+    count: int
+    outs: list
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.x], list(self.outs)
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        order = "descending" if self.descending else "ascending"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (stable sort along dim "
+                f"{self.dim}, {order}, first {self.count})\n  "
+                f"{', '.join(b.name for b in self.outs)} = sort({self.x.name})")
+
+
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
            "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
-           "ScanKernel"]
+           "ScanKernel", "SortKernel"]

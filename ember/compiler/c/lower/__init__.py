@@ -17,6 +17,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     reduce,
     rows,
     scan,
+    sort,
     view,
 )
 from ember.compiler.c.lower.context import LoweringContext, LowerStats
