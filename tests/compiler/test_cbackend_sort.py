@@ -1,0 +1,86 @@
+"""``sort``/``topk`` as ``SortKernel``s (``c/lower/sort.py``) and their gradients' gather and
+scatter-add as ``DimIndexKernel``s: no externs, bit-identical to eager ember (stable order,
+NaN largest), equal to PyTorch."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import ember
+from ember.compiler.c import backend as cbackend
+from ember.config import config
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
+                                reason="no C compiler")
+
+FNS = [("sort", lambda t, x: t.sort(x, dim=1, stable=True)),
+       ("sort_desc_dim0", lambda t, x: t.sort(x, dim=0, descending=True, stable=True)),
+       ("topk", lambda t, x: t.topk(x, 4, dim=1)),
+       ("topk_smallest_dim0", lambda t, x: t.topk(x, 2, dim=0, largest=False)),
+       ("sort_transposed", lambda t, x: t.sort(x.t(), dim=1, descending=True, stable=True))]
+
+
+@pytest.fixture(autouse=True)
+def _two_threads():
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    yield
+    ember.set_num_threads(before)
+
+
+def _data(dtype):
+    rng = np.random.default_rng(0)
+    xs = rng.integers(-3, 4, (6, 40)).astype(np.float64)   # many ties: stability shows
+    if dtype.is_floating_point:
+        xs[1, 3] = xs[1, 7] = xs[4, 0] = np.nan
+    return xs
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64, ember.float16, ember.bfloat16,
+                                   ember.int64, ember.int32, ember.uint8], ids=lambda d: d.name)
+@pytest.mark.parametrize("name,fn", FNS, ids=[f[0] for f in FNS])
+def test_sort_and_topk(name, fn, dtype):
+    xs = _data(dtype)
+    if dtype is ember.uint8:
+        xs = xs + 3
+    x = ember.tensor(xs).to(dtype)
+    got = ember.compile(lambda x: fn(ember, x), backend="c", dynamic=False)(x)
+    assert cbackend.last_compiled().stats.externs == 0, cbackend.last_compiled().stats.fallbacks
+    want = fn(ember, x)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a.double().numpy(), b.double().numpy())
+    if dtype in (ember.float32, ember.float64, ember.int64):
+        tv, ti = fn(torch, torch.tensor(xs).to(getattr(torch, dtype.name)))
+        np.testing.assert_array_equal(got[0].double().numpy(), tv.double().numpy())
+        if name.startswith("sort"):   # torch's topk does not promise the order of ties
+            np.testing.assert_array_equal(got[1].numpy(), ti.numpy())
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64, ember.float16, ember.bfloat16],
+                         ids=lambda d: d.name)
+def test_gradients_lower(dtype):
+    x = ember.tensor(np.random.default_rng(1).standard_normal((5, 30))).to(dtype)
+    x.requires_grad_()
+
+    def f(x):
+        v, _ = ember.topk(x, 3, dim=1)
+        s, _ = ember.sort(x, dim=0)
+        ((v * v).sum() + (s * s[:, :1]).sum()).backward()
+        return x.grad
+
+    want = f(x).float().numpy().copy()
+    x.grad = None
+    got = ember.compile(f, backend="c", dynamic=False)(x)
+    assert cbackend.last_compiled().stats.externs == 0, cbackend.last_compiled().stats.fallbacks
+    np.testing.assert_array_equal(got.float().numpy(), want)
+    tx = torch.tensor(x.detach().float().numpy(), requires_grad=True)
+    tv, _ = torch.topk(tx, 3, dim=1)
+    ts, _ = torch.sort(tx, dim=0)
+    ((tv * tv).sum() + (ts * ts[:, :1]).sum()).backward()
+    tol = {"float16": 1e-2, "bfloat16": 6e-2}.get(dtype.name, 1e-5)
+    np.testing.assert_allclose(got.float().numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
