@@ -7,12 +7,16 @@ from __future__ import annotations
 from ember.compiler.c.codegen.index import _dot
 from ember.compiler.c.codegen.omp import omp_for
 from ember.compiler.c.ir.kernels import SortKernel
-from ember.compiler.c.ir.loop_ir import compute_ctype, contiguous_strides, load_expr
+from ember.compiler.c.ir.loop_ir import (
+    compute_ctype,
+    contiguous_strides,
+    load_expr,
+    store_expr,
+)
 
 
 def sort_source(k: SortKernel, openmp: bool) -> str:
     """The C functions (comparison, then kernel) of one SortKernel."""
-    vals, idx = k.outs
     ct = compute_ctype(k.dtype)
     xs, st = tuple(k.x_geom.shape), tuple(k.x_geom.strides)
     n, dim = xs[k.dim], k.dim
@@ -27,10 +31,10 @@ def sort_source(k: SortKernel, openmp: bool) -> str:
     # "a strictly before b": NaN is the largest key; equal keys are never swapped (stable)
     before = ("(a > b) || (a != a && b == b)" if k.descending else
               "(a < b) || (b != b && a == a)")
+    outs = [f"{b.ctype} *restrict {b.name}" for b in k.outs if b is not None]
     lines = [f"static inline int {k.name}_before({ct} a, {ct} b) {{ return {before}; }}",
              f"/* {' '.join(k.ops)} (stable sort along dim {dim}) */",
-             f"static int {k.name}({vals.ctype} *restrict {vals.name}, "
-             f"{idx.ctype} *restrict {idx.name}, const {k.x.ctype} *restrict {k.x.name}, "
+             f"static int {k.name}({', '.join(outs)}, const {k.x.ctype} *restrict {k.x.name}, "
              "const int64_t *restrict ints, const double *restrict floats) {",
              "  (void)ints; (void)floats;",
              "  int bad_ = 0;"]
@@ -58,14 +62,39 @@ def sort_source(k: SortKernel, openmp: bool) -> str:
         "      }",
         "      int64_t *s_ = p_; p_ = q_; q_ = s_;",
         "    }",
-        f"    for (int64_t t = 0; t < {k.count}; t++) {{",
-        f"      {vals.name}[ob_ + t * {ost[dim]}] = {k.x.name}[xb_ + p_[t] * {st[dim]}];",
-        f"      {idx.name}[ob_ + t * {ost[dim]}] = p_[t];",
-        "    }",
+    ] + (_store_all(k, ost, st) if k.pick is None else _store_pick(k, n, st)) + [
         "    free(m_); free(k_);",
         "  }",
         "  return bad_;", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _store_all(k: SortKernel, ost: tuple, st: tuple) -> list:
+    vals, idx = k.outs
+    return [f"    for (int64_t t = 0; t < {k.count}; t++) {{",
+            f"      {vals.name}[ob_ + t * {ost[k.dim]}] = {k.x.name}[xb_ + p_[t] * {st[k.dim]}];",
+            f"      {idx.name}[ob_ + t * {ost[k.dim]}] = p_[t];",
+            "    }"]
+
+
+def _store_pick(k: SortKernel, n: int, st: tuple) -> list:
+    """Sorted position ``pick`` of the slice into element ``r`` (NaN sorts last: a slice holds
+    NaN when its last sorted key is NaN, its first NaN is position ``n - (NaNs)``)."""
+    vals, idx = k.outs
+    lines = [f"    int64_t t_ = {k.pick};"]
+    if k.nan and k.dtype.is_floating_point:
+        lines += [f"    if (k_[p_[{n - 1}]] != k_[p_[{n - 1}]]) {{",
+                  f"      int64_t f_ = {n - 1};",
+                  "      while (f_ > 0 && k_[p_[f_ - 1]] != k_[p_[f_ - 1]]) f_--;",
+                  "      t_ = f_;",
+                  "    }"]
+    lines.append(f"    {vals.name}[r] = {k.x.name}[xb_ + p_[t_] * {st[k.dim]}];")
+    if k.nan == "value" and k.dtype.is_floating_point:
+        lines.append(f"    if (k_[p_[t_]] != k_[p_[t_]]) {vals.name}[r] = "
+                     f"{store_expr(k.dtype, 'NAN')};")
+    if idx is not None:
+        lines.append(f"    {idx.name}[r] = p_[t_];")
+    return lines
 
 
 __all__ = ["sort_source"]

@@ -449,7 +449,12 @@ class SortKernel:
     """A stable sort of every slice of ``x`` along ``dim`` (``sort``) keeping its first
     ``count`` elements (``topk``): ``outs = [values, indices]`` (C-contiguous, ``x``'s shape
     with ``count`` along ``dim``).  NaN sorts as the largest value; equal keys keep their
-    order (ascending and descending), as eager's stable argsort."""
+    order (ascending and descending), as eager's stable argsort.
+
+    ``pick`` (``kthvalue``, ``median``): only sorted position ``pick`` of each slice is stored
+    (one element per slice, the slices in C order); ``nan``: "first" picks a slice's first NaN
+    when it holds one (``kthvalue(nan_first=True)``), "value" stores NaN then (``median``);
+    ``outs[1]`` (the indices) may be None."""
 
     name: str
     dtype: Any
@@ -460,9 +465,11 @@ class SortKernel:
     count: int
     outs: list
     ops: list = field(default_factory=list)
+    pick: int | None = None
+    nan: str = ""
 
     def buffers(self) -> tuple[list, list]:
-        return [self.x], list(self.outs)
+        return [self.x], [b for b in self.outs if b is not None]
 
     def has_checks(self) -> bool:
         return True  # returns 1 when its scratch cannot be allocated
@@ -471,7 +478,7 @@ class SortKernel:
         order = "descending" if self.descending else "ascending"
         return (f"kernel {self.name}  // {' '.join(self.ops)} (stable sort along dim "
                 f"{self.dim}, {order}, first {self.count})\n  "
-                f"{', '.join(b.name for b in self.outs)} = sort({self.x.name})")
+                f"{', '.join(b.name for b in self.outs if b is not None)} = sort({self.x.name})")
 
 
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.ir.kernels import SortKernel
-from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry
+from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry, contiguous_strides
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.index import _static
 from ember.compiler.c.lower.registry import lowering
@@ -49,4 +49,67 @@ def lower_sort(lw: LoweringContext, i: int, n: Any, order: str) -> str | None:
     return None
 
 
-__all__ = ["lower_sort"]
+def _sorted_operand(lw: LoweringContext, n: Any) -> tuple | str:
+    """(x as a MemoryValue, output dtype) for a sort-based reduction, or why not."""
+    x_r = n.args[0]
+    if not is_ref(x_r):
+        return "a non-tensor operand"
+    dt = n.specs[0][1]
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(x_r) != dt:
+        return f"dtype {dt.name}"
+    x = lw.in_memory(x_r)
+    if x is None:
+        return "an operand is not in memory"
+    if not _static(x.geom) or any(type(v) not in (int, bool, tuple) for v in n.params.values()):
+        return "dynamic sizes"
+    if not x.geom.shape or 0 in tuple(x.geom.shape):
+        return "a 0-d or empty input"
+    return x, dt
+
+
+@lowering(OPS.kthvalue)
+def lower_kthvalue(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """``kthvalue`` (and ``median`` along a dim): sorted position ``k - 1`` of each slice."""
+    got = _sorted_operand(lw, n)
+    if isinstance(got, str):
+        return got
+    x, dt = got
+    p = n.params
+    (vshape, _), (ishape, idt) = n.specs
+    lw.close_group()
+    lw.open_segment()
+    vals = lw.buffer(dt, tuple(vshape), "temp")
+    idx = lw.buffer(idt, tuple(ishape), "temp")
+    lw.add_kernel(SortKernel(lw.kernel_name(), dt, x.buf, x.geom, int(p["dim"]), False, 1,
+                             [vals, idx], [n.op.name], pick=int(p["k"]) - 1,
+                             nan="first" if p["nan_first"] else ""))
+    lw.bind(i, 0, vals, Geometry.contiguous(tuple(vshape)), dt)
+    lw.bind(i, 1, idx, Geometry.contiguous(tuple(ishape)), idt)
+    return None
+
+
+@lowering(OPS.median)
+def lower_median(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """``median`` of all elements: the lower median of the sorted (C-contiguous) input, NaN
+    when it holds one."""
+    got = _sorted_operand(lw, n)
+    if isinstance(got, str):
+        return got
+    x, dt = got
+    shape = tuple(x.geom.shape)
+    if tuple(x.geom.strides) != contiguous_strides(shape):
+        return "input not C-contiguous"
+    size = 1
+    for m in shape:
+        size *= m
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, (), "temp")
+    flat = Geometry((size,), (1,), x.geom.offset)
+    lw.add_kernel(SortKernel(lw.kernel_name(), dt, x.buf, flat, 0, False, 1, [out, None],
+                             [n.op.name], pick=(size - 1) // 2, nan="value"))
+    lw.bind(i, 0, out, Geometry.contiguous(()), dt)
+    return None
+
+
+__all__ = ["lower_kthvalue", "lower_median", "lower_sort"]
