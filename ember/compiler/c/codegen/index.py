@@ -8,7 +8,13 @@ from typing import Any
 
 from ember.compiler.c.codegen.omp import omp_for
 from ember.compiler.c.ir.kernels import AdvIndexKernel, DimIndexKernel, IndexKernel
-from ember.compiler.c.ir.loop_ir import Geometry, contiguous_strides, load_expr, store_expr
+from ember.compiler.c.ir.loop_ir import (
+    Geometry,
+    compute_ctype,
+    contiguous_strides,
+    load_expr,
+    store_expr,
+)
 
 # column block of a scatter-add: one thread's share of every row (a multiple of 64 bytes)
 SCATTER_BLOCK = 64
@@ -162,10 +168,18 @@ def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
         val = f"{k.src.name}[{k.src_geom.offset} + {_dot('p', ishape, sstr)}]"
     else:
         val = store_expr(k.dtype, k.value)
+    src_val = val
     if k.mode == "scatter_add":
         val = store_expr(k.dtype, f"{load_expr(k.dtype, dst)} + {load_expr(k.dtype, val)}")
+    if k.combine:
+        val = store_expr(k.dtype, k.combine.format(a="a_", b="b_"))
+        val = (f"{{ const {compute_ctype(k.dtype)} a_ = {load_expr(k.dtype, dst)}, b_ = "
+               f"{load_expr(k.dtype, src_val)}; {dst} = {val}; }}")
+    if k.identity is not None:
+        lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {dst} = "
+                  f"{store_expr(k.dtype, k.identity)};"]
     lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{  /* in index order, as eager */",
-              f"    {dst} = {val};",
+              f"    {val}" if k.combine else f"    {dst} = {val};",
               "  }",
               "  return bad_;", "}"]
     return "\n".join(lines) + "\n"

@@ -329,6 +329,8 @@ class DimIndexKernel:
     (``+=`` for ``scatter_add``): serial, so duplicates resolve as eager's (last write wins,
     sums in index order).  ``src`` is None when ``value`` (C text) is the scalar written;
     ``x`` is None when ``out`` starts as zeros of ``shape`` (the sort gradients' scatter-add).
+    ``combine`` (``scatter_reduce``): the C of ``out = combine(out, src)`` at each index, in
+    order, after ``identity`` is written at every indexed element (``include_self=False``).
     Every index is checked against ``[0, x.shape[dim])`` before anything is written: an index
     out of range makes the kernel return 1 (the graph reruns eagerly and raises)."""
 
@@ -345,6 +347,8 @@ class DimIndexKernel:
     value: str | None
     out: Buffer
     ops: list = field(default_factory=list)
+    combine: str = ""          # scatter_reduce: C over {a} (out) and {b} (src); "" otherwise
+    identity: str | None = None  # scatter_reduce without include_self: written first
 
     def buffers(self) -> tuple[list, list]:
         return _distinct([self.x, self.idx, self.src]), [self.out]

@@ -242,6 +242,54 @@ def lower_sort_index(lw: LoweringContext, i: int, n: Any, mode: str) -> str | No
     return None
 
 
+# scatter_reduce's combinations (NumPy's ufuncs: maximum/minimum keep the first operand on
+# ties and propagate NaN) keyed by the ``reduce`` parameter's value
+_COMBINE = {"sum": "({a} + {b})", "prod": "({a} * {b})",
+            "amax": "(({a} >= {b} || {a} != {a}) ? {a} : {b})",
+            "amin": "(({a} <= {b} || {a} != {a}) ? {a} : {b})"}
+
+
+@lowering(OPS.scatter_reduce)
+def lower_scatter_reduce(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """``scatter_reduce`` (not ``mean``) as a serial ``DimIndexKernel`` combining in order."""
+    p = n.params
+    combine = _COMBINE.get(p["reduce"])
+    if combine is None:
+        return f"reduce={p['reduce']!r}"
+    if any(not is_ref(a) for a in n.args):
+        return "a non-tensor operand"
+    x_r, idx_r, src_r = n.args
+    out_shape, dt = n.specs[0]
+    if dt.np.name not in STORAGE_CTYPES or any(lw.dtype_of(r) != dt for r in (x_r, src_r)):
+        return f"dtype {dt.name}"
+    if lw.dtype_of(idx_r).name != "int64":
+        return "index dtype is not int64"
+    x, idx, src = (lw.in_memory(r) for r in n.args)
+    if x is None or idx is None or src is None:
+        return "an operand is not in memory"
+    if not _static(x.geom, idx.geom, src.geom) or not x.geom.shape:
+        return "dynamic sizes or a 0-d input"
+    if len(src.geom.shape) != len(idx.geom.shape):
+        return "src rank differs from the index's"
+    ident = None
+    if not p["include_self"]:
+        ident = _scalar_as(_reduce_identity(p["reduce"], dt), dt)
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(dt, tuple(out_shape), "temp")
+    lw.add_kernel(DimIndexKernel(
+        lw.kernel_name(), "scatter", int(p["dim"]), dt, x.buf, x.geom, idx.buf, idx.geom,
+        src.buf, src.geom, None, out, [n.op.name], combine=combine, identity=ident))
+    lw.bind(i, 0, out, Geometry.contiguous(tuple(out_shape)), dt)
+    return None
+
+
+def _reduce_identity(reduce: str, dt: Any) -> Any:
+    """Eager's first value of an element written by ``scatter_reduce(include_self=False)``."""
+    from ember.ops.indexing import _identity
+    return _identity(reduce, np.dtype(dt.np))
+
+
 def _scalar_as(v: Any, dt: Any) -> str:
     """C text of ``v`` converted to ``dt`` exactly as eager's NumPy assignment converts it
     (rounded once to float16/bfloat16; truncated to an integer), in ``dt``'s compute type."""
@@ -343,4 +391,5 @@ def lower_adv_index(lw: LoweringContext, i: int, n: Any, put: str | None) -> str
 
 
 __all__ = ["lower_adv_index", "lower_basic_index_backward", "lower_dim_index",
-           "lower_embedding", "lower_masked_fill", "lower_sort_index"]
+           "lower_embedding", "lower_masked_fill", "lower_scatter_reduce",
+           "lower_sort_index"]
