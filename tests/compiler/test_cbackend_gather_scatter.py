@@ -199,3 +199,29 @@ def test_masked_fill_tensor_value_and_lowp_rounding():
     got = ember.compile(f, backend="c")(x, m, v)
     assert cbackend.last_compiled().stats.externs == 0
     np.testing.assert_array_equal(got.numpy(), f(x, m, v).numpy())
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float16, ember.bfloat16, ember.int64,
+                                   ember.bool], ids=lambda d: d.name)
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False], ids=["self", "noself"])
+def test_scatter_reduce(reduce, include_self, dtype):
+    rng = np.random.default_rng(5)
+    xs, ss = rng.standard_normal((4, 6)) * 3, rng.standard_normal((4, 5)) * 3
+    if dtype.is_floating_point:
+        ss[1, 2] = np.nan   # maximum/minimum propagate NaN
+    x, s = ember.tensor(xs).to(dtype), ember.tensor(ss).to(dtype)
+    i = ember.tensor(rng.integers(0, 3, (4, 5)), dtype=ember.int64)   # many duplicates
+
+    def f(x, i, s):
+        return ember.scatter_reduce(x, 1, i, s, reduce, include_self=include_self)
+
+    got = ember.compile(f, backend="c", dynamic=False)(x, i, s)
+    assert cbackend.last_compiled().stats.externs == 0, cbackend.last_compiled().stats.fallbacks
+    np.testing.assert_array_equal(got.double().numpy(), f(x, i, s).double().numpy())
+    if dtype in (ember.float32, ember.int64):
+        td = getattr(torch, dtype.name)
+        ref = torch.tensor(xs).to(td).scatter_reduce(1, torch.tensor(i.numpy()),
+                                                     torch.tensor(ss).to(td), reduce,
+                                                     include_self=include_self)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)
