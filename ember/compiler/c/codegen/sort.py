@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ember.compiler.c.codegen.index import _dot
 from ember.compiler.c.codegen.omp import omp_for
-from ember.compiler.c.ir.kernels import SortKernel
+from ember.compiler.c.ir.kernels import SearchKernel, SortKernel
 from ember.compiler.c.ir.loop_ir import (
     compute_ctype,
     contiguous_strides,
@@ -97,4 +97,57 @@ def _store_pick(k: SortKernel, n: int, st: tuple) -> list:
     return lines
 
 
-__all__ = ["sort_source"]
+def search_source(k: SearchKernel, openmp: bool) -> str:
+    """The C function of one SearchKernel (PyTorch's binary search, its exact comparisons:
+    NaN and unsorted rows give its answers)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    ct = compute_ctype(k.dtype)
+    ss, sst = tuple(k.seq_geom.shape), tuple(k.seq_geom.strides)
+    vs, vst = tuple(k.values_geom.shape), tuple(k.values_geom.strides)
+    n, lead = ss[-1], ss[:-1]
+    total = 1
+    for m in vs:
+        total *= m
+    per = vs[-1] if lead else max(total, 1)
+    rows = max(total // per, 1) if per else 1
+    row = f"{k.seq_geom.offset} + {_dot('(p / ' + str(per) + ')', lead, sst[:-1])}"
+    at = f"{k.seq.name}[row_ + (j_) * {sst[-1]}]"
+    lines = [f"/* {' '.join(k.ops)} (binary search) */",
+             f"static int {k.name}({', '.join(params)}) {{",
+             "  (void)ints; (void)floats;"]
+    if k.sorter is not None:
+        g = k.sorter_geom
+        sshape, sstr = tuple(g.shape), tuple(g.strides)
+        cnt = rows * n
+        lines += [f"  for (int64_t q = 0; q < {cnt}; q++) {{  /* eager checks every index */",
+                  f"    const int64_t s_ = {k.sorter.name}[{g.offset} + "
+                  f"{_dot('q', sshape, sstr)}];",
+                  f"    if (s_ < 0 || s_ >= {n}) return 1;",
+                  "  }"]
+        srow = f"{g.offset} + {_dot('(p / ' + str(per) + ')', lead, sstr[:-1])}"
+        at = (f"{k.seq.name}[row_ + {k.sorter.name}[srow_ + (j_) * {sstr[-1]}] * "
+              f"{sst[-1]}]")
+    cmp = "mv_ > v_" if k.right else "mv_ >= v_"
+    if openmp:
+        lines.append("  " + omp_for(str(total)))
+    lines += [f"  for (int64_t p = 0; p < {total}; p++) {{",
+              f"    const int64_t row_ = {row};"]
+    if k.sorter is not None:
+        lines.append(f"    const int64_t srow_ = {srow};")
+    val = f"{k.values.name}[{k.values_geom.offset} + {_dot('p', vs, vst)}]"
+    lines += [f"    const {ct} v_ = {load_expr(k.dtype, val)};",
+              f"    int64_t lo_ = 0, hi_ = {n};",
+              "    while (lo_ < hi_) {",
+              "      const int64_t j_ = lo_ + ((hi_ - lo_) >> 1);",
+              f"      const {ct} mv_ = {load_expr(k.dtype, at)};",
+              f"      if (!({cmp})) lo_ = j_ + 1; else hi_ = j_;",
+              "    }",
+              f"    {k.out.name}[p] = lo_;",
+              "  }", "  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["search_source", "sort_source"]

@@ -30,6 +30,7 @@ from ember.compiler.c.ir.kernels import (
     IndexKernel,
     PoolKernel,
     ScanKernel,
+    SearchKernel,
     SortKernel,
 )
 from ember.compiler.c.ir.loop_ir import (
@@ -630,6 +631,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return pool.pool_source(k, openmp)
     if isinstance(k, SortKernel):
         return sort.sort_source(k, openmp)
+    if isinstance(k, SearchKernel):
+        return sort.search_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -679,7 +682,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
-                                 DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel))
+                                 DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel,
+                                 SearchKernel))
                   and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:

@@ -485,6 +485,37 @@ class SortKernel:
                 f"{', '.join(b.name for b in self.outs if b is not None)} = sort({self.x.name})")
 
 
+@dataclass(eq=False)
+class SearchKernel:
+    """``searchsorted``: for every value (C order), PyTorch's binary search over its row of
+    ``seq`` (the row of the value's leading coordinates; one row when ``seq`` is 1-D), read
+    through ``sorter`` when given; a sorter index out of range makes the kernel return 1 (the
+    graph reruns eagerly and raises)."""
+
+    name: str
+    dtype: Any
+    seq: Buffer
+    seq_geom: Geometry
+    values: Buffer
+    values_geom: Geometry
+    sorter: Buffer | None
+    sorter_geom: Geometry | None
+    right: bool
+    out: Buffer
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return _distinct([self.seq, self.values, self.sorter]), [self.out]
+
+    def has_checks(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (binary search, "
+                f"{'right' if self.right else 'left'})\n  {self.out.name} = searchsorted("
+                f"{self.seq.name}, {self.values.name})")
+
+
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
            "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
-           "ScanKernel", "SortKernel"]
+           "ScanKernel", "SearchKernel", "SortKernel"]

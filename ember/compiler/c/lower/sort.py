@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.compiler.c.ir.kernels import SortKernel
+from ember.compiler.c.ir.kernels import SearchKernel, SortKernel
 from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry, contiguous_strides
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.index import _static
@@ -112,4 +112,38 @@ def lower_median(lw: LoweringContext, i: int, n: Any) -> str | None:
     return None
 
 
-__all__ = ["lower_kthvalue", "lower_median", "lower_sort"]
+@lowering(OPS.searchsorted)
+def lower_searchsorted(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """``searchsorted`` as one ``SearchKernel`` (values and sequence of one dtype)."""
+    if any(not is_ref(a) for a in n.args if a is not None):
+        return "a non-tensor operand"
+    seq_r, val_r = n.args[0], n.args[1]
+    srt_r = n.args[2] if len(n.args) > 2 else None
+    out_shape, odt = n.specs[0]
+    dt = lw.dtype_of(seq_r)
+    if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(val_r) != dt or dt.np.name == "bool":
+        return f"dtype {dt.name}"
+    if srt_r is not None and lw.dtype_of(srt_r).name != "int64":
+        return "sorter dtype is not int64"
+    ops = [lw.in_memory(r) for r in (seq_r, val_r, srt_r) if r is not None]
+    if any(v is None for v in ops):
+        return "an operand is not in memory"
+    if not _static(*[v.geom for v in ops]):
+        return "dynamic sizes"
+    seq, vals = ops[0], ops[1]
+    ss, vs = tuple(seq.geom.shape), tuple(vals.geom.shape)
+    if not ss or 0 in ss or 0 in vs or not vs or (len(ss) > 1 and vs[:-1] != ss[:-1]):
+        return "a 0-d or empty operand"
+    srt = ops[2] if srt_r is not None else None
+    lw.close_group()
+    lw.open_segment()
+    out = lw.buffer(odt, tuple(out_shape), "temp")
+    lw.add_kernel(SearchKernel(lw.kernel_name(), dt, seq.buf, seq.geom, vals.buf, vals.geom,
+                               None if srt is None else srt.buf,
+                               None if srt is None else srt.geom, bool(n.params["right"]),
+                               out, [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(tuple(out_shape)), odt)
+    return None
+
+
+__all__ = ["lower_kthvalue", "lower_median", "lower_searchsorted", "lower_sort"]
