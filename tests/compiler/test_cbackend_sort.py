@@ -105,3 +105,41 @@ def test_kthvalue_and_median(name, dtype):
         pairs = zip(got, ref) if name == "median_all" else [(got[0], ref[0])]
         for a, b in pairs:   # values only: torch may pick another index among ties
             np.testing.assert_array_equal(a.double().numpy(), b.double().numpy())
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64, ember.float16, ember.int64],
+                         ids=lambda d: d.name)
+@pytest.mark.parametrize("right", [False, True], ids=["left", "right"])
+def test_searchsorted(right, dtype):
+    rng = np.random.default_rng(3)
+    seq = np.sort(rng.integers(-5, 5, (3, 8)), axis=1).astype(np.float64)
+    vals = rng.integers(-6, 6, (3, 5)).astype(np.float64)
+    if dtype.is_floating_point:
+        seq[2, 7] = vals[0, 1] = np.nan   # PyTorch's comparisons with NaN, not NumPy's order
+    srt = np.argsort(rng.standard_normal((3, 8)), axis=1)
+
+    def fn(t, s, v, o):
+        return (t.searchsorted(s, v, right=right), t.searchsorted(s[1], v, right=right),
+                t.searchsorted(s, v, sorter=o, out_int32=True))
+
+    args = (ember.tensor(seq).to(dtype), ember.tensor(vals).to(dtype),
+            ember.tensor(srt, dtype=ember.int64))
+    got = ember.compile(lambda *a: fn(ember, *a), backend="c", dynamic=False)(*args)
+    assert cbackend.last_compiled().stats.externs == 0, cbackend.last_compiled().stats.fallbacks
+    td = getattr(torch, dtype.name)
+    ref = fn(torch, torch.tensor(seq).to(td), torch.tensor(vals).to(td), torch.tensor(srt))
+    for a, b, c in zip(got, fn(ember, *args), ref):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(a.numpy(), c.numpy())
+        assert a.dtype.name == str(c.dtype).replace("torch.", "")
+
+
+def test_searchsorted_bad_sorter_raises_as_eager():
+    seq, vals = ember.arange(8.0).reshape(2, 4), ember.ones(2, 3)
+    srt = ember.tensor([[0, 1, 2, 3], [0, 9, 2, 1]], dtype=ember.int64)
+
+    def f(s, v, o):
+        return ember.searchsorted(s, v, sorter=o)
+
+    with pytest.raises(RuntimeError, match="sorter index out of range"):
+        ember.compile(f, backend="c")(seq, vals, srt)
