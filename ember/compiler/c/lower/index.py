@@ -1,4 +1,5 @@
-"""Row gathers and scatter-adds -> ``IndexKernel``s; ``basic_index_backward`` -> copy kernels.
+"""Index ops: row gathers and scatter-adds -> ``IndexKernel``s; ``basic_index_backward`` -> copy
+kernels; gather/scatter/advanced indexing/masked_fill (below).
 
 * ``embedding`` (``out[r, :] = weight[idx[r], :]``, the token lookup of a language model) is a
   gather over the rows of ``idx`` (any static layout of ``idx`` and of the 2-D weight), rows
@@ -14,6 +15,12 @@
 * ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
   the gradient stored through the region's geometry.
+
+* ``gather``/``scatter``/``scatter_add``/``scatter_reduce`` (not ``mean``) and the sort
+  gradients' ``_sort_gather``/``_sort_scatter_add`` -> ``DimIndexKernel``s; advanced ``index``
+  and ``index_put`` -> ``AdvIndexKernel``s (writes serial in eager's order, so duplicates
+  resolve as eager's; an index out of range reruns the graph eagerly, which raises).
+* ``masked_fill`` -> a select in the open pointwise group.
 
 Static sizes only; anything else stays an extern (a logged fallback).
 """
