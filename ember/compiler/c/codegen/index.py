@@ -120,12 +120,16 @@ def _geom1(g: Geometry) -> tuple:
     return (tuple(g.shape), tuple(g.strides)) if g.shape else ((1,), (0,))
 
 
-def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
-    """The C function of one DimIndexKernel (gather, scatter or scatter_add along a dim)."""
+def _params(k: Any) -> str:
+    """The C parameters of a kernel: its stores, its loads, then the runtime scalars."""
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
-    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    return ", ".join(params + ["const int64_t *restrict ints", "const double *restrict floats"])
+
+
+def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
+    """The C function of one DimIndexKernel (gather, scatter or scatter_add along a dim)."""
     ishape, istr = _geom1(k.idx_geom)
     xshape, xstr = _geom1(k.x_geom)
     n_idx = 1
@@ -134,7 +138,7 @@ def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
     size, dim = xshape[k.dim], k.dim
     at = f"{k.idx_geom.offset} + {_dot('p', ishape, istr)}"
     lines = [f"/* {' '.join(k.ops)} ({k.mode} along dim {dim}) */",
-             f"static int {k.name}({', '.join(params)}) {{",
+             f"static int {k.name}({_params(k)}) {{",
              "  (void)ints; (void)floats;",
              "  int bad_ = 0;"]
     if k.mode == "gather":
