@@ -184,9 +184,31 @@ def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
                   f"{store_expr(k.dtype, k.identity)};"]
     lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{  /* in index order, as eager */",
               f"    {val}" if k.combine else f"    {dst} = {val};",
-              "  }",
-              "  return bad_;", "}"]
+              "  }"]
+    if k.mean_self is not None:
+        lines += _mean_lines(k, n_x, n_idx, dst[len(k.out.name) + 1:-1])
+    lines += ["  return bad_;", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _mean_lines(k: DimIndexKernel, n_x: int, n_idx: int, at: str) -> list:
+    """scatter_reduce mean: the sums divided by each element's count (at least 1), the count
+    converted to the dtype first; integers floor-divided (eager's NumPy)."""
+    t = compute_ctype(k.dtype)
+    out = f"{k.out.name}[p]"
+    c = store_expr(k.dtype, f"({t})c_")
+    if k.dtype.is_floating_point:
+        div = store_expr(k.dtype, f"{load_expr(k.dtype, out)} / {load_expr(k.dtype, c)}")
+        body = [f"    {out} = {div};"]
+    else:
+        body = [f"    const {t} d_ = ({t})c_, a_ = {out};",
+                f"    {out} = ({t})(a_ / d_ - ((a_ % d_ != 0) && ((a_ < 0) != (d_ < 0))));"]
+    return [f"  int64_t *cnt_ = (int64_t *)calloc({max(n_x, 1)}, sizeof(int64_t));",
+            "  if (!cnt_) return 1;",
+            f"  for (int64_t p = 0; p < {n_idx}; p++) cnt_[{at}]++;",
+            f"  for (int64_t p = 0; p < {n_x}; p++) {{",
+            f"    int64_t c_ = cnt_[p] + {k.mean_self};",
+            "    if (c_ < 1) c_ = 1;"] + body + ["  }", "  free(cnt_);"]
 
 
 def _coord(flat: str, shape: tuple, r: int) -> str:

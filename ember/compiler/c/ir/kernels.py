@@ -349,6 +349,7 @@ class DimIndexKernel:
     ops: list = field(default_factory=list)
     combine: str = ""          # scatter_reduce: C over {a} (out) and {b} (src); "" otherwise
     identity: str | None = None  # scatter_reduce without include_self: written first
+    mean_self: int | None = None  # scatter_reduce mean: each element's count before its hits
 
     def buffers(self) -> tuple[list, list]:
         return _distinct([self.x, self.idx, self.src]), [self.out]

@@ -16,7 +16,7 @@ kernels; gather/scatter/advanced indexing/masked_fill (below).
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
   the gradient stored through the region's geometry.
 
-* ``gather``/``scatter``/``scatter_add``/``scatter_reduce`` (not ``mean``) and the sort
+* ``gather``/``scatter``/``scatter_add``/``scatter_reduce`` and the sort
   gradients' ``_sort_gather``/``_sort_scatter_add`` -> ``DimIndexKernel``s; advanced ``index``
   and ``index_put`` -> ``AdvIndexKernel``s (writes serial in eager's order, so duplicates
   resolve as eager's; an index out of range reruns the graph eagerly, which raises).
@@ -251,14 +251,15 @@ def lower_sort_index(lw: LoweringContext, i: int, n: Any, mode: str) -> str | No
 
 # scatter_reduce's combinations (NumPy's ufuncs: maximum/minimum keep the first operand on
 # ties and propagate NaN) keyed by the ``reduce`` parameter's value
-_COMBINE = {"sum": "({a} + {b})", "prod": "({a} * {b})",
+_COMBINE = {"sum": "({a} + {b})", "mean": "({a} + {b})", "prod": "({a} * {b})",
             "amax": "(({a} >= {b} || {a} != {a}) ? {a} : {b})",
             "amin": "(({a} <= {b} || {a} != {a}) ? {a} : {b})"}
 
 
 @lowering(OPS.scatter_reduce)
 def lower_scatter_reduce(lw: LoweringContext, i: int, n: Any) -> str | None:
-    """``scatter_reduce`` (not ``mean``) as a serial ``DimIndexKernel`` combining in order."""
+    """``scatter_reduce`` as a serial ``DimIndexKernel`` combining in order (``mean``: the sums,
+    then each element divided by its count)."""
     p = n.params
     combine = _COMBINE.get(p["reduce"])
     if combine is None:
@@ -278,6 +279,9 @@ def lower_scatter_reduce(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "dynamic sizes or a 0-d input"
     if len(src.geom.shape) != len(idx.geom.shape):
         return "src rank differs from the index's"
+    mean = p["reduce"] == "mean"
+    if mean and dt.np.name == "bool":
+        return "mean of bool"
     ident = None
     if not p["include_self"]:
         ident = _scalar_as(_reduce_identity(p["reduce"], dt), dt)
@@ -286,7 +290,8 @@ def lower_scatter_reduce(lw: LoweringContext, i: int, n: Any) -> str | None:
     out = lw.buffer(dt, tuple(out_shape), "temp")
     lw.add_kernel(DimIndexKernel(
         lw.kernel_name(), "scatter", int(p["dim"]), dt, x.buf, x.geom, idx.buf, idx.geom,
-        src.buf, src.geom, None, out, [n.op.name], combine=combine, identity=ident))
+        src.buf, src.geom, None, out, [n.op.name], combine=combine, identity=ident,
+        mean_self=int(bool(p["include_self"])) if mean else None))
     lw.bind(i, 0, out, Geometry.contiguous(tuple(out_shape)), dt)
     return None
 
