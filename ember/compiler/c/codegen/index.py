@@ -7,8 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.codegen.omp import omp_for
-from ember.compiler.c.ir.kernels import IndexKernel
-from ember.compiler.c.ir.loop_ir import Geometry, contiguous_strides
+from ember.compiler.c.ir.kernels import AdvIndexKernel, DimIndexKernel, IndexKernel
+from ember.compiler.c.ir.loop_ir import (
+    Geometry,
+    compute_ctype,
+    contiguous_strides,
+    load_expr,
+    store_expr,
+)
 
 # column block of a scatter-add: one thread's share of every row (a multiple of 64 bytes)
 SCATTER_BLOCK = 64
@@ -96,5 +102,175 @@ def _src_row(g: Geometry, r: str, rs: Any) -> str:
     return _offset_expr(lead, r)
 
 
+def _dot(flat: str, shape: tuple, strides: tuple, skip: int = -1) -> str:
+    """C expression: sum over dims ``d != skip`` of (coordinate ``d`` of flat C-order position
+    ``flat`` in ``shape``) times ``strides[d]``."""
+    terms, inner = [], 1
+    for d in reversed(range(len(shape))):
+        n, s = shape[d], strides[d]
+        if d != skip and n != 1 and s != 0:
+            terms.append(f"(({flat}) / {inner} % {n}) * {s}" if inner > 1 else
+                         f"(({flat}) % {n}) * {s}")
+        inner *= n
+    return " + ".join(terms) or "0"
 
-__all__ = ["SCATTER_BLOCK", "kernel_source"]
+
+def _geom1(g: Geometry) -> tuple:
+    """(shape, strides) of ``g``, a 0-d geometry as one element of 1-D (as eager reshapes)."""
+    return (tuple(g.shape), tuple(g.strides)) if g.shape else ((1,), (0,))
+
+
+def _params(k: Any) -> str:
+    """The C parameters of a kernel: its stores, its loads, then the runtime scalars."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    return ", ".join(params + ["const int64_t *restrict ints", "const double *restrict floats"])
+
+
+def dim_index_source(k: DimIndexKernel, openmp: bool) -> str:
+    """The C function of one DimIndexKernel (gather, scatter or scatter_add along a dim)."""
+    ishape, istr = _geom1(k.idx_geom)
+    xshape, xstr = _geom1(k.x_geom)
+    n_idx = 1
+    for m in ishape:
+        n_idx *= m
+    size, dim = xshape[k.dim], k.dim
+    at = f"{k.idx_geom.offset} + {_dot('p', ishape, istr)}"
+    lines = [f"/* {' '.join(k.ops)} ({k.mode} along dim {dim}) */",
+             f"static int {k.name}({_params(k)}) {{",
+             "  (void)ints; (void)floats;",
+             "  int bad_ = 0;"]
+    if k.mode == "gather":
+        src = f"{k.x_geom.offset} + {_dot('p', ishape, xstr, dim)} + w_ * {xstr[dim]}"
+        if openmp:
+            lines.append("  " + omp_for(str(n_idx)) + " reduction(|: bad_)")
+        lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{",
+                  f"    const int64_t w_ = {k.idx.name}[{at}];",
+                  f"    if (w_ < 0 || w_ >= {size}) {{ bad_ = 1; continue; }}",
+                  f"    {k.out.name}[p] = {k.x.name}[{src}];",
+                  "  }",
+                  "  return bad_;", "}"]
+        return "\n".join(lines) + "\n"
+    n_x = 1
+    for m in xshape:
+        n_x *= m
+    cst = contiguous_strides(xshape)
+    lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{  /* checked first: eager raises "
+              "before writing */",
+              f"    const int64_t w_ = {k.idx.name}[{at}];",
+              f"    if (w_ < 0 || w_ >= {size}) return 1;",
+              "  }"]
+    if openmp:
+        lines.append("  " + omp_for(str(n_x), simd=True))
+    init = ("0" if k.x is None else   # None: zeros (the sort gradients' scatter-add)
+            f"{k.x.name}[{k.x_geom.offset} + {_dot('p', xshape, xstr)}]")
+    lines += [f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {init};"]
+    dst = f"{k.out.name}[{_dot('p', ishape, cst, dim)} + {k.idx.name}[{at}] * {cst[dim]}]"
+    if k.src is not None:
+        sshape, sstr = _geom1(k.src_geom)
+        val = f"{k.src.name}[{k.src_geom.offset} + {_dot('p', ishape, sstr)}]"
+    else:
+        val = store_expr(k.dtype, k.value)
+    src_val = val
+    if k.mode == "scatter_add":
+        val = store_expr(k.dtype, f"{load_expr(k.dtype, dst)} + {load_expr(k.dtype, val)}")
+    if k.combine:
+        val = store_expr(k.dtype, k.combine.format(a="a_", b="b_"))
+        val = (f"{{ const {compute_ctype(k.dtype)} a_ = {load_expr(k.dtype, dst)}, b_ = "
+               f"{load_expr(k.dtype, src_val)}; {dst} = {val}; }}")
+    if k.identity is not None:
+        lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {dst} = "
+                  f"{store_expr(k.dtype, k.identity)};"]
+    lines += [f"  for (int64_t p = 0; p < {n_idx}; p++) {{  /* in index order, as eager */",
+              f"    {val}" if k.combine else f"    {dst} = {val};",
+              "  }"]
+    if k.mean_self is not None:
+        lines += _mean_lines(k, n_x, n_idx, dst[len(k.out.name) + 1:-1])
+    lines += ["  return bad_;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _mean_lines(k: DimIndexKernel, n_x: int, n_idx: int, at: str) -> list:
+    """scatter_reduce mean: the sums divided by each element's count (at least 1), the count
+    converted to the dtype first; integers floor-divided (eager's NumPy)."""
+    t = compute_ctype(k.dtype)
+    out = f"{k.out.name}[p]"
+    c = store_expr(k.dtype, f"({t})c_")
+    if k.dtype.is_floating_point:
+        div = store_expr(k.dtype, f"{load_expr(k.dtype, out)} / {load_expr(k.dtype, c)}")
+        body = [f"    {out} = {div};"]
+    else:
+        body = [f"    const {t} d_ = ({t})c_, a_ = {out};",
+                f"    {out} = ({t})(a_ / d_ - ((a_ % d_ != 0) && ((a_ < 0) != (d_ < 0))));"]
+    return [f"  int64_t *cnt_ = (int64_t *)calloc({max(n_x, 1)}, sizeof(int64_t));",
+            "  if (!cnt_) return 1;",
+            f"  for (int64_t p = 0; p < {n_idx}; p++) cnt_[{at}]++;",
+            f"  for (int64_t p = 0; p < {n_x}; p++) {{",
+            f"    int64_t c_ = cnt_[p] + {k.mean_self};",
+            "    if (c_ < 1) c_ = 1;"] + body + ["  }", "  free(cnt_);"]
+
+
+def _coord(flat: str, shape: tuple, r: int) -> str:
+    inner = 1
+    for m in shape[r + 1:]:
+        inner *= m
+    return f"(({flat}) / {inner} % {shape[r]})" if inner > 1 else f"(({flat}) % {shape[r]})"
+
+
+def adv_index_source(k: AdvIndexKernel, openmp: bool) -> str:
+    """The C function of one AdvIndexKernel (advanced indexing, or index_put)."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    res, xshape = tuple(k.result), tuple(k.x_geom.shape)
+    n_res = 1
+    for m in res:
+        n_res *= m
+    ist = tuple(k.idx_geom.strides)
+    # the x dims (coordinate of the result) and the index dims (one int64 per indexed dim)
+    xst = tuple(k.x_geom.strides) if k.put is None else contiguous_strides(xshape)
+    base = " + ".join([str(k.x_geom.offset if k.put is None else 0)] + [
+        f"{_coord('p', res, r)} * {xst[d]}" for r, (w, d) in enumerate(k.layout)
+        if w == "x" and res[r] != 1 and xst[d] != 0])
+    reads = []
+    for j, d in enumerate(k.dims):
+        at = " + ".join([str(k.idx_geom.offset + j * ist[0])] + [
+            f"{_coord('p', res, r)} * {ist[b + 1]}" for r, (w, b) in enumerate(k.layout)
+            if w == "b" and res[r] != 1 and ist[b + 1] != 0])
+        reads += [f"    int64_t w{j}_ = {k.idx.name}[{at}];",
+                  f"    if (w{j}_ < 0) w{j}_ += {xshape[d]};",
+                  f"    if (w{j}_ < 0 || w{j}_ >= {xshape[d]}) {{ bad_ = 1; continue; }}"]
+    where = " + ".join([f"({base})"] + [f"w{j}_ * {xst[d]}" for j, d in enumerate(k.dims)])
+    lines = [f"/* {' '.join(k.ops)} ({'index' if k.put is None else 'index_put'}) */",
+             f"static int {k.name}({', '.join(params)}) {{",
+             "  (void)ints; (void)floats;",
+             "  int bad_ = 0;"]
+    if k.put is None:
+        if openmp:
+            lines.append("  " + omp_for(str(n_res)) + " reduction(|: bad_)")
+        lines += [f"  for (int64_t p = 0; p < {n_res}; p++) {{"] + reads + [
+            f"    {k.out.name}[p] = {k.x.name}[{where}];", "  }", "  return bad_;", "}"]
+        return "\n".join(lines) + "\n"
+    lines += [f"  for (int64_t p = 0; p < {n_res}; p++) {{  /* checked first */"] + reads + [
+        "  }", "  if (bad_) return 1;"]
+    n_x = 1
+    for m in xshape:
+        n_x *= m
+    if openmp:
+        lines.append("  " + omp_for(str(n_x), simd=True))
+    lines.append(f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {k.x.name}["
+                 f"{k.x_geom.offset} + {_dot('p', xshape, tuple(k.x_geom.strides))}];")
+    vg = k.values_geom
+    val = f"{k.values.name}[{vg.offset} + {_dot('p', res, tuple(vg.strides))}]"
+    dst = f"{k.out.name}[{where}]"
+    if k.put == "add":
+        val = store_expr(k.dtype, f"{load_expr(k.dtype, dst)} + {load_expr(k.dtype, val)}")
+    lines += [f"  for (int64_t p = 0; p < {n_res}; p++) {{  /* in order, as eager */"]
+    lines += [x.replace("{ bad_ = 1; continue; }", "continue;") for x in reads]
+    lines += [f"    {dst} = {val};", "  }", "  return 0;", "}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["SCATTER_BLOCK", "adv_index_source", "dim_index_source", "kernel_source"]

@@ -15,18 +15,23 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, index
+from ember.compiler.c.codegen import attention, index, pool, sort
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
 from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
 from ember.compiler.c.ir.kernels import (
+    AdvIndexKernel,
     AttentionKernel,
+    DimIndexKernel,
     GemmKernel,
     Im2colKernel,
     IndexKernel,
+    PoolKernel,
     ScanKernel,
+    SearchKernel,
+    SortKernel,
 )
 from ember.compiler.c.ir.loop_ir import (
     Check,
@@ -155,6 +160,14 @@ def profile_label(seg: Segment, k: Kernel) -> str:
     elif isinstance(k, IndexKernel):
         kind = (f"{'scatter-add' if k.scatter else 'gather'} {k.rows} rows x {k.cols}, "
                 f"{k.num} weights")
+    elif isinstance(k, DimIndexKernel):
+        kind = f"{k.mode} along dim {k.dim}, index {list(k.idx_geom.shape)}"
+    elif isinstance(k, SortKernel):
+        kind = f"stable sort along dim {k.dim}, first {k.count}"
+    elif isinstance(k, PoolKernel):
+        kind = f"max_pool{' backward' if k.scatter else ''} {list(k.spatial)}"
+    elif isinstance(k, AdvIndexKernel):
+        kind = f"{'index' if k.put is None else 'index_put'} at dims {list(k.dims)}"
     elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
         kind = type(k).__name__
     else:
@@ -610,6 +623,16 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return attention.kernel_source(k)
     if isinstance(k, IndexKernel):
         return index.kernel_source(k, openmp)
+    if isinstance(k, DimIndexKernel):
+        return index.dim_index_source(k, openmp)
+    if isinstance(k, AdvIndexKernel):
+        return index.adv_index_source(k, openmp)
+    if isinstance(k, PoolKernel):
+        return pool.pool_source(k, openmp)
+    if isinstance(k, SortKernel):
+        return sort.sort_source(k, openmp)
+    if isinstance(k, SearchKernel):
+        return sort.search_source(k, openmp)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -658,8 +681,10 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        checks = (isinstance(k, (ReduceKernel, AttentionKernel,
-                                 IndexKernel)) and k.has_checks()) or (
+        checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
+                                 DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel,
+                                 SearchKernel))
+                  and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:
             lines.append(f"  {{ EMBER_PROF_BEGIN_(); {'const int r_ = ' if checks else ''}"

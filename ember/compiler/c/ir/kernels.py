@@ -310,5 +310,213 @@ class IndexKernel:
                 f"{self.idx.name}{list(self.idx_geom.strides)}+{self.idx_geom.offset})")
 
 
-__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AttentionKernel", "GemmKernel", "Im2colKernel",
-           "IndexKernel", "MatOperand", "ScanKernel"]
+def _distinct(bufs: list) -> list:
+    """The buffers among ``bufs`` (None skipped), each once (one C parameter per buffer)."""
+    out: list = []
+    for b in bufs:
+        if b is not None and all(b is not o for o in out):
+            out.append(b)
+    return out
+
+
+@dataclass(eq=False)
+class DimIndexKernel:
+    """``gather``/``scatter``/``scatter_add`` along ``dim`` (``torch.gather`` semantics).
+
+    ``gather``: ``out[p] = x[p with coordinate dim replaced by idx[p]]`` over the index's
+    shape.  ``scatter``/``scatter_add``: ``out`` (``x``'s shape, C-contiguous) is a copy of
+    ``x``, then for every index position ``p`` in C order ``out[p with dim := idx[p]] = src[p]``
+    (``+=`` for ``scatter_add``): serial, so duplicates resolve as eager's (last write wins,
+    sums in index order).  ``src`` is None when ``value`` (C text) is the scalar written;
+    ``x`` is None when ``out`` starts as zeros of ``shape`` (the sort gradients' scatter-add).
+    ``combine`` (``scatter_reduce``): the C of ``out = combine(out, src)`` at each index, in
+    order, after ``identity`` is written at every indexed element (``include_self=False``).
+    Every index is checked against ``[0, x.shape[dim])`` before anything is written: an index
+    out of range makes the kernel return 1 (the graph reruns eagerly and raises)."""
+
+    name: str
+    mode: str                  # "gather", "scatter" or "scatter_add"
+    dim: int
+    dtype: Any
+    x: Buffer | None
+    x_geom: Geometry           # x's geometry (its shape only, when x is None)
+    idx: Buffer
+    idx_geom: Geometry
+    src: Buffer | None
+    src_geom: Geometry | None
+    value: str | None
+    out: Buffer
+    ops: list = field(default_factory=list)
+    combine: str = ""          # scatter_reduce: C over {a} (out) and {b} (src); "" otherwise
+    identity: str | None = None  # scatter_reduce without include_self: written first
+    mean_self: int | None = None  # scatter_reduce mean: each element's count before its hits
+
+    def buffers(self) -> tuple[list, list]:
+        return _distinct([self.x, self.idx, self.src]), [self.out]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 for an index out of range
+
+    def __str__(self) -> str:
+        src = self.src.name if self.src is not None else self.value
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({self.mode} along dim "
+                f"{self.dim}, index {list(self.idx_geom.shape)})\n  {self.out.name} = "
+                f"{self.mode}({'zeros' if self.x is None else self.x.name}, {self.idx.name}, "
+                f"{src})")
+
+
+@dataclass(eq=False)
+class AdvIndexKernel:
+    """Advanced indexing ``x[..., idx[0], ..., idx[k-1], ...]`` at ``dims`` (the ``index``
+    op) or its write (``index_put``, ``put`` = "put" or "add").
+
+    ``result``: the indexing result's shape; ``layout``: for every result dim, ``("b", k)`` (dim
+    ``k`` of the index's broadcast shape ``idx.shape[1:]``) or ``("x", d)`` (dim ``d`` of ``x``,
+    not indexed).  A negative index counts from the end; one out of range makes the kernel
+    return 1 before anything is written (the graph reruns eagerly and raises).  ``put``: ``out``
+    (``x``'s shape, C-contiguous) is a copy of ``x`` and the values are written (added) in the
+    result's C order, serially: duplicates resolve as eager's (last write wins, sums in
+    order)."""
+
+    name: str
+    put: str | None            # None (a gather), "put" or "add"
+    dims: tuple
+    layout: tuple
+    result: tuple
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    idx: Buffer
+    idx_geom: Geometry
+    values: Buffer | None
+    values_geom: Geometry | None
+    out: Buffer
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return _distinct([self.x, self.idx, self.values]), [self.out]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 for an index out of range
+
+    def __str__(self) -> str:
+        what = "index" if self.put is None else f"index_put({self.put})"
+        vals = f", {self.values.name}" if self.values is not None else ""
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({what} at dims "
+                f"{list(self.dims)}, result {list(self.result)})\n  {self.out.name} = "
+                f"{what}({self.x.name}, {self.idx.name}{vals})")
+
+
+@dataclass(eq=False)
+class PoolKernel:
+    """N-d max pooling over ``x`` (``(N, C, *spatial)``) or its backward.
+
+    ``scatter=False``: ``outs = [values, indices]`` of shape ``(N, C, *out)``; each window is
+    scanned in C order of its kernel offsets, padding reading ``fill``: the first maximum wins,
+    and every NaN replaces the running maximum (the last NaN wins), as eager; the index is the
+    flat spatial position of the winner.  ``scatter=True``: ``x`` is the gradient (shape of
+    the indices ``idx``), ``outs = [grad_input]`` (``(N, C, *spatial)``): each (N, C) row sums
+    its gradient at its indices in double, in order, and rounds once (eager's bincount); an
+    index outside the row is skipped."""
+
+    name: str
+    scatter: bool
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    idx: Buffer | None
+    idx_geom: Geometry | None
+    outs: list
+    spatial: tuple
+    out: tuple
+    kernel: tuple = ()
+    stride: tuple = ()
+    padding: tuple = ()
+    dilation: tuple = ()
+    fill: str = "-INFINITY"
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return _distinct([self.x, self.idx]), list(self.outs)
+
+    def has_checks(self) -> bool:
+        return self.scatter  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        what = "max_pool backward" if self.scatter else "max_pool"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({what}, spatial "
+                f"{list(self.spatial)} -> {list(self.out)}, kernel {list(self.kernel)})\n  "
+                f"{', '.join(b.name for b in self.outs)} = {what}({self.x.name})")
+
+
+@dataclass(eq=False)
+class SortKernel:
+    """A stable sort of every slice of ``x`` along ``dim`` (``sort``) keeping its first
+    ``count`` elements (``topk``): ``outs = [values, indices]`` (C-contiguous, ``x``'s shape
+    with ``count`` along ``dim``).  NaN sorts as the largest value; equal keys keep their
+    order (ascending and descending), as eager's stable argsort.
+
+    ``pick`` (``kthvalue``, ``median``): only sorted position ``pick`` of each slice is stored
+    (one element per slice, the slices in C order); ``nan``: "first" picks a slice's first NaN
+    when it holds one (``kthvalue(nan_first=True)``), "value" stores NaN then (``median``);
+    ``outs[1]`` (the indices) may be None."""
+
+    name: str
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    dim: int
+    descending: bool
+    count: int
+    outs: list
+    ops: list = field(default_factory=list)
+    pick: int | None = None
+    nan: str = ""
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.x], [b for b in self.outs if b is not None]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        order = "descending" if self.descending else "ascending"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (stable sort along dim "
+                f"{self.dim}, {order}, first {self.count})\n  "
+                f"{', '.join(b.name for b in self.outs if b is not None)} = sort({self.x.name})")
+
+
+@dataclass(eq=False)
+class SearchKernel:
+    """``searchsorted``: for every value (C order), PyTorch's binary search over its row of
+    ``seq`` (the row of the value's leading coordinates; one row when ``seq`` is 1-D), read
+    through ``sorter`` when given; a sorter index out of range makes the kernel return 1 (the
+    graph reruns eagerly and raises)."""
+
+    name: str
+    dtype: Any
+    seq: Buffer
+    seq_geom: Geometry
+    values: Buffer
+    values_geom: Geometry
+    sorter: Buffer | None
+    sorter_geom: Geometry | None
+    right: bool
+    out: Buffer
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return _distinct([self.seq, self.values, self.sorter]), [self.out]
+
+    def has_checks(self) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (binary search, "
+                f"{'right' if self.right else 'left'})\n  {self.out.name} = searchsorted("
+                f"{self.seq.name}, {self.values.name})")
+
+
+__all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
+           "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
+           "ScanKernel", "SearchKernel", "SortKernel"]

@@ -12,10 +12,12 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     gemm,
     index,
     pointwise,
+    pool,
     random,
     reduce,
     rows,
     scan,
+    sort,
     view,
 )
 from ember.compiler.c.lower.context import LoweringContext, LowerStats
