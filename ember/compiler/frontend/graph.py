@@ -19,6 +19,7 @@ import numpy as np
 from ember.dtypes import dtype as DType
 from ember.errors import EmberRuntimeError
 from ember.ops.registry import REGISTRY, OpDef
+from ember.sym import FakeTensor
 
 
 class Sym:
@@ -191,7 +192,7 @@ class Graph:
             return
         vals: dict = {}
         for k, (shape, dt) in enumerate(self.inputs):
-            vals[("i", k)] = _Spec(shape, dt)
+            vals[("i", k)] = FakeTensor(shape, dt)
         for i, n in enumerate(self.nodes):
             if _has_sym(n.params) or any(type(a) is Sym for a in n.args):
                 return
@@ -203,7 +204,7 @@ class Graph:
                 raise EmberRuntimeError(f"[Graph.verify] node {i} ({n.op.name}): specs "
                                         f"{n.specs} differ from meta {specs}")
             for j, (s, d) in enumerate(specs):
-                vals[("n", i, j)] = _Spec(s, d)
+                vals[("n", i, j)] = FakeTensor(s, d)
         del Tensor
 
     # -- execution -----------------------------------------------------------------------------
@@ -273,32 +274,6 @@ class Graph:
         if r[0] == "i":
             return self.inputs[r[1]][1]
         return self.nodes[r[1]].specs[r[2]][1]
-
-
-class _Spec:
-    """Shape/dtype stand-in for ``meta`` during ``verify``."""
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape: tuple, dtype: DType) -> None:
-        self.shape = tuple(shape)
-        self.dtype = dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def dim(self) -> int:
-        return len(self.shape)
-
-    def size(self, d: int | None = None) -> Any:
-        return self.shape if d is None else self.shape[d]
-
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
 
 
 def _fmt_arg(a: Any) -> str:
