@@ -39,6 +39,7 @@ from ember.compiler.c.ir.loop_ir import (
 )
 from ember.compiler.c.lower.context import (
     LoweringContext,
+    MemoryValue,
     c_scalar,
     has_sym,
     is_ref,
@@ -47,9 +48,13 @@ from ember.compiler.c.lower.context import (
     size_of,
 )
 from ember.compiler.c.lower.registry import lowering
+from ember import dtypes
 from ember.ops import OPS
 
 _FLOATS = ("float32", "float64")
+_HALVES = ("float16", "bfloat16")
+_INTS = ("int64", "int32", "int16", "int8", "uint8")
+_DTYPES = _FLOATS + _HALVES + _INTS
 
 
 @lowering(OPS.matmul, form="matmul")
@@ -65,15 +70,30 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     refs = [a for a in n.args if is_ref(a)]
     if any(a is not None and not is_ref(a) for a in n.args):
         return "a non-tensor operand"
-    for r in refs:
-        if r not in lw.vals or lw.dtype_of(r).np.name not in _FLOATS:
-            return "not a float32/float64 product"
     out_dt = n.specs[0][1]
-    if out_dt.np.name not in _FLOATS or any(lw.dtype_of(r) != out_dt for r in refs):
+    if any(r not in lw.vals for r in refs) or out_dt.np.name not in _DTYPES:
+        return "not a float, half or integer product"
+    if any(lw.dtype_of(r) != out_dt for r in refs):
         return "mixed dtypes"
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
+    if out_dt.np.name not in _HALVES:
+        return _lower_product(lw, i, n, form, mats, out_dt)
+    # float16/bfloat16 as eager computes them: float32 operands, a float32 product (and
+    # epilogue), rounded once to the dtype (a pointwise kernel fuse_epilogues merges into the
+    # GEMM's epilogue when the product is the last step)
+    lw.close_group()
+    mats = [_to_float32(lw, m) for m in mats]
+    why = _lower_product(lw, i, n, form, mats, dtypes.float32)
+    if why is None:
+        _round_to(lw, i, out_dt)
+    return why
+
+
+def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
+                   out_dt: Any) -> str | None:
+    """The product of ``mats`` (all of ``out_dt``: float32/float64 or an integer type)."""
     name = n.op.name
     if form in ("convolution", "conv_weight_grad"):
         return _conv(lw, i, n, mats, out_dt, grad=form == "conv_weight_grad")
@@ -209,6 +229,35 @@ def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -
     lw.bind(i, 0, out, Geometry.contiguous(in_shape), dt)
     log("fusion", f"{kname}, {name}: conv_input_grad as GEMM + col2im", 3)
     return None
+
+
+def _to_float32(lw: LoweringContext, v: MemoryValue) -> MemoryValue:
+    """A float32 copy of half operand ``v`` (one pointwise kernel, exact widening): the view's
+    elements in C order, a broadcast dim (stride 0) kept as one element with stride 0."""
+    g = v.geom
+    shape = tuple(1 if type(st) is int and st == 0 else d for d, st in zip(g.shape, g.strides))
+    src = Geometry(shape, tuple(g.strides), g.offset)
+    dst = lw.buffer(dtypes.float32, shape, "temp")
+    flat = src.is_contiguous()
+    evars = ["i"] if flat else [f"i{d}" for d in range(len(shape))]
+    body: list = [Let("t0", "float", Load(v.buf, loop_index(src, evars, flat))),
+                  Store(dst, loop_index(Geometry.contiguous(shape), evars, flat), Local("t0"))]
+    lw.add_kernel(Kernel(lw.kernel_name(), shape, body, flat, ["to_float32"]))
+    strides = tuple(0 if d != e else st for d, e, st in
+                    zip(g.shape, shape, contiguous_strides(shape)))
+    return MemoryValue(dst, Geometry(tuple(g.shape), strides, 0), dtypes.float32)
+
+
+def _round_to(lw: LoweringContext, i: int, dt: Any) -> None:
+    """Round node ``i``'s float32 result once to half dtype ``dt`` (a pointwise kernel over the
+    contiguous result; fuse_epilogues merges it into the producing GEMM's epilogue)."""
+    v = lw.vals[("n", i, 0)]
+    shape = tuple(v.geom.shape)
+    out = lw.buffer(dt, shape, "temp")
+    here = loop_index(Geometry.contiguous(shape), ["i"], True)
+    body: list = [Let("t0", "float", Load(v.buf, here)), Store(out, here, Local("t0"))]
+    lw.add_kernel(Kernel(lw.kernel_name(), shape, body, True, [f"to_{dt.np.name}"]))
+    lw.bind(i, 0, out, Geometry.contiguous(shape), dt)
 
 
 def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kernel:
