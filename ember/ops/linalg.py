@@ -156,9 +156,27 @@ def _addbmm_vjp(ctx, g):  # noqa: ANN001
     return (gc, ga, gb)
 
 
+def _addbmm_decomp(c, a, b, *, beta: object, alpha: object):  # noqa: ANN001, ANN202
+    """addbmm with ember ops (the C backend's decomposition), as eager computes it: one
+    ``addmm`` over the folded batch, or for float16/bfloat16 one float32 batched product
+    accumulated batch by batch with a rounding to the dtype after each step."""
+    nb, n, m = a.shape
+    p = b.shape[2]
+    if a.dtype.name not in ("float16", "bfloat16") or nb == 0:
+        a2 = a.permute((1, 0, 2)).reshape((n, nb * m))
+        return bind(ADDMM, c, a2, b.reshape((nb * m, p)), beta=beta, alpha=alpha)
+    prods = bind(MATMUL, a.float(), b.float())
+    acc = None if beta == 0 else c.float() * beta
+    for i in range(nb):
+        step = prods[i] * alpha
+        acc = (step if acc is None else acc + step).to(a.dtype).float()
+    return acc.to(a.dtype)
+
+
 ADDBMM = register(OpDef(
     "addbmm", "extern", _addbmm_meta, _addbmm_eager, _addbmm_vjp,
     save_for={1: (2,), 2: (1,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddbmmBackward0",
+    decomp=_addbmm_decomp,
     doc="beta * c + alpha * sum_i a[i] @ b[i] (low precision rounds per batch, as PyTorch).",
 ))
 
