@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember import dtypes
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
     Im2colKernel,
@@ -48,7 +49,6 @@ from ember.compiler.c.lower.context import (
     size_of,
 )
 from ember.compiler.c.lower.registry import lowering
-from ember import dtypes
 from ember.ops import OPS
 
 _FLOATS = ("float32", "float64")
