@@ -81,10 +81,12 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     if out_dt.np.name not in _HALVES:
         return _lower_product(lw, i, n, form, mats, out_dt)
     # float16/bfloat16 as eager computes them: float32 operands, a float32 product (and
-    # epilogue), rounded once to the dtype (a pointwise kernel fuse_epilogues merges into the
-    # GEMM's epilogue when the product is the last step)
+    # epilogue: it loads linear's bias or addmm's c widened, no copy), rounded once to the
+    # dtype (a pointwise kernel fuse_epilogues merges into the GEMM's epilogue when the
+    # product is the last step)
     lw.close_group()
-    mats = [_to_float32(lw, m) for m in mats]
+    factors = (1, 2) if form == "addmm" else (0, 1)
+    mats = [_to_float32(lw, m) if j in factors else m for j, m in enumerate(mats)]
     why = _lower_product(lw, i, n, form, mats, dtypes.float32)
     if why is None:
         _round_to(lw, i, out_dt)
