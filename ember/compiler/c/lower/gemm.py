@@ -4,9 +4,11 @@
 col2im) around a batched GEMM, as eager computes them).
 
 * ``lower_gemm(lw, i, node, form)`` (registered for each product's OpDef) turns a float32/float64
-  product into one ``GemmKernel``: operands are buffers seen through their view geometry
-  (a transposed or sliced view is a pair of strides, mapped to BLAS trans flags and leading
-  dims at run time, copied only when neither layout is one BLAS accepts), batch dims (broadcast
+  or integer product into one ``GemmKernel`` (integers: codegen's wrapping loop; float16/bfloat16:
+  the factors widened to float32 by pointwise kernels, a float32 GEMM, one rounding after it):
+  operands are buffers seen through their view geometry (a transposed or sliced view is a pair
+  of strides, mapped to BLAS trans flags and leading dims at run time, copied only when neither
+  layout is one BLAS accepts), batch dims (broadcast
   ones have stride 0) are loops around the product, and ``linear``'s bias and ``addmm``'s
   ``beta * c`` / ``alpha`` become the kernel's epilogue, computed as eager computes them.
 * ``schedule.fuse_epilogues`` (a pass after lowering, ``c/schedule.py``) then moves a pointwise
@@ -85,11 +87,16 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     # dtype (a pointwise kernel fuse_epilogues merges into the GEMM's epilogue when the
     # product is the last step)
     lw.close_group()
+    seg = lw.open_segment()
+    before = len(seg.kernels)
     factors = (1, 2) if form == "addmm" else (0, 1)
     mats = [_to_float32(lw, m) if j in factors else m for j, m in enumerate(mats)]
     why = _lower_product(lw, i, n, form, mats, dtypes.float32)
     if why is None:
         _round_to(lw, i, out_dt)
+    else:  # an extern after all (the product's checks add no kernel): drop the conversions
+        lw.stats.kernels -= len(seg.kernels) - before
+        del seg.kernels[before:]
     return why
 
 
