@@ -271,3 +271,16 @@ def test_safe_softmax_in_c(dtype: str) -> None:
     ref = torch._safe_softmax(_torch(x), -1)
     assert not np.isnan(_np(got)).any() and (_np(got)[1] == 0).all()
     _near(got, ref, dtype)
+
+
+def test_half_product_that_stays_extern_leaves_no_conversion_kernels() -> None:
+    """A dynamic-size convolution is an extern; its float32 conversions are not left behind."""
+    ember.compiler.reset()
+    f = ember.compile(lambda a, b: F.conv2d(a, b) + 1, backend="c", dynamic=True)
+    x, w = _args("float16", (2, 3, 6, 6), (4, 3, 3, 3))
+    got = f(x, w)
+    cg = cbackend.last_compiled()
+    assert [op for op, _ in cg.externs] == ["convolution"]
+    ops = [o for seg in cg.program.segments() for k in seg.kernels for o in k.ops]
+    assert "to_float32" not in ops and "add" in ops
+    _same(got, F.conv2d(x, w) + 1)
