@@ -376,7 +376,13 @@ def _einsum_pair(a, ta: str, b, tb: str, later: set, work):  # noqa: ANN001, ANN
     nb, m, k, n = prod(batch), prod(rows), prod(red), prod(cols)
     a3 = a.permute(tuple(ta.index(c) for c in batch + rows + red)).reshape((nb, m, k))
     b3 = b.permute(tuple(tb.index(c) for c in batch + red + cols)).reshape((nb, k, n))
-    y = bind(MATMUL, a3, b3).reshape(tuple(size[c] for c in batch + rows + cols))
+    if not red:  # nothing summed: a broadcast product (not nb GEMMs of k = 1)
+        y = a3 * b3
+    elif m == 1 and n == 1:  # a dot product per batch entry: a row reduction
+        y, _ = _einsum_sum(a3.reshape((nb, k)) * b3.reshape((nb, k)), "bk", {"b"}, work)
+    else:
+        y = bind(MATMUL, a3, b3)
+    y = y.reshape(tuple(size[c] for c in batch + rows + cols))
     return y, "".join(batch + rows + cols)
 
 

@@ -165,7 +165,8 @@ def test_half_backward_in_c(op: str, dtype: str) -> None:
 EINSUMS = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
            ("ii->i", [(4, 4)]), ("ij->", [(3, 4)]), ("i,j->ij", [(3,), (4,)]),
            ("ijk,jl,lk->il", [(2, 3, 4), (3, 5), (5, 4)]),
-           ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("iij,jk->ki", [(3, 3, 4), (4, 2)])]
+           ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("iij,jk->ki", [(3, 3, 4), (4, 2)]),
+           ("ij,ij->ij", [(3, 4), (3, 4)]), ("bi,bi->b", [(5, 6), (5, 6)]), ("i,i->", [(7,), (7,)])]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"] + HALF + ["int64", "int32", "int8"])
