@@ -76,9 +76,20 @@ def _softmax_vjp(ctx, g):  # noqa: ANN001
     return (y * (g - (g * y).sum(-1, keepdim=True)),)
 
 
+def _safe_softmax_decomp(x):  # noqa: ANN001, ANN202
+    """_safe_softmax with ember ops (the C backend's decomposition): softmax over the last dim,
+    then zeros on the rows whose max is -inf (every entry masked)."""
+    from ember.ops.scan import SOFTMAX
+    last = max(len(x.shape) - 1, 0)
+    y = bind(SOFTMAX, x, dim=last)
+    if not x.shape or x.shape[-1] == 0:
+        return y
+    return y.masked_fill(x.amax(-1, keepdim=True) == float("-inf"), 0.0)
+
+
 SAFE_SOFTMAX = register(OpDef(
     "_safe_softmax", "composite", _softmax_meta, lowp(_safe_softmax_np), _softmax_vjp,
-    save_output=True, tags=frozenset({"lowp_upcast"}),
+    save_output=True, tags=frozenset({"lowp_upcast"}), decomp=_safe_softmax_decomp,
     doc="Softmax over the last dim whose fully -inf rows give 0 (used by attention).",
 ))
 

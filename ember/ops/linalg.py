@@ -156,9 +156,27 @@ def _addbmm_vjp(ctx, g):  # noqa: ANN001
     return (gc, ga, gb)
 
 
+def _addbmm_decomp(c, a, b, *, beta: object, alpha: object):  # noqa: ANN001, ANN202
+    """addbmm with ember ops (the C backend's decomposition), as eager computes it: one
+    ``addmm`` over the folded batch, or for float16/bfloat16 one float32 batched product
+    accumulated batch by batch with a rounding to the dtype after each step."""
+    nb, n, m = a.shape
+    p = b.shape[2]
+    if a.dtype.name not in ("float16", "bfloat16") or nb == 0:
+        a2 = a.permute((1, 0, 2)).reshape((n, nb * m))
+        return bind(ADDMM, c, a2, b.reshape((nb * m, p)), beta=beta, alpha=alpha)
+    prods = bind(MATMUL, a.float(), b.float())
+    acc = None if beta == 0 else c.float() * beta
+    for i in range(nb):
+        step = prods[i] * alpha
+        acc = (step if acc is None else acc + step).to(a.dtype).float()
+    return acc.to(a.dtype)
+
+
 ADDBMM = register(OpDef(
     "addbmm", "extern", _addbmm_meta, _addbmm_eager, _addbmm_vjp,
     save_for={1: (2,), 2: (1,)}, tags=frozenset({"lowp_upcast"}), grad_name="AddbmmBackward0",
+    decomp=_addbmm_decomp,
     doc="beta * c + alpha * sum_i a[i] @ b[i] (low precision rounds per batch, as PyTorch).",
 ))
 
@@ -292,10 +310,86 @@ def _einsum_vjp(ctx, g):  # noqa: ANN001
     return tuple(grads)
 
 
+# the compiler's decomposition: pairwise products as batched matmuls
+def _einsum_decomp(*ops, equation: str):  # noqa: ANN002, ANN202
+    """einsum with ember tensor ops (the C backend's decomposition): repeated labels of a term
+    become diagonals, a label only one operand has and the output lacks is summed there, and
+    operands are contracted left to right, each pair as one batched ``matmul`` of
+    ``(batch, rows, k) @ (batch, k, cols)``.  float16/bfloat16 run in float32 and round once
+    (eager: ``lowp(np.einsum)``); integer sums are cast back to the dtype (NumPy's einsum
+    accumulates, and wraps, in it)."""
+    terms, out = parse_equation(equation)
+    dtype = ops[0].dtype
+    lowp_ = dtype.name in ("float16", "bfloat16")
+    xs = [o.float() if lowp_ else o for o in ops]
+    work = xs[0].dtype
+    items = [_einsum_prepare(x, t, out, terms[:j] + terms[j + 1:], work)
+             for j, (x, t) in enumerate(zip(xs, terms))]
+    x, t = items[0]
+    for j in range(1, len(items)):
+        later = set(out).union(*(s for _, s in items[j + 1:]))
+        x, t = _einsum_pair(x, t, items[j][0], items[j][1], later, work)
+    x, t = _einsum_sum(x, t, set(out), work)
+    x = x.permute(tuple(t.index(c) for c in out))
+    return x.to(dtype) if lowp_ else x
+
+
+def _einsum_sum(x, t: str, keep: set, work):  # noqa: ANN001, ANN202
+    """Sum ``x`` (labels ``t``) over the labels not in ``keep``, in ``work`` dtype."""
+    dims = tuple(d for d, c in enumerate(t) if c not in keep)
+    if not dims:
+        return x, t
+    x = x.sum(dims)
+    if x.dtype != work:
+        x = x.to(work)  # integer sums promote to int64: wrap back, as NumPy's einsum
+    return x, "".join(c for c in t if c in keep)
+
+
+def _einsum_prepare(x, t: str, out: str, others: list, work):  # noqa: ANN001, ANN202
+    """One operand with no repeated label (diagonals taken) and no label only it needs."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        p = t.index(c)
+        q = t.index(c, p + 1)
+        x = x.diagonal(0, p, q)
+        t = "".join(ch for d, ch in enumerate(t) if d not in (p, q)) + c
+    keep = set(out).union(*others)
+    return _einsum_sum(x, t, keep, work)
+
+
+def _einsum_pair(a, ta: str, b, tb: str, later: set, work):  # noqa: ANN001, ANN202
+    """``a`` (labels ``ta``) contracted with ``b`` (labels ``tb``) as one batched matmul."""
+    a, ta = _einsum_sum(a, ta, later | set(tb), work)
+    b, tb = _einsum_sum(b, tb, later | set(ta), work)
+    batch = [c for c in ta if c in tb and c in later]
+    red = [c for c in ta if c in tb and c not in later]
+    rows = [c for c in ta if c not in tb]
+    cols = [c for c in tb if c not in ta]
+    size = dict(zip(ta, a.shape)) | dict(zip(tb, b.shape))
+
+    def prod(labels: list) -> int:
+        n = 1
+        for c in labels:
+            n *= size[c]
+        return n
+
+    nb, m, k, n = prod(batch), prod(rows), prod(red), prod(cols)
+    a3 = a.permute(tuple(ta.index(c) for c in batch + rows + red)).reshape((nb, m, k))
+    b3 = b.permute(tuple(tb.index(c) for c in batch + red + cols)).reshape((nb, k, n))
+    if not red:  # nothing summed: a broadcast product (not nb GEMMs of k = 1)
+        y = a3 * b3
+    elif m == 1 and n == 1:  # a dot product per batch entry: a row reduction
+        y, _ = _einsum_sum(a3.reshape((nb, k)) * b3.reshape((nb, k)), "bk", {"b"}, work)
+    else:
+        y = bind(MATMUL, a3, b3)
+    y = y.reshape(tuple(size[c] for c in batch + rows + cols))
+    return y, "".join(batch + rows + cols)
+
+
 _MAX_OPERANDS = 52  # one label per operand at least; the vjp reads every operand
 
 EINSUM = register(OpDef(
     "einsum", "extern", _einsum_meta, lowp(_einsum_eager), _einsum_vjp,
-    save=tuple(range(_MAX_OPERANDS)), tags=frozenset({"lowp_upcast"}),
+    save=tuple(range(_MAX_OPERANDS)), tags=frozenset({"lowp_upcast"}), decomp=_einsum_decomp,
     doc="Explicit einsum without ellipses.",
 ))

@@ -61,12 +61,42 @@ def _cos_bwd_vjp(ctx: Any, *grads: Any) -> tuple:
         "[cosine_similarity] the second derivative of cosine_similarity is not implemented")
 
 
+def _cos_parts(x1: Any, x2: Any, dim: int, eps: float) -> tuple:
+    """(x1, x2 in the compute dtype, their norms, the clamped norms, the similarity with
+    ``dim`` kept) with ember ops, as ``_norms`` and ``_cos_eager``."""
+    if x1.dtype.name in ("float16", "bfloat16"):
+        x1, x2 = x1.float(), x2.float()
+    r1 = (x1 * x1).sum(dim, keepdim=True).sqrt()
+    r2 = (x2 * x2).sum(dim, keepdim=True).sqrt()
+    n1, n2 = r1.clamp_min(eps), r2.clamp_min(eps)
+    return x1, x2, r1, r2, n1, n2, ((x1 / n1) * (x2 / n2)).sum(dim, keepdim=True)
+
+
+def _cos_decomp(x1: Any, x2: Any, *, dim: int, eps: float) -> Any:
+    """cosine_similarity with ember ops (the C backend's decomposition)."""
+    return _cos_parts(x1, x2, dim, eps)[-1].squeeze(dim).to(x1.dtype)
+
+
+def _cos_bwd_decomp(g: Any, x1: Any, x2: Any, *, dim: int, eps: float) -> tuple:
+    """cosine_similarity_backward with ember ops (the C backend's decomposition)."""
+    dtype = x1.dtype
+    x1, x2, r1, r2, n1, n2, out = _cos_parts(x1, x2, dim, eps)
+    ge = g.unsqueeze(dim).to(x1.dtype)
+    u1 = (x1 / r1).masked_fill(r1 == 0, 0.0)
+    u2 = (x2 / r2).masked_fill(r2 == 0, 0.0)
+    g1 = ge * (x2 / (n1 * n2) - out / n1 * u1)
+    g2 = ge * (x1 / (n1 * n2) - out / n2 * u2)
+    return g1.to(dtype), g2.to(dtype)
+
+
 COSINE_SIMILARITY = register(OpDef(
     "cosine_similarity", "composite", _cos_meta, lowp(_cos_eager), _cos_vjp, save=(0, 1),
+    decomp=_cos_decomp,
     doc="Cosine similarity along ``dim`` of two same-shaped inputs.",
 ))
 COSINE_SIMILARITY_BACKWARD = register(OpDef(
     "cosine_similarity_backward", "composite", _cos_bwd_meta, lowp(_cos_bwd_eager),
     _cos_bwd_vjp, num_outputs=2, save=(0, 1, 2), tags=frozenset({"multi_output"}),
+    decomp=_cos_bwd_decomp,
     doc="Gradients of cosine_similarity.",
 ))

@@ -378,12 +378,86 @@ def _soft_meta(x, y, w, *, reduction: str, **params: Any) -> tuple:  # noqa: ANN
     return (x.shape[0],) + tuple(x.shape[2:]), x.dtype
 
 
+# the C backend's decompositions (ember ops, the same steps and roundings as the kernels above)
+def _class_last_t(x: Any) -> Any:
+    if len(x.shape) == 1:
+        return x.unsqueeze(0)
+    return x.movedim(1, -1) if len(x.shape) > 2 else x
+
+
+def _class_back_t(y: Any, ndim: int) -> Any:
+    if ndim == 1:
+        return y.squeeze(0)
+    return y.movedim(-1, 1) if ndim > 2 else y
+
+
+def _soft_parts_t(x: Any, y: Any, w: Any, eps: float) -> tuple:
+    """``_soft_parts`` with ember ops: (log-probabilities, weighted targets), class dim last."""
+    src = x.dtype
+    half = src.name in ("float16", "bfloat16")
+    f64 = src.name == "float64"
+
+    def ct(a: Any) -> Any:
+        return a.double() if f64 else a.float()
+
+    xr = _class_last_t(ct(x))
+
+    def r(a: Any) -> Any:
+        return a.to(src).float() if half else a
+
+    logp = xr
+    if xr.shape[-1]:
+        m = xr.amax(-1, keepdim=True)
+        m = m.masked_fill(~m.isfinite(), 0.0)
+        sh = xr - m
+        logp = r(sh - r(r(sh.exp().sum(-1, keepdim=True)).log()))
+    yr = _class_last_t(ct(y))
+    if eps:
+        yr = yr * (1.0 - eps) + eps / xr.shape[-1]
+    return logp, yr if w is None else yr * ct(w)
+
+
+def _soft_decomp(x: Any, y: Any, w: Any, *, reduction: str, label_smoothing: float) -> Any:
+    logp, wy = _soft_parts_t(x, y, w, label_smoothing)
+    loss = -(logp * wy).sum(-1)
+    rows = 1
+    for n in loss.shape:
+        rows *= n
+    if reduction == "none":
+        out = loss.reshape(tuple(loss.shape) if len(x.shape) > 1 else ())
+    elif reduction == "sum":
+        out = loss.sum()
+    else:
+        out = loss.sum() / (rows if rows else float("nan"))
+    return out.to(x.dtype)
+
+
+def _soft_bwd_decomp(g: Any, x: Any, y: Any, w: Any, *, reduction: str,
+                     label_smoothing: float) -> tuple:
+    logp, wy = _soft_parts_t(x, y, w, label_smoothing)
+    rows_shape = tuple(logp.shape[:-1])
+    rows = 1
+    for n in rows_shape:
+        rows *= n
+    gs = g.double() if g.dtype.name == "float64" else g.float()
+    if reduction == "none":
+        gs = gs.reshape(rows_shape)
+    else:
+        gs = (gs / max(rows, 1) if reduction == "mean" else gs).expand(rows_shape)
+    gs = gs.unsqueeze(-1)
+    gx = gs * (logp.exp() * wy.sum(-1, keepdim=True) - wy)
+    gy = -gs * (1.0 - label_smoothing) * (logp if w is None else logp * w.to(logp.dtype))
+    nd = len(x.shape)
+    return _class_back_t(gx, nd).to(x.dtype), _class_back_t(gy, nd).to(y.dtype)
+
+
 CROSS_ENTROPY_SOFT = register(OpDef(
     "cross_entropy_soft", "composite", _soft_meta, _soft_eager, _soft_vjp, save=(0, 1, 2),
+    decomp=_soft_decomp,
     doc="Cross entropy against class probabilities (label smoothing, class weights).",
 ))
 CROSS_ENTROPY_SOFT_BACKWARD = register(OpDef(
     "cross_entropy_soft_backward", "composite", _soft_bwd_meta, _soft_bwd_eager, _soft_bwd_vjp,
-    num_outputs=2, save=(0, 1, 2, 3), tags=frozenset({"multi_output"}),
+    num_outputs=2, save=(0, 1, 2, 3), tags=frozenset({"multi_output"}), decomp=_soft_bwd_decomp,
     doc="Gradients of cross_entropy_soft with respect to input and target.",
 ))

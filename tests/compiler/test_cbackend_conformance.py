@@ -72,7 +72,6 @@ KNOWN: dict = {
     ("dyn", "nanmean", "float32"): _SUM.format("10.5"),
     ("fwd", "nanmean", "float64"): _SUM.format("16"),
     ("grad", "softmax", "float32"): _SUM.format("8") + " (the backward's sum over dim 0)",
-    ("grad", "scaled_dot_product_attention", "float32"): _SUM.format("4.3") + " (softmax rows)",
     ("grad", "cosine_similarity", "float32"): _CANCEL.format("9.3e-10"),
     ("grad", "nn.rms_norm_double_backward", "float64"): _CANCEL.format("1.1e-16"),
     ("grad", "tanh_", "float16"): _TANH.format("4.5 (float16)"),

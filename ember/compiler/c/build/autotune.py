@@ -57,7 +57,9 @@ def _log(kind: str, message: str, level: int = 1) -> None:
 
 
 def candidates(k: GemmKernel) -> list[str]:
-    return ["blas"] + list(TEMPLATES[k.dtype.np.name])
+    """BLAS and the template variants of a float product; an integer product has one way
+    (codegen.gemm's plain loop, whatever ``impl`` says), so nothing to time."""
+    return ["blas"] + list(TEMPLATES.get(k.dtype.np.name, ()))
 
 
 def tune_program(program: Program, extra_flags: tuple = ()) -> None:
@@ -71,6 +73,8 @@ def tune_program(program: Program, extra_flags: tuple = ()) -> None:
 def choose(k: GemmKernel, program: Program, extra_flags: tuple = ()) -> str:
     if FORCE is not None and FORCE in candidates(k):
         return FORCE
+    if len(candidates(k)) == 1:
+        return "blas"
     sizes = [k.m, k.n, k.k, *k.batch] + [x for b in _buffers(k) for x in b.shape]
     if any(type(x) is not int for x in sizes):
         _log("autotune", f"{k.name}: dynamic sizes, BLAS", 3)

@@ -115,8 +115,19 @@ static inline void ember_micro_{mr}x{nr}_{s}(int64_t kc, const {T} *restrict a,
 """
 
 
+# the helpers' name suffix per dtype; integer products have no BLAS (gemm_int.h.in)
+_SUFFIX = {"float32": "f", "float64": "d", "int64": "i64", "int32": "i32", "int16": "i16",
+           "int8": "i8", "uint8": "u8"}
+_INT_HELPERS = (Path(__file__).with_name("csrc") / "gemm_int.h.in").read_text()
+
+
 def _suffix(k: GemmKernel) -> str:
-    return "f" if k.dtype.np.name == "float32" else "d"
+    return _SUFFIX[k.dtype.np.name]
+
+
+def is_int(k: GemmKernel) -> bool:
+    """An integer product: the plain loop of gemm_int.h.in (no BLAS, no template)."""
+    return _suffix(k) not in ("f", "d")
 
 
 def gemm_prelude(program: Program) -> str:
@@ -134,6 +145,11 @@ def gemm_prelude(program: Program) -> str:
     done: set = set()
     for k in kernels:
         t, s = k.out.ctype, _suffix(k)
+        if is_int(k):
+            if s not in done:
+                done.add(s)
+                parts.append(_INT_HELPERS.format(T=t, s=s))
+            continue
         if s not in done:
             done.add(s)
             fn = None if lib is None else (lib.sgemm if s == "f" else lib.dgemm)
@@ -167,7 +183,11 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
     ints_at = len(lines)   # the runtime integers the body uses are declared here at the end
     lines.append("  (void)ints; (void)floats;")
     lines.append(f"  const int64_t M_ = {k.m}, N_ = {k.n}, K_ = {k.k};")
-    if k.impl == "blas" and k.batch:
+    if is_int(k):
+        lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
+                                  f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
+        lines += _epilogue_pass(k, openmp)
+    elif k.impl == "blas" and k.batch:
         nd = len(k.batch)
         lines.append(f"  const int64_t bshape_[{nd}] = {{{', '.join(str(x) for x in k.batch)}}};")
         lines.append(f"  const int64_t as_[{nd}] = "
@@ -456,4 +476,5 @@ def canonical_source(k: GemmKernel, program: Program) -> str:
     return re.sub(r"\(GEMM, [\w]+\)", "", text)
 
 
-__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude", "im2col_kernel"]
+__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude", "im2col_kernel",
+           "is_int"]

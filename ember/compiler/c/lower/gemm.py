@@ -4,9 +4,11 @@
 col2im) around a batched GEMM, as eager computes them).
 
 * ``lower_gemm(lw, i, node, form)`` (registered for each product's OpDef) turns a float32/float64
-  product into one ``GemmKernel``: operands are buffers seen through their view geometry
-  (a transposed or sliced view is a pair of strides, mapped to BLAS trans flags and leading
-  dims at run time, copied only when neither layout is one BLAS accepts), batch dims (broadcast
+  or integer product into one ``GemmKernel`` (integers: codegen's wrapping loop; float16/bfloat16:
+  the factors widened to float32 by pointwise kernels, a float32 GEMM, one rounding after it):
+  operands are buffers seen through their view geometry (a transposed or sliced view is a pair
+  of strides, mapped to BLAS trans flags and leading dims at run time, copied only when neither
+  layout is one BLAS accepts), batch dims (broadcast
   ones have stride 0) are loops around the product, and ``linear``'s bias and ``addmm``'s
   ``beta * c`` / ``alpha`` become the kernel's epilogue, computed as eager computes them.
 * ``schedule.fuse_epilogues`` (a pass after lowering, ``c/schedule.py``) then moves a pointwise
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember import dtypes
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
     Im2colKernel,
@@ -39,6 +42,7 @@ from ember.compiler.c.ir.loop_ir import (
 )
 from ember.compiler.c.lower.context import (
     LoweringContext,
+    MemoryValue,
     c_scalar,
     has_sym,
     is_ref,
@@ -50,6 +54,9 @@ from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 
 _FLOATS = ("float32", "float64")
+_HALVES = ("float16", "bfloat16")
+_INTS = ("int64", "int32", "int16", "int8", "uint8")
+_DTYPES = _FLOATS + _HALVES + _INTS
 
 
 @lowering(OPS.matmul, form="matmul")
@@ -65,15 +72,37 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     refs = [a for a in n.args if is_ref(a)]
     if any(a is not None and not is_ref(a) for a in n.args):
         return "a non-tensor operand"
-    for r in refs:
-        if r not in lw.vals or lw.dtype_of(r).np.name not in _FLOATS:
-            return "not a float32/float64 product"
     out_dt = n.specs[0][1]
-    if out_dt.np.name not in _FLOATS or any(lw.dtype_of(r) != out_dt for r in refs):
+    if any(r not in lw.vals for r in refs) or out_dt.np.name not in _DTYPES:
+        return "not a float, half or integer product"
+    if any(lw.dtype_of(r) != out_dt for r in refs):
         return "mixed dtypes"
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
+    if out_dt.np.name not in _HALVES:
+        return _lower_product(lw, i, n, form, mats, out_dt)
+    # float16/bfloat16 as eager computes them: float32 operands, a float32 product (and
+    # epilogue: it loads linear's bias or addmm's c widened, no copy), rounded once to the
+    # dtype (a pointwise kernel fuse_epilogues merges into the GEMM's epilogue when the
+    # product is the last step)
+    lw.close_group()
+    seg = lw.open_segment()
+    before = len(seg.kernels)
+    factors = (1, 2) if form == "addmm" else (0, 1)
+    mats = [_to_float32(lw, m) if j in factors else m for j, m in enumerate(mats)]
+    why = _lower_product(lw, i, n, form, mats, dtypes.float32)
+    if why is None:
+        _round_to(lw, i, out_dt)
+    else:  # an extern after all (the product's checks add no kernel): drop the conversions
+        lw.stats.kernels -= len(seg.kernels) - before
+        del seg.kernels[before:]
+    return why
+
+
+def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
+                   out_dt: Any) -> str | None:
+    """The product of ``mats`` (all of ``out_dt``: float32/float64 or an integer type)."""
     name = n.op.name
     if form in ("convolution", "conv_weight_grad"):
         return _conv(lw, i, n, mats, out_dt, grad=form == "conv_weight_grad")
@@ -209,6 +238,35 @@ def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -
     lw.bind(i, 0, out, Geometry.contiguous(in_shape), dt)
     log("fusion", f"{kname}, {name}: conv_input_grad as GEMM + col2im", 3)
     return None
+
+
+def _to_float32(lw: LoweringContext, v: MemoryValue) -> MemoryValue:
+    """A float32 copy of half operand ``v`` (one pointwise kernel, exact widening): the view's
+    elements in C order, a broadcast dim (stride 0) kept as one element with stride 0."""
+    g = v.geom
+    shape = tuple(1 if type(st) is int and st == 0 else d for d, st in zip(g.shape, g.strides))
+    src = Geometry(shape, tuple(g.strides), g.offset)
+    dst = lw.buffer(dtypes.float32, shape, "temp")
+    flat = src.is_contiguous()
+    evars = ["i"] if flat else [f"i{d}" for d in range(len(shape))]
+    body: list = [Let("t0", "float", Load(v.buf, loop_index(src, evars, flat))),
+                  Store(dst, loop_index(Geometry.contiguous(shape), evars, flat), Local("t0"))]
+    lw.add_kernel(Kernel(lw.kernel_name(), shape, body, flat, ["to_float32"]))
+    strides = tuple(0 if d != e else st for d, e, st in
+                    zip(g.shape, shape, contiguous_strides(shape)))
+    return MemoryValue(dst, Geometry(tuple(g.shape), strides, 0), dtypes.float32)
+
+
+def _round_to(lw: LoweringContext, i: int, dt: Any) -> None:
+    """Round node ``i``'s float32 result once to half dtype ``dt`` (a pointwise kernel over the
+    contiguous result; fuse_epilogues merges it into the producing GEMM's epilogue)."""
+    v = lw.vals[("n", i, 0)]
+    shape = tuple(v.geom.shape)
+    out = lw.buffer(dt, shape, "temp")
+    here = loop_index(Geometry.contiguous(shape), ["i"], True)
+    body: list = [Let("t0", "float", Load(v.buf, here)), Store(out, here, Local("t0"))]
+    lw.add_kernel(Kernel(lw.kernel_name(), shape, body, True, [f"to_{dt.np.name}"]))
+    lw.bind(i, 0, out, Geometry.contiguous(shape), dt)
 
 
 def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kernel:
