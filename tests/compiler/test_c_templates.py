@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 C_DIR = ROOT / "ember" / "compiler" / "c"
