@@ -131,3 +131,48 @@ def test_fma_special_values():
             want = torch.addcmul(_t(c), _t(a), _t(b)).numpy()
         got = fma(a, b, c)
         assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("weight", [0.1, 0.3, 0.5, 0.9, -0.2])
+def test_lerp_rounds_once(dtype, weight):
+    s, e = _data(dtype, 12), _data(dtype, 13)
+    _same_bits(ember.lerp(_e(s), _e(e), weight).numpy(),
+               torch.lerp(_t(s), _t(e), weight).numpy())
+    w = np.random.default_rng(14).uniform(-0.5, 1.5, N).astype(dtype)
+    _same_bits(ember.lerp(_e(s), _e(e), _e(w)).numpy(), torch.lerp(_t(s), _t(e), _t(w)).numpy())
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW"])
+def test_adam_fast_path_gives_the_general_paths_bits(name, monkeypatch):
+    """The NumPy fast path of Adam/AdamW rounds as the ops it stands for (lerp_, addcmul_,
+    add with alpha: one fma each)."""
+    import ember.optim.adam as adam_mod
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((16, 33)).astype(np.float32)
+    grads = [rng.standard_normal((16, 33)).astype(np.float32) for _ in range(4)]
+
+    def run():
+        p = ember.tensor(w0.copy(), requires_grad=True)
+        opt = getattr(ember.optim, name)([p], lr=1e-2, weight_decay=0.05)
+        for g in grads:
+            p.grad = ember.tensor(g.copy())
+            opt.step()
+        return p.detach().numpy().copy()
+
+    fast = run()
+    monkeypatch.setattr(adam_mod, "_fast_ok", lambda *a, **k: False)
+    _same_bits(fast, run())
+
+
+def test_fma_float32_where_rounding_twice_would_differ():
+    """c + a*b just below a float32 midpoint, at a float64 distance that rounds onto it: a sum
+    in float64 then rounded to float32 rounds twice (ties to even: up); one rounding: down."""
+    c = np.float32([1 + 2**-23, -(1 + 2**-23)])
+    a = np.float32([1 + 2**-15, 1 + 2**-15])
+    b = np.float32([2**-24 * (1 - 2**-15), -(2**-24) * (1 - 2**-15)])
+    twice = (c.astype(np.float64) + a.astype(np.float64) * b).astype(np.float32)
+    want = torch.addcmul(_t(c), _t(a), _t(b)).numpy()
+    assert not np.array_equal(twice, want)
+    _same_bits(fma(a, b, c), want)
+    _same_bits(ember.addcmul(_e(c), _e(a), _e(b)).numpy(), want)

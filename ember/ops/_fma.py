@@ -45,10 +45,37 @@ def _to_odd(s: np.ndarray, e: Any) -> np.ndarray:
     return s
 
 
+# float64 bits of a value that lies halfway between two float32 neighbours: its 29 bits below
+# float32's precision are 1000...0 (only there can rounding twice differ from rounding once)
+_LOW29, _HALF29 = (1 << 29) - 1, 1 << 28
+_F32_NORMAL_EXP = 1023 - 126      # a float32 subnormal result rounds at a higher bit
+
+
 def _fma32(a: Any, b: Any, c: Any) -> np.ndarray:
     p = np.multiply(a, b, dtype=np.float64)           # exact: 24 + 24 bits
-    s, e = _two_sum(np.asarray(c, dtype=np.float64), p)
-    return _to_odd(s, e).astype(np.float32)
+    c = np.asarray(c, dtype=np.float64)
+    s = np.add(c, p)
+    if s.ndim == 0:
+        s = s.reshape(1)
+        return _fma32_fix(s, c.reshape(-1), p.reshape(-1)).reshape(()).astype(np.float32)
+    return _fma32_fix(s, c, p).astype(np.float32)
+
+
+def _fma32_fix(s: np.ndarray, c: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``s`` = fl64(c + p) rounded to odd where rounding it to float32 could round twice: at a
+    float32 midpoint or in float32's subnormal range (rare: checked on those elements only)."""
+    bits = s.view(np.int64)
+    risky = (bits & _LOW29) == _HALF29
+    risky |= ((bits >> 52) & 0x7FF) < _F32_NORMAL_EXP
+    if not risky.any():
+        return s
+    idx = np.flatnonzero(risky)
+    cb = np.broadcast_to(c, s.shape).reshape(-1)[idx]
+    pb = np.broadcast_to(p, s.shape).reshape(-1)[idx]
+    ss, e = _two_sum(cb, pb)
+    s = s.copy()
+    s.reshape(-1)[idx] = _to_odd(ss, e)
+    return s
 
 
 def _split(x: np.ndarray) -> tuple:

@@ -245,10 +245,14 @@ ADDCDIV = register(OpDef(
 
 # ---------------------------------------------------------------------------------- lerp
 def _lerp_eager(start: np.ndarray, end: np.ndarray, weight: Any) -> np.ndarray:
+    # PyTorch's kernel: fma(w, end - start, start) for |w| < 0.5, else
+    # fma(start - end, 1 - w, end): one rounding after the difference
     diff = end - start
     w = np.asarray(weight, dtype=start.dtype)
-    out = np.where(np.abs(w) < 0.5, start + w * diff, end - diff * (1 - w))
-    return out.astype(start.dtype, copy=False)
+    small = np.abs(w) < 0.5
+    if small.ndim == 0:
+        return fma(w, diff, start) if small else fma(-diff, w.dtype.type(1) - w, end)
+    return np.where(small, fma(w, diff, start), fma(-diff, w.dtype.type(1) - w, end))
 
 
 def _lerp_vjp(ctx, g):  # noqa: ANN001
@@ -262,5 +266,5 @@ def _lerp_vjp(ctx, g):  # noqa: ANN001
 
 LERP = binary("lerp", lowp(_lerp_eager), _lerp_vjp, save=(0, 1, 2), reject=FLOAT_ONLY,
               kernel="lerp_kernel_scalar",
-              c_expr="(ember_abs({2}) < 0.5 ? {0} + {2} * ({1} - {0})"
-                     " : {1} - ({1} - {0}) * (1 - {2}))")
+              c_expr="(ember_abs({2}) < 0.5 ? ember_fma({2}, {1} - {0}, {0})"
+                     " : ember_fma({0} - {1}, 1 - {2}, {1}))")
