@@ -109,12 +109,14 @@ def test_alpha_gradients_match_torch(alpha):
     np.testing.assert_allclose(ey.grad.numpy(), ty.grad.numpy(), rtol=1e-12)
 
 
-def test_compiled_c_gives_the_same_bits_as_eager():
-    x, y, b = (ember.from_numpy(_data("float32", s, positive=s == 11)) for s in (9, 10, 11))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_compiled_c_gives_the_same_bits_as_eager(dtype):
+    x, y, b = (ember.from_numpy(_data(dtype, s, positive=s == 11)) for s in (9, 10, 11))
 
     def f(x, y, b):
         return (x.add(y, alpha=0.1), x.sub(y, alpha=1.7), ember.addcmul(x, y, b, value=0.3),
-                ember.addcdiv(x, y, b, value=0.3), 2.0 / b)
+                ember.addcdiv(x, y, b, value=0.3), 2.0 / b, ember.lerp(x, y, 0.3),
+                ember.lerp(x, y, 0.8), ember.rsub(x, 2.0, alpha=0.7))
 
     got = ember.compile(f, backend="c")(x, y, b)
     from ember.compiler.c import backend as cbackend
