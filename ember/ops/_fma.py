@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ember.ops import _parallel
+
 _SPLIT = 134217729.0    # 2**27 + 1: Veltkamp's splitter for float64
 
 
@@ -46,36 +48,29 @@ def _to_odd(s: np.ndarray, e: Any) -> np.ndarray:
 
 
 # float64 bits of a value that lies halfway between two float32 neighbours: its 29 bits below
-# float32's precision are 1000...0 (only there can rounding twice differ from rounding once)
+# float32's precision are 1000...0 (only there can rounding twice differ from rounding once);
+# and float32 results at or below the smallest normal, which round at a higher bit
 _LOW29, _HALF29 = (1 << 29) - 1, 1 << 28
-_F32_NORMAL_EXP = 1023 - 126      # a float32 subnormal result rounds at a higher bit
+_EXP32, _MIN_NORMAL32 = 0x7F800000, 0x00800000
 
 
 def _fma32(a: Any, b: Any, c: Any) -> np.ndarray:
-    p = np.multiply(a, b, dtype=np.float64)           # exact: 24 + 24 bits
-    c = np.asarray(c, dtype=np.float64)
-    s = np.add(c, p)
-    if s.ndim == 0:
-        s = s.reshape(1)
-        return _fma32_fix(s, c.reshape(-1), p.reshape(-1)).reshape(()).astype(np.float32)
-    return _fma32_fix(s, c, p).astype(np.float32)
-
-
-def _fma32_fix(s: np.ndarray, c: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """``s`` = fl64(c + p) rounded to odd where rounding it to float32 could round twice: at a
-    float32 midpoint or in float32's subnormal range (rare: checked on those elements only)."""
-    bits = s.view(np.int64)
-    risky = (bits & _LOW29) == _HALF29
-    risky |= ((bits >> 52) & 0x7FF) < _F32_NORMAL_EXP
-    if not risky.any():
-        return s
-    idx = np.flatnonzero(risky)
-    cb = np.broadcast_to(c, s.shape).reshape(-1)[idx]
-    pb = np.broadcast_to(p, s.shape).reshape(-1)[idx]
-    ss, e = _two_sum(cb, pb)
-    s = s.copy()
-    s.reshape(-1)[idx] = _to_odd(ss, e)
-    return s
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    if isinstance(a, np.ndarray) and a.shape == shape:
+        p = a.astype(np.float64)               # (faster than np.multiply's casting loop)
+        p *= b                                 # exact: 24 + 24 bits
+    else:
+        p = np.asarray(np.multiply(a, b, dtype=np.float64))
+    s = np.add(p, c, out=p) if p.shape == shape else np.asarray(np.add(p, c, dtype=np.float64))
+    r = s.astype(np.float32)
+    risky = (s.view(np.int64) & _LOW29) == _HALF29
+    risky |= (r.view(np.int32) & _EXP32) <= _MIN_NORMAL32
+    if risky.any():    # rare: redo those elements with the sum rounded to odd
+        idx = np.flatnonzero(risky)
+        ai, bi, ci = (np.broadcast_to(v, shape).reshape(-1)[idx] for v in (a, b, c))
+        ss, e = _two_sum(ci.astype(np.float64), np.multiply(ai, bi, dtype=np.float64))
+        r.reshape(-1)[idx] = _to_odd(ss, e).astype(np.float32)
+    return r
 
 
 def _split(x: np.ndarray) -> tuple:
@@ -105,7 +100,9 @@ def fma(a: Any, b: Any, c: Any) -> np.ndarray:
     """``a * b + c`` rounded once, elementwise (float32 or float64; the dtype of the array
     operands, Python scalars taking it)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return _fma(a, b, c)
+        # large operands block by block on every thread: the float64 temporaries stay in cache
+        out = _parallel.map_blocks_n(_fma, (a, b, c))
+        return _fma(a, b, c) if out is None else out
 
 
 def _fma(a: Any, b: Any, c: Any) -> np.ndarray:
