@@ -35,7 +35,8 @@ _SCALAR = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16
 
 def _is_sparse(x: Any) -> bool:
     """A sparse COO tensor (``ember.sparse``, same layer: asked by duck type, no import)."""
-    return getattr(type(x), "is_sparse", False) is True and not isinstance(x, Tensor)
+    # the cheap isinstance first: this runs on every matmul, almost always with a Tensor
+    return not isinstance(x, Tensor) and getattr(type(x), "is_sparse", False) is True
 
 
 def _reshape(x: Tensor, shape: tuple) -> Tensor:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
-from ember._frontend.core import binary, check_tensor, is_scalar
+from ember._frontend.core import binary, check_tensor, is_scalar, prepare
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
 from ember.ops.registry import bind
@@ -39,13 +39,29 @@ def _check_alpha(op: str, input: Any, other: Any, alpha: Any) -> None:
                                 f"a floating point number.")
 
 
+def _scaled(op: Any, name: str, input: Any, other: Any, alpha: Any) -> Tensor:
+    """``input +/- alpha * other``: in float32/float64 one op rounding once, as PyTorch (its
+    kernels use an fma; ``alpha`` is cast to the result dtype first), else ``mul`` then the
+    op: exact for integers, and for float16/bfloat16 what PyTorch's scalar loop does (its
+    vector loop fmas in float instead: the result depends on the element's position)."""
+    d = dt.result_type(input, other)
+    if d in (dt.float32, dt.float64) and is_scalar(alpha) \
+            and (isinstance(input, Tensor) or is_scalar(input)) \
+            and (isinstance(other, Tensor) or is_scalar(other)):
+        x, y = prepare(name, (input, other), d)
+        a = float(np.asarray(float(alpha)).astype(d.np))
+        return bind(op, x, y, alpha=a)
+    other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+    return binary(P.ADD if name == "add" else P.SUB, input, other)
+
+
 @tensor_method("add")
 def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``input + alpha * other`` with broadcasting and type promotion."""
     if alpha != 1 or type(alpha) is not int:
         _check_alpha("add", input, other, alpha)
         if alpha != 1:
-            other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+            return _scaled(P.ADD_SCALED, "add", input, other, alpha)
     return binary(P.ADD, input, other)
 
 
@@ -63,7 +79,7 @@ def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     if alpha != 1 or type(alpha) is not int:
         _check_alpha("sub", input, other, alpha)
         if alpha != 1:
-            other = mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+            return _scaled(P.SUB_SCALED, "sub", input, other, alpha)
     return binary(P.SUB, input, other)
 
 
@@ -177,6 +193,14 @@ def square(input: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------ operators
+def _rdiv(self: Tensor, other: Any) -> Tensor:
+    if not is_scalar(other):
+        return div(other, self)
+    from ember._frontend.pointwise_math import reciprocal
+    return mul(reciprocal(self), other)
+
+
+
 def _binop(fn):  # noqa: ANN001, ANN202
     """A reflected operator: ``other op self``."""
     return lambda self, other: fn(other, self)
@@ -189,7 +213,9 @@ Tensor.__rsub__ = _binop(sub)  # type: ignore[method-assign]
 Tensor.__mul__ = mul  # type: ignore[method-assign]
 Tensor.__rmul__ = _binop(mul)  # type: ignore[method-assign]
 Tensor.__truediv__ = lambda self, other: div(self, other)  # type: ignore[method-assign]
-Tensor.__rtruediv__ = lambda self, other: div(other, self)  # type: ignore[method-assign]
+# ``2.0 / t`` is ``reciprocal(t) * 2.0`` in PyTorch (Tensor.__rdiv__), not a division: the
+# last bit differs for about a quarter of float32 values
+Tensor.__rtruediv__ = lambda self, other: _rdiv(self, other)  # type: ignore[method-assign]
 Tensor.__pow__ = pow  # type: ignore[method-assign]
 Tensor.__rpow__ = _binop(pow)  # type: ignore[method-assign]
 Tensor.__pos__ = positive  # type: ignore[method-assign]

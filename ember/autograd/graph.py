@@ -240,7 +240,7 @@ class BackwardContext:
 class OpNode(Node):
     """Backward node of one registry op."""
 
-    __slots__ = ("op", "ctx", "_freed", "out_specs")
+    __slots__ = ("op", "ctx", "_freed", "out_specs", "alias")
 
     def __init__(self, op: OpDef, next_functions: tuple, ctx: BackwardContext,
                  out_specs: tuple) -> None:
@@ -251,9 +251,12 @@ class OpNode(Node):
         self.ctx = ctx
         self._freed = False
         self.out_specs = out_specs  # ((shape, dtype), ...) to build zero grads of unused outputs
+        # the name PyTorch gives this use of the op when it differs from ``op.grad_name``
+        # (batch norm runs the layer-norm op: NativeBatchNormBackward0); see ``rename``
+        self.alias: str | None = None
 
     def name(self) -> str:
-        return self.op.grad_name
+        return self.alias or self.op.grad_name
 
     def apply(self, grads: tuple, create_graph: bool) -> tuple:
         if self._freed:
@@ -270,6 +273,15 @@ class OpNode(Node):
             self._freed = True
             self.ctx._saved_inputs = ()
             self.ctx._saved_outputs = ()
+
+
+
+def rename(t: Any, name: str) -> None:
+    """Name the backward node of ``t`` (an op output) as PyTorch names it for this use of the
+    op, e.g. ``rename(y, "NativeBatchNormBackward0")``; nothing when ``t`` has no op node."""
+    node = getattr(t, "grad_fn", None)
+    if isinstance(node, OpNode):
+        node.alias = name
 
 
 class _Freed:

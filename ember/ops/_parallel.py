@@ -10,6 +10,7 @@ few microseconds).  ``ember.set_num_threads`` sets the count (shared with NumPy'
 from __future__ import annotations
 
 import functools
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -266,6 +267,35 @@ def map_blocks(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndar
 
     _run([lambda k=k: work(k) for k in range(threads)])
     return out.reshape(x.shape)
+
+
+def map_blocks_n(fn: Callable[..., np.ndarray], arrays: tuple) -> np.ndarray | None:
+    """``fn(*arrays)`` for an elementwise ``fn`` of several operands, block by block on every
+    thread as ``map_blocks``; the array operands must share one shape and be C-contiguous
+    (others are passed whole: scalars); None when that does not hold or the input is small."""
+    shape = None
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.ndim:
+            if shape is None:
+                shape = a.shape
+            if a.shape != shape or not a.flags.c_contiguous:
+                return None
+    if shape is None or math.prod(shape) < MIN_ELEMENTS:
+        return None
+    flat = [a.reshape(-1) if isinstance(a, np.ndarray) and a.ndim else a for a in arrays]
+    n = math.prod(shape)
+    probe = fn(*(a[:1] if isinstance(a, np.ndarray) and a.ndim else a for a in flat))
+    out = np.empty(n, dtype=probe.dtype)
+    blocks = _bounds(n, -(-n // BLOCK))
+    threads = _state["threads"]
+
+    def work(k: int) -> None:
+        for lo, hi in blocks[k::threads]:
+            out[lo:hi] = fn(*(a[lo:hi] if isinstance(a, np.ndarray) and a.ndim else a
+                              for a in flat))
+
+    _run([lambda k=k: work(k) for k in range(threads)])
+    return out.reshape(shape)
 
 
 # ------------------------------------------------------------------------------ matmul

@@ -20,6 +20,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import EmberNotImplementedError, EmberRuntimeError
+from ember.ops._fma import fma
 from ember.ops._util import lowp, pointwise_meta, tensor_inputs
 from ember.ops.registry import OpDef, bind, register
 
@@ -157,6 +158,28 @@ def _div_vjp(ctx, g):  # noqa: ANN001
 ADD = binary("add", lowp(np.add), _add_vjp, save=(), c_expr="({0} + {1})")
 SUB = binary("sub", lowp(np.subtract), _sub_vjp, save=(), c_expr="({0} - {1})",
              reject=NOT_BOOL)
+
+
+def _add_scaled_vjp(ctx, g):  # noqa: ANN001
+    n0, n1 = ctx.needs_input_grad
+    return (g if n0 else None, g * ctx.params["alpha"] if n1 else None)
+
+
+def _sub_scaled_vjp(ctx, g):  # noqa: ANN001
+    n0, n1 = ctx.needs_input_grad
+    return (g if n0 else None, g * -ctx.params["alpha"] if n1 else None)
+
+
+# ``add(x, y, alpha=a)`` / ``sub`` on floats: one rounding, as PyTorch's kernels (an fma);
+# ``alpha`` arrives rounded to the dtype (the frontend does it, as PyTorch casts the scalar)
+ADD_SCALED = binary(
+    "add_scaled", lowp(lambda x, y, *, alpha: fma(alpha, y, x)), _add_scaled_vjp, save=(),
+    c_expr="ember_fma(ember_like({0}, {alpha}), {1}, {0})", reject=FLOAT_ONLY,
+    grad_name="AddBackward0", doc="``x + alpha * y`` rounded once (``add(x, y, alpha=)``).")
+SUB_SCALED = binary(
+    "sub_scaled", lowp(lambda x, y, *, alpha: fma(-alpha, y, x)), _sub_scaled_vjp, save=(),
+    c_expr="ember_fma(-ember_like({0}, {alpha}), {1}, {0})", reject=FLOAT_ONLY,
+    grad_name="SubBackward0", doc="``x - alpha * y`` rounded once (``sub(x, y, alpha=)``).")
 MUL = binary("mul", lowp(np.multiply), _mul_vjp, c_expr="({0} * {1})",
              save_for={0: (1,), 1: (0,)})
 DIV = register(OpDef(

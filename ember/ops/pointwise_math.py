@@ -14,6 +14,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.ops import _special
+from ember.ops._fma import fma
 from ember.ops._util import lowp
 from ember.ops.pointwise import FLOAT_ONLY, binary, meta, unary, where_
 from ember.ops.registry import OpDef, bind, register
@@ -207,6 +208,12 @@ def _addc_meta(x, a, b, *, value: Any) -> tuple:  # noqa: ANN001
     return _ADDC_BASE(x, a, b)
 
 
+def _addcmul_eager(x: Any, a: Any, b: Any, *, value: Any) -> Any:
+    if not isinstance(x, np.ndarray) or x.dtype.kind != "f":
+        return x + value * a * b      # integers: exact (wrapping) arithmetic
+    return fma(value * a, b, x)
+
+
 def _addcmul_vjp(ctx, g):  # noqa: ANN001
     _, a, b = ctx.inputs
     v = ctx.params["value"]
@@ -223,10 +230,12 @@ def _addcdiv_vjp(ctx, g):  # noqa: ANN001
 
 
 _ADDC_BASE = meta("addcmul", reject=frozenset({dt.bool}), kernel="addcmul_cpu_out")
-# one rounding for the whole expression, as PyTorch's fused kernel (matters in half precision)
+# PyTorch's kernels: ``fma(value * a, b, x)`` (``value * a`` rounded, then one rounding for
+# the rest: the vectorized loop's fmadd) for addcmul; ``x + value * a / b`` for addcdiv;
+# float16/bfloat16 computed in float and rounded once at the end
 ADDCMUL = register(OpDef(
-    "addcmul", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a * b),
-    _addcmul_vjp, save=(1, 2), c_expr="({0} + ember_like({0}, {value}) * {1} * {2})",
+    "addcmul", "pointwise", _addc_meta, lowp(_addcmul_eager),
+    _addcmul_vjp, save=(1, 2), c_expr="ember_fma(ember_like({0}, {value}) * {1}, {2}, {0})",
 ))
 ADDCDIV = register(OpDef(
     "addcdiv", "pointwise", _addc_meta, lowp(lambda x, a, b, *, value: x + value * a / b),
@@ -236,10 +245,14 @@ ADDCDIV = register(OpDef(
 
 # ---------------------------------------------------------------------------------- lerp
 def _lerp_eager(start: np.ndarray, end: np.ndarray, weight: Any) -> np.ndarray:
+    # PyTorch's kernel: fma(w, end - start, start) for |w| < 0.5, else
+    # fma(start - end, 1 - w, end): one rounding after the difference
     diff = end - start
     w = np.asarray(weight, dtype=start.dtype)
-    out = np.where(np.abs(w) < 0.5, start + w * diff, end - diff * (1 - w))
-    return out.astype(start.dtype, copy=False)
+    small = np.abs(w) < 0.5
+    if small.ndim == 0:
+        return fma(w, diff, start) if small else fma(-diff, w.dtype.type(1) - w, end)
+    return np.where(small, fma(w, diff, start), fma(-diff, w.dtype.type(1) - w, end))
 
 
 def _lerp_vjp(ctx, g):  # noqa: ANN001
@@ -253,5 +266,5 @@ def _lerp_vjp(ctx, g):  # noqa: ANN001
 
 LERP = binary("lerp", lowp(_lerp_eager), _lerp_vjp, save=(0, 1, 2), reject=FLOAT_ONLY,
               kernel="lerp_kernel_scalar",
-              c_expr="(ember_abs({2}) < 0.5 ? {0} + {2} * ({1} - {0})"
-                     " : {1} - ({1} - {0}) * (1 - {2}))")
+              c_expr="(ember_abs({2}) < 0.5 ? ember_fma({2}, {1} - {0}, {0})"
+                     " : ember_fma({0} - {1}, 1 - {2}, {1}))")

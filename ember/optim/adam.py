@@ -11,6 +11,7 @@ from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
 from ember._lazy import STATE as _LZ
 from ember.ops import _parallel
+from ember.ops._fma import fma
 from ember.optim.optimizer import (
     Optimizer,
     _advance_step,
@@ -135,24 +136,21 @@ def _adam_block(pd: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
     """One block of the update; ``c`` holds the scalars of this step."""
     decay, coupled_wd, w, beta2, one_m_b2, bc2_sqrt, eps, neg_step = c
     t1 = np.empty_like(pd)
-    if coupled_wd is not None:           # grad.add(p, alpha=wd): grad + wd * p
-        g = np.add(g, np.multiply(pd, coupled_wd, out=t1))
-        t1 = np.empty_like(pd)
+    if coupled_wd is not None:           # grad.add(p, alpha=wd): grad + wd * p, rounded once
+        g = fma(pd.dtype.type(coupled_wd), pd, g)
     elif decay is not None:              # p.mul_(1 - lr * wd)
         pd *= decay
-    # exp_avg.lerp_(grad, w): start + w * (end - start), or end - (end - start) * (1 - w)
+    # exp_avg.lerp_(grad, w): fma(w, end - start, start), or fma(start - end, 1 - w, end)
     np.subtract(g, m, out=t1)
     if abs(w) < 0.5:
-        t1 *= w
-        m += t1
+        m[...] = fma(m.dtype.type(w), t1, m)
     else:
-        t1 *= m.dtype.type(1) - m.dtype.type(w)
-        np.subtract(g, t1, out=m)
-    # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        np.negative(t1, out=t1)
+        m[...] = fma(t1, m.dtype.type(1) - m.dtype.type(w), g)
+    # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): fma(value * g, g, v)
     v *= beta2
     np.multiply(g, one_m_b2, out=t1)
-    t1 *= g
-    v += t1
+    v[...] = fma(t1, g, v)
     if vmax is not None:
         np.maximum(vmax, v, out=vmax)
     # denom = (sqrt(v) / bias_correction2_sqrt).add_(eps); p.addcdiv_(m, denom, -step_size)

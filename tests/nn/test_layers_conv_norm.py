@@ -296,3 +296,23 @@ def test_instance_norm_errors():
         EI.InstanceNorm1d(3, affine=True)(ember.ones(2, 4, 5))
     with pytest.warns(UserWarning, match="does not match num_features"):
         EI.InstanceNorm1d(3)(ember.ones(2, 4, 5))
+
+
+@pytest.mark.parametrize("ndim", [2, 3, 4])
+def test_batch_norm_grad_fn_is_named_as_pytorch(ndim):
+    """Training-mode batch norm runs ember's layer-norm op; its node has PyTorch's name."""
+    shape = (4, 3, 5, 6)[:ndim]
+    data = np.random.default_rng(0).standard_normal(shape)
+    x = ember.tensor(data, requires_grad=True)
+    tx = torch.tensor(data, requires_grad=True)
+    mod = {2: "BatchNorm1d", 3: "BatchNorm1d", 4: "BatchNorm2d"}[ndim]
+    y = getattr(ember.nn, mod)(3, dtype=ember.float64)(x)
+    ty = getattr(tnn, mod)(3, dtype=torch.float64)(tx)
+    assert y.grad_fn.name() == ty.grad_fn.name() == "NativeBatchNormBackward0"
+    assert repr(y.grad_fn).startswith("<NativeBatchNormBackward0 object")
+    assert "grad_fn=<NativeBatchNormBackward0>" in repr(y)
+    ln = ember.nn.functional.layer_norm(x, shape[-1:])
+    assert ln.grad_fn.name() == torch.nn.functional.layer_norm(tx, shape[-1:]).grad_fn.name()
+    (y * y).sum().backward()      # the math is unchanged: gradients as PyTorch's
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-9, atol=1e-9)

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from ember import dtypes as dt
 from ember._frontend.core import check_tensor
 from ember.autograd.grad_mode import no_grad
+from ember.autograd.graph import rename
 from ember.errors import (
     DTypeRuntimeError,
     EmberNotImplementedError,
@@ -131,6 +132,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                 f"size {input.shape}")
         dims = (0,) + tuple(range(2, input.ndim))
         y, mean, rstd = bind(N.LAYER_NORM, input, w, b, dims=dims, eps=float(eps))
+        rename(y, "NativeBatchNormBackward0")   # the layer-norm op, named as PyTorch's kernel
         if running_mean is not None or running_var is not None:
             _update_running(running_mean, running_var, mean, rstd, c, count, momentum, eps)
         return y

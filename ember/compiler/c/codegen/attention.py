@@ -4,10 +4,10 @@ function that fills in one job.  The lowering and the formulas: ``lower/attentio
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ember.compiler.c.build import blas
+from ember.compiler.c.codegen import csrc
 from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DIMS
 from ember.compiler.c.ir.kernels import AttentionKernel
 
@@ -15,7 +15,7 @@ BLOCK_ROWS = 64
 
 
 # the C helpers per dtype, a str.format template ({T}: the C type, {s}: f or d, ...)
-_PRELUDE = (Path(__file__).with_name("csrc") / "attention.h.in").read_text()
+_PRELUDE = csrc("attention.h.in")
 
 
 def prelude(program: Any) -> str:

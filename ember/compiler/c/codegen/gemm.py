@@ -18,9 +18,9 @@ finished tile while it is in cache.  The template accumulates in its own order (
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from ember.compiler.c.build import blas
+from ember.compiler.c.codegen import csrc
 from ember.compiler.c.codegen.omp import omp_loops
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
@@ -39,80 +39,27 @@ _KC = 256
 MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
 
 # the C helpers per dtype, a str.format template ({T}: the C type, {s}: f or d, ...)
-_HELPERS = (Path(__file__).with_name("csrc") / "gemm_blas.h.in").read_text()
+_HELPERS = csrc("gemm_blas.h.in")
 
-_COMMON = r"""
-#include <pthread.h>
-#include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-/* products below this many flops run as one call (eager's _parallel.MATMUL_MIN_FLOPS) */
-#define EMBER_GEMM_MIN_FLOPS {min_flops}
-static void ember_blas_threads(int n) {{ {set_threads} }}
-/* run work(job) on `threads` threads (each claims pieces until none is left): OpenMP's pool when
-   the unit is built with it (waking it costs ~7 us; a pthread_create + join per product cost
-   35-190 us on the loaded 2-core machine), else threads started for the call */
-#ifdef _OPENMP
-static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
-  #pragma omp parallel num_threads(threads)
-  (void)work(job);
-}}
-#else
-static void ember_gemm_run_(int threads, void *(*work)(void *), void *job) {{
-  pthread_t tid[64];
-  int started = 0;
-  for (int t = 1; t < threads && t < 64; t++)
-    if (pthread_create(&tid[started], NULL, work, job) == 0) started++;
-  (void)work(job);
-  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
-}}
-#endif
-"""
+# the template pieces, str.format templates like _HELPERS ({mr} x {nr}: the micro-tile)
+_COMMON = "\n" + csrc("gemm_common.h.in")   # threads and EMBER_GEMM_MIN_FLOPS, once per unit
+_PACK_A = "\n" + csrc("gemm_pack_a.h.in")
+_PACK_B = "\n" + csrc("gemm_pack_b.h.in")
+_MICRO = "\n" + csrc("gemm_micro.h.in")
+# kernel bodies (lines, with /*@name@*/ lines standing for the blocks that ``_fill`` inserts)
+_TMPL_BODY = csrc("gemm_tmpl_body.c.in")     # the blocked loops around the micro-kernel
+_OMP_PIECES = csrc("gemm_omp_pieces.c.in")   # _pieces_with_epilogue
+_SLOT = re.compile(r"^( *)/\*@(\w+)@\*/$")
 
-_PACK_A = r"""
-/* {T} GEMM template pieces (ember/compiler/c/codegen/gemm.py): packed A slivers of {mr} rows */
-static void ember_pack_a_{mr}_{s}(const {T} *restrict A, int64_t ars, int64_t acs, int64_t mc,
-                                 int64_t kc, {T} *restrict pa) {{
-  for (int64_t r0 = 0; r0 < mc; r0 += {mr})
-    for (int64_t p = 0; p < kc; p++)
-      for (int64_t ii = 0; ii < {mr}; ii++)
-        *pa++ = r0 + ii < mc ? A[(r0 + ii) * ars + p * acs] : ({T})0;
-}}
-"""
-_PACK_B = r"""
-static void ember_pack_b_{nr}_{s}(const {T} *restrict B, int64_t brs, int64_t bcs, int64_t kc,
-                                 int64_t nc, {T} *restrict pb) {{
-  for (int64_t c0 = 0; c0 < nc; c0 += {nr})
-    for (int64_t p = 0; p < kc; p++)
-      for (int64_t jj = 0; jj < {nr}; jj++)
-        *pb++ = c0 + jj < nc ? B[p * brs + (c0 + jj) * bcs] : ({T})0;
-}}
-"""
-_MICRO = r"""
-/* the {mr}x{nr} micro-kernel: {mr} rows of {nr} accumulators held as 32-byte GNU C vectors
-   (registers; gcc emits AVX2 at -march=native), one broadcast multiply-add per row and k */
-#ifndef EMBER_V_{S}
-#define EMBER_V_{S} 1
-typedef {T} ember_v_{s}_t __attribute__((vector_size(32)));
-#endif
-static inline void ember_micro_{mr}x{nr}_{s}(int64_t kc, const {T} *restrict a,
-                                            const {T} *restrict b, {T} out[{mr}][{nr}]) {{
-  enum {{ L = (int)(32 / sizeof({T})), V = {nr} / L }};
-  ember_v_{s}_t c[{mr}][V];
-  for (int ii = 0; ii < {mr}; ii++) for (int v = 0; v < V; v++) c[ii][v] = (ember_v_{s}_t){{0}};
-  for (int64_t p = 0; p < kc; p++) {{
-    ember_v_{s}_t bv[V];
-    for (int v = 0; v < V; v++) memcpy(&bv[v], b + p * {nr} + v * L, 32);
-    for (int ii = 0; ii < {mr}; ii++) {{
-      const ember_v_{s}_t av = (ember_v_{s}_t){{0}} + a[p * {mr} + ii];
-      for (int v = 0; v < V; v++) c[ii][v] += av * bv[v];
-    }}
-  }}
-  for (int ii = 0; ii < {mr}; ii++)
-    for (int v = 0; v < V; v++) memcpy(&out[ii][v * L], &c[ii][v], 32);
-}}
-"""
+
+def _fill(text: str, blocks: dict) -> list:
+    """The lines of ``text`` with each ``/*@name@*/`` line replaced by ``blocks[name]``'s
+    lines at that line's indentation (nothing when the block is empty)."""
+    out = []
+    for line in text.splitlines():
+        m = _SLOT.match(line)
+        out += [m.group(1) + x for x in blocks[m.group(2)]] if m else [line]
+    return out
 
 
 # the helpers' name suffix per dtype; integer products have no BLAS (gemm_int.h.in)
@@ -261,37 +208,8 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
     plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
              f"N_);"]
     plain += [x[2:] for x in _epilogue_pass(k, True)]
-    return [
-        "#ifdef _OPENMP",
-        "if (ember_num_threads >= 2 && 2.0 * M_ * N_ * K_ >= EMBER_GEMM_MIN_FLOPS &&",
-        "    (M_ >= N_ ? M_ : N_) >= 2 * ember_num_threads) {",
-        "  const int threads_ = ember_num_threads, rows_ = M_ >= N_;",
-        "  const int64_t dim_ = rows_ ? M_ : N_;",
-        "  int64_t pieces_ = threads_, next_ = 0;  /* as ember_gemm_<s> splits */",
-        "  while (dim_ / (pieces_ + threads_) >= 512 && pieces_ < 4 * threads_) "
-        "pieces_ += threads_;",
-        "  ember_blas_threads(1);",
-        "  #pragma omp parallel num_threads(threads_)",
-        "  for (;;) {  /* blocks are claimed: a thread that starts late finds them done */",
-        "    const int64_t p_ = __atomic_fetch_add(&next_, 1, __ATOMIC_RELAXED);",
-        "    if (p_ >= pieces_) break;",
-        "    const int64_t lo_ = dim_ * p_ / pieces_, hi_ = dim_ * (p_ + 1) / pieces_;",
-        "    const int64_t r0_ = rows_ ? lo_ : 0, r1_ = rows_ ? hi_ : M_;",
-        "    const int64_t col0 = rows_ ? 0 : lo_, ncols = rows_ ? N_ : hi_ - lo_;",
-        "    if (r1_ > r0_ && ncols > 0) {",
-        f"      {call}",
-        "      for (int64_t row = r0_; row < r1_; row++) {",
-        *[f"        {x}" for x in epi],
-        "      }",
-        "    }",
-        "  }",
-        "  ember_blas_threads(threads_);",
-        "} else",
-        "#endif",
-        "{",
-        *[f"  {x}" for x in plain],
-        "}",
-    ]
+    text = _OMP_PIECES.format(call=call)
+    return _fill(text, {"epilogue": epi, "plain": plain})
 
 
 def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
@@ -313,46 +231,9 @@ def _template_body(k: GemmKernel) -> list:
     pre = [f"  {t} *pa_ = ({t} *)malloc(sizeof({t}) * {mc * _KC});",
            f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * {nc * _KC});",
            "  if (pa_ == NULL || pb_ == NULL) { free(pa_); free(pb_); return; }"]
-    body = [
-        f"for (int64_t jc = 0; jc < N_; jc += {nc}) {{",
-        f"  const int64_t nc = N_ - jc < {nc} ? N_ - jc : {nc};",
-        "  if (K_ == 0) {",
-        "    for (int64_t r = 0; r < M_; r++) {",
-        "      for (int64_t c = jc; c < jc + nc; c++) C_[r * N_ + c] = 0;",
-        "      const int64_t row = r, col0 = jc, ncols = nc; (void)row; (void)col0; (void)ncols;",
-        *[f"      {x}" for x in _tile_epilogue(k)],
-        "    }",
-        "  }",
-        f"  for (int64_t pc = 0; pc < K_; pc += {_KC}) {{",
-        f"    const int64_t kc = K_ - pc < {_KC} ? K_ - pc : {_KC};",
-        "    const int last = pc + kc >= K_;",
-        f"    ember_pack_b_{nr}_{s}(B_ + pc * ({k.b.rs}) + jc * ({k.b.cs}), {k.b.rs}, {k.b.cs}, "
-        f"kc, nc, pb_);",
-        f"    for (int64_t ic = 0; ic < M_; ic += {mc}) {{",
-        f"      const int64_t mc = M_ - ic < {mc} ? M_ - ic : {mc};",
-        f"      ember_pack_a_{mr}_{s}(A_ + ic * ({k.a.rs}) + pc * ({k.a.cs}), {k.a.rs}, "
-        f"{k.a.cs}, mc, kc, pa_);",
-        f"      for (int64_t jr = 0; jr < nc; jr += {nr}) {{",
-        f"        for (int64_t ir = 0; ir < mc; ir += {mr}) {{",
-        f"          {t} acc[{mr}][{nr}];",
-        f"          ember_micro_{mr}x{nr}_{s}(kc, pa_ + ir * kc, pb_ + jr * kc, acc);",
-        f"          const int64_t mm = mc - ir < {mr} ? mc - ir : {mr};",
-        f"          const int64_t ncols = nc - jr < {nr} ? nc - jr : {nr};",
-        "          for (int64_t ii = 0; ii < mm; ii++) {",
-        "            const int64_t row = ic + ir + ii, col0 = jc + jr;",
-        f"            {t} *restrict crow = C_ + row * N_ + col0;",
-        "            if (pc == 0) for (int64_t jj = 0; jj < ncols; jj++) crow[jj] = acc[ii][jj];",
-        "            else for (int64_t jj = 0; jj < ncols; jj++) crow[jj] += acc[ii][jj];",
-        "            if (last) {",
-        *[f"              {x}" for x in _tile_epilogue(k)],
-        "            }",
-        "          }",
-        "        }",
-        "      }",
-        "    }",
-        "  }",
-        "}",
-    ]
+    body = _fill(_TMPL_BODY.format(nc=nc, mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t,
+                                   ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
+                 {"epilogue": _tile_epilogue(k)})
     return pre + _batch_loops(k, body) + ["  free(pa_);", "  free(pb_);"]
 
 

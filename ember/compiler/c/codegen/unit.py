@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, index, pool, sort
+from ember.compiler.c.codegen import attention, csrc, index, pool, sort
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
@@ -91,55 +91,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
 # calls of GEMM kernels (the macros below wrap ember_gemm_<s>/ember_gemm_batched_<s> at their
 # call sites in kernels; the split work inside the helpers is not counted twice).  Slots are
 # numbered over all kernels of all segments in order; ``backend.profile`` reads them.
-_PROFILE = r"""
-/* EMBER_C_PROFILE: per-kernel timers (ember/compiler/c/codegen/unit.py, profile_block) */
-#include <time.h>
-#define EMBER_PROFILE 1
-static double ember_prof_blas_;   /* ns in BLAS since the current kernel call began */
-static inline double ember_prof_now_(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-#define EMBER_PROF_N_ %(n)d
-static const char *const ember_prof_names_[EMBER_PROF_N_ + 1] = {%(names)s};
-static double ember_prof_ns_[EMBER_PROF_N_ + 1];   /* (one per line: toolchain.bundle_unit) */
-static double ember_prof_blas_ns_[EMBER_PROF_N_ + 1];
-static int64_t ember_prof_calls_[EMBER_PROF_N_ + 1];
-#define EMBER_PROF_BEGIN_() double ember_t0_ = ember_prof_now_(); ember_prof_blas_ = 0
-#define EMBER_PROF_END_(slot) do { ember_prof_ns_[slot] += ember_prof_now_() - ember_t0_; \
-    ember_prof_blas_ns_[slot] += ember_prof_blas_; ember_prof_calls_[slot]++; } while (0)
-#define EMBER_PROF_BLAS_(call) do { const double ember_b0_ = ember_prof_now_(); call; \
-    ember_prof_blas_ += ember_prof_now_() - ember_b0_; } while (0)
-#define ember_gemm_f(...) EMBER_PROF_BLAS_(ember_gemm_f(__VA_ARGS__))
-#define ember_gemm_d(...) EMBER_PROF_BLAS_(ember_gemm_d(__VA_ARGS__))
-#ifdef _OPENMP   /* a product split inside a kernel's own region: thread 0's BLAS time */
-#include <omp.h>
-#define EMBER_PROF_BLAS0_(call) do { if (omp_get_thread_num() == 0) EMBER_PROF_BLAS_(call); \
-    else call; } while (0)
-#else
-#define EMBER_PROF_BLAS0_(call) EMBER_PROF_BLAS_(call)
-#endif
-#define ember_gemm1_f(...) EMBER_PROF_BLAS0_(ember_gemm1_f(__VA_ARGS__))
-#define ember_gemm1_d(...) EMBER_PROF_BLAS0_(ember_gemm1_d(__VA_ARGS__))
-#define ember_gemm_batched_f(...) EMBER_PROF_BLAS_(ember_gemm_batched_f(__VA_ARGS__))
-#define ember_gemm_batched_d(...) EMBER_PROF_BLAS_(ember_gemm_batched_d(__VA_ARGS__))
-EMBER_EXPORT int64_t ember_profile_size(void) { return EMBER_PROF_N_; }
-EMBER_EXPORT const char *ember_profile_name(int64_t i) {
-  return i >= 0 && i < EMBER_PROF_N_ ? ember_prof_names_[i] : "";
-}
-/* per slot: total ns, ns inside BLAS, calls */
-EMBER_EXPORT void ember_profile_read(double *ns, double *blas_ns, int64_t *calls) {
-  for (int64_t i = 0; i < EMBER_PROF_N_; i++) {
-    ns[i] = ember_prof_ns_[i]; blas_ns[i] = ember_prof_blas_ns_[i]; calls[i] = ember_prof_calls_[i];
-  }
-}
-EMBER_EXPORT void ember_profile_reset(void) {
-  for (int64_t i = 0; i < EMBER_PROF_N_; i++) {
-    ember_prof_ns_[i] = 0; ember_prof_blas_ns_[i] = 0; ember_prof_calls_[i] = 0;
-  }
-}
-"""
+_PROFILE = "\n" + csrc("profile.h.in")   # a %-format template: %(n)d, %(names)s
 
 
 def profile_label(seg: Segment, k: Kernel) -> str:

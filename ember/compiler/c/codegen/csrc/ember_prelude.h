@@ -890,6 +890,11 @@ EMBER_INLINE int64_t ember__nan_to_num_i(int64_t x, double a, double b, double c
 #define ember_bitwise_not(x) _Generic((x), bool: !(x), default: ~(x))
 /* a double constant in x's float type (what NumPy does with x * x.dtype.type(c)) */
 #define ember_like(x, c) _Generic((x), float: (float)(c), default: (double)(c))
+/* a * b + c rounded once, as PyTorch's CPU kernels compute add/sub with alpha and addcmul
+ * (ember/ops/_fma.py does the same in eager): the instruction where the target has one, else
+ * libm's exact fma (never the two roundings of EMBER_FMAF's fallback) */
+#define ember_fma(a, b, c) _Generic((a) + (b) + (c), float: __builtin_fmaf,                     \
+    default: __builtin_fma)(a, b, c)
 /* a parameter (a double, or an int64 for integer kernels) in x's own type, as the eager
  * kernels convert a Python scalar (NumPy's weak scalars; ``_cast_params`` of the activations):
  * floats round; integer types truncate a float and wrap, through int64 as NumPy's casts do */
