@@ -65,7 +65,7 @@ def _fill(text: str, blocks: dict) -> list:
 # the helpers' name suffix per dtype; integer products have no BLAS (gemm_int.h.in)
 _SUFFIX = {"float32": "f", "float64": "d", "int64": "i64", "int32": "i32", "int16": "i16",
            "int8": "i8", "uint8": "u8"}
-_INT_HELPERS = (Path(__file__).with_name("csrc") / "gemm_int.h.in").read_text()
+_INT_HELPERS = csrc("gemm_int.h.in")
 
 
 def _suffix(k: GemmKernel) -> str:
