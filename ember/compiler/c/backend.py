@@ -32,7 +32,7 @@ from ember.compiler.c.decompose import decompose
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
 from ember.compiler.c.lower.context import log as lower_log
-from ember.compiler.c.schedule import memory_plan, schedule
+from ember.compiler.c.schedule import memory_plan, plan, schedule
 from ember.compiler.frontend import api
 from ember.compiler.frontend.graph import Graph, _resolve
 from ember.config import config
@@ -97,6 +97,8 @@ class CompiledGraph:
         program = self._program = lower_and_schedule(self.graph)
         if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
             autotune.tune_program(program, EXTRA_FLAGS)
+            if config.verify_ir:  # what codegen receives, checked again after the tuning
+                program.verify()
         self.stats = program.stats  # type: ignore[attr-defined]
         self._source = generate(program, openmp=config.c_openmp,
                                 profile=config.c_profile)
@@ -516,7 +518,10 @@ def lower_and_schedule(graph: Graph) -> Program:
     Ops with a ``decomp`` and no C rule are expanded first (``decompose.py``): the program's
     node indices refer to ``decompose(graph)``, which is ``graph`` when nothing expands."""
     graph = decompose(graph)
-    program = lower(graph, _HELPERS)
+    fusion = plan(graph, _HELPERS)
+    if config.verify_ir:
+        fusion.verify(graph)
+    program = lower(graph, _HELPERS, fusion)
     if config.verify_ir:
         program.verify()
     schedule(program, graph)
