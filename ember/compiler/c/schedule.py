@@ -17,7 +17,8 @@ lowered ``Program`` before codegen (ARCHITECTURE.md §5).
 ``config.verify_ir``, EMBER_VERIFY_IR=1, set by the tests) and the program after scheduling,
 before codegen (always).  Every decision is logged under ``EMBER_LOGS=fusion``.
 
->>> fp = plan(graph); program = lower(graph, helpers, fp); schedule(program, graph)  # doctest: +SKIP
+>>> fp = plan(graph)                                         # doctest: +SKIP
+>>> schedule(lower(graph, helpers, fp), graph)               # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import itertools
 import math
 from typing import Any
 
+from ember.compiler.c.fusion_plan import FusionPlan, plan
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
 )
@@ -43,7 +45,6 @@ from ember.compiler.c.ir.loop_ir import (
     Store,
     reads_flat_index,
 )
-from ember.compiler.c.fusion_plan import FusionPlan, plan
 from ember.compiler.c.lower.context import log, loop_index
 from ember.compiler.frontend.graph import Graph
 
