@@ -8,7 +8,8 @@ looks at the whole graph first and decides, for lowering to follow:
 * **order** (``FusionPlan.order``): a topological order of the nodes.  Graph order is kept,
   except that (1) where the next node is a pointwise op of another iteration shape (greedy
   lowering would close the open group there), the ready pointwise nodes of the open group's
-  shape further on are lowered first, so they join the open group instead of opening a
+  shape further on (except those reading a GEMM's product: they stay to become its epilogue)
+  are lowered first, so they join the open group instead of opening a
   kernel of their own later: N interleaved shapes give N kernels less; a node is pulled only
   with every pointwise consumer of its shape (else its value would be stored and loaded
   again, which pulling would not pay for), and never one a reduction, row or scan op would
@@ -41,7 +42,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.compiler.c.lower import pointwise, reduce
+from ember.compiler.c.lower import gemm, pointwise, reduce, registry
 from ember.compiler.c.lower.context import is_ref, log
 from ember.compiler.frontend.graph import Graph
 from ember.errors import EmberRuntimeError
@@ -119,6 +120,12 @@ def _refs(args: Any) -> list:
     return out
 
 
+def _takes_epilogue(op: Any) -> bool:
+    """True for an op the GEMM rule lowers (its product can take a pointwise epilogue)."""
+    rule = registry.rule_for(op)
+    return getattr(rule, "func", rule) is gemm.lower_gemm
+
+
 def _preds(node: Any) -> set:
     return {r[1] for r in _refs(node.args) if r[0] == "n"}
 
@@ -144,6 +151,18 @@ class _Info:
                         for n in nodes]
         self.shape = [self._fusable_shape(n) if not self.barrier[i] else None
                       for i, n in enumerate(nodes)]
+        self.gemm = [_takes_epilogue(n.op) for n in nodes]
+
+    def reads_gemm(self, i: int) -> bool:
+        """True when node ``i`` reads a GEMM's product (directly or through views): its group
+        can become that GEMM's epilogue (``schedule.fuse_epilogues``), so it stays put."""
+        nodes = self.graph.nodes
+        for r in _refs(nodes[i].args):
+            while r[0] == "n" and nodes[r[1]].op.kind == "view" and is_ref(nodes[r[1]].args[0]):
+                r = nodes[r[1]].args[0]
+            if r[0] == "n" and self.gemm[r[1]]:
+                return True
+        return False
 
     def spec(self, r: tuple) -> tuple:
         if r[0] == "i":
@@ -230,7 +249,7 @@ def _pullable(info: _Info, done: list, pos: int, shape: tuple) -> list:
     cand = []
     chosen: set = set()
     for j in _window(info, done, pos):
-        if done[j] or info.shape[j] != shape:
+        if done[j] or info.shape[j] != shape or info.reads_gemm(j):
             continue
         if all(done[p] or p in chosen for p in info.preds[j]):
             cand.append(j)
