@@ -1,6 +1,7 @@
 """The C backend: ``ember.compile``'s default (``backend="inductor"``, also ``"c"``).
 
-``c_backend(graph, example_inputs)`` lowers the graph to the loop IR (``lower/``), schedules it
+``c_backend(graph, example_inputs)`` plans the fusion over the whole graph (``schedule.plan``),
+lowers the graph to the loop IR following the plan (``lower/``), schedules it
 (``schedule.py``: epilogue fusion, memory plan), generates one C translation unit
 (``codegen/unit.py``), builds it once with ``build/toolchain.compile_unit``
 (cached on disk, possibly prebuilt in a bundle; a run plan on disk skips lowering next time)
@@ -32,7 +33,8 @@ from ember.compiler.c.decompose import decompose
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
 from ember.compiler.c.lower.context import log as lower_log
-from ember.compiler.c.schedule import memory_plan, plan, schedule
+from ember.compiler.c.schedule import memory_plan, schedule
+from ember.compiler.c.schedule import plan as plan_fusion
 from ember.compiler.frontend import api
 from ember.compiler.frontend.graph import Graph, _resolve
 from ember.config import config
@@ -513,12 +515,13 @@ _PAGE_ALIGN_FROM = 1 << 16
 
 
 def lower_and_schedule(graph: Graph) -> Program:
-    """``graph`` lowered to the loop IR and scheduled: what codegen receives.  Its
-    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass.
+    """``graph`` planned (``schedule.plan``), lowered to the loop IR following the plan and
+    scheduled: what codegen receives.  Its ``verify()`` runs before codegen, and with
+    ``config.verify_ir`` (tests) after each pass (the plan's ``FusionPlan.verify`` too).
     Ops with a ``decomp`` and no C rule are expanded first (``decompose.py``): the program's
     node indices refer to ``decompose(graph)``, which is ``graph`` when nothing expands."""
     graph = decompose(graph)
-    fusion = plan(graph, _HELPERS)
+    fusion = plan_fusion(graph, _HELPERS)  # before lowering: order, recompute or store
     if config.verify_ir:
         fusion.verify(graph)
     program = lower(graph, _HELPERS, fusion)

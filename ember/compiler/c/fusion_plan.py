@@ -101,7 +101,11 @@ class FusionPlan:
 
 def plan(graph: Graph, helpers: frozenset | None = None) -> FusionPlan:
     """The fusion plan of ``graph`` (``helpers``: the C helpers the prelude defines; None
-    assumes every helper a pointwise template names exists)."""
+    assumes every helper a pointwise template names exists).
+
+    >>> fp = plan(decompose(graph), backend._HELPERS)             # doctest: +SKIP
+    >>> program = lower(graph, backend._HELPERS, fp)               # doctest: +SKIP
+    """
     info = _Info(graph, helpers)
     fp = FusionPlan(order=[], barriers=[i for i in range(len(graph.nodes)) if info.barrier[i]])
     _order(info, fp)
