@@ -8,14 +8,15 @@ looks at the whole graph first and decides, for lowering to follow:
 * **order** (``FusionPlan.order``): a topological order of the nodes.  Graph order is kept,
   except that (1) where the next node is a pointwise op of another iteration shape (greedy
   lowering would close the open group there), the ready pointwise nodes of the open group's
-  shape further on (except those reading a GEMM's product: they stay to become its epilogue)
-  are lowered first, so they join the open group instead of opening a
-  kernel of their own later: N interleaved shapes give N kernels less; a node is pulled only
-  with every pointwise consumer of its shape (else its value would be stored and loaded
-  again, which pulling would not pay for), and never one a reduction, row or scan op would
-  take as its prologue; (2) after a reduction, the other reductions over the same input and
-  dims (``horizontal``) are lowered right away, so they share its loop nest (one pass over
-  the input) before an epilogue seals it.  Nodes with side effects or ordered state (tags
+  shape further on are lowered first, so they join the open group instead of opening a
+  kernel of their own later (six pointwise ops alternating between two shapes: six kernels
+  greedily, two planned).  A node is pulled only with every pointwise consumer of its shape
+  (else its value would be stored and loaded again, which pulling would not pay for), never
+  when a reduction, row or scan op would take it as its prologue, and never when it reads a
+  GEMM's product (it stays to become that GEMM's epilogue, ``schedule.fuse_epilogues``);
+  (2) after a reduction, the other reductions over the same input and dims
+  (``horizontal``) are lowered right away, so they share its loop nest (one pass over the
+  input) before an epilogue seals it.  Nodes with side effects or ordered state (tags
   ``inplace`` and ``random``, kind ``random``) are barriers: no node moves across one, so
   their relative order, and everything's order relative to them, is graph order.
 * **recompute or store** (``FusionPlan.recompute``): a pointwise value that a reduction takes
@@ -25,7 +26,8 @@ looks at the whole graph first and decides, for lowering to follow:
   bytes and ``n`` the kernels of other consumers (1: they fuse into one group), bytes moved
   are ``(1 + n) * in`` to recompute and ``in + (2 + n) * v`` to store (write once, read by the
   reduction and each consumer); recompute wins ties (one kernel less) unless the chain has
-  more than ``MAX_RECOMPUTE_OPS`` ops.
+  more than ``MAX_RECOMPUTE_OPS`` ops.  (A value that leaves a plain pointwise group is
+  always stored: lowering recomputes only reduction prologues.)
 
 Every decision is logged under ``EMBER_LOGS=fusion`` (or ``EMBER_DEBUG>=3``) as
 ``[ember.compiler fusion] plan: ...``.  ``FusionPlan.verify(graph)`` checks that the order is a
