@@ -72,9 +72,20 @@ def test_pulled_node_takes_its_consumers_or_stays():
     check(got, want)
     fp = plan(cg.graph, cbackend._HELPERS)
     fp.verify(cg.graph)
-    names = [cg.graph.nodes[i].op.name for i in fp.order]
-    assert names.index("mul") > names.index("add")
-    assert cg.stats.kernels <= greedy_kernels(cg)
+    assert fp.order == list(range(len(cg.graph.nodes))) and fp.moved == 0
+    assert cg.stats.kernels == greedy_kernels(cg)
+
+    def g(a, b):  # d no longer waits for e: c and d both join the group over a's shape
+        x = a + 1.0
+        e = b.t() * 2.0
+        c = b * 2.0
+        d = c + a
+        return x, d, e
+    got, want, cg = run_c(g, a, b)
+    check(got, want)
+    fp = plan(cg.graph, cbackend._HELPERS)
+    fp.verify(cg.graph)
+    assert fp.moved == 2 and cg.stats.kernels == greedy_kernels(cg) - 1 == 2
 
 
 def test_plan_of_the_char_gpt_step_has_fewer_kernels():
