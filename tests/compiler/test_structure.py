@@ -137,8 +137,9 @@ def test_rules_are_registered_by_opdef():
 
 
 def test_the_loop_ir_is_verified_after_each_pass(monkeypatch):
-    """``lower_and_schedule`` verifies after lowering and after scheduling under
-    ``config.verify_ir`` (the suite sets it), and once before codegen otherwise."""
+    """``lower_and_schedule`` verifies the fusion plan, and the program after lowering and
+    after scheduling under ``config.verify_ir`` (the suite sets it), and the program once
+    before codegen otherwise."""
     import ember
     from ember.compiler.c import backend
     from ember.compiler.c.ir.loop_ir import Program
@@ -155,8 +156,13 @@ def test_the_loop_ir_is_verified_after_each_pass(monkeypatch):
     calls = []
     real = Program.verify
     monkeypatch.setattr(Program, "verify", lambda self: calls.append(1) or real(self))
-    for flag, want in ((True, 2), (False, 1)):
+    # the fusion plan (before lowering) is verified under verify_ir too
+    from ember.compiler.c.schedule import FusionPlan
+    real_plan = FusionPlan.verify
+    monkeypatch.setattr(FusionPlan, "verify",
+                        lambda self, g: calls.append("plan") or real_plan(self, g))
+    for flag, want in ((True, ["plan", 1, 1]), (False, [1])):
         calls.clear()
         monkeypatch.setattr(ember.config.config, "verify_ir", flag)
         program = backend.lower_and_schedule(graphs[0])
-        assert len(calls) == want and program.kernels()
+        assert calls == want and program.kernels()

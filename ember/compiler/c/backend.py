@@ -1,6 +1,7 @@
 """The C backend: ``ember.compile``'s default (``backend="inductor"``, also ``"c"``).
 
-``c_backend(graph, example_inputs)`` lowers the graph to the loop IR (``lower/``), schedules it
+``c_backend(graph, example_inputs)`` plans the fusion over the whole graph (``schedule.plan``),
+lowers the graph to the loop IR following the plan (``lower/``), schedules it
 (``schedule.py``: epilogue fusion, memory plan), generates one C translation unit
 (``codegen/unit.py``), builds it once with ``build/toolchain.compile_unit``
 (cached on disk, possibly prebuilt in a bundle; a run plan on disk skips lowering next time)
@@ -33,6 +34,7 @@ from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_s
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
 from ember.compiler.c.lower.context import log as lower_log
 from ember.compiler.c.schedule import memory_plan, schedule
+from ember.compiler.c.schedule import plan as plan_fusion
 from ember.compiler.frontend import api
 from ember.compiler.frontend.graph import Graph, _resolve
 from ember.config import config
@@ -97,6 +99,8 @@ class CompiledGraph:
         program = self._program = lower_and_schedule(self.graph)
         if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
             autotune.tune_program(program, EXTRA_FLAGS)
+            if config.verify_ir:  # what codegen receives, checked again after the tuning
+                program.verify()
         self.stats = program.stats  # type: ignore[attr-defined]
         self._source = generate(program, openmp=config.c_openmp,
                                 profile=config.c_profile)
@@ -511,12 +515,16 @@ _PAGE_ALIGN_FROM = 1 << 16
 
 
 def lower_and_schedule(graph: Graph) -> Program:
-    """``graph`` lowered to the loop IR and scheduled: what codegen receives.  Its
-    ``verify()`` runs before codegen, and with ``config.verify_ir`` (tests) after each pass.
+    """``graph`` planned (``schedule.plan``), lowered to the loop IR following the plan and
+    scheduled: what codegen receives.  Its ``verify()`` runs before codegen, and with
+    ``config.verify_ir`` (tests) after each pass (the plan's ``FusionPlan.verify`` too).
     Ops with a ``decomp`` and no C rule are expanded first (``decompose.py``): the program's
     node indices refer to ``decompose(graph)``, which is ``graph`` when nothing expands."""
     graph = decompose(graph)
-    program = lower(graph, _HELPERS)
+    fusion = plan_fusion(graph, _HELPERS)  # before lowering: order, recompute or store
+    if config.verify_ir:
+        fusion.verify(graph)
+    program = lower(graph, _HELPERS, fusion)
     if config.verify_ir:
         program.verify()
     schedule(program, graph)

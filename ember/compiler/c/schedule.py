@@ -1,14 +1,24 @@
-"""Scheduling: passes over the whole lowered ``Program`` before codegen (ARCHITECTURE.md §5).
+"""Scheduling: the fusion plan over the whole graph before lowering, then passes over the whole
+lowered ``Program`` before codegen (ARCHITECTURE.md §5).
 
+* ``plan(graph)`` (``fusion_plan.py``, re-exported here) runs BEFORE lowering: the order nodes
+  are lowered in (pointwise nodes of one iteration shape clustered, reductions over one input
+  next to each other, side-effect nodes never crossed), and for each reduction prologue that
+  other consumers need, whether they recompute it or it is stored, by bytes moved.  The
+  ``LoweringContext`` follows it; ``FusionPlan.verify`` checks it;
 * ``fuse_epilogues`` merges each pointwise kernel that directly follows a GEMM in its segment
   and reads the product element by element into the GEMM's epilogue; when nothing else needs
   the raw product, the GEMM writes straight into the epilogue's output buffer and the epilogue
   runs in place (no intermediate buffer);
 * ``memory_plan`` lets temporaries with disjoint lifetimes share memory.
 
-``schedule(program, graph)`` runs the fusion passes and, under ``EMBER_DEBUG``/tests
-(``verify=True``), checks the program after them.  The pointwise, reduction and row fusion
-decisions are still taken while lowering (``lower/context.py``, ``lower/reduce.py``).
+``schedule(program, graph)`` runs the passes over the lowered program.  The driver
+(``backend.lower_and_schedule``) verifies the plan and the program after lowering (under
+``config.verify_ir``, EMBER_VERIFY_IR=1, set by the tests) and the program after scheduling,
+before codegen (always).  Every decision is logged under ``EMBER_LOGS=fusion``.
+
+>>> fp = plan(graph)                                         # doctest: +SKIP
+>>> schedule(lower(graph, helpers, fp), graph)               # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import itertools
 import math
 from typing import Any
 
+from ember.compiler.c.fusion_plan import FusionPlan, plan
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
 )
@@ -275,4 +286,4 @@ def memory_plan(program: Program, graph: Graph) -> tuple[dict, list]:
     return slots, sizes
 
 
-__all__ = ["fuse_epilogues", "memory_plan", "python_visible", "schedule"]
+__all__ = ["FusionPlan", "fuse_epilogues", "memory_plan", "plan", "python_visible", "schedule"]

@@ -5,6 +5,8 @@ Importing this package imports every family module, so every rule is registered 
 ``lower`` runs.
 """
 
+from typing import Any
+
 from ember.compiler.c.ir.loop_ir import Program
 from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     attention,
@@ -25,10 +27,11 @@ from ember.compiler.c.lower.pointwise import helpers_in
 from ember.compiler.frontend.graph import Graph
 
 
-def lower(graph: Graph, helpers: frozenset) -> Program:
+def lower(graph: Graph, helpers: frozenset, plan: Any = None) -> Program:
     """The loop-IR ``Program`` of ``graph`` (with ``.stats`` and ``.sources``), before
-    scheduling (``ember.compiler.c.schedule``); ``helpers``: the C helpers the prelude has."""
-    return LoweringContext(graph, helpers).run()
+    scheduling (``ember.compiler.c.schedule``); ``helpers``: the C helpers the prelude has;
+    ``plan``: the ``FusionPlan`` lowering follows (``c/fusion_plan.py``; None: graph order)."""
+    return LoweringContext(graph, helpers, plan).run()
 
 
 __all__ = ["LowerStats", "LoweringContext", "helpers_in", "lower"]

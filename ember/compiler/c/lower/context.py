@@ -1,6 +1,7 @@
 """The lowering context: Graph -> loop IR, one node at a time (ARCHITECTURE.md §5).
 
-``LoweringContext`` walks the graph in order and gives each node to the rule registered for its
+``LoweringContext`` walks the graph in the order of its ``FusionPlan`` (``c/fusion_plan.py``;
+graph order without one) and gives each node to the rule registered for its
 OpDef (``registry.py``; the rule modules are one per op family: ``pointwise``, ``view``,
 ``reduce``, ``rows``, ``scan``, ``gemm``, ``copy``, ``index``, ``attention``, ``random``).  A rule
 returns None when it lowered the node, else the reason the node stays an extern.  The context
@@ -140,9 +141,10 @@ class LoweringContext:
     how the driver gets each value's NumPy array, ``("in", k)``, ``("buf", Buffer)`` or
     ``("view", node index, j)``)."""
 
-    def __init__(self, graph: Graph, helpers: frozenset) -> None:
+    def __init__(self, graph: Graph, helpers: frozenset, plan: Any = None) -> None:
         self.graph = graph
         self.helpers = helpers        # the ember_* C helpers the prelude defines
+        self.plan = plan              # the FusionPlan it follows (``c/fusion_plan.py``), or None
         self.stats = LowerStats()
         self.int_names = [f"s{k}" for k in range(graph.num_scalars)]
         self.dynamic = any(type(n) is Sym for s, _ in graph.inputs for n in s)
@@ -170,8 +172,10 @@ class LoweringContext:
             self.sources[("i", k)] = ("in", k)
 
     def run(self) -> Program:
-        for i, n in enumerate(self.graph.nodes):
-            self.lower_node(i, n)
+        nodes = self.graph.nodes
+        order = self.plan.order if self.plan is not None else range(len(nodes))
+        for i in order:  # the plan's order: a topological order that clusters fusable nodes
+            self.lower_node(i, nodes[i])
         self.close_segment()
         program = Program(self.steps, self.inputs, self.int_names, self.graph.num_scalars)
         program.sources = self.sources  # type: ignore[attr-defined]

@@ -252,13 +252,16 @@ def _absorbable(lw: LoweringContext, x: tuple, v: Any, shape: tuple, allowed: An
                               tuple(size_of(m) for m in u.specs[0][0]) == shape)
     if x in lw.outputs or not all(ok(c) for c in lw.uses.get(x, ())):
         return False
+    again = any(not allowed(lw.graph.nodes[c]) for c in lw.uses.get(x, ()))
     for ref, m in g.members.items():
         if ref == x:
             continue
         if m.buf is not None or ref in lw.outputs or any(
                 ("n", c, 0) not in g.members and not ok(c) for c in lw.uses.get(ref, ())):
             return False
-    return True
+        again = again or any(("n", c, 0) not in g.members for c in lw.uses.get(ref, ()))
+    # later consumers recompute the chain, unless the plan chose to store it (bytes moved)
+    return not again or lw.plan is None or lw.plan.should_recompute(x)
 
 
 # -- epilogues ---------------------------------------------------------------------------------
