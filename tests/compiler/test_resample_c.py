@@ -178,3 +178,27 @@ def test_generated_source_runs_the_pass_helper_on_static_tables():
     assert "static void ember_rs_pass_f(" in text
     assert "static const int32_t kernel0_i0[] = {" in text
     assert "ember_rs_pass_f(" in text.split("static int kernel0(")[1]
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+def test_inf_and_nan_propagate_as_eager(mode):
+    """Non-finite values: the same products and sums as eager, so the same NaN/inf pattern
+    (the backward's padded taps multiply by 0 as eager's do)."""
+    x = _input(2, "float32").astype(np.float32)
+    x[0, 0, 1, 2], x[1, 2, 3, 0] = np.inf, np.nan
+    xe = ember.tensor(x)
+    kw = dict(scale_factor=0.5, mode=mode, align_corners=False)
+    ember.compiler.reset()
+    f = ember.compile(lambda t: F.interpolate(t, **kw), backend="c", dynamic=False)
+    got, want = f(xe), F.interpolate(xe, **kw)
+    _assert_no_externs()
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert np.isnan(got.numpy()).any()
+    xg = ember.tensor(x).requires_grad_()
+    g = np.ones(tuple(want.shape), np.float32)
+    g[0, 0, 0, 0] = np.inf
+    (gc,) = ember.autograd.grad(f(xg), xg, ember.tensor(g))
+    _assert_no_externs()
+    (ge,) = ember.autograd.grad(F.interpolate(xg, **kw), xg, ember.tensor(g))
+    np.testing.assert_array_equal(gc.numpy(), ge.numpy())
+    assert not np.isfinite(gc.numpy()).all()
