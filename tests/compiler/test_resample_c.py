@@ -202,3 +202,24 @@ def test_inf_and_nan_propagate_as_eager(mode):
     (ge,) = ember.autograd.grad(F.interpolate(xg, **kw), xg, ember.tensor(g))
     np.testing.assert_array_equal(gc.numpy(), ge.numpy())
     assert not np.isfinite(gc.numpy()).all()
+
+
+def test_symbolic_batch_and_channels_stay_in_c():
+    """A new batch (or channel) size makes the graph shape-generic: the leading dims become
+    runtime integers and the kernel still runs in C (the spatial sizes stay static)."""
+    kw = dict(size=(5, 7), mode="bicubic", align_corners=False)
+    ember.compiler.reset()
+    f = ember.compile(lambda t: F.interpolate(t, **kw) * 2, backend="c")
+    for n, c in ((4, 3), (3, 3), (5, 2), (2, 6)):
+        x = ember.tensor(np.random.default_rng(n).standard_normal((n, c, 6, 9)))
+        got = f(x)
+        cg = cbackend.last_compiled()
+        assert cg.extern_count == 0, cg.externs
+        np.testing.assert_array_equal(got.numpy(), (F.interpolate(x, **kw) * 2).numpy())
+        xg = x.detach().requires_grad_()
+        g = ember.ones(n, c, 5, 7, dtype=ember.float64)
+        (gc,) = ember.autograd.grad(f(xg), xg, g)
+        assert cbackend.last_compiled().extern_count == 0
+        (ge,) = ember.autograd.grad(F.interpolate(xg, **kw) * 2, xg, g)
+        np.testing.assert_array_equal(gc.numpy(), ge.numpy())
+    assert cg._int_names, "the last graph should be shape-generic"

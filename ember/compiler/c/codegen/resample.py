@@ -19,7 +19,7 @@ import numpy as np
 from ember.compiler.c.codegen.index import _dot
 from ember.compiler.c.codegen.omp import OMP_MIN_ITERATIONS
 from ember.compiler.c.ir.kernels import ResampleKernel
-from ember.compiler.c.ir.loop_ir import compute_ctype, load_expr, store_expr
+from ember.compiler.c.ir.loop_ir import compute_ctype, load_expr, s_mul, store_expr
 
 # the pass helper per compute type, a str.format template ({T}: the C type, {s}: a suffix)
 _TEMPLATE = (Path(__file__).with_name("csrc") / "resample.h.in").read_text()
@@ -51,12 +51,24 @@ def _tables(k: ResampleKernel, ct: str) -> list:
     return lines
 
 
+def _lead_offset(lead: tuple, strides: tuple) -> str:
+    """C text: the element offset of plane ``r`` (C order over the leading dims ``lead``,
+    sizes and strides ints or C expressions over runtime integers)."""
+    terms, inner = [], 1
+    for d in reversed(range(len(lead))):
+        n, s = lead[d], strides[d]
+        if n != 1 and s != 0:
+            terms.append(f"((r) / {inner} % {n}) * {s}" if inner != 1 else f"((r) % {n}) * {s}")
+        inner = s_mul(inner, n)
+    return " + ".join(terms) or "0"
+
+
 def _plane_in(k: ResampleKernel, ct: str) -> tuple:
     """(lines that set ``src_``, whether the plane is read in place)."""
     g = k.x_geom
     nl = len(k.lead)
     st = tuple(g.strides)
-    base = f"{g.offset} + {_dot('r', tuple(k.lead), st[:nl])}" if nl else f"{g.offset}"
+    base = f"({g.offset}) + {_lead_offset(tuple(k.lead), st[:nl])}"
     contiguous, acc = True, 1
     for n, s in zip(reversed(k.size_in), reversed(st[nl:])):
         if n != 1 and s != acc:
@@ -96,10 +108,13 @@ def _passes(k: ResampleKernel, ct: str, direct_in: bool, direct_out: bool) -> li
     return lines
 
 
-def resample_source(k: ResampleKernel, openmp: bool) -> str:
-    """The C function of one ResampleKernel (its tables first, as static arrays)."""
+def resample_source(k: ResampleKernel, openmp: bool, ints: str) -> list:
+    """The lines of the C function of one ResampleKernel (its tables first, as static arrays);
+    ``ints`` is the line where the caller declares the runtime integers the kernel uses."""
     ct = compute_ctype(k.dtype)
-    rows = math.prod(k.lead)
+    rows: object = 1
+    for m in k.lead:
+        rows = s_mul(rows, m)
     cur, scratch = list(k.size_in), math.prod(k.size_in)
     for d, idx, _ in k.passes:
         cur[d] = idx.shape[1]
@@ -112,23 +127,23 @@ def resample_source(k: ResampleKernel, openmp: bool) -> str:
         f"static int {k.name}({k.out.ctype} *restrict {k.out.name}, "
         f"const {k.x.ctype} *restrict {k.x.name}, const int64_t *restrict ints, "
         f"const double *restrict floats) {{",
-        "  (void)ints; (void)floats;",
+        ints, "  (void)ints; (void)floats;",
         "  int bad_ = 0;"]
     if openmp:
-        total = rows * math.prod(k.size_out)
+        total = f"(int64_t)({rows}) * {math.prod(k.size_out)}"
         lines.append(f"  #pragma omp parallel num_threads(ember_num_threads) "
-                     f"if(ember_num_threads > 1 && {rows} > 1 && {total} >= "
+                     f"if(ember_num_threads > 1 && ({rows}) > 1 && {total} >= "
                      f"{OMP_MIN_ITERATIONS}) reduction(|: bad_)")
     lines += ["  {",
               f"    {ct} *a_ = ({ct} *)malloc({scratch} * sizeof({ct}));",
               f"    {ct} *b_ = ({ct} *)malloc({scratch} * sizeof({ct}));"]
     if openmp:
         lines.append("    #pragma omp for schedule(static)")
-    lines += [f"    for (int64_t r = 0; r < {rows}; r++) {{",
+    lines += [f"    for (int64_t r = 0; r < ({rows}); r++) {{",
               "      if (!a_ || !b_) { bad_ = 1; continue; }"]
     lines += load + _passes(k, ct, direct_in, direct_out)
     lines += ["    }", "    free(a_); free(b_);", "  }", "  return bad_;", "}"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 __all__ = ["prelude", "resample_source"]

@@ -634,7 +634,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, PoolKernel):
         return pool.pool_source(k, openmp)
     if isinstance(k, ResampleKernel):
-        return resample.resample_source(k, openmp)
+        return _declare_ints(resample.resample_source(k, openmp, _INTS), program)
     if isinstance(k, SortKernel):
         return sort.sort_source(k, openmp)
     if isinstance(k, SearchKernel):

@@ -7,8 +7,9 @@ time and emitted as static C arrays): the same products and sums in the same ord
 for float32/float16/bfloat16 (rounded once at the end) and float64 for float64, so the C result
 is bit-equal to eager (the backward is a gather over transposed taps, deterministic, not an
 atomic scatter).  Every mode of the op is covered (nearest, nearest-exact, linear, cubic, their
-antialiased variants, area), 1-3 spatial dims, both ``align_corners``, sizes or scales.  Static
-sizes only; a dynamic graph keeps the extern.
+antialiased variants, area), 1-3 spatial dims, both ``align_corners``, sizes or scales.  The
+spatial sizes must be static (the tables are built from them); the leading (batch, channel)
+dims may be symbolic (a graph made dynamic by a new batch size).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any
 from ember.compiler.c.ir.kernels import ResampleKernel
 from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
-from ember.compiler.c.lower.index import _static
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 from ember.ops import nn_resize as R
@@ -69,23 +69,26 @@ def lower_resample(lw: LoweringContext, i: int, n: Any, backward: bool) -> str |
     x = lw.in_memory(x_r)
     if x is None:
         return "an operand is not in memory"
-    if not _static(x.geom) or any(type(m) is not int for m in out_shape):
-        return "dynamic sizes"
-    xs = tuple(x.geom.shape)
+    nd = len(n.params["input_size"] if backward else n.params["size"])
+    xs, st = tuple(x.geom.shape), tuple(x.geom.strides)
+    spatial = xs[len(xs) - nd:] + st[len(st) - nd:] + out_shape
+    if any(type(m) is not int for m in spatial):
+        return "dynamic sizes"  # symbolic leading (batch, channel) dims are fine
     if 0 in xs or 0 in out_shape:
         return "an empty input or result"
     passes = _plan(n, backward, xs, out_shape, _compute_name(dt))
     if isinstance(passes, str):
         return passes
-    nd = len(passes)
+    lead = xs[:len(xs) - nd]
+    shape = lead + out_shape[len(out_shape) - nd:]
     lw.close_group()
     lw.open_segment()
-    out = lw.buffer(dt, out_shape, "temp")
+    out = lw.buffer(dt, shape, "temp")
     kname = lw.kernel_name()
-    lw.add_kernel(ResampleKernel(kname, dt, x.buf, x.geom, out, xs[:len(xs) - nd],
-                                 xs[len(xs) - nd:], out_shape[len(out_shape) - nd:], passes,
-                                 backward, [n.op.name]))
-    lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
+    lw.add_kernel(ResampleKernel(kname, dt, x.buf, x.geom, out, lead, xs[len(xs) - nd:],
+                                 out_shape[len(out_shape) - nd:], passes, backward,
+                                 [n.op.name]))
+    lw.bind(i, 0, out, Geometry.contiguous(shape), dt)
     log("fusion", f"{kname}: {n.op.name} as one resampling kernel", 3)
     return None
 
