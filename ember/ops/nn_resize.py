@@ -15,7 +15,10 @@ over blocks of the leading (batch, channel) rows that stay in cache, spread over
 threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
 block once and reads every tap as a shifted flat view of the repeat (the same elements, so the
 same products and sums), gathering only the few border outputs: a gather per tap is the
-costliest step of the forward.  The backward is the transpose, written as taps too: input
+costliest step of the forward.  A plane larger than a block is split, in the forward, into
+chunks of output rows along its first spatial dim, each computed from the input rows it reads
+(so large single images stay in cache and spread over the threads).  The backward is the
+transpose, written as taps too: input
 ``j`` gathers the outputs that read it (``transposed_taps``, padded with zero weights), so it
 costs what the forward does (a gradient that holds inf or NaN can turn a padded ``0 * inf``
 into NaN).  The two ops are each other's vjp, so double backward works.  In the C backend
@@ -311,12 +314,26 @@ def _along_repeat(x: np.ndarray, n: int, tables: tuple, out: np.ndarray | None) 
     return res
 
 
+def _chunks(idx: np.ndarray, n_out: int, inner: int) -> list:
+    """Output ranges ``[a, b)`` of the forward's last pass (dim 0) of ~0.5 MiB each, with the
+    input rows ``[i_lo, i_hi)`` that they read: ``[(a, b, i_lo, i_hi)]``."""
+    ch = max(1, 2 * _parallel.BLOCK // max(inner, 1))
+    out = []
+    for a in range(0, n_out, ch):
+        sub = idx[:, a:a + ch]
+        out.append((a, min(a + ch, n_out), int(sub.min()), int(sub.max()) + 1))
+    return out
+
+
 def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
                plans: list | None = None) -> np.ndarray:
     """Apply ``tables[d]`` along spatial dim ``d`` for ``d`` in ``order`` to every leading row
     of ``x``, in row blocks small enough that the intermediates stay in cache, spread over
     ember's threads (the blocks' results do not depend on the split).  ``plans[d]``: a
-    ``repeat_plan`` for the last dim (used on contiguous blocks), or None."""
+    ``repeat_plan`` for the last dim (used on contiguous blocks), or None.  A plane too large
+    for one block, in the forward (dim 0 last), is split along dim 0 into output chunks, each
+    computed from the input rows it reads (the same values: every output row is computed as
+    in one piece)."""
     lead = x.shape[:x.ndim - nd]
     rows = math.prod(lead)
     x2 = np.ascontiguousarray(x).reshape((rows,) + x.shape[x.ndim - nd:])
@@ -325,7 +342,16 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
         return out.reshape(lead + tuple(size))
     plane = max(math.prod(x2.shape[1:]), math.prod(size), 1)
     per = max(1, 2 * _parallel.BLOCK // plane)  # ~0.5 MiB of float32 output per block
-    blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
+    chunks = None
+    if per == 1 and nd >= 2 and order[-1] == 0 and plane > 4 * _parallel.BLOCK:
+        chunks = _chunks(tables[0][0], size[0], math.prod(size[1:]))
+    if chunks is None or len(chunks) < 2:
+        chunks, span = [(0, size[0], 0, x2.shape[1])], x2.shape[1]
+        blocks = [(lo, min(lo + per, rows), c) for lo in range(0, rows, per) for c in chunks]
+    else:
+        span = max(c[3] - c[2] for c in chunks)
+        blocks = [(r, r + 1, c) for r in range(rows) for c in chunks]
+    whole = len(chunks) == 1
     threads = min(_parallel.get_num_threads(), len(blocks))
     if x.size + out.size < _parallel.MIN_ELEMENTS:
         threads = 1
@@ -335,24 +361,26 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
     steps = []
     for d in order:
         idx, w = tables[d]
+        lines = per * math.prod(([span] + cur[1:d]) if d and not whole else cur[:d])
         small = d == nd - 1 and per * math.prod(cur) <= 1 << 24
         plan = plans[d] if plans is not None and small else None
-        flat = _flat_taps(idx, per * math.prod(cur[:d]), cur[d]) if small and not plan else None
-        rep = None if plan is None else _repeat_tables(idx, w, plan, per * math.prod(cur[:d]),
-                                                        cur[d])
+        flat = _flat_taps(idx, lines, cur[d]) if small and whole and not plan else None
+        rep = None if plan is None else _repeat_tables(idx, w, plan, lines, cur[d])
         cur[d] = idx.shape[1]
         steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat, rep))
 
     def work() -> None:
-        for lo, hi in todo:
-            b = x2[lo:hi]
+        for lo, hi, (a, b, i_lo, i_hi) in todo:
+            blk = x2[lo:hi] if whole else x2[lo:hi, i_lo:i_hi]
             for d, idx, w, flat, rep in steps:
-                dst = out[lo:hi] if d == last else None
-                if rep is not None and b.flags.c_contiguous:
-                    b = _along_repeat(b, idx.shape[1], rep, dst)
+                dst = (out[lo:hi] if whole else out[lo:hi, a:b]) if d == last else None
+                if rep is not None and blk.flags.c_contiguous:
+                    blk = _along_repeat(blk, idx.shape[1], rep, dst)
                     continue
-                b = _along(b, 1 + d, idx, w, out=dst,
-                           flat=flat if hi - lo == per and b.flags.c_contiguous else None)
+                if not whole and d == 0:
+                    idx, w = idx[:, a:b] - i_lo, [wk[a:b] for wk in w] if w else w
+                blk = _along(blk, 1 + d, idx, w, out=dst,
+                             flat=flat if hi - lo == per and blk.flags.c_contiguous else None)
 
     if threads > 1:
         _parallel._run([work] * threads)
