@@ -325,6 +325,25 @@ def _chunks(idx: np.ndarray, n_out: int, inner: int) -> list:
     return out
 
 
+def _steps(tables: list, order: range, plans: list | None, cur: list, per: int,
+           span: int | None) -> list:
+    """``_separable``'s passes: ``(dim, idx, weights, flat taps, repeat tables)`` each, for
+    blocks of ``per`` planes of spatial sizes ``cur`` (``span``: the most input rows along
+    dim 0 that one chunk reads, when planes are split into chunks)."""
+    steps = []
+    nd = len(cur)
+    for d in order:
+        idx, w = tables[d]
+        lines = per * math.prod(([span] + cur[1:d]) if d and span else cur[:d])
+        small = d == nd - 1 and per * math.prod(cur) <= 1 << 24
+        plan = plans[d] if plans is not None and small else None
+        flat = _flat_taps(idx, lines, cur[d]) if small and not span and not plan else None
+        rep = None if plan is None else _repeat_tables(idx, w, plan, lines, cur[d])
+        cur[d] = idx.shape[1]
+        steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat, rep))
+    return steps
+
+
 def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
                plans: list | None = None) -> np.ndarray:
     """Apply ``tables[d]`` along spatial dim ``d`` for ``d`` in ``order`` to every leading row
@@ -357,17 +376,7 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
         threads = 1
     todo = iter(blocks)  # shared: blocks go to whichever thread is free
     last = order[-1]
-    cur = list(x2.shape[1:])
-    steps = []
-    for d in order:
-        idx, w = tables[d]
-        lines = per * math.prod(([span] + cur[1:d]) if d and not whole else cur[:d])
-        small = d == nd - 1 and per * math.prod(cur) <= 1 << 24
-        plan = plans[d] if plans is not None and small else None
-        flat = _flat_taps(idx, lines, cur[d]) if small and whole and not plan else None
-        rep = None if plan is None else _repeat_tables(idx, w, plan, lines, cur[d])
-        cur[d] = idx.shape[1]
-        steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat, rep))
+    steps = _steps(tables, order, plans, list(x2.shape[1:]), per, None if whole else span)
 
     def work() -> None:
         for lo, hi, (a, b, i_lo, i_hi) in todo:
