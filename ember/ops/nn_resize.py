@@ -15,8 +15,8 @@ over blocks of the leading (batch, channel) rows that stay in cache, spread over
 threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
 block once and reads every tap as a shifted flat view of the repeat (the same elements, so the
 same products and sums), gathering only the few border outputs: a gather per tap is the
-costliest step of the forward.  A plane larger than a block is split, in the forward, into
-chunks of output rows along its first spatial dim, each computed from the input rows it reads
+costliest step of the forward.  A plane larger than a block is split into chunks of output
+rows along its first spatial dim, each computed from the input rows it reads
 (so large single images stay in cache and spread over the threads).  The backward is the
 transpose, written as taps too: input
 ``j`` gathers the outputs that read it (``transposed_taps``, padded with zero weights), so it
@@ -350,9 +350,8 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
     of ``x``, in row blocks small enough that the intermediates stay in cache, spread over
     ember's threads (the blocks' results do not depend on the split).  ``plans[d]``: a
     ``repeat_plan`` for the last dim (used on contiguous blocks), or None.  A plane too large
-    for one block, in the forward (dim 0 last), is split along dim 0 into output chunks, each
-    computed from the input rows it reads (the same values: every output row is computed as
-    in one piece)."""
+    for one block is split along dim 0 into chunks of output rows, each computed from the
+    input rows it reads (the same values: every output row is computed as in one piece)."""
     lead = x.shape[:x.ndim - nd]
     rows = math.prod(lead)
     x2 = np.ascontiguousarray(x).reshape((rows,) + x.shape[x.ndim - nd:])
@@ -362,7 +361,7 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
     plane = max(math.prod(x2.shape[1:]), math.prod(size), 1)
     per = max(1, 2 * _parallel.BLOCK // plane)  # ~0.5 MiB of float32 output per block
     chunks = None
-    if per == 1 and nd >= 2 and order[-1] == 0 and plane > 4 * _parallel.BLOCK:
+    if per == 1 and nd >= 2 and plane > 4 * _parallel.BLOCK:
         chunks = _chunks(tables[0][0], size[0], math.prod(size[1:]))
     if chunks is None or len(chunks) < 2:
         chunks, span = [(0, size[0], 0, x2.shape[1])], x2.shape[1]

@@ -157,10 +157,16 @@ def test_interpolate_integer_factor_repeat_path(mode: str, ac, factor: int, dtyp
         kw = {"scale_factor": factor, "mode": mode}
         if ac is not None:
             kw["align_corners"] = ac
-        ye = ember.nn.functional.interpolate(ember.tensor(x), **kw).numpy()
-        yt = torch.nn.functional.interpolate(torch.tensor(x), **kw).numpy()
+        xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ye = ember.nn.functional.interpolate(xe, **kw)
+        yt = torch.nn.functional.interpolate(xt, **kw)
         tol = 1e-5 if dtype == "float32" else 1e-12
-        np.testing.assert_allclose(ye, yt, rtol=tol, atol=tol)
+        np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+        g = np.random.default_rng(12).standard_normal(tuple(yt.shape)).astype(dtype)
+        ye.backward(ember.tensor(g))
+        yt.backward(torch.tensor(g))
+        gtol = 1e-4 if dtype == "float32" else 1e-11
+        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=gtol, atol=gtol)
     finally:
         ember.set_num_threads(before)
 
@@ -175,7 +181,8 @@ def test_interpolate_integer_factor_repeat_path(mode: str, ac, factor: int, dtyp
 def test_interpolate_large_planes_in_chunks(mode: str, shape: tuple, size: tuple,
                                             dtype: str) -> None:
     """A plane larger than a block is computed in chunks of output rows along its first
-    spatial dim, each from the input rows it reads, on two threads: against torch (float64
+    spatial dim, each from the input rows it reads, forward and backward, on two threads:
+    against torch (float64
     for the non-integer scales, where float32 tables differ from ATen's by an ulp at a few
     positions, as they did before chunking)."""
     before = ember.get_num_threads()
@@ -185,10 +192,16 @@ def test_interpolate_large_planes_in_chunks(mode: str, shape: tuple, size: tuple
         kw = {"size": size, "mode": mode}
         if mode != "nearest":
             kw["align_corners"] = False
-        ye = ember.nn.functional.interpolate(ember.tensor(x), **kw).numpy()
-        yt = torch.nn.functional.interpolate(torch.tensor(x), **kw).numpy()
+        xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ye = ember.nn.functional.interpolate(xe, **kw)
+        yt = torch.nn.functional.interpolate(xt, **kw)
         tol = 1e-5 if dtype == "float32" else 1e-12
-        np.testing.assert_allclose(ye, yt, rtol=tol, atol=tol)
+        np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+        g = np.random.default_rng(12).standard_normal(tuple(yt.shape)).astype(dtype)
+        ye.backward(ember.tensor(g))
+        yt.backward(torch.tensor(g))
+        gtol = 1e-4 if dtype == "float32" else 1e-11
+        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=gtol, atol=gtol)
     finally:
         ember.set_num_threads(before)
 
