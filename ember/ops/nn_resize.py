@@ -15,13 +15,12 @@ over blocks of the leading (batch, channel) rows that stay in cache, spread over
 threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
 block once and reads every tap as a shifted flat view of the repeat (the same elements, so the
 same products and sums), gathering only the few border outputs: a gather per tap is the
-costliest step of the forward.  A plane larger than a block is split into chunks of output
-rows along its first spatial dim, each computed from the input rows it reads
-(so large single images stay in cache and spread over the threads).  The backward is the
-transpose, written as taps too: input
-``j`` gathers the outputs that read it (``transposed_taps``, padded with zero weights), so it
-costs what the forward does (a gradient that holds inf or NaN can turn a padded ``0 * inf``
-into NaN).  The two ops are each other's vjp, so double backward works.  In the C backend
+costliest step of the forward.  A plane larger than a block is split into chunks of output rows
+along its first spatial dim, each computed from the input rows it reads (so large single images
+stay in cache and spread over the threads).  The backward is the transpose, written as taps too:
+input ``j`` gathers the outputs that read it (``transposed_taps``, padded with zero weights),
+so it costs what the forward does (a gradient that holds inf or NaN can turn a padded
+``0 * inf`` into NaN).  The two ops are each other's vjp, so double backward works.  In the C backend
 each lowers to one ``ResampleKernel`` built from these same tables
 (``ember/compiler/c/lower/resample.py``), so compiled results are bit-equal to these kernels.
 """
