@@ -20,8 +20,8 @@ along its first spatial dim, each computed from the input rows it reads (so larg
 stay in cache and spread over the threads).  The backward is the transpose, written as taps too:
 input ``j`` gathers the outputs that read it (``transposed_taps``, padded with zero weights),
 so it costs what the forward does (a gradient that holds inf or NaN can turn a padded
-``0 * inf`` into NaN).  The two ops are each other's vjp, so double backward works.  In the C backend
-each lowers to one ``ResampleKernel`` built from these same tables
+``0 * inf`` into NaN).  The two ops are each other's vjp, so double backward works.  In the
+C backend each lowers to one ``ResampleKernel`` built from these same tables
 (``ember/compiler/c/lower/resample.py``), so compiled results are bit-equal to these kernels.
 """
 
