@@ -314,9 +314,9 @@ def _along_repeat(x: np.ndarray, n: int, tables: tuple, out: np.ndarray | None) 
 
 
 def _chunks(idx: np.ndarray, n_out: int, inner: int) -> list:
-    """Output ranges ``[a, b)`` of the forward's last pass (dim 0) of ~0.5 MiB each, with the
-    input rows ``[i_lo, i_hi)`` that they read: ``[(a, b, i_lo, i_hi)]``."""
-    ch = max(1, 2 * _parallel.BLOCK // max(inner, 1))
+    """Output ranges ``[a, b)`` along dim 0 of ~0.25 MiB (float32) each, with the input rows
+    ``[i_lo, i_hi)`` that they read: ``[(a, b, i_lo, i_hi)]``."""
+    ch = max(1, _parallel.BLOCK // max(inner, 1))
     out = []
     for a in range(0, n_out, ch):
         sub = idx[:, a:a + ch]
@@ -358,9 +358,9 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
     if rows == 0 or out.size == 0:
         return out.reshape(lead + tuple(size))
     plane = max(math.prod(x2.shape[1:]), math.prod(size), 1)
-    per = max(1, 2 * _parallel.BLOCK // plane)  # ~0.5 MiB of float32 output per block
+    per = max(1, _parallel.BLOCK // plane)  # ~0.25 MiB of float32 output per block
     chunks = None
-    if per == 1 and nd >= 2 and plane > 4 * _parallel.BLOCK:
+    if per == 1 and nd >= 2 and plane > 2 * _parallel.BLOCK:
         chunks = _chunks(tables[0][0], size[0], math.prod(size[1:]))
     if chunks is None or len(chunks) < 2:
         chunks, span = [(0, size[0], 0, x2.shape[1])], x2.shape[1]
