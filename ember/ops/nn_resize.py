@@ -12,11 +12,17 @@ cached per (mode, sizes, scale).
 
 The eager kernels are vectorized NumPy (a ``take`` per tap, weights broadcast along the dim)
 over blocks of the leading (batch, channel) rows that stay in cache, spread over ember's
-threads.  The backward is the transpose, written as taps too: input ``j`` gathers the outputs
-that read it (``transposed_taps``, padded with zero weights), so it costs what the forward
-does (a gradient that holds inf or NaN can turn a padded ``0 * inf`` into NaN).  The two ops
-are each other's vjp, so double backward works.  In the C backend both are externs (they
-call these kernels).
+threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
+block once and reads every tap as a shifted flat view of the repeat (the same elements, so the
+same products and sums), gathering only the few border outputs: a gather per tap is the
+costliest step of the forward.  A plane larger than a block is split into chunks of output rows
+along its first spatial dim, each computed from the input rows it reads (so large single images
+stay in cache and spread over the threads).  The backward is the transpose, written as taps too:
+input ``j`` gathers the outputs that read it (``transposed_taps``, padded with zero weights),
+so it costs what the forward does (a gradient that holds inf or NaN can turn a padded
+``0 * inf`` into NaN).  The two ops are each other's vjp, so double backward works.  In the
+C backend each lowers to one ``ResampleKernel`` built from these same tables
+(``ember/compiler/c/lower/resample.py``), so compiled results are bit-equal to these kernels.
 """
 
 from __future__ import annotations
@@ -213,10 +219,138 @@ def _weights(w: np.ndarray | None, trailing: tuple) -> list | None:
             for wk in w]
 
 
-def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple) -> np.ndarray:
+@functools.lru_cache(maxsize=256)
+def repeat_plan(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | None,
+                dtype: str) -> tuple | None:
+    """For upsampling by an integer factor ``f = n_out / n_in``: ``(f, cs, lo, hi)`` when tap
+    ``k`` reads ``x[(o + cs[k]) // f]`` -- the input repeated ``f`` times, read at offset
+    ``cs[k]`` -- for every output ``o`` in ``[lo, hi)`` (the others, a few at each end, are
+    gathered on their own); None when the table has no such form."""
+    if n_in < 2 or n_out % n_in or n_out // n_in < 2:
+        return None
+    f = n_out // n_in
+    idx = taps(mode, n_in, n_out, align_corners, scale, dtype)[0]
+    o = np.arange(n_out)
+    cs, good = [], np.ones(n_out, bool)
+    span = f * (idx.shape[0] + 1)
+    for ik in idx:
+        best = None
+        for c in range(-span, span + 1):
+            j = o + c
+            ok = (j >= 0) & (j < n_out) & (np.clip(j, 0, n_out - 1) // f == ik)
+            if best is None or ok.sum() > best[1].sum():
+                best = (c, ok)
+        cs.append(best[0])
+        good &= best[1]
+    nz = np.flatnonzero(good)
+    if nz.size == 0 or not good[nz[0]:nz[-1] + 1].all() or n_out - nz.size > 2 * span:
+        return None
+    return f, tuple(cs), int(nz[0]), int(nz[-1]) + 1
+
+
+def _repeat_flat(x: np.ndarray, f: int, dst: np.ndarray | None = None) -> np.ndarray:
+    """The C-contiguous ``x`` with each element repeated ``f`` times, flat (``np.repeat``
+    along the last axis).  float32 by 2: each element's bits times ``2**32 + 1`` as uint64,
+    written to ``dst`` when given (a cast and a multiply: about twice as fast as ``repeat``)."""
+    if f == 2 and x.dtype == np.float32:
+        u = x.reshape(-1).view(np.uint32).astype(np.uint64)
+        d64 = None if dst is None else dst.view(np.uint64)
+        return np.multiply(u, np.uint64(0x100000001), out=d64).view(np.float32)
+    r = np.repeat(x.reshape(-1), f)
+    if dst is None:
+        return r
+    np.copyto(dst, r)
+    return dst
+
+
+def _repeat_tables(idx: np.ndarray, w: np.ndarray | None, plan: tuple, rows: int,
+                   n_in: int) -> tuple:
+    """What ``_along_repeat`` reads for blocks of up to ``rows`` rows (a shorter block uses
+    prefixes): ``(plan, tiled weights, flat output positions outside [lo, hi), flat input
+    positions of each tap there, their weights tiled)``."""
+    _, _, lo, hi = plan
+    n = idx.shape[1]
+    bad = np.r_[0:lo, hi:n]
+    r = np.arange(rows, dtype=np.intp)[:, None]
+    tiled = None if w is None else [np.tile(wk, rows) for wk in w]
+    fsrc = [(r * n_in + ik[bad]).ravel() for ik in idx]
+    wbad = None if w is None else [np.tile(wk[bad], rows) for wk in w]
+    return plan, tiled, (r * n + bad).ravel(), fsrc, wbad
+
+
+def _along_repeat(x: np.ndarray, n: int, tables: tuple, out: np.ndarray | None) -> np.ndarray:
+    """``_along`` for the last axis of a C-contiguous block through ``repeat_plan``: one
+    repeat of the block instead of a gather per tap, each tap then a shifted flat view of it
+    times the weights tiled over the block's rows, the same products summed in the same
+    order; the outputs outside ``[lo, hi)`` are gathered and summed on their own
+    (``tables``: ``_repeat_tables``)."""
+    (f, cs, lo, hi), tiled, fpos, fsrc, wbad = tables
+    res = np.empty(x.shape[:-1] + (n,), x.dtype) if out is None else out
+    rf = res.reshape(-1)
+    if tiled is None and cs == (0,) and (lo, hi) == (0, n):
+        _repeat_flat(x, f, rf)
+        return res
+    rep = _repeat_flat(x, f)
+    p0, p1 = max(0, -min(cs)), rf.size - max(0, max(cs))
+    if tiled is None:
+        np.copyto(rf[p0:p1], rep[p0 + cs[0]:p1 + cs[0]])
+    else:
+        np.multiply(rep[p0 + cs[0]:p1 + cs[0]], tiled[0][p0:p1], out=rf[p0:p1])
+        for k in range(1, len(cs)):
+            t = np.multiply(rep[p0 + cs[k]:p1 + cs[k]], tiled[k][p0:p1])
+            np.add(rf[p0:p1], t, out=rf[p0:p1])
+    m = (rf.size // n) * (n - (hi - lo))
+    if m:
+        xf = x.reshape(-1)
+        acc = np.take(xf, fsrc[0][:m])
+        if wbad is not None:
+            acc *= wbad[0][:m]
+            for k in range(1, len(cs)):
+                t = np.take(xf, fsrc[k][:m])
+                t *= wbad[k][:m]
+                acc += t
+        rf[fpos[:m]] = acc
+    return res
+
+
+def _chunks(idx: np.ndarray, n_out: int, inner: int) -> list:
+    """Output ranges ``[a, b)`` along dim 0 of ~0.25 MiB (float32) each, with the input rows
+    ``[i_lo, i_hi)`` that they read: ``[(a, b, i_lo, i_hi)]``."""
+    ch = max(1, _parallel.BLOCK // max(inner, 1))
+    out = []
+    for a in range(0, n_out, ch):
+        sub = idx[:, a:a + ch]
+        out.append((a, min(a + ch, n_out), int(sub.min()), int(sub.max()) + 1))
+    return out
+
+
+def _steps(tables: list, order: range, plans: list | None, cur: list, per: int,
+           span: int | None) -> list:
+    """``_separable``'s passes: ``(dim, idx, weights, flat taps, repeat tables)`` each, for
+    blocks of ``per`` planes of spatial sizes ``cur`` (``span``: the most input rows along
+    dim 0 that one chunk reads, when planes are split into chunks)."""
+    steps = []
+    nd = len(cur)
+    for d in order:
+        idx, w = tables[d]
+        lines = per * math.prod(([span] + cur[1:d]) if d and span else cur[:d])
+        small = d == nd - 1 and per * math.prod(cur) <= 1 << 24
+        plan = plans[d] if plans is not None and small else None
+        flat = _flat_taps(idx, lines, cur[d]) if small and not span and not plan else None
+        rep = None if plan is None else _repeat_tables(idx, w, plan, lines, cur[d])
+        cur[d] = idx.shape[1]
+        steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat, rep))
+    return steps
+
+
+def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple,
+               plans: list | None = None) -> np.ndarray:
     """Apply ``tables[d]`` along spatial dim ``d`` for ``d`` in ``order`` to every leading row
     of ``x``, in row blocks small enough that the intermediates stay in cache, spread over
-    ember's threads (the blocks' results do not depend on the split)."""
+    ember's threads (the blocks' results do not depend on the split).  ``plans[d]``: a
+    ``repeat_plan`` for the last dim (used on contiguous blocks), or None.  A plane too large
+    for one block is split along dim 0 into chunks of output rows, each computed from the
+    input rows it reads (the same values: every output row is computed as in one piece)."""
     lead = x.shape[:x.ndim - nd]
     rows = math.prod(lead)
     x2 = np.ascontiguousarray(x).reshape((rows,) + x.shape[x.ndim - nd:])
@@ -224,28 +358,36 @@ def _separable(x: np.ndarray, nd: int, tables: list, order: range, size: tuple) 
     if rows == 0 or out.size == 0:
         return out.reshape(lead + tuple(size))
     plane = max(math.prod(x2.shape[1:]), math.prod(size), 1)
-    per = max(1, 2 * _parallel.BLOCK // plane)  # ~0.5 MiB of float32 output per block
-    blocks = [(lo, min(lo + per, rows)) for lo in range(0, rows, per)]
+    per = max(1, _parallel.BLOCK // plane)  # ~0.25 MiB of float32 output per block
+    chunks = None
+    if per == 1 and nd >= 2 and plane > 2 * _parallel.BLOCK:
+        chunks = _chunks(tables[0][0], size[0], math.prod(size[1:]))
+    if chunks is None or len(chunks) < 2:
+        chunks, span = [(0, size[0], 0, x2.shape[1])], x2.shape[1]
+        blocks = [(lo, min(lo + per, rows), c) for lo in range(0, rows, per) for c in chunks]
+    else:
+        span = max(c[3] - c[2] for c in chunks)
+        blocks = [(r, r + 1, c) for r in range(rows) for c in chunks]
+    whole = len(chunks) == 1
     threads = min(_parallel.get_num_threads(), len(blocks))
     if x.size + out.size < _parallel.MIN_ELEMENTS:
         threads = 1
     todo = iter(blocks)  # shared: blocks go to whichever thread is free
     last = order[-1]
-    cur = list(x2.shape[1:])
-    steps = []
-    for d in order:
-        idx, w = tables[d]
-        flat = (_flat_taps(idx, per * math.prod(cur[:d]), cur[d])
-                if d == nd - 1 and per * math.prod(cur) <= 1 << 24 else None)
-        cur[d] = idx.shape[1]
-        steps.append((d, idx, _weights(w, tuple(cur[d + 1:])), flat))
+    steps = _steps(tables, order, plans, list(x2.shape[1:]), per, None if whole else span)
 
     def work() -> None:
-        for lo, hi in todo:
-            b = x2[lo:hi]
-            for d, idx, w, flat in steps:
-                b = _along(b, 1 + d, idx, w, out=out[lo:hi] if d == last else None,
-                           flat=flat if hi - lo == per and b.flags.c_contiguous else None)
+        for lo, hi, (a, b, i_lo, i_hi) in todo:
+            blk = x2[lo:hi] if whole else x2[lo:hi, i_lo:i_hi]
+            for d, idx, w, flat, rep in steps:
+                dst = (out[lo:hi] if whole else out[lo:hi, a:b]) if d == last else None
+                if rep is not None and blk.flags.c_contiguous:
+                    blk = _along_repeat(blk, idx.shape[1], rep, dst)
+                    continue
+                if not whole and d == 0:
+                    idx, w = idx[:, a:b] - i_lo, [wk[a:b] for wk in w] if w else w
+                blk = _along(blk, 1 + d, idx, w, out=dst,
+                             flat=flat if hi - lo == per and blk.flags.c_contiguous else None)
 
     if threads > 1:
         _parallel._run([work] * threads)
@@ -260,8 +402,10 @@ def _resample_eager(x: np.ndarray, *, mode: str, size: tuple, align_corners: boo
     spatial = x.shape[x.ndim - nd:]
     tables = [taps(mode, n, o, align_corners, s, x.dtype.name)
               for n, o, s in zip(spatial, size, scales)]
+    plans = [None] * (nd - 1) + [repeat_plan(mode, spatial[-1], size[-1], align_corners,
+                                             scales[-1], x.dtype.name)]
     # the last dim first: PyTorch's nesting h0 * (w0 * x00 + w1 * x01) + ...
-    return _separable(x, nd, tables, range(nd - 1, -1, -1), tuple(size))
+    return _separable(x, nd, tables, range(nd - 1, -1, -1), tuple(size), plans)
 
 
 def _resample_bw_eager(g: np.ndarray, *, mode: str, input_size: tuple, align_corners: bool,

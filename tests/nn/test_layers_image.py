@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember.ops.nn_resize import repeat_plan
 from tests.nn._layer_utils import assert_close_all, load_from_torch, run_both
 
 torch = pytest.importorskip("torch")
@@ -134,6 +135,75 @@ def test_interpolate_large_float32_blocks_and_threads(mode: str) -> None:
     ye.backward(ember.tensor(g))
     yt.backward(torch.tensor(g))
     np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("factor", [2, 3])
+@pytest.mark.parametrize("mode,ac", [("nearest", None), ("nearest-exact", None),
+                                     ("bilinear", False), ("bilinear", True),
+                                     ("bicubic", False), ("bicubic", True)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_interpolate_integer_factor_repeat_path(mode: str, ac, factor: int, dtype: str) -> None:
+    """Integer upscaling of the last dim reads the taps from one repeat of each block
+    (``nn_resize.repeat_plan``), with the border outputs gathered apart: against torch,
+    several blocks and a short last one, on two threads."""
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        x = np.random.default_rng(10).standard_normal((3, 40, 32, 40)).astype(dtype)
+        x[0, 0, 3, 0] = np.inf
+        kind = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+        plan = repeat_plan(kind, 40, 40 * factor, bool(ac), float(factor), dtype)
+        assert (plan is not None) == (not ac or factor == 2)  # else the gather path
+        kw = {"scale_factor": factor, "mode": mode}
+        if ac is not None:
+            kw["align_corners"] = ac
+        xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ye = ember.nn.functional.interpolate(xe, **kw)
+        yt = torch.nn.functional.interpolate(xt, **kw)
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+        g = np.random.default_rng(12).standard_normal(tuple(yt.shape)).astype(dtype)
+        ye.backward(ember.tensor(g))
+        yt.backward(torch.tensor(g))
+        gtol = 1e-4 if dtype == "float32" else 1e-11
+        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=gtol, atol=gtol)
+    finally:
+        ember.set_num_threads(before)
+
+
+@pytest.mark.parametrize("mode,shape,size,dtype", [
+    ("bilinear", (1, 2, 300, 260), (600, 520), "float32"),
+    ("bilinear", (1, 2, 300, 260), (601, 517), "float64"),
+    ("bicubic", (2, 1, 280, 250), (560, 500), "float32"),
+    ("bicubic", (2, 1, 280, 250), (563, 499), "float64"),
+    ("nearest", (1, 2, 300, 260), (600, 520), "float32"),
+    ("trilinear", (1, 1, 40, 30, 40), (81, 60, 80), "float64")])
+def test_interpolate_large_planes_in_chunks(mode: str, shape: tuple, size: tuple,
+                                            dtype: str) -> None:
+    """A plane larger than a block is computed in chunks of output rows along its first
+    spatial dim, each from the input rows it reads, forward and backward, on two threads:
+    against torch (float64
+    for the non-integer scales, where float32 tables differ from ATen's by an ulp at a few
+    positions, as they did before chunking)."""
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        x = np.random.default_rng(11).standard_normal(shape).astype(dtype)
+        kw = {"size": size, "mode": mode}
+        if mode != "nearest":
+            kw["align_corners"] = False
+        xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ye = ember.nn.functional.interpolate(xe, **kw)
+        yt = torch.nn.functional.interpolate(xt, **kw)
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+        g = np.random.default_rng(12).standard_normal(tuple(yt.shape)).astype(dtype)
+        ye.backward(ember.tensor(g))
+        yt.backward(torch.tensor(g))
+        gtol = 1e-4 if dtype == "float32" else 1e-11
+        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=gtol, atol=gtol)
+    finally:
+        ember.set_num_threads(before)
 
 
 @pytest.mark.parametrize("name,kw", [("upsample", {"mode": "bilinear"}), ("upsample_nearest", {}),

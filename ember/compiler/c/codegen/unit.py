@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, csrc, index, pool, sort
+from ember.compiler.c.codegen import attention, csrc, index, pool, resample, sort
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
@@ -29,6 +29,7 @@ from ember.compiler.c.ir.kernels import (
     Im2colKernel,
     IndexKernel,
     PoolKernel,
+    ResampleKernel,
     ScanKernel,
     SearchKernel,
     SortKernel,
@@ -57,7 +58,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads.
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
-             attention.prelude(program)] if prelude else []
+             attention.prelude(program), resample.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -118,6 +119,9 @@ def profile_label(seg: Segment, k: Kernel) -> str:
         kind = f"stable sort along dim {k.dim}, first {k.count}"
     elif isinstance(k, PoolKernel):
         kind = f"max_pool{' backward' if k.scatter else ''} {list(k.spatial)}"
+    elif isinstance(k, ResampleKernel):
+        kind = (f"{'resample_backward' if k.backward else 'resample'} {list(k.size_in)} -> "
+                f"{list(k.size_out)}")
     elif isinstance(k, AdvIndexKernel):
         kind = f"{'index' if k.put is None else 'index_put'} at dims {list(k.dims)}"
     elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
@@ -581,6 +585,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return index.adv_index_source(k, openmp)
     if isinstance(k, PoolKernel):
         return pool.pool_source(k, openmp)
+    if isinstance(k, ResampleKernel):
+        return _declare_ints(resample.resample_source(k, openmp, _INTS), program)
     if isinstance(k, SortKernel):
         return sort.sort_source(k, openmp)
     if isinstance(k, SearchKernel):
@@ -635,7 +641,7 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
                                  DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel,
-                                 SearchKernel))
+                                 SearchKernel, ResampleKernel))
                   and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:

@@ -450,6 +450,43 @@ class PoolKernel:
 
 
 @dataclass(eq=False)
+class ResampleKernel:
+    """``resample`` (or its adjoint ``resample_backward``) of ``x``: every leading row (the
+    ``lead`` dims, C order) is a plane of spatial shape ``size_in`` resampled to ``size_out``
+    (``out``, C-contiguous) by separable passes.  ``passes`` holds ``(dim, idx, w)`` in the
+    order they run (eager's: the last dim first forward, the first dim first backward):
+    ``idx`` an int ``(K, n_out)`` table of input positions along ``dim``, ``w`` the
+    ``(K, n_out)`` weights in the compute type (None: nearest, a plain gather); the tables are
+    eager's own (``ember.ops.nn_resize.taps`` / ``transposed_taps``), so values are bit-equal."""
+
+    name: str
+    dtype: Any
+    x: Buffer
+    x_geom: Geometry
+    out: Buffer
+    lead: tuple
+    size_in: tuple
+    size_out: tuple
+    passes: list
+    backward: bool = False
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        return [self.x], [self.out]
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        what = "resample_backward" if self.backward else "resample"
+        taps = ", ".join(f"dim {d}: {idx.shape[0]} taps{'' if w is not None else ' (gather)'}"
+                         for d, idx, w in self.passes)
+        return (f"kernel {self.name}  // {' '.join(self.ops)} ({what} "
+                f"{list(self.size_in)} -> {list(self.size_out)}; {taps})\n  "
+                f"{self.out.name} = {what}({self.x.name})")
+
+
+@dataclass(eq=False)
 class SortKernel:
     """A stable sort of every slice of ``x`` along ``dim`` (``sort``) keeping its first
     ``count`` elements (``topk``): ``outs = [values, indices]`` (C-contiguous, ``x``'s shape
@@ -519,4 +556,5 @@ class SearchKernel:
 
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
            "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
+           "ResampleKernel",
            "ScanKernel", "SearchKernel", "SortKernel"]

@@ -17,6 +17,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     pool,
     random,
     reduce,
+    resample,
     rows,
     scan,
     sort,
