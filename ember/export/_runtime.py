@@ -1,0 +1,135 @@
+"""Running an exported graph: input guards (PyTorch's ``AssertionError: Guard failed: ...``) and
+an interpreter that binds each node's op on real tensors (eager, or recorded by
+``ember.compile`` when the caller compiles ``ep.module()``)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ember.ops.registry import bind
+from ember.sym import SymInt, ValueRange, _sympy, pyexpr
+from ember.tensor import Tensor
+
+INF = float("inf")
+
+
+def _expr(x: Any) -> Any:
+    sp = _sympy()
+    return x.expr if isinstance(x, SymInt) else sp.Integer(int(x))
+
+
+class InputGuards:
+    """Checks real inputs against the exported shapes: static sizes, symbol ranges, relations
+    (``y.size()[0] == x.size()[0]``) and the guards tracing recorded (``x.size()[0] % 4 == 0``).
+
+    ``dims``: per user-input leaf ``(guard source, [sympy expr per dim])``; ``ranges``:
+    ``{symbol: ValueRange}``; ``guards``: sympy relations over the range symbols."""
+
+    def __init__(self, dims: list, ranges: dict, guards: list) -> None:
+        self.dims = dims
+        self.ranges = ranges
+        self.guards = guards
+        self.names: dict = {}
+        for src, exprs in dims:
+            for d, e in enumerate(exprs):
+                if e.is_Symbol and e not in self.names:
+                    self.names[e] = f"{src}.size()[{d}]"
+
+    def _fail(self, text: str) -> None:
+        raise AssertionError(f"Guard failed: {text}")
+
+    def _bind_symbol(self, e: Any, size: int, where: str, vals: dict) -> bool:
+        """Solve ``e == size`` for its one unknown symbol when ``e`` is linear in it."""
+        free = [s for s in e.free_symbols if s not in vals]
+        if len(free) != 1:
+            return False
+        (s,) = free
+        a = e.coeff(s)
+        rest = (e - a * s).xreplace(vals)
+        if not (a.is_Integer and rest.is_Integer and int(a) > 0):
+            return False
+        a, rest = int(a), int(rest)
+        if (size - rest) % a:
+            self._fail(f"({size} - {rest}) % {a} == 0 for {where} = {pyexpr(e, self.names)}")
+        vals[s] = _sympy().Integer((size - rest) // a)
+        return True
+
+    def check(self, tensors: list) -> dict:
+        """The symbol values the inputs give; raises ``AssertionError`` on the first failure."""
+        vals: dict = {}
+        for (src, exprs), t in zip(self.dims, tensors):
+            shape = tuple(t.shape)
+            if len(shape) != len(exprs):
+                self._fail(f"{src}.dim() == {len(exprs)}")
+            for d, (e, n) in enumerate(zip(exprs, shape)):
+                where = f"{src}.size()[{d}]"
+                if e.is_Integer:
+                    if int(e) != n:
+                        self._fail(f"{where} == {int(e)}")
+                    continue
+                if not e.free_symbols - vals.keys():
+                    if int(e.xreplace(vals)) != n:
+                        self._fail(f"{where} == {pyexpr(e, self.names)}")
+                    continue
+                if not self._bind_symbol(e, n, where, vals):
+                    raise AssertionError(f"[export] cannot solve {where} = {e} for its symbols")
+        for s, v in vals.items():
+            vr = self.ranges.get(s)
+            if vr is None:
+                continue
+            name = self.names.get(s, s.name)
+            if vr.lower != -INF and int(v) < vr.lower:
+                self._fail(f"{name} >= {int(vr.lower)}")
+            if vr.upper != INF and int(v) > vr.upper:
+                self._fail(f"{name} <= {int(vr.upper)}")
+        for g in self.guards:
+            if g.free_symbols <= vals.keys() and not bool(g.xreplace(vals)):
+                self._fail(pyexpr(g, self.names))
+        return vals
+
+
+def concrete(x: Any, vals: dict) -> Any:
+    """``x`` with every ``SymInt`` evaluated at the symbol values ``vals``."""
+    if isinstance(x, SymInt):
+        return int(x.expr.xreplace(vals))
+    t = type(x)
+    if t is tuple or t is list:
+        return t(concrete(y, vals) for y in x)
+    if t is dict:
+        return {k: concrete(v, vals) for k, v in x.items()}
+    return x
+
+
+def run_graph(graph: Any, values: dict, vals: dict) -> list:
+    """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs."""
+    from ember.export.graph import Node
+    env: dict = {}
+
+    def get(x: Any) -> Any:
+        if isinstance(x, Node):
+            return env[x.name]
+        if isinstance(x, (list, tuple)) and any(isinstance(y, Node) for y in x):
+            return type(x)(get(y) for y in x)
+        return concrete(x, vals)
+
+    for n in graph.nodes:
+        if n.op == "placeholder":
+            env[n.name] = values[n.name]
+        elif n.op == "call_function":
+            args = [get(a) for a in n.args]
+            if n.target is operator.getitem:
+                env[n.name] = args[0][args[1]]
+            else:
+                env[n.name] = bind(n.target, *args, **concrete(n.kwargs, vals))
+        else:
+            return [get(a) for a in n.args[0]]
+    raise AssertionError("[export] graph without an output node")
+
+
+def as_value_range(lower: float, upper: float) -> ValueRange:
+    return ValueRange(lower, upper)
+
+
+def is_tensor(x: Any) -> bool:
+    return isinstance(x, Tensor)

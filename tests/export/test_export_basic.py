@@ -1,0 +1,146 @@
+"""ember.export end to end on an MLP: the graph, signature, module(), printing (issue 15)."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+from ember.export import Dim, ExportedProgram, InputKind, OutputKind, export
+from ember.sym import FakeTensor, SymInt
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x).relu())
+
+
+@pytest.fixture
+def mlp_ep():
+    ember.manual_seed(0)
+    m = MLP()
+    return m, export(m, (ember.randn(5, 8),), dynamic_shapes={"x": {0: Dim("batch")}})
+
+
+def test_graph_is_walkable(mlp_ep):
+    _, ep = mlp_ep
+    assert isinstance(ep, ExportedProgram)
+    nodes = ep.graph.nodes
+    assert [n.op for n in nodes[:5]] == ["placeholder"] * 5
+    assert [n.name for n in nodes[:5]] == ["p_fc1_weight", "p_fc1_bias", "p_fc2_weight",
+                                          "p_fc2_bias", "x"]
+    assert nodes[-1].op == "output"
+    calls = [n for n in nodes if n.op == "call_function"]
+    assert calls and all(n.target.name in ("linear", "relu") for n in calls)
+    x = nodes[4]
+    assert isinstance(x.meta["val"], FakeTensor)
+    s0, eight = x.meta["val"].shape
+    assert isinstance(s0, SymInt) and eight == 8
+    assert str(s0) == "s0"
+    assert calls[0].args[0] is x
+    assert str(calls[-1].meta["val"].shape[0]) == "s0"
+    ep.validate()
+
+
+def test_signature_and_state(mlp_ep):
+    m, ep = mlp_ep
+    sig = ep.graph_signature
+    kinds = [s.kind for s in sig.input_specs]
+    assert kinds == [InputKind.PARAMETER] * 4 + [InputKind.USER_INPUT]
+    assert [s.target for s in sig.input_specs[:4]] == ["fc1.weight", "fc1.bias", "fc2.weight",
+                                                      "fc2.bias"]
+    assert [s.kind for s in sig.output_specs] == [OutputKind.USER_OUTPUT]
+    assert set(ep.state_dict) == {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
+    assert ep.constants == {}
+    assert [n for n, _ in ep.named_parameters()] == sig.parameters
+    (sym, vr), = ep.range_constraints.items()
+    assert str(sym) == "s0" and (vr.lower, vr.upper) == (2, float("inf"))
+    assert ep.example_inputs[0][0].shape == (5, 8)
+    assert ep.dialect == "TRAINING"
+
+
+def test_module_runs_new_shapes_and_guards(mlp_ep):
+    m, ep = mlp_ep
+    mod = ep.module()
+    assert isinstance(mod, nn.Module)
+    assert set(dict(mod.named_parameters())) == set(ep.state_dict)
+    for b in (2, 9, 31):
+        x = ember.randn(b, 8)
+        np.testing.assert_allclose(mod(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    with pytest.raises(AssertionError, match=r"Guard failed: x.size\(\)\[1\] == 8"):
+        mod(ember.randn(3, 7))
+    with pytest.raises(ValueError, match="Trying to flatten user inputs"):
+        mod(ember.randn(3, 8), ember.randn(3, 8))
+
+
+def test_call_and_str(mlp_ep):
+    _, ep = mlp_ep
+    with pytest.raises(RuntimeError, match="Unable to call ExportedProgram directly"):
+        ep(ember.randn(5, 8))
+    s = str(ep)
+    assert s.startswith("ExportedProgram:")
+    assert 'x: "f32[s0, 8]"' in s
+    assert "p_fc1_weight: PARAMETER target='fc1.weight'" in s
+    assert "Range constraints: {s0: VR[2, int_oo]}" in s
+
+
+def test_batchnorm_training_buffer_mutation():
+    m = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    ep = export(m, (ember.randn(6, 4),))
+    outs = ep.graph_signature.output_specs
+    muts = {s.target for s in outs if s.kind == OutputKind.BUFFER_MUTATION}
+    assert muts == {"1.running_mean", "1.running_var", "1.num_batches_tracked"}
+    assert outs[-1].kind == OutputKind.USER_OUTPUT
+    # the original module's buffers were restored after tracing
+    assert float(m[1].num_batches_tracked) == 0
+    np.testing.assert_array_equal(m[1].running_mean.numpy(), np.zeros(3, np.float32))
+    mod = ep.module()
+    x = ember.randn(6, 4)
+    ref = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    ref.load_state_dict(m.state_dict())
+    y, y_ref = mod(x), ref(x)
+    np.testing.assert_allclose(y.detach().numpy(), y_ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mod.get_buffer("1.running_mean").numpy(),
+                               ref[1].running_mean.numpy(), rtol=1e-6)
+    assert int(mod.get_buffer("1.num_batches_tracked")) == 1
+    dec = ep.run_decompositions()
+    assert [s.kind for s in dec.graph_signature.output_specs] == [s.kind for s in outs]
+    dec.validate()
+
+
+def test_user_input_mutation():
+    class M(nn.Module):
+        def forward(self, x, y):
+            x.add_(1)
+            return x * y
+
+    ep = export(M(), (ember.ones(3), ember.ones(3)))
+    kinds = [s.kind for s in ep.graph_signature.output_specs]
+    assert kinds == [OutputKind.USER_INPUT_MUTATION, OutputKind.USER_OUTPUT]
+    assert ep.graph_signature.output_specs[0].target == "x"
+    x = ember.zeros(3)
+    out = ep.module()(x, ember.full((3,), 2.0))
+    np.testing.assert_array_equal(x.numpy(), np.ones(3, np.float32))
+    np.testing.assert_array_equal(out.numpy(), np.full(3, 2.0, np.float32))
+
+
+def test_value_dependent_code_names_the_line():
+    class M(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x + 1
+            return x
+
+    from ember.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    with pytest.raises(GuardOnDataDependentSymNode, match="test_export_basic.py"):
+        export(M(), (ember.randn(3),))
+
+
+def test_args_must_be_a_tuple():
+    from ember._dynamo.exc import UserError
+    with pytest.raises(UserError, match="tuple"):
+        export(MLP(), [ember.randn(2, 8)])
