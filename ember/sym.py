@@ -127,7 +127,7 @@ def _user_frame() -> tuple[str, int, str]:
     while f is not None:
         fn = f.f_code.co_filename
         if not (fn.startswith(_EMBER_DIR) or "/sympy/" in fn or "/numpy/" in fn
-                or fn.startswith("<frozen")):
+                or fn.startswith("<frozen") or fn.startswith("<autocast")):
             return fn, f.f_lineno, f.f_code.co_name
         f = f.f_back
     return "<unknown>", 0, "<unknown>"

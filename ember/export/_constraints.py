@@ -81,7 +81,8 @@ def _root_symbol(env: ShapeEnv, r: _Named, uses: list) -> None:
     if r.hint in (0, 1):
         r.sym = r.hint
         env.export_violations = getattr(env, "export_violations", []) + [  # type: ignore
-            (d.__name__, _MARKED.format(name=d.__name__, v=r.hint), f"{d.__name__} = {r.hint}")]
+            (d.__name__, _MARKED.format(name=d.__name__, v=r.hint), f"{d.__name__} = {r.hint}",
+             "")]
         return
     lo, hi = max(2, d.min), d.max
     for s in uses:  # derived dims are sizes too: a*r + b >= 2
@@ -134,7 +135,7 @@ def check_violations(env: ShapeEnv, specs: list, syms: dict) -> None:
     sp = _sympy()
     found: list = list(getattr(env, "export_violations", []))
     named = getattr(env, "export_named", {})
-    owner = {r.sym.expr: r for r in named.values() if isinstance(r.sym, SymInt)}
+    owner = {r.sym._expr: r for r in named.values() if isinstance(r.sym, SymInt)}
     locals_ = {e: r.local for e, r in owner.items()}
     for r in named.values():
         if not isinstance(r.sym, SymInt):
@@ -196,7 +197,7 @@ def _narrowed(env: ShapeEnv, r: _Named, x: Any, locals_: dict) -> list:
     for g in env.guards:
         if g.kind in ("lt", "le", "gt", "ge", "eq", "specialize"):
             continue
-        fact = env.simplify(g.expr)
+        fact = _replaced(env, g.expr)
         if x not in fact.free_symbols or fact in (sp.true, sp.false):
             continue
         fix = None
@@ -215,9 +216,23 @@ def _narrowed(env: ShapeEnv, r: _Named, x: Any, locals_: dict) -> list:
     return out
 
 
-def range_constraints(env: ShapeEnv) -> dict:
-    """``{symbol: ValueRange}`` of the input symbols that stayed free."""
-    return dict(env.range_constraints())
+def _replaced(env: ShapeEnv, expr: Any) -> Any:
+    """``expr`` with the equality substitutions applied (not the divisibility facts, which
+    would turn a divisibility guard into ``True``)."""
+    return expr.xreplace(env.replacements) if env.replacements else expr
+
+
+def range_constraints(env: ShapeEnv, input_sizes: list) -> dict:
+    """``{symbol: ValueRange}`` of the input symbols that stayed free, and of the derived
+    expressions inputs have as sizes (``2*s0``), as PyTorch reports them."""
+    out = {}
+    for x in input_sizes:
+        if isinstance(x, SymInt):
+            e = x.expr
+            if not e.is_Symbol and not e.is_Integer and e not in out:
+                out[e] = env.bound(e)
+    out.update(env.range_constraints())
+    return out
 
 
 def runtime_guards(env: ShapeEnv) -> list:
@@ -225,10 +240,8 @@ def runtime_guards(env: ShapeEnv) -> list:
     sp = _sympy()
     out = []
     for g in env.guards:
-        fact = env.simplify(g.expr)
+        fact = _replaced(env, g.expr)
         if fact in (sp.true, sp.false) or not fact.free_symbols:
-            continue
-        if g.kind in ("eq", "specialize") and not fact.has(sp.Mod):
             continue  # substitutions: checked through the input shapes themselves
         if fact not in out:
             out.append(fact)

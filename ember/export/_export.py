@@ -89,7 +89,7 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     graph.output(tuple(out_nodes))
     _order_placeholders(graph, input_specs)
     _constraints.check_violations(env, specs, syms)
-    ranges = _constraints.range_constraints(env)
+    ranges = _constraints.range_constraints(env, list(syms.values()))
     guards = InputGuards(
         [(leaf.guard, [_expr(env, syms[id(s)]) for s in ls]) for leaf, ls in zip(leaf_list, specs)],
         ranges, _constraints.runtime_guards(env))

@@ -30,11 +30,13 @@ class InputGuards:
         self.dims = dims
         self.ranges = ranges
         self.guards = guards
-        self.names: dict = {}
+        self.names: dict = {}       # symbol -> the first input size that is it
+        self.expr_names: dict = {}  # derived expression -> the first input size that is it
         for src, exprs in dims:
             for d, e in enumerate(exprs):
-                if e.is_Symbol and e not in self.names:
-                    self.names[e] = f"{src}.size()[{d}]"
+                table = self.names if e.is_Symbol else self.expr_names
+                if not e.is_Integer and e not in table:
+                    table[e] = f"{src}.size()[{d}]"
 
     def _fail(self, text: str) -> None:
         raise AssertionError(f"Guard failed: {text}")
@@ -51,13 +53,14 @@ class InputGuards:
             return False
         a, rest = int(a), int(rest)
         if (size - rest) % a:
-            self._fail(f"({size} - {rest}) % {a} == 0 for {where} = {pyexpr(e, self.names)}")
+            self._fail(f"({where} - {rest}) % {a} == 0")
         vals[s] = _sympy().Integer((size - rest) // a)
         return True
 
     def check(self, tensors: list) -> dict:
         """The symbol values the inputs give; raises ``AssertionError`` on the first failure."""
         vals: dict = {}
+        todo = []
         for (src, exprs), t in zip(self.dims, tensors):
             shape = tuple(t.shape)
             if len(shape) != len(exprs):
@@ -67,21 +70,25 @@ class InputGuards:
                 if e.is_Integer:
                     if int(e) != n:
                         self._fail(f"{where} == {int(e)}")
-                    continue
-                if not e.free_symbols - vals.keys():
-                    if int(e.xreplace(vals)) != n:
-                        self._fail(f"{where} == {pyexpr(e, self.names)}")
-                    continue
+                elif e.is_Symbol and e not in vals:
+                    vals[e] = _sympy().Integer(n)
+                else:
+                    todo.append((e, n, where))
+        for e, n, where in todo:  # symbols seen only through derived dims (2*s0 + 1)
+            if e.free_symbols - vals.keys():
                 if not self._bind_symbol(e, n, where, vals):
                     raise AssertionError(f"[export] cannot solve {where} = {e} for its symbols")
-        for s, v in vals.items():
-            vr = self.ranges.get(s)
-            if vr is None:
+        for e, n, where in todo:
+            if int(e.xreplace(vals)) != n:
+                self._fail(f"{where} == {pyexpr(e, self.names)}")
+        for e, vr in self.ranges.items():  # derived sizes first (2*s0), as PyTorch checks
+            if e.free_symbols - vals.keys():
                 continue
-            name = self.names.get(s, s.name)
-            if vr.lower != -INF and int(v) < vr.lower:
+            v = int(e.xreplace(vals))
+            name = self.expr_names.get(e) or pyexpr(e, self.names)
+            if vr.lower != -INF and v < vr.lower:
                 self._fail(f"{name} >= {int(vr.lower)}")
-            if vr.upper != INF and int(v) > vr.upper:
+            if vr.upper != INF and v > vr.upper:
                 self._fail(f"{name} <= {int(vr.upper)}")
         for g in self.guards:
             if g.free_symbols <= vals.keys() and not bool(g.xreplace(vals)):

@@ -253,8 +253,8 @@ def check_named_dims(specs: list) -> None:
         if prev is not root and (prev.min, prev.max) != (root.min, root.max):
             raise UserError(
                 UserErrorType.INVALID_INPUT,
-                f"Found different definitions {root!r} and {prev!r} for the same symbolic "
-                f"dimension {prev!r}!")
+                f"Found different definitions {prev!r} and {root!r} for the same symbolic "
+                f"dimension {root!r}!")
 
 
 __all__ = ["Dim", "ShapesCollection", "dims", "DimSpec", "INT_OO"]
