@@ -188,6 +188,24 @@ class ShapeEnv:
         self.var_to_source[sym] = source_name or sym.name
         return SymInt(sym, self)
 
+    def add_symbol(self, name: str, hint: int | None, vr: ValueRange,
+                   source_name: str | None = None) -> SymInt:
+        """Re-create a symbol by ``name`` (``s3``) with its hint and range, as a loaded
+        exported program needs (symbols keep the names they were saved with)."""
+        sp = _sympy()
+        sign = {"positive": True} if vr.lower >= 1 else \
+            {"nonnegative": True} if vr.lower >= 0 else {}
+        sym = sp.Symbol(name, integer=True, **sign)
+        kind, num = name[0], int(name[1:])
+        if kind == "s":
+            self._n_backed = max(self._n_backed, num + 1)
+            self.var_to_val[sym] = int(hint) if hint is not None else 0
+        else:
+            self._n_unbacked = max(self._n_unbacked, num + 1)
+        self.var_to_range[sym] = vr
+        self.var_to_source[sym] = source_name or name
+        return SymInt(sym, self)
+
     def create_unbacked_symint(self, *, min: int | None = None,
                                max: int | None = None) -> SymInt:
         """A size with no example value (``u<k>``), as a data-dependent op produces; range

@@ -54,12 +54,16 @@ class InputGuards:
         a, rest = int(a), int(rest)
         if (size - rest) % a:
             self._fail(f"({where} - {rest}) % {a} == 0")
-        vals[s] = _sympy().Integer((size - rest) // a)
+        q = (size - rest) // a
+        vals[s] = q.expr if isinstance(q, SymInt) else _sympy().Integer(q)
         return True
 
-    def check(self, tensors: list) -> dict:
-        """The symbol values the inputs give; raises ``AssertionError`` on the first failure."""
-        vals: dict = {}
+    def check(self, tensors: list) -> Bindings:
+        """The symbol values the inputs give; raises ``AssertionError`` on the first failure.
+        Inputs with symbolic sizes (re-exporting ``ep.module()``) bind symbols to expressions
+        of the outer trace, and the checks become guards there."""
+        sp = _sympy()
+        vals = Bindings()
         todo = []
         for (src, exprs), t in zip(self.dims, tensors):
             shape = tuple(t.shape)
@@ -67,11 +71,13 @@ class InputGuards:
                 self._fail(f"{src}.dim() == {len(exprs)}")
             for d, (e, n) in enumerate(zip(exprs, shape)):
                 where = f"{src}.size()[{d}]"
+                if isinstance(n, SymInt):
+                    vals.env = n.env
                 if e.is_Integer:
                     if int(e) != n:
                         self._fail(f"{where} == {int(e)}")
                 elif e.is_Symbol and e not in vals:
-                    vals[e] = _sympy().Integer(n)
+                    vals[e] = n.expr if isinstance(n, SymInt) else sp.Integer(n)
                 else:
                     todo.append((e, n, where))
         for e, n, where in todo:  # symbols seen only through derived dims (2*s0 + 1)
@@ -79,27 +85,44 @@ class InputGuards:
                 if not self._bind_symbol(e, n, where, vals):
                     raise AssertionError(f"[export] cannot solve {where} = {e} for its symbols")
         for e, n, where in todo:
-            if int(e.xreplace(vals)) != n:
+            if vals.value(e) != n:
                 self._fail(f"{where} == {pyexpr(e, self.names)}")
         for e, vr in self.ranges.items():  # derived sizes first (2*s0), as PyTorch checks
             if e.free_symbols - vals.keys():
                 continue
-            v = int(e.xreplace(vals))
+            v = vals.value(e)
             name = self.expr_names.get(e) or pyexpr(e, self.names)
-            if vr.lower != -INF and v < vr.lower:
+            if vr.lower != -INF and v < int(vr.lower):
                 self._fail(f"{name} >= {int(vr.lower)}")
-            if vr.upper != INF and v > vr.upper:
+            if vr.upper != INF and v > int(vr.upper):
                 self._fail(f"{name} <= {int(vr.upper)}")
         for g in self.guards:
-            if g.free_symbols <= vals.keys() and not bool(g.xreplace(vals)):
+            if g.free_symbols <= vals.keys() and not vals.truth(g):
                 self._fail(pyexpr(g, self.names))
         return vals
+
+
+class Bindings(dict):
+    """``{symbol: value}``: sympy Integers, or expressions of an outer trace's ``env``."""
+
+    env: Any = None
+
+    def value(self, e: Any) -> Any:
+        v = e.xreplace(self)
+        return int(v) if v.is_Integer else SymInt(v, self.env)
+
+    def truth(self, rel: Any) -> bool:
+        sp = _sympy()
+        r = rel.xreplace(self)
+        if r in (sp.true, sp.false):
+            return bool(r)
+        return self.env.evaluate(r)
 
 
 def concrete(x: Any, vals: dict) -> Any:
     """``x`` with every ``SymInt`` evaluated at the symbol values ``vals``."""
     if isinstance(x, SymInt):
-        return int(x.expr.xreplace(vals))
+        return vals.value(x.expr)
     t = type(x)
     if t is tuple or t is list:
         return t(concrete(y, vals) for y in x)

@@ -10,6 +10,8 @@ Example::
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any, Iterator
 
 from ember.export._inputs import leaves, structure, unflatten
@@ -194,6 +196,17 @@ def _describe(structs: dict) -> str:
     return "TreeSpec(" + ", ".join(f"{k}={_shape_of(v)}" for k, v in structs.items()) + ")"
 
 
+def _forward_with(names: list) -> Any:
+    """``forward`` with the exported function's argument names in its signature (so the module
+    binds and re-exports like the original)."""
+    def forward(self: ExportedModule, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(*args, **kwargs)
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    forward.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return forward
+
+
 class ExportedModule(Module):
     """``ep.module()``: parameters and buffers under their original names, ``forward`` with the
     original signature; input guards raise ``AssertionError("Guard failed: ...")``."""
@@ -201,6 +214,7 @@ class ExportedModule(Module):
     def __init__(self, ep: ExportedProgram) -> None:
         super().__init__()
         object.__setattr__(self, "_ep", ep)
+        object.__setattr__(self, "forward", types.MethodType(_forward_with(ep._in_spec[0]), self))
         for s in ep.graph_signature.input_specs:
             if s.kind == InputKind.USER_INPUT:
                 continue
@@ -233,7 +247,7 @@ class ExportedModule(Module):
                 out[s.target] = getattr(owner, leaf)
         return out
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def _forward(self, *args: Any, **kwargs: Any) -> Any:
         state = self._state()
         result, muts, flat = self._ep._run(args, kwargs, state)
         user_in = [s.arg.name for s in self._ep.graph_signature.input_specs
