@@ -31,8 +31,14 @@ from ember.export._inputs import leaves, unflatten
 from ember.export._runtime import InputGuards
 from ember.export.exported_program import ExportedProgram
 from ember.export.graph import Graph, Node
-from ember.export.graph_signature import (ExportGraphSignature, InputKind, InputSpec, OutputKind,
-                                          OutputSpec, TensorArgument)
+from ember.export.graph_signature import (
+    ExportGraphSignature,
+    InputKind,
+    InputSpec,
+    OutputKind,
+    OutputSpec,
+    TensorArgument,
+)
 from ember.nn.parameter import Parameter
 from ember.ops.registry import REGISTRY
 from ember.serialization import safetensors as _st
