@@ -357,6 +357,7 @@ class ShapeEnv:
                   "StrictGreaterThan": (1, INF), "GreaterThan": (0, INF)}.get(name, (None, None))
         if lo is None:
             return
+        self._learn_floordiv(diff, lo, hi)
         for x in diff.free_symbols:
             a = diff.coeff(x)
             rest = sp.expand(diff - a * x)
@@ -370,6 +371,28 @@ class ShapeEnv:
             new = ValueRange(math.ceil(lo_ax / a) if lo_ax != -INF else -INF,
                              math.floor(hi_ax / a) if hi_ax != INF else INF)
             self.var_to_range[x] = self.var_to_range[x].intersect(new)
+
+    def _learn_floordiv(self, diff: Any, lo: float, hi: float) -> None:
+        """``lo <= (e//k) + d <= hi`` (a pooled or strided size) bounds ``e``: ``e >= (lo-d)*k``
+        and ``e <= (hi-d)*k + k - 1``; learned as linear facts on ``e`` (recursively)."""
+        sp = _sympy()
+        d = sp.Integer(0)
+        fd = None
+        for t in sp.Add.make_args(diff):
+            if t.is_Integer:
+                d += t
+            elif isinstance(t, _FloorDiv) and fd is None and t.args[1].is_Integer \
+                    and int(t.args[1]) > 0:
+                fd = t
+            else:
+                return
+        if fd is None:
+            return
+        e, k = fd.args[0], int(fd.args[1])
+        if lo != -INF:
+            self._learn(sp.Ge(e, (int(lo) - int(d)) * k))
+        if hi != INF:
+            self._learn(sp.Le(e, (int(hi) - int(d)) * k + k - 1))
 
     def _substitute(self, diff: Any) -> None:
         """From ``diff == 0``: replace the newest symbol that has an integer solution."""

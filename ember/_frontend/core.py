@@ -14,6 +14,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import EmberTypeError, ShapeError
 from ember.ops.registry import OpDef, bind
+from ember.sym import sym_eq_static
 from ember.tensor import Tensor, _wrap
 
 Scalar = (bool, int, float)
@@ -30,6 +31,14 @@ def py_scalar(x: Any) -> Any:
     return x
 
 
+def _is_one(n: Any) -> bool:
+    """``n == 1``; for a symbolic size, only when its range says so (no guard), as PyTorch's
+    size-oblivious broadcasting assumes a dynamic dim is not 1."""
+    if type(n) is int:
+        return n == 1
+    return sym_eq_static(n, 1) is True
+
+
 def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
     """PyTorch/NumPy broadcasting of ``shapes``; the error names the op and the shapes."""
     ndim = max(len(s) for s in shapes)
@@ -38,9 +47,9 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
         lead = ndim - len(s)
         for i, n in enumerate(s):
             j = lead + i
-            if out[j] == 1:
+            if _is_one(out[j]):
                 out[j] = n
-            elif n != 1 and n != out[j]:
+            elif not _is_one(n) and n != out[j]:
                 raise ShapeError(
                     f"[{op}] The size of tensor a ({out[j]}) must match the size of tensor b "
                     f"({n}) at non-singleton dimension {j}; shapes {[tuple(x) for x in shapes]} "
