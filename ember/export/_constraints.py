@@ -25,6 +25,7 @@ class _Named:
         self.hint: int | None = None
         self.guard = dim.__name__   # x.size()[0]: the symbol's source in guards
         self.declared: tuple = (2, INT_OO)
+        self.direct = False         # some input dim is this Dim itself (not only derived)
 
 
 def make_symbols(env: ShapeEnv, specs: list, log: Any) -> dict:
@@ -37,8 +38,10 @@ def make_symbols(env: ShapeEnv, specs: list, log: Any) -> dict:
         if s.kind == "named":
             root = s.dim.root if isinstance(s.dim, _DerivedDim) else s.dim
             r = roots.setdefault(root.__name__, _Named(root))
-            if not isinstance(s.dim, _DerivedDim) and r.hint is None:
-                r.hint, r.local, r.guard = s.hint, s.source, s.guard
+            if not isinstance(s.dim, _DerivedDim):
+                r.direct = True
+                if r.hint is None:
+                    r.hint, r.local, r.guard = s.hint, s.source, s.guard
     for s in flat:  # roots seen only through derived dims take their hint from one
         if s.kind == "named" and isinstance(s.dim, _DerivedDim):
             r = roots[s.dim.root.__name__]
@@ -117,6 +120,8 @@ def _hint_symbol(env: ShapeEnv, s: DimSpec, log: Any) -> Any:
             f"{s.dim.max}], conflicting with the example input {h} for dimension {s.path}.")
     sym = env.create_symbol(h, s.guard, min=lo, max=hi)
     env.export_hinted = getattr(env, "export_hinted", []) + [(sym, s)]  # type: ignore
+    env.declared_ranges = getattr(env, "declared_ranges", {})  # type: ignore
+    env.declared_ranges[sym._expr] = (lo, INT_OO if hi is None else hi)
     return sym
 
 
@@ -186,6 +191,10 @@ def _narrowed(env: ShapeEnv, r: _Named, x: Any, locals_: dict) -> list:
     name = r.dim.__name__
     out = []
     lo, hi = r.declared
+    for sym, _ in getattr(env, "export_hinted", []):  # ranges declared on dims found equal
+        if env.simplify(sym._expr) == x:
+            vr0 = env.declared_ranges[sym._expr]
+            lo, hi = max(lo, vr0[0]), min(hi, vr0[1])
     vr = env.var_to_range[x]
     if vr.lower > lo or vr.upper < hi:
         spec = f"{lo} <= {name}" + ("" if hi == INT_OO else f" <= {int(hi)}")
@@ -224,15 +233,39 @@ def _replaced(env: ShapeEnv, expr: Any) -> Any:
 
 def range_constraints(env: ShapeEnv, input_sizes: list) -> dict:
     """``{symbol: ValueRange}`` of the input symbols that stayed free, and of the derived
-    expressions inputs have as sizes (``2*s0``), as PyTorch reports them."""
+    expressions inputs have as sizes (``2*s0``), as PyTorch reports them: a named ``Dim``
+    used directly reports the range the user declared (``Dim("b")``: ``[0, int_oo]``; tracing
+    assumed ``>= 2``), unless an AUTO/DYNAMIC dim was found equal to it; a derived dim reports
+    its root's declared range mapped through it."""
+    from ember.sym import ValueRange
+    declared: dict = {}
+    auto_targets = {env.simplify(sym._expr) for sym, _ in getattr(env, "export_hinted", [])}
+    for r in getattr(env, "export_named", {}).values():
+        if isinstance(r.sym, SymInt) and r.direct and r.sym._expr not in auto_targets:
+            declared[r.sym._expr] = ValueRange(r.dim.min, r.dim.max)
     out = {}
     for x in input_sizes:
         if isinstance(x, SymInt):
             e = x.expr
             if not e.is_Symbol and not e.is_Integer and e not in out:
-                out[e] = env.bound(e)
-    out.update(env.range_constraints())
+                out[e] = _derived_range(env, e)
+    for s, vr in env.range_constraints().items():
+        out[s] = declared.get(s, vr)
     return out
+
+
+def _derived_range(env: ShapeEnv, e: Any) -> Any:
+    from ember.sym import ValueRange
+    named = {r.sym._expr: r for r in getattr(env, "export_named", {}).values()
+             if isinstance(r.sym, SymInt)}
+    if len(e.free_symbols) == 1:
+        (s,) = e.free_symbols
+        r = named.get(s)
+        a, b = e.coeff(s), (e - e.coeff(s) * s)
+        if r is not None and a.is_Integer and b.is_Integer and int(a) > 0:
+            hi = INT_OO if r.dim.max == INT_OO else int(a) * r.dim.max + int(b)
+            return ValueRange(int(a) * r.dim.min + int(b), hi)
+    return env.bound(e)
 
 
 def runtime_guards(env: ShapeEnv) -> list:

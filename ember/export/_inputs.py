@@ -78,16 +78,18 @@ def flatten(named: dict, spec: Any) -> list[Leaf]:
     if isinstance(spec, (tuple, list)):
         if len(spec) != len(named):
             raise UserError(UserErrorType.INVALID_INPUT,
-                            f"[export] dynamic_shapes has {len(spec)} entries but forward takes "
-                            f"{len(named)} inputs ({', '.join(named)})")
+                            "Detected mismatch between the structure of `inputs` and "
+                            f"`dynamic_shapes`: `inputs` has {len(named)} elements, but "
+                            f"`dynamic_shapes` has {len(spec)} elements")
         spec = dict(zip(named, spec))
     if isinstance(spec, dict):
-        unknown = [k for k in spec if k not in named]
-        if unknown:
+        if set(spec) != set(named):
             raise UserError(UserErrorType.INVALID_INPUT,
-                            f"[export] dynamic_shapes has keys {unknown} that are not arguments "
-                            f"of forward ({', '.join(named)}); when dynamic_shapes is a dict, its "
-                            "keys must be the argument names")
+                            "When `dynamic_shapes` is specified as a dict, its top-level keys "
+                            f"must be the arg names {list(named)} of `inputs`, but here they are "
+                            f"{list(spec)}. Alternatively, you could also ignore arg names "
+                            "entirely and specify `dynamic_shapes` as a list/tuple matching "
+                            "`inputs`.")
     out: list[Leaf] = []
     for name, value in named.items():
         s = spec.get(name) if isinstance(spec, dict) else None
