@@ -145,3 +145,46 @@ def test_args_must_be_a_tuple():
     from ember._dynamo.exc import UserError
     with pytest.raises(UserError, match="tuple"):
         export(MLP(), [ember.randn(2, 8)])
+
+
+class Losses(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, t):
+        return ember.nn.functional.mse_loss(self.fc(x), t), ember.nn.functional.glu(x, -1)
+
+
+def _targets(ep):
+    return [n.target.name for n in ep.graph.nodes
+            if n.op == "call_function" and hasattr(n.target, "kind")]
+
+
+def test_run_decompositions_to_primitives():
+    ep = export(Losses(), (ember.randn(3, 4), ember.randn(3, 4)),
+                dynamic_shapes={"x": {0: Dim.AUTO}, "t": {0: Dim.AUTO}})
+    assert {"mse_loss", "glu"} <= set(_targets(ep))
+    dec = ep.run_decompositions()
+    assert dec is not ep and {"mse_loss", "glu"} <= set(_targets(ep))  # ep is unchanged
+    assert not {"mse_loss", "glu"} & set(_targets(dec))
+    assert all(n.target.decomp is None for n in dec.graph.nodes
+               if n.op == "call_function" and hasattr(n.target, "kind"))
+    dec.validate()
+    x, t = ember.randn(6, 4), ember.randn(6, 4)
+    for a, b in zip(dec.module()(x, t), ep.module()(x, t)):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    kept = ep.run_decompositions({"glu": None})
+    assert "glu" in _targets(kept) and "mse_loss" not in _targets(kept)
+
+
+def test_compile_exported_module_matches_eager():
+    m = Losses()
+    ep = export(m, (ember.randn(3, 4), ember.randn(3, 4)),
+                dynamic_shapes={"x": {0: Dim.AUTO}, "t": {0: Dim.AUTO}})
+    compiled = ember.compile(ep.module())
+    for b in (5, 8):
+        x, t = ember.randn(b, 4), ember.randn(b, 4)
+        for a, r in zip(compiled(x, t), m(x, t)):
+            np.testing.assert_allclose(a.detach().numpy(), r.detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
