@@ -204,11 +204,13 @@ def _narrowed(env: ShapeEnv, r: _Named, x: Any, locals_: dict) -> list:
                     + ("" if vr.upper == INT_OO else f" <= {int(vr.upper)}") + ".",
                     f"{name} = Dim('{name}', min={int(vr.lower)}{new_max})", _where(env, x)))
     for g in env.guards:
-        if g.kind in ("lt", "le", "gt", "ge", "eq", "specialize"):
+        if g.kind in ("eq", "specialize"):
             continue
         fact = _replaced(env, g.expr)
         if x not in fact.free_symbols or fact in (sp.true, sp.false):
             continue
+        if g.kind in ("lt", "le", "gt", "ge") and env.static_truth(fact) is True:
+            continue  # a linear inequality, learned as the range reported above
         fix = None
         if g.kind == "divisible":
             e, k = fact.lhs.args
