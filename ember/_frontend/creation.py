@@ -14,11 +14,11 @@ from ember import dtypes as dt
 from ember._frontend.core import to_dtype
 from ember._frontend.shape import size_args
 from ember.autograd import grad_mode as _gm
-from ember.ops.registry import bind
-from ember.sym import has_symbolic
 from ember.device import check_device, check_pin
 from ember.device import device as Device
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.ops.registry import bind
+from ember.sym import has_symbolic
 from ember.tensor import Tensor, _wrap, tensor_method
 
 __all__ = [
