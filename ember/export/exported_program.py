@@ -109,6 +109,8 @@ class ExportedProgram:
                 f"{_describe(want)}\nbut actually got inputs with tree spec of: \n"
                 f"{_describe(got or {})}.\nPlease check that the inputs have the same number "
                 "and type of args and kwargs as the ones you used when tracing.")
+        for k in structs:
+            _check_constants(want[k], got[k], k)
         flat = []
         for k in structs:
             flat.extend(leaves(named[k]))
@@ -190,6 +192,20 @@ def _shape_of(s: Any) -> Any:
     if kind == "dict":
         return ("dict", tuple((k, _shape_of(v)) for k, v in body))
     return (kind, tuple(_shape_of(v) for v in body))
+
+
+def _check_constants(want: Any, got: Any, path: str) -> None:
+    """Non-tensor inputs were constants of the trace: ``Guard failed: n == 3`` otherwise."""
+    if want == "T":
+        return
+    kind, body = want
+    if kind == "const":
+        if got[1] != body or type(got[1]) is not type(body):
+            raise AssertionError(f"Guard failed: {path} == {body!r}")
+        return
+    for (k, w), (_, g) in zip(body, got[1]) if kind == "dict" else \
+            zip(enumerate(body), enumerate(got[1])):
+        _check_constants(w, g, f"{path}[{k!r}]")
 
 
 def _describe(structs: dict) -> str:

@@ -188,3 +188,18 @@ def test_compile_exported_module_matches_eager():
         for a, r in zip(compiled(x, t), m(x, t)):
             np.testing.assert_allclose(a.detach().numpy(), r.detach().numpy(), rtol=1e-5,
                                        atol=1e-6)
+
+
+def test_non_tensor_inputs_are_guarded_constants():
+    class M(nn.Module):
+        def forward(self, x, n, opts):
+            return x * n + opts["shift"]
+
+    ep = export(M(), (ember.ones(3), 3, {"shift": 1.5}))
+    mod = ep.module()
+    np.testing.assert_array_equal(mod(ember.ones(3), 3, {"shift": 1.5}).numpy(),
+                                  np.full(3, 4.5, np.float32))
+    with pytest.raises(AssertionError, match="Guard failed: n == 3"):
+        mod(ember.ones(3), 4, {"shift": 1.5})
+    with pytest.raises(AssertionError, match=r"Guard failed: opts\['shift'\] == 1.5"):
+        mod(ember.ones(3), 3, {"shift": 2.5})
