@@ -4,6 +4,7 @@ runtime guards (how ``Dim``, ``Dim.AUTO`` and ``Dim.DYNAMIC`` decide; docs/expor
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 from ember._dynamo.exc import UserError, UserErrorType
@@ -13,6 +14,20 @@ from ember.sym import ShapeEnv, SymInt, _sympy, pyexpr
 _MARKED = ("You marked {name} as dynamic but your code specialized it to be a constant ({v}). "
            "If you're using mark_dynamic, either remove it or use maybe_mark_dynamic. If you're "
            "using Dim.DYNAMIC, replace it with either Dim.STATIC or Dim.AUTO.")
+
+
+@dataclass
+class Symbols:
+    """What ``make_symbols`` made, read again after tracing: each dim's size, the named roots,
+    the AUTO/DYNAMIC symbols with their specs and declared ranges, and the violations that were
+    clear before tracing (a named dim with a 0/1 example)."""
+
+    env: ShapeEnv
+    sizes: dict = field(default_factory=dict)      # id(DimSpec) -> int | SymInt
+    named: dict = field(default_factory=dict)      # root name -> _Named
+    hinted: list = field(default_factory=list)     # (SymInt, DimSpec) of AUTO/DYNAMIC dims
+    declared: dict = field(default_factory=dict)   # their symbol -> (lo, hi) as specified
+    early: list = field(default_factory=list)      # violations found before tracing
 
 
 class _Named:
@@ -28,12 +43,14 @@ class _Named:
         self.direct = False         # some input dim is this Dim itself (not only derived)
 
 
-def make_symbols(env: ShapeEnv, specs: list, log: Any) -> dict:
-    """``{id(DimSpec): int | SymInt}``: named dims first (so a later AUTO dim equal to one is
-    the one substituted), then AUTO/DYNAMIC dims in input order."""
+def make_symbols(env: ShapeEnv, specs: list, log: Any) -> Symbols:
+    """A size per dim (``info.sizes[id(DimSpec)]``: an int or a ``SymInt``): named dims first
+    (so a later AUTO dim equal to one is the one substituted), then AUTO/DYNAMIC dims in input
+    order."""
     flat = [s for ls in specs for s in ls]
-    out: dict = {}
-    roots: dict[str, _Named] = {}
+    info = Symbols(env)
+    out = info.sizes
+    roots: dict[str, _Named] = info.named
     for s in flat:
         if s.kind == "named":
             root = s.dim.root if isinstance(s.dim, _DerivedDim) else s.dim
@@ -52,9 +69,8 @@ def make_symbols(env: ShapeEnv, specs: list, log: Any) -> dict:
                                     f"Expected input {s.path} = {s.hint} to be of the form "
                                     f"{s.dim.__name__}, where {r.dim.__name__} is an integer")
                 r.hint, r.guard = (s.hint - b) // a, r.dim.__name__
-    env.export_named = roots  # type: ignore[attr-defined]
     for r in roots.values():
-        _root_symbol(env, r, [s for s in flat if s.kind == "named" and _root_of(s) is r.dim])
+        _root_symbol(info, r, [s for s in flat if s.kind == "named" and _root_of(s) is r.dim])
     for s in flat:
         if s.kind == "static":
             out[id(s)] = s.hint
@@ -67,8 +83,8 @@ def make_symbols(env: ShapeEnv, specs: list, log: Any) -> dict:
                                 f"{_value(v)}, but got {s.hint}")
             out[id(s)] = v
         else:
-            out[id(s)] = _hint_symbol(env, s, log)
-    return out
+            out[id(s)] = _hint_symbol(info, s, log)
+    return info
 
 
 def _root_of(s: DimSpec) -> Any:
@@ -79,13 +95,12 @@ def _value(v: Any) -> int:
     return v.hint() if isinstance(v, SymInt) else int(v)
 
 
-def _root_symbol(env: ShapeEnv, r: _Named, uses: list) -> None:
+def _root_symbol(info: Symbols, r: _Named, uses: list) -> None:
     d = r.dim
     if r.hint in (0, 1):
         r.sym = r.hint
-        env.export_violations = getattr(env, "export_violations", []) + [  # type: ignore
-            (d.__name__, _MARKED.format(name=d.__name__, v=r.hint), f"{d.__name__} = {r.hint}",
-             "")]
+        info.early.append((d.__name__, _MARKED.format(name=d.__name__, v=r.hint),
+                           f"{d.__name__} = {r.hint}", ""))
         return
     lo, hi = max(2, d.min), d.max
     for s in uses:  # derived dims are sizes too: a*r + b >= 2
@@ -96,11 +111,12 @@ def _root_symbol(env: ShapeEnv, r: _Named, uses: list) -> None:
         raise UserError(UserErrorType.CONSTRAINT_VIOLATION,
                         f"Expected input at {uses[0].path} to be {bound}, but got "
                         f"{uses[0].hint} (the range of {d!r})")
-    r.sym = env.create_symbol(r.hint, r.guard, min=lo, max=None if hi == INT_OO else int(hi))
+    r.sym = info.env.create_symbol(r.hint, r.guard, min=lo,
+                                   max=None if hi == INT_OO else int(hi))
     r.declared = (lo, hi)
 
 
-def _hint_symbol(env: ShapeEnv, s: DimSpec, log: Any) -> Any:
+def _hint_symbol(info: Symbols, s: DimSpec, log: Any) -> Any:
     h = s.hint
     if h in (0, 1):
         if s.kind == "dynamic":
@@ -118,10 +134,9 @@ def _hint_symbol(env: ShapeEnv, s: DimSpec, log: Any) -> Any:
             "Found the following conflicts between user-specified ranges and inferred ranges "
             f"from model tracing:\n- Received user-specified min/max range [{s.dim.min}, "
             f"{s.dim.max}], conflicting with the example input {h} for dimension {s.path}.")
-    sym = env.create_symbol(h, s.guard, min=lo, max=hi)
-    env.export_hinted = getattr(env, "export_hinted", []) + [(sym, s)]  # type: ignore
-    env.declared_ranges = getattr(env, "declared_ranges", {})  # type: ignore
-    env.declared_ranges[sym._expr] = (lo, INT_OO if hi is None else hi)
+    sym = info.env.create_symbol(h, s.guard, min=lo, max=hi)
+    info.hinted.append((sym, s))
+    info.declared[sym._expr] = (lo, INT_OO if hi is None else hi)
     return sym
 
 
@@ -134,12 +149,13 @@ def _where(env: ShapeEnv, sym: Any) -> str:
     return ""
 
 
-def check_violations(env: ShapeEnv, specs: list, syms: dict) -> None:
+def check_violations(info: Symbols) -> None:
     """Raise ``UserError`` listing every way tracing contradicted a named ``Dim`` or a
     ``Dim.DYNAMIC`` (specialized, tied to another dim, narrowed, or guarded otherwise)."""
     sp = _sympy()
-    found: list = list(getattr(env, "export_violations", []))
-    named = getattr(env, "export_named", {})
+    env = info.env
+    found: list = list(info.early)
+    named = info.named
     owner = {r.sym._expr: r for r in named.values() if isinstance(r.sym, SymInt)}
     locals_ = {e: r.local for e, r in owner.items()}
     for r in named.values():
@@ -163,8 +179,8 @@ def check_violations(env: ShapeEnv, specs: list, syms: dict) -> None:
                            f"{name} = {rel}.")
                 found.append((name, msg, f"{name} = {rel}", _where(env, x)))
         else:
-            found.extend(_narrowed(env, r, x, locals_))
-    for sym, s in getattr(env, "export_hinted", []):
+            found.extend(_narrowed(info, r, x, locals_))
+    for sym, s in info.hinted:
         e = env.simplify(sym._expr)
         if s.kind == "dynamic" and e.is_Integer:
             found.append((s.source, _MARKED.format(name=s.source, v=int(e)), None,
@@ -184,16 +200,17 @@ def check_violations(env: ShapeEnv, specs: list, syms: dict) -> None:
     raise UserError(UserErrorType.CONSTRAINT_VIOLATION, "\n".join(lines))
 
 
-def _narrowed(env: ShapeEnv, r: _Named, x: Any, locals_: dict) -> list:
+def _narrowed(info: Symbols, r: _Named, x: Any, locals_: dict) -> list:
     """Violations of a named dim that stayed a free symbol: its range narrowed, or another
     guard (divisibility, ...) restricts it."""
     sp = _sympy()
+    env = info.env
     name = r.dim.__name__
     out = []
     lo, hi = r.declared
-    for sym, _ in getattr(env, "export_hinted", []):  # ranges declared on dims found equal
+    for sym, _ in info.hinted:  # ranges declared on dims found equal
         if env.simplify(sym._expr) == x:
-            vr0 = env.declared_ranges[sym._expr]
+            vr0 = info.declared[sym._expr]
             lo, hi = max(lo, vr0[0]), min(hi, vr0[1])
     vr = env.var_to_range[x]
     if vr.lower > lo or vr.upper < hi:
@@ -233,32 +250,33 @@ def _replaced(env: ShapeEnv, expr: Any) -> Any:
     return expr.xreplace(env.replacements) if env.replacements else expr
 
 
-def range_constraints(env: ShapeEnv, input_sizes: list) -> dict:
+def range_constraints(info: Symbols) -> dict:
     """``{symbol: ValueRange}`` of the input symbols that stayed free, and of the derived
     expressions inputs have as sizes (``2*s0``), as PyTorch reports them: a named ``Dim``
     used directly reports the range the user declared (``Dim("b")``: ``[0, int_oo]``; tracing
     assumed ``>= 2``), unless an AUTO/DYNAMIC dim was found equal to it; a derived dim reports
     its root's declared range mapped through it."""
     from ember.sym import ValueRange
+    env = info.env
     declared: dict = {}
-    auto_targets = {env.simplify(sym._expr) for sym, _ in getattr(env, "export_hinted", [])}
-    for r in getattr(env, "export_named", {}).values():
+    auto_targets = {env.simplify(sym._expr) for sym, _ in info.hinted}
+    for r in info.named.values():
         if isinstance(r.sym, SymInt) and r.direct and r.sym._expr not in auto_targets:
             declared[r.sym._expr] = ValueRange(r.dim.min, r.dim.max)
     out = {}
-    for x in input_sizes:
+    for x in info.sizes.values():
         if isinstance(x, SymInt):
             e = x.expr
             if not e.is_Symbol and not e.is_Integer and e not in out:
-                out[e] = _derived_range(env, e)
+                out[e] = _derived_range(info, e)
     for s, vr in env.range_constraints().items():
         out[s] = declared.get(s, vr)
     return out
 
 
-def _derived_range(env: ShapeEnv, e: Any) -> Any:
+def _derived_range(info: Symbols, e: Any) -> Any:
     from ember.sym import ValueRange
-    named = {r.sym._expr: r for r in getattr(env, "export_named", {}).values()
+    named = {r.sym._expr: r for r in info.named.values()
              if isinstance(r.sym, SymInt)}
     if len(e.free_symbols) == 1:
         (s,) = e.free_symbols
@@ -267,7 +285,7 @@ def _derived_range(env: ShapeEnv, e: Any) -> Any:
         if r is not None and a.is_Integer and b.is_Integer and int(a) > 0:
             hi = INT_OO if r.dim.max == INT_OO else int(a) * r.dim.max + int(b)
             return ValueRange(int(a) * r.dim.min + int(b), hi)
-    return env.bound(e)
+    return info.env.bound(e)
 
 
 def runtime_guards(env: ShapeEnv) -> list:

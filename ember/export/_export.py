@@ -61,7 +61,8 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     leaf_list = flatten(named, dynamic_shapes)
     env = ShapeEnv()
     specs = _dim_specs(leaf_list)
-    syms = _constraints.make_symbols(env, specs, log)
+    info = _constraints.make_symbols(env, specs, log)
+    syms = info.sizes
     graph = Graph()
     lifted, input_specs, state_dict, constants = _lift_state(mod, graph)
     user_nodes = []
@@ -88,8 +89,8 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     output_specs, out_nodes, out_struct = result
     graph.output(tuple(out_nodes))
     _order_placeholders(graph, input_specs)
-    _constraints.check_violations(env, specs, syms)
-    ranges = _constraints.range_constraints(env, list(syms.values()))
+    _constraints.check_violations(info)
+    ranges = _constraints.range_constraints(info)
     guards = InputGuards(
         [(leaf.guard, [_expr(env, syms[id(s)]) for s in ls]) for leaf, ls in zip(leaf_list, specs)],
         ranges, _constraints.runtime_guards(env))
