@@ -85,14 +85,14 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     kw = {k: fake_named[k] for k in list(named)[len(args):]}
     with tracer, no_grad():
         out = mod(*pos, **kw)
-        result = _outputs(tracer, out, leaf_list, input_specs, constants)
+        result = _outputs(tracer, out, input_specs, constants)
     output_specs, out_nodes, out_struct = result
     graph.output(tuple(out_nodes))
     _order_placeholders(graph, input_specs)
     _constraints.check_violations(info)
     ranges = _constraints.range_constraints(info)
     guards = InputGuards(
-        [(leaf.guard, [_expr(env, syms[id(s)]) for s in ls]) for leaf, ls in zip(leaf_list, specs)],
+        [(leaf.guard, [_expr(syms[id(s)]) for s in ls]) for leaf, ls in zip(leaf_list, specs)],
         ranges, _constraints.runtime_guards(env))
     in_spec = (list(named)[:len(args)] + [k for k in named if k not in list(named)[:len(args)]],
                {k: structure(v) for k, v in named.items()})
@@ -101,7 +101,7 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
                            out_struct, guards, shape_env=env)
 
 
-def _expr(env: ShapeEnv, x: Any) -> Any:
+def _expr(x: Any) -> Any:
     from ember.sym import _sympy
     return x.expr if isinstance(x, SymInt) else _sympy().Integer(int(x))
 
@@ -164,8 +164,7 @@ def _lift_state(mod: Any, graph: Graph) -> tuple:
     return lifted, specs, state_dict, constants
 
 
-def _outputs(tracer: Tracer, out: Any, leaf_list: list, input_specs: list,
-             constants: dict) -> tuple:
+def _outputs(tracer: Tracer, out: Any, input_specs: list, constants: dict) -> tuple:
     """Output specs, output nodes (mutations first, as PyTorch orders them) and the
     structure of the user output."""
     specs, nodes = [], []

@@ -8,8 +8,7 @@ import operator
 from typing import Any
 
 from ember.ops.registry import bind
-from ember.sym import SymInt, ValueRange, _sympy, pyexpr
-from ember.tensor import Tensor
+from ember.sym import SymInt, _sympy, pyexpr
 
 INF = float("inf")
 
@@ -160,11 +159,3 @@ def run_graph(graph: Any, values: dict, vals: dict) -> list:
         else:
             return [get(a) for a in n.args[0]]
     raise AssertionError("[export] graph without an output node")
-
-
-def as_value_range(lower: float, upper: float) -> ValueRange:
-    return ValueRange(lower, upper)
-
-
-def is_tensor(x: Any) -> bool:
-    return isinstance(x, Tensor)

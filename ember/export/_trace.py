@@ -20,7 +20,7 @@ import numpy as np
 from ember import _lazy
 from ember.errors import GuardOnDataDependentSymNode
 from ember.export.graph import Graph, Node
-from ember.sym import FakeTensor, SymInt, _user_frame
+from ember.sym import FakeTensor, _user_frame
 from ember.tensor import Tensor, _wrap
 
 
@@ -229,10 +229,6 @@ class Tracer:
         for t, payload, version in self.restore:
             t._data = payload
             t._version_counter[0] = version
-
-
-def is_symbolic_shape(shape: tuple) -> bool:
-    return any(isinstance(s, SymInt) for s in shape)
 
 
 __all__ = ["FakeArray", "Tracer"]
