@@ -203,3 +203,15 @@ def test_non_tensor_inputs_are_guarded_constants():
         mod(ember.ones(3), 4, {"shift": 1.5})
     with pytest.raises(AssertionError, match=r"Guard failed: opts\['shift'\] == 1.5"):
         mod(ember.ones(3), 3, {"shift": 2.5})
+
+
+def test_module_is_differentiable_like_eager(mlp_ep):
+    m, ep = mlp_ep
+    mod = ep.module()
+    x = ember.randn(6, 8)
+    mod(x).sum().backward()
+    m.zero_grad()
+    m(x).sum().backward()
+    for name, p in mod.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), m.get_parameter(name).grad.numpy(),
+                                   rtol=1e-5, atol=1e-6)

@@ -239,6 +239,8 @@ def test_named_dims_that_must_be_equal():
         assert "The values of c = L['m'].size()[0] and b = L['x'].size()[0] must always be " \
                "equal." in str(err)
         assert "Suggested fixes:\n  c = b" in str(err)
+    # ember names the line whose guard tied them (the concat in Block.forward)
+    assert re.search(r"\(guard from .*test_zoo_vs_torch.py:\d+\)", str(e))
 
 
 def test_dynamic_dim_specialized_is_a_user_error():
