@@ -21,10 +21,10 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
+from common import compare, fmt_time  # noqa: E402
 
 import ember  # noqa: E402
 import ember.demo  # noqa: E402
-from common import compare, fmt_time  # noqa: E402
 
 logging.getLogger("torch").setLevel(logging.ERROR)
 
