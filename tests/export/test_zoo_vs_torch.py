@@ -285,3 +285,17 @@ def test_conflicting_dim_definitions():
 def test_dim_hint_ranges_intersect():
     e_ep, t_ep = _export_both(lambda D: {"x": {0: D.AUTO(min=3, max=100)}}, [(5, 8)])
     assert canon(e_ep) == canon(t_ep) == ([("d0", "8")], {"d0": (3, 100)})
+
+
+def test_auto_dim_specialized_by_code_is_accepted():
+    outs = []
+    for T, ex, D in ((ember, ember.export.export, ember.export.Dim),
+                     (torch, torch.export.export, torch.export.Dim)):
+        class M(T.nn.Module):
+            def forward(self, x):
+                return x * int(x.shape[0])  # int() of a size specializes it
+
+        outs.append(ex(M(), (T.randn(5, 3),), dynamic_shapes={"x": {0: D.AUTO, 1: D.AUTO}}))
+    assert canon(outs[0]) == canon(outs[1]) == ([("5", "d0")], {"d0": (2, None)})
+    with pytest.raises(AssertionError, match=r"Guard failed: x.size\(\)\[0\] == 5"):
+        outs[0].module()(ember.randn(6, 3))
