@@ -215,3 +215,48 @@ def test_module_is_differentiable_like_eager(mlp_ep):
     for name, p in mod.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), m.get_parameter(name).grad.numpy(),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_bad_outputs_and_data_dependent_ops_name_the_problem():
+    from ember._dynamo.exc import UserError
+    from ember.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    class Size(nn.Module):
+        def forward(self, x):
+            return x * 2, x.shape[0]
+
+    with pytest.raises(UserError, match=r"output\[1\] is a symbolic size"):
+        export(Size(), (ember.randn(4, 2),), dynamic_shapes={"x": {0: Dim.AUTO}})
+
+    class Obj(nn.Module):
+        def forward(self, x):
+            return {"y": x, "f": object()}
+
+    with pytest.raises(UserError, match=r"output\['f'\] is a object"):
+        export(Obj(), (ember.randn(4, 2),))
+
+    class NonZero(nn.Module):
+        def forward(self, x):
+            return ember.nonzero(x)
+
+    with pytest.raises(GuardOnDataDependentSymNode, match=r"nonzero.*\n.*test_export_basic.py"):
+        export(NonZero(), (ember.randn(4, 2),))
+
+
+def test_nested_inputs_and_outputs():
+    class M(nn.Module):
+        def forward(self, pair, cfg):
+            a, b = pair
+            return {"sum": a + cfg["w"], "prod": [a * b]}
+
+    args = ((ember.randn(3, 2), ember.randn(3, 2)), {"w": ember.randn(3, 2)})
+    ep = export(M(), args, dynamic_shapes={"pair": ({0: Dim("n")}, {0: Dim("n")}),
+                                           "cfg": {"w": {0: Dim("n")}}})
+    assert ep.graph_signature.user_inputs == ["pair_0", "pair_1", "cfg_w"]
+    x = (ember.randn(5, 2), ember.randn(5, 2)), {"w": ember.randn(5, 2)}
+    out = ep.module()(*x)
+    assert set(out) == {"sum", "prod"} and isinstance(out["prod"], list)
+    np.testing.assert_allclose(out["prod"][0].numpy(), (x[0][0] * x[0][1]).numpy())
+    with pytest.raises(AssertionError, match=r"Guard failed: pair\[1\].size\(\)\[0\] == "
+                                             r"pair\[0\].size\(\)\[0\]"):
+        ep.module()((ember.randn(5, 2), ember.randn(4, 2)), {"w": ember.randn(5, 2)})
