@@ -299,3 +299,21 @@ def test_auto_dim_specialized_by_code_is_accepted():
     assert canon(outs[0]) == canon(outs[1]) == ([("5", "d0")], {"d0": (2, None)})
     with pytest.raises(AssertionError, match=r"Guard failed: x.size\(\)\[0\] == 5"):
         outs[0].module()(ember.randn(6, 3))
+
+
+def test_slicing_keeps_sizes_symbolic_like_torch():
+    outs, results = [], []
+    for T, ex, D in ((ember, ember.export.export, ember.export.Dim),
+                     (torch, torch.export.export, torch.export.Dim)):
+        class M(T.nn.Module):
+            def forward(self, x):
+                return x[1:] * 2, x[:-2], x[::2]
+
+        ep = ex(M(), (T.randn(10, 3),), dynamic_shapes={"x": {0: D.AUTO}})
+        outs.append([tuple(re.sub(r"s\d+", "s", str(d)) for d in n.meta["val"].shape)
+                     for n in ep.graph.nodes if n.op == "call_function"])
+        results.append(canon(ep))
+        new = ep.module()(T.ones(7, 3))
+        assert [tuple(o.shape) for o in new] == [(6, 3), (5, 3), (4, 3)]
+    assert outs[0] == outs[1]
+    assert results[0] == results[1] == ([("d0", "3")], {"d0": (2, None)})
