@@ -28,6 +28,7 @@ from ember.export.graph_signature import (
     OutputSpec,
     TensorArgument,
 )
+from ember.nn.modules.module import Module
 from ember.sym import ShapeEnv, SymInt
 from ember.tensor import Tensor, _wrap
 
@@ -50,6 +51,9 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         >>> ep.range_constraints
         {s0: VR[2, int_oo]}
     """
+    if not isinstance(mod, Module):
+        raise ValueError(f"Expected `mod` to be an instance of `torch.nn.Module`, got "
+                         f"{type(mod)}.")
     if not isinstance(args, tuple):
         raise UserError(UserErrorType.INVALID_INPUT,
                         f"Expecting `args` to be a tuple of example positional inputs, got "

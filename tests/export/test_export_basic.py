@@ -141,10 +141,12 @@ def test_value_dependent_code_names_the_line():
         export(M(), (ember.randn(3),))
 
 
-def test_args_must_be_a_tuple():
+def test_args_must_be_a_tuple_and_mod_a_module():
     from ember._dynamo.exc import UserError
     with pytest.raises(UserError, match="tuple"):
         export(MLP(), [ember.randn(2, 8)])
+    with pytest.raises(ValueError, match="Expected `mod` to be an instance of `torch.nn.Module`"):
+        export(lambda x: x * 2, (ember.randn(3),))
 
 
 class Losses(nn.Module):
