@@ -48,8 +48,8 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         ...     def forward(self, x):
         ...         return self.fc(x).relu()
         >>> ep = export(M(), (ember.randn(5, 8),), dynamic_shapes={"x": {0: Dim("batch")}})
-        >>> ep.range_constraints
-        {s0: VR[2, int_oo]}
+        >>> ep.range_constraints          # Dim("batch") declares [0, inf), as in PyTorch
+        {s0: VR[0, int_oo]}
     """
     if not isinstance(mod, Module):
         raise ValueError(f"Expected `mod` to be an instance of `torch.nn.Module`, got "

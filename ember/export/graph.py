@@ -8,8 +8,10 @@ Example::
     >>> for n in ep.graph.nodes:
     ...     print(n.op, n.name, n.target, [a.name for a in n.all_input_nodes])
     placeholder p_fc_weight p_fc_weight []
+    placeholder p_fc_bias p_fc_bias []
     placeholder x x []
-    call_function matmul matmul ['x', 'permute']
+    call_function linear <OpDef linear (extern)> ['x', 'p_fc_weight', 'p_fc_bias']
+    output output output ['linear']
 """
 
 from __future__ import annotations
