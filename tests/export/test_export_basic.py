@@ -262,3 +262,22 @@ def test_nested_inputs_and_outputs():
     with pytest.raises(AssertionError, match=r"Guard failed: pair\[1\].size\(\)\[0\] == "
                                              r"pair\[0\].size\(\)\[0\]"):
         ep.module()((ember.randn(5, 2), ember.randn(4, 2)), {"w": ember.randn(5, 2)})
+
+
+def test_tensor_constants_are_lifted():
+    class M(nn.Module):
+        def forward(self, x):
+            return x * ember.tensor([1.0, 2.0, 3.0]) + 1
+
+    ep = export(M(), (ember.ones(4, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    specs = ep.graph_signature.input_specs
+    assert [s.kind for s in specs] == [InputKind.CONSTANT_TENSOR, InputKind.USER_INPUT]
+    assert specs[0].arg.name == "c_lifted_tensor_0" and specs[0].target == "lifted_tensor_0"
+    np.testing.assert_array_equal(ep.constants["lifted_tensor_0"].numpy(), [1, 2, 3])
+    np.testing.assert_array_equal(ep.module()(ember.ones(2, 3)).numpy(), [[2, 3, 4]] * 2)
+    import io
+    buf = io.BytesIO()
+    ember.export.save(ep, buf)
+    buf.seek(0)
+    ep2 = ember.export.load(buf)
+    np.testing.assert_array_equal(ep2.module()(ember.ones(5, 3)).numpy(), [[2, 3, 4]] * 5)
