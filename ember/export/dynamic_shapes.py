@@ -224,9 +224,11 @@ def tensor_spec_entries(spec: Any, ndim: int, path: str) -> list:
                 f"Expected dynamic shape spec {spec!r} at {path} to have length {ndim} (the "
                 f"tensor's rank), got {len(spec)}")
         return list(spec)
+    where = "dynamic_shapes" + path.removeprefix("inputs")
     raise _user_error(
-        f"Unexpected dynamic_shape {spec!r} of a Tensor at {path}, try None, a dict "
-        "{dim: Dim} or a tuple with one entry per dim instead")
+        f"Unexpected input tensor shape {spec!r} specified at `{where}` (expected either a "
+        "list/tuple of dimensions, or a dict mapping indices to dimensions, where each dimension "
+        "is an int, a Dim, Dim.AUTO, Dim.STATIC, or Dim.DYNAMIC)")
 
 
 def classify(entry: Any, path: str) -> str:

@@ -41,6 +41,8 @@ SPECS = {
     "tuple too long": lambda D, E: ({0: D("b")}, {0: D("b")}, None),
     "dict with a non-argument": lambda D, E: {"x": None, "y": None, "n": {0: D.AUTO}},
     "dict missing an argument": lambda D, E: {"x": {0: D.AUTO}},
+    "a hint for a whole tensor": lambda D, E: {"x": D.AUTO, "y": None},
+    "a Dim for a whole tensor": lambda D, E: {"x": D("b"), "y": None},
 }
 
 
@@ -95,7 +97,7 @@ def test_dim_objects_like_torch():
     ({"x": (Dim.AUTO,), "y": None}, r"at inputs\['x'\] to have length 2"),
     ({"x": {0: 5}, "y": None}, r"inputs\['x'\].shape\[0\] to be equal to 5, but got 4"),
     ({"x": {0: Dim("b", max=3)}, "y": None}, r"inputs\['x'\].shape\[0\] to be <= 3, but got 4"),
-    ({"x": 7, "y": None}, r"Unexpected dynamic_shape 7 of a Tensor at inputs\['x'\]"),
+    ({"x": 7, "y": None}, r"Unexpected input tensor shape 7 specified at `dynamic_shapes\['x'\]`"),
 ])
 def test_invalid_specs_name_the_argument_path(spec, match):
     with pytest.raises(UserError, match=match):
