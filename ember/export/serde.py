@@ -315,16 +315,27 @@ def _read_archive(f: Any) -> zipfile.ZipFile:
         raise _err(f"expected a path or a binary file object, got {type(f).__name__}")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
+        _check_sizes(zf)
         bad = zf.testzip()
     except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as e:
         raise _err(f"not an ember export archive, or truncated/corrupted ({e})") from None
     if bad is not None:
         raise _err(f"the archive member {bad!r} is corrupted (CRC mismatch)")
+
     names = set(zf.namelist())
     missing = [m for m in _MEMBERS if m not in names]
     if missing:
         raise _err(f"the archive lacks {missing}: not an ember export archive, or truncated")
     return zf
+
+
+def _check_sizes(zf: zipfile.ZipFile) -> None:
+    """``save`` stores members uncompressed: refuse a member that would expand far beyond its
+    stored size (a zip bomb) before anything is decompressed."""
+    for info in zf.infolist():
+        if info.file_size > max(1 << 20, 100 * info.compress_size):
+            raise _err(f"the archive member {info.filename!r} expands {info.compress_size} "
+                       f"bytes into {info.file_size}: not written by ember.export.save")
 
 
 def _check_version(zf: zipfile.ZipFile) -> None:
@@ -347,7 +358,7 @@ def load(f: Any, *, extra_files: dict | None = None,
     _check_version(zf)
     try:
         model = json.loads(zf.read("model.json").decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _err(f"model.json is not valid JSON ({e})") from None
     if not isinstance(model, dict) or model.get("format") != FORMAT:
         raise _err("model.json is not an ember export model")
@@ -361,7 +372,7 @@ def load(f: Any, *, extra_files: dict | None = None,
         return _build(model, weights, examples)
     except SerializationError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
         raise _err(f"model.json is malformed ({type(e).__name__}: {e})") from None
 
 

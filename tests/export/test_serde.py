@@ -163,3 +163,18 @@ def test_hostile_model_json_runs_nothing():
 def test_save_rejects_non_programs():
     with pytest.raises(TypeError, match="ExportedProgram"):
         save(nn.Linear(2, 2), io.BytesIO())
+
+
+def test_zip_bomb_and_deep_json_are_refused():
+    data = GOLDEN.read_bytes()
+    src = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for name in src.namelist():
+            zf.writestr(name, src.read(name))
+        zf.writestr("extra_files/bomb", b"\0" * (8 << 20), compress_type=zipfile.ZIP_DEFLATED)
+    with pytest.raises(SerializationError, match="expands"):
+        load(io.BytesIO(out.getvalue()))
+    deep = b'{"format": "ember.export", "nodes": ' + b"[" * 100000 + b"]" * 100000 + b"}"
+    with pytest.raises(SerializationError, match=r"\[export.load\]"):
+        load(io.BytesIO(_mutated(data, "model.json", deep)))
