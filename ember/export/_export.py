@@ -69,17 +69,7 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     syms = info.sizes
     graph = Graph()
     lifted, input_specs, state_dict, constants = _lift_state(mod, graph)
-    user_nodes = []
-    fake_inputs: dict[int, Tensor] = {}
-    for leaf, leaf_specs in zip(leaf_list, specs):
-        node = graph.placeholder(leaf.name)
-        shape = tuple(syms[id(s)] for s in leaf_specs)
-        t = leaf.tensor
-        node.meta["val"] = fake_val(shape, t.dtype)
-        fake_inputs[id(t)] = _wrap(FakeArray(shape, t.dtype.np, node), t.dtype)
-        user_nodes.append(node)
-        input_specs_user = InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None)
-        input_specs.append(input_specs_user)
+    fake_inputs = _user_placeholders(graph, leaf_list, specs, syms, input_specs)
     fake_named = {k: _swap(v, fake_inputs) for k, v in named.items()}
     tracer = Tracer(graph, lifted)
     for key, (name, _kind, _target, arr) in lifted.items():
@@ -98,11 +88,25 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     guards = InputGuards(
         [(leaf.guard, [_expr(syms[id(s)]) for s in ls]) for leaf, ls in zip(leaf_list, specs)],
         ranges, _constraints.runtime_guards(env))
-    in_spec = (list(named)[:len(args)] + [k for k in named if k not in list(named)[:len(args)]],
-               {k: structure(v) for k, v in named.items()})
+    in_spec = (list(named), {k: structure(v) for k, v in named.items()})
     sig = ExportGraphSignature(input_specs, output_specs)
     return ExportedProgram(graph, sig, state_dict, constants, ranges, (args, kwargs), in_spec,
                            out_struct, guards, shape_env=env)
+
+
+def _user_placeholders(graph: Graph, leaf_list: list, specs: list, syms: dict,
+                       input_specs: list) -> dict[int, Tensor]:
+    """A placeholder per input tensor and the fake tensor that stands for it while tracing
+    (``{id(example tensor): fake}``)."""
+    fakes: dict[int, Tensor] = {}
+    for leaf, leaf_specs in zip(leaf_list, specs):
+        node = graph.placeholder(leaf.name)
+        shape = tuple(syms[id(s)] for s in leaf_specs)
+        t = leaf.tensor
+        node.meta["val"] = fake_val(shape, t.dtype)
+        fakes[id(t)] = _wrap(FakeArray(shape, t.dtype.np, node), t.dtype)
+        input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
+    return fakes
 
 
 def _expr(x: Any) -> Any:
