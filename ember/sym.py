@@ -389,10 +389,14 @@ class ShapeEnv:
         if fd is None:
             return
         e, k = fd.args[0], int(fd.args[1])
+        facts = []
         if lo != -INF:
-            self._learn(sp.Ge(e, (int(lo) - int(d)) * k))
+            facts.append(sp.Ge(e, (int(lo) - int(d)) * k))
         if hi != INF:
-            self._learn(sp.Le(e, (int(hi) - int(d)) * k + k - 1))
+            facts.append(sp.Le(e, (int(hi) - int(d)) * k + k - 1))
+        for fact in facts:
+            if fact not in (sp.true, sp.false):
+                self._learn(fact)
 
     def _substitute(self, diff: Any) -> None:
         """From ``diff == 0``: replace the newest symbol that has an integer solution."""

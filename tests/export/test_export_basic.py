@@ -283,3 +283,13 @@ def test_tensor_constants_are_lifted():
     buf.seek(0)
     ep2 = ember.export.load(buf)
     np.testing.assert_array_equal(ep2.module()(ember.ones(5, 3)).numpy(), [[2, 3, 4]] * 5)
+
+
+def test_floor_division_guards_narrow_ranges():
+    from ember.sym import ShapeEnv
+    env = ShapeEnv()
+    h = env.create_symbol(16, "h")
+    assert ((h - 2) // 2) >= 2          # a pooled size: learned as h >= 6
+    assert (h // 4) < 10                # h <= 39
+    (vr,) = env.var_to_range.values()
+    assert (vr.lower, vr.upper) == (6, 39)
