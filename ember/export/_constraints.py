@@ -269,6 +269,9 @@ def range_constraints(info: Symbols) -> dict:
             e = x.expr
             if not e.is_Symbol and not e.is_Integer and e not in out:
                 out[e] = _derived_range(info, e)
+    for s, vr in env.var_to_range.items():  # data-dependent sizes (u0), as PyTorch lists them
+        if s not in env.var_to_val and s not in env.replacements:
+            out[s] = vr
     for s, vr in env.range_constraints().items():
         out[s] = declared.get(s, vr)
     return out

@@ -15,8 +15,8 @@ from ember.tensor import _wrap
 class _DecomposingTracer(Tracer):
     """A tracer whose ``bind`` expands ops that have a decomposition."""
 
-    def __init__(self, graph: Graph, table: dict) -> None:
-        super().__init__(graph, {})
+    def __init__(self, graph: Graph, table: dict, env: Any) -> None:
+        super().__init__(graph, {}, env)
         self.table = table
         self.active: list = []
 
@@ -35,7 +35,7 @@ def decompose(ep: Any, table: dict | None) -> Any:
     """A copy of ``ep`` with its graph decomposed (see the module docstring)."""
     from ember.export.exported_program import ExportedProgram
     graph = Graph()
-    tracer = _DecomposingTracer(graph, dict(table or {}))
+    tracer = _DecomposingTracer(graph, dict(table or {}), ep.shape_env)
     env: dict = {}
     for n in ep.graph.nodes:
         if n.op == "placeholder":

@@ -71,7 +71,7 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     lifted, input_specs, state_dict, constants = _lift_state(mod, graph)
     fake_inputs = _user_placeholders(graph, leaf_list, specs, syms, input_specs)
     fake_named = {k: _swap(v, fake_inputs) for k, v in named.items()}
-    tracer = Tracer(graph, lifted)
+    tracer = Tracer(graph, lifted, env)
     for key, (name, _kind, _target, arr) in lifted.items():
         tracer.placeholders[key] = next(n for n in graph.nodes if n.name == name)
         tracer.keep.append(arr)

@@ -130,6 +130,16 @@ def concrete(x: Any, vals: dict) -> Any:
     return x
 
 
+def _bind_unbacked(node: Any, value: Any, vals: dict) -> None:
+    """Learn the data-dependent sizes (``u0``) a node's result has."""
+    val = node.meta.get("val")
+    for fake, res in zip(val if isinstance(val, tuple) else (val,),
+                         value if isinstance(val, tuple) else (value,)):
+        for d, n in zip(getattr(fake, "shape", ()), res.shape):
+            if isinstance(d, SymInt) and d.expr.is_Symbol and d.expr not in vals:
+                vals[d.expr] = n.expr if isinstance(n, SymInt) else _sympy().Integer(n)
+
+
 def run_graph(graph: Any, values: dict, vals: dict) -> list:
     """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs."""
     from ember.export.graph import Node
@@ -156,6 +166,7 @@ def run_graph(graph: Any, values: dict, vals: dict) -> list:
                 env[n.name] = bind(n.target, *args, **concrete(n.kwargs, vals))
             else:
                 env[n.name] = bind(n.target, *args, **concrete(n.kwargs, vals))
+            _bind_unbacked(n, env[n.name], vals)
         else:
             return [get(a) for a in n.args[0]]
     raise AssertionError("[export] graph without an output node")

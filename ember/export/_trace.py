@@ -126,8 +126,9 @@ class Tracer:
 
     owner = None
 
-    def __init__(self, graph: Graph, lifted: dict) -> None:
+    def __init__(self, graph: Graph, lifted: dict, env: Any = None) -> None:
         self.graph = graph
+        self.env = env                            # the ShapeEnv (for data-dependent sizes)
         # id(ndarray) -> (placeholder name, kind, target fqn, array) of a liftable tensor
         self.lifted = lifted
         self.placeholders: dict[int, Node] = {}   # id(ndarray) -> its placeholder (lifted)
@@ -171,13 +172,10 @@ class Tracer:
 
     # ------------------------------------------------------------------ recording
     def bind(self, op: Any, inputs: tuple, params: dict) -> Any:
-        if "data_dependent" in op.tags:
-            fn, line, func = _user_frame()
-            raise GuardOnDataDependentSymNode(
-                f"[export] {op.name} has an output shape that depends on the data, which export "
-                f"does not support yet.\nCaused by: ({fn}:{line} in {func})", None)
         spec = op.meta(*inputs, **params)
         specs = (spec,) if op.num_outputs == 1 else tuple(spec)
+        if any(d is None for s, _ in specs for d in s):
+            specs = tuple((self._unbacked(s, op), d) for s, d in specs)
         args = tuple(self._arg(x) for x in inputs)
         node = self.graph.create_node("call_function", op, args, dict(params))
         fn, line, func = _user_frame()
@@ -191,6 +189,16 @@ class Tracer:
             g = self.graph.create_node("call_function", operator.getitem, (node, j))
             outs.append(self.wrap(g, shape, dtype))
         return tuple(outs)
+
+    def _unbacked(self, shape: tuple, op: Any) -> tuple:
+        """A data-dependent size (``nonzero``'s row count) becomes an unbacked symbol ``u<k>``
+        (range ``[0, inf)``); code that branches on it raises ``GuardOnDataDependentSymNode``."""
+        if self.env is None:
+            fn, line, func = _user_frame()
+            raise GuardOnDataDependentSymNode(
+                f"[export] {op.name} has an output shape that depends on the data.\n"
+                f"Caused by: ({fn}:{line} in {func})", None)
+        return tuple(self.env.create_unbacked_symint(min=0) if d is None else d for d in shape)
 
     def write(self, t: Tensor, new: Tensor) -> bool:
         """Functionalize ``t[...] = new``: ``t`` reads ``new``'s value from now on."""
