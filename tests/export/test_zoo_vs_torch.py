@@ -317,3 +317,25 @@ def test_slicing_keeps_sizes_symbolic_like_torch():
         assert [tuple(o.shape) for o in new] == [(6, 3), (5, 3), (4, 3)]
     assert outs[0] == outs[1]
     assert results[0] == results[1] == ([("d0", "3")], {"d0": (2, None)})
+
+
+def test_narrowed_named_dims_suggest_the_same_ranges_as_torch():
+    fixes = []
+    for T, ex, D in ((ember, ember.export.export, ember.export.Dim),
+                     (torch, torch.export.export, torch.export.Dim)):
+        class C(T.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c, self.p = T.nn.Conv2d(3, 4, 3, stride=2), T.nn.MaxPool2d(2)
+
+            def forward(self, x):
+                return self.p(self.c(x))
+
+        with pytest.raises(Exception) as err:
+            ex(C(), (T.randn(2, 3, 16, 16),),
+               dynamic_shapes={"x": {2: D("h"), 3: D("w", max=100)}})
+        assert type(err.value).__name__ == "UserError"
+        msg = str(err.value)
+        assert msg.startswith("Constraints violated (")
+        fixes.append(msg.split("Suggested fixes:\n")[1].split("\n\n")[0].split("\nThe error")[0])
+    assert fixes[0] == fixes[1] == "  h = Dim('h', min=5)\n  w = Dim('w', min=5, max=100)"
