@@ -127,7 +127,7 @@ def _user_frame() -> tuple[str, int, str]:
     while f is not None:
         fn = f.f_code.co_filename
         if not (fn.startswith(_EMBER_DIR) or "/sympy/" in fn or "/numpy/" in fn
-                or fn.startswith("<frozen")):
+                or fn.startswith("<frozen") or fn.startswith("<autocast")):
             return fn, f.f_lineno, f.f_code.co_name
         f = f.f_back
     return "<unknown>", 0, "<unknown>"
@@ -186,6 +186,24 @@ class ShapeEnv:
         self.var_to_val[sym] = hint
         self.var_to_range[sym] = vr
         self.var_to_source[sym] = source_name or sym.name
+        return SymInt(sym, self)
+
+    def add_symbol(self, name: str, hint: int | None, vr: ValueRange,
+                   source_name: str | None = None) -> SymInt:
+        """Re-create a symbol by ``name`` (``s3``) with its hint and range, as a loaded
+        exported program needs (symbols keep the names they were saved with)."""
+        sp = _sympy()
+        sign = {"positive": True} if vr.lower >= 1 else \
+            {"nonnegative": True} if vr.lower >= 0 else {}
+        sym = sp.Symbol(name, integer=True, **sign)
+        kind, num = name[0], int(name[1:])
+        if kind == "s":
+            self._n_backed = max(self._n_backed, num + 1)
+            self.var_to_val[sym] = int(hint) if hint is not None else 0
+        else:
+            self._n_unbacked = max(self._n_unbacked, num + 1)
+        self.var_to_range[sym] = vr
+        self.var_to_source[sym] = source_name or name
         return SymInt(sym, self)
 
     def create_unbacked_symint(self, *, min: int | None = None,
@@ -339,6 +357,7 @@ class ShapeEnv:
                   "StrictGreaterThan": (1, INF), "GreaterThan": (0, INF)}.get(name, (None, None))
         if lo is None:
             return
+        self._learn_floordiv(diff, lo, hi)
         for x in diff.free_symbols:
             a = diff.coeff(x)
             rest = sp.expand(diff - a * x)
@@ -352,6 +371,32 @@ class ShapeEnv:
             new = ValueRange(math.ceil(lo_ax / a) if lo_ax != -INF else -INF,
                              math.floor(hi_ax / a) if hi_ax != INF else INF)
             self.var_to_range[x] = self.var_to_range[x].intersect(new)
+
+    def _learn_floordiv(self, diff: Any, lo: float, hi: float) -> None:
+        """``lo <= (e//k) + d <= hi`` (a pooled or strided size) bounds ``e``: ``e >= (lo-d)*k``
+        and ``e <= (hi-d)*k + k - 1``; learned as linear facts on ``e`` (recursively)."""
+        sp = _sympy()
+        d = sp.Integer(0)
+        fd = None
+        for t in sp.Add.make_args(diff):
+            if t.is_Integer:
+                d += t
+            elif isinstance(t, _FloorDiv) and fd is None and t.args[1].is_Integer \
+                    and int(t.args[1]) > 0:
+                fd = t
+            else:
+                return
+        if fd is None:
+            return
+        e, k = fd.args[0], int(fd.args[1])
+        facts = []
+        if lo != -INF:
+            facts.append(sp.Ge(e, (int(lo) - int(d)) * k))
+        if hi != INF:
+            facts.append(sp.Le(e, (int(hi) - int(d)) * k + k - 1))
+        for fact in facts:
+            if fact not in (sp.true, sp.false):
+                self._learn(fact)
 
     def _substitute(self, diff: Any) -> None:
         """From ``diff == 0``: replace the newest symbol that has an integer solution."""

@@ -14,6 +14,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import EmberTypeError, ShapeError
 from ember.ops.registry import OpDef, bind
+from ember.sym import sym_eq_static
 from ember.tensor import Tensor, _wrap
 
 Scalar = (bool, int, float)
@@ -30,6 +31,14 @@ def py_scalar(x: Any) -> Any:
     return x
 
 
+def _is_one(n: Any) -> bool:
+    """``n == 1``; for a symbolic size, only when its range says so (no guard), as PyTorch's
+    size-oblivious broadcasting assumes a dynamic dim is not 1."""
+    if type(n) is int:
+        return n == 1
+    return sym_eq_static(n, 1) is True
+
+
 def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
     """PyTorch/NumPy broadcasting of ``shapes``; the error names the op and the shapes."""
     ndim = max(len(s) for s in shapes)
@@ -38,9 +47,9 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
         lead = ndim - len(s)
         for i, n in enumerate(s):
             j = lead + i
-            if out[j] == 1:
+            if _is_one(out[j]):
                 out[j] = n
-            elif n != 1 and n != out[j]:
+            elif not _is_one(n) and n != out[j]:
                 raise ShapeError(
                     f"[{op}] The size of tensor a ({out[j]}) must match the size of tensor b "
                     f"({n}) at non-singleton dimension {j}; shapes {[tuple(x) for x in shapes]} "
@@ -73,7 +82,7 @@ _INT_RANGE = {d.name: (int(np.iinfo(d.np).min), 1 << (8 * d.itemsize)) for d in 
 
 def expand_to(x: Tensor, shape: tuple) -> Tensor:
     from ember.ops.shape import EXPAND
-    if x._data.shape == shape:
+    if len(x._data.shape) == len(shape) and x._data.shape == shape:
         return x
     return bind(EXPAND, x, shape=shape)
 
@@ -89,7 +98,9 @@ def check_tensor(x: Any, op: str, name: str = "input") -> Tensor:
 def prepare(op: str, args: Sequence[Any], compute: dt.dtype) -> list:
     """Cast tensor args to ``compute``, convert scalars, and broadcast tensors to one shape."""
     shapes = [a._data.shape for a in args if isinstance(a, Tensor)]
-    shape = shapes[0] if all(s == shapes[0] for s in shapes) else broadcast_shapes(op, *shapes)
+    # ranks first: comparing (s0, 6) with (6,) element-wise would guard s0 == 6 under export
+    shape = shapes[0] if all(len(s) == len(shapes[0]) and s == shapes[0] for s in shapes) \
+        else broadcast_shapes(op, *shapes)
     out = []
     for a in args:
         if isinstance(a, Tensor):
@@ -107,7 +118,8 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
            compute: dt.dtype | None = None) -> Tensor:
     """Bind a binary pointwise primitive with PyTorch promotion and broadcasting."""
     if (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype
-            and a._data.shape == b._data.shape and compute is None):
+            and len(a._data.shape) == len(b._data.shape) and a._data.shape == b._data.shape
+            and compute is None):
         return bind(op, a, b)
     if compute is None:
         # a floating tensor with a Python int/float keeps its dtype (the common ``x * 0.5``)

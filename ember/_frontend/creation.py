@@ -17,6 +17,8 @@ from ember.autograd import grad_mode as _gm
 from ember.device import check_device, check_pin
 from ember.device import device as Device
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.ops.registry import bind
+from ember.sym import has_symbolic
 from ember.tensor import Tensor, _wrap, tensor_method
 
 __all__ = [
@@ -229,6 +231,11 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
             and isinstance(value, (builtins.int, builtins.float))):
         # range-checked; negatives wrap into unsigned types like PyTorch
         value = _check_int_range(np.array([value]), d, op).astype(d.np)[0]
+    if has_symbolic(shape):  # under export: a recorded broadcast of the value, not an array
+        from ember.ops.shape import CLONE, EXPAND
+        base = _wrap(np.full((), 0 if value is None else value, dtype=d.np), d)
+        out = bind(CLONE, bind(EXPAND, base, shape=tuple(shape)), contiguous=True)
+        return _finish(out, requires_grad)
     if value is None:
         arr = np.empty(shape, dtype=d.np)
     elif value == 0:

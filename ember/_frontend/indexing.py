@@ -38,6 +38,7 @@ from ember.errors import (
 from ember.ops import indexing as I
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
+from ember.sym import SymInt, has_symbolic, sym_eq_static, sym_max, sym_min
 from ember.tensor import Tensor, _wrap, tensor_method
 
 __all__ = [
@@ -150,10 +151,36 @@ def _slice_spec(s: slice, n: int) -> tuple:
         raise EmberValueError("[index] slice step cannot be zero")
     if step < 0:
         raise EmberValueError("[index] step must be greater than zero")
-    start = None if s.start is None else operator.index(s.start)
-    stop = None if s.stop is None else operator.index(s.stop)
+    start = None if s.start is None else _index_or_sym(s.start)
+    stop = None if s.stop is None else _index_or_sym(s.stop)
+    if has_symbolic((n, start, stop)):
+        return _sym_slice_spec(start, stop, step, n)
     start, stop, _ = slice(start, stop, step).indices(n)
     return (start, max(stop, start), step)
+
+
+def _full_slice(s: tuple, n: Any) -> bool:
+    """Whether the slice spec ``s`` is ``(0, n, 1)``, decided without a guard: a symbolic stop
+    that may equal the size counts as a real slice."""
+    return type(s[0]) is int and s[0] == 0 and s[2] == 1 and sym_eq_static(s[1], n) is True
+
+
+def _index_or_sym(v: Any) -> Any:
+    return v if isinstance(v, SymInt) else operator.index(v)
+
+
+def _sym_slice_spec(start: Any, stop: Any, step: int, n: Any) -> tuple:
+    """``slice.indices`` for symbolic sizes (export): clamps are ``Min``/``Max`` expressions
+    unless the ranges decide them, so ``x[:, :s]`` keeps ``s`` symbolic."""
+    start = 0 if start is None else start
+    stop = n if stop is None else stop
+    if start < 0:
+        start = start + n
+    if stop < 0:
+        stop = stop + n
+    start = sym_min(sym_max(start, 0), n)
+    stop = sym_min(sym_max(stop, 0), n)
+    return (start, sym_max(stop, start), step)
 
 
 def parse_index(x: Tensor, index: Any) -> tuple:
@@ -202,7 +229,8 @@ def parse_index(x: Tensor, index: Any) -> tuple:
             ints += 1
         elif k == "s":
             s = _slice_spec(it[1], shape[d])
-            trivial = trivial and s == (0, shape[d], 1)
+            # decided without a guard: a symbolic stop that may equal the size is not trivial
+            trivial = trivial and _full_slice(s, shape[d])
             spec.append(s)
             d += 1
         elif k == "n" or k == "b":
@@ -232,7 +260,7 @@ def parse_index(x: Tensor, index: Any) -> tuple:
                 d += 1
     if trivial and adv:
         return None, adv
-    while spec and type(spec[-1]) is tuple and spec[-1] == (0, shape[d - 1], 1):
+    while spec and type(spec[-1]) is tuple and _full_slice(spec[-1], shape[d - 1]):
         spec.pop()
         d -= 1
     return tuple(spec), adv

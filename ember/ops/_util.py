@@ -10,8 +10,10 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, ShapeError
 from ember.ops import _parallel
+from ember.sym import SymInt
 
-_NOT_TENSOR = (int, float, bool, complex, type(None))
+# a SymInt is a scalar too: export records ``x * n`` with n a symbolic size as one node
+_NOT_TENSOR = (int, float, bool, complex, type(None), SymInt)
 
 
 def tensor_inputs(inputs: tuple) -> list:

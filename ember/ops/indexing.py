@@ -25,7 +25,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, EmberRuntimeError, ShapeError
 from ember.ops.registry import OpDef, bind, register
-from ember.sym import unbacked_size
+from ember.sym import sym_max, unbacked_size
 
 
 # ---------------------------------------------------------------------------------- basic
@@ -39,7 +39,7 @@ def basic_shape(shape: tuple, spec: tuple) -> tuple:
             continue
         if type(it) is tuple:
             start, stop, step = it
-            out.append(max(0, (stop - start + step - 1) // step))
+            out.append(sym_max(0, (stop - start + step - 1) // step))  # no guard
         d += 1
     return tuple(out) + tuple(shape[d:])
 

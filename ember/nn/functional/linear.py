@@ -29,6 +29,7 @@ from ember.ops.attention import SDPA
 from ember.ops.linalg import ADDMM, LINEAR
 from ember.ops.registry import bind
 from ember.ops.shape import EXPAND, PERMUTE
+from ember.sym import has_symbolic
 from ember.tensor import Tensor
 
 __all__ = ["bilinear", "linear", "scaled_dot_product_attention"]
@@ -165,8 +166,10 @@ def _gqa(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
 def _float_mask(mask: Tensor, q: Tensor) -> Tensor:
     """A bool mask (True = take part) as an additive mask of 0 / -inf in q's dtype."""
     if mask._dtype is dt.bool:
-        add = np.where(mask._data, 0.0, -np.inf).astype(q._dtype.np)
-        return Tensor._from_array(add, q._dtype)
+        from ember._frontend.pointwise_logic import where
+        # with ember ops, not NumPy on the mask's values, so the mask traces (compile, export)
+        zero = Tensor._from_array(np.zeros((), q._dtype.np), q._dtype)
+        return where(mask, zero, -math.inf)
     if mask._dtype is not q._dtype and mask._dtype is not dt.float32:
         raise DTypeRuntimeError(
             f"[{_ERR}] Expected attn_mask dtype to be bool or float or to match query dtype, "
@@ -201,8 +204,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         if attn_mask is not None:
             raise EmberRuntimeError(f"[{_ERR}] _scaled_dot_product_attention: Explicit attn_mask "
                                     f"should not be set when is_causal=True")
-        tri = np.tril(np.ones((n_l, n_s), dtype=bool))
-        mask = _float_mask(Tensor._from_array(tri, dt.bool), query)
+        if has_symbolic((n_l, n_s)):  # export: the mask is recorded with ember ops
+            from ember._frontend.creation import ones
+            from ember._frontend.structure import tril
+            tri_t = tril(ones((n_l, n_s), dtype=dt.bool))
+        else:
+            tri_t = Tensor._from_array(np.tril(np.ones((n_l, n_s), dtype=bool)), dt.bool)
+        mask = _float_mask(tri_t, query)
     elif attn_mask is not None:
         check_tensor(attn_mask, _ERR, "attn_mask")
         mask = _float_mask(attn_mask, query)

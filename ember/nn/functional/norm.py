@@ -19,6 +19,7 @@ from ember.errors import (
 from ember.nn.functional.conv import not_implemented_for
 from ember.ops import nn_norm as N
 from ember.ops.registry import bind
+from ember.sym import SymInt
 from ember.tensor import Tensor
 
 __all__ = ["batch_norm", "group_norm", "instance_norm", "layer_norm", "rms_norm", "normalize"]
@@ -153,7 +154,12 @@ def _update_running(running_mean: Tensor | None, running_var: Tensor | None, mea
         if running_mean is not None:
             running_mean.mul_(1 - momentum).add_(mean.reshape(c) * momentum)
         if running_var is not None:
-            var = (1 / (rstd * rstd) - eps).reshape(c) * (count / (count - 1))
+            var = (1 / (rstd * rstd) - eps).reshape(c)
+            if isinstance(count, SymInt):  # export: the unbiased factor stays symbolic
+                from ember.ops.pointwise import DIV, MUL
+                var = bind(DIV, bind(MUL, var, count), count - 1)
+            else:
+                var = var * (count / (count - 1))
             running_var.mul_(1 - momentum).add_(var * momentum)
 
 

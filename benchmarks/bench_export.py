@@ -1,0 +1,85 @@
+"""Export time: ``ember.export.export`` against ``torch.export.export`` (issue 15's goal: at most
+0.5x torch's time) on the demo's char GPT and a MiniLM-sized BERT, both with a dynamic batch and
+sequence length.
+
+Run: ``python benchmarks/bench_export.py``.  The torch side runs the very same model source:
+``ember/demo.py``'s ``Block``/``CharGPT`` and ``examples/minilm.py``'s ``BertModel`` are executed
+once more with ``torch`` bound in place of ``ember`` (their weights are random; export time does
+not depend on them).  Each export is timed whole (tracing, guards, building the program), ember
+and torch alternately, median of the rounds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+from common import compare, fmt_time  # noqa: E402
+
+import ember  # noqa: E402
+import ember.demo  # noqa: E402
+
+logging.getLogger("torch").setLevel(logging.ERROR)
+
+
+def _as_torch(path: str, names: list[str]) -> types.SimpleNamespace:
+    """The classes ``names`` of the ember source file ``path``, re-executed against torch."""
+    src = open(path).read()
+    for old, new in (("import ember.nn.functional as F", "import torch.nn.functional as F"),
+                     ("import ember as torch", "import torch"),
+                     ("from ember import Tensor, nn", "from torch import Tensor, nn"),
+                     ("from ember.utils.safetensors import load_file",
+                      "from safetensors.torch import load_file"),
+                     ("from ember import nn", "from torch import nn"),
+                     ("import ember.nn.functional as F", "import torch.nn.functional as F"),
+                     ("import ember\n", "import torch as ember\n")):
+        src = src.replace(old, new)
+    mod = types.ModuleType(f"torch_peer_{os.path.basename(path)[:-3]}")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    exec(compile(src, path + " (torch)", "exec"), mod.__dict__)  # noqa: S102 (our own source)
+    return types.SimpleNamespace(**{n: getattr(mod, n) for n in names})
+
+
+def main() -> None:
+    demo = _as_torch(os.path.join(ROOT, "ember", "demo.py"), ["CharGPT"])
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import minilm
+    tminilm = _as_torch(os.path.join(ROOT, "examples", "minilm.py"), ["BertModel"])
+    cfg = minilm.BertConfig()
+
+    def gpt_case(T, Dim, make):
+        T.manual_seed(0)
+        m = make(65, block=64, d=96, layers=2, heads=4).eval()
+        idx = T.randint(0, 65, (4, 32))
+        spec = {"idx": {0: Dim("b"), 1: Dim("t", max=64)}}
+        return lambda: T.export.export(m, (idx,), dynamic_shapes=spec)
+
+    def bert_case(T, Dim, make):
+        T.manual_seed(0)
+        m = make(cfg).eval()
+        ids, mask = T.randint(1, 1000, (2, 16)), T.ones(2, 16, dtype=T.int64)
+        b, s = Dim("b"), Dim("s", max=512)
+        spec = {"input_ids": {0: b, 1: s}, "attention_mask": {0: b, 1: s}}
+        return lambda: T.export.export(m, (ids, mask), dynamic_shapes=spec)
+
+    cases = {
+        "char GPT (2 layers, d=96)": (gpt_case(ember, ember.export.Dim, ember.demo.CharGPT),
+                                      gpt_case(torch, torch.export.Dim, demo.CharGPT), 1),
+        "MiniLM-sized BERT (6 layers, 384)": (
+            bert_case(ember, ember.export.Dim, minilm.BertModel),
+            bert_case(torch, torch.export.Dim, tminilm.BertModel), 1),
+    }
+    print(f"{'model':36} {'ember':>10} {'torch':>10} {'ember/torch':>12}")
+    for name, te, tt, ratio in compare(cases, rounds=5, warmup=1):
+        print(f"{name:36} {fmt_time(te):>10} {fmt_time(tt):>10} {ratio:>12.3f}")
+
+
+if __name__ == "__main__":
+    main()

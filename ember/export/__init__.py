@@ -1,0 +1,29 @@
+"""``ember.export``: PyTorch's ``torch.export`` (ARCHITECTURE.md §6, docs/export.md).
+
+``export(mod, args, dynamic_shapes=...)`` traces a module with symbolic sizes into an
+``ExportedProgram``; ``save``/``load`` write and read it as a versioned zip archive.
+
+Example::
+
+    >>> from ember.export import Dim, export
+    >>> ep = export(model, (ember.randn(4, 8),), dynamic_shapes={"x": {0: Dim("batch")}})
+    >>> ep.module()(ember.randn(7, 8)).shape
+    ember.Size([7, 4])
+"""
+
+from ember.export._export import export
+from ember.export.dynamic_shapes import Dim, ShapesCollection, dims
+from ember.export.exported_program import ExportedProgram
+from ember.export.graph_signature import (
+                                          ExportGraphSignature,
+                                          InputKind,
+                                          InputSpec,
+                                          OutputKind,
+                                          OutputSpec,
+                                          TensorArgument,
+)
+from ember.export.serde import load, save
+
+__all__ = ["Dim", "ExportGraphSignature", "ExportedProgram", "InputKind", "InputSpec",
+           "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument", "dims", "export",
+           "load", "save"]

@@ -1,0 +1,75 @@
+"""``ExportedProgram.run_decompositions``: retrace the graph with composite ops replaced by the
+ops their ``decomp`` binds (ARCHITECTURE.md §2), until only ops without one remain."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ember.autograd.grad_mode import no_grad
+from ember.export._trace import FakeArray, Tracer
+from ember.export.graph import Graph, Node
+from ember.tensor import _wrap
+
+
+class _DecomposingTracer(Tracer):
+    """A tracer whose ``bind`` expands ops that have a decomposition."""
+
+    def __init__(self, graph: Graph, table: dict, env: Any) -> None:
+        super().__init__(graph, {}, env)
+        self.table = table
+        self.active: list = []
+
+    def bind(self, op: Any, inputs: tuple, params: dict) -> Any:
+        fn = self.table.get(op, self.table.get(op.name, op.decomp))
+        if fn is None or op in self.active:  # a decomposition that binds its own op keeps it
+            return super().bind(op, inputs, params)
+        self.active.append(op)
+        try:
+            return fn(*inputs, **params)
+        finally:
+            self.active.pop()
+
+
+def decompose(ep: Any, table: dict | None) -> Any:
+    """A copy of ``ep`` with its graph decomposed (see the module docstring)."""
+    from ember.export.exported_program import ExportedProgram
+    graph = Graph()
+    tracer = _DecomposingTracer(graph, dict(table or {}), ep.shape_env)
+    env: dict = {}
+    for n in ep.graph.nodes:
+        if n.op == "placeholder":
+            p = graph.placeholder(n.name)
+            p.meta = dict(n.meta)
+            v = n.meta["val"]
+            env[n.name] = _wrap(FakeArray(v.shape, v.dtype.np, p), v.dtype)
+
+    def get(x: Any) -> Any:
+        if isinstance(x, Node):
+            return env[x.name]
+        if isinstance(x, (list, tuple)) and any(isinstance(y, Node) for y in x):
+            return type(x)(get(y) for y in x)
+        return x
+
+    with tracer, no_grad():
+        for n in ep.graph.nodes:
+            if n.op == "call_function":
+                args = [get(a) for a in n.args]
+                if n.target is operator.getitem:
+                    env[n.name] = args[0][args[1]]
+                else:
+                    env[n.name] = tracer.bind(n.target, tuple(args), dict(n.kwargs))
+            elif n.op == "output":
+                outs = tuple(tracer.node_of(get(a)) for a in n.args[0])
+    graph.output(outs)
+    return ExportedProgram(graph, _signature(ep, graph), ep.state_dict, ep.constants,
+                           ep.range_constraints, ep.example_inputs, ep._in_spec, ep._out_spec,
+                           ep._guards, dialect=ep.dialect, shape_env=ep.shape_env)
+
+
+def _signature(ep: Any, graph: Graph) -> Any:
+    import copy
+    sig = copy.deepcopy(ep.graph_signature)
+    for s, n in zip(sig.output_specs, graph.output_node.args[0]):
+        s.arg.name = n.name
+    return sig

@@ -1,0 +1,289 @@
+"""``ExportedProgram``: an exported graph with its lifted state, signature and range constraints
+(PyTorch's ``torch.export.ExportedProgram``).
+
+Example::
+
+    >>> ep = ember.export.export(model, (x,), dynamic_shapes={"x": {0: Dim.AUTO}})
+    >>> print(ep)                    # the graph with f32[s0, 8] shapes, signature, ranges
+    >>> ep.module()(ember.randn(5, 8))  # runs the graph; guards check the input shapes
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any, Iterator
+
+from ember.export._inputs import leaves, structure, unflatten
+from ember.export._runtime import InputGuards, run_graph
+from ember.export.graph import Graph
+from ember.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+from ember.tensor import Tensor
+
+
+class ExportedProgram:
+    """The result of ``ember.export.export``; see the module docstring.
+
+    Attributes as in PyTorch: ``graph``, ``graph_signature``, ``state_dict`` (parameters and
+    persistent buffers by name), ``constants`` (lifted tensor constants, non-persistent
+    buffers), ``range_constraints`` (``{sympy symbol: ValueRange}``), ``example_inputs``
+    (``(args, kwargs)``), ``dialect``.
+    """
+
+    def __init__(self, graph: Graph, graph_signature: ExportGraphSignature, state_dict: dict,
+                 constants: dict, range_constraints: dict, example_inputs: tuple,
+                 in_spec: tuple, out_spec: Any, guards: InputGuards,
+                 dialect: str = "TRAINING", shape_env: Any = None) -> None:
+        self._graph = graph
+        self._graph_signature = graph_signature
+        self._state_dict = state_dict
+        self._constants = constants
+        self._range_constraints = range_constraints
+        self._example_inputs = example_inputs
+        self._in_spec = in_spec      # (argument names in order, {name: structure})
+        self._out_spec = out_spec    # structure of forward's return value
+        self._guards = guards
+        self.dialect = dialect
+        self.shape_env = shape_env
+
+    graph = property(lambda self: self._graph)
+    graph_signature = property(lambda self: self._graph_signature)
+    state_dict = property(lambda self: self._state_dict)
+    constants = property(lambda self: self._constants)
+    range_constraints = property(lambda self: self._range_constraints)
+    example_inputs = property(lambda self: self._example_inputs)
+
+    @property
+    def graph_module(self) -> ExportedModule:
+        return self.module()
+
+    @property
+    def verifiers(self) -> list:
+        return []
+
+    # ------------------------------------------------------------------ state
+    def named_parameters(self) -> Iterator[tuple[str, Tensor]]:
+        for name in self.graph_signature.parameters:
+            yield name, self.state_dict[name]
+
+    def parameters(self) -> Iterator[Tensor]:
+        for _, p in self.named_parameters():
+            yield p
+
+    def named_buffers(self) -> Iterator[tuple[str, Tensor]]:
+        for s in self.graph_signature.input_specs:
+            if s.kind == InputKind.BUFFER:
+                src = self.state_dict if s.persistent else self.constants
+                yield s.target, src[s.target]
+
+    def buffers(self) -> Iterator[Tensor]:
+        for _, b in self.named_buffers():
+            yield b
+
+    def _lifted_value(self, spec: Any) -> Tensor:
+        if spec.kind == InputKind.PARAMETER or (spec.kind == InputKind.BUFFER
+                                                and spec.persistent):
+            return self.state_dict[spec.target]
+        return self.constants[spec.target]
+
+    # ------------------------------------------------------------------ running
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("Unable to call ExportedProgram directly. You should use "
+                           "`exported_program.module()` instead.")
+
+    def _flat_user_inputs(self, args: tuple, kwargs: dict) -> list:
+        names, structs = self._in_spec
+        named = dict(zip(names, args))
+        if len(args) > len(names) or set(named) & set(kwargs):
+            named = None
+        else:
+            named.update(kwargs)
+        got = None if named is None else {k: structure(v) for k, v in named.items()}
+        want = {k: s for k, s in structs.items()}
+        if got is None or set(got) != set(want) or any(
+                _shape_of(got[k]) != _shape_of(want[k]) for k in want):
+            raise ValueError(
+                "Trying to flatten user inputs with exported input tree spec: \n"
+                f"{_describe(want)}\nbut actually got inputs with tree spec of: \n"
+                f"{_describe(got or {})}.\nPlease check that the inputs have the same number "
+                "and type of args and kwargs as the ones you used when tracing.")
+        for k in structs:
+            _check_constants(want[k], got[k], k)
+        flat = []
+        for k in structs:
+            flat.extend(leaves(named[k]))
+        return flat
+
+    def _run(self, args: tuple, kwargs: dict, state: dict) -> tuple:
+        """Check guards, run the graph; returns (user outputs, mutation values by target)."""
+        flat = self._flat_user_inputs(args, kwargs)
+        vals = self._guards.check(flat)
+        values: dict = {}
+        it = iter(flat)
+        for s in self.graph_signature.input_specs:
+            values[s.arg.name] = next(it) if s.kind == InputKind.USER_INPUT else state[s.target]
+        outs = run_graph(self.graph, values, vals)
+        user, muts = [], []
+        for s, v in zip(self.graph_signature.output_specs, outs):
+            if s.kind == OutputKind.USER_OUTPUT:
+                user.append(v)
+            else:
+                muts.append((s, v))
+        return unflatten(self._out_spec, iter(user)), muts, flat
+
+    def module(self) -> ExportedModule:
+        """An ``nn.Module`` that runs the graph with forward's calling convention; its
+        parameters and buffers are copies of this program's state."""
+        return ExportedModule(self)
+
+    # ------------------------------------------------------------------ transformations
+    def run_decompositions(self, decomp_table: dict | None = None,
+                           decompose_custom_triton_ops: bool = False) -> ExportedProgram:
+        """A new program whose composite ops are replaced by the ops their decompositions
+        bind (ember's core primitives); ``decomp_table`` maps an ``OpDef`` (or its name) to a
+        function to use instead, or to None to keep the op."""
+        from ember.export._decomp import decompose
+        return decompose(self, decomp_table)
+
+    def validate(self) -> None:
+        """Check the graph's structure and that the signature matches its placeholders,
+        outputs and state."""
+        self.graph.lint()
+        ph = [n.name for n in self.graph.nodes if n.op == "placeholder"]
+        specs = [s.arg.name for s in self.graph_signature.input_specs]
+        if ph != specs:
+            raise AssertionError(f"[ExportedProgram.validate] placeholders {ph} differ from the "
+                                 f"signature's inputs {specs}")
+        outs = self.graph.output_node.args[0]
+        if len(outs) != len(self.graph_signature.output_specs):
+            raise AssertionError("[ExportedProgram.validate] the graph has "
+                                 f"{len(outs)} outputs, the signature "
+                                 f"{len(self.graph_signature.output_specs)}")
+        for s in self.graph_signature.input_specs:
+            if s.kind != InputKind.USER_INPUT:
+                v = self._lifted_value(s)
+                fake = next(n for n in self.graph.nodes if n.name == s.arg.name).meta["val"]
+                if tuple(v.shape) != tuple(fake.shape) or v.dtype != fake.dtype:
+                    raise AssertionError(f"[ExportedProgram.validate] {s.target}: state "
+                                         f"{tuple(v.shape)} {v.dtype} does not match the graph's "
+                                         f"{fake}")
+
+    # ------------------------------------------------------------------ printing
+    def __str__(self) -> str:
+        code = self.graph.python_code()
+        body = "\n".join("        " + ln for ln in code.rstrip().split("\n"))
+        ranges = "{" + ", ".join(f"{k}: {v}" for k, v in self.range_constraints.items()) + "}"
+        return ("ExportedProgram:\n    class GraphModule(torch.nn.Module):\n" + body +
+                "\n\nGraph signature: \n" + str(self.graph_signature) +
+                f"\nRange constraints: {ranges}\n")
+
+    __repr__ = __str__
+
+
+def _shape_of(s: Any) -> Any:
+    """A structure with constants' values dropped (only their presence is compared)."""
+    if s == "T":
+        return "T"
+    kind, body = s
+    if kind == "const":
+        return "const"
+    if kind == "dict":
+        return ("dict", tuple((k, _shape_of(v)) for k, v in body))
+    return (kind, tuple(_shape_of(v) for v in body))
+
+
+def _check_constants(want: Any, got: Any, path: str) -> None:
+    """Non-tensor inputs were constants of the trace: ``Guard failed: n == 3`` otherwise."""
+    if want == "T":
+        return
+    kind, body = want
+    if kind == "const":
+        if got[1] != body or type(got[1]) is not type(body):
+            raise AssertionError(f"Guard failed: {path} == {body!r}")
+        return
+    for (k, w), (_, g) in zip(body, got[1]) if kind == "dict" else \
+            zip(enumerate(body), enumerate(got[1])):
+        _check_constants(w, g, f"{path}[{k!r}]")
+
+
+def _describe(structs: dict) -> str:
+    return "TreeSpec(" + ", ".join(f"{k}={_shape_of(v)}" for k, v in structs.items()) + ")"
+
+
+def _forward_with(names: list) -> Any:
+    """``forward`` with the exported function's argument names in its signature (so the module
+    binds and re-exports like the original)."""
+    def forward(self: ExportedModule, *args: Any, **kwargs: Any) -> Any:
+        return self._forward(*args, **kwargs)
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    forward.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return forward
+
+
+class ExportedModule(Module):
+    """``ep.module()``: parameters and buffers under their original names, ``forward`` with the
+    original signature; input guards raise ``AssertionError("Guard failed: ...")``."""
+
+    def __init__(self, ep: ExportedProgram) -> None:
+        super().__init__()
+        object.__setattr__(self, "_ep", ep)
+        object.__setattr__(self, "forward", types.MethodType(_forward_with(ep._in_spec[0]), self))
+        for s in ep.graph_signature.input_specs:
+            if s.kind == InputKind.USER_INPUT:
+                continue
+            v = ep._lifted_value(s)
+            owner, leaf = self._owner(s.target)
+            if s.kind == InputKind.PARAMETER:
+                owner.register_parameter(leaf, Parameter(v.detach().clone(),
+                                                         requires_grad=v.requires_grad))
+            elif s.kind == InputKind.BUFFER:
+                owner.register_buffer(leaf, v.detach().clone(), persistent=bool(s.persistent))
+            else:
+                owner.register_buffer(leaf, v.detach().clone(), persistent=False)
+
+    def _owner(self, fqn: str) -> tuple[Module, str]:
+        *path, leaf = fqn.split(".")
+        m: Module = self
+        for p in path:
+            sub = m._modules.get(p)
+            if sub is None:
+                sub = Module()
+                m.add_module(p, sub)
+            m = sub
+        return m, leaf
+
+    def _state(self) -> dict:
+        out: dict = {}
+        for s in self._ep.graph_signature.input_specs:
+            if s.kind != InputKind.USER_INPUT:
+                owner, leaf = self._owner(s.target)
+                out[s.target] = getattr(owner, leaf)
+        return out
+
+    def _forward(self, *args: Any, **kwargs: Any) -> Any:
+        state = self._state()
+        result, muts, flat = self._ep._run(args, kwargs, state)
+        user_in = [s.arg.name for s in self._ep.graph_signature.input_specs
+                   if s.kind == InputKind.USER_INPUT]
+        from ember.autograd.grad_mode import no_grad
+        with no_grad():
+            for s, v in muts:
+                if s.kind == OutputKind.BUFFER_MUTATION:
+                    state[s.target].copy_(v)
+                elif s.kind == OutputKind.USER_INPUT_MUTATION:
+                    flat[user_in.index(s.target)].copy_(v)
+        return result
+
+    @property
+    def code(self) -> str:
+        return self._ep.graph.python_code(annotate=False)
+
+    @property
+    def graph(self) -> Graph:
+        return self._ep.graph
+
+
+__all__ = ["ExportedModule", "ExportedProgram"]
