@@ -15,6 +15,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     pool,
     random,
     reduce,
+    rnn,
     rows,
     scan,
     sort,
