@@ -11,6 +11,7 @@ from ember.compiler.c.build import blas
 from ember.compiler.c.ir.rnn import LstmKernel
 
 _PRELUDE = (Path(__file__).with_name("csrc") / "lstm.h.in").read_text()
+_PACKED = (Path(__file__).with_name("csrc") / "lstm_packed.h").read_text()
 
 
 def prelude(program: Any) -> str:
@@ -21,6 +22,7 @@ def prelude(program: Any) -> str:
     lib = blas.load_blas()
     setter = None if lib is None else lib.set_num_threads
     parts = [f"extern void {setter}(int);"] if setter is not None else []
+    parts.append(_PACKED)
     done: set = set()
     for k in kernels:
         t = k.out.ctype
@@ -36,7 +38,7 @@ def prelude(program: Any) -> str:
                     f"{it} k, {t} alpha, const {t} *a, {it} lda, const {t} *b, {it} ldb, "
                     f"{t} beta, {t} *c, {it} ldc);")
         parts.append(_PRELUDE.format(
-            T=t, s=s, blas_decl=decl, have_blas=int(fn is not None), blasfn=fn or "(void)",
+            T=t, s=s, packed=int(s == "f"), blas_decl=decl, have_blas=int(fn is not None), blasfn=fn or "(void)",
             set_threads1=f"{setter}(1);" if setter else "",
             set_threads_back=f"{setter}(threads);" if setter else ""))
     return "\n".join(parts)
