@@ -135,3 +135,25 @@ def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Te
         if dropout > 0 and training and layer < num_layers - 1:
             layer_in = F.dropout(layer_in, dropout, True)
     return layer_in, stack(hs, 0), (stack(cs, 0) if c0 is not None else None)
+
+
+def vf_lstm(input: Tensor, hx: Sequence[Tensor], params: Sequence[Tensor], has_biases: bool,
+            num_layers: int, dropout: float, train: bool, bidirectional: bool,
+            batch_first: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """PyTorch's ``torch._VF.lstm`` (padded input; no projection): ``params`` in PyTorch's flat
+    order (per layer and direction ``w_ih, w_hh[, b_ih, b_hh]``); returns (output, h_n, c_n).
+
+    >>> import ember
+    >>> x, h = ember.randn(5, 2, 3), ember.zeros(1, 2, 4)
+    >>> p = [ember.randn(16, 3), ember.randn(16, 4)]
+    >>> vf_lstm(x, (h, h), p, False, 1, 0.0, False, False, False)[0].shape
+    ember.Size([5, 2, 4])
+    """
+    per = 4 if has_biases else 2
+    weights = [CellWeights(*params[k: k + 2],
+                           *((params[k + 2], params[k + 3]) if has_biases else (None, None)))
+               for k in range(0, len(params), per)]
+    x = input.transpose(0, 1) if batch_first else input
+    out, h, c = run_layers("LSTM", x, None, hx[0], hx[1], weights, num_layers, bidirectional,
+                           dropout, train)
+    return (out.transpose(0, 1) if batch_first else out), h, c

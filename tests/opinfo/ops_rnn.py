@@ -1,0 +1,48 @@
+"""OpInfo entries for the LSTM recurrence ops (``lstm_scan``, ``lstm_scan_backward``), reached
+through PyTorch's ``torch._VF.lstm`` (ember: ``ember.nn.modules._rnn_loop.vf_lstm``)."""
+
+from __future__ import annotations
+
+from tests.opinfo.core import OpInfo, Sample, make
+
+
+def _lstm(t, x, h0, c0, *params, layers=1, bidirectional=False, batch_first=False):
+    if t.__name__ == "torch":
+        fn = t._VF.lstm
+    else:
+        from ember.nn.modules._rnn_loop import vf_lstm as fn
+    out, h, c = fn(x, (h0, c0), list(params), True, layers, 0.0, False, bidirectional,
+                   batch_first)
+    return out, h, c
+
+
+def _samples(dtype, rng):
+    def r(*s, **kw):
+        return make(s, dtype, rng, -1.0, 1.0, **kw)
+
+    def weights(i, h, layers, dirs):
+        out = []
+        for layer in range(layers):
+            for _ in range(dirs):
+                inp = i if layer == 0 else h * dirs
+                out += [r(4 * h, inp), r(4 * h, h), r(4 * h), r(4 * h)]
+        return out
+
+    t, b, i, h = 4, 3, 3, 3  # small enough (<= 64 elements each) for the gradcheck
+    yield Sample((r(t, b, i), r(1, b, h), r(1, b, h), *weights(i, h, 1, 1)),
+                 desc="one layer")
+    yield Sample((r(t, b, i), r(2, b, h), r(2, b, h), *weights(i, h, 1, 2)),
+                 {"bidirectional": True}, desc="bidirectional (reverse direction)")
+    yield Sample((r(t, b, i), r(2, b, h), r(2, b, h), *weights(i, h, 2, 1)), {"layers": 2},
+                 desc="two layers")
+    yield Sample((r(b, t, i), r(1, b, h), r(1, b, h), *weights(i, h, 1, 1)),
+                 {"batch_first": True}, desc="batch_first")
+    yield Sample((r(t, b, i), r(1, b, h, noncontig=True), r(1, b, h, noncontig=True),
+                  *weights(i, h, 1, 1)), desc="strided initial state")
+    yield Sample((r(1, 1, i), r(1, 1, h), r(1, 1, h), *weights(i, h, 1, 1)),
+                 desc="one step, batch 1")
+
+
+OPINFOS = [
+    OpInfo("lstm", _lstm, _samples),
+]
