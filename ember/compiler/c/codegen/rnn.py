@@ -38,7 +38,8 @@ def prelude(program: Any) -> str:
                     f"{it} k, {t} alpha, const {t} *a, {it} lda, const {t} *b, {it} ldb, "
                     f"{t} beta, {t} *c, {it} ldc);")
         parts.append(_PRELUDE.format(
-            T=t, s=s, packed=int(s == "f"), blas_decl=decl, have_blas=int(fn is not None), blasfn=fn or "(void)",
+            T=t, s=s, packed=int(s == "f"), blas_decl=decl, have_blas=int(fn is not None),
+            blasfn=fn or "(void)",
             set_threads1=f"{setter}(1);" if setter else "",
             set_threads_back=f"{setter}(threads);" if setter else ""))
     return "\n".join(parts)
