@@ -106,7 +106,8 @@ def test_lstm_scan_op_against_a_step_loop(reverse):
     acts, cs = np.zeros((t_n, b, 4 * h)), np.zeros((t_n, b, h))
     for s in (range(t_n - 1, -1, -1) if reverse else range(t_n)):
         z = xw[s] + hh @ w.T
-        i, f, g, o = sig(z[:, :h]), sig(z[:, h:2 * h]), np.tanh(z[:, 2 * h:3 * h]), sig(z[:, 3 * h:])
+        i, f, o = sig(z[:, :h]), sig(z[:, h:2 * h]), sig(z[:, 3 * h:])
+        g = np.tanh(z[:, 2 * h:3 * h])
         cc = f * cc + i * g
         hh = o * np.tanh(cc)
         want[s], cs[s] = hh, cc
