@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import DTypeError, ShapeError
+from ember.ops import _parallel
 from ember.ops._util import lowp
 from ember.ops.linalg import MATMUL
 from ember.ops.movement import CAT
@@ -66,6 +67,22 @@ def _order(n: int, reverse: bool) -> range:
     return range(n - 1, -1, -1) if reverse else range(n)
 
 
+class _SerialBlas:
+    """Single-threaded BLAS for the per-step products (batch-row sized: OpenBLAS's threads
+    would wake and synchronise on every one of them, which costs more than they save and
+    thrashes on a loaded machine); the thread count is restored afterwards."""
+
+    def __enter__(self) -> None:
+        self.threads = _parallel.get_num_threads()
+        self.setter = _parallel._blas_setter() if self.threads > 1 else None
+        if self.setter is not None:
+            self.setter(1)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.setter is not None:
+            self.setter(self.threads)
+
+
 def _lstm_eager(xw: np.ndarray, h0: np.ndarray, c0: np.ndarray, w_hh: np.ndarray, *,
                 reverse: bool) -> tuple:
     t_n, b, g4 = xw.shape
@@ -75,7 +92,7 @@ def _lstm_eager(xw: np.ndarray, h0: np.ndarray, c0: np.ndarray, w_hh: np.ndarray
     cs = np.empty((t_n, b, hid), xw.dtype)
     w_t = np.ascontiguousarray(w_hh.T)  # a plain (not transposed) operand: BLAS is faster
     h, c = h0, c0
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore"), _SerialBlas():
         for t in _order(t_n, reverse):
             a = acts[t]
             np.matmul(h, w_t, out=a)
@@ -112,21 +129,21 @@ def _lstm_bwd_eager(d_out: np.ndarray, d_h: np.ndarray, d_c: np.ndarray, acts: n
     dg = np.empty((t_n, b, 4 * hid), d_out.dtype)
     dh, dc = d_h.copy(), d_c.copy()
     order = list(_order(t_n, reverse))
-    for k in range(t_n - 1, -1, -1):
-        t = order[k]
-        a = acts[t]
-        i, f, g, o = (a[:, j * hid: (j + 1) * hid] for j in range(4))
-        c_prev = cs[order[k - 1]] if k else c0
-        tc = np.tanh(cs[t])
-        dh += d_out[t]
-        dc += dh * o * (1 - tc * tc)
-        d = dg[t]
-        np.multiply(dc * g, i * (1 - i), out=d[:, :hid])
-        np.multiply(dc * c_prev, f * (1 - f), out=d[:, hid: 2 * hid])
-        np.multiply(dc * i, 1 - g * g, out=d[:, 2 * hid: 3 * hid])
-        np.multiply(dh * tc, o * (1 - o), out=d[:, 3 * hid:])
-        dc *= f
-        dh = np.matmul(d, w_hh)
+    with _SerialBlas():
+        for k in range(t_n - 1, -1, -1):
+            t = order[k]
+            i, f, g, o = (acts[t][:, j * hid: (j + 1) * hid] for j in range(4))
+            c_prev = cs[order[k - 1]] if k else c0
+            tc = np.tanh(cs[t])
+            dh += d_out[t]
+            dc += dh * o * (1 - tc * tc)
+            d = dg[t]
+            np.multiply(dc * g, i * (1 - i), out=d[:, :hid])
+            np.multiply(dc * c_prev, f * (1 - f), out=d[:, hid: 2 * hid])
+            np.multiply(dc * i, 1 - g * g, out=d[:, 2 * hid: 3 * hid])
+            np.multiply(dh * tc, o * (1 - o), out=d[:, 3 * hid:])
+            dc *= f
+            dh = np.matmul(d, w_hh)
     return dg, dh, dc
 
 
