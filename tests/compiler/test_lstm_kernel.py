@@ -1,6 +1,7 @@
-"""The LSTM recurrence as one op (``lstm_scan``/``lstm_scan_backward``, ember/ops/rnn.py) and its
-C kernel (``LstmKernel``, compiler/c/lower/rnn.py): values and gradients against torch's
-nn.LSTM with copied weights, compiled against eager, and no extern in a compiled training step.
+"""The LSTM and GRU recurrences as one op each (``lstm_scan``/``gru_scan`` and their backwards,
+ember/ops/rnn.py, rnn_gru.py) and their C kernel (``LstmKernel``, compiler/c/lower/rnn.py):
+values and gradients against torch's nn.LSTM/nn.GRU with copied weights, compiled against
+eager, and no extern in a compiled training step.
 
 Sizes cover the C kernel's cases: hidden sizes that are not a multiple of the packed panel
 width, batches that are not a multiple of the micro-kernel's row block, one and two threads
@@ -20,10 +21,10 @@ torch = pytest.importorskip("torch")
 TOL = {"float32": {"rtol": 2e-4, "atol": 2e-5}, "float64": {"rtol": 1e-10, "atol": 1e-12}}
 
 
-def _pair(inp, hid, layers, bidirectional, dtype):
+def _pair(inp, hid, layers, bidirectional, dtype, kind="LSTM"):
     ember.manual_seed(0)
-    e = ember.nn.LSTM(inp, hid, layers, bidirectional=bidirectional)
-    t = torch.nn.LSTM(inp, hid, layers, bidirectional=bidirectional)
+    e = getattr(ember.nn, kind)(inp, hid, layers, bidirectional=bidirectional)
+    t = getattr(torch.nn, kind)(inp, hid, layers, bidirectional=bidirectional)
     t.load_state_dict({k: torch.from_numpy(np.array(v.numpy())) for k, v in
                        e.state_dict().items()})
     if dtype == "float64":
@@ -37,7 +38,11 @@ def _step(lib, mod, x, h0, c0):
     the grads of x and c0 and of every parameter."""
     xi = lib.tensor(x, requires_grad=True)
     ci = lib.tensor(c0, requires_grad=True)
-    out, (hn, cn) = mod(xi, (lib.tensor(h0), ci))
+    if isinstance(mod, (ember.nn.GRU, torch.nn.GRU)):  # c0 is the initial h here
+        out, hn = mod(xi, ci * 1.0)
+        cn = hn + lib.tensor(h0)
+    else:
+        out, (hn, cn) = mod(xi, (lib.tensor(h0), ci))
     loss = (out * out).sum() + (hn * 0.5).sum() + (cn * cn).sum()
     loss.backward()
     return [loss.detach(), xi.grad, ci.grad] + [p.grad for p in mod.parameters()]
@@ -54,6 +59,7 @@ def threads():
     ember.set_num_threads(before)
 
 
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n_threads,hid,batch,bidirectional", [
     (1, 40, 7, True),      # partial panels (40 = 32 + 8), batch 7 (padded row blocks)
@@ -61,10 +67,10 @@ def threads():
     (2, 160, 7, True),     # two threads, each its own hidden units, both directions
     (2, 130, 3, False),    # two threads, a range ending inside a panel
 ])
-def test_compiled_training_step_matches_torch_without_externs(dtype, n_threads, hid, batch,
+def test_compiled_training_step_matches_torch_without_externs(kind, dtype, n_threads, hid, batch,
                                                               bidirectional, threads):
     ember.set_num_threads(n_threads)
-    e, t = _pair(6, hid, 2, bidirectional, dtype)
+    e, t = _pair(6, hid, 2, bidirectional, dtype, kind)
     d = 2 if bidirectional else 1
     rng = np.random.default_rng(1)
     x = rng.standard_normal((5, batch, 6)).astype(dtype)

@@ -1,5 +1,6 @@
-"""OpInfo entries for the LSTM recurrence ops (``lstm_scan``, ``lstm_scan_backward``), reached
-through PyTorch's ``torch._VF.lstm`` (ember: ``ember.nn.modules._rnn_loop.vf_lstm``)."""
+"""OpInfo entries for the recurrence ops (``lstm_scan``, ``gru_scan`` and their backwards),
+reached through PyTorch's ``torch._VF.lstm``/``gru`` (ember: ``ember.nn.modules._rnn_loop.
+vf_lstm``/``vf_gru``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,22 @@ def _lstm(t, x, h0, c0, *params, layers=1, bidirectional=False, batch_first=Fals
     return out, h, c
 
 
-def _samples(dtype, rng):
+def _gru(t, x, h0, *params, layers=1, bidirectional=False, batch_first=False):
+    if t.__name__ == "torch":
+        fn = t._VF.gru
+    else:
+        from ember.nn.modules._rnn_loop import vf_gru as fn
+    out, h = fn(x, h0, list(params), True, layers, 0.0, False, bidirectional, batch_first)
+    return out, h
+
+
+def _gru_samples(dtype, rng):
+    for s in _samples(dtype, rng, gates=3):
+        x, h0, _, *params = s.args
+        yield Sample((x, h0, *params), s.kwargs, desc=s.desc)
+
+
+def _samples(dtype, rng, gates=4):
     def r(*s, **kw):
         return make(s, dtype, rng, -1.0, 1.0, **kw)
 
@@ -25,7 +41,7 @@ def _samples(dtype, rng):
         for layer in range(layers):
             for _ in range(dirs):
                 inp = i if layer == 0 else h * dirs
-                out += [r(4 * h, inp), r(4 * h, h), r(4 * h), r(4 * h)]
+                out += [r(gates * h, inp), r(gates * h, h), r(gates * h), r(gates * h)]
         return out
 
     t, b, i, h = 4, 3, 3, 3  # small enough (<= 64 elements each) for the gradcheck
@@ -45,4 +61,5 @@ def _samples(dtype, rng):
 
 OPINFOS = [
     OpInfo("lstm", _lstm, _samples),
+    OpInfo("gru", _gru, _gru_samples),
 ]

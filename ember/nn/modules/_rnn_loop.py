@@ -13,7 +13,8 @@ comes, from their initial state; this is the order of PyTorch's packed kernels.
 
 An LSTM layer-direction on a padded batch without a projection (``proj_size=0``) runs as ONE
 op, ``lstm_scan`` (``ember/ops/rnn.py``: every step forward, backpropagation through time as
-``lstm_scan_backward``; NumPy kernels eager, one recurrence kernel each in the C backend).
+``lstm_scan_backward``; NumPy kernels eager, one recurrence kernel each in the C backend); a
+GRU layer-direction on a padded batch likewise as ``gru_scan`` (``ember/ops/rnn_gru.py``).
 """
 
 from __future__ import annotations
@@ -122,6 +123,13 @@ def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Te
                 hs.append(h)
                 cs.append(c)
                 continue
+            if mode == "GRU" and sizes is None:
+                w = weights[k]
+                b_hh = w.b_hh if w.b_hh is not None else w.w_hh.new_zeros(w.w_hh.shape[0])
+                out, h, _, _ = bind(OPS.gru_scan, xw, h_init[k], w.w_hh, b_hh, reverse=d == 1)
+                outs.append(out)
+                hs.append(h)
+                continue
             if sizes is None:
                 steps, step_sizes = xw.unbind(0), [xw.shape[1]] * xw.shape[0]
             else:
@@ -137,6 +145,32 @@ def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Te
     return layer_in, stack(hs, 0), (stack(cs, 0) if c0 is not None else None)
 
 
+def vf_gru(input: Tensor, hx: Tensor, params: Sequence[Tensor], has_biases: bool,
+           num_layers: int, dropout: float, train: bool, bidirectional: bool,
+           batch_first: bool) -> tuple[Tensor, Tensor]:
+    """PyTorch's ``torch._VF.gru`` (padded input): ``params`` in PyTorch's flat order (per layer
+    and direction ``w_ih, w_hh[, b_ih, b_hh]``); returns (output, h_n).
+
+    >>> import ember
+    >>> x, h = ember.randn(5, 2, 3), ember.zeros(1, 2, 4)
+    >>> p = [ember.randn(12, 3), ember.randn(12, 4)]
+    >>> vf_gru(x, h, p, False, 1, 0.0, False, False, False)[1].shape
+    ember.Size([1, 2, 4])
+    """
+    weights = _flat_weights(params, has_biases)
+    x = input.transpose(0, 1) if batch_first else input
+    out, h, _ = run_layers("GRU", x, None, hx, None, weights, num_layers, bidirectional, dropout,
+                           train)
+    return (out.transpose(0, 1) if batch_first else out), h
+
+
+def _flat_weights(params: Sequence[Tensor], has_biases: bool) -> list[CellWeights]:
+    per = 4 if has_biases else 2
+    return [CellWeights(*params[k: k + 2],
+                        *((params[k + 2], params[k + 3]) if has_biases else (None, None)))
+            for k in range(0, len(params), per)]
+
+
 def vf_lstm(input: Tensor, hx: Sequence[Tensor], params: Sequence[Tensor], has_biases: bool,
             num_layers: int, dropout: float, train: bool, bidirectional: bool,
             batch_first: bool) -> tuple[Tensor, Tensor, Tensor]:
@@ -149,10 +183,7 @@ def vf_lstm(input: Tensor, hx: Sequence[Tensor], params: Sequence[Tensor], has_b
     >>> vf_lstm(x, (h, h), p, False, 1, 0.0, False, False, False)[0].shape
     ember.Size([5, 2, 4])
     """
-    per = 4 if has_biases else 2
-    weights = [CellWeights(*params[k: k + 2],
-                           *((params[k + 2], params[k + 3]) if has_biases else (None, None)))
-               for k in range(0, len(params), per)]
+    weights = _flat_weights(params, has_biases)
     x = input.transpose(0, 1) if batch_first else input
     out, h, c = run_layers("LSTM", x, None, hx[0], hx[1], weights, num_layers, bidirectional,
                            dropout, train)

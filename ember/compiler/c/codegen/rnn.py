@@ -15,7 +15,7 @@ _PACKED = (Path(__file__).with_name("csrc") / "lstm_packed.h").read_text()
 
 
 def prelude(program: Any) -> str:
-    """The LSTM helpers of ``program``'s LstmKernels ("" when it has none)."""
+    """The recurrence helpers of ``program``'s LstmKernels ("" when it has none)."""
     kernels = [k for k in program.kernels() if isinstance(k, LstmKernel)]
     if not kernels:
         return ""
@@ -54,15 +54,19 @@ def kernel_source(k: LstmKernel) -> str:
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     what = "backward" if k.backward else "forward"
-    lines = [f"/* {' '.join(k.ops)} (lstm {what}) */",
+    lines = [f"/* {' '.join(k.ops)} ({k.mode.lower()} {what}) */",
              f"static int {k.name}({', '.join(params)}) {{",
              "  (void)ints; (void)floats;",
              f"  ember_lstm_job_{s} job;",
              "  memset(&job, 0, sizeof job);",
              f"  job.T = {k.T}; job.B = {k.B}; job.H = {k.H}; job.reverse = {int(k.reverse)}; "
              f"job.ldw = {k.w.strides[1]};",
+             f"  job.ng = {3 if k.mode == 'GRU' else 4}; job.gru = {int(k.mode == 'GRU')}; "
+             f"job.nx = {len(k.ins)};",
              f"  job.W = {k.w.buf.name} + {k.w.offset};"]
-    for j, x in enumerate(k.ins):
+    for j, (x, dims) in enumerate(zip(k.ins, k.dims)):
+        lines.append(f"  job.dims[{j}][0] = {dims[0]}; job.dims[{j}][1] = {dims[1]}; "
+                     f"job.dims[{j}][2] = {dims[2]};")
         s0, s1, s2 = x.strides
         lines.append(f"  job.x[{j}].p = {x.buf.name} + {x.offset}; job.x[{j}].s0 = {s0}; "
                      f"job.x[{j}].s1 = {s1}; job.x[{j}].s2 = {s2};")

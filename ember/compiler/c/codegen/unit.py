@@ -156,7 +156,7 @@ def profile_label(seg: Segment, k: Kernel) -> str:
     elif isinstance(k, Im2colKernel):
         kind = "col2im" if k.col2im else "im2col"
     elif isinstance(k, LstmKernel):
-        kind = f"lstm{' backward' if k.backward else ''} T={k.T} B={k.B} H={k.H}"
+        kind = f"{k.mode.lower()}{' backward' if k.backward else ''} T={k.T} B={k.B} H={k.H}"
     elif isinstance(k, AttentionKernel):
         kind = (f"attention{' backward' if k.backward else ''} {'x'.join(map(str, k.batch))} "
                 f"heads, L={k.L} S={k.S} E={k.E}")

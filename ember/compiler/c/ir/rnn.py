@@ -1,5 +1,6 @@
-"""``LstmKernel``: the whole recurrence of one LSTM layer-direction (``lstm_scan``) or its
-backpropagation through time (``lstm_scan_backward``) as one kernel.  Lowered by
+"""``LstmKernel``: the whole recurrence of one LSTM or GRU layer-direction (``lstm_scan``,
+``gru_scan``) or its backpropagation through time (``lstm_scan_backward``,
+``gru_scan_backward``) as one kernel.  Lowered by
 ``lower/rnn.py``; its C is ``codegen/rnn.py`` with the template ``codegen/csrc/lstm.h.in``."""
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ class StridedOperand:
 
 @dataclass(eq=False)
 class LstmKernel:
-    """One LSTM direction over ``T`` steps of batch ``B``, hidden size ``H``.
+    """One LSTM (``mode`` "LSTM") or GRU ("GRU") direction over ``T`` steps of batch ``B``,
+    hidden size ``H``; ``w`` is W_hh (4H or 3H x H, row stride ``strides[1]``).
 
-    forward (``backward`` False): ``ins = [xw, h0, c0]``, ``w`` is W_hh (4H x H, row stride
-    ``ldw``); ``outs = [out, h_n, c_n, acts, cs]``.  backward: ``ins = [d_out, d_h, d_c, acts,
-    cs, c0]``; ``outs = [dgates, dh0, dc0]``.  Outputs are C-contiguous."""
+    LSTM forward (``backward`` False): ``ins = [xw, h0, c0]``, ``outs = [out, h_n, c_n, acts,
+    cs]``; backward: ``ins = [d_out, d_h, d_c, acts, cs, c0]``, ``outs = [dgates, dh0, dc0]``.
+    GRU forward: ``ins = [xw, h0, b_hh]``, ``outs = [out, h_n, acts, ghn]``; backward: ``ins =
+    [d_out, d_h, acts, ghn, out, h0]``, ``outs = [dxw, dgh, dh0]``.  ``dims``: each input's
+    (T or 1, B or 1, width).  Outputs are C-contiguous."""
 
     name: str
     backward: bool
@@ -36,6 +40,8 @@ class LstmKernel:
     ins: list
     w: StridedOperand
     outs: list
+    dims: list
+    mode: str = "LSTM"
     ops: list = field(default_factory=list)
 
     @property
@@ -53,7 +59,7 @@ class LstmKernel:
         return True  # returns 1 when its scratch cannot be allocated
 
     def __str__(self) -> str:
-        what = "lstm backward" if self.backward else "lstm"
+        what = self.mode.lower() + (" backward" if self.backward else "")
         return (f"kernel {self.name}  // {' '.join(self.ops)} ({what} T={self.T} B={self.B} "
                 f"H={self.H}{' reverse' if self.reverse else ''})\n  "
                 f"{', '.join(b.name for b in self.outs)} = {what}("

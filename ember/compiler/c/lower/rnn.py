@@ -1,4 +1,4 @@
-"""``lstm_scan`` and ``lstm_scan_backward`` -> ONE ``LstmKernel`` each (``ir/rnn.py``).
+"""``lstm_scan``/``gru_scan`` and their backwards -> ONE ``LstmKernel`` each (``ir/rnn.py``).
 
 Per step the forward kernel runs one BLAS product ``h_{t-1} @ W_hh^T`` accumulated onto the
 projected input (copied into the gate buffer, the product's ``beta = 1``), then the gate
@@ -38,10 +38,14 @@ def _operand(m: Any) -> StridedOperand | None:
     return StridedOperand(m.buf, g.offset, ((0,) * (3 - len(st))) + st)
 
 
-@lowering(OPS.lstm_scan, backward=False)
-@lowering(OPS.lstm_scan_backward, backward=True)
-def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | None:
-    """Lower node ``i`` (lstm_scan or its backward) into ``lw``; None, or why not."""
+@lowering(OPS.lstm_scan, backward=False, mode="LSTM", w_at=3)
+@lowering(OPS.lstm_scan_backward, backward=True, mode="LSTM", w_at=6)
+@lowering(OPS.gru_scan, backward=False, mode="GRU", w_at=2)
+@lowering(OPS.gru_scan_backward, backward=True, mode="GRU", w_at=6)
+def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool, mode: str,
+               w_at: int) -> str | None:
+    """Lower node ``i`` (an LSTM/GRU recurrence op, ``n.args[w_at]`` its W_hh) into ``lw``;
+    None, or why not."""
     refs = list(n.args)
     if any(not is_ref(a) for a in refs):
         return "a non-tensor operand"
@@ -59,8 +63,11 @@ def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | Non
     ops = [_operand(m) for m in mats]
     if any(o is None for o in ops):
         return "dynamic sizes"
-    *ins, w = ops
-    hid = tuple(mats[-1].geom.shape)[1]
+    w = ops[w_at]
+    ins = ops[:w_at] + ops[w_at + 1:]
+    shapes = [tuple(m.geom.shape) for k, m in enumerate(mats) if k != w_at]
+    dims = [(1,) * (3 - len(sh)) + sh for sh in shapes]
+    hid = tuple(mats[w_at].geom.shape)[1]
     if w.strides[2] != 1 and hid > 1:
         return "W_hh without a unit column stride"
     t_n, b = tuple(mats[0].geom.shape)[:2]
@@ -72,7 +79,7 @@ def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | Non
         outs.append(buf)
         lw.bind(i, j, buf, Geometry.contiguous(tuple(shape)), dt)
     k = LstmKernel(lw.kernel_name(), backward, n.params["reverse"], t_n, b, hid, ins, w, outs,
-                   [n.op.name])
+                   dims, mode, [n.op.name])
     lw.add_kernel(k)
     log("fusion", f"{k.name}: {n.op.name} as one recurrence kernel, T={t_n} B={b} H={hid}", 3)
     return None
