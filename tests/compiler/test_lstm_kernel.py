@@ -1,7 +1,7 @@
-"""The LSTM and GRU recurrences as one op each (``lstm_scan``/``gru_scan`` and their backwards,
-ember/ops/rnn.py, rnn_gru.py) and their C kernel (``LstmKernel``, compiler/c/lower/rnn.py):
-values and gradients against torch's nn.LSTM/nn.GRU with copied weights, compiled against
-eager, and no extern in a compiled training step.
+"""The LSTM, GRU and plain RNN recurrences as one op each (``lstm_scan``/``gru_scan``/
+``rnn_scan`` and their backwards, ember/ops/rnn.py, rnn_gru.py, rnn_plain.py) and their C kernel
+(``LstmKernel``, compiler/c/lower/rnn.py): values and gradients against torch's nn.LSTM/GRU/RNN
+with copied weights, compiled against eager, and no extern in a compiled training step.
 
 Sizes cover the C kernel's cases: hidden sizes that are not a multiple of the packed panel
 width, batches that are not a multiple of the micro-kernel's row block, one and two threads
@@ -38,7 +38,7 @@ def _step(lib, mod, x, h0, c0):
     the grads of x and c0 and of every parameter."""
     xi = lib.tensor(x, requires_grad=True)
     ci = lib.tensor(c0, requires_grad=True)
-    if isinstance(mod, (ember.nn.GRU, torch.nn.GRU)):  # c0 is the initial h here
+    if not isinstance(mod, (ember.nn.LSTM, torch.nn.LSTM)):  # c0 is the initial h here
         out, hn = mod(xi, ci * 1.0)
         cn = hn + lib.tensor(h0)
     else:
@@ -59,7 +59,7 @@ def threads():
     ember.set_num_threads(before)
 
 
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n_threads,hid,batch,bidirectional", [
     (1, 40, 7, True),      # partial panels (40 = 32 + 8), batch 7 (padded row blocks)

@@ -1,6 +1,6 @@
-"""OpInfo entries for the recurrence ops (``lstm_scan``, ``gru_scan`` and their backwards),
-reached through PyTorch's ``torch._VF.lstm``/``gru`` (ember: ``ember.nn.modules._rnn_loop.
-vf_lstm``/``vf_gru``)."""
+"""OpInfo entries for the recurrence ops (``lstm_scan``, ``gru_scan``, ``rnn_scan`` and their
+backwards), reached through PyTorch's ``torch._VF.lstm``/``gru``/``rnn_tanh``/``rnn_relu``
+(ember: ``ember.nn.modules._rnn_loop.vf_lstm``/``vf_gru``/``vf_rnn``)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,25 @@ def _gru_samples(dtype, rng):
     for s in _samples(dtype, rng, gates=3):
         x, h0, _, *params = s.args
         yield Sample((x, h0, *params), s.kwargs, desc=s.desc)
+
+
+def _rnn(t, x, h0, *params, layers=1, bidirectional=False, batch_first=False, relu=False):
+    if t.__name__ == "torch":
+        fn = t._VF.rnn_relu if relu else t._VF.rnn_tanh
+        return fn(x, h0, list(params), True, layers, 0.0, False, bidirectional, batch_first)
+    from ember.nn.modules._rnn_loop import vf_rnn
+    return vf_rnn(x, h0, list(params), True, layers, 0.0, False, bidirectional, batch_first,
+                  "relu" if relu else "tanh")
+
+
+def _rnn_samples(dtype, rng):
+    for s in _samples(dtype, rng, gates=1):
+        x, h0, _, *params = s.args
+        yield Sample((x, h0, *params), s.kwargs, desc=s.desc)
+        if s.desc == "bidirectional (reverse direction)":
+            yield Sample((x, h0, *params), dict(s.kwargs, relu=True), desc=s.desc + ", relu")
+    x, h0, _, *params = next(iter(_samples(dtype, rng, gates=1))).args
+    yield Sample((x, h0, *params), {"relu": True, "layers": 1}, desc="relu")
 
 
 def _samples(dtype, rng, gates=4):
@@ -62,4 +81,5 @@ def _samples(dtype, rng, gates=4):
 OPINFOS = [
     OpInfo("lstm", _lstm, _samples),
     OpInfo("gru", _gru, _gru_samples),
+    OpInfo("rnn", _rnn, _rnn_samples),
 ]

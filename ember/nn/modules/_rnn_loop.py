@@ -14,7 +14,8 @@ comes, from their initial state; this is the order of PyTorch's packed kernels.
 An LSTM layer-direction on a padded batch without a projection (``proj_size=0``) runs as ONE
 op, ``lstm_scan`` (``ember/ops/rnn.py``: every step forward, backpropagation through time as
 ``lstm_scan_backward``; NumPy kernels eager, one recurrence kernel each in the C backend); a
-GRU layer-direction on a padded batch likewise as ``gru_scan`` (``ember/ops/rnn_gru.py``).
+GRU layer-direction on a padded batch likewise as ``gru_scan`` (``ember/ops/rnn_gru.py``), a
+plain RNN's as ``rnn_scan`` (``ember/ops/rnn_plain.py``).
 """
 
 from __future__ import annotations
@@ -123,6 +124,12 @@ def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Te
                 hs.append(h)
                 cs.append(c)
                 continue
+            if mode in ("RNN_TANH", "RNN_RELU") and sizes is None:
+                out, h = bind(OPS.rnn_scan, xw, h_init[k], weights[k].w_hh, reverse=d == 1,
+                              relu=mode == "RNN_RELU")
+                outs.append(out)
+                hs.append(h)
+                continue
             if mode == "GRU" and sizes is None:
                 w = weights[k]
                 b_hh = w.b_hh if w.b_hh is not None else w.w_hh.new_zeros(w.w_hh.shape[0])
@@ -161,6 +168,25 @@ def vf_gru(input: Tensor, hx: Tensor, params: Sequence[Tensor], has_biases: bool
     x = input.transpose(0, 1) if batch_first else input
     out, h, _ = run_layers("GRU", x, None, hx, None, weights, num_layers, bidirectional, dropout,
                            train)
+    return (out.transpose(0, 1) if batch_first else out), h
+
+
+def vf_rnn(input: Tensor, hx: Tensor, params: Sequence[Tensor], has_biases: bool,
+           num_layers: int, dropout: float, train: bool, bidirectional: bool,
+           batch_first: bool, nonlinearity: str = "tanh") -> tuple[Tensor, Tensor]:
+    """PyTorch's ``torch._VF.rnn_tanh`` / ``rnn_relu`` (``nonlinearity``; padded input):
+    returns (output, h_n).
+
+    >>> import ember
+    >>> x, h = ember.randn(5, 2, 3), ember.zeros(1, 2, 4)
+    >>> p = [ember.randn(4, 3), ember.randn(4, 4)]
+    >>> vf_rnn(x, h, p, False, 1, 0.0, False, False, False)[0].shape
+    ember.Size([5, 2, 4])
+    """
+    mode = "RNN_RELU" if nonlinearity == "relu" else "RNN_TANH"
+    x = input.transpose(0, 1) if batch_first else input
+    out, h, _ = run_layers(mode, x, None, hx, None, _flat_weights(params, has_biases),
+                           num_layers, bidirectional, dropout, train)
     return (out.transpose(0, 1) if batch_first else out), h
 
 

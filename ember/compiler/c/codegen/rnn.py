@@ -11,6 +11,7 @@ from ember.compiler.c.build import blas
 from ember.compiler.c.ir.rnn import LstmKernel
 
 _PRELUDE = (Path(__file__).with_name("csrc") / "lstm.h.in").read_text()
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _PACKED = (Path(__file__).with_name("csrc") / "lstm_packed.h").read_text()
 
 
@@ -61,7 +62,8 @@ def kernel_source(k: LstmKernel) -> str:
              "  memset(&job, 0, sizeof job);",
              f"  job.T = {k.T}; job.B = {k.B}; job.H = {k.H}; job.reverse = {int(k.reverse)}; "
              f"job.ldw = {k.w.strides[1]};",
-             f"  job.ng = {3 if k.mode == 'GRU' else 4}; job.gru = {int(k.mode == 'GRU')}; "
+             f"  job.ng = {_GATES[k.mode]}; job.gru = {int(k.mode == 'GRU')}; "
+             f"job.rnn = {int(k.mode == 'RNN')}; job.relu = {int(k.relu)}; "
              f"job.nx = {len(k.ins)};",
              f"  job.W = {k.w.buf.name} + {k.w.offset};"]
     for j, (x, dims) in enumerate(zip(k.ins, k.dims)):

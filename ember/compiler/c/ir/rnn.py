@@ -22,13 +22,16 @@ class StridedOperand:
 
 @dataclass(eq=False)
 class LstmKernel:
-    """One LSTM (``mode`` "LSTM") or GRU ("GRU") direction over ``T`` steps of batch ``B``,
-    hidden size ``H``; ``w`` is W_hh (4H or 3H x H, row stride ``strides[1]``).
+    """One LSTM (``mode`` "LSTM"), GRU ("GRU") or plain RNN ("RNN") direction over ``T`` steps
+    of batch ``B``, hidden size ``H``; ``w`` is W_hh (4H, 3H or H x H, row stride
+    ``strides[1]``).
 
     LSTM forward (``backward`` False): ``ins = [xw, h0, c0]``, ``outs = [out, h_n, c_n, acts,
     cs]``; backward: ``ins = [d_out, d_h, d_c, acts, cs, c0]``, ``outs = [dgates, dh0, dc0]``.
     GRU forward: ``ins = [xw, h0, b_hh]``, ``outs = [out, h_n, acts, ghn]``; backward: ``ins =
-    [d_out, d_h, acts, ghn, out, h0]``, ``outs = [dxw, dgh, dh0]``.  ``dims``: each input's
+    [d_out, d_h, acts, ghn, out, h0]``, ``outs = [dxw, dgh, dh0]``.  Plain RNN ("RNN", tanh
+    or ``relu``) forward: ``ins = [xw, h0]``, ``outs = [out, h_n]``; backward: ``ins = [d_out,
+    d_h, out]``, ``outs = [dxw, dh0]``.  ``dims``: each input's
     (T or 1, B or 1, width).  Outputs are C-contiguous."""
 
     name: str
@@ -42,6 +45,7 @@ class LstmKernel:
     outs: list
     dims: list
     mode: str = "LSTM"
+    relu: bool = False
     ops: list = field(default_factory=list)
 
     @property

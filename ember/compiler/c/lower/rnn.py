@@ -1,4 +1,5 @@
-"""``lstm_scan``/``gru_scan`` and their backwards -> ONE ``LstmKernel`` each (``ir/rnn.py``).
+"""``lstm_scan``/``gru_scan``/``rnn_scan`` and their backwards -> ONE ``LstmKernel`` each
+(``ir/rnn.py``).
 
 Per step the forward kernel runs one BLAS product ``h_{t-1} @ W_hh^T`` accumulated onto the
 projected input (copied into the gate buffer, the product's ``beta = 1``), then the gate
@@ -42,6 +43,8 @@ def _operand(m: Any) -> StridedOperand | None:
 @lowering(OPS.lstm_scan_backward, backward=True, mode="LSTM", w_at=6)
 @lowering(OPS.gru_scan, backward=False, mode="GRU", w_at=2)
 @lowering(OPS.gru_scan_backward, backward=True, mode="GRU", w_at=6)
+@lowering(OPS.rnn_scan, backward=False, mode="RNN", w_at=2)
+@lowering(OPS.rnn_scan_backward, backward=True, mode="RNN", w_at=3)
 def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool, mode: str,
                w_at: int) -> str | None:
     """Lower node ``i`` (an LSTM/GRU recurrence op, ``n.args[w_at]`` its W_hh) into ``lw``;
@@ -54,8 +57,8 @@ def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool, mode: str,
     dt = lw.dtype_of(refs[0])
     if dt.np.name not in _FLOATS or any(lw.dtype_of(r) != dt for r in refs):
         return "not float32/float64 operands of one dtype"
-    if type(n.params.get("reverse")) is not bool:
-        return "symbolic reverse"
+    if type(n.params.get("reverse")) is not bool or type(n.params.get("relu", False)) is not bool:
+        return "symbolic reverse or relu"
     lw.materialize(refs)
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
@@ -79,7 +82,7 @@ def lower_lstm(lw: LoweringContext, i: int, n: Any, backward: bool, mode: str,
         outs.append(buf)
         lw.bind(i, j, buf, Geometry.contiguous(tuple(shape)), dt)
     k = LstmKernel(lw.kernel_name(), backward, n.params["reverse"], t_n, b, hid, ins, w, outs,
-                   dims, mode, [n.op.name])
+                   dims, mode, n.params.get("relu", False), [n.op.name])
     lw.add_kernel(k)
     log("fusion", f"{k.name}: {n.op.name} as one recurrence kernel, T={t_n} B={b} H={hid}", 3)
     return None
