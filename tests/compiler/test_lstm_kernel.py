@@ -154,3 +154,37 @@ def test_lstm_scan_bad_input_names_the_op():
     with pytest.raises(ember.errors.DTypeError, match=r"\[lstm_scan\]"):
         bind(OPS.lstm_scan, x, ember.zeros(2, 2), ember.zeros(2, 2, dtype=ember.float64),
              ember.zeros(8, 2), reverse=False)
+
+
+def _cpu_has(*flags):
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return all(f in line.split() for f in flags)
+
+
+@pytest.mark.parametrize("march", ["x86-64-v3", "x86-64"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_other_instruction_sets_match_eager(monkeypatch, march, kind, threads):
+    """The packed-product path for AVX2 machines (x86-64-v3: 8-wide vectors, 4/6-row blocks)
+    and the BLAS-per-step path (x86-64: no AVX), built explicitly for that level whatever the
+    host is, against eager."""
+    if not _cpu_has("avx2", "fma"):
+        pytest.skip("the host cannot run x86-64-v3 code")
+    monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + (f"-march={march}",
+                                                                         "-mno-avx512f"))
+    ember.set_num_threads(2)
+    e, _ = _pair(5, 150, 1, True, "float32", kind)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 9, 5)).astype(np.float32)
+    h0 = rng.standard_normal((2, 9, 150)).astype(np.float32) * 0.5
+    eager = _step(ember, e, x, h0, h0)
+    e.zero_grad(set_to_none=True)
+    ember.compiler.reset()
+    cbackend._RECENT.clear()
+    got = ember.compile(lambda a, b, c: _step(ember, e, a, b, c), backend="c")(x, h0, h0)
+    assert all(g.stats.externs == 0 for g in cbackend._RECENT)
+    for a, b in zip(got, eager):
+        np.testing.assert_allclose(_np(a), _np(b), **TOL["float32"])
