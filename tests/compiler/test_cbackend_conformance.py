@@ -97,6 +97,8 @@ KNOWN: dict = {
     ("grad", "gelu_tanh_gradgrad", "float64"): _TANH.format("9"),
     ("grad", "mish_gradgrad", "float32"): _TANH.format("15.5"),
     ("grad", "mish_gradgrad", "float64"): _TANH.format("15"),
+    # lstm_scan_backward: dc += dh * o * (1 - tanh(c)^2), recomputed with the prelude's tanh
+    ("grad", "lstm", "float64"): _TANH.format("4.4"),
 }
 
 

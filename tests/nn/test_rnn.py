@@ -487,7 +487,7 @@ def test_deepcopy_pickle_and_dtype_conversion():
 
 
 def test_lstm_frozen_recurrent_weight_and_partial_state_grads():
-    """LSTMScan's backward with some inputs not needing gradients (frozen W_hh, h0 constant)."""
+    """lstm_scan's vjp with some inputs not needing gradients (frozen W_hh, h0 constant)."""
     e, t = make_pair("lstm", num_layers=2, bidirectional=True)
     for mod in (e, t):
         mod.weight_hh_l0.requires_grad_(False)

@@ -10,6 +10,12 @@ it with the hidden projection because its candidate gate scales ``W_hn h + b_hn`
 Packed batches (sorted by decreasing length) run the same loop on shrinking row ranges: the
 forward direction drops finished rows, the reverse direction starts rows when their last step
 comes, from their initial state; this is the order of PyTorch's packed kernels.
+
+An LSTM layer-direction on a padded batch without a projection (``proj_size=0``) runs as ONE
+op, ``lstm_scan`` (``ember/ops/rnn.py``: every step forward, backpropagation through time as
+``lstm_scan_backward``; NumPy kernels eager, one recurrence kernel each in the C backend); a
+GRU layer-direction on a padded batch likewise as ``gru_scan`` (``ember/ops/rnn_gru.py``), a
+plain RNN's as ``rnn_scan`` (``ember/ops/rnn_plain.py``).
 """
 
 from __future__ import annotations
@@ -18,9 +24,8 @@ from typing import NamedTuple, Sequence
 
 from ember._frontend.linalg import addmm
 from ember._frontend.movement import cat, stack
-from ember.autograd import grad_mode
-from ember.autograd.function import Function
 from ember.nn import functional as F
+from ember.ops import OPS, bind
 from ember.tensor import Tensor
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
@@ -96,82 +101,6 @@ def run_direction(mode: str, steps: Sequence[Tensor], sizes: Sequence[int], h0: 
     return outs, h, c
 
 
-class LSTMScan(Function):
-    """One LSTM direction over a padded ``(T, B, 4H)`` input projection (no projection layer),
-    with a hand-written backward through time: per step one product ``dgates @ W_hh`` and the
-    gate pointwise math; the weight gradient is then ONE product ``dG^T @ H_prev`` over all
-    steps (k = T * B) instead of T products with k = B summed, which is what autograd through
-    the step-by-step graph does. Same math as ``cell_step``; still ember ops only, so it
-    traces and compiles. A backward asked to build a graph (double backward) recomputes the
-    forward with autograd and differentiates that, so higher derivatives stay exact."""
-
-    @staticmethod
-    def forward(ctx, xw, h0, c0, w_hh, reverse):  # noqa: ANN001, ANN205
-        steps, hid = xw.unbind(0), h0.shape[1]
-        order = range(len(steps) - 1, -1, -1) if reverse else range(len(steps))
-        w_t = w_hh.t()
-        h, c = h0, c0
-        outs, acts, gs, cs, prev = ([None] * len(steps) for _ in range(5))
-        for t in order:
-            prev[t] = h
-            gates = addmm(steps[t], h, w_t)
-            a = gates.sigmoid()  # i, f, o used; g's slot is overwritten by tanh below
-            g = gates[:, 2 * hid: 3 * hid].tanh()
-            c = a[:, hid: 2 * hid] * c + a[:, :hid] * g
-            h = a[:, 3 * hid:] * c.tanh()
-            outs[t], acts[t], gs[t], cs[t] = h, a, g, c
-        ctx.reverse = reverse
-        ctx.save_for_backward(xw, h0, c0, w_hh, stack(acts, 0), stack(gs, 0), stack(cs, 0),
-                              stack(prev, 0))
-        return stack(outs, 0), h, c
-
-    @staticmethod
-    def backward(ctx, d_out, d_h, d_c):  # noqa: ANN001, ANN205
-        xw, h0, c0, w_hh, acts, gs, cs, prev = ctx.saved_tensors
-        if grad_mode.is_grad_enabled():
-            return _lstm_scan_grads_by_autograd(ctx, (xw, h0, c0, w_hh), (d_out, d_h, d_c))
-        n_steps, hid = xw.shape[0], h0.shape[1]
-        order = list(range(n_steps - 1, -1, -1) if ctx.reverse else range(n_steps))
-        a_s, g_s, c_s, d_outs = acts.unbind(0), gs.unbind(0), cs.unbind(0), d_out.unbind(0)
-        c_prev = {t: (c_s[order[k - 1]] if k else c0) for k, t in enumerate(order)}
-        dgates = [None] * n_steps
-        dh, dc = d_h, d_c
-        for t in reversed(order):
-            a, g, c = a_s[t], g_s[t], c_s[t]
-            i, f, o = a[:, :hid], a[:, hid: 2 * hid], a[:, 3 * hid:]
-            tc = c.tanh()
-            dh_t = d_outs[t] + dh
-            dc = dc + dh_t * o * (1 - tc * tc)
-            dgate = cat([dc * g * i * (1 - i), dc * c_prev[t] * f * (1 - f),
-                         dc * i * (1 - g * g), dh_t * tc * o * (1 - o)], 1)
-            dc = dc * f
-            dh = dgate.mm(w_hh)
-            dgates[t] = dgate
-        d_g = stack(dgates, 0)
-        d_w = None
-        if ctx.needs_input_grad[3]:
-            rows = n_steps * xw.shape[1]
-            d_w = d_g.reshape(rows, 4 * hid).t().mm(prev.reshape(rows, hid))
-        return d_g, dh, dc, d_w, None
-
-
-def _lstm_scan_grads_by_autograd(ctx, inputs: tuple, grads: tuple) -> tuple:  # noqa: ANN001
-    """LSTMScan's backward when it must itself be differentiable: rerun the step-by-step
-    forward with autograd on the saved inputs and take its vector-Jacobian product."""
-    from ember.autograd.engine import grad as autograd_grad
-    xw, h0, c0, w_hh = inputs
-    w = CellWeights(None, w_hh, None, None)
-    outs, h, c = run_direction("LSTM", xw.unbind(0), [xw.shape[1]] * xw.shape[0], h0, c0, w,
-                               ctx.reverse)
-    wanted = [k for k in range(4) if ctx.needs_input_grad[k]]
-    got = autograd_grad([stack(outs, 0), h, c], [inputs[k] for k in wanted], list(grads),
-                        create_graph=True, allow_unused=True)
-    result = [None] * 5
-    for k, g in zip(wanted, got):
-        result[k] = g
-    return tuple(result)
-
-
 def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Tensor | None,
                weights: Sequence[CellWeights], num_layers: int, bidirectional: bool,
                dropout: float, training: bool) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -189,10 +118,24 @@ def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Te
             k = layer * n_dir + d
             xw = project_input(mode, layer_in, weights[k])
             if mode == "LSTM" and sizes is None and weights[k].w_hr is None:
-                out, h, c = LSTMScan.apply(xw, h_init[k], c_init[k], weights[k].w_hh, d == 1)
+                out, h, c, _, _ = bind(OPS.lstm_scan, xw, h_init[k], c_init[k], weights[k].w_hh,
+                                       reverse=d == 1)
                 outs.append(out)
                 hs.append(h)
                 cs.append(c)
+                continue
+            if mode in ("RNN_TANH", "RNN_RELU") and sizes is None:
+                out, h = bind(OPS.rnn_scan, xw, h_init[k], weights[k].w_hh, reverse=d == 1,
+                              relu=mode == "RNN_RELU")
+                outs.append(out)
+                hs.append(h)
+                continue
+            if mode == "GRU" and sizes is None:
+                w = weights[k]
+                b_hh = w.b_hh if w.b_hh is not None else w.w_hh.new_zeros(w.w_hh.shape[0])
+                out, h, _, _ = bind(OPS.gru_scan, xw, h_init[k], w.w_hh, b_hh, reverse=d == 1)
+                outs.append(out)
+                hs.append(h)
                 continue
             if sizes is None:
                 steps, step_sizes = xw.unbind(0), [xw.shape[1]] * xw.shape[0]
@@ -207,3 +150,67 @@ def run_layers(mode: str, x: Tensor, sizes: list[int] | None, h0: Tensor, c0: Te
         if dropout > 0 and training and layer < num_layers - 1:
             layer_in = F.dropout(layer_in, dropout, True)
     return layer_in, stack(hs, 0), (stack(cs, 0) if c0 is not None else None)
+
+
+def vf_gru(input: Tensor, hx: Tensor, params: Sequence[Tensor], has_biases: bool,
+           num_layers: int, dropout: float, train: bool, bidirectional: bool,
+           batch_first: bool) -> tuple[Tensor, Tensor]:
+    """PyTorch's ``torch._VF.gru`` (padded input): ``params`` in PyTorch's flat order (per layer
+    and direction ``w_ih, w_hh[, b_ih, b_hh]``); returns (output, h_n).
+
+    >>> import ember
+    >>> x, h = ember.randn(5, 2, 3), ember.zeros(1, 2, 4)
+    >>> p = [ember.randn(12, 3), ember.randn(12, 4)]
+    >>> vf_gru(x, h, p, False, 1, 0.0, False, False, False)[1].shape
+    ember.Size([1, 2, 4])
+    """
+    weights = _flat_weights(params, has_biases)
+    x = input.transpose(0, 1) if batch_first else input
+    out, h, _ = run_layers("GRU", x, None, hx, None, weights, num_layers, bidirectional, dropout,
+                           train)
+    return (out.transpose(0, 1) if batch_first else out), h
+
+
+def vf_rnn(input: Tensor, hx: Tensor, params: Sequence[Tensor], has_biases: bool,
+           num_layers: int, dropout: float, train: bool, bidirectional: bool,
+           batch_first: bool, nonlinearity: str = "tanh") -> tuple[Tensor, Tensor]:
+    """PyTorch's ``torch._VF.rnn_tanh`` / ``rnn_relu`` (``nonlinearity``; padded input):
+    returns (output, h_n).
+
+    >>> import ember
+    >>> x, h = ember.randn(5, 2, 3), ember.zeros(1, 2, 4)
+    >>> p = [ember.randn(4, 3), ember.randn(4, 4)]
+    >>> vf_rnn(x, h, p, False, 1, 0.0, False, False, False)[0].shape
+    ember.Size([5, 2, 4])
+    """
+    mode = "RNN_RELU" if nonlinearity == "relu" else "RNN_TANH"
+    x = input.transpose(0, 1) if batch_first else input
+    out, h, _ = run_layers(mode, x, None, hx, None, _flat_weights(params, has_biases),
+                           num_layers, bidirectional, dropout, train)
+    return (out.transpose(0, 1) if batch_first else out), h
+
+
+def _flat_weights(params: Sequence[Tensor], has_biases: bool) -> list[CellWeights]:
+    per = 4 if has_biases else 2
+    return [CellWeights(*params[k: k + 2],
+                        *((params[k + 2], params[k + 3]) if has_biases else (None, None)))
+            for k in range(0, len(params), per)]
+
+
+def vf_lstm(input: Tensor, hx: Sequence[Tensor], params: Sequence[Tensor], has_biases: bool,
+            num_layers: int, dropout: float, train: bool, bidirectional: bool,
+            batch_first: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """PyTorch's ``torch._VF.lstm`` (padded input; no projection): ``params`` in PyTorch's flat
+    order (per layer and direction ``w_ih, w_hh[, b_ih, b_hh]``); returns (output, h_n, c_n).
+
+    >>> import ember
+    >>> x, h = ember.randn(5, 2, 3), ember.zeros(1, 2, 4)
+    >>> p = [ember.randn(16, 3), ember.randn(16, 4)]
+    >>> vf_lstm(x, (h, h), p, False, 1, 0.0, False, False, False)[0].shape
+    ember.Size([5, 2, 4])
+    """
+    weights = _flat_weights(params, has_biases)
+    x = input.transpose(0, 1) if batch_first else input
+    out, h, c = run_layers("LSTM", x, None, hx[0], hx[1], weights, num_layers, bidirectional,
+                           dropout, train)
+    return (out.transpose(0, 1) if batch_first else out), h, c

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, csrc, index, pool, resample, sort
+from ember.compiler.c.codegen import attention, csrc, index, pool, resample, rnn, sort
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
@@ -49,6 +49,7 @@ from ember.compiler.c.ir.loop_ir import (
     round_expr,
     store_expr,
 )
+from ember.compiler.c.ir.rnn import LstmKernel
 
 
 def generate(program: Program, prelude: bool = True, openmp: bool = False,
@@ -58,7 +59,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     ``openmp`` splits each kernel's outer loop over ``ember_num_threads`` threads.
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
-             attention.prelude(program), resample.prelude(program)] if prelude else []
+             attention.prelude(program), resample.prelude(program),
+             rnn.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -107,6 +109,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
             kind = "reduction, reduced loops outside"
     elif isinstance(k, Im2colKernel):
         kind = "col2im" if k.col2im else "im2col"
+    elif isinstance(k, LstmKernel):
+        kind = f"{k.mode.lower()}{' backward' if k.backward else ''} T={k.T} B={k.B} H={k.H}"
     elif isinstance(k, AttentionKernel):
         kind = (f"attention{' backward' if k.backward else ''} {'x'.join(map(str, k.batch))} "
                 f"heads, L={k.L} S={k.S} E={k.E}")
@@ -577,6 +581,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return scan_kernel(k, program, openmp, omp_for, _declare_ints, _INTS)
     if isinstance(k, AttentionKernel):
         return attention.kernel_source(k)
+    if isinstance(k, LstmKernel):
+        return rnn.kernel_source(k)
     if isinstance(k, IndexKernel):
         return index.kernel_source(k, openmp)
     if isinstance(k, DimIndexKernel):
@@ -639,7 +645,7 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        checks = (isinstance(k, (ReduceKernel, AttentionKernel, IndexKernel,
+        checks = (isinstance(k, (ReduceKernel, AttentionKernel, LstmKernel, IndexKernel,
                                  DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel,
                                  SearchKernel, ResampleKernel))
                   and k.has_checks()) or (

@@ -18,6 +18,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     random,
     reduce,
     resample,
+    rnn,
     rows,
     scan,
     sort,
