@@ -455,9 +455,16 @@ def _bool_eager(fn):  # noqa: ANN001, ANN202
 
 ALL = register(OpDef("all", "reduction", _bool_meta, _bool_eager(np.all), None, tags=_NODIFF))
 ANY = register(OpDef("any", "reduction", _bool_meta, _bool_eager(np.any), None, tags=_NODIFF))
+
+
+def _count_nonzero_decomp(x, *, dims: tuple, keepdim: bool):  # noqa: ANN001, ANN202
+    """count_nonzero as ``sum(int64(x != 0))`` (the compiler's decomposition; NaN counts)."""
+    return bind(SUM, (x != 0).to(dt.int64), dims=dims, keepdim=keepdim)
+
+
 COUNT_NONZERO = register(OpDef(
     "count_nonzero", "reduction", _reduce_meta_to(dt.int64),
     lambda x, *, dims, keepdim: np.asarray(
         np.count_nonzero(x, axis=dims, keepdims=keepdim), np.int64),
-    None, tags=_NODIFF,
+    None, tags=_NODIFF, decomp=_count_nonzero_decomp,
 ))
