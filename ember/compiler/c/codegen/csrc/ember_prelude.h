@@ -634,6 +634,50 @@ EMBER_INLINE double ember_randn(uint64_t seed, uint64_t offset, uint64_t i, int 
     return (i & 1) ? r * sin(t) : r * cos(t);
 }
 
+/* element i's uniform [0, 1) for a dtype drawing ``wpu`` words per value (2: float64, the
+ * other dtypes 1 with their ``unit`` map), as ember_randn draws them */
+EMBER_INLINE double ember_rand_unit(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                    double (*unit)(uint32_t)) {
+    if (wpu == 2)
+        return ember_unit_f64(ember_philox_word(seed, offset + 2 * i),
+                              ember_philox_word(seed, offset + 2 * i + 1));
+    return unit(ember_philox_word(seed, offset + i));
+}
+
+/* exponential_(lambd): -log(u) / lambd, u = 1 - unit in (0, 1] (docs/random.md) */
+EMBER_INLINE double ember_rand_exponential(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                           double (*unit)(uint32_t), double lambd) {
+    return -log(1.0 - ember_rand_unit(seed, offset, i, wpu, unit)) / lambd;
+}
+
+/* cauchy_(median, sigma): median + sigma * tan(pi * (u - 0.5)), u uniform [0, 1) */
+EMBER_INLINE double ember_rand_cauchy(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                      double (*unit)(uint32_t), double median, double sigma) {
+    double u = ember_rand_unit(seed, offset, i, wpu, unit);
+    return median + sigma * tan(3.141592653589793 * (u - 0.5));
+}
+
+/* geometric_(p): max(1, ceil(log(u) / log1p(-p))), u = (w + 0.5) * 2**-32 (one word per
+ * value whatever the dtype); NaN propagates as NumPy's maximum */
+EMBER_INLINE double ember_rand_geometric(uint64_t seed, uint64_t offset, uint64_t i, double p) {
+    double u = ((double)ember_philox_word(seed, offset + i) + 0.5) * 0x1p-32;
+    double k = ceil(log(u) / log1p(-p));
+    return (k > 1.0 | k != k) ? k : 1.0;
+}
+
+/* randint(low, high): low + (w mod span) in two's complement, span = high - low; one word
+ * per value for span <= 2**32, else two (the uint64 w[2i] << 32 | w[2i + 1]) */
+EMBER_INLINE int64_t ember_randint(uint64_t seed, uint64_t offset, uint64_t i, uint64_t low,
+                                   uint64_t high) {
+    uint64_t span = high - low, r;
+    if (span <= 0x100000000ULL)
+        r = (uint64_t)ember_philox_word(seed, offset + i) % span;
+    else
+        r = (((uint64_t)ember_philox_word(seed, offset + 2 * i) << 32) |
+             (uint64_t)ember_philox_word(seed, offset + 2 * i + 1)) % span;
+    return (int64_t)(r + low);
+}
+
 /* bernoulli(p) and the dropout keep mask for element i: w * 2**-32 < p (resp. < 1 - p) */
 EMBER_INLINE bool ember_bernoulli(uint64_t seed, uint64_t offset, uint64_t i, double p) {
     return ember_unit32(ember_philox_word(seed, offset + i)) < p;
