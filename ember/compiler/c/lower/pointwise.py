@@ -19,9 +19,13 @@ from ember.compiler.c.ir.loop_ir import (
     CTYPES,
     STORAGE_CTYPES,
     Const,
+    Geometry,
+    Index,
+    Kernel,
     Let,
     Op,
     PointCheck,
+    Store,
     contiguous_strides,
     is_lowp,
     order_strides,
@@ -143,6 +147,24 @@ def _pointwise(lw: LoweringContext, i: int, n: Any) -> None:
     lw.add_value(g, i, name, shape, out_dt, eager_layout(lw, n, shape, tensors), n.op.name)
 
 
+def fill_outputs(lw: LoweringContext, i: int, n: Any, fill: str = "0") -> None:
+    """Bind every output of node ``i`` to a fresh buffer that one kernel fills with the C
+    constant ``fill`` (compute type).  For an empty result (a 0 in each output's static shape)
+    the kernel runs no iteration: nothing is computed and the buffer is defined for the
+    verifier and the memory plan.  Rules for ops whose empty result needs no work (``sort``,
+    ``index``, ``cat``, ...) or whose result on an empty input is a constant (``median``: NaN)
+    call it instead of their kernel."""
+    lw.close_group()
+    for j, (shape, dt) in enumerate(n.specs):
+        shape = tuple(shape)
+        buf = lw.buffer(dt, shape, "temp")
+        loop_vars = [f"i{d}" for d in range(len(shape))]
+        index = Index(0, tuple(zip(loop_vars, contiguous_strides(shape))))
+        lw.add_kernel(Kernel(lw.kernel_name(), shape, [Store(buf, index, Const(fill))],
+                             ops=[n.op.name]))
+        lw.bind(i, j, buf, Geometry.contiguous(shape), dt)
+
+
 def _lowp_operand(lw: LoweringContext, g: Group, r: tuple, out_dt: Any) -> Any:
     """The operand ``r``; a float16/bfloat16 value computed in the group is held in float
     without rounding (as torch.compile does; eager rounds after every op), and is rounded
@@ -207,4 +229,4 @@ def _probe_order(n: Any, shape: tuple, strides: list, dtypes: list) -> list | No
     return sorted(range(len(shape)), key=lambda d: -out.strides[d])
 
 
-__all__ = ["eager_layout", "helpers_in", "lower_pointwise"]
+__all__ = ["eager_layout", "fill_outputs", "helpers_in", "lower_pointwise"]
