@@ -5,9 +5,10 @@ params), ``uniform``, ``normal``, ``bernoulli``, ``exponential``, ``cauchy``, ``
 ``geometric`` and ``randint`` join the open fusion group like a pointwise op (the last five
 call the prelude's ``ember_rand_exponential``/``_cauchy``/``_geometric``, ``ember_randn`` and
 ``ember_randint``); bernoulli's range check of ``p`` is a ``PointCheck`` (the kernel returns
-1, the driver reruns eagerly and eager raises).  Element ``i`` (its flat index in C order of the output, whatever the loop order) is computed from
-``(seed, offset, i)`` by the prelude's Philox helpers exactly as the eager op draws it from the
-stream (docs/random.md), so compiled results equal eager bit for bit.  ``seed``/``offset`` are
+1, the driver reruns eagerly and eager raises).  Element ``i`` (its flat index in C order of
+the output, whatever the loop order) is computed from ``(seed, offset, i)`` by the prelude's
+Philox helpers exactly as the eager op draws it from the stream (docs/random.md), so compiled
+results equal eager bit for bit (float64 through libm's log/tan/exp/cos/sin: within a few ulp).  ``seed``/``offset`` are
 runtime integers (``api._rng_slots`` lifts them), so a generator that moves on does not
 recompile.
 
