@@ -8,9 +8,9 @@ call the prelude's ``ember_rand_exponential``/``_cauchy``/``_geometric``, ``embe
 1, the driver reruns eagerly and eager raises).  Element ``i`` (its flat index in C order of
 the output, whatever the loop order) is computed from ``(seed, offset, i)`` by the prelude's
 Philox helpers exactly as the eager op draws it from the stream (docs/random.md), so compiled
-results equal eager bit for bit (float64 through libm's log/tan/exp/cos/sin: within a few ulp).  ``seed``/``offset`` are
-runtime integers (``api._rng_slots`` lifts them), so a generator that moves on does not
-recompile.
+results equal eager bit for bit (float64 through libm's log/tan/exp/cos/sin: within a few
+ulp).  ``seed``/``offset`` are runtime integers (``api._rng_slots`` lifts them), so a
+generator that moves on does not recompile.
 
 The flat index is a ``FlatIndex`` whose text is set when the group closes into a plain kernel
 (``i`` in a flat loop, ``sum(i_d * stride_d)`` otherwise); a group holding a random op is
