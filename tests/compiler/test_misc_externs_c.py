@@ -213,6 +213,22 @@ def test_randint_equals_eager_under_the_same_seed(dtype, low, high):
     _assert_draws(got, want)
 
 
+@pytest.mark.parametrize("dtype", ("int64", "int32", "float32", "float64"))
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_randperm_equals_eager_under_the_same_seed(dtype, n):
+    def f():
+        return ember.randperm(n, dtype=getattr(ember, dtype))
+
+    want = _seeded(f)
+    ember.compiler.reset()
+    got = _seeded(ember.compile(f, backend="c"))
+    cg = cbackend.last_compiled()
+    assert cg.extern_count == 0, cg.externs
+    for g, w in zip(got, want):
+        _same(g, w)
+        assert sorted(g.tolist()) == list(range(n))
+
+
 # ----------------------------------------------------------------------------- 0-d and empty
 def _check(fn, torch_fn, *arrays):
     xs = [ember.tensor(a) for a in arrays]

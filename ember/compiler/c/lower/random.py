@@ -24,16 +24,23 @@ from typing import Any
 
 import numpy as np
 
+from ember import dtypes as dt
+from ember.compiler.c.ir.kernels import SortKernel
 from ember.compiler.c.ir.loop_ir import (
     COMPUTE_CTYPES,
     STORAGE_CTYPES,
     FlatIndex,
+    Geometry,
+    Index,
+    Kernel,
     Let,
     Op,
     PointCheck,
+    Store,
     contiguous_strides,
 )
 from ember.compiler.c.lower.context import LoweringContext, is_ref, size_of
+from ember.compiler.c.lower.pointwise import fill_outputs
 from ember.compiler.c.lower.registry import lowering
 from ember.compiler.frontend.graph import Sym
 from ember.ops import OPS
@@ -291,6 +298,43 @@ def lower_randint(lw: LoweringContext, i: int, n: Any) -> str | None:
     return _emit(lw, i, n, shape, d, [], text)
 
 
+@lowering(OPS.randperm)
+def lower_randperm(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """The stable argsort of ``n`` uint64 keys (words ``2k``, ``2k + 1``): a kernel stores each
+    key with its sign bit flipped (uint64 order as int64 order), a ``SortKernel`` sorts them
+    ascending, and its indices are the permutation (converted to the output dtype)."""
+    bad = _seed_and_offset(n)
+    if bad is not None:
+        return bad
+    d, size = n.specs[0][1], n.params["n"]
+    if type(size) is not int or d.np.name not in STORAGE_CTYPES:
+        return f"n={size!r}, dtype {d.name}"
+    if size == 0:
+        fill_outputs(lw, i, n)
+        return None
+    seed, off = _u64(n.params["seed"]), _u64(n.params["offset"])
+    lw.close_group()
+    keys = lw.buffer(dt.int64, (size,), "temp")
+    ix = FlatIndex((size,))
+    ix.bind(True)
+    key = Op("randperm_key", f"ember_randperm_key({seed}, {off}, {{0}})", (ix,))
+    lw.add_kernel(Kernel(lw.kernel_name(), (size,), [Store(keys, Index(0, (("i", 1),)), key)],
+                         flat=True, ops=[n.op.name]))
+    vals = lw.buffer(dt.int64, (size,), "temp")
+    idx = lw.buffer(dt.int64, (size,), "temp")
+    lw.add_kernel(SortKernel(lw.kernel_name(), dt.int64, keys, Geometry.contiguous((size,)), 0,
+                             False, size, [vals, idx], [n.op.name]))
+    lw.bind(i, 0, idx, Geometry.contiguous((size,)), dt.int64)
+    if d is not dt.int64:  # the indices converted as NumPy's astype, in the open group
+        ref = ("n", i, 0)
+        g = lw.join_group((size,), [ref])
+        name = g.local()
+        g.body.append(Let(name, COMPUTE_CTYPES[d.np.name],
+                          Op("convert", _to_dtype(d, "{0}"), (lw.operand(g, ref),))))
+        lw.add_value(g, i, name, (size,), d, contiguous_strides((size,)), n.op.name)
+    return None
+
+
 def _emit(lw: LoweringContext, i: int, n: Any, shape: tuple, out_dt: Any, refs: list,
           tmpl: str, check: str | None = None) -> str | None:
     """Append ``tmpl`` (``{0}``.. the operands in ``refs``, then the flat index) as a Let of
@@ -311,4 +355,5 @@ def _emit(lw: LoweringContext, i: int, n: Any, shape: tuple, out_dt: Any, refs: 
 
 
 __all__ = ["lower_bernoulli", "lower_dropout", "lower_float_draw", "lower_geometric",
-           "lower_log_normal", "lower_normal", "lower_randint", "lower_uniform"]
+           "lower_log_normal", "lower_normal", "lower_randint", "lower_randperm",
+           "lower_uniform"]

@@ -678,6 +678,14 @@ EMBER_INLINE int64_t ember_randint(uint64_t seed, uint64_t offset, uint64_t i, u
     return (int64_t)(r + low);
 }
 
+/* randperm's key i, the uint64 w[2i] << 32 | w[2i + 1], with its sign bit flipped: int64
+ * order is the uint64 order (randperm is the stable argsort of the keys) */
+EMBER_INLINE int64_t ember_randperm_key(uint64_t seed, uint64_t offset, uint64_t i) {
+    uint64_t k = ((uint64_t)ember_philox_word(seed, offset + 2 * i) << 32) |
+                 (uint64_t)ember_philox_word(seed, offset + 2 * i + 1);
+    return (int64_t)(k ^ 0x8000000000000000ULL);
+}
+
 /* bernoulli(p) and the dropout keep mask for element i: w * 2**-32 < p (resp. < 1 - p) */
 EMBER_INLINE bool ember_bernoulli(uint64_t seed, uint64_t offset, uint64_t i, double p) {
     return ember_unit32(ember_philox_word(seed, offset + i)) < p;
