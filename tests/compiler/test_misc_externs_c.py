@@ -151,6 +151,31 @@ def test_count_nonzero_decomposes_to_c(dtype, dim):
     np.testing.assert_array_equal(got.numpy(), torch.count_nonzero(_torch(x), dim=dim).numpy())
 
 
+@pytest.mark.parametrize("dtype", ("float32", "float64", "float16", "bfloat16"))
+@pytest.mark.parametrize("dim", [None, 1])
+def test_prod_gradient_with_zeros_decomposes_to_c(dtype, dim):
+    """prod's gradient where the input holds zeros is ``_red_prod_others`` (a decomposition:
+    exclusive cumprods from both ends)."""
+    v = np.array([[1.5, 0.0, -2.0, 3.0], [0.5, 0.0, 0.0, 2.0], [1.0, 2.0, 3.0, -1.0]])
+
+    def f(x):
+        x = x.detach().requires_grad_(True)
+        y = x.prod() if dim is None else x.prod(dim)
+        (g,) = ember.autograd.grad(y.sum(), x)
+        return g
+
+    x = ember.tensor(v).to(getattr(ember, dtype))
+    ember.compiler.reset()
+    got = ember.compile(f, backend="c")(x)
+    cg = cbackend.last_compiled()  # the graph after has_zero's break: the gradient
+    assert "_red_prod_others" in [n.op.name for n in cg.source_graph.nodes]
+    assert cg.extern_count == 0, cg.externs
+    _same(got, f(x))
+    t = _torch(x).requires_grad_(True)
+    (t.prod() if dim is None else t.prod(dim)).sum().backward()
+    np.testing.assert_allclose(_np(got), t.grad.float().numpy(), rtol=1e-2)
+
+
 # ----------------------------------------------------------------------------- random ops
 _FLOATS = ("float32", "float64", "float16", "bfloat16")
 _DRAWS = {
