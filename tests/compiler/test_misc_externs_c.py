@@ -303,6 +303,15 @@ def test_median_of_an_empty_float_input_is_nan():
            np.zeros(0, np.float32))
 
 
+@pytest.mark.parametrize("dtype", INTS)
+def test_median_of_an_empty_integer_input_is_eagers_constant(dtype):
+    x = ember.zeros(0, dtype=getattr(ember, dtype))
+    got, _ = _c(lambda t: ember.median(t), x)
+    _same(got, ember.median(x))
+    if dtype == "int64":  # NaN cast to int64 on x86, as PyTorch's
+        assert got.item() == torch.median(torch.zeros(0, dtype=torch.int64)).item()
+
+
 def test_searchsorted_with_0d_values_and_an_empty_sequence():
     seq = np.array([1.0, 3.0, 5.0], np.float32)
     _check(lambda s, v: ember.searchsorted(s, v), lambda s, v: torch.searchsorted(s, v),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ember.compiler.c.ir.kernels import SearchKernel, SortKernel
 from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry, contiguous_strides
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
@@ -110,8 +112,8 @@ def lower_median(lw: LoweringContext, i: int, n: Any) -> str | None:
     """``median`` of all elements: the lower median of the sorted (C-contiguous) input, NaN
     when it holds one."""
     got = _sorted_operand(lw, n)
-    if got == "an empty input" and n.specs[0][1].is_floating_point:
-        fill_outputs(lw, i, n, "NAN")  # eager: NaN (an integer NaN is platform-defined)
+    if got == "an empty input":
+        fill_outputs(lw, i, n, _empty_median(n))
         return None
     if isinstance(got, str):
         return got
@@ -130,6 +132,17 @@ def lower_median(lw: LoweringContext, i: int, n: Any) -> str | None:
                              [n.op.name], pick=(size - 1) // 2, nan="value"))
     lw.bind(i, 0, out, Geometry.contiguous(()), dt)
     return None
+
+
+def _empty_median(n: Any) -> str:
+    """The C constant eager's ``median`` gives for an empty input: NaN for floats, and for
+    integers NaN cast to the dtype, which is platform-defined (read from eager's kernel here)."""
+    dt = n.specs[0][1]
+    if dt.is_floating_point:
+        return "NAN"
+    with np.errstate(all="ignore"):
+        v = n.op.eager(np.empty((0,), dt.np), **n.params)
+    return f"((int64_t){int(v) % (1 << 64)}ULL)"
 
 
 @lowering(OPS.searchsorted)
