@@ -166,7 +166,7 @@ def lower_searchsorted(lw: LoweringContext, i: int, n: Any) -> str | None:
     seq, vals = ops[0], ops[1]
     ss, vs = tuple(seq.geom.shape), tuple(vals.geom.shape)
     if not ss or (len(ss) > 1 and vs[:-1] != ss[:-1]):
-        return "a 0-d sequence"
+        return "a 0-d sequence, or values whose leading dims differ from it"
     if 0 in tuple(out_shape):
         fill_outputs(lw, i, n)
         return None
