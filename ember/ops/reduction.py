@@ -135,9 +135,29 @@ def _others_eager(x: np.ndarray, *, dims: tuple) -> np.ndarray:
     return np.asarray(np.transpose(out, np.argsort(perm)), order="C")
 
 
+def _others_decomp(x, *, dims: tuple):  # noqa: ANN001, ANN202
+    """``_red_prod_others`` with ember ops (the compiler's decomposition): eager's exclusive
+    cumulative products from the left and from the right (float16/bfloat16 in float32)."""
+    from ember.ops.movement import CAT, FLIP
+    low = x.dtype in (dt.float16, dt.bfloat16)
+    src = x.float() if low else x
+    rest = [i for i in range(x.ndim) if i not in dims]
+    perm = rest + list(dims)
+    xt = src.permute(perm)
+    flat = xt.reshape(tuple(xt.shape[:len(rest)]) + (-1,))
+    last = flat.ndim - 1
+    one = flat[..., :1] ** 0  # ones (NaN ** 0 is 1), traced rather than a constant tensor
+    left = bind(CAT, one, flat[..., :-1], dim=last).cumprod(last)
+    back = bind(FLIP, flat, dims=(last,))[..., :-1]
+    right = bind(FLIP, bind(CAT, one, back, dim=last).cumprod(last), dims=(last,))
+    inv = [perm.index(d) for d in range(x.ndim)]
+    out = (left * right).reshape(tuple(xt.shape)).permute(inv)
+    return out.to(x.dtype) if low else out
+
+
 PROD_OTHERS = register(OpDef(
     "_red_prod_others", "reduction", lambda x, *, dims: (tuple(x.shape), x.dtype),
-    lowp(_others_eager), None, tags=_NODIFF,
+    lowp(_others_eager), None, tags=_NODIFF, decomp=_others_decomp,
     doc="prod of the group without each element: prod's gradient when the input has zeros.",
 ))
 
@@ -455,9 +475,16 @@ def _bool_eager(fn):  # noqa: ANN001, ANN202
 
 ALL = register(OpDef("all", "reduction", _bool_meta, _bool_eager(np.all), None, tags=_NODIFF))
 ANY = register(OpDef("any", "reduction", _bool_meta, _bool_eager(np.any), None, tags=_NODIFF))
+
+
+def _count_nonzero_decomp(x, *, dims: tuple, keepdim: bool):  # noqa: ANN001, ANN202
+    """count_nonzero as ``sum(int64(x != 0))`` (the compiler's decomposition; NaN counts)."""
+    return bind(SUM, (x != 0).to(dt.int64), dims=dims, keepdim=keepdim)
+
+
 COUNT_NONZERO = register(OpDef(
     "count_nonzero", "reduction", _reduce_meta_to(dt.int64),
     lambda x, *, dims, keepdim: np.asarray(
         np.count_nonzero(x, axis=dims, keepdims=keepdim), np.int64),
-    None, tags=_NODIFF,
+    None, tags=_NODIFF, decomp=_count_nonzero_decomp,
 ))

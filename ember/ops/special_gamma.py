@@ -108,9 +108,12 @@ def _trigamma_vjp(ctx, g):  # noqa: ANN001
                                    "of order 2) is not implemented in ember")
 
 
-TRIGAMMA = unary("trigamma", _lowp64(_trigamma), _trigamma_vjp, doc=_trigamma.__doc__)
+# C: the prelude's ember_digamma/ember_trigamma, the same steps in double (libm's tan/log/sin)
+TRIGAMMA = unary("trigamma", _lowp64(_trigamma), _trigamma_vjp, doc=_trigamma.__doc__,
+                 c_expr="ember_trigamma({0})")
 DIGAMMA = unary("digamma", _lowp64(_digamma),
-                lambda c, g: (g * _bind_trigamma(c.inputs[0]),), doc=_digamma.__doc__)
+                lambda c, g: (g * _bind_trigamma(c.inputs[0]),), doc=_digamma.__doc__,
+                c_expr="ember_digamma({0})")
 LGAMMA = unary("lgamma", _lowp64(_lgamma), lambda c, g: (g * _bind_digamma(c.inputs[0]),),
                doc=_lgamma.__doc__)
 

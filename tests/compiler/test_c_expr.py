@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import re
 import shutil
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -79,6 +80,10 @@ for _name in ("elu", "softplus", "mish", "log_sigmoid", "tanhshrink", "silu", "g
 # ~1.3 ulp) plus two roundings
 ULP["tanhshrink_backward"] = 6
 ULP["erfinv"] = 8
+# the same double steps as eager (libm's tan/log/sin vs NumPy's); the reflection's cancellation
+# near negative integers can turn their last bits into a few more ulp
+ULP["digamma"] = 8
+ULP["trigamma"] = 8
 ULP["erfc"] = 8
 # float functions: the frontend converts integer inputs first, so integer dtypes never reach
 # the primitive (its eager kernel on integers is not a specification)
@@ -248,7 +253,8 @@ def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
                          ids=[f"{c[0].name}-{c[1]}-{i}" for i, c in enumerate(CASES)])
 def test_c_expr_matches_eager(lib, idx):
     op, dname, params, oname = CASES[idx]
-    rng = np.random.default_rng(idx)
+    # seeded by the case itself, not its position: adding an op leaves the others' samples
+    rng = np.random.default_rng(zlib.crc32(f"{op.name}-{dname}-{params}-{oname}".encode()))
     arrays = _inputs(op, dname, params, rng)
     with np.errstate(all="ignore"):
         want = op.eager(*arrays, **params)

@@ -104,6 +104,8 @@ def _fusable(g: GemmKernel, k: Any) -> bool:
         return False
     if reads_flat_index(k.body):
         return False  # a random op's flat index is the plain kernel's loop variables
+    if k.has_checks():
+        return False  # only a plain kernel returns its checks' error word (integer division)
     here = _here(g.out.shape, k.flat)
     reads = False
     for st in k.body:

@@ -141,7 +141,8 @@ def lowp_variants(text: str, dtype_name: str) -> str:
 
 # helpers with a float16/bfloat16 variant (``ember_div_trunc_f16``): the eager kernel rounds an
 # intermediate to the low-precision dtype
-_LOWP_VARIANTS = ("ember_div_trunc", "ember_logit", "ember_dtype_round", "ember_np_sign")
+_LOWP_VARIANTS = ("ember_div_trunc", "ember_logit", "ember_dtype_round", "ember_np_sign",
+                  "ember_digamma", "ember_trigamma")
 
 
 def _compiler() -> str | None:

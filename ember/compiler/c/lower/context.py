@@ -41,6 +41,7 @@ from ember.compiler.c.ir.loop_ir import (
     Load,
     Local,
     Op,
+    PointCheck,
     Program,
     Segment,
     Store,
@@ -115,9 +116,10 @@ class Group:
         return f"t{self.n_locals - 1}"
 
     def has_random(self) -> bool:
-        """True when a random op reads the kernel's flat index (so the group stays a plain
-        kernel: no reduction, row kernel or GEMM epilogue absorbs it)."""
-        return bool(self.flat_indices)
+        """True when a random op reads the kernel's flat index, or a ``PointCheck`` reports
+        invalid input (integer division by zero), so the group stays a plain kernel: no
+        reduction, row kernel or GEMM epilogue absorbs it."""
+        return bool(self.flat_indices) or any(isinstance(x, PointCheck) for x in self.body)
 
     def bind_flat_indices(self, flat: bool) -> None:
         for ix in self.flat_indices:

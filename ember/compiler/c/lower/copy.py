@@ -43,7 +43,7 @@ from ember.compiler.c.lower.context import (
     log,
     loop_index,
 )
-from ember.compiler.c.lower.pointwise import eager_layout
+from ember.compiler.c.lower.pointwise import eager_layout, fill_outputs
 from ember.compiler.c.lower.registry import lowering
 from ember.compiler.c.lower.view import as_view
 from ember.compiler.frontend.graph import Sym
@@ -73,7 +73,8 @@ def lower_copy(lw: LoweringContext, i: int, n: Any, cat: bool) -> str | None:
     if any(type(x) is not int for x in out_shape):
         return "dynamic sizes"
     if 0 in out_shape:
-        return "an empty result"
+        fill_outputs(lw, i, n)
+        return None
     dim = 0
     if cat:
         dim = n.params.get("dim")

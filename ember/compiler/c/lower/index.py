@@ -54,6 +54,7 @@ from ember.compiler.c.lower.context import (
     log,
     loop_index,
 )
+from ember.compiler.c.lower.pointwise import fill_outputs
 from ember.compiler.c.lower.registry import lowering
 from ember.compiler.frontend.graph import Sym
 from ember.ops import OPS
@@ -362,6 +363,16 @@ def _adv_layout(ndim: int, nb: int, dims: tuple) -> tuple:
     return tuple(bs + rest)
 
 
+def _copy_of(lw: LoweringContext, i: int, n: Any, x_r: tuple) -> None:
+    """Output 0 of node ``i`` is a copy of ``x_r`` (a value of the open pointwise group)."""
+    shape = tuple(lw.shape_of(x_r))
+    g = lw.join_group(shape, [x_r])
+    name = g.local()
+    dt = lw.dtype_of(x_r)
+    g.body.append(Let(name, COMPUTE_CTYPES[dt.np.name], Op("copy", "{0}", (lw.operand(g, x_r),))))
+    lw.add_value(g, i, name, shape, dt, contiguous_strides(shape), n.op.name)
+
+
 @lowering(OPS.index, put=None)
 @lowering(OPS.index_put, put="put")
 def lower_adv_index(lw: LoweringContext, i: int, n: Any, put: str | None) -> str | None:
@@ -386,8 +397,14 @@ def lower_adv_index(lw: LoweringContext, i: int, n: Any, put: str | None) -> str
         return "dynamic sizes"
     xshape, ishape = tuple(x.geom.shape), tuple(idx.geom.shape)
     result = index_shape(xshape, ishape, dims)
+    if 0 in ishape[1:]:  # no index at all: nothing to check, read or write
+        if put is None or 0 in xshape:
+            fill_outputs(lw, i, n)
+        else:
+            _copy_of(lw, i, n, x_r)
+        return None
     if 0 in result or 0 in xshape:
-        return "an empty result"
+        return "an empty result with indices to check"
     lw.close_group()
     lw.open_segment()
     out_shape = xshape if put is not None else result

@@ -19,8 +19,13 @@ from ember.compiler.c.ir.loop_ir import (
     CTYPES,
     STORAGE_CTYPES,
     Const,
+    Geometry,
+    Index,
+    Kernel,
     Let,
     Op,
+    PointCheck,
+    Store,
     contiguous_strides,
     is_lowp,
     order_strides,
@@ -39,7 +44,9 @@ from ember.compiler.c.lower.registry import OpSet, OpTable, lowering_for_kind
 from ember.compiler.frontend.graph import Sym
 from ember.ops import OPS
 
-# integer division by zero raises in eager (data-dependent): these stay eager for integers
+# integer division by zero raises in eager (data-dependent): for integer operands the kernel
+# checks the divisor (a ``PointCheck``: the entry returns 1, the driver reruns the graph
+# eagerly and eager raises its own error)
 _INT_ZERO_RAISES = OpSet([OPS.div_trunc, OPS.div_floor, OPS.remainder, OPS.fmod])
 # float classification of integer or bool inputs is constant (C's isnan rejects integers)
 _INT_CLASSIFY = OpTable([(OPS.isnan, "0"), (OPS.isinf, "0"), (OPS.isfinite, "1"),
@@ -64,8 +71,6 @@ def _pointwise_reason(lw: LoweringContext, n: Any) -> str | None:
     op = n.op
     tmpl = _template(lw, n)
     if tmpl is None:
-        if op in _INT_ZERO_RAISES or op is OPS.pow:
-            return "integer division/pow checks its operands in eager"
         return "pointwise op without a c_expr"
     if len(n.specs) != 1:
         return "multi-output pointwise op"
@@ -99,10 +104,6 @@ def _template(lw: LoweringContext, n: Any) -> str | None:
     floating = bool(tensors) and lw.dtype_of(tensors[0]).is_floating_point
     if op in _INT_CLASSIFY and not floating:
         return _INT_CLASSIFY[op]
-    if op is OPS.pow and not floating:
-        return None  # integer pow (negative exponents, overflow) stays eager
-    if op in _INT_ZERO_RAISES and not floating:
-        return None
     if op is OPS.bitwise_not and n.specs[0][1].np.name == "bool":
         return "(!{0})"  # ~ on a C bool is never false
     tmpl = op.c_template(n.params)
@@ -135,12 +136,33 @@ def _pointwise(lw: LoweringContext, i: int, n: Any) -> None:
             # the template converts them where eager does (ember_like / ember_as) and keeps
             # double where eager computes with the Python float
             params.append((k, c_scalar(v, "double" if ct in ("float", "double") else ct)))
+    if n.op in _INT_ZERO_RAISES and not in_dt.is_floating_point:
+        # eager raises on an integer zero divisor: the kernel reports it (the error word)
+        g.body.append(PointCheck(Op("check", "({1} == 0)", tuple(args))))
     name = g.local()
     expr: Any = Op(n.op.name, _template(lw, n), tuple(args), tuple(params))
     if is_lowp(out_dt) and in_dt != out_dt:  # a cast to float16/bfloat16 rounds
         expr = Op("round", round_expr(out_dt, "{0}"), (expr,))
     g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))
     lw.add_value(g, i, name, shape, out_dt, eager_layout(lw, n, shape, tensors), n.op.name)
+
+
+def fill_outputs(lw: LoweringContext, i: int, n: Any, fill: str = "0") -> None:
+    """Bind every output of node ``i`` to a fresh buffer that one kernel fills with the C
+    constant ``fill`` (compute type).  For an empty result (a 0 in each output's static shape)
+    the kernel runs no iteration: nothing is computed and the buffer is defined for the
+    verifier and the memory plan.  Rules for ops whose empty result needs no work (``sort``,
+    ``index``, ``cat``, ...) or whose result on an empty input is a constant (``median``: NaN)
+    call it instead of their kernel."""
+    lw.close_group()
+    for j, (shape, dt) in enumerate(n.specs):
+        shape = tuple(shape)
+        buf = lw.buffer(dt, shape, "temp")
+        loop_vars = [f"i{d}" for d in range(len(shape))]
+        index = Index(0, tuple(zip(loop_vars, contiguous_strides(shape))))
+        lw.add_kernel(Kernel(lw.kernel_name(), shape, [Store(buf, index, Const(fill))],
+                             ops=[n.op.name]))
+        lw.bind(i, j, buf, Geometry.contiguous(shape), dt)
 
 
 def _lowp_operand(lw: LoweringContext, g: Group, r: tuple, out_dt: Any) -> Any:
@@ -207,4 +229,4 @@ def _probe_order(n: Any, shape: tuple, strides: list, dtypes: list) -> list | No
     return sorted(range(len(shape)), key=lambda d: -out.strides[d])
 
 
-__all__ = ["eager_layout", "helpers_in", "lower_pointwise"]
+__all__ = ["eager_layout", "fill_outputs", "helpers_in", "lower_pointwise"]

@@ -1,6 +1,7 @@
 """``sort`` and ``topk`` -> ``SortKernel``s: a stable merge sort of every slice along ``dim``
 (NaN largest, equal keys in their order, as eager's stable argsort), values copied exactly.
-Static sizes only; a 0-d or empty input stays an extern.  (Their gradients' gather and
+Static sizes only.  An empty result is a kernel of no iterations (``fill_outputs``); a 0-d
+input is sorted as one slice of one element.  (Their gradients' gather and
 scatter-add are ``DimIndexKernel``s: ``lower/index.py``.)
 """
 
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ember.compiler.c.ir.kernels import SearchKernel, SortKernel
 from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry, contiguous_strides
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.index import _static
+from ember.compiler.c.lower.pointwise import fill_outputs
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 
@@ -34,19 +38,30 @@ def lower_sort(lw: LoweringContext, i: int, n: Any, order: str) -> str | None:
             type(v) not in (int, bool) for v in p.values()):
         return "dynamic sizes"
     xs, dim = tuple(x.geom.shape), int(p["dim"])
-    if not xs or 0 in xs or 0 in tuple(vshape):
-        return "a 0-d or empty input"
+    if 0 in tuple(vshape):
+        fill_outputs(lw, i, n)
+        return None
+    if 0 in xs:
+        return "an empty input"
+    geom, count = _one_d(x.geom), int(tuple(vshape)[dim]) if xs else 1
+    if not xs:
+        dim = 0
     lw.close_group()
     lw.open_segment()
     vals = lw.buffer(dt, tuple(vshape), "temp")
     idx = lw.buffer(idt, tuple(ishape), "temp")
     kname = lw.kernel_name()
-    lw.add_kernel(SortKernel(kname, dt, x.buf, x.geom, dim, bool(p[order]),
-                             int(tuple(vshape)[dim]), [vals, idx], [n.op.name]))
+    lw.add_kernel(SortKernel(kname, dt, x.buf, geom, dim, bool(p[order]), count, [vals, idx],
+                             [n.op.name]))
     lw.bind(i, 0, vals, Geometry.contiguous(tuple(vshape)), dt)
     lw.bind(i, 1, idx, Geometry.contiguous(tuple(ishape)), idt)
     log("fusion", f"{kname}: {n.op.name} as one stable-sort kernel along dim {dim}", 3)
     return None
+
+
+def _one_d(g: Geometry) -> Geometry:
+    """``g``, a 0-d geometry as one element of 1-D (a slice of one element)."""
+    return g if tuple(g.shape) else Geometry((1,), (1,), g.offset)
 
 
 def _sorted_operand(lw: LoweringContext, n: Any) -> tuple | str:
@@ -62,8 +77,8 @@ def _sorted_operand(lw: LoweringContext, n: Any) -> tuple | str:
         return "an operand is not in memory"
     if not _static(x.geom) or any(type(v) not in (int, bool, tuple) for v in n.params.values()):
         return "dynamic sizes"
-    if not x.geom.shape or 0 in tuple(x.geom.shape):
-        return "a 0-d or empty input"
+    if 0 in tuple(x.geom.shape):
+        return "an empty input"
     return x, dt
 
 
@@ -71,6 +86,9 @@ def _sorted_operand(lw: LoweringContext, n: Any) -> tuple | str:
 def lower_kthvalue(lw: LoweringContext, i: int, n: Any) -> str | None:
     """``kthvalue`` (and ``median`` along a dim): sorted position ``k - 1`` of each slice."""
     got = _sorted_operand(lw, n)
+    if got == "an empty input" and 0 in tuple(n.specs[0][0]):
+        fill_outputs(lw, i, n)  # empty slices elsewhere: no slice to pick from
+        return None
     if isinstance(got, str):
         return got
     x, dt = got
@@ -80,7 +98,8 @@ def lower_kthvalue(lw: LoweringContext, i: int, n: Any) -> str | None:
     lw.open_segment()
     vals = lw.buffer(dt, tuple(vshape), "temp")
     idx = lw.buffer(idt, tuple(ishape), "temp")
-    lw.add_kernel(SortKernel(lw.kernel_name(), dt, x.buf, x.geom, int(p["dim"]), False, 1,
+    dim = int(p["dim"]) if tuple(x.geom.shape) else 0
+    lw.add_kernel(SortKernel(lw.kernel_name(), dt, x.buf, _one_d(x.geom), dim, False, 1,
                              [vals, idx], [n.op.name], pick=int(p["k"]) - 1,
                              nan="first" if p["nan_first"] else ""))
     lw.bind(i, 0, vals, Geometry.contiguous(tuple(vshape)), dt)
@@ -93,6 +112,9 @@ def lower_median(lw: LoweringContext, i: int, n: Any) -> str | None:
     """``median`` of all elements: the lower median of the sorted (C-contiguous) input, NaN
     when it holds one."""
     got = _sorted_operand(lw, n)
+    if got == "an empty input":
+        fill_outputs(lw, i, n, _empty_median(n))
+        return None
     if isinstance(got, str):
         return got
     x, dt = got
@@ -110,6 +132,17 @@ def lower_median(lw: LoweringContext, i: int, n: Any) -> str | None:
                              [n.op.name], pick=(size - 1) // 2, nan="value"))
     lw.bind(i, 0, out, Geometry.contiguous(()), dt)
     return None
+
+
+def _empty_median(n: Any) -> str:
+    """The C constant eager's ``median`` gives for an empty input: NaN for floats, and for
+    integers NaN cast to the dtype, which is platform-defined (read from eager's kernel here)."""
+    dt = n.specs[0][1]
+    if dt.is_floating_point:
+        return "NAN"
+    with np.errstate(all="ignore"):
+        v = n.op.eager(np.empty((0,), dt.np), **n.params)
+    return f"((int64_t){int(v) % (1 << 64)}ULL)"
 
 
 @lowering(OPS.searchsorted)
@@ -132,8 +165,12 @@ def lower_searchsorted(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "dynamic sizes"
     seq, vals = ops[0], ops[1]
     ss, vs = tuple(seq.geom.shape), tuple(vals.geom.shape)
-    if not ss or 0 in ss or 0 in vs or not vs or (len(ss) > 1 and vs[:-1] != ss[:-1]):
-        return "a 0-d or empty operand"
+    if not ss or (len(ss) > 1 and vs[:-1] != ss[:-1]):
+        return "a 0-d sequence, or values whose leading dims differ from it"
+    if 0 in tuple(out_shape):
+        fill_outputs(lw, i, n)
+        return None
+    # an empty row inserts every value at 0; 0-d values are one value
     srt = ops[2] if srt_r is not None else None
     lw.close_group()
     lw.open_segment()

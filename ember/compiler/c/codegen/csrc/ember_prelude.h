@@ -634,6 +634,58 @@ EMBER_INLINE double ember_randn(uint64_t seed, uint64_t offset, uint64_t i, int 
     return (i & 1) ? r * sin(t) : r * cos(t);
 }
 
+/* element i's uniform [0, 1) for a dtype drawing ``wpu`` words per value (2: float64, the
+ * other dtypes 1 with their ``unit`` map), as ember_randn draws them */
+EMBER_INLINE double ember_rand_unit(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                    double (*unit)(uint32_t)) {
+    if (wpu == 2)
+        return ember_unit_f64(ember_philox_word(seed, offset + 2 * i),
+                              ember_philox_word(seed, offset + 2 * i + 1));
+    return unit(ember_philox_word(seed, offset + i));
+}
+
+/* exponential_(lambd): -log(u) / lambd, u = 1 - unit in (0, 1] (docs/random.md) */
+EMBER_INLINE double ember_rand_exponential(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                           double (*unit)(uint32_t), double lambd) {
+    return -log(1.0 - ember_rand_unit(seed, offset, i, wpu, unit)) / lambd;
+}
+
+/* cauchy_(median, sigma): median + sigma * tan(pi * (u - 0.5)), u uniform [0, 1) */
+EMBER_INLINE double ember_rand_cauchy(uint64_t seed, uint64_t offset, uint64_t i, int wpu,
+                                      double (*unit)(uint32_t), double median, double sigma) {
+    double u = ember_rand_unit(seed, offset, i, wpu, unit);
+    return median + sigma * tan(3.141592653589793 * (u - 0.5));
+}
+
+/* geometric_(p): max(1, ceil(log(u) / log1p(-p))), u = (w + 0.5) * 2**-32 (one word per
+ * value whatever the dtype); NaN propagates as NumPy's maximum */
+EMBER_INLINE double ember_rand_geometric(uint64_t seed, uint64_t offset, uint64_t i, double p) {
+    double u = ((double)ember_philox_word(seed, offset + i) + 0.5) * 0x1p-32;
+    double k = ceil(log(u) / log1p(-p));
+    return (k > 1.0 | k != k) ? k : 1.0;
+}
+
+/* randint(low, high): low + (w mod span) in two's complement, span = high - low; one word
+ * per value for span <= 2**32, else two (the uint64 w[2i] << 32 | w[2i + 1]) */
+EMBER_INLINE int64_t ember_randint(uint64_t seed, uint64_t offset, uint64_t i, uint64_t low,
+                                   uint64_t high) {
+    uint64_t span = high - low, r;
+    if (span <= 0x100000000ULL)
+        r = (uint64_t)ember_philox_word(seed, offset + i) % span;
+    else
+        r = (((uint64_t)ember_philox_word(seed, offset + 2 * i) << 32) |
+             (uint64_t)ember_philox_word(seed, offset + 2 * i + 1)) % span;
+    return (int64_t)(r + low);
+}
+
+/* randperm's key i, the uint64 w[2i] << 32 | w[2i + 1], with its sign bit flipped: int64
+ * order is the uint64 order (randperm is the stable argsort of the keys) */
+EMBER_INLINE int64_t ember_randperm_key(uint64_t seed, uint64_t offset, uint64_t i) {
+    uint64_t k = ((uint64_t)ember_philox_word(seed, offset + 2 * i) << 32) |
+                 (uint64_t)ember_philox_word(seed, offset + 2 * i + 1);
+    return (int64_t)(k ^ 0x8000000000000000ULL);
+}
+
 /* bernoulli(p) and the dropout keep mask for element i: w * 2**-32 < p (resp. < 1 - p) */
 EMBER_INLINE bool ember_bernoulli(uint64_t seed, uint64_t offset, uint64_t i, double p) {
     return ember_unit32(ember_philox_word(seed, offset + i)) < p;
@@ -952,6 +1004,67 @@ EMBER_INLINE float ember_dtype_round_bf16(float x) { return ember_round_bf16(x);
 #define ember_atan2(a, b) EMBER__LIBM2(a, b, atan2)
 #define ember_hypot(a, b) EMBER__LIBM2(a, b, hypot)
 #define ember_copysign(a, b) EMBER__LIBM2(a, b, copysign)
+
+/* digamma and trigamma in double, the eager kernels' steps (ember/ops/special_gamma.py, after
+ * PyTorch's calc_digamma / calc_trigamma): reflection below 0 (digamma) or 0.5 (trigamma),
+ * recurrence, asymptotic series; every dtype computes in double and rounds once */
+EMBER_INLINE double ember_digamma_d(double x) {
+    static const double a[7] = {
+        8.33333333333333333333e-2, -2.10927960927960927961e-2, 7.57575757575757575758e-3,
+        -4.16666666666666666667e-3, 3.96825396825396825397e-3, -8.33333333333333333333e-3,
+        8.33333333333333333333e-2};
+    if (x == 0) return copysign(INFINITY, -x);
+    if (x < 0 && x == floor(x)) return NAN;  /* negative integers and -inf */
+    if (x == INFINITY) return INFINITY;
+    double z = x, reflect = 0.0, acc = 0.0, poly = 0.0;
+    if (x < 0) {
+        reflect = 3.141592653589793 / tan(3.141592653589793 * (x - trunc(x)));
+        z = 1 - x;
+    }
+    for (int k = 0; k < 10 && z < 10; k++) {
+        acc = acc - 1 / z;
+        z = z + 1;
+    }
+    double zz = 1 / (z * z);
+    for (int k = 0; k < 7; k++) poly = poly * zz + a[k];
+    double series = z < 1e17 ? zz * poly : 0.0;
+    double res = z == 10 ? acc + 2.25175258906672110764 : acc + log(z) - 0.5 / z - series;
+    return x < 0 ? res - reflect : res;
+}
+EMBER_INLINE double ember_trigamma_d(double x) {
+    double z = x, sign = 1.0, res = 0.0;
+    if (z < 0.5) {
+        double s = sin(3.141592653589793 * z);
+        res = -(3.141592653589793 * 3.141592653589793) / (s * s);
+        sign = -1.0;
+        z = 1 - z;
+    }
+    for (int k = 0; k < 6; k++) {
+        res += 1 / (z * z);
+        z = z + 1;
+    }
+    double ixx = 1 / (z * z);
+    res += (1 + 1 / (2 * z) + ixx * (1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42)))) / z;
+    return sign * res;
+}
+EMBER_INLINE float ember_digammaf(float x) { return (float)ember_digamma_d(x); }
+EMBER_INLINE double ember_digammad(double x) { return ember_digamma_d(x); }
+EMBER_INLINE float ember_digamma_f16(float x) {
+    return ember_f16_to_f32(ember_f64_to_f16(ember_digamma_d(x)));
+}
+EMBER_INLINE float ember_digamma_bf16(float x) {
+    return ember_bf16_to_f32(ember_f64_to_bf16(ember_digamma_d(x)));
+}
+EMBER_INLINE float ember_trigammaf(float x) { return (float)ember_trigamma_d(x); }
+EMBER_INLINE double ember_trigammad(double x) { return ember_trigamma_d(x); }
+EMBER_INLINE float ember_trigamma_f16(float x) {
+    return ember_f16_to_f32(ember_f64_to_f16(ember_trigamma_d(x)));
+}
+EMBER_INLINE float ember_trigamma_bf16(float x) {
+    return ember_bf16_to_f32(ember_f64_to_bf16(ember_trigamma_d(x)));
+}
+#define ember_digamma(x) EMBER__G1(ember_digamma, x)
+#define ember_trigamma(x) EMBER__G1(ember_trigamma, x)
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
