@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.ops import _parallel
+from ember.ops import _fma_c, _parallel
 
 _SPLIT = 134217729.0    # 2**27 + 1: Veltkamp's splitter for float64
 
@@ -96,9 +96,22 @@ def _fma64(a: Any, b: Any, c: Any) -> np.ndarray:
     return out
 
 
-def fma(a: Any, b: Any, c: Any) -> np.ndarray:
+def fma(a: Any, b: Any, c: Any, out: np.ndarray | None = None) -> np.ndarray:
     """``a * b + c`` rounded once, elementwise (float32 or float64; the dtype of the array
-    operands, Python scalars taking it)."""
+    operands, Python scalars taking it); written into ``out`` too when given (an array of
+    the result's shape and dtype, which may be one of the operands)."""
+    c_fma = _fma_c.kernel()
+    if c_fma is not None:     # the instruction: one pass instead of several float64 passes
+        return c_fma(a, b, c, out)
+    res = fma_numpy(a, b, c)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def fma_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
+    """``fma`` emulated with NumPy (no C compiler needed)."""
     with np.errstate(invalid="ignore", over="ignore"):
         # large operands block by block on every thread: the float64 temporaries stay in cache
         out = _parallel.map_blocks_n(_fma, (a, b, c))
@@ -116,4 +129,4 @@ def _fma(a: Any, b: Any, c: Any) -> np.ndarray:
     return _fma64(a, b, c)
 
 
-__all__ = ["fma"]
+__all__ = ["fma", "fma_numpy"]

@@ -143,14 +143,14 @@ def _adam_block(pd: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray,
     # exp_avg.lerp_(grad, w): fma(w, end - start, start), or fma(start - end, 1 - w, end)
     np.subtract(g, m, out=t1)
     if abs(w) < 0.5:
-        m[...] = fma(m.dtype.type(w), t1, m)
+        fma(m.dtype.type(w), t1, m, out=m)
     else:
         np.negative(t1, out=t1)
-        m[...] = fma(t1, m.dtype.type(1) - m.dtype.type(w), g)
+        fma(t1, m.dtype.type(1) - m.dtype.type(w), g, out=m)
     # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2): fma(value * g, g, v)
     v *= beta2
     np.multiply(g, one_m_b2, out=t1)
-    v[...] = fma(t1, g, v)
+    fma(t1, g, v, out=v)
     if vmax is not None:
         np.maximum(vmax, v, out=vmax)
     # denom = (sqrt(v) / bias_correction2_sqrt).add_(eps); p.addcdiv_(m, denom, -step_size)
