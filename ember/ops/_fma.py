@@ -10,6 +10,10 @@ two (Dekker), an exact sum (Knuth), and the round-to-odd sum of the low parts.  
 unless a partial result underflows or overflows (then ``c + a * b`` is used where the emulation
 is not finite).  float16/bfloat16 go through float32 (``lowp``), as PyTorch's opmath does.
 
+``fma`` runs the fma instruction through a small C kernel (``_fma_c``: one pass over memory,
+several times faster) when the system C compiler could build it, and this emulation
+(``fma_numpy``) otherwise; both give the same bits (tests/test_fma.py).
+
 >>> import numpy as np
 >>> a, b, c = np.float32([0.1]), np.float32([3.0]), np.float32([-0.3])
 >>> bool(fma(a, b, c)[0] == np.float32(np.float64(a[0]) * 3.0 + np.float64(c[0])))
@@ -110,6 +114,11 @@ def fma(a: Any, b: Any, c: Any, out: np.ndarray | None = None) -> np.ndarray:
     return res
 
 
+def native_fma() -> bool:
+    """Whether ``fma`` runs the C kernel (the instruction) rather than the NumPy emulation."""
+    return _fma_c.kernel() is not None
+
+
 def fma_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
     """``fma`` emulated with NumPy (no C compiler needed)."""
     with np.errstate(invalid="ignore", over="ignore"):
@@ -129,4 +138,4 @@ def _fma(a: Any, b: Any, c: Any) -> np.ndarray:
     return _fma64(a, b, c)
 
 
-__all__ = ["fma", "fma_numpy"]
+__all__ = ["fma", "fma_numpy", "native_fma"]

@@ -33,25 +33,26 @@ import numpy as np
 from ember.config import config
 from ember.ops import _parallel
 
-# one loop per operand layout (m: bit 0/1/2 set when a/b/c is a full array, else a scalar), so
-# the compiler vectorizes each with the fma instruction
+# one loop per operand layout (m: bit 0/1/2 set when a/b/c is an array, else the scalar sa/sb/sc,
+# passed as a double that holds the dtype's value exactly), so the compiler vectorizes each loop
+# with the fma instruction; out may be c (same index: read before written)
 _SOURCE = r"""
 #include <math.h>
 #include <stddef.h>
-#define LOOP(T, F, A, B, C) for (ptrdiff_t i = 0; i < n; i++) out[i] = F(A, B, C);
+#define LOOP(F, A, B, C) for (ptrdiff_t i = 0; i < n; i++) out[i] = F(A, B, C);
 #define KERNEL(NAME, T, F) \
 void NAME(int m, const T *restrict a, const T *restrict b, const T *restrict c, \
-          T *restrict out, ptrdiff_t n) { \
-    const T a0 = a[0], b0 = b[0], c0 = c[0]; \
+          T *restrict out, ptrdiff_t n, double sa, double sb, double sc) { \
+    const T a0 = (T)sa, b0 = (T)sb, c0 = (T)sc; \
     switch (m) { \
     case 0: { T r = F(a0, b0, c0); for (ptrdiff_t i = 0; i < n; i++) out[i] = r; } break; \
-    case 1: LOOP(T, F, a[i], b0, c0) break; \
-    case 2: LOOP(T, F, a0, b[i], c0) break; \
-    case 3: LOOP(T, F, a[i], b[i], c0) break; \
-    case 4: LOOP(T, F, a0, b0, c[i]) break; \
-    case 5: LOOP(T, F, a[i], b0, c[i]) break; \
-    case 6: LOOP(T, F, a0, b[i], c[i]) break; \
-    default: LOOP(T, F, a[i], b[i], c[i]) break; \
+    case 1: LOOP(F, a[i], b0, c0) break; \
+    case 2: LOOP(F, a0, b[i], c0) break; \
+    case 3: LOOP(F, a[i], b[i], c0) break; \
+    case 4: LOOP(F, a0, b0, c[i]) break; \
+    case 5: LOOP(F, a[i], b0, c[i]) break; \
+    case 6: LOOP(F, a0, b[i], c[i]) break; \
+    default: LOOP(F, a[i], b[i], c[i]) break; \
     } \
 }
 KERNEL(ember_eager_fma_f32, float, fmaf)
@@ -115,47 +116,73 @@ def _load() -> Any:
                 for name in ("ember_eager_fma_f32", "ember_eager_fma_f64"):
                     fn = getattr(lib, name)
                     fn.restype = None
-                    fn.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_ssize_t]
+                    fn.argtypes = ([ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_ssize_t]
+                                   + [ctypes.c_double] * 3)
                 _state["lib"] = lib
             except (OSError, subprocess.SubprocessError, AttributeError, ValueError):
                 _state["lib"] = None
     return _state["lib"]
 
 
-def _operand(v: Any, dtype: np.dtype, shape: tuple) -> tuple[np.ndarray, bool]:
-    """(contiguous array of ``dtype``, is it a full array (else one value, broadcast))."""
-    arr = np.asarray(v, dtype=dtype)
-    if arr.size == 1:
-        return arr.reshape(1), False
-    if arr.shape != shape:
-        arr = np.broadcast_to(arr, shape)
-    return np.ascontiguousarray(arr).reshape(-1), True
+def _ptr(arr: np.ndarray) -> int:
+    """The address of a C-contiguous array's data (``ctypes.c_char.from_buffer`` takes a third
+    of ``arr.ctypes.data``'s time; it needs a writable buffer)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(arr))
+    except (TypeError, ValueError, BufferError):
+        return arr.ctypes.data
 
 
-def _call(fn: Any, dtype: np.dtype, a: Any, b: Any, c: Any, out: np.ndarray | None
-          ) -> np.ndarray:
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
-    ops = [_operand(v, dtype, shape) for v in (a, b, c)]
-    mode = sum(1 << k for k, (_, full) in enumerate(ops) if full)
-    if out is None or out.dtype != dtype or out.shape != shape or not out.flags.c_contiguous:
-        res = np.empty(shape, dtype=dtype)
-    else:
+def _dtype(a: Any, b: Any, c: Any) -> np.dtype:
+    typed = [v.dtype for v in (a, b, c) if type(v) is np.ndarray or isinstance(v, np.generic)]
+    if not typed:
+        return np.dtype(np.float64)
+    if typed.count(typed[0]) == len(typed):
+        return typed[0]
+    return np.result_type(*typed)
+
+
+def _scalar(v: Any, dtype: np.dtype) -> float:
+    """One value rounded to ``dtype``, as a Python float (which holds it exactly)."""
+    if type(v) is dtype.type:
+        return float(v)
+    return float(np.asarray(v, dtype=dtype).reshape(()))
+
+
+def _call(fn: Any, dtype: np.dtype, args: tuple, out: np.ndarray | None) -> np.ndarray:
+    shape = None
+    for v in args:
+        if type(v) is np.ndarray and v.size != 1:
+            shape = v.shape if shape is None or shape == v.shape else \
+                np.broadcast_shapes(shape, v.shape)
+    if shape is None:
+        shape = np.broadcast_shapes(*(np.shape(v) for v in args))
+    mode, ptrs, scalars = 0, [None, None, None], [0.0, 0.0, 0.0]
+    for k, v in enumerate(args):
+        if type(v) is np.ndarray and v.size != 1:
+            if v.dtype != dtype or v.shape != shape or not v.flags.c_contiguous:
+                v = np.ascontiguousarray(np.broadcast_to(v.astype(dtype, copy=False), shape))
+            mode |= 1 << k
+            ptrs[k] = v
+        else:   # one value: rounded to the dtype, passed exactly as a double
+            scalars[k] = _scalar(v, dtype)
+    if out is not None and out.dtype == dtype and out.shape == shape and out.flags.c_contiguous:
         res = out
-    flat = res.reshape(-1)
-    n = flat.shape[0]
-    if n == 0:                # (the kernel reads its scalar operands before the loop)
-        return res
-    ptr = [arr.ctypes.data for arr, _ in ops]
-    size = dtype.itemsize
-    threads = _parallel.get_num_threads()
-    if n < _parallel.MIN_ELEMENTS or threads < 2:
-        fn(mode, *ptr, flat.ctypes.data, n)
-    else:   # ctypes releases the GIL: one slice per thread
-        def part(lo: int, hi: int) -> None:
-            fn(mode, *(p + lo * size if full else p for p, (_, full) in zip(ptr, ops)),
-               flat.ctypes.data + lo * size, hi - lo)
-        _parallel._run([lambda lo=lo, hi=hi: part(lo, hi)
-                        for lo, hi in _parallel._bounds(n, threads)])
+    else:
+        res = np.empty(shape, dtype=dtype)
+    n = res.size
+    if n:
+        addr = [None if p is None else _ptr(p) for p in ptrs]
+        threads = _parallel.get_num_threads()
+        if n < _parallel.MIN_ELEMENTS or threads < 2:
+            fn(mode, *addr, _ptr(res), n, *scalars)
+        else:   # ctypes releases the GIL: one slice per thread
+            size, dst = dtype.itemsize, _ptr(res)
+            _parallel._run([
+                lambda lo=lo, hi=hi: fn(mode, *(None if p is None else p + lo * size
+                                                for p in addr),
+                                        dst + lo * size, hi - lo, *scalars)
+                for lo, hi in _parallel._bounds(n, threads)])
     if out is not None and res is not out:
         out[...] = res
         return out
@@ -173,11 +200,10 @@ def kernel() -> Callable[..., np.ndarray] | None:
         return None
 
     def run(a: Any, b: Any, c: Any, out: np.ndarray | None = None) -> np.ndarray:
-        typed = [v.dtype for v in (a, b, c) if isinstance(v, (np.ndarray, np.generic))]
-        dtype = np.result_type(*typed) if typed else np.dtype(np.float64)
-        fn = lib.ember_eager_fma_f32 if dtype == np.float32 else lib.ember_eager_fma_f64
+        dtype = _dtype(a, b, c)
         assert dtype in (np.float32, np.float64), dtype
-        return _call(fn, np.dtype(dtype), a, b, c, out)
+        fn = lib.ember_eager_fma_f32 if dtype == np.float32 else lib.ember_eager_fma_f64
+        return _call(fn, dtype, (a, b, c), out)
 
     return run
 
