@@ -201,6 +201,8 @@ def kernel() -> Callable[..., np.ndarray] | None:
 
     def run(a: Any, b: Any, c: Any, out: np.ndarray | None = None) -> np.ndarray:
         dtype = _dtype(a, b, c)
+        if not dtype.isnative:
+            dtype = dtype.newbyteorder("=")
         assert dtype in (np.float32, np.float64), dtype
         fn = lib.ember_eager_fma_f32 if dtype == np.float32 else lib.ember_eager_fma_f64
         return _call(fn, dtype, (a, b, c), out)
