@@ -12,8 +12,8 @@ cache) ``kernel()`` returns None once and for all and ``_fma.fma`` keeps the Num
 
 >>> import numpy as np
 >>> k = kernel()
->>> k is None or k(np.float32([0.1]), np.float32([3.0]), np.float32([-0.3]))[0] == np.float32(
-...     np.float64(np.float32(0.1)) * 3.0 + np.float64(np.float32(-0.3)))
+>>> k is None or bool(k(np.float32([0.1]), np.float32([3.0]), np.float32([-0.3]))[0]
+...                   == np.float32(np.float64(np.float32(0.1)) * 3 + np.float64(np.float32(-0.3))))
 True
 """
 
