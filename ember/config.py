@@ -49,6 +49,9 @@ class Config:
     ``compile_backend``: the backend ``ember.compile`` uses when none is named
     (EMBER_COMPILE_BACKEND; default ``"inductor"``, the C backend; ``"eager"`` runs graphs with
     the reference interpreter).
+    ``eager_c_fma``: eager's single-rounding ``a * b + c`` (``add(alpha=)``, ``addcmul``,
+    ``lerp``, the optimizers' NumPy paths) runs a small C kernel built with ``cc`` and cached in
+    ``cache_dir`` (EMBER_EAGER_C_FMA=0 keeps the NumPy emulation; so does a missing compiler).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -66,6 +69,8 @@ class Config:
     c_profile: bool = os.environ.get("EMBER_C_PROFILE", "") not in ("", "0")
     verify_ir: bool = os.environ.get("EMBER_VERIFY_IR", "") not in ("", "0")
     warn_fallbacks: bool = os.environ.get("EMBER_WARN_FALLBACKS", "1") != "0"
+    # eager fma through a small C kernel (ember/ops/_fma_c.py); NumPy emulation when off
+    eager_c_fma: bool = os.environ.get("EMBER_EAGER_C_FMA", "1") != "0"
 
 
 config = Config()

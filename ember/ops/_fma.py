@@ -10,6 +10,10 @@ two (Dekker), an exact sum (Knuth), and the round-to-odd sum of the low parts.  
 unless a partial result underflows or overflows (then ``c + a * b`` is used where the emulation
 is not finite).  float16/bfloat16 go through float32 (``lowp``), as PyTorch's opmath does.
 
+``fma`` runs the fma instruction through a small C kernel (``_fma_c``: one pass over memory,
+several times faster) when the system C compiler could build it, and this emulation
+(``fma_numpy``) otherwise; both give the same bits (tests/test_fma.py).
+
 >>> import numpy as np
 >>> a, b, c = np.float32([0.1]), np.float32([3.0]), np.float32([-0.3])
 >>> bool(fma(a, b, c)[0] == np.float32(np.float64(a[0]) * 3.0 + np.float64(c[0])))
@@ -22,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.ops import _parallel
+from ember.ops import _fma_c, _parallel
 
 _SPLIT = 134217729.0    # 2**27 + 1: Veltkamp's splitter for float64
 
@@ -96,9 +100,27 @@ def _fma64(a: Any, b: Any, c: Any) -> np.ndarray:
     return out
 
 
-def fma(a: Any, b: Any, c: Any) -> np.ndarray:
+def fma(a: Any, b: Any, c: Any, out: np.ndarray | None = None) -> np.ndarray:
     """``a * b + c`` rounded once, elementwise (float32 or float64; the dtype of the array
-    operands, Python scalars taking it)."""
+    operands, Python scalars taking it); written into ``out`` too when given (an array of
+    the result's shape and dtype, which may be one of the operands)."""
+    c_fma = _fma_c.kernel()
+    if c_fma is not None:     # the instruction: one pass instead of several float64 passes
+        return c_fma(a, b, c, out)
+    res = fma_numpy(a, b, c)
+    if out is not None:
+        out[...] = res
+        return out
+    return res
+
+
+def native_fma() -> bool:
+    """Whether ``fma`` runs the C kernel (the instruction) rather than the NumPy emulation."""
+    return _fma_c.kernel() is not None
+
+
+def fma_numpy(a: Any, b: Any, c: Any) -> np.ndarray:
+    """``fma`` emulated with NumPy (no C compiler needed)."""
     with np.errstate(invalid="ignore", over="ignore"):
         # large operands block by block on every thread: the float64 temporaries stay in cache
         out = _parallel.map_blocks_n(_fma, (a, b, c))
@@ -116,4 +138,4 @@ def _fma(a: Any, b: Any, c: Any) -> np.ndarray:
     return _fma64(a, b, c)
 
 
-__all__ = ["fma"]
+__all__ = ["fma", "fma_numpy", "native_fma"]
