@@ -51,6 +51,7 @@ class CustomOpDef:
         self._init_fn = fn
         self._kernels: dict[str | None, Callable] = {None: fn}
         self._fake: Callable | None = None
+        self._implicit = False  # a CompositeImplicitAutograd kernel: called as plain code
         self._backward: Callable | None = None
         self._setup_context: Callable | None = None
         self._mutated = tuple(a.name for a in schema.args if a.mutable)
@@ -85,12 +86,13 @@ class CustomOpDef:
 
     def _build_opdef(self) -> OpDef:
         return OpDef(name=self._qualname, kind="extern", meta=self._meta, eager=self._eager,
-                     vjp=self._vjp, num_outputs=1 if self._single else 0, save=tuple(range(64)), save_output=True,
+                     vjp=self._vjp, num_outputs=1 if self._single else 0,
+                     save=tuple(range(64)), save_output=True,
                      doc=f"custom op {self._qualname}{self._schema}",
                      grad_name=f"{self._namespace}_{self._name}_default_backward")
 
-    def _refresh(self) -> None:
-        self._opdef = dataclasses.replace(self._opdef)
+    def _refresh(self, **changes: Any) -> None:
+        self._opdef = dataclasses.replace(self._opdef, **changes)
         _registry.REGISTRY[self._qualname] = self._opdef
 
     # ------------------------------------------------------------------ registration
@@ -124,6 +126,16 @@ class CustomOpDef:
 
     def _kernel(self) -> Callable:
         return self._kernels.get("cpu", self._kernels[None])
+
+    def _set_composite(self, on: bool) -> None:
+        """The kernel is written with ember ops (a ``Composite*`` Library impl): the C backend
+        may expand it (``OpDef.decomp``) instead of calling it as an extern."""
+        self._refresh(decomp=self._decomp if on and not self._mutated else None)
+
+    def _decomp(self, *tensors: Any, **params: Any) -> Any:
+        pos, kw = self._unflatten(list(tensors), params)
+        rets = self._returns(self._kernel()(*pos, **kw))
+        return rets[0] if self._single else tuple(rets)
 
     # ------------------------------------------------------------------ flattening
     def _bind_args(self, args: tuple, kwargs: dict) -> dict:
@@ -184,6 +196,9 @@ class CustomOpDef:
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         values = self._bind_args(args, kwargs)
+        if self._implicit:  # decomposes into its ember ops (autograd and tracing see them)
+            pos, kw = self._unflatten(*self._flatten(values))
+            return self._kernel()(*pos, **kw)
         tensors, params = self._flatten(values)
         if _lazy.STATE.trace is None:
             return self._call_eager(tensors, params)

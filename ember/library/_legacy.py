@@ -57,8 +57,9 @@ class Library:
                                f"{schema!r}")
         qual = f"{self.ns}::{name}"
         if self.kind == "DEF" and qual in PACKETS and qual in self._defined:
-            raise RuntimeError(f"Tried to register an operator ({qual}) with the same name "
-                               "and overload name multiple times.")
+            raise RuntimeError(f"Tried to register an operator ({qual}{sch}) with the same "
+                               "name and overload name multiple times. Each overload's schema "
+                               "should only be registered with a single call to def().")
         fn = _unimplemented(qual)
         fn.__name__ = name
         CustomOpDef(self.ns, name, sch, fn, tuple(a.name for a in sch.args if a.mutable))
@@ -76,10 +77,13 @@ class Library:
         if key == "Meta":
             op.register_fake(fn)
         elif key in ("CPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd", "Default"):
-            fn._ember_legacy = True  # type: ignore[attr-defined]
+            if key != "CompositeImplicitAutograd":
+                fn._ember_legacy = True  # type: ignore[attr-defined]
+            op._implicit = key in ("CompositeImplicitAutograd", "Default")
             op._kernels[None] = fn
             op._kernels["cpu"] = fn
             op._init_fn = fn
+            op._set_composite(key.startswith("Composite"))
         else:
             raise NotImplementedError(f"[Library.impl] dispatch key {key!r} is not supported "
                                       "by ember (CPU, Meta, CompositeExplicitAutograd, "

@@ -71,10 +71,14 @@ def _test_autograd_registration(op: CustomOpDef, args: tuple, kwargs: dict) -> N
     if not any(t.requires_grad for t in _tensors((args, kwargs))):
         return
     if op._backward is None and getattr(op._init_fn, "_ember_legacy", False):
-        raise EmberRuntimeError(
-            f"{op._qualname}: at least one input requires grad but the op has no autograd "
-            "formula (it was registered with Library.impl for CPU only). Please register one "
-            "with register_autograd, or detach the inputs.")
+        raise AssertionError(
+            f"{op._qualname}: at least one output of this operator has requires_grad=True but "
+            "the operator does not have an autograd kernel defined at an autograd key (e.g. "
+            "DispatchKey::Autograd). This could mean that you have incorrectly registered an "
+            "autograd kernel to a non-Autograd DispatchKey, which may lead to silently incorrect "
+            "results. If your operator consists of regular PyTorch operations, consider not "
+            "using an operator at all or registering your operator as "
+            "CompositeImplicitAutograd.")
 
 
 def _test_faketensor(op: CustomOpDef, args: tuple, kwargs: dict) -> None:
@@ -90,12 +94,12 @@ def _test_faketensor(op: CustomOpDef, args: tuple, kwargs: dict) -> None:
         if len(shape) != len(rs) or any(s is not None and s != q for s, q in zip(shape, rs)):
             raise MetadataMismatchError(
                 f"When comparing the output of {_name(op)} on FakeTensor and concrete Tensors, "
-                f"found mismatched tensor metadata: Shapes ember.Size({list(shape)}) and "
-                f"ember.Size({list(rs)}) are not equal!")
+                f"found mismatched tensor metadata: Shapes ember.Size({list(rs)}) and "
+                f"ember.Size({list(shape)}) are not equal!")
         if dtype != r.dtype:
             raise MetadataMismatchError(
                 f"When comparing the output of {_name(op)} on FakeTensor and concrete Tensors, "
-                f"found mismatched tensor metadata: Dtypes {dtype} and {r.dtype} are not equal!")
+                f"found mismatched tensor metadata: Dtypes {r.dtype} and {dtype} are not equal!")
 
 
 def _run(fn: Callable, args: tuple, kwargs: dict, grads: bool) -> tuple:

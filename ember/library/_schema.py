@@ -99,8 +99,7 @@ def _type_of(ann: Any, fn_sig: str, pname: str) -> str:
     for py, name in _BASE:
         if ann is py:
             return name
-    if origin in (list, typing.List, typing.Sequence) or \
-            str(origin) in ("<class 'collections.abc.Sequence'>",):
+    if origin is list or str(origin) == "<class 'collections.abc.Sequence'>":
         if len(targs) == 1:
             for py, name in _BASE:
                 if targs[0] is py and name not in ("str", "Device"):
@@ -213,7 +212,7 @@ def parse_schema(text: str, op: str) -> tuple[str, Schema]:
         params = params[:-1]
         args = []
         kw = False
-        for i, item in enumerate(p.strip() for p in params.split(",") if p.strip()):
+        for item in (p.strip() for p in params.split(",") if p.strip()):
             if item == "*":
                 kw = True
                 continue
@@ -224,8 +223,7 @@ def parse_schema(text: str, op: str) -> tuple[str, Schema]:
                 base, _, rest = typ.partition("(")
                 alias, _, after = rest.partition(")")
                 typ = base + after
-            args.append(Arg(pname, typ.replace("int", "SymInt") if typ.startswith("int")
-                            else typ, _parse_default(default.strip()) if default else
+            args.append(Arg(pname, typ, _parse_default(default.strip()) if default else
                             inspect.Parameter.empty, kw, alias))
         ret = ret.strip()
         if ret.startswith("("):
