@@ -444,7 +444,7 @@ def test_optional_list_and_kwonly_arguments():
     ns = _ns()
 
     @custom_op(f"{ns}::combo", mutates_args=())
-    def combo(xs: list[Tensor], w: Optional[Tensor] = None, *, scale: float = 1.0,
+    def combo(xs: list[Tensor], w: Optional[Tensor] = None, *, scale: float = 1.0,  # noqa: UP045
               n: int = 1) -> tuple[Tensor, Tensor]:
         s = sum(x for x in xs) * scale * n
         return (s if w is None else s + w).clone(), s.sum().reshape(1)
@@ -583,3 +583,66 @@ def test_opcheck_catches_kernel_reading_outside_state():
     res = opcheck(stateful, (ember.zeros(2),), raise_exception=False)
     assert res["test_schema"] == "SUCCESS" and res["test_faketensor"] == "SUCCESS"
     assert "differs from eager" in str(res["test_aot_dispatch_dynamic"])
+
+
+def test_export_mutating_op_on_a_buffer_and_dynamic_dim():
+    ns = _ns()
+    op = _add_into(ns)
+    sin = _numpy_sin(ns)
+
+    class M(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("acc", ember.zeros(3))
+
+        def forward(self, x):
+            op(x, self.acc)
+            return self.acc * 2
+
+    ep = ember.export.export(M(), (ember.ones(3),))
+    assert any(n.target is op.opdef for n in ep.graph.nodes if n.op == "call_function")
+    assert "BUFFER_MUTATION target='acc'" in str(ep.graph_signature)
+    m = ep.module()
+    np.testing.assert_array_equal(m(ember.ones(3)).numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(m.acc.numpy(), [1.0, 1.0, 1.0])
+
+    class K(ember.nn.Module):
+        def forward(self, x):
+            return sin(x) + 1
+
+    ep = ember.export.export(K(), (ember.ones(4),),
+                             dynamic_shapes={"x": {0: ember.export.Dim("n")}})
+    x = ember.randn(7)
+    np.testing.assert_allclose(ep.module()(x).numpy(), np.sin(x.numpy()) + 1, rtol=1e-6)
+
+
+def test_data_dependent_op_under_fullgraph_raises_graph_break():
+    op = _nonzero(_ns())
+    with pytest.raises(ember.compiler.GraphBreakError, match="depends on the data"):
+        ember.compile(lambda x: op(x) + 1, fullgraph=True)(ember.ones(3))
+
+
+def test_combo_schema_matches_torch():
+    src = ("def f(xs: list[Tensor], w: Optional[Tensor] = None, *, scale: float = 1.0, "
+           "n: int = 1) -> tuple[Tensor, Tensor]: ...")
+    ef, tf = _pair(src)
+    assert infer_schema(ef, mutates_args=()) == torch.library.infer_schema(tf, mutates_args=())
+
+
+def test_explicit_schema_string():
+    ns = _ns()
+
+    @custom_op(f"{ns}::axpy", mutates_args=(), schema="(Tensor x, Tensor y, float a) -> Tensor")
+    def axpy(x, y, a):
+        return x * a + y
+
+    assert axpy.schema == "(Tensor x, Tensor y, float a) -> Tensor"
+    np.testing.assert_array_equal(axpy(ember.ones(2), ember.ones(2), 2.0).numpy(), [3.0, 3.0])
+
+    @custom_op(f"{ns}::fill", mutates_args={"out"}, schema="(Tensor(a0!) out, float v) -> ()")
+    def fill(out, v):
+        out.fill_(v)
+
+    t = ember.zeros(2)
+    fill(t, 5.0)
+    np.testing.assert_array_equal(t.numpy(), [5.0, 5.0])

@@ -389,8 +389,7 @@ def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: Iterabl
         if schema is None:
             sch = infer(f, mutates_args)
         else:
-            sch = parse_schema(schema if "(" not in schema.split("->")[0][:1] else schema,
-                               name)[1]
+            sch = parse_schema(schema, name)[1]
         op = CustomOpDef(ns, opname, sch, f, mutates_args)
         if device_types is not None:
             op._kernels = {None: _no_kernel(op)}
