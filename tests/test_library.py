@@ -646,3 +646,22 @@ def test_explicit_schema_string():
     t = ember.zeros(2)
     fill(t, 5.0)
     np.testing.assert_array_equal(t.numpy(), [5.0, 5.0])
+
+
+@pytest.mark.parametrize("name", ["custom_op", "opcheck", "register_fake", "register_autograd",
+                                  "register_kernel", "infer_schema", "impl", "define"])
+def test_signatures_match_torch(name):
+    import inspect
+
+    def params(fn):
+        return [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+
+    assert params(getattr(ember.library, name)) == params(getattr(torch.library, name))
+
+
+def test_library_method_signatures_match_torch():
+    import inspect
+    for m in ("define", "impl"):
+        e = inspect.signature(getattr(ember.library.Library, m)).parameters
+        t = inspect.signature(getattr(torch.library.Library, m)).parameters
+        assert list(e) == list(t)

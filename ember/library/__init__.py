@@ -25,11 +25,14 @@ def _as_op(op: Any, where: str) -> CustomOpDef:
     raise ValueError(f"{where}(op): expected a custom op or its name 'ns::name', got {op!r}")
 
 
-def register_fake(op: Any, fn: Callable | None = None, /, *, lib: Any = None,
-                  _stacklevel: int = 1) -> Any:
+def register_fake(op: Any, func: Callable | None = None, /, *, lib: Any = None,
+                  _stacklevel: int = 1, allow_override: bool = True) -> Any:
     """Register ``fn`` as ``op``'s fake impl (a decorator when ``fn`` is omitted)."""
     target = _as_op(op, "register_fake")
-    return target.register_fake if fn is None else target.register_fake(fn)
+    return target.register_fake if func is None else target.register_fake(func)
+
+
+impl_abstract = register_fake  # PyTorch's older name
 
 
 def register_autograd(op: Any, backward: Callable, /, *, setup_context: Callable | None = None,
@@ -45,5 +48,5 @@ def register_kernel(op: Any, device_types: Any, func: Callable | None = None, /,
 
 
 __all__ = ["CustomOpDef", "FakeImplCtx", "Library", "MetadataMismatchError", "OpCheckError",
-           "custom_op", "define", "get_ctx", "impl", "infer_schema", "opcheck", "register_autograd",
-           "register_fake", "register_kernel"]
+           "custom_op", "define", "get_ctx", "impl", "impl_abstract", "infer_schema", "opcheck",
+           "register_autograd", "register_fake", "register_kernel"]

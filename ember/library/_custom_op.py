@@ -374,7 +374,7 @@ def _split_name(qualname: str) -> tuple[str, str]:
 
 
 def custom_op(name: str, fn: Callable | None = None, /, *, mutates_args: Iterable[str] | str,
-              device_types: Any = None, schema: str | None = None) -> Any:
+              device_types: Any = None, schema: str | None = None, tags: Any = None) -> Any:
     """Wrap ``fn`` as an op ``ember.ops.<ns>.<name>`` (decorator when ``fn`` is omitted).
 
     >>> @custom_op("mylib::numpy_sin", mutates_args=())

@@ -67,7 +67,7 @@ class Library:
         return name
 
     def impl(self, op_name: Any, fn: Callable, dispatch_key: str = "", *,
-             with_keyset: bool = False) -> None:
+             with_keyset: bool = False, allow_override: bool = True) -> None:
         """Register ``fn`` for ``op_name`` under ``dispatch_key`` ("CPU", "Meta",
         "CompositeExplicitAutograd", ...)."""
         name = op_name if isinstance(op_name, str) else op_name._name

@@ -124,7 +124,7 @@ def _return_type(ann: Any, fn_sig: str) -> tuple[tuple[str, ...], bool]:
 
 
 def infer_schema(prototype_function: Callable, /, *, mutates_args: Any,
-                 op_name: str | None = None) -> str:
+                 op_name: str | None = None, tags: Any = ()) -> str:
     """The schema string of ``prototype_function`` from its type hints (PyTorch's rules:
     ``int`` is ``SymInt``, mutated tensors get alias annotations ``Tensor(a1!)``).
 
