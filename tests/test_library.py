@@ -164,7 +164,7 @@ def test_op_reachable_under_ember_ops():
     op = _numpy_sin(ns)
     assert getattr(ember.ops, ns).numpy_sin is op
     assert getattr(ember.ops, ns).numpy_sin.default is op
-    assert ember.ops.REGISTRY[f"{ns}::numpy_sin"] is op.opdef
+    assert ember.ops.REGISTRY[f"{ns}.numpy_sin.default"] is op.opdef
     with pytest.raises(AttributeError):
         getattr(ember.ops, ns).nothing_here
 

@@ -60,7 +60,8 @@ class CustomOpDef:
         self._single = schema.returns == ("Tensor",) and not schema.returns_tuple \
             and not self._mutated
         self._opdef = self._build_opdef()
-        _registry.REGISTRY[self._qualname] = self._opdef  # a redefinition replaces (as PyTorch)
+        # a redefinition replaces (as PyTorch)
+        _registry.REGISTRY[self._opdef.name] = self._opdef
         PACKETS[self._qualname] = self
 
     # ------------------------------------------------------------------ identity
@@ -85,7 +86,9 @@ class CustomOpDef:
         return f"<CustomOpDef({self._qualname})>"
 
     def _build_opdef(self) -> OpDef:
-        return OpDef(name=self._qualname, kind="extern", meta=self._meta, eager=self._eager,
+        # named as PyTorch prints the overload, so a printed graph's ``ember.ops.ns.name.default``
+        # is a valid path to the op
+        return OpDef(name=f"{self._namespace}.{self._name}.default", kind="extern", meta=self._meta, eager=self._eager,
                      vjp=self._vjp, num_outputs=1 if self._single else 0,
                      save=tuple(range(64)), save_output=True,
                      doc=f"custom op {self._qualname}{self._schema}",
@@ -93,7 +96,7 @@ class CustomOpDef:
 
     def _refresh(self, **changes: Any) -> None:
         self._opdef = dataclasses.replace(self._opdef, **changes)
-        _registry.REGISTRY[self._qualname] = self._opdef
+        _registry.REGISTRY[self._opdef.name] = self._opdef
 
     # ------------------------------------------------------------------ registration
     def register_fake(self, fn: Callable, /) -> Callable:
