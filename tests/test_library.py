@@ -665,3 +665,30 @@ def test_library_method_signatures_match_torch():
         e = inspect.signature(getattr(ember.library.Library, m)).parameters
         t = inspect.signature(getattr(torch.library.Library, m)).parameters
         assert list(e) == list(t)
+
+
+def test_fake_impl_may_use_ops_and_inplace_but_not_data():
+    ns = _ns()
+
+    @custom_op(f"{ns}::colsum", mutates_args=())
+    def colsum(x: Tensor) -> Tensor:
+        return x.sum(0).clone()
+
+    @colsum.register_fake
+    def _(x):
+        y = ember.empty_like(x).sum(0)
+        y.zero_()
+        return y * 2
+
+    assert all(v == "SUCCESS" for v in opcheck(colsum, (ember.randn(3, 4),)).values())
+
+    @custom_op(f"{ns}::peek", mutates_args=())
+    def peek(x: Tensor) -> Tensor:
+        return x.clone()
+
+    @peek.register_fake
+    def _(x):
+        return ember.empty_like(x) if x.sum().item() > 0 else ember.empty_like(x)
+
+    err = opcheck(peek, (ember.randn(3),), raise_exception=False)["test_faketensor"]
+    assert isinstance(err, RuntimeError) and "cannot read tensor data" in str(err)

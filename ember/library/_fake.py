@@ -107,6 +107,8 @@ def get_ctx() -> FakeImplCtx:
 class FakeMode:
     """Installs itself as the active recorder; ``bind`` runs only ``meta``."""
 
+    owner = None  # the recorder interface: no compiled function owns these tensors
+
     def __init__(self, shapes: list[tuple]) -> None:
         env = _env_of(*[d for s in shapes for d in s])
         self.ctx = FakeImplCtx(env if env is not None else ShapeEnv())
