@@ -36,6 +36,10 @@ _ALIAS_MSG = ("{name} (with implementation in {mod}): The output of this custom 
 
 
 
+# every tensor input is saved for setup_context (``_record`` stops at the real input count)
+_SAVE_ALL = tuple(range(4096))
+
+
 class CustomOpDef:
     """A custom op: call it like the function; ``register_fake``/``register_autograd``/
     ``register_kernel`` add rules.  Reachable as ``ember.ops.<ns>.<name>`` (and ``.default``).
@@ -88,9 +92,9 @@ class CustomOpDef:
     def _build_opdef(self) -> OpDef:
         # named as PyTorch prints the overload, so a printed graph's ``ember.ops.ns.name.default``
         # is a valid path to the op
-        return OpDef(name=f"{self._namespace}.{self._name}.default", kind="extern", meta=self._meta, eager=self._eager,
-                     vjp=self._vjp, num_outputs=1 if self._single else 0,
-                     save=tuple(range(64)), save_output=True,
+        return OpDef(name=f"{self._namespace}.{self._name}.default", kind="extern",
+                     meta=self._meta, eager=self._eager, vjp=self._vjp,
+                     num_outputs=1 if self._single else 0, save=_SAVE_ALL, save_output=True,
                      doc=f"custom op {self._qualname}{self._schema}",
                      grad_name=f"{self._namespace}_{self._name}_default_backward")
 
