@@ -94,7 +94,9 @@ class CustomOpDef:
         # is a valid path to the op
         return OpDef(name=f"{self._namespace}.{self._name}.default", kind="extern",
                      meta=self._meta, eager=self._eager, vjp=self._vjp,
-                     num_outputs=1 if self._single else 0, save=_SAVE_ALL, save_output=True,
+                     num_outputs=1 if self._single else 0,
+                     save=_SAVE_ALL if self._backward else (),
+                     save_output=self._backward is not None,
                      doc=f"custom op {self._qualname}{self._schema}",
                      grad_name=f"{self._namespace}_{self._name}_default_backward")
 
@@ -118,7 +120,7 @@ class CustomOpDef:
                                     "register an autograd formula for a custom op that mutates "
                                     "some of its inputs. This is not supported.")
         self._backward, self._setup_context = backward, setup_context
-        self._refresh()
+        self._refresh(save=_SAVE_ALL, save_output=True)
 
     def register_kernel(self, device_types: Any, fn: Callable | None = None, /) -> Any:
         """Register ``fn`` as the kernel for ``device_types`` (ember runs on ``"cpu"``)."""
