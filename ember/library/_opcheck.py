@@ -123,7 +123,7 @@ def _test_aot_dispatch_dynamic(op: CustomOpDef, args: tuple, kwargs: dict) -> No
     a1, k1 = _clone((args, kwargs))
     a2, k2 = _clone((args, kwargs))
     eager, eg = _run(op, a1, k1, grads)
-    compiled, cg = _run(COMPILE[0](lambda *a, **k: op(*a, **k)), a2, k2, grads)
+    compiled, cg = _run(COMPILE[0](lambda *a, **k: op(*a, **k), dynamic=True), a2, k2, grads)
     for what, xs, ys in (("output or mutated input", eager, compiled), ("gradient", eg, cg)):
         for i, (x, y) in enumerate(zip(xs, ys)):
             if (x is None) != (y is None) or x is not None and (
