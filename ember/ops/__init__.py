@@ -10,4 +10,31 @@ for _m in sorted(_pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _m.name.startswith("_") and _m.name != "registry":
         _importlib.import_module(f"{__name__}.{_m.name}")
 
+# custom ops (ember.library) register here: "ns::name" -> the callable op
+PACKETS: dict = {}
+
+
+class _Namespace:
+    """``ember.ops.<ns>``: the custom ops of namespace ``ns`` as attributes."""
+
+    def __init__(self, ns: str) -> None:
+        self._ns = ns
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        try:
+            return PACKETS[f"{self._ns}::{name}"]
+        except KeyError:
+            raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute "
+                                 f"'{name}'") from None
+
+    def __repr__(self) -> str:
+        return f"<ember.ops.{self._ns}>"
+
+
+def __getattr__(name: str) -> _Namespace:
+    if name.startswith("__") or not any(k.startswith(name + "::") for k in PACKETS):
+        raise AttributeError(f"module 'ember.ops' has no attribute {name!r}")
+    return _Namespace(name)
+
+
 __all__ = ["OPS", "REGISTRY", "OpDef", "bind", "register"]
