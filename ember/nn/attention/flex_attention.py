@@ -27,6 +27,7 @@ from typing import Any, Callable, NamedTuple, TypedDict
 
 import numpy as np
 
+from ember import _lazy
 from ember import dtypes as dt
 from ember._frontend.creation import from_numpy, full, ones, tensor, zeros
 from ember._frontend.movement import cat
@@ -35,6 +36,7 @@ from ember._frontend.pointwise_math import exp, log
 from ember.autograd import grad_mode
 from ember.errors import DTypeError, EmberNotImplementedError, EmberRuntimeError, EmberValueError
 from ember.nn.attention._flex_backward import FlexAttentionFunction, ScoreTile
+from ember.nn.attention._flex_fused import fused_forward as _fused
 from ember.nn.attention._flex_block_mask import (
     _DEFAULT_SPARSE_BLOCK_SIZE,
     _LARGE_SPARSE_BLOCK_SIZE,
@@ -383,7 +385,8 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
     run_args = (score_mod, block_mask, float(scale), enable_gqa, dict(kernel_options or {}))
-    out, lse, mx = _dispatch(query, key, value, run_args)
+    fused = _fused(query, key, value, run_args) if _lazy.tracing() else None
+    out, lse, mx = fused if fused is not None else _dispatch(query, key, value, run_args)
     if return_aux is not None:
         return out, AuxOutput(lse=lse if return_aux.lse else None,
                               max_scores=mx if return_aux.max_scores else None)
