@@ -1,0 +1,174 @@
+"""flex_attention under ember.compile: ONE ``flex_attention_fused`` node lowered to one C
+``FlexAttentionKernel`` (``ember/compiler/c/lower/flex.py``) with score_mod/mask_mod traced and
+inlined.  Values against torch 2.13's eager flex_attention (the oracle) and ember's eager
+blockwise path; float32 tolerance (the kernel sums in another order than both)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import ember
+from ember.config import config
+from ember.nn.attention import flex_attention as efa
+
+torch = pytest.importorskip("torch")
+tfa = pytest.importorskip("torch.nn.attention.flex_attention")
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None, reason="no C compiler"),
+    pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile"),
+    pytest.mark.filterwarnings("ignore:return_lse is deprecated"),
+]
+
+ATOL = 2e-5
+
+
+def causal(b, h, q, kv):
+    return q >= kv
+
+
+def window(b, h, q, kv):
+    return (q - kv <= 40) & (kv - q <= 40)
+
+
+def prefix(b, h, q, kv):
+    return kv < 37
+
+
+def late_rows(b, h, q, kv):  # rows q < 70 keep nothing: output 0, lse -inf
+    return (q >= kv) & (q >= 70)
+
+
+def rel_bias(score, b, h, q, kv):
+    return score + (q - kv) * 0.01
+
+
+def alibi(score, b, h, q, kv):
+    slope = (h + 1).float() * -0.125
+    return score + slope * (q - kv).abs()
+
+
+def soft_cap(score, b, h, q, kv):
+    return 5 * lib_tanh(score / 5)
+
+
+def lib_tanh(x):
+    return torch.tanh(x) if isinstance(x, torch.Tensor) else ember.tanh(x)
+
+
+def _pair(x: ember.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.array(x.numpy()))
+
+
+def _qkv(B, HQ, HKV, L, S, E=32, dtype=ember.float32, seed=0):
+    ember.manual_seed(seed)
+    return (ember.randn(B, HQ, L, E, dtype=dtype), ember.randn(B, HKV, S, E, dtype=dtype),
+            ember.randn(B, HKV, S, E, dtype=dtype))
+
+
+def _run(q, k, v, score_mod=None, mask_fn=None, B=None, H=None, block=128, gqa=False,
+         t_score_mod=None, t_mask_fn=None):
+    """(compiled ember out, lse), (torch out, lse), explain output."""
+    L, S = q.shape[-2], k.shape[-2]
+    bm = None if mask_fn is None else efa.create_block_mask(mask_fn, B, H, L, S,
+                                                            BLOCK_SIZE=block)
+    tbm = None if mask_fn is None else tfa.create_block_mask(t_mask_fn or mask_fn, B, H, L, S,
+                                                             device="cpu", BLOCK_SIZE=block)
+
+    def fn(q, k, v):
+        return efa.flex_attention(q, k, v, score_mod=score_mod, block_mask=bm,
+                                  enable_gqa=gqa, return_lse=True)
+
+    got = ember.compile(fn)(q, k, v)
+    ex = ember.compiler.explain(fn)(q, k, v)
+    want = tfa.flex_attention(_pair(q), _pair(k), _pair(v), score_mod=t_score_mod or score_mod,
+                              block_mask=tbm, enable_gqa=gqa, return_lse=True)
+    return got, want, ex
+
+
+def _check(got, want, ex):
+    assert ex.extern_count == 0, ex.externs
+    assert ex.graph_count == 1 and ex.graph_break_count == 0
+    assert "flex_attention_fused" in str(ex)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=ATOL)
+
+
+@pytest.mark.parametrize("mask", [None, causal, window, prefix, late_rows],
+                         ids=["none", "causal", "window", "prefix", "late_rows"])
+def test_masks_match_torch(mask):
+    q, k, v = _qkv(2, 2, 2, 200, 200)
+    _check(*_run(q, k, v, mask_fn=mask, block=64))
+
+
+@pytest.mark.parametrize("score", [rel_bias, alibi, soft_cap], ids=["rel", "alibi", "softcap"])
+def test_score_mods_match_torch(score):
+    q, k, v = _qkv(1, 4, 4, 150, 170)
+    _check(*_run(q, k, v, score_mod=score, mask_fn=causal, block=64))
+
+
+def test_prefix_lm_or_masks_and_and_masks():
+    q, k, v = _qkv(1, 2, 2, 256, 256)
+    got, want, ex = _run(q, k, v, mask_fn=efa.or_masks(causal, prefix), block=64,
+                         t_mask_fn=tfa.or_masks(causal, prefix))
+    _check(got, want, ex)
+    got, want, ex = _run(q, k, v, mask_fn=efa.and_masks(causal, window), block=64,
+                         t_mask_fn=tfa.and_masks(causal, window))
+    _check(got, want, ex)
+
+
+def test_captured_bias_table_and_document_mask():
+    L = 190
+    ember.manual_seed(3)
+    table = ember.randn(2 * L)
+    t_table = _pair(table)
+    doc = np.repeat(np.array([[0, 1, 2], [0, 0, 1]]), [60, 70, 60], axis=1)
+    e_doc, t_doc = ember.tensor(doc), torch.tensor(doc)
+
+    def e_bias(score, b, h, q, kv):
+        return score + table[q - kv + L]
+
+    def t_bias(score, b, h, q, kv):
+        return score + t_table[q - kv + L]
+
+    def e_document(b, h, q, kv):
+        return e_doc[b, q] == e_doc[b, kv]
+
+    def t_document(b, h, q, kv):
+        return t_doc[b, q] == t_doc[b, kv]
+
+    q, k, v = _qkv(2, 2, 2, L, L)
+    _check(*_run(q, k, v, score_mod=e_bias, mask_fn=e_document, B=2, block=32,
+                 t_score_mod=t_bias, t_mask_fn=t_document))
+
+
+def test_gqa_and_lengths_not_multiple_of_block():
+    q, k, v = _qkv(2, 8, 2, 77, 301)
+    _check(*_run(q, k, v, mask_fn=prefix, score_mod=alibi, block=64, gqa=True))
+
+
+def test_equal_to_eager_ember_and_float64():
+    q, k, v = _qkv(1, 2, 2, 130, 130, dtype=ember.float64)
+    bm = efa.create_block_mask(causal, None, None, 130, 130, BLOCK_SIZE=32)
+
+    def fn(q, k, v):
+        return efa.flex_attention(q, k, v, score_mod=soft_cap, block_mask=bm)
+
+    got, want = ember.compile(fn)(q, k, v), fn(q, k, v)
+    assert got.dtype == ember.float64
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_untraceable_mod_falls_back_to_the_blockwise_path():
+    def branchy(score, b, h, q, kv):
+        return score * 2 if bool((q > 3).all()) else score  # needs values: not traceable
+
+    q, k, v = _qkv(1, 1, 1, 20, 20)
+    fn = lambda q, k, v: efa.flex_attention(q, k, v, score_mod=branchy)  # noqa: E731
+    ex = ember.compiler.explain(fn)(q, k, v)
+    assert "flex_attention_fused" not in str(ex)
+    want = efa.flex_attention(q, k, v, score_mod=branchy)
+    np.testing.assert_allclose(ember.compile(fn)(q, k, v).numpy(), want.numpy(), atol=1e-6)
