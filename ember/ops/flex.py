@@ -28,7 +28,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import ShapeError
-from ember.ops.registry import REGISTRY, OpDef, register
+from ember.ops.registry import REGISTRY, OpDef, bind, register
 
 # mod inputs: score_mod(score, b, h, q_idx, kv_idx) numbers them 0..4; mask_mod(b, h, q, kv)
 # uses 1..4 (the same numbering, without the score)
@@ -64,8 +64,9 @@ def _fmt_params(params: tuple) -> str:
     return "".join(f", {k}={v}" for k, v in params)
 
 
-def eval_expr(expr: FlexExpr, inputs: tuple, captured: list) -> np.ndarray:
-    """Evaluate ``expr`` with NumPy over broadcastable ``inputs`` (index arrays, scores)."""
+def eval_nodes(expr: FlexExpr, inputs: tuple, captured: list) -> tuple:
+    """(node values, ``get(arg)``) of ``expr`` evaluated with NumPy over broadcastable
+    ``inputs`` (scores, index arrays)."""
     vals: list = []
 
     def get(a: Any) -> Any:
@@ -77,14 +78,17 @@ def eval_expr(expr: FlexExpr, inputs: tuple, captured: list) -> np.ndarray:
     with np.errstate(all="ignore"):
         for op, args, params, _ in expr.nodes:
             if op == "flex_load":
-                table = get(args[0])
-                idx = np.broadcast_arrays(*(np.asarray(get(a)).astype(np.int64)
-                                            for a in args[1:]))
-                vals.append(table[tuple(idx)])
+                vals.append(_load_eager(get(args[0]), *(get(a) for a in args[1:])))
             else:
                 vals.append(np.asarray(REGISTRY[op].eager(*(get(a) for a in args),
                                                           **dict(params))))
-        return np.asarray(get(expr.out))
+    return vals, get
+
+
+def eval_expr(expr: FlexExpr, inputs: tuple, captured: list) -> np.ndarray:
+    """Evaluate ``expr`` with NumPy over broadcastable ``inputs`` (index arrays, scores)."""
+    _, get = eval_nodes(expr, inputs, captured)
+    return np.asarray(get(expr.out))
 
 
 def _dense_status(num: np.ndarray, idx: np.ndarray, nkv: int) -> np.ndarray:
@@ -166,12 +170,6 @@ def _eager(q, k, v, kv_num, kv_idx, full_num, full_idx, *captured, score, mask, 
     return out, lse, mx
 
 
-FLEX_ATTENTION_FUSED = register(OpDef(
-    "flex_attention_fused", "composite", _meta, _eager, None, num_outputs=3,
-    tags=frozenset({"multi_output"}),
-    doc="FlexAttention forward with traced score_mod/mask_mod (compiled path; inference).",
-))
-
 __all__ = ["FLEX_ATTENTION_FUSED", "FlexExpr", "MOD_INPUTS", "block_status", "eval_expr"]
 
 
@@ -192,3 +190,213 @@ FLEX_LOAD = register(OpDef(
     doc="A captured tensor read at integer index tensors inside a traced score_mod/mask_mod.",
 ))
 __all__ += ["FLEX_LOAD"]
+
+
+# ------------------------------------------------------------------------------- backward
+# Reverse-mode rules of the ops a traced score_mod may use: ``rule(g, args, v, sel)`` gives the
+# adjoint of each argument (None: not differentiable), written once for NumPy arrays and for
+# C text (``CText`` overloads the operators; ``sel(c, x, y)`` is ``where``/``?:``).
+def _where_rule(g, a, v, sel):  # noqa: ANN001, ANN202
+    return (None, sel(a[0], g, 0), sel(a[0], 0, g))
+
+
+GRAD_RULES: dict = {
+    "add": lambda g, a, v, sel: (g, g),
+    "sub": lambda g, a, v, sel: (g, -g),
+    "mul": lambda g, a, v, sel: (g * a[1], g * a[0]),
+    "div": lambda g, a, v, sel: (g / a[1], -(g * a[0]) / (a[1] * a[1])),
+    "neg": lambda g, a, v, sel: (-g,),
+    "tanh": lambda g, a, v, sel: (g * (1 - v * v),),
+    "exp": lambda g, a, v, sel: (g * v,),
+    "log": lambda g, a, v, sel: (g / a[0],),
+    "sqrt": lambda g, a, v, sel: (g / (2 * v),),
+    "sigmoid": lambda g, a, v, sel: (g * (v * (1 - v)),),
+    "where": _where_rule,
+    "convert_element_type": lambda g, a, v, sel: (g,),
+}
+
+
+def active_nodes(expr: FlexExpr, grad_caps: tuple) -> list:
+    """Per node: whether its value depends on the score or on a captured tensor in
+    ``grad_caps`` through float values (the nodes reverse mode visits)."""
+    act: list = []
+
+    def on(a: Any) -> bool:
+        return type(a) is tuple and len(a) == 2 and (
+            (a[0] == "x" and a[1] == 0) or (a[0] == "v" and act[a[1]]))
+
+    for op, args, _, out_name in expr.nodes:
+        floating = out_name in ("float32", "float64")
+        if op == "flex_load":
+            act.append(floating and args[0][1] in grad_caps)
+        else:
+            act.append(floating and any(on(a) for a in args))
+    return act
+
+
+def grad_reason(expr: FlexExpr | None, grad_caps: tuple) -> str | None:
+    """Why reverse mode cannot differentiate ``expr`` (None when it can)."""
+    if expr is None:
+        return None
+    act = active_nodes(expr, grad_caps)
+    for (op, args, _, _), a in zip(expr.nodes, act):
+        if a and op != "flex_load" and op not in GRAD_RULES:
+            return f"no gradient rule for {op} in a traced score_mod"
+        if a and op == "flex_load" and any(
+                type(x) is tuple and x[0] == "v" and act[x[1]] for x in args[1:]):
+            return "a captured tensor indexed by a differentiated value"
+    return None
+
+
+def reverse(expr: FlexExpr, g: Any, vals: list, get: Any, grad_caps: tuple, sel: Any,
+            zero: Any) -> tuple:
+    """(adjoint of the score, [(captured k, index args, adjoint)] per flex_load of a grad
+    capture) of ``expr`` at seed ``g``; ``vals`` are the nodes' forward values, ``get`` maps
+    an arg to its value.  Works on NumPy arrays and on ``CText``."""
+    act = active_nodes(expr, grad_caps)
+    adj: dict = {}
+    out = expr.out
+    d_score = None
+    if type(out) is tuple and out[0] == "v" and act[out[1]]:
+        adj[out[1]] = g
+    elif out == ("x", 0):
+        return g, []
+    loads = []
+    for j in range(len(expr.nodes) - 1, -1, -1):
+        if j not in adj:
+            continue
+        op, args, _, _ = expr.nodes[j]
+        gj = adj.pop(j)
+        if op == "flex_load":
+            loads.append((args[0][1], args[1:], gj))
+            continue
+        parts = GRAD_RULES[op](gj, [get(a) for a in args], vals[j], sel)
+        for a, ga in zip(args, parts):
+            if ga is None or type(a) is not tuple:
+                continue
+            if a == ("x", 0):
+                d_score = ga if d_score is None else d_score + ga
+            elif a[0] == "v" and act[a[1]]:
+                adj[a[1]] = ga if a[1] not in adj else adj[a[1]] + ga
+    return (zero if d_score is None else d_score), loads
+
+
+__all__ += ["GRAD_RULES", "active_nodes", "grad_reason", "reverse"]
+
+
+def _bwd_meta(q, k, v, out, lse, g_out, g_lse, kv_num, kv_idx, full_num, full_idx,  # noqa: ANN001
+              *captured, score, mask, scale, block, has_full, grad_caps) -> tuple:
+    specs = [(tuple(q.shape), q.dtype), (tuple(k.shape), k.dtype), (tuple(v.shape), v.dtype)]
+    return tuple(specs + [(tuple(captured[c].shape), captured[c].dtype) for c in grad_caps])
+
+
+def _bwd_tile(ctx: dict, r0: int, r1: int) -> None:
+    """Gradients of the rows [r0, r1) into ctx's accumulators (dense over the keys)."""
+    q, kk, vv, do, o, lse, glse = (ctx[x] for x in ("q", "k", "v", "do", "o", "lse", "glse"))
+    B, Hq, _, _ = q.shape
+    Hkv, S = kk.shape[1], kk.shape[2]
+    G, lq, wdt = Hq // Hkv, r1 - r0, q.dtype.type
+    score, cap, scale = ctx["score"], ctx["cap"], ctx["scale"]
+    qg = q[:, :, r0:r1].reshape(B, Hkv, G, lq, -1)
+    s = (qg @ np.swapaxes(kk, -1, -2)[:, :, None]).reshape(B, Hq, lq, S) * wdt(scale)
+    idx = (ctx["b"], ctx["h"], np.arange(r0, r1, dtype=np.int32)[None, None, :, None], ctx["kv"])
+    vals, get = [], None
+    res = s
+    if score is not None:
+        vals, get = eval_nodes(score, (s, *idx), cap)
+        res = np.broadcast_to(np.asarray(get(score.out)), s.shape).astype(wdt)
+    keep = ctx["keep"](r0, r1, idx)
+    ls = lse[:, :, r0:r1, None]
+    p = np.where(keep & np.isfinite(ls), np.exp(res - np.where(np.isfinite(ls), ls, 0)), 0)
+    dog = do[:, :, r0:r1]
+    dp = (dog.reshape(B, Hkv, G, lq, -1) @ np.swapaxes(vv, -1, -2)[:, :, None]
+          ).reshape(B, Hq, lq, S)
+    delta = (dog * o[:, :, r0:r1]).sum(-1, keepdims=True)
+    ds = p * (dp - delta + (0 if glse is None else glse[:, :, r0:r1, None]))
+    if score is not None:
+        ds, loads = reverse(score, ds, vals, get, ctx["grad_caps"], np.where, 0)
+        ds = np.broadcast_to(ds, s.shape)
+        for c, iargs, adj in loads:
+            ix = np.broadcast_arrays(*(np.asarray(get(a)).astype(np.int64) for a in iargs),
+                                     adj)
+            np.add.at(ctx["dcap"][c], tuple(ix[:-1]), ix[-1])
+    ctx["dq"][:, :, r0:r1] = ((ds.reshape(B, Hkv, G, lq, S) @ kk[:, :, None]).reshape(
+        B, Hq, lq, -1) * scale)
+    dsg = np.swapaxes(ds, -1, -2).reshape(B, Hkv, G, S, lq)
+    ctx["dk"] += (dsg @ q[:, :, r0:r1].reshape(B, Hkv, G, lq, -1)).sum(2) * scale
+    ctx["dv"] += (np.swapaxes(p, -1, -2).reshape(B, Hkv, G, S, lq)
+                  @ dog.reshape(B, Hkv, G, lq, -1)).sum(2)
+
+
+def _bwd_eager(q, k, v, out, lse, g_out, g_lse, kv_num, kv_idx, full_num, full_idx,  # noqa: ANN001
+               *captured, score, mask, scale, block, has_full, grad_caps) -> tuple:
+    wdt = np.float64 if q.dtype == np.float64 else np.float32
+    q, k, v, out, lse, g_out = (np.asarray(x, dtype=wdt) for x in (q, k, v, out, lse, g_out))
+    B, Hq, L, _ = q.shape
+    Bk, Hkv, S, _ = k.shape
+    qb, kb = block
+    status = block_status(kv_num, kv_idx, full_num if has_full else None,
+                          full_idx if has_full else None, -(-S // kb))
+    cap = [np.asarray(c) for c in captured]
+
+    def keep(r0: int, r1: int, idx: tuple) -> np.ndarray:
+        st = np.repeat(status[:, :, r0 // qb], kb, axis=-1)[..., :S][:, :, None, :]
+        k2 = st == 2
+        if mask is not None and (st == 1).any():
+            k2 = k2 | ((st == 1) & eval_expr(mask, (None, *idx), cap).astype(bool))
+        elif mask is None:
+            k2 = k2 | (st == 1)
+        return k2
+
+    ctx = dict(q=q, k=np.broadcast_to(k, (B,) + k.shape[1:]),
+               v=np.broadcast_to(v, (B,) + v.shape[1:]), do=g_out, o=out, lse=lse,
+               glse=None if g_lse is None else np.asarray(g_lse, wdt), score=score, cap=cap,
+               scale=scale, keep=keep, grad_caps=tuple(grad_caps),
+               b=np.arange(B, dtype=np.int32)[:, None, None, None],
+               h=np.arange(Hq, dtype=np.int32)[None, :, None, None],
+               kv=np.arange(S, dtype=np.int32)[None, None, None, :],
+               dq=np.zeros_like(q), dk=np.zeros((B, Hkv, S, k.shape[-1]), wdt),
+               dv=np.zeros((B, Hkv, S, v.shape[-1]), wdt),
+               dcap={c: np.zeros(cap[c].shape, np.float64) for c in grad_caps})
+    with np.errstate(all="ignore"):
+        for r0 in range(0, L, qb):
+            _bwd_tile(ctx, r0, min(r0 + qb, L))
+    dk, dv = ctx["dk"], ctx["dv"]
+    if Bk == 1 and B > 1:
+        dk, dv = dk.sum(0, keepdims=True), dv.sum(0, keepdims=True)
+    res = [ctx["dq"].astype(wdt), dk.astype(wdt), dv.astype(wdt)]
+    return tuple(res + [ctx["dcap"][c].astype(cap[c].dtype) for c in grad_caps])
+
+
+FLEX_ATTENTION_FUSED_BACKWARD = register(OpDef(
+    "flex_attention_fused_backward", "composite", _bwd_meta, _bwd_eager, None, num_outputs=0,
+    tags=frozenset({"multi_output"}),
+    doc="Gradients of flex_attention_fused: dq, dk, dv and the captured tensors' (grad_caps).",
+))
+
+
+def _fused_vjp(ctx, g_out, g_lse=None, g_max=None):  # noqa: ANN001, ARG001
+    q, k, v, kvn, kvi, fkn, fki, *captured = ctx.inputs
+    out, lse, _ = ctx.outputs
+    p = ctx.params
+    needs = ctx.needs_input_grad
+    grad_caps = tuple(c for c in range(len(captured)) if needs[7 + c])
+    if g_out is None:
+        g_out = out * 0
+    grads = bind(FLEX_ATTENTION_FUSED_BACKWARD, q, k, v, out, lse, g_out, g_lse, kvn, kvi, fkn,
+                 fki, *captured, score=p["score"], mask=p["mask"], scale=p["scale"],
+                 block=p["block"], has_full=p["has_full"], grad_caps=grad_caps)
+    dcap = dict(zip(grad_caps, grads[3:]))
+    res = [grads[0] if needs[0] else None, grads[1] if needs[1] else None,
+           grads[2] if needs[2] else None, None, None, None, None]
+    return tuple(res + [dcap.get(c) for c in range(len(captured))])
+
+
+__all__ += ["FLEX_ATTENTION_FUSED_BACKWARD"]
+
+
+FLEX_ATTENTION_FUSED = register(OpDef(
+    "flex_attention_fused", "composite", _meta, _eager, _fused_vjp, num_outputs=3,
+    tags=frozenset({"multi_output"}), save=tuple(range(64)), save_output=(0, 1),
+    doc="FlexAttention forward with traced score_mod/mask_mod (the compiled path's node).",
+))

@@ -1,9 +1,11 @@
 """The compiled path of flex_attention: one ``flex_attention_fused`` node (``ember/ops/flex.py``)
 with the traced ``score_mod``/``mask_mod``, which the C backend lowers to one kernel.
 
-Used while a compiled function records (``ember.compile``) when no input or captured tensor
-needs a gradient, the mods trace (``_flex_trace.py``) and the dtypes are float32/float64;
-otherwise flex_attention records its blockwise loop of ordinary ops.
+Used while a compiled function records (``ember.compile``) when the mods trace
+(``_flex_trace.py``), the dtypes are float32/float64 and, where gradients are needed, the traced
+``score_mod`` has reverse-mode rules (``ember.ops.flex.GRAD_RULES``); its backward is the node
+``flex_attention_fused_backward`` (dq, dk, dv, captured tensors' gradients).  Otherwise
+flex_attention records its blockwise loop of ordinary ops.
 """
 
 # ruff: noqa: N806
@@ -19,7 +21,7 @@ from ember._frontend.creation import from_numpy
 from ember.autograd import grad_mode
 from ember.nn.attention._flex_block_mask import _LARGE_SPARSE_BLOCK_SIZE, noop_mask
 from ember.nn.attention._flex_trace import trace_mod
-from ember.ops.flex import FLEX_ATTENTION_FUSED
+from ember.ops.flex import FLEX_ATTENTION_FUSED, grad_reason
 from ember.ops.registry import bind
 from ember.tensor import Tensor
 
@@ -42,8 +44,6 @@ def fused_forward(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) ->
     if query.dtype not in (dt.float32, dt.float64) or 0 in tuple(query.shape) + tuple(key.shape):
         return None
     needs_grad = grad_mode.is_grad_enabled()
-    if needs_grad and any(x.requires_grad for x in (query, key, value)):
-        return None
     captured: list = []
     score = None
     if score_mod is not None:
@@ -65,8 +65,12 @@ def fused_forward(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) ->
             mask = trace_mod(block_mask.mask_mod, None, captured)
             if mask is None:
                 return None
-    if needs_grad and any(t.requires_grad for t in captured):
-        return None
+    if needs_grad and any(x.requires_grad for x in (query, key, value, *captured)):
+        grad_caps = tuple(c for c, t in enumerate(captured) if t.requires_grad)
+        if any(not captured[c].dtype.is_floating_point for c in grad_caps):
+            return None
+        if grad_reason(score, grad_caps) is not None:
+            return None
     has_full = mask_tensors[2] is not None
     return bind(FLEX_ATTENTION_FUSED, query, key, value, *mask_tensors, *captured, score=score,
                 mask=mask, scale=float(scale), block=(qb, kb), has_full=has_full,
