@@ -249,10 +249,11 @@ def grad_reason(expr: FlexExpr | None, grad_caps: tuple) -> str | None:
 
 
 def reverse(expr: FlexExpr, g: Any, vals: list, get: Any, grad_caps: tuple, sel: Any,
-            zero: Any) -> tuple:
+            zero: Any, let: Any = None) -> tuple:
     """(adjoint of the score, [(captured k, index args, adjoint)] per flex_load of a grad
     capture) of ``expr`` at seed ``g``; ``vals`` are the nodes' forward values, ``get`` maps
-    an arg to its value.  Works on NumPy arrays and on ``CText``."""
+    an arg to its value; ``let(x)`` (optional) names an adjoint.  Works on NumPy arrays
+    and on C text (``compiler/c/codegen/flex.py``)."""
     act = active_nodes(expr, grad_caps)
     adj: dict = {}
     out = expr.out
@@ -267,6 +268,8 @@ def reverse(expr: FlexExpr, g: Any, vals: list, get: Any, grad_caps: tuple, sel:
             continue
         op, args, _, _ = expr.nodes[j]
         gj = adj.pop(j)
+        if let is not None:  # C: the adjoint as a named statement (no repeated subterms)
+            gj = let(gj)
         if op == "flex_load":
             loads.append((args[0][1], args[1:], gj))
             continue

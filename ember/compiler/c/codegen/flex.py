@@ -82,10 +82,6 @@ def render_mod(expr: Any, in_dtypes: tuple, captured: tuple, result: str, ctype:
     return "\n".join(lines)
 
 
-def helpers_used(text: str) -> set:
-    return set(re.findall(r"\b(ember_\w+)\s*\(", text))
-
-
 def mods_source(k: FlexAttentionKernel) -> tuple[str, str]:
     """(mask statements, score statements) of ``k``."""
     t = k.out.ctype
@@ -99,6 +95,8 @@ def mods_source(k: FlexAttentionKernel) -> tuple[str, str]:
 
 def kernel_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
     """The C function of one FlexAttentionKernel (stores, then loads, then ints/floats)."""
+    if k.backward:
+        return backward_source(k, openmp)
     loads, stores = k.buffers()
     t = k.out.ctype
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
@@ -145,4 +143,225 @@ def _omp(openmp: bool, iterations: int, dynamic: bool = False) -> str:
             f"if(ember_num_threads > 1)")
 
 
-__all__ = ["helpers_used", "kernel_source", "mods_source", "render_mod"]
+
+
+# ------------------------------------------------------------------------------- backward
+_BWD_TEMPLATE = (Path(__file__).with_name("csrc") / "flex_attention_bwd.c.in").read_text()
+
+
+class CText(str):
+    """C text that composes with arithmetic operators (for ``ember.ops.flex.reverse``)."""
+
+    def _bin(self, o: Any, op: str, rev: bool = False) -> CText:
+        a, b = (o, self) if rev else (self, o)
+        return CText(f"({_lit(a)} {op} {_lit(b)})")
+
+    def __add__(self, o: Any) -> CText:  # type: ignore[override]
+        return self._bin(o, "+")
+
+    def __radd__(self, o: Any) -> CText:
+        return self._bin(o, "+", True)
+
+    def __sub__(self, o: Any) -> CText:
+        return self._bin(o, "-")
+
+    def __rsub__(self, o: Any) -> CText:
+        return self._bin(o, "-", True)
+
+    def __mul__(self, o: Any) -> CText:  # type: ignore[override]
+        return self._bin(o, "*")
+
+    def __rmul__(self, o: Any) -> CText:  # type: ignore[override]
+        return self._bin(o, "*", True)
+
+    def __truediv__(self, o: Any) -> CText:
+        return self._bin(o, "/")
+
+    def __rtruediv__(self, o: Any) -> CText:
+        return self._bin(o, "/", True)
+
+    def __neg__(self) -> CText:
+        return CText(f"(-{self})")
+
+
+def _lit(x: Any) -> str:
+    if isinstance(x, str):
+        return x
+    if isinstance(x, bool):
+        return str(int(x))
+    return repr(x) if isinstance(x, int) else repr(float(x))
+
+
+def _grad_source(k: FlexAttentionKernel, atomics: bool) -> str:
+    """The tile body of the backward: p, ds, and ``gs`` (ds through score_mod); with
+    ``atomics`` also the captured tensors' gradients."""
+    t = k.out.ctype
+    ins = (k.q.buf.dtype, dt.int32, dt.int32, dt.int32, dt.int32)
+    mask = f"{_IND}const int keep = 1;" if k.mask is None else \
+        render_mod(k.mask, ins, k.captured, "keep", "int")
+    score = f"{_IND}const {t} res = x0;" if k.score is None else \
+        render_mod(k.score, ins, k.captured, "res", t)
+    lines = [f"{_IND}{t} p = 0, gs = 0;", f"{_IND}int keep_ = 1;", f"{_IND}if (partial) {{",
+             mask, f"{_IND}  keep_ = keep;", f"{_IND}}}",
+             f"{_IND}if (keep_ && lse_r != -INFINITY) {{",
+             f"{_IND}const {t} x0 = s[c] * scale;", score,
+             f"{_IND}p = ember_exp(res - lse_r);",
+             f"{_IND}const {t} ds = p * (dp[c] - delta + glse_r);"]
+    if k.score is None:
+        lines.append(f"{_IND}gs = ds;")
+    else:
+        lines += _reverse_lines(k, t, atomics)
+    lines.append(f"{_IND}}}")
+    return "\n".join(lines)
+
+
+def _reverse_lines(k: FlexAttentionKernel, t: str, atomics: bool) -> list:
+    from ember.ops.flex import reverse
+
+    out: list = []
+    n = [0]
+
+    def let(x: Any) -> CText:
+        name = f"adj{n[0]}"
+        n[0] += 1
+        out.append(f"{_IND}const {t} {name} = ({t})({_lit(x)});")
+        return CText(name)
+
+    def get(a: Any) -> Any:
+        if type(a) is tuple and len(a) == 2 and a[0] == "x":
+            return CText(f"x{a[1]}")
+        if type(a) is tuple and len(a) == 2 and a[0] == "v":
+            return CText(f"res_v{a[1]}")
+        return a
+
+    def sel(c: Any, x: Any, y: Any) -> CText:
+        return CText(f"(({_lit(c)}) ? ({t})({_lit(x)}) : ({t})({_lit(y)}))")
+
+    vals = [CText(f"res_v{j}") for j in range(len(k.score.nodes))]
+    d_score, loads = reverse(k.score, CText("ds"), vals, get, k.grad_caps, sel, 0, let)
+    out.append(f"{_IND}gs = ({t})({_lit(d_score)});")
+    if atomics:
+        outs = dict(zip(k.grad_caps, k.outs[3:]))
+        for c, iargs, adj in loads:
+            cap = k.captured[c]
+            terms, stride = [], 1
+            for d in range(len(cap.shape) - 1, -1, -1):
+                text = _lit(get(iargs[d]))
+                terms.append(f"(((int64_t)({text}) + ({text} < 0 ? {cap.shape[d]} : 0)) * "
+                             f"{stride})")
+                stride *= cap.shape[d]
+            out.append(f"{_IND}#pragma omp atomic")
+            out.append(f"{_IND}{outs[c].name}[{' + '.join(terms)}] += ({t})({_lit(adj)});")
+    return out
+
+
+def _rows_source(k: FlexAttentionKernel) -> tuple[str, str, str, str]:
+    """(pass-1 row loads, pass-2 row load with its dots, pass-1 dots, tile packing)."""
+    o, lse, go, gl = k.grads
+
+    def at(x: Any, idx: list) -> str:
+        return f"{x.buf.name}[{x.offset}" + "".join(
+            f" + ({i}) * {s}" for i, s in zip(idx, x.strides)) + "]"
+
+    glse = "0" if gl is None else at(gl, ["b", "h", "r0 + r"])
+    load_rows = "\n    ".join([
+        "for (int64_t r = 0; r < nr; r++) {",
+        "  double d_ = 0;",
+        f"  for (int64_t e = 0; e < E; e++) {{ qt[r * E + e] = "
+        f"{at(k.q, ['b', 'h', 'r0 + r', 'e'])}; dq[r * E + e] = 0; }}",
+        "  for (int64_t e = 0; e < EV; e++) {",
+        f"    dot[r * EV + e] = {at(go, ['b', 'h', 'r0 + r', 'e'])};",
+        f"    d_ += (double)dot[r * EV + e] * (double){at(o, ['b', 'h', 'r0 + r', 'e'])};",
+        "  }",
+        f"  dl[r] = d_; ls[r] = {at(lse, ['b', 'h', 'r0 + r'])}; gl[r] = {glse};",
+        "}"])
+    dots = "\n        ".join([
+        "for (int64_t c = 0; c < nc; c++) { s[c] = 0; dp[c] = 0; }",
+        "for (int64_t e = 0; e < E; e++) {",
+        "  const {T} qv = qt[r * E + e], *ke = kt + e * KB;",
+        "  for (int64_t c = 0; c < nc; c++) s[c] += qv * ke[c];",
+        "}",
+        "for (int64_t e = 0; e < EV; e++) {",
+        "  const {T} gv = dot[r * EV + e], *ve = vt + e * KB;",
+        "  for (int64_t c = 0; c < nc; c++) dp[c] += gv * ve[c];",
+        "}",
+        "const {T} delta = dl[r], lse_r = ls[r], glse_r = gl[r];"]).replace("{T}", k.out.ctype)
+    load_row = "\n            ".join([
+        "double d_ = 0;",
+        f"for (int64_t e = 0; e < E; e++) qrow[e] = {at(k.q, ['b', 'h', 'r0 + r', 'e'])};",
+        "for (int64_t e = 0; e < EV; e++) {",
+        f"  dor[e] = {at(go, ['b', 'h', 'r0 + r', 'e'])};",
+        f"  d_ += (double)dor[e] * (double){at(o, ['b', 'h', 'r0 + r', 'e'])};",
+        "}",
+        f"const {{T}} delta = ({{T}})d_, lse_r = {at(lse, ['b', 'h', 'r0 + r'])}, "
+        f"glse_r = {glse};",
+        "for (int64_t c = 0; c < nc; c++) { s[c] = 0; dp[c] = 0; }",
+        "for (int64_t e = 0; e < E; e++) {",
+        "  const {T} qv = qrow[e], *ke = kt + e * KB;",
+        "  for (int64_t c = 0; c < nc; c++) s[c] += qv * ke[c];",
+        "}",
+        "for (int64_t e = 0; e < EV; e++) {",
+        "  const {T} gv = dor[e], *ve = vt + e * KB;",
+        "  for (int64_t c = 0; c < nc; c++) dp[c] += gv * ve[c];",
+        "}"]).replace("{T}", k.out.ctype)
+    pack = "\n      ".join([
+        "for (int64_t c = 0; c < nc; c++) {",
+        f"  const {k.out.ctype} *krow = kp + (c0 + c) * {k.k.strides[2]}, "
+        f"*vrow = vp + (c0 + c) * {k.v.strides[2]};",
+        f"  for (int64_t e = 0; e < E; e++) {{ kt[e * KB + c] = krow[e * {k.k.strides[3]}]; "
+        f"kr[c * E + e] = kt[e * KB + c]; }}",
+        f"  for (int64_t e = 0; e < EV; e++) vt[e * KB + c] = vrow[e * {k.v.strides[3]}];",
+        "}"])
+    return load_rows, load_row, dots, pack
+
+
+def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
+    """The C function of a backward FlexAttentionKernel."""
+    loads, stores = k.buffers()
+    params = [f"{b.ctype} *restrict {b.name}" for b in stores]
+    params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
+    params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    kvn, kvi, fkn, fki = k.blocks
+    nq, nkv = -(-k.L // k.QB), -(-k.S // k.KB)
+    load_rows, load_row, dots, pack = _rows_source(k)
+    full_fill = ""
+    if fkn is not None:
+        full_fill = (
+            f"const int64_t nf_ = (int64_t){fkn.buf.name}[{fkn.offset} + b * {fkn.strides[0]} + "
+            f"h * {fkn.strides[1]} + qi * {fkn.strides[2]}];\n        "
+            f"const int32_t *fki = {fki.buf.name} + {fki.offset} + b * {fki.strides[0]} + "
+            f"h * {fki.strides[1]} + qi * {fki.strides[2]};\n        "
+            f"for (int64_t t = 0; t < nf_; t++) {{ const int64_t j = fki[t * {fki.strides[3]}]; "
+            f"if (j >= 0 && j < NKV) row[j] = 2; }}")
+    zero = "\n".join(f"  for (int64_t x = 0; x < {_numel(b.shape)}; x++) {b.name}[x] = 0;"
+                     for b in k.outs[3:])
+    fmt: dict = dict(
+        name=k.name, ops=" ".join(k.ops), params=", ".join(params), T=k.out.ctype, B=k.B,
+        HQ=k.HQ, HKV=k.HKV, BK=k.k.shape[0], L=k.L, S=k.S, E=k.E, EV=k.EV, QB=k.QB, KB=k.KB,
+        NQ=nq, NKV=nkv, BM=kvn.shape[0], HM=kvn.shape[1], scale=repr(float(k.scale)),
+        KVN=kvn.buf.name, kvn_off=kvn.offset, KVI=kvi.buf.name, kvi_off=kvi.offset,
+        full_fill=full_fill, zero_caps=zero, load_rows=load_rows, load_row=load_row,
+        row_dots=dots, pack=pack, tile_body_caps=_grad_source(k, True),
+        tile_body=_grad_source(k, False).replace("\n" + _IND, "\n" + _IND + "    "),
+        DQ=k.outs[0].name, DK=k.outs[1].name, DV=k.outs[2].name, K=k.k.buf.name,
+        V=k.v.buf.name, k_off=k.k.offset, v_off=k.v.offset,
+        omp_q=_omp(openmp, k.B * k.HQ * nq, dynamic=True),
+        omp_kv=_omp(openmp, k.k.shape[0] * k.HKV * nkv, dynamic=True))
+    for d, st in enumerate(kvn.strides):
+        fmt[f"kvn{d}"] = st
+    for d, st in enumerate(kvi.strides):
+        fmt[f"kvi{d}"] = st
+    for tag, x in (("k", k.k), ("v", k.v)):
+        for d in range(4):
+            fmt[f"{tag}s{d}"] = x.strides[d]
+    return _BWD_TEMPLATE.format(**fmt)
+
+
+def _numel(shape: tuple) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+__all__ = ["CText", "backward_source", "kernel_source", "mods_source", "render_mod"]

@@ -561,6 +561,11 @@ class FlexAttentionKernel:
     mask: Any
     splits: int = 1
     ops: list = field(default_factory=list)
+    # the backward: ``grads`` = (out, lse, g_out, g_lse or None) operands, ``outs`` =
+    # ``[dq, dk, dv, *dcaptured]`` for the captured tensors ``grad_caps``
+    backward: bool = False
+    grads: tuple = ()
+    grad_caps: tuple = ()
 
     @property
     def out(self) -> Buffer:
@@ -568,7 +573,8 @@ class FlexAttentionKernel:
 
     def operands(self) -> list:
         blocks = [b for b in self.blocks if b is not None]
-        return [self.q, self.k, self.v, *blocks, *self.captured]
+        grads = [g for g in self.grads if g is not None]
+        return [self.q, self.k, self.v, *grads, *blocks, *self.captured]
 
     def buffers(self) -> tuple[list, list]:
         loads: list = []
@@ -582,8 +588,9 @@ class FlexAttentionKernel:
 
     def __str__(self) -> str:
         outs = ", ".join(b.name for b in self.outs)
-        return (f"kernel {self.name}  // {' '.join(self.ops)} (flex attention, B={self.B} "
-                f"HQ={self.HQ} HKV={self.HKV} L={self.L} S={self.S} E={self.E} "
+        what = "backward" if self.backward else "forward"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (flex attention {what}, "
+                f"B={self.B} HQ={self.HQ} HKV={self.HKV} L={self.L} S={self.S} E={self.E} "
                 f"tiles {self.QB}x{self.KB}, splits={self.splits})\n"
                 f"  {outs} = flex_attention(q={self.q}, k={self.k}, v={self.v}, "
                 f"score_mod: {self.score}, mask_mod: {self.mask})")

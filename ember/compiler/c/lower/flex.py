@@ -130,4 +130,69 @@ def lower_flex(lw: LoweringContext, i: int, n: Any) -> str | None:
     return None
 
 
-__all__ = ["DECODE_MAX_ITEMS", "DECODE_MAX_L", "lower_flex"]
+
+
+
+@lowering(OPS.flex_attention_fused_backward)
+def lower_flex_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """Lower the backward node ``i`` into one backward FlexAttentionKernel; None, or why not."""
+    from ember.ops.flex import grad_reason
+
+    p = n.params
+    args = list(n.args)
+    if any(a is not None and not is_ref(a) for a in args):
+        return "a non-tensor operand"
+    if "ember_exp" not in lw.helpers:
+        return "C helper ember_exp not in the prelude"
+    dt = lw.dtype_of(args[0])
+    if dt.np.name not in ("float32", "float64") or any(
+            a is not None and lw.dtype_of(a) != dt for a in args[:7]):
+        return "not float32/float64 operands of one dtype"
+    if any(a is not None and lw.dtype_of(a).np.name != "int32" for a in args[7:11]):
+        return "BlockMask tensors that are not int32"
+    caps = args[11:]
+    if any(lw.dtype_of(a).np.name not in CTYPES for a in caps):
+        return "a captured tensor without a C type"
+    if any(lw.dtype_of(caps[c]) != dt for c in p["grad_caps"]):
+        return "a captured tensor needing a gradient in another dtype than q"
+    if type(p["scale"]) is not float:
+        return "symbolic scale"
+    for expr in (p["score"], p["mask"]):
+        why = _mod_reason(lw, expr)
+        if why:
+            return why
+    why = grad_reason(p["score"], tuple(p["grad_caps"]))
+    if why:
+        return why
+    mats = [None if a is None else lw.in_memory(a) for a in args]
+    if any(m is None for a, m in zip(args, mats) if a is not None):
+        return "an operand is not in memory"
+    ndims = [4, 4, 4, 4, 3, 4, 3, 3, 4, 3, 4] + [None] * len(caps)
+    ops: list = []
+    for m, nd in zip(mats, ndims):
+        o = None if m is None else _operand(m, nd if nd is not None else len(m.geom.shape))
+        if m is not None and o is None:
+            return "dynamic sizes or an unexpected rank"
+        ops.append(o)
+    q, k, v, out, lse, g_out, g_lse = ops[:7]
+    B, HQ, L, E = q.shape
+    _, HKV, S, EV = v.shape
+    QB, KB = (int(x) for x in p["block"])
+    lw.close_group()
+    lw.open_segment()
+    outs = []
+    for j, (shape, odt) in enumerate(n.specs):
+        b = lw.buffer(odt, tuple(shape), "temp")
+        outs.append(b)
+        lw.bind(i, j, b, Geometry.contiguous(tuple(shape)), odt)
+    kname = lw.kernel_name()
+    blocks = tuple(ops[7:11]) if p["has_full"] else (ops[7], ops[8], None, None)
+    fk = FlexAttentionKernel(kname, q, k, v, blocks, tuple(ops[11:]), outs, B, HQ, HKV, L, S,
+                             E, EV, QB, KB, float(p["scale"]), p["score"], p["mask"], 1,
+                             [n.op.name], backward=True, grads=(out, lse, g_out, g_lse),
+                             grad_caps=tuple(p["grad_caps"]))
+    lw.add_kernel(fk)
+    log("fusion", f"{kname}: flex_attention backward as one kernel, B={B} HQ={HQ} HKV={HKV} "
+           f"L={L} S={S} E={E} tiles {QB}x{KB}", 3)
+    return None
+__all__ = ["DECODE_MAX_ITEMS", "DECODE_MAX_L", "lower_flex", "lower_flex_backward"]
