@@ -249,3 +249,37 @@ def test_compiled_backward_equals_eager_backward_with_masks_and_lse_grad():
     ember.compile(step)(q, k, v)
     for x, w in zip((q, k, v), want):
         np.testing.assert_allclose(x.grad.numpy(), w, rtol=1e-4, atol=2e-5)
+
+
+# ------------------------------------------------------------------------- flash-decoding
+def test_flash_decoding_is_chosen_by_shape():
+    from ember.compiler.c.lower.flex import _splits
+
+    assert _splits(1, 8, 1, 32768, 128, 128, 128) == 256       # decode: key partitions
+    assert _splits(1, 8, 1, 32768, 128, 128, 1024) == 32       # PARTITION_SIZE option
+    assert _splits(1, 8, 1024, 1024, 128, 128, 128) == 1        # prefill: row blocks suffice
+    assert _splits(8, 16, 1, 4096, 128, 128, 128) == 1          # enough (batch, head) items
+
+
+@pytest.mark.parametrize("L", [1, 5])
+def test_compiled_flash_decoding_equals_unsplit_and_torch(L):
+    S = 1000
+    q, k, v = _qkv(1, 4, 2, L, S, E=16)
+
+    def mask(b, h, qi, kv):
+        return kv <= 650 + qi
+
+    bm = efa.create_block_mask(mask, None, None, L, S)
+    tbm = tfa.create_block_mask(mask, None, None, L, S, device="cpu")
+
+    def run(opts):
+        return ember.compile(lambda q, k, v: efa.flex_attention(
+            q, k, v, score_mod=rel_bias, block_mask=bm, enable_gqa=True, return_lse=True,
+            kernel_options=opts))(q, k, v)
+
+    split, whole = run({"PARTITION_SIZE": 128}), run({"PARTITION_SIZE": 1 << 20})
+    want = tfa.flex_attention(_pair(q), _pair(k), _pair(v), score_mod=rel_bias, block_mask=tbm,
+                              enable_gqa=True, return_lse=True)
+    for a, b, w in zip(split, whole, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a.numpy(), w.numpy(), rtol=1e-5, atol=ATOL)

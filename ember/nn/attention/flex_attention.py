@@ -36,6 +36,7 @@ from ember._frontend.pointwise_math import exp, log
 from ember.autograd import grad_mode
 from ember.errors import DTypeError, EmberNotImplementedError, EmberRuntimeError, EmberValueError
 from ember.nn.attention._flex_backward import FlexAttentionFunction, ScoreTile
+from ember.nn.attention._flex_decode import split_kv_run, use_split
 from ember.nn.attention._flex_fused import fused_forward as _fused
 from ember.nn.attention._flex_block_mask import (
     _DEFAULT_SPARSE_BLOCK_SIZE,
@@ -334,7 +335,7 @@ _FNS = {
 
 
 def _dispatch(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> tuple:
-    """No grad: the blockwise loop.  Grad of q/k/v only: the loop with the blockwise
+    """No grad: the blockwise loop (flash-decoding for a short query over many keys).  Grad of q/k/v only: the loop with the blockwise
     flash backward (O(tile) memory).  score_mod captures a tensor needing grad: autograd
     through the loop (exact; saves every tile's intermediates)."""
     needs = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
@@ -343,6 +344,8 @@ def _dispatch(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> tup
         return _run(query, key, value, *run_args)
     if needs:
         return FlexAttentionFunction.apply(query, key, value, run_args, _FNS)
+    if use_split(query.size(-2), key.size(-2), run_args[4]):
+        return split_kv_run(query, key, value, run_args)  # flash-decoding
     return _run(query, key, value, *run_args)
 
 
