@@ -71,8 +71,15 @@ def captured_tensors(fn: Callable, seen: set | None = None) -> list:
         if isinstance(c, Tensor):
             if all(c is not x for x in out):
                 out.append(c)
-        elif isinstance(c, types.FunctionType):
+        elif isinstance(c, (types.FunctionType, types.MethodType)):
             out += [t for t in captured_tensors(c, seen) if all(t is not x for x in out)]
+        elif hasattr(c, "__dict__") and not isinstance(c, (type, types.ModuleType)):
+            # an object the mod reads attributes of (PagedAttention's page tables)
+            out += [t for t in vars(c).values()
+                    if isinstance(t, Tensor) and all(t is not x for x in out)]
+            out += [t for m in (getattr(type(c), n, None) for n in code.co_names)
+                    if isinstance(m, types.FunctionType)
+                    for t in captured_tensors(m, seen) if all(t is not x for x in out)]
     return out
 
 
