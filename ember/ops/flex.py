@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
-from ember.errors import ShapeError
+from ember.errors import EmberNotImplementedError, ShapeError
 from ember.ops.registry import REGISTRY, OpDef, bind, register
 
 # mod inputs: score_mod(score, b, h, q_idx, kv_idx) numbers them 0..4; mask_mod(b, h, q, kv)
@@ -187,6 +187,7 @@ def _load_eager(table, *index) -> np.ndarray:  # noqa: ANN001
 
 FLEX_LOAD = register(OpDef(
     "flex_load", "composite", _load_meta, _load_eager, None,
+    tags=frozenset({"nondifferentiable"}),
     doc="A captured tensor read at integer index tensors inside a traced score_mod/mask_mod.",
 ))
 __all__ += ["FLEX_LOAD"]
@@ -373,12 +374,16 @@ def _bwd_eager(q, k, v, out, lse, g_out, g_lse, kv_num, kv_idx, full_num, full_i
 
 FLEX_ATTENTION_FUSED_BACKWARD = register(OpDef(
     "flex_attention_fused_backward", "composite", _bwd_meta, _bwd_eager, None, num_outputs=0,
-    tags=frozenset({"multi_output"}),
+    tags=frozenset({"multi_output", "nondifferentiable"}),
     doc="Gradients of flex_attention_fused: dq, dk, dv and the captured tensors' (grad_caps).",
 ))
 
 
 def _fused_vjp(ctx, g_out, g_lse=None, g_max=None):  # noqa: ANN001, ARG001
+    if ctx.create_graph:
+        raise EmberNotImplementedError(
+            "[flex_attention] double backward through the fused (compiled) flex_attention is "
+            "not supported; call it outside ember.compile for higher-order gradients")
     q, k, v, kvn, kvi, fkn, fki, *captured = ctx.inputs
     out, lse, _ = ctx.outputs
     p = ctx.params
