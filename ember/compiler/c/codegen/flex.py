@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from ember import dtypes as dt
+from ember.compiler.c.build import blas
 from ember.compiler.c.ir.kernels import FlexAttentionKernel
 from ember.compiler.c.ir.loop_ir import COMPUTE_CTYPES, CTYPES
 from ember.compiler.c.lower.context import c_scalar
 from ember.ops.registry import REGISTRY
 
 _TEMPLATE = (Path(__file__).with_name("csrc") / "flex_attention.c.in").read_text()
-_IND = " " * 10
+_IND = " " * 12
 
 
 def _dtype(name: str) -> Any:
@@ -112,6 +113,7 @@ def kernel_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
         SPLITS=k.splits, scale=repr(float(k.scale)), mask=mask, score=score,
         O=k.outs[0].name, LSE=k.outs[1].name, MX=k.outs[2].name,
         omp_items=_omp(openmp, items, dynamic=True), omp_rows=_omp(openmp, k.B * k.HQ * k.L))
+    fmt.update(_products(k))
     for tag, x in (("q", k.q), ("k", k.k), ("v", k.v)):
         fmt[tag.upper()] = x.buf.name
         fmt[f"{tag}_off"] = x.offset
@@ -133,6 +135,43 @@ def kernel_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
                       f"h * {fki.strides[1]} + qi * {fki.strides[2]}")
         fmt["fki3"] = fki.strides[3]
     return _TEMPLATE.format(**fmt)
+
+
+def _products(k: FlexAttentionKernel) -> dict:
+    """The template's tile products: BLAS (one thread per call, as SDPA's kernel) on packed or
+    in-place K/V rows when NumPy's OpenBLAS is there, else the C register tiles."""
+    lib = blas.load_blas()
+    t = k.out.ctype
+    s = "f" if t == "float" else "d"
+    ks2, ks3, vs2, vs3 = k.k.strides[2], k.k.strides[3], k.v.strides[2], k.v.strides[3]
+    if lib is None:
+        pack = (f"      for (int64_t c = 0; c < nc; c++) {{\n"
+                f"        const {t} *krow = kp + (c0 + c) * {ks2}, *vrow = vp + (c0 + c) * {vs2};\n"
+                f"        for (int64_t e = 0; e < E; e++) kt[e * KB + c] = krow[e * {ks3}];\n"
+                f"        for (int64_t e = 0; e < EV; e++) vt[c * EV + e] = vrow[e * {vs3}];\n"
+                f"      }}\n      {k.name}_qk(qt, kt, st, nr, nc, E, KB);")
+        return dict(pack_qk=pack, pv=f"      {k.name}_pv(st, vt, acc, nr, nc, EV, KB);",
+                    blas_one="", blas_back="")
+    kin = (f"kp + c0 * {ks2}", str(ks2)) if ks3 == 1 else ("kt", "E")
+    vin = (f"vp + c0 * {vs2}", str(vs2)) if vs3 == 1 else ("vt", "EV")
+    lines = []
+    if ks3 != 1 or vs3 != 1:
+        lines.append("      for (int64_t c = 0; c < nc; c++) {")
+        if ks3 != 1:
+            lines.append(f"        for (int64_t e = 0; e < E; e++) kt[c * E + e] = "
+                         f"kp[(c0 + c) * {ks2} + e * {ks3}];")
+        if vs3 != 1:
+            lines.append(f"        for (int64_t e = 0; e < EV; e++) vt[c * EV + e] = "
+                         f"vp[(c0 + c) * {vs2} + e * {vs3}];")
+        lines.append("      }")
+    lines.append(f"      ember_attn_mm_{s}(0, 1, nr, nc, E, ({t})1, qt, E, {kin[0]}, {kin[1]}, "
+                 f"({t})0, st, KB);")
+    setter = lib.set_num_threads
+    return dict(pack_qk="\n".join(lines),
+                pv=f"      ember_attn_mm_{s}(0, 0, nr, EV, nc, ({t})1, st, KB, {vin[0]}, "
+                   f"{vin[1]}, ({t})1, acc, EV);",
+                blas_one=f"{setter}(1);" if setter else "",
+                blas_back=f"{setter}(ember_num_threads);" if setter else "")
 
 
 def _omp(openmp: bool, iterations: int, dynamic: bool = False) -> str:
