@@ -22,7 +22,7 @@ expressions number them.  Outputs: ``out (B, Hq, L, Ev)``, ``lse`` and ``max`` `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,6 +33,16 @@ from ember.ops.registry import REGISTRY, OpDef, bind, register
 # mod inputs: score_mod(score, b, h, q_idx, kv_idx) numbers them 0..4; mask_mod(b, h, q, kv)
 # uses 1..4 (the same numbering, without the score)
 MOD_INPUTS = ("score", "b", "h", "q_idx", "kv_idx")
+
+
+class FlexTiles(NamedTuple):
+    """Tile sizes of the fused kernel: query rows and keys per block, keys per flash-decoding
+    partition.  (A NamedTuple, not a tuple: the graph key keeps it as structure instead of
+    lifting its numbers to runtime scalars.)"""
+
+    q_block: int
+    kv_block: int
+    partition: int = 128
 
 
 @dataclass(frozen=True)
@@ -104,7 +114,7 @@ def _dense_status(num: np.ndarray, idx: np.ndarray, nkv: int) -> np.ndarray:
 
 
 def _meta(q, k, v, kv_num, kv_idx, full_num, full_idx, *captured, score, mask, scale,  # noqa: ANN001
-          block, has_full, partition=0) -> tuple:
+          block, has_full) -> tuple:
     B, Hq, L, E = q.shape
     if k.shape[-1] != E or k.shape[-2] != v.shape[-2] or k.shape[1] == 0 or Hq % k.shape[1]:
         raise ShapeError(f"[flex_attention_fused] q {tuple(q.shape)}, k {tuple(k.shape)}, "
@@ -123,13 +133,13 @@ def block_status(kv_num: np.ndarray, kv_idx: np.ndarray, full_num: Any, full_idx
 
 
 def _eager(q, k, v, kv_num, kv_idx, full_num, full_idx, *captured, score, mask, scale,  # noqa: ANN001
-           block, has_full, partition=0) -> tuple:
+           block, has_full) -> tuple:
     wdt = np.float64 if q.dtype == np.float64 else np.float32
     q, k, v = (np.asarray(x, dtype=wdt) for x in (q, k, v))
     B, Hq, L, _ = q.shape
     Bk, Hkv, S, _ = k.shape
     G = Hq // Hkv
-    qb, kb = block
+    qb, kb = block[0], block[1]
     nkv = -(-S // kb)
     status = block_status(kv_num, kv_idx, full_num if has_full else None,
                           full_idx if has_full else None, nkv)
@@ -170,7 +180,7 @@ def _eager(q, k, v, kv_num, kv_idx, full_num, full_idx, *captured, score, mask, 
     return out, lse, mx
 
 
-__all__ = ["FLEX_ATTENTION_FUSED", "FlexExpr", "MOD_INPUTS", "block_status", "eval_expr"]
+__all__ = ["FLEX_ATTENTION_FUSED", "FlexExpr", "FlexTiles", "MOD_INPUTS", "block_status", "eval_expr"]
 
 
 def _load_meta(table, *index) -> tuple:  # noqa: ANN001
@@ -338,7 +348,7 @@ def _bwd_eager(q, k, v, out, lse, g_out, g_lse, kv_num, kv_idx, full_num, full_i
     q, k, v, out, lse, g_out = (np.asarray(x, dtype=wdt) for x in (q, k, v, out, lse, g_out))
     B, Hq, L, _ = q.shape
     Bk, Hkv, S, _ = k.shape
-    qb, kb = block
+    qb, kb = block[0], block[1]
     status = block_status(kv_num, kv_idx, full_num if has_full else None,
                           full_idx if has_full else None, -(-S // kb))
     cap = [np.asarray(c) for c in captured]

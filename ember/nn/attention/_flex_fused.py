@@ -21,7 +21,7 @@ from ember._frontend.creation import from_numpy
 from ember.autograd import grad_mode
 from ember.nn.attention._flex_block_mask import _LARGE_SPARSE_BLOCK_SIZE, noop_mask
 from ember.nn.attention._flex_trace import trace_mod
-from ember.ops.flex import FLEX_ATTENTION_FUSED, grad_reason
+from ember.ops.flex import FLEX_ATTENTION_FUSED, FlexTiles, grad_reason
 from ember.ops.registry import bind
 from ember.tensor import Tensor
 
@@ -73,8 +73,8 @@ def fused_forward(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) ->
             return None
     has_full = mask_tensors[2] is not None
     return bind(FLEX_ATTENTION_FUSED, query, key, value, *mask_tensors, *captured, score=score,
-                mask=mask, scale=float(scale), block=(qb, kb), has_full=has_full,
-                partition=int(options.get("PARTITION_SIZE", 128)))
+                mask=mask, scale=float(scale), has_full=has_full,
+                block=FlexTiles(qb, kb, int(options.get("PARTITION_SIZE", 128))))
 
 
 __all__ = ["fused_forward"]

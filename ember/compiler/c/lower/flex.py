@@ -90,6 +90,8 @@ def lower_flex(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "a captured tensor without a C type"
     if type(p["scale"]) is not float:
         return "symbolic scale"
+    if any(type(x) is not int for x in p["block"]):
+        return "symbolic tile sizes"
     for expr in (p["score"], p["mask"]):
         why = _mod_reason(lw, expr)
         if why:
@@ -110,8 +112,8 @@ def lower_flex(lw: LoweringContext, i: int, n: Any) -> str | None:
     q, k, v = ops[:3]
     B, HQ, L, E = q.shape
     _, HKV, S, EV = v.shape
-    QB, KB = (int(x) for x in p["block"])
-    splits = _splits(B, HQ, L, S, QB, KB, p.get("partition", 128))
+    QB, KB = int(p["block"][0]), int(p["block"][1])
+    splits = _splits(B, HQ, L, S, QB, KB, getattr(p["block"], "partition", 128))
     lw.close_group()
     lw.open_segment()
     outs = []
@@ -157,6 +159,8 @@ def lower_flex_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "a captured tensor needing a gradient in another dtype than q"
     if type(p["scale"]) is not float:
         return "symbolic scale"
+    if any(type(x) is not int for x in p["block"]):
+        return "symbolic tile sizes"
     for expr in (p["score"], p["mask"]):
         why = _mod_reason(lw, expr)
         if why:
@@ -177,7 +181,7 @@ def lower_flex_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
     q, k, v, out, lse, g_out, g_lse = ops[:7]
     B, HQ, L, E = q.shape
     _, HKV, S, EV = v.shape
-    QB, KB = (int(x) for x in p["block"])
+    QB, KB = int(p["block"][0]), int(p["block"][1])
     lw.close_group()
     lw.open_segment()
     outs = []
