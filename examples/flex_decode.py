@@ -15,7 +15,6 @@ import argparse
 
 import ember as torch
 import ember.nn as nn
-import ember.nn.functional as F
 from ember.nn.attention.experimental._paged_attention import PagedAttention
 from ember.nn.attention.flex_attention import create_block_mask, flex_attention
 
@@ -67,6 +66,11 @@ class GPT(nn.Module):
         return self.logits(x)
 
 
+def _upto(pos: torch.Tensor):  # noqa: ANN202
+    """mask_mod: sequence b sees its keys up to position pos[b]."""
+    return lambda b, h, q, kv: kv <= pos[b]
+
+
 def generate_unpaged(model: GPT, prompts: list, steps: int) -> list:
     out = []
     for p in prompts:
@@ -102,8 +106,8 @@ def generate_paged(model: GPT, prompts: list, steps: int, n_pages: int = 32) -> 
         for s, tok in zip(seqs, nxt):
             s.append(tok)
         pos = torch.tensor([len(s) - 1 for s in seqs])  # the new token's position
-        logical = create_block_mask(lambda b, h, q, kv: kv <= pos[b], bsz, None, 1,
-                                    n_pages * PAGE, device="cpu", BLOCK_SIZE=(1, PAGE))
+        logical = create_block_mask(_upto(pos), bsz, None, 1, n_pages * PAGE, device="cpu",
+                                    BLOCK_SIZE=(1, PAGE))
         bm = pa.convert_logical_block_mask(logical, batch, kv_len=pos + 1)
         x = model.embed(torch.tensor([[s[-1]] for s in seqs]), pos.unsqueeze(1))
         for blk, (kc, vc) in zip(model.blocks, caches):

@@ -173,14 +173,15 @@ def _eager(q, k, v, kv_num, kv_idx, full_num, full_idx, *captured, score, mask, 
             p = np.exp(s - m_safe[..., None])
             den = p.sum(-1)
             o = (p.reshape(B, Hkv, G, r1 - r0, S) @ vv[:, :, None]).reshape(B, Hq, r1 - r0, -1)
-            out[:, :, r0:r1] = np.where(den[..., None] > 0, o / np.where(den > 0, den, 1)[..., None],
-                                        0)
+            safe = np.where(den > 0, den, 1)[..., None]
+            out[:, :, r0:r1] = np.where(den[..., None] > 0, o / safe, 0)
             lse[:, :, r0:r1] = np.log(den) + m_safe
             mx[:, :, r0:r1] = m
     return out, lse, mx
 
 
-__all__ = ["FLEX_ATTENTION_FUSED", "FlexExpr", "FlexTiles", "MOD_INPUTS", "block_status", "eval_expr"]
+__all__ = ["FLEX_ATTENTION_FUSED", "FlexExpr", "FlexTiles", "MOD_INPUTS", "block_status",
+           "eval_expr"]
 
 
 def _load_meta(table, *index) -> tuple:  # noqa: ANN001

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from tests.opinfo.core import OpInfo, Sample, make
 
 MASKS = {

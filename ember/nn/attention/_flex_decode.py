@@ -10,7 +10,7 @@ Memory is O(L x S) for L <= 64 rows (never a square matrix).  The compiled path 
 inside its C kernel (``compiler/c/lower/flex.py``: partitions as parallel work items).
 """
 
-# ruff: noqa: N806
+# ruff: noqa: N803, N806
 
 from __future__ import annotations
 

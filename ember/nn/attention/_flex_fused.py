@@ -8,7 +8,7 @@ Used while a compiled function records (``ember.compile``) when the mods trace
 flex_attention records its blockwise loop of ordinary ops.
 """
 
-# ruff: noqa: N806
+# ruff: noqa: N803, N806
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from ember.ops.registry import bind
 from ember.tensor import Tensor
 
 
-class _NoTrace(Exception):
+class _NoTrace(Exception):  # noqa: N818 (control flow, never escapes)
     pass
 
 

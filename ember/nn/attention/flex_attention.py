@@ -36,8 +36,6 @@ from ember._frontend.pointwise_math import exp, log
 from ember.autograd import grad_mode
 from ember.errors import DTypeError, EmberNotImplementedError, EmberRuntimeError, EmberValueError
 from ember.nn.attention._flex_backward import FlexAttentionFunction, ScoreTile
-from ember.nn.attention._flex_decode import split_kv_run, use_split
-from ember.nn.attention._flex_fused import fused_forward as _fused
 from ember.nn.attention._flex_block_mask import (
     _DEFAULT_SPARSE_BLOCK_SIZE,
     _LARGE_SPARSE_BLOCK_SIZE,
@@ -55,6 +53,8 @@ from ember.nn.attention._flex_block_mask import (
     noop_mask,
     or_masks,
 )
+from ember.nn.attention._flex_decode import split_kv_run, use_split
+from ember.nn.attention._flex_fused import fused_forward as _fused
 from ember.tensor import Tensor
 
 __all__ = ["BlockMask", "flex_attention", "AuxOutput", "AuxRequest", "FlexKernelOptions",
@@ -335,7 +335,8 @@ _FNS = {
 
 
 def _dispatch(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> tuple:
-    """No grad: the blockwise loop (flash-decoding for a short query over many keys).  Grad of q/k/v only: the loop with the blockwise
+    """No grad: the blockwise loop (flash-decoding for a short query over many keys).
+    Grad of q/k/v only: the loop with the blockwise
     flash backward (O(tile) memory).  score_mod captures a tensor needing grad: autograd
     through the loop (exact; saves every tile's intermediates)."""
     needs = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))

@@ -4,7 +4,6 @@ C statements (``render_mod``).  The lowering: ``lower/flex.py``."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 

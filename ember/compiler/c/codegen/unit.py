@@ -687,8 +687,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, AttentionKernel, FlexAttentionKernel,
-                                 IndexKernel, DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel,
-                                 SearchKernel))
+                                 IndexKernel, DimIndexKernel, AdvIndexKernel, PoolKernel,
+                                 SortKernel, SearchKernel))
                   and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:

@@ -597,5 +597,6 @@ class FlexAttentionKernel:
 
 
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
-           "FlexAttentionKernel", "FlexOperand", "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
+           "FlexAttentionKernel", "FlexOperand", "GemmKernel", "Im2colKernel", "IndexKernel",
+           "MatOperand", "PoolKernel",
            "ScanKernel", "SearchKernel", "SortKernel"]

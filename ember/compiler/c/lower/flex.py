@@ -17,7 +17,7 @@ Lowered: float32/float64 q/k/v of one dtype with static sizes, int32 BlockMask t
 captured tensors of a C dtype.  Anything else stays an extern (the node's eager kernel).
 """
 
-# ruff: noqa: N806
+# ruff: noqa: N803, N806
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _operand(m: Any, ndim: int) -> FlexOperand | None:
 def _mod_reason(lw: LoweringContext, expr: Any) -> str | None:
     if expr is None:
         return None
-    for op, args, params, out_name in expr.nodes:
+    for op, _args, params, out_name in expr.nodes:
         if out_name not in ("float32", "float64", "int32", "int64", "bool"):
             return f"a traced mod computes {out_name}"
         if op == "flex_load":
