@@ -230,26 +230,27 @@ def _lit(x: Any) -> str:
     return repr(x) if isinstance(x, int) else repr(float(x))
 
 
-def _grad_source(k: FlexAttentionKernel, atomics: bool) -> str:
-    """The tile body of the backward: p, ds, and ``gs`` (ds through score_mod); with
-    ``atomics`` also the captured tensors' gradients."""
+def _grad_source(k: FlexAttentionKernel, atomics: bool, partial: bool) -> str:
+    """The backward's per-element body (no branches, so gcc vectorizes it): p, ds and ``gs``
+    (ds through score_mod); with ``atomics`` also the captured tensors' gradients; ``partial``
+    applies mask_mod."""
     t = k.out.ctype
     ins = (k.q.buf.dtype, dt.int32, dt.int32, dt.int32, dt.int32)
-    mask = f"{_IND}const int keep = 1;" if k.mask is None else \
-        render_mod(k.mask, ins, k.captured, "keep", "int")
-    score = f"{_IND}const {t} res = x0;" if k.score is None else \
-        render_mod(k.score, ins, k.captured, "res", t)
-    lines = [f"{_IND}{t} p = 0, gs = 0;", f"{_IND}int keep_ = 1;", f"{_IND}if (partial) {{",
-             mask, f"{_IND}  keep_ = keep;", f"{_IND}}}",
-             f"{_IND}if (keep_ && lse_r != -INFINITY) {{",
-             f"{_IND}const {t} x0 = s[c] * scale;", score,
-             f"{_IND}p = ember_exp(res - lse_r);",
-             f"{_IND}const {t} ds = p * (dp[c] - delta + glse_r);"]
+    lines = []
+    if partial and k.mask is not None:
+        lines.append(render_mod(k.mask, ins, k.captured, "keep", "int"))
+    else:
+        lines.append(f"{_IND}const int keep = 1;")
+    lines.append(f"{_IND}const {t} x0 = s[c] * scale;")
+    lines.append(f"{_IND}const {t} res = x0;" if k.score is None else
+                 render_mod(k.score, ins, k.captured, "res", t))
+    lines += [f"{_IND}const int live = keep && lse_r != -INFINITY;",
+              f"{_IND}const {t} p = live ? ember_exp(live ? res - lse_r : ({t})0) : ({t})0;",
+              f"{_IND}const {t} ds = p * (dp[c] - delta + glse_r);"]
     if k.score is None:
-        lines.append(f"{_IND}gs = ds;")
+        lines.append(f"{_IND}const {t} gs = ds;")
     else:
         lines += _reverse_lines(k, t, atomics)
-    lines.append(f"{_IND}}}")
     return "\n".join(lines)
 
 
@@ -277,7 +278,7 @@ def _reverse_lines(k: FlexAttentionKernel, t: str, atomics: bool) -> list:
 
     vals = [CText(f"res_v{j}") for j in range(len(k.score.nodes))]
     d_score, loads = reverse(k.score, CText("ds"), vals, get, k.grad_caps, sel, 0, let)
-    out.append(f"{_IND}gs = ({t})({_lit(d_score)});")
+    out.append(f"{_IND}const {t} gs = live ? ({t})({_lit(d_score)}) : ({t})0;")
     if atomics:
         outs = dict(zip(k.grad_caps, k.outs[3:]))
         for c, iargs, adj in loads:
@@ -288,13 +289,15 @@ def _reverse_lines(k: FlexAttentionKernel, t: str, atomics: bool) -> list:
                 terms.append(f"(((int64_t)({text}) + ({text} < 0 ? {cap.shape[d]} : 0)) * "
                              f"{stride})")
                 stride *= cap.shape[d]
-            out.append(f"{_IND}#pragma omp atomic")
-            out.append(f"{_IND}{outs[c].name}[{' + '.join(terms)}] += ({t})({_lit(adj)});")
+            out.append(f"{_IND}if (live) {{")
+            out.append("#pragma omp atomic")
+            out.append(f"{_IND}  {outs[c].name}[{' + '.join(terms)}] += ({t})({_lit(adj)});")
+            out.append(f"{_IND}}}")
     return out
 
 
-def _rows_source(k: FlexAttentionKernel) -> tuple[str, str, str, str]:
-    """(pass-1 row loads, pass-2 row load with its dots, pass-1 dots, tile packing)."""
+def _rows_source(k: FlexAttentionKernel) -> tuple[str, str, str]:
+    """(pass-1 row loads with dq zeroed, pass-2 row loads, K/V tile packing)."""
     o, lse, go, gl = k.grads
 
     def at(x: Any, idx: list) -> str:
@@ -302,55 +305,29 @@ def _rows_source(k: FlexAttentionKernel) -> tuple[str, str, str, str]:
             f" + ({i}) * {s}" for i, s in zip(idx, x.strides)) + "]"
 
     glse = "0" if gl is None else at(gl, ["b", "h", "r0 + r"])
-    load_rows = "\n    ".join([
-        "for (int64_t r = 0; r < nr; r++) {",
-        "  double d_ = 0;",
-        f"  for (int64_t e = 0; e < E; e++) {{ qt[r * E + e] = "
-        f"{at(k.q, ['b', 'h', 'r0 + r', 'e'])}; dq[r * E + e] = 0; }}",
-        "  for (int64_t e = 0; e < EV; e++) {",
-        f"    dot[r * EV + e] = {at(go, ['b', 'h', 'r0 + r', 'e'])};",
-        f"    d_ += (double)dot[r * EV + e] * (double){at(o, ['b', 'h', 'r0 + r', 'e'])};",
-        "  }",
-        f"  dl[r] = d_; ls[r] = {at(lse, ['b', 'h', 'r0 + r'])}; gl[r] = {glse};",
-        "}"])
-    dots = "\n        ".join([
-        "for (int64_t c = 0; c < nc; c++) { s[c] = 0; dp[c] = 0; }",
-        "for (int64_t e = 0; e < E; e++) {",
-        "  const {T} qv = qt[r * E + e], *ke = kt + e * KB;",
-        "  for (int64_t c = 0; c < nc; c++) s[c] += qv * ke[c];",
-        "}",
-        "for (int64_t e = 0; e < EV; e++) {",
-        "  const {T} gv = dot[r * EV + e], *ve = vt + e * KB;",
-        "  for (int64_t c = 0; c < nc; c++) dp[c] += gv * ve[c];",
-        "}",
-        "const {T} delta = dl[r], lse_r = ls[r], glse_r = gl[r];"]).replace("{T}", k.out.ctype)
-    load_row = "\n            ".join([
-        "double d_ = 0;",
-        f"for (int64_t e = 0; e < E; e++) qrow[e] = {at(k.q, ['b', 'h', 'r0 + r', 'e'])};",
-        "for (int64_t e = 0; e < EV; e++) {",
-        f"  dor[e] = {at(go, ['b', 'h', 'r0 + r', 'e'])};",
-        f"  d_ += (double)dor[e] * (double){at(o, ['b', 'h', 'r0 + r', 'e'])};",
-        "}",
-        f"const {{T}} delta = ({{T}})d_, lse_r = {at(lse, ['b', 'h', 'r0 + r'])}, "
-        f"glse_r = {glse};",
-        "for (int64_t c = 0; c < nc; c++) { s[c] = 0; dp[c] = 0; }",
-        "for (int64_t e = 0; e < E; e++) {",
-        "  const {T} qv = qrow[e], *ke = kt + e * KB;",
-        "  for (int64_t c = 0; c < nc; c++) s[c] += qv * ke[c];",
-        "}",
-        "for (int64_t e = 0; e < EV; e++) {",
-        "  const {T} gv = dor[e], *ve = vt + e * KB;",
-        "  for (int64_t c = 0; c < nc; c++) dp[c] += gv * ve[c];",
-        "}"]).replace("{T}", k.out.ctype)
+
+    def rows(zero_dq: bool, ind: str) -> str:
+        dq = " dq[r * E + e] = 0;" if zero_dq else ""
+        return f"\n{ind}".join([
+            "for (int64_t r = 0; r < nr; r++) {",
+            "  double d_ = 0;",
+            f"  for (int64_t e = 0; e < E; e++) {{ qt[r * E + e] = "
+            f"{at(k.q, ['b', 'h', 'r0 + r', 'e'])};{dq} }}",
+            "  for (int64_t e = 0; e < EV; e++) {",
+            f"    dot[r * EV + e] = {at(go, ['b', 'h', 'r0 + r', 'e'])};",
+            f"    d_ += (double)dot[r * EV + e] * (double){at(o, ['b', 'h', 'r0 + r', 'e'])};",
+            "  }",
+            f"  dl[r] = d_; ls[r] = {at(lse, ['b', 'h', 'r0 + r'])}; gl[r] = {glse};",
+            "}"])
+
     pack = "\n      ".join([
         "for (int64_t c = 0; c < nc; c++) {",
-        f"  const {k.out.ctype} *krow = kp + (c0 + c) * {k.k.strides[2]}, "
-        f"*vrow = vp + (c0 + c) * {k.v.strides[2]};",
-        f"  for (int64_t e = 0; e < E; e++) {{ kt[e * KB + c] = krow[e * {k.k.strides[3]}]; "
-        f"kr[c * E + e] = kt[e * KB + c]; }}",
-        f"  for (int64_t e = 0; e < EV; e++) vt[e * KB + c] = vrow[e * {k.v.strides[3]}];",
+        f"  for (int64_t e = 0; e < E; e++) kr[c * E + e] = "
+        f"kp[(c0 + c) * {k.k.strides[2]} + e * {k.k.strides[3]}];",
+        f"  for (int64_t e = 0; e < EV; e++) vr[c * EV + e] = "
+        f"vp[(c0 + c) * {k.v.strides[2]} + e * {k.v.strides[3]}];",
         "}"])
-    return load_rows, load_row, dots, pack
+    return rows(True, "    "), rows(False, "          "), pack
 
 
 def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
@@ -361,7 +338,7 @@ def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     kvn, kvi, fkn, fki = k.blocks
     nq, nkv = -(-k.L // k.QB), -(-k.S // k.KB)
-    load_rows, load_row, dots, pack = _rows_source(k)
+    load_rows_q, load_rows, pack = _rows_source(k)
     full_fill = ""
     if fkn is not None:
         full_fill = (
@@ -378,13 +355,17 @@ def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
         HQ=k.HQ, HKV=k.HKV, BK=k.k.shape[0], L=k.L, S=k.S, E=k.E, EV=k.EV, QB=k.QB, KB=k.KB,
         NQ=nq, NKV=nkv, BM=kvn.shape[0], HM=kvn.shape[1], scale=repr(float(k.scale)),
         KVN=kvn.buf.name, kvn_off=kvn.offset, KVI=kvi.buf.name, kvi_off=kvi.offset,
-        full_fill=full_fill, zero_caps=zero, load_rows=load_rows, load_row=load_row,
-        row_dots=dots, pack=pack, tile_body_caps=_grad_source(k, True),
-        tile_body=_grad_source(k, False).replace("\n" + _IND, "\n" + _IND + "    "),
+        full_fill=full_fill, zero_caps=zero, load_rows_q=load_rows_q, load_rows=load_rows,
+        pack=pack, q_partial=_grad_source(k, True, True), q_full=_grad_source(k, True, False),
+        kv_partial=_grad_source(k, False, True), kv_full=_grad_source(k, False, False),
+        s="f" if k.out.ctype == "float" else "d",
         DQ=k.outs[0].name, DK=k.outs[1].name, DV=k.outs[2].name, K=k.k.buf.name,
         V=k.v.buf.name, k_off=k.k.offset, v_off=k.v.offset,
         omp_q=_omp(openmp, k.B * k.HQ * nq, dynamic=True),
         omp_kv=_omp(openmp, k.k.shape[0] * k.HKV * nkv, dynamic=True))
+    setter = None if blas.load_blas() is None else blas.load_blas().set_num_threads
+    fmt["blas_one"] = f"{setter}(1);" if setter else ""
+    fmt["blas_back"] = f"{setter}(ember_num_threads);" if setter else ""
     for d, st in enumerate(kvn.strides):
         fmt[f"kvn{d}"] = st
     for d, st in enumerate(kvi.strides):
