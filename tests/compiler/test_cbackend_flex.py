@@ -283,3 +283,31 @@ def test_compiled_flash_decoding_equals_unsplit_and_torch(L):
     for a, b, w in zip(split, whole, want):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(a.numpy(), w.numpy(), rtol=1e-5, atol=ATOL)
+
+
+def test_table_computed_inside_the_compiled_function_gets_its_gradient():
+    L = 70
+    ember.manual_seed(0)
+    q, k, v = (ember.randn(1, 2, L, 8) for _ in range(3))
+    param = ember.randn(2 * L, requires_grad=True)
+
+    def fn(q, k, v):
+        table = param * 2 + 1   # lazy inside the graph: captured as a node's value
+
+        def bias(s, b, h, qi, kv):
+            return s + table[qi - kv + L]
+
+        out = efa.flex_attention(q, k, v, score_mod=bias)
+        out.sum().backward()
+        return out.detach()
+
+    want = fn(q, k, v)
+    g_want = param.grad.numpy().copy()
+    param.grad = None
+    ex = ember.compiler.explain(fn)(q, k, v)
+    assert ex.extern_count == 0 and ex.graph_count == 1
+    assert "flex_attention_fused_backward" in str(ex)
+    param.grad = None
+    got = ember.compile(fn)(q, k, v)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(param.grad.numpy(), g_want, rtol=1e-4, atol=1e-5)
