@@ -311,3 +311,26 @@ def test_table_computed_inside_the_compiled_function_gets_its_gradient():
     got = ember.compile(fn)(q, k, v)
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(param.grad.numpy(), g_want, rtol=1e-4, atol=1e-5)
+
+
+def _where_mod(lib):
+    def where_mod(score, b, h, q, kv):  # a Python -inf constant in a float where
+        return lib.where(q >= kv, score * 0.5, -float("inf"))
+    return where_mod
+
+
+def _sigmoid_mod(lib):
+    def sigmoid_mod(score, b, h, q, kv):
+        return score * lib.sigmoid(score) + lib.exp(-(q - kv).abs() * 0.1)
+    return sigmoid_mod
+
+
+@pytest.mark.parametrize("make", [_where_mod, _sigmoid_mod], ids=["where_inf", "sigmoid_exp"])
+def test_constants_and_more_ops_in_score_mod(make):
+    q, k, v = _qkv(1, 2, 2, 50, 50, E=8)
+    fn = lambda q, k, v: efa.flex_attention(q, k, v, score_mod=make(ember))  # noqa: E731
+    ex = ember.compiler.explain(fn)(q, k, v)
+    assert ex.extern_count == 0 and "flex_attention_fused" in str(ex)
+    want = tfa.flex_attention(_pair(q), _pair(k), _pair(v), score_mod=make(torch))
+    np.testing.assert_allclose(ember.compile(fn)(q, k, v).numpy(), want.numpy(), rtol=1e-5,
+                               atol=ATOL)

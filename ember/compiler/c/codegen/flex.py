@@ -61,7 +61,10 @@ def render_mod(expr: Any, in_dtypes: tuple, captured: tuple, result: str, ctype:
             if tmpl is None:
                 raise ValueError(f"{op} has no C expression")
             refs = [arg(a) for a in args]
-            in_dt = next((d for _, d in refs if d is not None), out_dt)
+            # constants take the type of the value operands (where's cond is bool, its x/y
+            # are not), as the pointwise lowering does
+            in_dt = next((d for _, d in refs if d is not None and d == out_dt),
+                         next((d for _, d in refs if d is not None), out_dt))
             ct = COMPUTE_CTYPES[in_dt.np.name]
             texts = [t if d is not None else c_scalar(t, ct) for t, d in refs]
             fmt = {"T": ct}
