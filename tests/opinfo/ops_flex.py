@@ -70,6 +70,8 @@ def _samples(dtype, rng):
     def r(*s):
         return make(s, dtype, rng, -1.0, 1.0)
 
+    yield Sample((r(1, 1, 6, 4), r(1, 1, 6, 4), r(1, 1, 6, 4)),
+                 {"mask": "causal", "score": "softcap"}, desc="small (finite differences)")
     yield Sample((r(1, 2, 20, 8), r(1, 2, 20, 8), r(1, 2, 20, 8)), desc="no mask")
     yield Sample((r(2, 2, 37, 4), r(2, 2, 37, 4), r(2, 2, 37, 6)), {"mask": "causal"},
                  desc="causal, L not a multiple of the block, Ev != E")
