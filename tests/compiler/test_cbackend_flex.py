@@ -334,3 +334,21 @@ def test_constants_and_more_ops_in_score_mod(make):
     want = tfa.flex_attention(_pair(q), _pair(k), _pair(v), score_mod=make(torch))
     np.testing.assert_allclose(ember.compile(fn)(q, k, v).numpy(), want.numpy(), rtol=1e-5,
                                atol=ATOL)
+
+
+@pytest.mark.parametrize("dtype", [ember.bfloat16, ember.float16], ids=["bf16", "f16"])
+def test_low_precision_computes_in_float32_like_eager(dtype):
+    q, k, v = (x.to(dtype) for x in _qkv(1, 2, 2, 90, 90, E=16))
+    bm = efa.create_block_mask(causal, None, None, 90, 90, BLOCK_SIZE=32)
+
+    def fn(q, k, v):
+        return efa.flex_attention(q, k, v, score_mod=soft_cap, block_mask=bm)
+
+    ex = ember.compiler.explain(fn)(q, k, v)
+    assert ex.extern_count == 0 and "flex_attention_fused" in str(ex)
+    got, want = ember.compile(fn)(q, k, v), fn(q, k, v)
+    assert got.dtype == dtype
+    eps = 2.0 ** -7 if dtype == ember.bfloat16 else 2.0 ** -10
+    # both compute in float32 and round once: at most one rounding step apart
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2 * eps,
+                               atol=2 * eps)

@@ -2,7 +2,8 @@
 with the traced ``score_mod``/``mask_mod``, which the C backend lowers to one kernel.
 
 Used while a compiled function records (``ember.compile``) when the mods trace
-(``_flex_trace.py``), the dtypes are float32/float64 and, where gradients are needed, the traced
+(``_flex_trace.py``), the dtypes are floating (float16/bfloat16 computed in float32, as eager)
+and, where gradients are needed, the traced
 ``score_mod`` has reverse-mode rules (``ember.ops.flex.GRAD_RULES``); its backward is the node
 ``flex_attention_fused_backward`` (dq, dk, dv, captured tensors' gradients).  Otherwise
 flex_attention records its blockwise loop of ordinary ops.
@@ -41,7 +42,14 @@ def _full_mask_tensors(L: int, S: int, qb: int, kb: int) -> tuple:
 def fused_forward(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> Any:
     """(out, lse, max) from one fused node, or None when this call cannot use it."""
     score_mod, block_mask, scale, _gqa, options = run_args
-    if query.dtype not in (dt.float32, dt.float64) or 0 in tuple(query.shape) + tuple(key.shape):
+    if 0 in tuple(query.shape) + tuple(key.shape):
+        return None
+    if query.dtype in (dt.float16, dt.bfloat16):
+        # as eager: computed in float32, the output rounded once (lse/max stay float32)
+        res = fused_forward(query.to(dt.float32), key.to(dt.float32), value.to(dt.float32),
+                            run_args)
+        return None if res is None else (res[0].to(query.dtype), res[1], res[2])
+    if query.dtype not in (dt.float32, dt.float64):
         return None
     needs_grad = grad_mode.is_grad_enabled()
     captured: list = []
