@@ -6,6 +6,13 @@ Run: ``python benchmarks/bench_flex_attention.py [--seq 1024] [--heads 8] [--dim
 interleaved rounds after warm-up, medians; ratios are to torch's SDPA(is_causal=True).
 ``--backward`` also times forward+backward of ember flex (torch's CPU flex has no backward)
 against ember and torch SDPA forward+backward.
+
+``--compiled`` runs issue 17's compiled cases instead (``ember.compile``: one C kernel per
+flex_attention): causal S=1024 forward vs ``torch.compile(flex_attention)`` and SDPA(is_causal);
+sliding window 256 at S=4096 vs SDPA with the dense mask; decode q_len=1 over 32768 keys vs
+``torch.compile(flex_attention)``; compiled forward+backward of causal S=1024 vs torch SDPA
+forward+backward (torch's eager CPU flex raises on backward, so it cannot be timed).  Each group
+prints its own table; ratios are torch / ember (> 1: ember faster).
 """
 
 from __future__ import annotations
@@ -66,6 +73,81 @@ def _cases(seq: int, heads: int, dim: int, backward: bool) -> dict:
     return cases
 
 
+def _time(cases: dict, rounds: int) -> dict:
+    for fn in cases.values():  # warm-up (compiles)
+        fn()
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {n: statistics.median(ts) for n, ts in times.items()}
+
+
+def _report(title: str, med: dict, ember_case: str) -> None:
+    print(f"\n{title}")
+    print("| case | median | torch / ember |")
+    print("|---|---|---|")
+    ref = med[ember_case]
+    for name, m in med.items():
+        print(f"| {name} | {m * 1e3:.2f} ms | {m / ref:.2f} |")
+
+
+def _arrays(shape_q: tuple, shape_kv: tuple) -> tuple:
+    g = np.random.default_rng(0)
+    arrs = [g.standard_normal(s).astype(np.float32) for s in (shape_q, shape_kv, shape_kv)]
+    return [ember.tensor(a) for a in arrs], [torch.from_numpy(a) for a in arrs]
+
+
+def compiled_cases(heads: int, dim: int, rounds: int) -> None:
+    """Issue 17's compiled benchmarks (see the module docstring)."""
+    t_flex = torch.compile(tfa.flex_attention, dynamic=False)
+    S = 1024
+    (eq, ek, ev), (tq, tk, tv) = _arrays((1, heads, S, dim), (1, heads, S, dim))
+    ebm = efa.create_block_mask(causal, None, None, S, S)
+    tbm = tfa.create_block_mask(causal, None, None, S, S, device="cpu")
+    e_fwd = ember.compile(lambda q, k, v: efa.flex_attention(q, k, v, block_mask=ebm))
+    _report(f"causal S={S} forward", _time({
+        "ember compiled flex": lambda: e_fwd(eq, ek, ev),
+        "torch compiled flex": lambda: t_flex(tq, tk, tv, block_mask=tbm),
+        "torch SDPA is_causal": lambda: torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv, is_causal=True)}, rounds), "ember compiled flex")
+
+    eg = [x.detach().requires_grad_(True) for x in (eq, ek, ev)]
+    tg = [x.detach().requires_grad_(True) for x in (tq, tk, tv)]
+    e_step = ember.compile(lambda q, k, v: efa.flex_attention(q, k, v, block_mask=ebm)
+                           .sum().backward())
+    _report(f"causal S={S} forward+backward", _time({
+        "ember compiled flex fwd+bwd": lambda: e_step(*eg),
+        "torch SDPA is_causal fwd+bwd": lambda: torch.nn.functional.scaled_dot_product_attention(
+            *tg, is_causal=True).sum().backward()}, rounds), "ember compiled flex fwd+bwd")
+
+    S, W = 4096, 256
+
+    def window(b, h, q, kv):  # noqa: ANN001, ANN202
+        return (q - kv <= W) & (kv - q <= W)
+
+    (eq, ek, ev), (tq, tk, tv) = _arrays((1, heads, S, dim), (1, heads, S, dim))
+    ebm = efa.create_block_mask(window, None, None, S, S)
+    idx = torch.arange(S)
+    dense = (idx[:, None] - idx[None, :]).abs() <= W
+    e_win = ember.compile(lambda q, k, v: efa.flex_attention(q, k, v, block_mask=ebm))
+    _report(f"sliding window {W} at S={S} forward", _time({
+        "ember compiled flex": lambda: e_win(eq, ek, ev),
+        "torch SDPA dense mask": lambda: torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv, attn_mask=dense)}, rounds), "ember compiled flex")
+
+    S = 32768
+    (eq, ek, ev), (tq, tk, tv) = _arrays((1, heads, 1, dim), (1, heads, S, dim))
+    e_dec = ember.compile(lambda q, k, v: efa.flex_attention(q, k, v))
+    _report(f"decode q_len=1 kv={S}", _time({
+        "ember compiled flex (flash-decoding)": lambda: e_dec(eq, ek, ev),
+        "torch compiled flex": lambda: t_flex(tq, tk, tv)}, rounds),
+        "ember compiled flex (flash-decoding)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seq", type=int, default=1024)
@@ -73,7 +155,11 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--backward", action="store_true")
+    ap.add_argument("--compiled", action="store_true")
     args = ap.parse_args()
+    if args.compiled:
+        compiled_cases(args.heads, args.dim, args.rounds)
+        return
     cases = _cases(args.seq, args.heads, args.dim, args.backward)
     for fn in cases.values():  # warm-up (torch's eager flex compiles its graph once)
         fn()

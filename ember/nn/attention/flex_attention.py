@@ -27,6 +27,7 @@ from typing import Any, Callable, NamedTuple, TypedDict
 
 import numpy as np
 
+from ember import _lazy
 from ember import dtypes as dt
 from ember._frontend.creation import from_numpy, full, ones, tensor, zeros
 from ember._frontend.movement import cat
@@ -52,6 +53,8 @@ from ember.nn.attention._flex_block_mask import (
     noop_mask,
     or_masks,
 )
+from ember.nn.attention._flex_decode import split_kv_run, use_split
+from ember.nn.attention._flex_fused import fused_forward as _fused
 from ember.tensor import Tensor
 
 __all__ = ["BlockMask", "flex_attention", "AuxOutput", "AuxRequest", "FlexKernelOptions",
@@ -332,7 +335,8 @@ _FNS = {
 
 
 def _dispatch(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> tuple:
-    """No grad: the blockwise loop.  Grad of q/k/v only: the loop with the blockwise
+    """No grad: the blockwise loop (flash-decoding for a short query over many keys).
+    Grad of q/k/v only: the loop with the blockwise
     flash backward (O(tile) memory).  score_mod captures a tensor needing grad: autograd
     through the loop (exact; saves every tile's intermediates)."""
     needs = grad_mode.is_grad_enabled() and any(x.requires_grad for x in (query, key, value))
@@ -341,6 +345,8 @@ def _dispatch(query: Tensor, key: Tensor, value: Tensor, run_args: tuple) -> tup
         return _run(query, key, value, *run_args)
     if needs:
         return FlexAttentionFunction.apply(query, key, value, run_args, _FNS)
+    if use_split(query.size(-2), key.size(-2), run_args[4]):
+        return split_kv_run(query, key, value, run_args)  # flash-decoding
     return _run(query, key, value, *run_args)
 
 
@@ -383,7 +389,8 @@ def flex_attention(query: Tensor, key: Tensor, value: Tensor,
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
     run_args = (score_mod, block_mask, float(scale), enable_gqa, dict(kernel_options or {}))
-    out, lse, mx = _dispatch(query, key, value, run_args)
+    fused = _fused(query, key, value, run_args) if _lazy.tracing() else None
+    out, lse, mx = fused if fused is not None else _dispatch(query, key, value, run_args)
     if return_aux is not None:
         return out, AuxOutput(lse=lse if return_aux.lse else None,
                               max_scores=mx if return_aux.max_scores else None)

@@ -28,12 +28,12 @@ from ember.compiler.c.build import runtime, toolchain
 from ember.compiler.c.build.runtime import C_PRELUDE
 from ember.compiler.c.codegen.gemm import TEMPLATES, canonical_source, gemm_prelude
 from ember.compiler.c.codegen.unit import PRELUDE, _entry, _kernel
+from ember.compiler.c.ir.kernels import (
+    GemmKernel,
+)
 from ember.compiler.c.ir.loop_ir import (
     Program,
     Segment,
-)
-from ember.compiler.c.ir.kernels import (
-    GemmKernel,
 )
 from ember.config import config
 

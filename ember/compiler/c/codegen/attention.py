@@ -9,7 +9,7 @@ from typing import Any
 from ember.compiler.c.build import blas
 from ember.compiler.c.codegen import csrc
 from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DIMS
-from ember.compiler.c.ir.kernels import AttentionKernel
+from ember.compiler.c.ir.kernels import AttentionKernel, FlexAttentionKernel
 
 BLOCK_ROWS = 64
 
@@ -20,7 +20,9 @@ _PRELUDE = csrc("attention.h.in")
 
 def prelude(program: Any) -> str:
     """The attention helpers of ``program``'s AttentionKernels ("" when it has none)."""
-    kernels = [k for k in program.kernels() if isinstance(k, AttentionKernel)]
+    # FlexAttentionKernels call the same per-thread product helper
+    kernels = [k for k in program.kernels() if isinstance(k, (AttentionKernel,
+                                                              FlexAttentionKernel))]
     if not kernels:
         return ""
     lib = blas.load_blas()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, csrc, index, pool, resample, rnn, sort
+from ember.compiler.c.codegen import attention, csrc, flex, index, pool, resample, rnn, sort
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
@@ -25,6 +25,7 @@ from ember.compiler.c.ir.kernels import (
     AdvIndexKernel,
     AttentionKernel,
     DimIndexKernel,
+    FlexAttentionKernel,
     GemmKernel,
     Im2colKernel,
     IndexKernel,
@@ -114,6 +115,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
     elif isinstance(k, AttentionKernel):
         kind = (f"attention{' backward' if k.backward else ''} {'x'.join(map(str, k.batch))} "
                 f"heads, L={k.L} S={k.S} E={k.E}")
+    elif isinstance(k, FlexAttentionKernel):
+        kind = f"flex attention B={k.B} HQ={k.HQ} L={k.L} S={k.S} E={k.E} splits={k.splits}"
     elif isinstance(k, IndexKernel):
         kind = (f"{'scatter-add' if k.scatter else 'gather'} {k.rows} rows x {k.cols}, "
                 f"{k.num} weights")
@@ -583,6 +586,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return attention.kernel_source(k)
     if isinstance(k, LstmKernel):
         return rnn.kernel_source(k)
+    if isinstance(k, FlexAttentionKernel):
+        return flex.kernel_source(k, openmp)
     if isinstance(k, IndexKernel):
         return index.kernel_source(k, openmp)
     if isinstance(k, DimIndexKernel):
@@ -645,9 +650,9 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         name, scalars = calls.get(k.name, (k.name, None))
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
-        checks = (isinstance(k, (ReduceKernel, AttentionKernel, LstmKernel, IndexKernel,
-                                 DimIndexKernel, AdvIndexKernel, PoolKernel, SortKernel,
-                                 SearchKernel, ResampleKernel))
+        checks = (isinstance(k, (ReduceKernel, AttentionKernel, FlexAttentionKernel, LstmKernel,
+                                 IndexKernel, DimIndexKernel, AdvIndexKernel, PoolKernel,
+                                 SortKernel, SearchKernel, ResampleKernel))
                   and k.has_checks()) or (
             type(k) is Kernel and k.has_checks())
         if slot is not None:

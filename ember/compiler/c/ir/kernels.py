@@ -554,7 +554,86 @@ class SearchKernel:
                 f"{self.seq.name}, {self.values.name})")
 
 
+@dataclass(frozen=True)
+class FlexOperand:
+    """A strided tensor a FlexAttentionKernel reads: element ``i`` is
+    ``buf[offset + sum(strides * i)]`` (a broadcast dim has stride 0)."""
+
+    buf: Buffer
+    offset: int
+    strides: tuple
+    shape: tuple
+
+    def __str__(self) -> str:
+        return f"{self.buf.name}[{self.offset}; strides={list(self.strides)}]"
+
+
+@dataclass(eq=False)
+class FlexAttentionKernel:
+    """FlexAttention forward over ``B x HQ`` heads (``HKV`` key heads: GQA), ``L`` queries,
+    ``S`` keys, tiles of ``QB x KB`` following a BlockMask: ``blocks`` are the int32 operands
+    ``kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices`` (the full pair None
+    when absent).  ``score``/``mask`` are the traced mods (``ember.ops.flex.FlexExpr``, None
+    for identity/keep-all) over ``captured`` operands; ``outs``: ``[out, lse, max]``, all
+    C-contiguous.  ``splits``: key partitions per row block (flash-decoding), 1 for none."""
+
+    name: str
+    q: FlexOperand
+    k: FlexOperand
+    v: FlexOperand
+    blocks: tuple
+    captured: tuple
+    outs: list
+    B: int
+    HQ: int
+    HKV: int
+    L: int
+    S: int
+    E: int
+    EV: int
+    QB: int
+    KB: int
+    scale: float
+    score: Any
+    mask: Any
+    splits: int = 1
+    ops: list = field(default_factory=list)
+    # the backward: ``grads`` = (out, lse, g_out, g_lse or None) operands, ``outs`` =
+    # ``[dq, dk, dv, *dcaptured]`` for the captured tensors ``grad_caps``
+    backward: bool = False
+    grads: tuple = ()
+    grad_caps: tuple = ()
+
+    @property
+    def out(self) -> Buffer:
+        return self.outs[0]
+
+    def operands(self) -> list:
+        blocks = [b for b in self.blocks if b is not None]
+        grads = [g for g in self.grads if g is not None]
+        return [self.q, self.k, self.v, *grads, *blocks, *self.captured]
+
+    def buffers(self) -> tuple[list, list]:
+        loads: list = []
+        for x in self.operands():
+            if x.buf not in loads:
+                loads.append(x.buf)
+        return loads, list(self.outs)
+
+    def has_checks(self) -> bool:
+        return True  # returns 1 when its scratch cannot be allocated
+
+    def __str__(self) -> str:
+        outs = ", ".join(b.name for b in self.outs)
+        what = "backward" if self.backward else "forward"
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (flex attention {what}, "
+                f"B={self.B} HQ={self.HQ} HKV={self.HKV} L={self.L} S={self.S} E={self.E} "
+                f"tiles {self.QB}x{self.KB}, splits={self.splits})\n"
+                f"  {outs} = flex_attention(q={self.q}, k={self.k}, v={self.v}, "
+                f"score_mod: {self.score}, mask_mod: {self.mask})")
+
+
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
-           "GemmKernel", "Im2colKernel", "IndexKernel", "MatOperand", "PoolKernel",
-           "ResampleKernel",
+           "FlexAttentionKernel", "FlexOperand", "GemmKernel", "Im2colKernel", "IndexKernel",
+           "MatOperand", "PoolKernel", "ResampleKernel",
            "ScanKernel", "SearchKernel", "SortKernel"]

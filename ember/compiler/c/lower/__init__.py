@@ -11,6 +11,7 @@ from ember.compiler.c.ir.loop_ir import Program
 from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     attention,
     copy,
+    flex,
     gemm,
     index,
     pointwise,

@@ -1,0 +1,1 @@
+"""Experimental attention APIs (PyTorch's ``torch.nn.attention.experimental``)."""
