@@ -618,7 +618,7 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     """
     tr = _LZ.trace
     if tr is not None:
-        if tr.__class__ is not _lazy.Trace:  # another recorder (ember.export's tracer)
+        if not isinstance(tr, _lazy.Trace):  # another recorder (ember.export's tracer)
             return tr.bind(op, inputs, params)
         return _lazy_bind(tr, op, inputs, params)
     return _eager_bind(op, inputs, params)
