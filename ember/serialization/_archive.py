@@ -462,11 +462,17 @@ class _MappedFile(io.RawIOBase):
         return len(chunk)
 
 
-def _load_ember(zf: zipfile.ZipFile, weights_only: bool, mapped: Any = None) -> Any:
+def _json_entry(zf: zipfile.ZipFile, name: str) -> Any:
     try:
-        manifest = json.loads(_read(zf, "manifest.json"), object_pairs_hook=_st.unique_keys)
-    except ValueError as e:
-        raise SerializationError(f"[load] manifest.json is not valid JSON: {e}") from None
+        return json.loads(_read(zf, name), object_pairs_hook=_st.unique_keys)
+    except SerializationError as e:
+        raise SerializationError(f"[load] entry {name!r}: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise SerializationError(f"[load] {name} is not valid JSON: {e}") from None
+
+
+def _load_ember(zf: zipfile.ZipFile, weights_only: bool, mapped: Any = None) -> Any:
+    manifest = _json_entry(zf, "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise SerializationError(f"[load] manifest names format {manifest!r}, expected {FORMAT}")
     version = manifest.get("version")
@@ -475,10 +481,7 @@ def _load_ember(zf: zipfile.ZipFile, weights_only: bool, mapped: Any = None) -> 
         raise SerializationError(f"[load] entry 'manifest.json': checkpoint version {shown} is "
                                  f"not one this ember reads (1 to {VERSION}; a newer ember "
                                  "wrote it, or it is corrupt)")
-    try:
-        doc = json.loads(_read(zf, "object.json"), object_pairs_hook=_st.unique_keys)
-    except (ValueError, RecursionError) as e:
-        raise SerializationError(f"[load] object.json is not valid JSON: {e}") from None
+    doc = _json_entry(zf, "object.json")
     r = _Reader(zf, doc, weights_only, mapped)
     if "object" not in doc:
         raise SerializationError("[load] object.json lacks 'object'")

@@ -32,7 +32,7 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise SerializationError(f"[load] JSON object has the key {k!r} twice: duplicate "
+            raise SerializationError(f"a JSON object has the key {k!r} twice: duplicate "
                                      "keys are ambiguous, refused")
         out[k] = v
     return out

@@ -26,6 +26,7 @@ import dataclasses
 import re
 import struct
 import zipfile
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -180,28 +181,64 @@ def read_array(zf: zipfile.ZipFile, name: str, where: str = "load",
                       f"of {LIMITS.max_metadata_bytes} (raise it with ember.serialization."
                       "archive_limits(max_metadata_bytes=...))")
     out = np.empty(info.file_size, np.uint8)
-    pos = 0
-    chunk = max(1, LIMITS.chunk_bytes)
     try:
-        with zf.open(info) as src:
-            while True:
-                piece = src.read(min(chunk, info.file_size - pos + 1))
-                if not piece:
-                    break
-                if pos + len(piece) > info.file_size:
-                    raise _refuse(where, name, "decompresses to more bytes than its header "
-                                  f"declares ({info.file_size})")
-                out[pos:pos + len(piece)] = np.frombuffer(piece, np.uint8)
-                pos += len(piece)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
-        raise _refuse(where, name, f"is corrupt: {e}") from None
-    except Exception as e:  # zlib.error and friends
-        if isinstance(e, SerializationError):
-            raise
+        _inflate_into(zf, info, out, where)
+    except SerializationError:
+        raise
+    except (OSError, EOFError, ValueError, zlib.error, struct.error) as e:
         raise _refuse(where, name, f"is corrupt: {type(e).__name__}: {e}") from None
+    return out
+
+
+def _inflate_into(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: np.ndarray,
+                  where: str) -> None:
+    """Read ``info``'s bytes into ``out`` (its declared size) in bounded chunks, itself rather
+    than through ``zipfile``, which stops at the declared size and ignores the rest of a
+    longer deflate stream; the stream must end exactly there and match the CRC."""
+    name, fp = info.filename, zf.fp
+    assert fp is not None
+    fp.seek(info.header_offset)
+    head = fp.read(30)
+    n, m = struct.unpack("<HH", head[26:30])
+    fp.seek(info.header_offset + 30 + n + m)
+    left = info.compress_size
+    inflater = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+    pos, crc = 0, 0
+    chunk = max(1 << 12, LIMITS.chunk_bytes)
+    pending = b""
+    while True:
+        if not pending and left:
+            pending = fp.read(min(chunk, left))
+            if not pending:
+                raise _refuse(where, name, "is truncated")
+            left -= len(pending)
+        if inflater is None:
+            if not pending:
+                break
+            piece, pending = pending, b""
+        else:
+            if inflater.eof:
+                break
+            room = info.file_size - pos + 1  # one byte more reveals a longer stream
+            piece = inflater.decompress(pending, min(chunk, room))
+            pending = inflater.unconsumed_tail
+            if not piece and not pending and not left:
+                break
+        if pos + len(piece) > info.file_size:
+            raise _refuse(where, name, "decompresses to more bytes than its header declares "
+                          f"({info.file_size})")
+        out[pos:pos + len(piece)] = np.frombuffer(piece, np.uint8)
+        crc = zlib.crc32(piece, crc)
+        pos += len(piece)
+    if inflater is not None and not inflater.eof:
+        raise _refuse(where, name, "its deflate stream does not end where the header says")
+    if inflater is not None and (inflater.unused_data or pending or left):
+        raise _refuse(where, name, "has bytes after the end of its deflate stream")
     if pos != info.file_size:
         raise _refuse(where, name, f"has {pos} bytes, its header declares {info.file_size}")
-    return out
+    if crc != info.CRC:
+        raise _refuse(where, name, f"fails its CRC check ({crc:#010x}, the header says "
+                      f"{info.CRC:#010x})")
 
 
 def open_zip(source: Any, where: str = "load") -> zipfile.ZipFile:
