@@ -379,7 +379,8 @@ def load(f: Any, *, extra_files: dict | None = None,
         return _build(model, weights, examples)
     except SerializationError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
+            AssertionError, OverflowError) as e:
         raise _err(f"model.json is malformed ({type(e).__name__}: {e})") from None
 
 

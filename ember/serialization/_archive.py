@@ -413,7 +413,7 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
         return _load_safetensors(f, data if mapped is None else mapped)
     try:
         zf = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         if data[:2] == b"\x80\x02" or data[:1] == b"\x80":
             raise SerializationError("[load] legacy (non-zip) torch checkpoints are not "
                                      "supported; re-save with torch.save's default") from None

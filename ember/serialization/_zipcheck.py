@@ -126,6 +126,8 @@ def _check_local_headers(zf: zipfile.ZipFile, infos: list, where: str) -> None:
     spans = []
     for info in infos:
         name, h = info.filename, info.header_offset
+        if not 0 <= h <= size - 30:
+            raise _refuse(where, name, f"its local header offset {h} lies outside the file")
         fp.seek(h)
         head = fp.read(30)
         if len(head) < 30 or head[:4] != b"PK\x03\x04":

@@ -48,6 +48,8 @@ EXPECTED = {
     "path_storage_key.pt": (UnpicklingError, "invalid storage key '../../'", False),
     "deflate_bomb.pt": (SerializationError, "declares 3221225472 bytes from", True),
     "deflate_longer_than_declared.pt": (SerializationError, "more bytes than its header", True),
+    "zip_needs_version_25.pt": (SerializationError, "zip file version 25.5", True),
+    "central_directory_offset_past_end.pt": (SerializationError, "lies outside the file", True),
     "ember_future_version.ember": (SerializationError, "checkpoint version 2 is not", True),
     "ember_version_30_digits.ember": (SerializationError, "9" * 30, True),
     "ember_dup_json_key.ember": (SerializationError, "key 'version' twice", True),
@@ -55,6 +57,7 @@ EXPECTED = {
     "export_future_version.pt2": (SerializationError, "format version 99.0", True),
     "export_version_30_digits.pt2": (SerializationError, "1" * 30, True),
     "export_dup_model_json.pt2": (SerializationError, "'model.json': appears twice", True),
+    "export_input_name_not_a_name.pt2": (SerializationError, "model.json is malformed", True),
 }
 
 

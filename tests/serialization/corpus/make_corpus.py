@@ -96,7 +96,8 @@ def _ember_archive(manifest: bytes, object_json: bytes | None = None) -> bytes:
                       entry("data.safetensors", st)])
 
 
-def _export_archive(version: bytes | None = None, dup: str | None = None) -> bytes:
+def _export_archive(version: bytes | None = None, dup: str | None = None,
+                    bad_input: bool = False) -> bytes:
     import zipfile
     golden = HERE.parent.parent / "export" / "golden" / "golden_v1_0.ep.zip"
     zf = zipfile.ZipFile(golden)
@@ -104,6 +105,10 @@ def _export_archive(version: bytes | None = None, dup: str | None = None) -> byt
     for e in items:
         if e["name"] == "version" and version is not None:
             e["data"] = version
+        if e["name"] == "model.json" and bad_input:  # found by fuzzing: an input named 2**64+1
+            model = json.loads(e["data"])
+            model["inputs"][-1]["name"] = 2**64 + 1
+            e["data"] = json.dumps(model).encode()
     if dup is not None:
         items.append(entry(dup, b"{}"))
     return build_zip(items)
@@ -157,6 +162,13 @@ def _safetensors_dup() -> bytes:
     return struct.pack("<Q", len(h)) + h + STORAGE
 
 
+def _patched(raw: bytes, record: bytes, offset: int, value: bytes) -> bytes:
+    """``raw`` with ``value`` written at ``offset`` into its first ``record`` (found by fuzzing:
+    tests/fuzz/archive_fuzz_worker.py)."""
+    at = raw.index(record) + offset
+    return raw[:at] + value + raw[at + len(value):]
+
+
 def corpus() -> dict[str, bytes]:
     """File name -> bytes of every corpus file."""
     t = torch_entries
@@ -191,6 +203,10 @@ def corpus() -> dict[str, bytes]:
         "path_storage_key.pt": build_zip(t(_path_key_pickle())),
         "deflate_bomb.pt": _bomb(),
         "deflate_longer_than_declared.pt": _longer_stream(),
+        "zip_needs_version_25.pt": _patched(build_zip(t(GADGET)), b"PK\x01\x02", 6,
+                                            b"\xff\x00"),
+        "central_directory_offset_past_end.pt": _patched(build_zip(t(GADGET)), b"PK\x05\x06",
+                                                         16, b"\x00\x00\x00\xff"),
         "ember_future_version.ember": _ember_archive(
             b'{"format": "ember.checkpoint", "version": 2}'),
         "ember_version_30_digits.ember": _ember_archive(
@@ -201,6 +217,7 @@ def corpus() -> dict[str, bytes]:
         "export_future_version.pt2": _export_archive(version=b"99.0"),
         "export_version_30_digits.pt2": _export_archive(version=b"1" * 30 + b".0"),
         "export_dup_model_json.pt2": _export_archive(dup="model.json"),
+        "export_input_name_not_a_name.pt2": _export_archive(bad_input=True),
     }
 
 
