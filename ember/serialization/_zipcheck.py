@@ -182,7 +182,11 @@ def read_array(zf: zipfile.ZipFile, name: str, where: str = "load",
         raise _refuse(where, name, f"declares {info.file_size} bytes, over the metadata limit "
                       f"of {LIMITS.max_metadata_bytes} (raise it with ember.serialization."
                       "archive_limits(max_metadata_bytes=...))")
-    out = np.empty(info.file_size, np.uint8)
+    try:
+        out = np.empty(info.file_size, np.uint8)
+    except MemoryError:
+        raise _refuse(where, name, f"declares {info.file_size} bytes, more memory than this "
+                      "process can allocate") from None
     try:
         _inflate_into(zf, info, out, where)
     except SerializationError:

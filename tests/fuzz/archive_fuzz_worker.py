@@ -3,7 +3,8 @@ subprocess under an address-space limit (``RLIMIT_AS``) and a timeout.
 
     python tests/fuzz/archive_fuzz_worker.py TARGET EXAMPLES SEED
 
-TARGET is one of ``zip`` (zip header fields of a torch checkpoint), ``pickle`` (data.pkl
+TARGET is one of ``zip`` (zip header fields of a torch or ember-format checkpoint, loaded
+from memory or with ``mmap=True``), ``pickle`` (data.pkl
 opcodes), ``json`` (ember-format object.json/manifest.json), ``safetensors`` (its header) or
 ``export`` (an ember.export archive's version/model.json/zip).  Each example mutates a valid
 file and loads it (``weights_only=True``); the outcome must be a ``SerializationError`` or
@@ -22,6 +23,7 @@ import resource
 import signal
 import struct
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -109,6 +111,12 @@ def _records(raw: bytes) -> list[int]:
         i += 2
 
 
+def _ep_loader(f):
+    ep = ember.export.load(f)
+    assert isinstance(ep, ember.export.ExportedProgram)
+    return ep
+
+
 def check(data: bytes, original, semantic: bool, loader=ember.load) -> None:
     marker = Path(os.environ["EMBER_FUZZ_MARKER"])
     try:
@@ -119,23 +127,37 @@ def check(data: bytes, original, semantic: bool, loader=ember.load) -> None:
     assert not marker.exists(), "a gadget ran"
     if got is None:
         return
-    if loader is ember.load and not _equal(got, original):
+    if loader is not _ep_loader and not _equal(got, original):
         assert semantic, f"a header-only mutation loaded as a different object: {got!r}"
         _well_formed(got)
 
 
 # ------------------------------------------------------------------ targets
+def _load_mapped(f: io.BytesIO):
+    """``ember.load(mmap=True)`` of the bytes (through a temp file, removed after)."""
+    fd, path = tempfile.mkstemp(suffix=".pt")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(f.getvalue())
+        return ember.load(path, mmap=True)
+    finally:
+        os.unlink(path)
+
+
 def target_zip(n: int) -> None:
-    base, original = _saved("torch"), ember.load(io.BytesIO(_saved("torch")))
-    recs = _records(base)
+    bases = {fmt: _saved(fmt) for fmt in ("torch", "ember")}
+    original = ember.load(io.BytesIO(bases["torch"]))
+    recs = {fmt: _records(b) for fmt, b in bases.items()}
 
     @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
-    @given(st.lists(st.tuples(st.sampled_from(recs), st.integers(4, 45),
-                              st.sampled_from([1, 2, 4]), st.sampled_from(INTERESTING)),
-                    min_size=1, max_size=3),
-           st.one_of(st.none(), st.integers(0, len(base))))
-    def run(edits, cut):
+    @given(st.sampled_from(["torch", "ember"]), st.booleans(), st.data())
+    def run(fmt, mapped, data):
+        base = bases[fmt]
+        edits = data.draw(st.lists(st.tuples(
+            st.sampled_from(recs[fmt]), st.integers(4, 45), st.sampled_from([1, 2, 4]),
+            st.sampled_from(INTERESTING)), min_size=1, max_size=3))
+        cut = data.draw(st.one_of(st.none(), st.integers(0, len(base))))
         b = bytearray(base)
         for rec, off, width, value in edits:
             pos = rec + off
@@ -143,7 +165,8 @@ def target_zip(n: int) -> None:
                 b[pos:pos + width] = (value % (1 << (8 * width))).to_bytes(width, "little")
         if cut is not None:
             del b[cut:]
-        check(bytes(b), original, semantic=False)
+        check(bytes(b), original, semantic=False,
+              loader=_load_mapped if mapped else ember.load)
 
     seed(SEED)(run)()
 
@@ -234,10 +257,7 @@ def target_export(n: int) -> None:
     model = json.loads(zipfile.ZipFile(io.BytesIO(base)).read("model.json"))
     recs = _records(base)
 
-    def load_ep(f):
-        ep = ember.export.load(f)
-        assert isinstance(ep, ember.export.ExportedProgram)
-        return ep
+    load_ep = _ep_loader
 
     @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
