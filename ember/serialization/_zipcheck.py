@@ -207,10 +207,36 @@ def _inflate_into(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: np.ndarray,
     head = fp.read(30)
     n, m = struct.unpack("<HH", head[26:30])
     fp.seek(info.header_offset + 30 + n + m)
-    left = info.compress_size
-    inflater = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
+    chunk = max(1, LIMITS.chunk_bytes)
+    if info.compress_type == zipfile.ZIP_STORED:
+        crc = _copy_stored(fp, info, out, chunk, where)
+    else:
+        crc = _inflate(fp, info, out, chunk, where)
+    if crc != info.CRC:
+        raise _refuse(where, name, f"fails its CRC check ({crc:#010x}, the header says "
+                      f"{info.CRC:#010x})")
+
+
+def _copy_stored(fp: Any, info: zipfile.ZipInfo, out: np.ndarray, chunk: int,
+                 where: str) -> int:
+    """Copy a stored entry into ``out`` chunk by chunk (no intermediate bytes); its CRC."""
+    view = memoryview(out)
     pos, crc = 0, 0
-    chunk = max(1 << 12, LIMITS.chunk_bytes)
+    while pos < info.file_size:
+        got = fp.readinto(view[pos:pos + min(chunk, info.file_size - pos)])
+        if not got:
+            raise _refuse(where, info.filename, "is truncated")
+        crc = zlib.crc32(view[pos:pos + got], crc)
+        pos += got
+    return crc
+
+
+def _inflate(fp: Any, info: zipfile.ZipInfo, out: np.ndarray, chunk: int, where: str) -> int:
+    """Inflate a deflated entry into ``out`` at most ``chunk`` bytes at a time; its CRC."""
+    name = info.filename
+    left = info.compress_size
+    inflater = zlib.decompressobj(-15)
+    pos, crc = 0, 0
     pending = b""
     while True:
         if not pending and left:
@@ -218,41 +244,24 @@ def _inflate_into(zf: zipfile.ZipFile, info: zipfile.ZipInfo, out: np.ndarray,
             if not pending:
                 raise _refuse(where, name, "is truncated")
             left -= len(pending)
-        if inflater is None:
-            if not pending:
-                break
-            piece, pending = pending, b""
-        else:
-            if inflater.eof:
-                break
-            room = info.file_size - pos + 1  # one byte more reveals a longer stream
-            piece = inflater.decompress(pending, min(chunk, room))
-            pending = inflater.unconsumed_tail
-            if not piece and not pending and not left:
-                break
+        if inflater.eof:
+            break
+        room = info.file_size - pos + 1  # one byte more reveals a longer stream
+        piece = inflater.decompress(pending, min(chunk, room))
+        pending = inflater.unconsumed_tail
+        if not piece and not pending and not left:
+            break
         if pos + len(piece) > info.file_size:
             raise _refuse(where, name, "decompresses to more bytes than its header declares "
                           f"({info.file_size})")
         out[pos:pos + len(piece)] = np.frombuffer(piece, np.uint8)
         crc = zlib.crc32(piece, crc)
         pos += len(piece)
-    if inflater is not None and not inflater.eof:
+    if not inflater.eof:
         raise _refuse(where, name, "its deflate stream does not end where the header says")
-    if inflater is not None and (inflater.unused_data or pending or left):
+    if inflater.unused_data or pending or left:
         raise _refuse(where, name, "has bytes after the end of its deflate stream")
     if pos != info.file_size:
         raise _refuse(where, name, f"has {pos} bytes, its header declares {info.file_size}")
-    if crc != info.CRC:
-        raise _refuse(where, name, f"fails its CRC check ({crc:#010x}, the header says "
-                      f"{info.CRC:#010x})")
+    return crc
 
-
-def open_zip(source: Any, where: str = "load") -> zipfile.ZipFile:
-    """``zipfile.ZipFile(source)`` checked by ``check_archive``."""
-    zf = zipfile.ZipFile(source)
-    try:
-        check_archive(zf, where)
-    except BaseException:
-        zf.close()
-        raise
-    return zf
