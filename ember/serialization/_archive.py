@@ -417,8 +417,8 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
         if data[:2] == b"\x80\x02" or data[:1] == b"\x80":
             raise SerializationError("[load] legacy (non-zip) torch checkpoints are not "
                                      "supported; re-save with torch.save's default") from None
-        raise SerializationError(f"[load] not an ember or PyTorch checkpoint (bad zip: {e})"
-                                 ) from None
+        raise SerializationError(f"[load] not an ember or PyTorch checkpoint, nor a "
+                                 f"safetensors file (bad zip: {e})") from None
     with zf:
         _zc.check_archive(zf)
         names = set(zf.namelist())
