@@ -21,6 +21,7 @@ import json
 import math
 import operator
 import os
+import re
 import zipfile
 from typing import Any
 
@@ -41,8 +42,11 @@ from ember.export.graph_signature import (
 )
 from ember.nn.parameter import Parameter
 from ember.ops.registry import REGISTRY
+from ember.serialization import _torch_writer as _tw
+from ember.serialization import _zipcheck as _zc
 from ember.serialization import safetensors as _st
 from ember.serialization._errors import SerializationError
+from ember.serialization._safetensors import unique_keys as _st_unique_keys
 from ember.sym import FakeTensor, ShapeEnv, SymInt, ValueRange, _sympy
 
 FORMAT = "ember.export"
@@ -295,7 +299,7 @@ def save(ep: ExportedProgram, f: Any, *, extra_files: dict | None = None,
             data = content.encode() if isinstance(content, str) else bytes(content)
             zf.writestr(f"extra_files/{name}", data)
     if isinstance(f, (str, os.PathLike)):
-        with open(f, "wb") as fh:
+        with _tw.atomic_open(f) as fh:
             fh.write(buf.getvalue())
     else:
         f.write(buf.getvalue())
@@ -315,6 +319,7 @@ def _read_archive(f: Any) -> zipfile.ZipFile:
         raise _err(f"expected a path or a binary file object, got {type(f).__name__}")
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
+        _zc.check_archive(zf, "export.load")
         _check_sizes(zf)
         bad = zf.testzip()
     except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError) as e:
@@ -339,11 +344,11 @@ def _check_sizes(zf: zipfile.ZipFile) -> None:
 
 
 def _check_version(zf: zipfile.ZipFile) -> None:
-    text = zf.read("version").decode("utf-8", "replace").strip()
-    try:
-        major, minor = (int(p) for p in text.split("."))
-    except ValueError:
-        raise _err(f"malformed version {text!r}") from None
+    text = _zc.read_entry(zf, "version", "export.load").decode("utf-8", "replace").strip()
+    if not re.fullmatch(r"[0-9]{1,6}\.[0-9]{1,6}", text):
+        raise _err(f"entry 'version': malformed or unknown format version {text[:40]!r} "
+                   f"(this ember reads {VERSION[0]}.x)")
+    major, minor = (int(p) for p in text.split("."))
     if major != VERSION[0]:
         raise _err(f"the archive has format version {text}; this ember reads version "
                    f"{VERSION[0]}.x (saved by {'a newer' if major > VERSION[0] else 'an older'} "
@@ -357,22 +362,25 @@ def load(f: Any, *, extra_files: dict | None = None,
     zf = _read_archive(f)
     _check_version(zf)
     try:
-        model = json.loads(zf.read("model.json").decode("utf-8"))
+        model = json.loads(_zc.read_entry(zf, "model.json", "export.load").decode("utf-8"),
+                           object_pairs_hook=_st_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _err(f"model.json is not valid JSON ({e})") from None
     if not isinstance(model, dict) or model.get("format") != FORMAT:
         raise _err("model.json is not an ember export model")
-    weights = _st.load(zf.read("weights.safetensors"))
-    examples = _st.load(zf.read("example_inputs.safetensors"))
+    weights = _st.load(_zc.read_entry(zf, "weights.safetensors", "export.load", False))
+    examples = _st.load(_zc.read_entry(zf, "example_inputs.safetensors", "export.load", False))
     if extra_files is not None:
         for name in list(extra_files):
             member = f"extra_files/{name}"
-            extra_files[name] = zf.read(member).decode() if member in zf.namelist() else ""
+            extra_files[name] = (_zc.read_entry(zf, member, "export.load").decode()
+                                 if member in zf.NameToInfo else "")
     try:
         return _build(model, weights, examples)
     except SerializationError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError,
+            AssertionError, OverflowError) as e:
         raise _err(f"model.json is malformed ({type(e).__name__}: {e})") from None
 
 

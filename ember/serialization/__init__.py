@@ -11,6 +11,8 @@ from ember.serialization._torch_pickle import (
     get_safe_globals,
     safe_globals,
 )
+from ember.serialization._zipcheck import ArchiveLimits, archive_limits
 
 __all__ = ["save", "load", "SerializationError", "UnpicklingError", "add_safe_globals",
-           "get_safe_globals", "clear_safe_globals", "safe_globals", "safetensors"]
+           "get_safe_globals", "clear_safe_globals", "safe_globals", "safetensors",
+           "archive_limits", "ArchiveLimits"]

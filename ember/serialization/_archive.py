@@ -35,12 +35,12 @@ from ember import dtypes as _dt
 from ember.serialization import _safetensors as _st
 from ember.serialization import _torch_pickle as _tp
 from ember.serialization import _torch_writer as _tw
+from ember.serialization import _zipcheck as _zc
 from ember.serialization._errors import SerializationError, UnpicklingError
 from ember.tensor import Size, Tensor, _wrap
 
 FORMAT = "ember.checkpoint"
 VERSION = 1
-_MAX_JSON = 1 << 30
 
 
 # ------------------------------------------------------------------ saving
@@ -199,10 +199,21 @@ def save(obj: Any, f: Any, pickle_module: Any = pickle, pickle_protocol: int = 2
         ("data.safetensors", payload),
     ] + [(f"pickles/{i}.pkl", p) for i, p in enumerate(w.pickles)]
     if isinstance(f, (str, os.PathLike)):
-        with open(f, "wb") as fh:
+        with _tw.atomic_open(f) as fh:
             _write_zip(fh, entries)
     else:
         _write_zip(f, entries)
+
+
+def _load_safetensors(f: Any, data: Any) -> dict[str, Tensor]:
+    """``ember.load`` of a safetensors file: its tensors as a dict (metadata dropped)."""
+    where = os.fspath(f) if isinstance(f, (str, os.PathLike)) else "the file"
+    try:
+        arrays, _meta = _st.deserialize(memoryview(data))
+    except SerializationError as e:
+        raise SerializationError(f"[load] {where} looks like a safetensors file but is not "
+                                 f"valid: {e}") from None
+    return {k: _wrap(a, _dt.from_numpy_dtype(a.dtype)) for k, a in arrays.items()}
 
 
 def _write_zip(fh: Any, entries: list[tuple[str, bytes]]) -> None:
@@ -237,7 +248,7 @@ class _Reader:
                 view = _tp.entry_view(self.zf, "data.safetensors", self.mapped)
                 arrays, _meta = _st.deserialize(view, copy=False)
             else:
-                arrays, _meta = _st.deserialize(_read(self.zf, "data.safetensors"))
+                arrays, _meta = _st.deserialize(_read(self.zf, "data.safetensors", False))
             for name, a in arrays.items():
                 if a.ndim != 1:
                     raise SerializationError(f"[load] storage {name!r} is not 1-D")
@@ -354,21 +365,10 @@ class _PersistentUnpickler(pickle.Unpickler):
         return self._resolve(pid)
 
 
-def _read(zf: zipfile.ZipFile, name: str) -> bytes:
-    try:
-        info = zf.getinfo(name)
-    except KeyError:
-        raise SerializationError(f"[load] the archive lacks {name!r}") from None
-    if info.file_size > _MAX_JSON * 64:
-        raise SerializationError(f"[load] entry {name!r} claims {info.file_size} bytes")
-    try:
-        data = zf.read(name)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-        raise SerializationError(f"[load] entry {name!r} is corrupt: {e}") from None
-    if len(data) != info.file_size:
-        raise SerializationError(f"[load] entry {name!r} has {len(data)} bytes, its header "
-                                 f"says {info.file_size}")
-    return data
+def _read(zf: zipfile.ZipFile, name: str, metadata: bool = True) -> bytes:
+    if name not in zf.NameToInfo:
+        raise SerializationError(f"[load] the archive lacks {name!r}")
+    return _zc.read_entry(zf, name, metadata=metadata)
 
 
 def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
@@ -394,7 +394,7 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
         if not isinstance(f, (str, os.PathLike)):
             raise SerializationError("[load] mmap=True needs a file path")
         with open(f, "rb") as fh:
-            data = fh.read(4)
+            data = fh.read(16)
             try:
                 mapped = _mmap.mmap(fh.fileno(), 0, access=_mmap.ACCESS_COPY)
             except ValueError:  # an empty file cannot be mapped
@@ -409,15 +409,18 @@ def load(f: Any, map_location: Any = None, pickle_module: Any = None, *,
         if not isinstance(data, (bytes, bytearray)):
             raise SerializationError("[load] expected a path or a binary file object")
         source = io.BytesIO(data)
+    if _st.looks_like_safetensors(data[:16] if mapped is None else mapped[:16]):
+        return _load_safetensors(f, data if mapped is None else mapped)
     try:
         zf = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
         if data[:2] == b"\x80\x02" or data[:1] == b"\x80":
             raise SerializationError("[load] legacy (non-zip) torch checkpoints are not "
                                      "supported; re-save with torch.save's default") from None
-        raise SerializationError(f"[load] not an ember or PyTorch checkpoint (bad zip: {e})"
-                                 ) from None
+        raise SerializationError(f"[load] not an ember or PyTorch checkpoint, nor a "
+                                 f"safetensors file (bad zip: {e})") from None
     with zf:
+        _zc.check_archive(zf)
         names = set(zf.namelist())
         if "manifest.json" in names:
             return _load_ember(zf, weights_only, mapped)
@@ -459,20 +462,26 @@ class _MappedFile(io.RawIOBase):
         return len(chunk)
 
 
-def _load_ember(zf: zipfile.ZipFile, weights_only: bool, mapped: Any = None) -> Any:
+def _json_entry(zf: zipfile.ZipFile, name: str) -> Any:
     try:
-        manifest = json.loads(_read(zf, "manifest.json"))
-    except ValueError as e:
-        raise SerializationError(f"[load] manifest.json is not valid JSON: {e}") from None
+        return json.loads(_read(zf, name), object_pairs_hook=_st.unique_keys)
+    except SerializationError as e:
+        raise SerializationError(f"[load] entry {name!r}: {e}") from None
+    except (ValueError, RecursionError) as e:
+        raise SerializationError(f"[load] {name} is not valid JSON: {e}") from None
+
+
+def _load_ember(zf: zipfile.ZipFile, weights_only: bool, mapped: Any = None) -> Any:
+    manifest = _json_entry(zf, "manifest.json")
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise SerializationError(f"[load] manifest names format {manifest!r}, expected {FORMAT}")
-    if not isinstance(manifest.get("version"), int) or manifest["version"] > VERSION:
-        raise SerializationError(f"[load] checkpoint version {manifest.get('version')!r} is "
-                                 f"newer than this ember reads ({VERSION})")
-    try:
-        doc = json.loads(_read(zf, "object.json"))
-    except (ValueError, RecursionError) as e:
-        raise SerializationError(f"[load] object.json is not valid JSON: {e}") from None
+    version = manifest.get("version")
+    if type(version) is not int or not 1 <= version <= VERSION:
+        shown = repr(version)[:64]
+        raise SerializationError(f"[load] entry 'manifest.json': checkpoint version {shown} is "
+                                 f"not one this ember reads (1 to {VERSION}; a newer ember "
+                                 "wrote it, or it is corrupt)")
+    doc = _json_entry(zf, "object.json")
     r = _Reader(zf, doc, weights_only, mapped)
     if "object" not in doc:
         raise SerializationError("[load] object.json lacks 'object'")

@@ -27,6 +27,25 @@ _NP_TO_CODE: dict[np.dtype, str] = {v: k for k, v in _CODES.items()}
 _MAX_HEADER = 100 * 1024 * 1024  # the reference implementation's limit
 
 
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` hook refusing duplicate keys (parsers disagree on which one counts)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise SerializationError(f"a JSON object has the key {k!r} twice: duplicate "
+                                     "keys are ambiguous, refused")
+        out[k] = v
+    return out
+
+
+def looks_like_safetensors(head: bytes | memoryview) -> bool:
+    """Whether ``head`` (a file's first bytes) starts a safetensors file: an 8-byte
+    little-endian header length, then a JSON object."""
+    head = bytes(head[:9])
+    return (len(head) == 9 and head[8:9] == b"{"
+            and 2 <= struct.unpack("<Q", head[:8])[0] <= _MAX_HEADER)
+
+
 def dtype_code(np_dtype: np.dtype) -> str:
     """The safetensors code of a NumPy dtype; raises SerializationError if there is none."""
     code = _NP_TO_CODE.get(np.dtype(np_dtype).newbyteorder("<")
@@ -82,8 +101,10 @@ def parse_header(buf: bytes | memoryview) -> tuple[dict[str, Any], dict[str, str
         raise SerializationError(
             f"[safetensors] header length {n} points outside the file ({total} bytes)")
     try:
-        header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        header = json.loads(bytes(buf[8:8 + n]).decode("utf-8"), object_pairs_hook=unique_keys)
+    except SerializationError as e:
+        raise SerializationError(f"[safetensors] header: {e}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise SerializationError(f"[safetensors] header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise SerializationError("[safetensors] header is not a JSON object")

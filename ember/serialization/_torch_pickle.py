@@ -28,6 +28,7 @@ import numpy as np
 
 from ember import dtypes as _dt
 from ember.device import device as _device
+from ember.serialization import _zipcheck as _zc
 from ember.serialization._errors import SerializationError, UnpicklingError
 from ember.tensor import Size, Tensor, _wrap
 
@@ -336,8 +337,10 @@ class TorchUnpickler(RestrictedUnpickler):
         if not isinstance(stype, _StorageType):
             raise UnpicklingError(f"[load] persistent id names storage type {stype!r}, "
                                   "expected a torch storage class")
-        if not (isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.]+", key)):
-            raise UnpicklingError(f"[load] invalid storage key {key!r}")
+        if not (isinstance(key, str) and re.fullmatch(r"[A-Za-z0-9_.]+", key)
+                and not key.startswith(".")):
+            raise UnpicklingError(f"[load] invalid storage key {key!r}: storage keys are "
+                                  "names inside the archive, never paths ('/', '..')")
         if not isinstance(numel, int) or numel < 0:
             raise UnpicklingError(f"[load] storage {key!r} has invalid numel {numel!r}")
         if key in self._storages:
@@ -346,9 +349,11 @@ class TorchUnpickler(RestrictedUnpickler):
                 st = _Storage(st.array.view(np.uint8).view(stype.np))
             return st
         name = f"{self._prefix}data/{key}"
+        if name not in self._zf.NameToInfo:
+            raise SerializationError(f"[load] checkpoint lacks storage entry {name!r}")
         try:
             raw = (entry_view(self._zf, name, self._mapped) if self._mapped is not None
-                   else self._zf.read(name))
+                   else _zc.read_array(self._zf, name))
         except KeyError:
             raise SerializationError(f"[load] checkpoint lacks storage entry {name!r}") from None
         except (zipfile.BadZipFile, OSError, EOFError) as e:
@@ -357,21 +362,60 @@ class TorchUnpickler(RestrictedUnpickler):
         if len(raw) < need:
             raise SerializationError(f"[load] storage entry {name!r} has {len(raw)} bytes; "
                                      f"{numel} elements of {stype!r} need {need}")
+        # read_array returns new, writable memory of the entry's size; a mapped view is a
+        # private copy-on-write map
         arr = np.frombuffer(raw, dtype=stype.np, count=numel)
-        if self._mapped is None:
-            arr = arr.copy()  # own, writable memory (a mapped one is a private copy-on-write map)
         st = self._storages[key] = _Storage(arr)
         return st
 
 
 def find_torch_prefix(zf: zipfile.ZipFile) -> str | None:
-    """The ``<archive>/`` folder of a torch zip checkpoint, or None if this is not one."""
+    """The ``<archive>/`` folder of a torch zip checkpoint, or None if this is not one; two
+    ``data.pkl`` records (in different folders) are ambiguous and refused."""
+    found = [n for n in zf.namelist()
+             if n == "data.pkl" or (n.endswith("/data.pkl") and n.count("/") == 1)]
+    if len(found) > 1:
+        raise SerializationError(f"[load] the archive holds {len(found)} data.pkl records "
+                                 f"({found[0]!r}, {found[1]!r}): ambiguous, refused")
+    return found[0][: -len("data.pkl")] if found else None
+
+
+# the record versions this reader understands (torch writes version 3, .format_version 1;
+# torch itself reads versions 1 to 10 of the record format)
+_TORCH_VERSIONS = range(1, 11)
+_FORMAT_VERSIONS = (1,)
+
+
+def _small_int_record(zf: zipfile.ZipFile, name: str) -> int | None:
+    """An integer version record (``version``, ``.format_version``), or None if absent."""
+    if name not in zf.NameToInfo:
+        return None
+    raw = _zc.read_entry(zf, name)
+    text = raw[:40].decode("ascii", "replace").strip()
+    if len(raw) > 32 or not re.fullmatch(r"[0-9]{1,9}", text):
+        raise SerializationError(f"[load] entry {name!r}: version record {text[:32]!r} is not "
+                                 "a version this ember reads (1 to 10)")
+    return int(text)
+
+
+def check_torch_records(zf: zipfile.ZipFile, prefix: str) -> None:
+    """Refuse TorchScript archives and unknown (future) record versions."""
     for n in zf.namelist():
-        if n.endswith("data.pkl") and n.count("/") == 1:
-            return n[: -len("data.pkl")]
-        if n == "data.pkl":
-            return ""
-    return None
+        rest = n[len(prefix):] if n.startswith(prefix) else n
+        if rest.startswith(("code/", ".data/ts_code/")) or rest in ("constants.pkl",
+                                                                    "bytecode.pkl"):
+            raise SerializationError(
+                f"[load] entry {n!r}: this is a TorchScript archive (torch.jit.save); "
+                "TorchScript is not supported by ember. Load it in PyTorch and save its "
+                "state_dict() with torch.save instead")
+    version = _small_int_record(zf, f"{prefix}version")
+    if version is not None and version not in _TORCH_VERSIONS:
+        raise SerializationError(f"[load] entry {prefix + 'version'!r}: archive version "
+                                 f"{version} is not supported (this ember reads 1 to 10)")
+    fmt = _small_int_record(zf, f"{prefix}.format_version")
+    if fmt is not None and fmt not in _FORMAT_VERSIONS:
+        raise SerializationError(f"[load] entry {prefix + '.format_version'!r}: format "
+                                 f"version {fmt} is newer than this ember reads (1)")
 
 
 def entry_view(zf: zipfile.ZipFile, name: str, mapped: Any) -> memoryview:
@@ -379,7 +423,7 @@ def entry_view(zf: zipfile.ZipFile, name: str, mapped: Any) -> memoryview:
     through its local header; compressed entries are read (and copied) normally."""
     info = zf.getinfo(name)
     if info.compress_type != zipfile.ZIP_STORED:
-        return memoryview(zf.read(name))
+        return memoryview(_zc.read_array(zf, name))
     buf = memoryview(mapped)
     h = info.header_offset
     if h < 0 or h + 30 > len(buf) or bytes(buf[h:h + 4]) != b"PK\x03\x04":
@@ -398,9 +442,10 @@ def load_torch_zip(zf: zipfile.ZipFile, prefix: str, weights_only: bool,
     """The object of a PyTorch zip checkpoint (restricted unpickler)."""
     order = zf.namelist()
     bo = f"{prefix}byteorder"
-    if bo in order and zf.read(bo).strip() not in (b"little", b""):
+    check_torch_records(zf, prefix)
+    if bo in order and _zc.read_entry(zf, bo).strip() not in (b"little", b""):
         raise SerializationError("[load] big-endian torch checkpoints are not supported")
-    data = zf.read(f"{prefix}data.pkl")
+    data = _zc.read_entry(zf, f"{prefix}data.pkl")
     if not weights_only:
         # still never import torch: the torch globals resolve to ember's own, others normally
         class _Full(TorchUnpickler):

@@ -21,12 +21,15 @@ The global names are written as text by a pickler subclass; ember never imports 
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import os
 import pickle
 import secrets
 import struct
+import tempfile
 import zipfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -234,10 +237,48 @@ def save_torch(obj: Any, f: Any, protocol: int = 2, byteorder_record: bool = Tru
     sid = f"{secrets.randbits(64):020d}{secrets.randbits(64):020d}"
     entries += [("version", b"3\n"), (".data/serialization_id", sid.encode())]
     if isinstance(f, (str, os.PathLike)):
-        with open(f, "wb") as fh:
+        with atomic_open(f) as fh:
             write_aligned_zip(fh, [(prefix + n, d) for n, d in entries])
     else:
         write_aligned_zip(f, [(prefix + n, d) for n, d in entries])
+
+
+def _new_file_mode(path: str) -> int:
+    """The mode ``open(path, "wb")`` would leave: the old file's, else 0666 less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    try:  # read the umask without changing it (os.umask would race with other threads)
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o644
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[Any]:
+    """A binary file to write ``path`` through: a temporary file in the same folder, flushed,
+    synced and renamed over ``path`` only when the block ends without an error, so a failed
+    save (a full disk, an interrupt, an unpicklable object) leaves the old file intact."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                               dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes 0600
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_aligned_zip(fh: Any, entries: list[tuple[str, Any]], align: int = _ALIGN) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from ember import dtypes as _dt
 from ember.serialization import _safetensors as _st
+from ember.serialization import _torch_writer as _tw
 from ember.serialization._errors import SerializationError
 from ember.tensor import Tensor, _wrap
 
@@ -49,7 +50,7 @@ def save_file(tensors: dict[str, Tensor], filename: str | os.PathLike,
               metadata: dict[str, str] | None = None) -> None:
     """Write ``tensors`` to ``filename`` in the safetensors format."""
     data = save(tensors, metadata)
-    with open(filename, "wb") as fh:
+    with _tw.atomic_open(filename) as fh:  # a failed write keeps the old file
         fh.write(data)
 
 
