@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from ember.errors import DTypeError, ShapeError
-from ember.ops import _parallel
+from ember.ops import _parallel, _resample_c
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
@@ -402,10 +402,14 @@ def _resample_eager(x: np.ndarray, *, mode: str, size: tuple, align_corners: boo
     spatial = x.shape[x.ndim - nd:]
     tables = [taps(mode, n, o, align_corners, s, x.dtype.name)
               for n, o, s in zip(spatial, size, scales)]
+    # the last dim first: PyTorch's nesting h0 * (w0 * x00 + w1 * x01) + ...
+    order = range(nd - 1, -1, -1)
+    res = _resample_c.run(x, nd, tables, order, tuple(size))  # C when built: the same bits
+    if res is not None:
+        return res
     plans = [None] * (nd - 1) + [repeat_plan(mode, spatial[-1], size[-1], align_corners,
                                              scales[-1], x.dtype.name)]
-    # the last dim first: PyTorch's nesting h0 * (w0 * x00 + w1 * x01) + ...
-    return _separable(x, nd, tables, range(nd - 1, -1, -1), tuple(size), plans)
+    return _separable(x, nd, tables, order, tuple(size), plans)
 
 
 def _resample_bw_eager(g: np.ndarray, *, mode: str, input_size: tuple, align_corners: bool,
@@ -414,6 +418,9 @@ def _resample_bw_eager(g: np.ndarray, *, mode: str, input_size: tuple, align_cor
     size = g.shape[g.ndim - nd:]
     tables = [transposed_taps(mode, n, o, align_corners, s, g.dtype.name)
               for n, o, s in zip(input_size, size, scales)]
+    res = _resample_c.run(g, nd, tables, range(nd), tuple(input_size))
+    if res is not None:
+        return res
     return _separable(g, nd, tables, range(nd), tuple(input_size))
 
 
