@@ -8,10 +8,10 @@ there or ``EMBER_EAGER_C=0``."""
 from __future__ import annotations
 
 import pathlib
-import tomllib
 
 import numpy as np
 import pytest
+import tomllib
 
 import ember
 from ember.config import config
