@@ -14,8 +14,8 @@ Where a C compiler is available the eager ops run a small fixed C kernel instead
 (``_resample_c``: the same tables and order of products and sums, so the same bits; each plane
 in cache-resident scratch, planes over ember's threads); EMBER_EAGER_C=0 or no compiler runs
 the NumPy kernels.  The NumPy kernels are vectorized (a ``take`` per tap, weights broadcast
-along the dim) over blocks of the leading (batch, channel) rows that stay in cache, spread over ember's
-threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
+along the dim) over blocks of the leading (batch, channel) rows that stay in cache, spread over
+ember's threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
 block once and reads every tap as a shifted flat view of the repeat (the same elements, so the
 same products and sums), gathering only the few border outputs: a gather per tap is the
 costliest step of the forward.  A plane larger than a block is split into chunks of output rows
