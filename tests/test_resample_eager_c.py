@@ -153,6 +153,12 @@ def test_special_values_propagate_as_numpy(kernel):
     (yc, gc), (yn, gn) = _both(ember.tensor(x), None, dict(scale_factor=2, mode="bicubic"))
     np.testing.assert_array_equal(_bits(yc.numpy()), _bits(yn.numpy()))
     np.testing.assert_array_equal(_bits(gc.numpy()), _bits(gn.numpy()))
+    g = np.random.default_rng(6).standard_normal((2, 2, 12, 12)).astype(np.float32)
+    g[0, 0, 3, 4], g[1, 1, 7, 7] = np.inf, np.nan     # padded 0 * inf taps of the adjoint
+    (_, gc), (_, gn) = _both(ember.tensor(x), ember.tensor(g), dict(scale_factor=2,
+                                                                    mode="bilinear"))
+    assert np.isnan(gc.numpy()).any()
+    np.testing.assert_array_equal(_bits(gc.numpy()), _bits(gn.numpy()))
 
 
 def test_missing_compiler_falls_back_to_numpy(monkeypatch, tmp_path):
