@@ -7,7 +7,10 @@ there or ``EMBER_EAGER_C=0``."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -185,6 +188,14 @@ def test_eager_c_setting_turns_every_eager_kernel_off(monkeypatch, kernel):
                            (2, 2)) is None
     monkeypatch.setattr(config, "eager_c", True)
     assert _resample_c.available()
+
+
+def test_environment_switch_is_read_at_import():
+    code = ("from ember.ops import _fma, _resample_c; "
+            "assert not _resample_c.available() and not _fma.native_fma()")
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, EMBER_EAGER_C="0", PYTHONPATH=str(root))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
 
 
 def test_native_cache_key_and_failed_build(monkeypatch, tmp_path):
