@@ -52,6 +52,9 @@ class Config:
     ``eager_c_fma``: eager's single-rounding ``a * b + c`` (``add(alpha=)``, ``addcmul``,
     ``lerp``, the optimizers' NumPy paths) runs a small C kernel built with ``cc`` and cached in
     ``cache_dir`` (EMBER_EAGER_C_FMA=0 keeps the NumPy emulation; so does a missing compiler).
+    ``eager_c``: eager may use small fixed C kernels built with ``cc`` (``ember/ops/_native.py``:
+    the fma above, ``F.interpolate``'s resampling); EMBER_EAGER_C=0 turns all of them off and
+    eager runs its NumPy paths, which give the same bits.
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -71,6 +74,8 @@ class Config:
     warn_fallbacks: bool = os.environ.get("EMBER_WARN_FALLBACKS", "1") != "0"
     # eager fma through a small C kernel (ember/ops/_fma_c.py); NumPy emulation when off
     eager_c_fma: bool = os.environ.get("EMBER_EAGER_C_FMA", "1") != "0"
+    # every eager C kernel (ember/ops/_native.py); NumPy paths of the same bits when off
+    eager_c: bool = os.environ.get("EMBER_EAGER_C", "1") != "0"
 
 
 config = Config()

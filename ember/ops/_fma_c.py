@@ -5,10 +5,10 @@ libm's exact software fma otherwise), so the bits are those of the NumPy emulati
 ``_fma.py`` and of PyTorch's kernels, at the cost of one pass over memory instead of several
 float64 passes.
 
-Eager must run without a C compiler: when the build fails (no compiler, no ctypes, a read-only
-cache) ``kernel()`` returns None once and for all and ``_fma.fma`` keeps the NumPy path.
-``config.eager_c_fma`` (EMBER_EAGER_C_FMA=0) turns the kernel off; tests switch it with
-``set_enabled``.
+Built, cached and loaded by ``_native.Native``: when the build fails (no compiler, no ctypes,
+a read-only cache) ``kernel()`` returns None once and for all and ``_fma.fma`` keeps the NumPy
+path.  ``config.eager_c_fma`` (EMBER_EAGER_C_FMA=0) turns this kernel off, ``config.eager_c``
+(EMBER_EAGER_C=0) every eager C kernel; tests switch it with ``set_enabled``.
 
 >>> import numpy as np
 >>> k = kernel()
@@ -20,117 +20,23 @@ True
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import subprocess
-import tempfile
-import threading
 from typing import Any, Callable
 
 import numpy as np
 
 from ember.config import config
-from ember.ops import _parallel
+from ember.ops import _native, _parallel
 
-# one loop per operand layout (m: bit 0/1/2 set when a/b/c is an array, else the scalar sa/sb/sc,
-# passed as a double that holds the dtype's value exactly), so the compiler vectorizes each loop
-# with the fma instruction; out may be c (same index: read before written)
-_SOURCE = r"""
-#include <math.h>
-#include <stddef.h>
-#define LOOP(F, A, B, C) for (ptrdiff_t i = 0; i < n; i++) out[i] = F(A, B, C);
-#define KERNEL(NAME, T, F) \
-void NAME(int m, const T *restrict a, const T *restrict b, const T *restrict c, \
-          T *restrict out, ptrdiff_t n, double sa, double sb, double sc) { \
-    const T a0 = (T)sa, b0 = (T)sb, c0 = (T)sc; \
-    switch (m) { \
-    case 0: { T r = F(a0, b0, c0); for (ptrdiff_t i = 0; i < n; i++) out[i] = r; } break; \
-    case 1: LOOP(F, a[i], b0, c0) break; \
-    case 2: LOOP(F, a0, b[i], c0) break; \
-    case 3: LOOP(F, a[i], b[i], c0) break; \
-    case 4: LOOP(F, a0, b0, c[i]) break; \
-    case 5: LOOP(F, a[i], b0, c[i]) break; \
-    case 6: LOOP(F, a0, b[i], c[i]) break; \
-    default: LOOP(F, a[i], b[i], c[i]) break; \
-    } \
-}
-KERNEL(ember_eager_fma_f32, float, fmaf)
-KERNEL(ember_eager_fma_f64, double, fma)
-"""
-_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared")
-
-_state: dict[str, Any] = {"enabled": config.eager_c_fma, "lib": None, "tried": False}
-_lock = threading.Lock()
-
-
-def set_enabled(flag: bool) -> bool:
-    """Use the C kernel (True) or the NumPy emulation (False); returns the previous setting."""
-    old = _state["enabled"]
-    _state["enabled"] = bool(flag)
-    return old
-
-
-def _cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((ln for ln in f if ln.startswith(("flags", "Features"))), "")
-    except OSError:
-        return ""
-
-
-def _library_path() -> str:
-    key = "\0".join((_SOURCE, " ".join(_FLAGS), config.cc, platform.machine(), _cpu_flags()))
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    return os.path.join(config.cache_dir, "eager", f"fma-{digest}.so")
-
-
-def _build(path: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
-    os.close(fd)
-    try:
-        src = tmp[:-3] + ".c"
-        with open(src, "w") as f:
-            f.write(_SOURCE)
-        try:
-            subprocess.run([*config.cc.split(), *_FLAGS, src, "-o", tmp, "-lm"], check=True,
-                           capture_output=True, timeout=120)
-        finally:
-            os.unlink(src)
-        os.replace(tmp, path)     # atomic: concurrent processes never load a partial file
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _load() -> Any:
-    with _lock:
-        if not _state["tried"]:
-            _state["tried"] = True
-            try:
-                path = _library_path()
-                if not os.path.exists(path):
-                    _build(path)
-                lib = ctypes.CDLL(path)
-                for name in ("ember_eager_fma_f32", "ember_eager_fma_f64"):
-                    fn = getattr(lib, name)
-                    fn.restype = None
-                    fn.argtypes = ([ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_ssize_t]
-                                   + [ctypes.c_double] * 3)
-                _state["lib"] = lib
-            except (OSError, subprocess.SubprocessError, AttributeError, ValueError):
-                _state["lib"] = None
-    return _state["lib"]
-
-
-def _ptr(arr: np.ndarray) -> int:
-    """The address of a C-contiguous array's data (``ctypes.c_char.from_buffer`` takes a third
-    of ``arr.ctypes.data``'s time; it needs a writable buffer)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(arr))
-    except (TypeError, ValueError, BufferError):
-        return arr.ctypes.data
+# the C source: csrc/fma_eager.c
+_SOURCE = _native.csrc("fma_eager.c")
+_NATIVE = _native.Native(
+    "fma", _SOURCE,
+    {name: (None, [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_ssize_t]
+            + [ctypes.c_double] * 3) for name in ("ember_eager_fma_f32", "ember_eager_fma_f64")},
+    enabled=config.eager_c_fma)
+_state = _NATIVE.state          # enabled / tried / lib (tests patch it)
+set_enabled = _NATIVE.set_enabled
+_ptr = _native.ptr
 
 
 def _dtype(a: Any, b: Any, c: Any) -> np.dtype:
@@ -193,9 +99,7 @@ def kernel() -> Callable[..., np.ndarray] | None:
     """``k(a, b, c, out=None)`` computing ``a * b + c`` rounded once with the C kernel, in the
     dtype of the array operands (float32 or float64); None when the kernel is off or could not
     be built."""
-    if not _state["enabled"]:
-        return None
-    lib = _state["lib"] if _state["tried"] else _load()
+    lib = _NATIVE.lib()
     if lib is None:
         return None
 

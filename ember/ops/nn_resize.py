@@ -10,9 +10,12 @@ The index/weight tables follow ATen's ``UpSample.h`` (``area_pixel_compute_sourc
 for float32 input, float64 for float64; nearest indices always in float as ATen does), and are
 cached per (mode, sizes, scale).
 
-The eager kernels are vectorized NumPy (a ``take`` per tap, weights broadcast along the dim)
-over blocks of the leading (batch, channel) rows that stay in cache, spread over ember's
-threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
+Where a C compiler is available the eager ops run a small fixed C kernel instead
+(``_resample_c``: the same tables and order of products and sums, so the same bits; each plane
+in cache-resident scratch, planes over ember's threads); EMBER_EAGER_C=0 or no compiler runs
+the NumPy kernels.  The NumPy kernels are vectorized (a ``take`` per tap, weights broadcast
+along the dim) over blocks of the leading (batch, channel) rows that stay in cache, spread over
+ember's threads.  Upscaling the last dim by an integer factor (``repeat_plan``) instead repeats each
 block once and reads every tap as a shifted flat view of the repeat (the same elements, so the
 same products and sums), gathering only the few border outputs: a gather per tap is the
 costliest step of the forward.  A plane larger than a block is split into chunks of output rows
@@ -33,7 +36,7 @@ import math
 import numpy as np
 
 from ember.errors import DTypeError, ShapeError
-from ember.ops import _parallel
+from ember.ops import _parallel, _resample_c
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
@@ -402,10 +405,14 @@ def _resample_eager(x: np.ndarray, *, mode: str, size: tuple, align_corners: boo
     spatial = x.shape[x.ndim - nd:]
     tables = [taps(mode, n, o, align_corners, s, x.dtype.name)
               for n, o, s in zip(spatial, size, scales)]
+    # the last dim first: PyTorch's nesting h0 * (w0 * x00 + w1 * x01) + ...
+    order = range(nd - 1, -1, -1)
+    res = _resample_c.run(x, nd, tables, order, tuple(size))  # C when built: the same bits
+    if res is not None:
+        return res
     plans = [None] * (nd - 1) + [repeat_plan(mode, spatial[-1], size[-1], align_corners,
                                              scales[-1], x.dtype.name)]
-    # the last dim first: PyTorch's nesting h0 * (w0 * x00 + w1 * x01) + ...
-    return _separable(x, nd, tables, range(nd - 1, -1, -1), tuple(size), plans)
+    return _separable(x, nd, tables, order, tuple(size), plans)
 
 
 def _resample_bw_eager(g: np.ndarray, *, mode: str, input_size: tuple, align_corners: bool,
@@ -414,6 +421,9 @@ def _resample_bw_eager(g: np.ndarray, *, mode: str, input_size: tuple, align_cor
     size = g.shape[g.ndim - nd:]
     tables = [transposed_taps(mode, n, o, align_corners, s, g.dtype.name)
               for n, o, s in zip(input_size, size, scales)]
+    res = _resample_c.run(g, nd, tables, range(nd), tuple(input_size))
+    if res is not None:
+        return res
     return _separable(g, nd, tables, range(nd), tuple(input_size))
 
 
