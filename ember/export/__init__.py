@@ -11,6 +11,7 @@ Example::
     ember.Size([7, 4])
 """
 
+from ember.export._compile import CompiledProgram, compile_program
 from ember.export._export import export
 from ember.export.dynamic_shapes import Dim, ShapesCollection, dims
 from ember.export.exported_program import ExportedProgram
@@ -24,6 +25,6 @@ from ember.export.graph_signature import (
 )
 from ember.export.serde import load, save
 
-__all__ = ["Dim", "ExportGraphSignature", "ExportedProgram", "InputKind", "InputSpec",
-           "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument", "dims", "export",
-           "load", "save"]
+__all__ = ["CompiledProgram", "Dim", "ExportGraphSignature", "ExportedProgram", "InputKind",
+           "InputSpec", "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument",
+           "compile_program", "dims", "export", "load", "save"]

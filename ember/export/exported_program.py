@@ -277,6 +277,13 @@ class ExportedModule(Module):
                     flat[user_in.index(s.target)].copy_(v)
         return result
 
+    def __ember_compile__(self, traced: Any, *, backend: Any, mode: str | None) -> Any:
+        """``ember.compile(ep.module())``: the exported graph compiled once, size-generic,
+        without retracing (``ember/export/_compile.py``); ``traced`` serves the calls that
+        autograd records and graphs with run-time-only sizes."""
+        from ember.export._compile import DirectCall
+        return DirectCall(self, traced, backend=backend, mode=mode)
+
     @property
     def code(self) -> str:
         return self._ep.graph.python_code(annotate=False)
