@@ -12,6 +12,7 @@ Example::
 """
 
 from ember.export._compile import CompiledProgram, compile_program
+from ember.export._draft import draft_export
 from ember.export._export import export
 from ember.export.dynamic_shapes import Dim, ShapesCollection, dims
 from ember.export.exported_program import ExportedProgram
@@ -27,4 +28,4 @@ from ember.export.serde import load, save
 
 __all__ = ["CompiledProgram", "Dim", "ExportGraphSignature", "ExportedProgram", "InputKind",
            "InputSpec", "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument",
-           "compile_program", "dims", "export", "load", "save"]
+           "compile_program", "dims", "draft_export", "export", "load", "save"]

@@ -51,6 +51,13 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         >>> ep.range_constraints          # Dim("batch") declares [0, inf), as in PyTorch
         {s0: VR[0, int_oo]}
     """
+    return _export(mod, args, kwargs, dynamic_shapes=dynamic_shapes)[0]
+
+
+def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None,
+            draft: bool = False) -> tuple[ExportedProgram, Any]:
+    """``(program, RealValues or None)``; ``draft`` lets code read tensor values (draft_export:
+    the trace runs the graph so far on the examples and records the issue)."""
     if not isinstance(mod, Module):
         raise ValueError(f"Expected `mod` to be an instance of `torch.nn.Module`, got "
                          f"{type(mod)}.")
@@ -72,6 +79,10 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     fake_inputs = _user_placeholders(graph, leaf_list, specs, syms, input_specs)
     fake_named = {k: _swap(v, fake_inputs) for k, v in named.items()}
     tracer = Tracer(graph, lifted, env)
+    if draft:
+        from ember.export._draft import RealValues
+        tracer.draft = RealValues(tracer, {
+            fake_inputs[id(leaf.tensor)]._data.node.name: leaf.tensor for leaf in leaf_list}, env)
     for key, (name, _kind, _target, arr) in lifted.items():
         tracer.placeholders[key] = next(n for n in graph.nodes if n.name == name)
         tracer.keep.append(arr)
@@ -90,8 +101,9 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         ranges, _constraints.runtime_guards(env))
     in_spec = (list(named), {k: structure(v) for k, v in named.items()})
     sig = ExportGraphSignature(input_specs, output_specs)
-    return ExportedProgram(graph, sig, state_dict, constants, ranges, (args, kwargs), in_spec,
-                           out_struct, guards, shape_env=env)
+    ep = ExportedProgram(graph, sig, state_dict, constants, ranges, (args, kwargs), in_spec,
+                         out_struct, guards, shape_env=env)
+    return ep, tracer.draft
 
 
 def _user_placeholders(graph: Graph, leaf_list: list, specs: list, syms: dict,

@@ -77,6 +77,13 @@ class FakeArray:
         return _contiguous_strides(self.shape, self.dtype.itemsize)
 
     def _values(self, what: str) -> Any:
+        """Raise: export has no values; under ``draft_export`` give the real array instead."""
+        draft = getattr(_lazy.STATE.trace, "draft", None)
+        if draft is not None:
+            return draft.value(self.node, what)
+        self._fail(what)
+
+    def _fail(self, what: str) -> Any:
         fn, line, func = _user_frame()
         raise GuardOnDataDependentSymNode(
             f"[export] {what} needs a tensor's values, which export does not have (tensors are "
@@ -85,33 +92,34 @@ class FakeArray:
             f"Caused by: ({fn}:{line} in {func})", None)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        self._values("reading a tensor as a NumPy array")
+        arr = self._values("reading a tensor as a NumPy array")
+        return arr if dtype is None else arr.astype(dtype)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        self._values(f"NumPy attribute .{name}")
+        return getattr(self._values(f"NumPy attribute .{name}"), name)
 
     def __getitem__(self, item: Any) -> Any:
-        self._values("indexing into the values")
+        return self._values("indexing into the values")[item]
 
     def __setitem__(self, item: Any, value: Any) -> None:
-        self._values("writing values directly")
+        self._fail("writing values directly")
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def __iter__(self) -> Any:
-        self._values("iterating over a tensor's values")
+        return iter(self._values("iterating over a tensor's values"))
 
     def __bool__(self) -> bool:
-        self._values("bool() of a tensor")
+        return bool(self._values("bool() of a tensor"))
 
     def __float__(self) -> float:
-        self._values("float() of a tensor")
+        return float(self._values("float() of a tensor"))
 
     def __int__(self) -> int:
-        self._values("int() of a tensor")
+        return int(self._values("int() of a tensor"))
 
     def __repr__(self) -> str:
         return f"FakeArray(shape={self.shape}, dtype={self.dtype}, node={self.node.name})"
@@ -125,6 +133,7 @@ class Tracer:
     """The recorder installed in ``ember._lazy.STATE.trace`` while export runs the module."""
 
     owner = None
+    draft = None  # draft_export's RealValues
 
     def __init__(self, graph: Graph, lifted: dict, env: Any = None) -> None:
         self.graph = graph
