@@ -88,6 +88,9 @@ def to_compiler_graph(ep: Any) -> tuple[CGraph, list, list]:
         elif n.op == "call_function" and n.target is operator.getitem:
             src = refs[n.args[0].name]
             refs[n.name] = ("n", src[1], n.args[1])
+        elif n.op == "call_function" and n.target.kind == "export_function":
+            raise ExportError(f"[compile_program] the graph has a {n.target!r} node (a value "
+                              "only known at run time); compile ep.module() with ember.compile")
         elif n.op == "call_function":
             args = tuple(refs[a.name] if isinstance(a, Node) else lift(a) for a in n.args)
             vals = val if isinstance(val, tuple) else (val,)

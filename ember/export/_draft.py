@@ -173,6 +173,9 @@ class RealValues:
             args = [get(a) for a in n.args]
             if n.target is operator.getitem:
                 self.env[n.name] = args[0][args[1]]
+            elif n.target.kind == "export_function":
+                self.env[n.name] = n.target.run(n, args, self.vals)
+                continue
             else:
                 if n.target.name == "view" and not args[0].is_contiguous():
                     args[0] = args[0].contiguous()

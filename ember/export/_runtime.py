@@ -159,6 +159,9 @@ def run_graph(graph: Any, values: dict, vals: dict) -> list:
             args = [get(a) for a in n.args]
             if n.target is operator.getitem:
                 env[n.name] = args[0][args[1]]
+            elif n.target.kind == "export_function":  # item, _assert_scalar
+                env[n.name] = n.target.run(n, args, vals)
+                continue
             elif n.target.name == "view" and not args[0].is_contiguous():
                 # tracing saw values, not layouts (a fake tensor is contiguous): a reshape that
                 # traced as a view of a transposed value copies here, as eager reshape does

@@ -121,6 +121,16 @@ class FakeArray:
     def __int__(self) -> int:
         return int(self._values("int() of a tensor"))
 
+    def ember_item(self, t: Tensor) -> Any:
+        """``t.item()`` while exporting: an integer becomes an unbacked SymInt ``u<k>`` (an
+        ``item`` node), usable in later shapes after ``ember._check``s, as in PyTorch; other
+        dtypes (floats specialize in ember) need the values (draft_export gives them)."""
+        tr = _lazy.STATE.trace
+        if (t._dtype.is_floating_point or t._dtype.name == "bool" or tr is None
+                or tr.env is None or getattr(tr, "draft", None) is not None):
+            return NotImplemented
+        return tr.item(t)
+
     def __repr__(self) -> str:
         return f"FakeArray(shape={self.shape}, dtype={self.dtype}, node={self.node.name})"
 
@@ -199,6 +209,27 @@ class Tracer:
             outs.append(self.wrap(g, shape, dtype))
         return tuple(outs)
 
+    def item(self, t: Tensor) -> Any:
+        from ember.export._functions import ITEM
+        u = self.env.create_unbacked_symint()
+        node = self.graph.create_node("call_function", ITEM, (self.node_of(t),), {})
+        node.meta["val"] = u
+        fn, line, func = _user_frame()
+        node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+        return u
+
+    def runtime_assert(self, rel: Any, message: str | None) -> None:
+        """``ember._check`` of an unbacked relation: an ``_assert_scalar`` node."""
+        from ember.export._functions import ASSERT_SCALAR
+        from ember.sym import SymBool, pyexpr
+        node = self.graph.create_node("call_function", ASSERT_SCALAR, (SymBool(rel, self.env),
+                                                                        message), {})
+        node.args = (node.args[0], message or f"Runtime assertion failed for expression "
+                     f"{pyexpr(rel)} on node '{node.name}'")
+        node.meta["val"] = None
+        fn, line, func = _user_frame()
+        node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+
     def _unbacked(self, shape: tuple, op: Any) -> tuple:
         """A data-dependent size (``nonzero``'s row count) becomes an unbacked symbol ``u<k>``
         (range ``[0, inf)``); code that branches on it raises ``GuardOnDataDependentSymNode``."""
@@ -239,10 +270,14 @@ class Tracer:
         if _lazy.STATE.trace is not None:
             raise RuntimeError("[export] cannot export inside ember.compile or another export")
         _lazy.STATE.trace = self
+        if self.env is not None:
+            self.env.assert_hook = self.runtime_assert
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _lazy.STATE.trace = None
+        if self.env is not None:
+            self.env.assert_hook = None
         for t, payload, version in self.restore:
             t._data = payload
             t._version_counter[0] = version

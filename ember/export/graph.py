@@ -88,6 +88,8 @@ def _collect(x: Any, out: list) -> None:
 def _target_str(t: Any) -> str:
     if t is operator.getitem:
         return "operator.getitem"
+    if getattr(t, "kind", None) == "export_function":
+        return repr(t)
     return f"ember.ops.{t.name}" if hasattr(t, "kind") else str(t)
 
 

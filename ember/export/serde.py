@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as _dt
+from ember.export._functions import FUNCTIONS
 from ember.export._inputs import leaves, unflatten
 from ember.export._runtime import InputGuards
 from ember.export.exported_program import ExportedProgram
@@ -43,7 +44,7 @@ from ember.nn.parameter import Parameter
 from ember.ops.registry import REGISTRY
 from ember.serialization import safetensors as _st
 from ember.serialization._errors import SerializationError
-from ember.sym import FakeTensor, ShapeEnv, SymInt, ValueRange, _sympy
+from ember.sym import FakeTensor, ShapeEnv, SymBool, SymInt, ValueRange, _sympy
 
 FORMAT = "ember.export"
 VERSION = (1, 0)
@@ -113,6 +114,8 @@ def _enc(x: Any) -> Any:
         return {"node": x.name}
     if isinstance(x, SymInt):
         return {"symint": _enc_expr(x.expr)}
+    if isinstance(x, SymBool):
+        return {"symbool": _enc_expr(x.rel)}
     if isinstance(x, _dt.dtype):
         return {"dtype": x.name}
     if isinstance(x, tuple):
@@ -141,6 +144,8 @@ def _dec(j: Any, ctx: dict) -> Any:
         if "symint" in j:
             e = _dec_expr(j["symint"], ctx["syms"])
             return int(e) if e.is_Integer else SymInt(e, ctx["env"])
+        if "symbool" in j:
+            return SymBool(_dec_expr(j["symbool"], ctx["syms"]), ctx["env"])
         if "float" in j and j["float"] in ("inf", "-inf", "nan"):
             return float(j["float"])
         if "dtype" in j:
@@ -198,6 +203,8 @@ def _enc_val(v: Any) -> Any:
         return {"shape": [_enc(s) for s in v.shape], "dtype": v.dtype.name}
     if isinstance(v, tuple):
         return {"tuple": [_enc_val(x) for x in v]}
+    if isinstance(v, SymInt):  # an item node's unbacked value
+        return {"symval": _enc(v)}
     return None
 
 
@@ -206,6 +213,8 @@ def _dec_val(j: Any, ctx: dict) -> Any:
         return None
     if "tuple" in j:
         return tuple(_dec_val(x, ctx) for x in j["tuple"])
+    if "symval" in j:
+        return _dec(j["symval"], ctx)
     return FakeTensor(tuple(_dec(s, ctx) for s in j["shape"]), _dtype(j["dtype"]))
 
 
@@ -234,6 +243,7 @@ def _model_json(ep: ExportedProgram) -> dict:
     nodes = []
     for n in ep.graph.nodes:
         target = "operator.getitem" if n.target is operator.getitem else \
+            repr(n.target) if getattr(n.target, "kind", None) == "export_function" else \
             n.target.name if hasattr(n.target, "kind") else n.target
         nodes.append({"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
                       "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
@@ -436,6 +446,10 @@ def _build_node(graph: Graph, j: dict, ctx: dict) -> Node:
     elif op == "call_function":
         if target == "operator.getitem":
             fn: Any = operator.getitem
+        elif isinstance(target, str) and target.startswith("ember.export."):
+            fn = FUNCTIONS.get(target.removeprefix("ember.export."))
+            if fn is None:
+                raise _err(f"node {name!r} calls {target!r}, which is not an export function")
         else:
             fn = REGISTRY.get(target) if isinstance(target, str) else None
             if fn is None:

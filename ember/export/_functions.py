@@ -1,0 +1,47 @@
+"""Graph targets that are not registry ops: ``item`` (a tensor's value as an unbacked SymInt,
+``u0``) and ``_assert_scalar`` (a runtime assert that ``ember._check`` records on unbacked sizes),
+as PyTorch's ``aten.item`` / ``aten._assert_scalar`` nodes."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ember.sym import SymBool, _sympy, pyexpr
+
+
+class ExportFunction:
+    """A named graph target run by ``ep.module()`` with the symbol values: ``run(node, args,
+    vals)`` gives the node's value."""
+
+    kind = "export_function"
+
+    def __init__(self, name: str, run: Callable) -> None:
+        self.name = name
+        self.run = run
+
+    def __repr__(self) -> str:
+        return f"ember.export.{self.name}"
+
+
+def _item(node: Any, args: list, vals: dict) -> Any:
+    v = args[0].item()
+    u = node.meta["val"]
+    if hasattr(u, "expr") and u.expr.is_Symbol and u.expr not in vals:
+        vals[u.expr] = _sympy().Integer(int(v))
+    return v
+
+
+def _assert_scalar(node: Any, args: list, vals: dict) -> None:
+    cond, msg = args
+    rel = cond.rel if isinstance(cond, SymBool) else cond
+    if not vals.truth(rel):
+        raise RuntimeError(msg or f"Runtime assertion failed for expression {pyexpr(rel)} on "
+                           f"node '{node.name}'")
+    return None
+
+
+ITEM = ExportFunction("item", _item)
+ASSERT_SCALAR = ExportFunction("_assert_scalar", _assert_scalar)
+FUNCTIONS = {f.name: f for f in (ITEM, ASSERT_SCALAR)}
+
+__all__ = ["ASSERT_SCALAR", "FUNCTIONS", "ITEM", "ExportFunction"]
