@@ -40,8 +40,17 @@ def _assert_scalar(node: Any, args: list, vals: dict) -> None:
     return None
 
 
-ITEM = ExportFunction("item", _item)
-ASSERT_SCALAR = ExportFunction("_assert_scalar", _assert_scalar)
-FUNCTIONS = {f.name: f for f in (ITEM, ASSERT_SCALAR)}
+def _cond(node: Any, args: list, vals: dict) -> tuple:
+    from ember.export._runtime import run_graph
+    pred, true_graph, false_graph, operands = args
+    sub = true_graph if bool(pred) else false_graph
+    values = {name: v for name, v in zip(sub.inputs, operands) if name is not None}
+    return tuple(run_graph(sub.graph, values, vals))
 
-__all__ = ["ASSERT_SCALAR", "FUNCTIONS", "ITEM", "ExportFunction"]
+
+ITEM = ExportFunction("item", _item)
+COND = ExportFunction("cond", _cond)
+ASSERT_SCALAR = ExportFunction("_assert_scalar", _assert_scalar)
+FUNCTIONS = {f.name: f for f in (ITEM, ASSERT_SCALAR, COND)}
+
+__all__ = ["ASSERT_SCALAR", "COND", "FUNCTIONS", "ITEM", "ExportFunction"]

@@ -156,9 +156,25 @@ class Tracer:
         self.written: dict[int, tuple] = {}       # id(Tensor) -> (tensor, original node)
         self.restore: list = []                   # (tensor, payload, version) to put back
         self.stack: list = []                     # node -> user line
+        self.frames: list = []                    # cond branches being traced (innermost last)
 
     # ------------------------------------------------------------------ values
     def node_of(self, t: Tensor) -> Node:
+        n = self._node_of(t)
+        return n if n.graph is self.graph else self._local(n)
+
+    def _local(self, n: Node) -> Node:
+        """``n`` (a node of an enclosing graph, read inside a ``cond`` branch) as an input of
+        the branch's graph: a placeholder, and an extra operand of the ``cond``."""
+        frame = self.frames[-1]
+        ph = frame.map.get(n)
+        if ph is None:
+            ph = frame.map[n] = self.graph.placeholder(f"arg_{n.name}")
+            ph.meta["val"] = n.meta.get("val")
+            frame.extras.append(n)
+        return ph
+
+    def _node_of(self, t: Tensor) -> Node:
         p = t._data
         if p.__class__ is FakeArray:
             return p.node
@@ -229,6 +245,11 @@ class Tracer:
         node.meta["val"] = None
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+
+    def cond(self, pred: Tensor, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
+        """``ember.cond`` while exporting: both branches traced into subgraphs of one node."""
+        from ember.export._cond import trace_cond
+        return trace_cond(self, pred, true_fn, false_fn, operands)
 
     def _unbacked(self, shape: tuple, op: Any) -> tuple:
         """A data-dependent size (``nonzero``'s row count) becomes an unbacked symbol ``u<k>``

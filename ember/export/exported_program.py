@@ -173,6 +173,11 @@ class ExportedProgram:
     # ------------------------------------------------------------------ printing
     def __str__(self) -> str:
         code = self.graph.python_code()
+        for n in self.graph.nodes:  # cond branches, as PyTorch prints its submodules
+            for sub in n.args:
+                if hasattr(sub, "inputs") and hasattr(sub, "graph"):
+                    inner = "\n".join("    " + ln for ln in sub.code.rstrip().split("\n"))
+                    code += f"\nclass {sub.name}(torch.nn.Module):\n{inner}\n"
         body = "\n".join("        " + ln for ln in code.rstrip().split("\n"))
         ranges = "{" + ", ".join(f"{k}: {v}" for k, v in self.range_constraints.items()) + "}"
         return ("ExportedProgram:\n    class GraphModule(torch.nn.Module):\n" + body +
