@@ -25,7 +25,9 @@ from ember.export.graph_signature import (
                                           TensorArgument,
 )
 from ember.export.serde import load, save
+from ember.export.unflatten import InterpreterModule, UnflattenedModule, unflatten
 
 __all__ = ["CompiledProgram", "Dim", "ExportGraphSignature", "ExportedProgram", "InputKind",
-           "InputSpec", "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument",
-           "compile_program", "dims", "draft_export", "export", "load", "save"]
+           "InputSpec", "InterpreterModule", "OutputKind", "OutputSpec", "ShapesCollection",
+           "TensorArgument", "UnflattenedModule", "compile_program", "dims", "draft_export",
+           "export", "load", "save", "unflatten"]

@@ -49,6 +49,7 @@ def _flat_outputs(out: Any, which: str) -> tuple[list, Any]:
 
 def _trace_branch(tr: Any, fn: Any, operands: tuple, which: str) -> tuple:
     sub, frame, saved = Graph(), _Frame(), tr.graph
+    sub.on_create = saved.on_create
     tr.frames.append(frame)
     tr.graph = sub
     try:

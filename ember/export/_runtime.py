@@ -140,8 +140,9 @@ def _bind_unbacked(node: Any, value: Any, vals: dict) -> None:
                 vals[d.expr] = n.expr if isinstance(n, SymInt) else _sympy().Integer(n)
 
 
-def run_graph(graph: Any, values: dict, vals: dict) -> list:
-    """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs."""
+def run_graph(graph: Any, values: dict, vals: dict, call_module: Any = None) -> list:
+    """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs.
+    ``call_module(target, args, vals)`` runs the ``call_module`` nodes of an unflattened graph."""
     from ember.export.graph import Node
     env: dict = {}
 
@@ -155,6 +156,8 @@ def run_graph(graph: Any, values: dict, vals: dict) -> list:
     for n in graph.nodes:
         if n.op == "placeholder":
             env[n.name] = values[n.name]
+        elif n.op == "call_module":
+            env[n.name] = call_module(n.target, [get(a) for a in n.args], vals)
         elif n.op == "call_function":
             args = [get(a) for a in n.args]
             if n.target is operator.getitem:

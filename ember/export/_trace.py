@@ -157,6 +157,16 @@ class Tracer:
         self.restore: list = []                   # (tensor, payload, version) to put back
         self.stack: list = []                     # node -> user line
         self.frames: list = []                    # cond branches being traced (innermost last)
+        self._on_create: Any = None               # sets a new node's nn_module_stack
+
+    @property
+    def on_create(self) -> Any:
+        return self._on_create
+
+    @on_create.setter
+    def on_create(self, fn: Any) -> None:
+        self._on_create = fn
+        self.graph.on_create = fn
 
     # ------------------------------------------------------------------ values
     def node_of(self, t: Tensor) -> Node:

@@ -116,15 +116,16 @@ class ExportedProgram:
             flat.extend(leaves(named[k]))
         return flat
 
-    def _run(self, args: tuple, kwargs: dict, state: dict) -> tuple:
-        """Check guards, run the graph; returns (user outputs, mutation values by target)."""
+    def _run(self, args: tuple, kwargs: dict, state: dict, runner: Any = None) -> tuple:
+        """Check guards, run the graph (or ``runner(values, vals)``); returns (user outputs,
+        mutation values by target, the flat user inputs)."""
         flat = self._flat_user_inputs(args, kwargs)
         vals = self._guards.check(flat)
         values: dict = {}
         it = iter(flat)
         for s in self.graph_signature.input_specs:
             values[s.arg.name] = next(it) if s.kind == InputKind.USER_INPUT else state[s.target]
-        outs = run_graph(self.graph, values, vals)
+        outs = run_graph(self.graph, values, vals) if runner is None else runner(values, vals)
         user, muts = [], []
         for s, v in zip(self.graph_signature.output_specs, outs):
             if s.kind == OutputKind.USER_OUTPUT:
@@ -236,6 +237,9 @@ class ExportedModule(Module):
         super().__init__()
         object.__setattr__(self, "_ep", ep)
         object.__setattr__(self, "forward", types.MethodType(_forward_with(ep._in_spec[0]), self))
+        self._register_state(ep)
+
+    def _register_state(self, ep: ExportedProgram) -> None:
         for s in ep.graph_signature.input_specs:
             if s.kind == InputKind.USER_INPUT:
                 continue
@@ -271,6 +275,9 @@ class ExportedModule(Module):
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
         state = self._state()
         result, muts, flat = self._ep._run(args, kwargs, state)
+        return self._write_back(result, muts, flat, state)
+
+    def _write_back(self, result: Any, muts: list, flat: list, state: dict) -> Any:
         user_in = [s.arg.name for s in self._ep.graph_signature.input_specs
                    if s.kind == InputKind.USER_INPUT]
         from ember.autograd.grad_mode import no_grad
