@@ -127,6 +127,7 @@ class RealValues:
         self.env: dict = {}
         self.done = 0
         self.failures: dict = {}      # (expr, line) -> FailureReport
+        self.asserted: set = set()    # nodes whose value has an assert node
 
     def value(self, node: Any, what: str) -> Any:
         """The NumPy value of ``node``; reports ``what`` needed it."""
@@ -147,7 +148,20 @@ class RealValues:
                 "frame_locals": None, "stack": []})
         else:
             f.data["occurrences"] += 1
+        if node.name not in self.asserted:  # the program holds for this value only
+            self.asserted.add(node.name)
+            self._assert(node, arr)
         return arr
+
+    def _assert(self, node: Any, arr: Any) -> None:
+        from ember.export._functions import ASSERT_VALUE
+        graph = self.tracer.graph
+        shown = arr.reshape(()).item() if arr.size == 1 else "the example's values"
+        a = graph.create_node("call_function", ASSERT_VALUE, (node, arr.copy(), ""), {})
+        a.args = (node, arr.copy(), f"Runtime assertion failed: {node.name} differs from "
+                  f"{shown}, the value draft_export specialized the program to (node "
+                  f"'{a.name}')")
+        a.meta["val"] = None
 
     def _run_to(self, target: Any) -> None:
         from ember.export._runtime import _bind_unbacked, concrete

@@ -48,9 +48,19 @@ def _cond(node: Any, args: list, vals: dict) -> tuple:
     return tuple(run_graph(sub.graph, values, vals))
 
 
+def _assert_value(node: Any, args: list, vals: dict) -> None:
+    """draft_export specialized the program to a value it read: check it still holds."""
+    import numpy as np
+    t, expected, msg = args
+    if not np.array_equal(np.asarray(t.detach().numpy()), np.asarray(expected)):
+        raise RuntimeError(msg)
+    return None
+
+
 ITEM = ExportFunction("item", _item)
+ASSERT_VALUE = ExportFunction("_assert_tensor_value", _assert_value)
 COND = ExportFunction("cond", _cond)
 ASSERT_SCALAR = ExportFunction("_assert_scalar", _assert_scalar)
-FUNCTIONS = {f.name: f for f in (ITEM, ASSERT_SCALAR, COND)}
+FUNCTIONS = {f.name: f for f in (ITEM, ASSERT_SCALAR, ASSERT_VALUE, COND)}
 
-__all__ = ["ASSERT_SCALAR", "COND", "FUNCTIONS", "ITEM", "ExportFunction"]
+__all__ = ["ASSERT_SCALAR", "ASSERT_VALUE", "COND", "FUNCTIONS", "ITEM", "ExportFunction"]

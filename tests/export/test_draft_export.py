@@ -97,3 +97,17 @@ def test_other_errors_still_raise():
             return x.view(5, 5)
     with pytest.raises(Exception, match="view"):
         draft_export(Bad(), (ember.randn(3, 4),))
+
+
+def test_specialized_value_is_asserted_at_run_time():
+    class S(ember.nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x
+
+    ep = draft_export(S(), (ember.ones(3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert _types(ep) == [2]
+    np.testing.assert_allclose(ep.module()(ember.ones(5)).numpy(), np.full(5, 2.0))
+    with pytest.raises(RuntimeError, match="Runtime assertion failed: gt differs from True"):
+        ep.module()(-ember.ones(5))
