@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as _dt
+from ember.export._cond import SubGraph
 from ember.export._functions import FUNCTIONS
 from ember.export._inputs import leaves, unflatten
 from ember.export._runtime import InputGuards
@@ -116,6 +117,9 @@ def _enc(x: Any) -> Any:
         return {"symint": _enc_expr(x.expr)}
     if isinstance(x, SymBool):
         return {"symbool": _enc_expr(x.rel)}
+    if isinstance(x, SubGraph):
+        return {"subgraph": {"name": x.name, "inputs": list(x.inputs),
+                             "nodes": _enc_nodes(x.graph)}}
     if isinstance(x, _dt.dtype):
         return {"dtype": x.name}
     if isinstance(x, tuple):
@@ -146,6 +150,8 @@ def _dec(j: Any, ctx: dict) -> Any:
             return int(e) if e.is_Integer else SymInt(e, ctx["env"])
         if "symbool" in j:
             return SymBool(_dec_expr(j["symbool"], ctx["syms"]), ctx["env"])
+        if "subgraph" in j:
+            return _dec_subgraph(j["subgraph"], ctx)
         if "float" in j and j["float"] in ("inf", "-inf", "nan"):
             return float(j["float"])
         if "dtype" in j:
@@ -219,6 +225,35 @@ def _dec_val(j: Any, ctx: dict) -> Any:
 
 
 # --------------------------------------------------------------------------- save
+def _enc_nodes(graph: Graph) -> list:
+    nodes = []
+    for n in graph.nodes:
+        target = "operator.getitem" if n.target is operator.getitem else \
+            repr(n.target) if getattr(n.target, "kind", None) == "export_function" else \
+            n.target.name if hasattr(n.target, "kind") else n.target
+        nodes.append({"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
+                      "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
+                      "stack_trace": n.meta.get("stack_trace")})
+    return nodes
+
+
+def _dec_subgraph(j: Any, ctx: dict) -> SubGraph:
+    """A ``cond`` branch: its nodes are decoded into a graph of their own."""
+    if not (isinstance(j, dict) and isinstance(j.get("name"), str)
+            and isinstance(j.get("nodes"), list) and isinstance(j.get("inputs"), list)
+            and all(x is None or isinstance(x, str) for x in j["inputs"])):
+        raise _err("malformed cond subgraph")
+    sub = {**ctx, "nodes": {}}
+    graph = Graph()
+    for nj in j["nodes"]:
+        if not isinstance(nj, dict):
+            raise _err("malformed cond subgraph node")
+        node = _build_node(graph, nj, sub)
+        sub["nodes"][node.name] = node
+    graph.lint()
+    return SubGraph(j["name"], graph, list(j["inputs"]))
+
+
 def _model_json(ep: ExportedProgram) -> dict:
     env = ep.shape_env
     syms = set()
@@ -240,14 +275,7 @@ def _model_json(ep: ExportedProgram) -> dict:
                         else int(vr.lower),
                         "upper": None if vr.upper == math.inf else int(vr.upper),
                         "source": env.var_to_source.get(s, s.name) if env else s.name})
-    nodes = []
-    for n in ep.graph.nodes:
-        target = "operator.getitem" if n.target is operator.getitem else \
-            repr(n.target) if getattr(n.target, "kind", None) == "export_function" else \
-            n.target.name if hasattr(n.target, "kind") else n.target
-        nodes.append({"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
-                      "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
-                      "stack_trace": n.meta.get("stack_trace")})
+    nodes = _enc_nodes(ep.graph)
     sig = ep.graph_signature
     g = ep._guards
     return {

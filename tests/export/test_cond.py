@@ -100,3 +100,17 @@ def test_bad_pred_raises_like_torch():
         ember.cond(ember.tensor([1, 2]), lambda x: x, lambda x: x, (ember.randn(2),))
     with pytest.raises(RuntimeError, match="single-element tensor"):
         torch.cond(torch.tensor([1, 2]), lambda x: x, lambda x: x, (torch.randn(2),))
+
+
+def test_save_load_round_trip():
+    import io
+    m, _ = _pair()
+    ep = export(m, (ember.tensor(_x(3, 1.0)),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    buf = io.BytesIO()
+    ember.export.save(ep, buf)
+    buf.seek(0)
+    ep2 = ember.export.load(buf)
+    for sign in (1.0, -1.0):
+        x = ember.tensor(_x(4, sign))
+        np.testing.assert_allclose(ep2.module()(x).detach().numpy(),
+                                   ep.module()(x).detach().numpy(), rtol=1e-6)
