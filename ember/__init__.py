@@ -66,7 +66,8 @@ from ember import compiler  # noqa: F401
 from ember.compiler import compile  # noqa: F401
 from ember import _dynamo  # noqa: F401
 from ember import export, fx  # noqa: F401, E402
-from ember.sym import SymBool, SymInt, _check, _check_is_size  # noqa: F401, E402
+from ember.sym import SymBool, SymInt  # noqa: F401, E402
+from ember._frontend.checks import _check, _check_is_size  # noqa: F401, E402
 from ember._frontend.cond import cond  # noqa: F401, E402
 
 # device plumbing and legacy namespaces (docs/devices.md)
