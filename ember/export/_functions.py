@@ -41,11 +41,17 @@ def _assert_scalar(node: Any, args: list, vals: dict) -> None:
 
 
 def _cond(node: Any, args: list, vals: dict) -> tuple:
+    from ember._frontend.cond import cond
     from ember.export._runtime import run_graph
     pred, true_graph, false_graph, operands = args
-    sub = true_graph if bool(pred) else false_graph
-    values = {name: v for name, v in zip(sub.inputs, operands) if name is not None}
-    return tuple(run_graph(sub.graph, values, vals))
+
+    def branch(sub: Any) -> Callable:
+        def run(*ops: Any) -> tuple:
+            values = {name: v for name, v in zip(sub.inputs, ops) if name is not None}
+            return tuple(run_graph(sub.graph, values, vals))
+        return run
+    # through ember.cond: eagerly one branch; re-exporting ep.module() records a cond again
+    return tuple(cond(pred, branch(true_graph), branch(false_graph), tuple(operands)))
 
 
 def _assert_value(node: Any, args: list, vals: dict) -> None:

@@ -135,3 +135,16 @@ def test_char_gpt_dynamic_sequence():
             idx = ember.randint(0, 30, (b, n))
             _close(cm(idx), m(idx))
     assert len(calls) == 1
+
+
+def test_loaded_program_compiles():
+    import io
+    m, ep = _export_net()
+    buf = io.BytesIO()
+    ember.export.save(ep, buf)
+    buf.seek(0)
+    cp = compile_program(ember.export.load(buf))
+    with ember.no_grad():
+        for b in (2, 13):
+            x, y = ember.randn(b, 8), ember.randn(b, 4)
+            _close(cp(x, y)[1], m(x, y)[1])

@@ -114,3 +114,15 @@ def test_save_load_round_trip():
         x = ember.tensor(_x(4, sign))
         np.testing.assert_allclose(ep2.module()(x).detach().numpy(),
                                    ep.module()(x).detach().numpy(), rtol=1e-6)
+
+
+def test_module_with_cond_re_exports():
+    m, _ = _pair()
+    ep = export(m, (ember.tensor(_x(3, 1.0)),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    ep2 = export(ep.module(), (ember.tensor(_x(3, 1.0)),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    conds = [n for n in ep2.graph.nodes if getattr(n.target, "name", "") == "cond"]
+    assert len(conds) == 1
+    for sign in (1.0, -1.0):
+        x = ember.tensor(_x(5, sign))
+        np.testing.assert_allclose(ep2.module()(x).detach().numpy(), m(x).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
