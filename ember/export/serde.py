@@ -1,6 +1,6 @@
 """``ember.export.save`` / ``load``: an exported program as a versioned zip archive.
 
-Layout (docs/export.md): ``version`` (``"1.0"``: major.minor), ``model.json`` (the graph, its
+Layout (docs/export.md): ``version`` (``"1.1"``: major.minor), ``model.json`` (the graph, its
 signature, symbols, range constraints, guards and the input/output structure, as plain JSON),
 ``weights.safetensors`` (parameters, buffers and constants), ``example_inputs.safetensors``,
 and ``extra_files/<name>``.  Loading parses JSON and safetensors only and looks ops up in the
@@ -48,7 +48,7 @@ from ember.serialization._errors import SerializationError
 from ember.sym import FakeTensor, ShapeEnv, SymBool, SymInt, ValueRange, _sympy
 
 FORMAT = "ember.export"
-VERSION = (1, 0)
+VERSION = (1, 1)  # 1.1: item/cond/assert nodes, nn_module_stack
 _MEMBERS = ("version", "model.json", "weights.safetensors", "example_inputs.safetensors")
 
 
@@ -231,9 +231,13 @@ def _enc_nodes(graph: Graph) -> list:
         target = "operator.getitem" if n.target is operator.getitem else \
             repr(n.target) if getattr(n.target, "kind", None) == "export_function" else \
             n.target.name if hasattr(n.target, "kind") else n.target
-        nodes.append({"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
-                      "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
-                      "stack_trace": n.meta.get("stack_trace")})
+        j = {"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
+             "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
+             "stack_trace": n.meta.get("stack_trace")}
+        if n.meta.get("nn_module_stack"):  # optional (1.1): for unflatten
+            j["nn_module_stack"] = [list(e) for e in n.meta["nn_module_stack"]]
+            j["module_call_ids"] = list(n.meta.get("module_call_ids", ()))
+        nodes.append(j)
     return nodes
 
 
@@ -491,6 +495,14 @@ def _build_node(graph: Graph, j: dict, ctx: dict) -> Node:
     node.meta["val"] = _dec_val(j.get("val"), ctx)
     if j.get("stack_trace"):
         node.meta["stack_trace"] = str(j["stack_trace"])
+    stack, ids = j.get("nn_module_stack"), j.get("module_call_ids")
+    if stack is not None:
+        if not (isinstance(stack, list) and isinstance(ids, list) and len(ids) == len(stack)
+                and all(isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
+                        for e in stack) and all(type(i) is int for i in ids)):
+            raise _err(f"node {name!r} has a malformed nn_module_stack")
+        node.meta["nn_module_stack"] = tuple(tuple(e) for e in stack)
+        node.meta["module_call_ids"] = tuple(ids)
     return node
 
 

@@ -87,3 +87,16 @@ def test_guards_still_checked():
     _, ep, _ = _pair()
     with pytest.raises(AssertionError, match=r"Guard failed: x.size\(\)\[1\] == 4"):
         unflatten(ep)(ember.randn(3, 5))
+
+
+def test_unflatten_after_save_load():
+    import io
+    m, ep, _ = _pair()
+    buf = io.BytesIO()
+    ember.export.save(ep, buf)
+    buf.seek(0)
+    um = unflatten(ember.export.load(buf))
+    assert isinstance(um.b2.fc, InterpreterModule)
+    x = ember.randn(4, 4)
+    with ember.no_grad():
+        np.testing.assert_allclose(um(x).numpy(), m(x).numpy(), rtol=1e-5, atol=1e-6)
