@@ -2,6 +2,9 @@
 0.5x torch's time) on the demo's char GPT and a MiniLM-sized BERT, both with a dynamic batch and
 sequence length.
 
+A second table times the compiled exported program (``ember.compile(ep.module())``) against
+``ember.compile`` of the same module (issue 15: "as fast"); ``--compiled`` runs only that one.
+
 Run: ``python benchmarks/bench_export.py``.  The torch side runs the very same model source:
 ``ember/demo.py``'s ``Block``/``CharGPT`` and ``examples/minilm.py``'s ``BertModel`` are executed
 once more with ``torch`` bound in place of ``ember`` (their weights are random; export time does
@@ -79,7 +82,46 @@ def main() -> None:
     print(f"{'model':36} {'ember':>10} {'torch':>10} {'ember/torch':>12}")
     for name, te, tt, ratio in compare(cases, rounds=5, warmup=1):
         print(f"{name:36} {fmt_time(te):>10} {fmt_time(tt):>10} {ratio:>12.3f}")
+    compiled_runs()
+
+
+def compiled_runs() -> None:
+    """The compiled exported program (``ember.compile(ep.module())``: one size-generic C entry,
+    no retracing) against ``ember.compile`` of the same module, inference, same inputs."""
+    from ember.export import Dim
+
+    def gpt(make_input):
+        ember.manual_seed(0)
+        m = ember.demo.CharGPT(65, block=64, d=96, layers=2, heads=4).eval()
+        ep = ember.export.export(m, (ember.randint(0, 65, (4, 32)),),
+                                 dynamic_shapes={"idx": {0: Dim.AUTO, 1: Dim("t", max=64)}})
+        return ember.compile(ep.module()), ember.compile(m), make_input
+
+    def mlp(make_input):
+        ember.manual_seed(0)
+        m = ember.nn.Sequential(ember.nn.Linear(64, 256), ember.nn.GELU(),
+                                ember.nn.Linear(256, 64)).eval()
+        ep = ember.export.export(m, (ember.randn(32, 64),),
+                                 dynamic_shapes={"input": {0: Dim.AUTO}})
+        return ember.compile(ep.module()), ember.compile(m), make_input
+
+    cases = {}
+    for name, (ce, cc, mk) in {
+            "char GPT fwd (8, 48)": gpt(lambda: ember.randint(0, 65, (8, 48))),
+            "MLP 64-256-64 fwd (batch 256)": mlp(lambda: ember.randn(256, 64))}.items():
+        x = mk()
+
+        def run(f, x=x):
+            with ember.no_grad():
+                f(x)
+        cases[name] = (lambda ce=ce, run=run: run(ce), lambda cc=cc, run=run: run(cc), 20)
+    print(f"\n{'compiled model':36} {'exported':>10} {'compile':>10} {'ratio':>12}")
+    for name, te, tt, ratio in compare(cases, rounds=5, warmup=2):
+        print(f"{name:36} {fmt_time(te):>10} {fmt_time(tt):>10} {ratio:>12.3f}")
 
 
 if __name__ == "__main__":
-    main()
+    if "--compiled" in sys.argv:
+        compiled_runs()
+    else:
+        main()

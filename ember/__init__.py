@@ -70,7 +70,9 @@ from ember.library import _opcheck as _library_opcheck  # noqa: E402
 _library_opcheck.COMPILE.append(compile)
 from ember import _dynamo  # noqa: F401
 from ember import export, fx  # noqa: F401, E402
-from ember.sym import SymInt  # noqa: F401, E402
+from ember.sym import SymBool, SymInt  # noqa: F401, E402
+from ember._frontend.checks import _check, _check_is_size  # noqa: F401, E402
+from ember._frontend.cond import cond  # noqa: F401, E402
 
 # device plumbing and legacy namespaces (docs/devices.md)
 from ember import (  # noqa: F401, E402

@@ -164,6 +164,8 @@ class ShapeEnv:
         self.replacements: dict[Any, Any] = {}     # symbol -> expression it equals
         self.divisible: set[Any] = set()           # expressions e with Mod(e, k) == 0 known
         self._decided: dict[Any, bool] = {}        # relations already guarded -> their value
+        self.deferred: list[Guard] = []            # ember._check'ed relations (runtime asserts)
+        self.assert_hook: Any = None               # export: records a deferred assert's node
         self._n_backed = 0
         self._n_unbacked = 0
 
@@ -312,6 +314,23 @@ class ShapeEnv:
         self.guards.append(Guard(fact, fn, line, kind))
         self._learn(fact)
         return value
+
+    def defer_runtime_assert(self, rel: Any, message: str | None = None) -> None:
+        """``ember._check`` of an undecided relation: assume it from now on (its outcome and
+        the ranges it implies) and hand it to ``assert_hook`` (export records a graph node that
+        checks it when the program runs)."""
+        sp = _sympy()
+        rel = self.simplify(rel)
+        fact = self._canonical(rel)
+        for r in (rel, fact):
+            self._decided[r] = True
+            self._decided[r.negated] = False
+        if fact not in (sp.true, sp.false):
+            self._learn(fact)
+        fn, line, _ = _user_frame()
+        self.deferred.append(Guard(fact, fn, line, "assert"))
+        if self.assert_hook is not None:
+            self.assert_hook(rel, message)
 
     def _canonical(self, fact: Any) -> Any:
         """A guard in a canonical, readable form (sympy's ``simplify`` is far too slow here):
@@ -640,7 +659,13 @@ class SymInt:
                 return getattr(int(self), _DUNDER[cls_name])(other)
             return NotImplemented
         rel = getattr(_sp, cls_name)(self.expr, o)
-        return self.env.evaluate(rel)
+        env = self.env
+        if any(s not in env.var_to_val for s in rel.free_symbols):
+            try:
+                return env.evaluate(rel)
+            except GuardOnDataDependentSymNode:  # undecided on an unbacked size: a SymBool
+                return SymBool(rel, env)        # (bool() raises; ember._check asserts it)
+        return env.evaluate(rel)
 
     def __eq__(self, o: Any) -> Any: return self._rel(o, "Eq")
     def __ne__(self, o: Any) -> Any: return self._rel(o, "Ne")
@@ -680,6 +705,28 @@ class SymInt:
     def __format__(self, spec: str) -> str:
         return format(str(self), spec) if not spec or spec[-1] in "s<>^" else format(int(self),
                                                                                      spec)
+
+
+class SymBool:
+    """A comparison of sizes that the ranges do not decide and no example value can (an unbacked
+    size ``u0`` from ``.item()`` or ``nonzero``): ``bool()`` raises
+    ``GuardOnDataDependentSymNode``; ``ember._check(b)`` turns it into a runtime assert."""
+
+    __slots__ = ("rel", "env")
+
+    def __init__(self, rel: Any, env: ShapeEnv) -> None:
+        self.rel = rel
+        self.env = env
+
+    @property
+    def expr(self) -> Any:
+        return self.rel
+
+    def __bool__(self) -> bool:
+        return self.env.evaluate(self.rel)
+
+    def __repr__(self) -> str:
+        return pyexpr(self.rel)
 
 
 _DUNDER = {"Eq": "__eq__", "Ne": "__ne__", "Lt": "__lt__", "Le": "__le__", "Gt": "__gt__",
@@ -821,6 +868,6 @@ class FakeTensor:
         return f"FakeTensor({list(self.shape)}, {self.dtype})"
 
 
-__all__ = ["SymInt", "ShapeEnv", "Guard", "ValueRange", "GuardOnDataDependentSymNode",
+__all__ = ["SymBool", "SymInt", "ShapeEnv", "Guard", "ValueRange", "GuardOnDataDependentSymNode",
            "sym_max", "sym_min", "guard_int", "is_symbolic", "has_symbolic", "sym_eq_static",
            "unbacked_size", "substitute", "pyexpr", "FakeTensor"]

@@ -351,6 +351,11 @@ class Tensor:
         """The value of a one-element tensor as a Python number."""
         if self._data.__class__ is _LazyArray:
             _lazy.need_values(self, "Tensor.item()")
+        elif self._data.__class__ is not np.ndarray:  # export's FakeArray: an unbacked SymInt
+            hook = getattr(type(self._data), "ember_item", None)
+            v = hook(self._data, self) if hook is not None else NotImplemented
+            if v is not NotImplemented:
+                return v
         if self._data.size != 1:
             raise EmberRuntimeError(
                 f"[item] a Tensor with {self._data.size} elements cannot be converted to Scalar"

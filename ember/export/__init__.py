@@ -11,6 +11,8 @@ Example::
     ember.Size([7, 4])
 """
 
+from ember.export._compile import CompiledProgram, compile_program
+from ember.export._draft import draft_export
 from ember.export._export import export
 from ember.export.dynamic_shapes import Dim, ShapesCollection, dims
 from ember.export.exported_program import ExportedProgram
@@ -23,7 +25,9 @@ from ember.export.graph_signature import (
                                           TensorArgument,
 )
 from ember.export.serde import load, save
+from ember.export.unflatten import InterpreterModule, UnflattenedModule, unflatten
 
-__all__ = ["Dim", "ExportGraphSignature", "ExportedProgram", "InputKind", "InputSpec",
-           "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument", "dims", "export",
-           "load", "save"]
+__all__ = ["CompiledProgram", "Dim", "ExportGraphSignature", "ExportedProgram", "InputKind",
+           "InputSpec", "InterpreterModule", "OutputKind", "OutputSpec", "ShapesCollection",
+           "TensorArgument", "UnflattenedModule", "compile_program", "dims", "draft_export",
+           "export", "load", "save", "unflatten"]

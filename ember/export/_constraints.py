@@ -197,7 +197,9 @@ def check_violations(info: Symbols) -> None:
         lines += [f"  {ln}" for fx in dict.fromkeys(fixes) for ln in fx.split("\n")]
     lines.append("The error above occurred when calling ember.export.export.")
     del sp
-    raise UserError(UserErrorType.CONSTRAINT_VIOLATION, "\n".join(lines))
+    err = UserError(UserErrorType.CONSTRAINT_VIOLATION, "\n".join(lines))
+    err.violations = found  # type: ignore[attr-defined]  # (dim, message, fix, where): draft
+    raise err
 
 
 def _narrowed(info: Symbols, r: _Named, x: Any, locals_: dict) -> list:

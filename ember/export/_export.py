@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 from ember._dynamo.exc import UserError, UserErrorType
 from ember.autograd.grad_mode import no_grad
@@ -51,6 +52,13 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         >>> ep.range_constraints          # Dim("batch") declares [0, inf), as in PyTorch
         {s0: VR[0, int_oo]}
     """
+    return _export(mod, args, kwargs, dynamic_shapes=dynamic_shapes)[0]
+
+
+def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None,
+            draft: bool = False) -> tuple[ExportedProgram, Any]:
+    """``(program, RealValues or None)``; ``draft`` lets code read tensor values (draft_export:
+    the trace runs the graph so far on the examples and records the issue)."""
     if not isinstance(mod, Module):
         raise ValueError(f"Expected `mod` to be an instance of `torch.nn.Module`, got "
                          f"{type(mod)}.")
@@ -72,12 +80,16 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
     fake_inputs = _user_placeholders(graph, leaf_list, specs, syms, input_specs)
     fake_named = {k: _swap(v, fake_inputs) for k, v in named.items()}
     tracer = Tracer(graph, lifted, env)
+    if draft:
+        from ember.export._draft import RealValues
+        tracer.draft = RealValues(tracer, {
+            fake_inputs[id(leaf.tensor)]._data.node.name: leaf.tensor for leaf in leaf_list}, env)
     for key, (name, _kind, _target, arr) in lifted.items():
         tracer.placeholders[key] = next(n for n in graph.nodes if n.name == name)
         tracer.keep.append(arr)
     pos = [fake_named[k] for k in list(named)[:len(args)]]
     kw = {k: fake_named[k] for k in list(named)[len(args):]}
-    with tracer, no_grad():
+    with tracer, no_grad(), _module_stack(mod, tracer):
         out = mod(*pos, **kw)
         result = _outputs(tracer, out, input_specs, constants)
     output_specs, out_nodes, out_struct = result
@@ -90,8 +102,44 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         ranges, _constraints.runtime_guards(env))
     in_spec = (list(named), {k: structure(v) for k, v in named.items()})
     sig = ExportGraphSignature(input_specs, output_specs)
-    return ExportedProgram(graph, sig, state_dict, constants, ranges, (args, kwargs), in_spec,
-                           out_struct, guards, shape_env=env)
+    ep = ExportedProgram(graph, sig, state_dict, constants, ranges, (args, kwargs), in_spec,
+                         out_struct, guards, shape_env=env)
+    return ep, tracer.draft
+
+
+@contextlib.contextmanager
+def _module_stack(mod: Module, tracer: Tracer) -> Iterator[None]:
+    """Record on each node the submodule calls it was made in (``meta["nn_module_stack"]``:
+    ``((fqn, class name), ...)``, outermost first), for ``unflatten``."""
+    stack: list = []
+    ids: list = []
+    count = [0]
+    handles = []
+    for fqn, m in mod.named_modules():
+        if not fqn:
+            continue
+
+        def pre(m: Any, args: Any, fqn: str = fqn) -> None:
+            stack.append((fqn, type(m).__module__ + "." + type(m).__qualname__))
+            count[0] += 1
+            ids.append(count[0])
+
+        def post(m: Any, args: Any, out: Any) -> None:
+            stack.pop()
+            ids.pop()
+        handles.append(m.register_forward_pre_hook(pre))
+        handles.append(m.register_forward_hook(post))
+
+    def on_create(n: Any) -> None:
+        n.meta["nn_module_stack"] = tuple(stack)
+        n.meta["module_call_ids"] = tuple(ids)
+    tracer.on_create = on_create
+    try:
+        yield
+    finally:
+        tracer.on_create = None
+        for h in handles:
+            h.remove()
 
 
 def _user_placeholders(graph: Graph, leaf_list: list, specs: list, syms: dict,

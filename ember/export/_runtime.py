@@ -140,8 +140,9 @@ def _bind_unbacked(node: Any, value: Any, vals: dict) -> None:
                 vals[d.expr] = n.expr if isinstance(n, SymInt) else _sympy().Integer(n)
 
 
-def run_graph(graph: Any, values: dict, vals: dict) -> list:
-    """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs."""
+def run_graph(graph: Any, values: dict, vals: dict, call_module: Any = None) -> list:
+    """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs.
+    ``call_module(target, args, vals)`` runs the ``call_module`` nodes of an unflattened graph."""
     from ember.export.graph import Node
     env: dict = {}
 
@@ -155,10 +156,15 @@ def run_graph(graph: Any, values: dict, vals: dict) -> list:
     for n in graph.nodes:
         if n.op == "placeholder":
             env[n.name] = values[n.name]
+        elif n.op == "call_module":
+            env[n.name] = call_module(n.target, [get(a) for a in n.args], vals)
         elif n.op == "call_function":
             args = [get(a) for a in n.args]
             if n.target is operator.getitem:
                 env[n.name] = args[0][args[1]]
+            elif n.target.kind == "export_function":  # item, _assert_scalar
+                env[n.name] = n.target.run(n, args, vals)
+                continue
             elif n.target.name == "view" and not args[0].is_contiguous():
                 # tracing saw values, not layouts (a fake tensor is contiguous): a reshape that
                 # traced as a view of a transposed value copies here, as eager reshape does

@@ -77,6 +77,13 @@ class FakeArray:
         return _contiguous_strides(self.shape, self.dtype.itemsize)
 
     def _values(self, what: str) -> Any:
+        """Raise: export has no values; under ``draft_export`` give the real array instead."""
+        draft = getattr(_lazy.STATE.trace, "draft", None)
+        if draft is not None:
+            return draft.value(self.node, what)
+        self._fail(what)
+
+    def _fail(self, what: str) -> Any:
         fn, line, func = _user_frame()
         raise GuardOnDataDependentSymNode(
             f"[export] {what} needs a tensor's values, which export does not have (tensors are "
@@ -85,33 +92,44 @@ class FakeArray:
             f"Caused by: ({fn}:{line} in {func})", None)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        self._values("reading a tensor as a NumPy array")
+        arr = self._values("reading a tensor as a NumPy array")
+        return arr if dtype is None else arr.astype(dtype)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        self._values(f"NumPy attribute .{name}")
+        return getattr(self._values(f"NumPy attribute .{name}"), name)
 
     def __getitem__(self, item: Any) -> Any:
-        self._values("indexing into the values")
+        return self._values("indexing into the values")[item]
 
     def __setitem__(self, item: Any, value: Any) -> None:
-        self._values("writing values directly")
+        self._fail("writing values directly")
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def __iter__(self) -> Any:
-        self._values("iterating over a tensor's values")
+        return iter(self._values("iterating over a tensor's values"))
 
     def __bool__(self) -> bool:
-        self._values("bool() of a tensor")
+        return bool(self._values("bool() of a tensor"))
 
     def __float__(self) -> float:
-        self._values("float() of a tensor")
+        return float(self._values("float() of a tensor"))
 
     def __int__(self) -> int:
-        self._values("int() of a tensor")
+        return int(self._values("int() of a tensor"))
+
+    def ember_item(self, t: Tensor) -> Any:
+        """``t.item()`` while exporting: an integer becomes an unbacked SymInt ``u<k>`` (an
+        ``item`` node), usable in later shapes after ``ember._check``s, as in PyTorch; other
+        dtypes (floats specialize in ember) need the values (draft_export gives them)."""
+        tr = _lazy.STATE.trace
+        if (t._dtype.is_floating_point or t._dtype.name == "bool" or tr is None
+                or tr.env is None or getattr(tr, "draft", None) is not None):
+            return NotImplemented
+        return tr.item(t)
 
     def __repr__(self) -> str:
         return f"FakeArray(shape={self.shape}, dtype={self.dtype}, node={self.node.name})"
@@ -125,6 +143,7 @@ class Tracer:
     """The recorder installed in ``ember._lazy.STATE.trace`` while export runs the module."""
 
     owner = None
+    draft = None  # draft_export's RealValues
 
     def __init__(self, graph: Graph, lifted: dict, env: Any = None) -> None:
         self.graph = graph
@@ -137,9 +156,35 @@ class Tracer:
         self.written: dict[int, tuple] = {}       # id(Tensor) -> (tensor, original node)
         self.restore: list = []                   # (tensor, payload, version) to put back
         self.stack: list = []                     # node -> user line
+        self.frames: list = []                    # cond branches being traced (innermost last)
+        self._on_create: Any = None               # sets a new node's nn_module_stack
+
+    @property
+    def on_create(self) -> Any:
+        return self._on_create
+
+    @on_create.setter
+    def on_create(self, fn: Any) -> None:
+        self._on_create = fn
+        self.graph.on_create = fn
 
     # ------------------------------------------------------------------ values
     def node_of(self, t: Tensor) -> Node:
+        n = self._node_of(t)
+        return n if n.graph is self.graph else self._local(n)
+
+    def _local(self, n: Node) -> Node:
+        """``n`` (a node of an enclosing graph, read inside a ``cond`` branch) as an input of
+        the branch's graph: a placeholder, and an extra operand of the ``cond``."""
+        frame = self.frames[-1]
+        ph = frame.map.get(n)
+        if ph is None:
+            ph = frame.map[n] = self.graph.placeholder(f"arg_{n.name}")
+            ph.meta["val"] = n.meta.get("val")
+            frame.extras.append(n)
+        return ph
+
+    def _node_of(self, t: Tensor) -> Node:
         p = t._data
         if p.__class__ is FakeArray:
             return p.node
@@ -190,6 +235,32 @@ class Tracer:
             outs.append(self.wrap(g, shape, dtype))
         return tuple(outs)
 
+    def item(self, t: Tensor) -> Any:
+        from ember.export._functions import ITEM
+        u = self.env.create_unbacked_symint()
+        node = self.graph.create_node("call_function", ITEM, (self.node_of(t),), {})
+        node.meta["val"] = u
+        fn, line, func = _user_frame()
+        node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+        return u
+
+    def runtime_assert(self, rel: Any, message: str | None) -> None:
+        """``ember._check`` of an unbacked relation: an ``_assert_scalar`` node."""
+        from ember.export._functions import ASSERT_SCALAR
+        from ember.sym import SymBool, pyexpr
+        node = self.graph.create_node("call_function", ASSERT_SCALAR, (SymBool(rel, self.env),
+                                                                        message), {})
+        node.args = (node.args[0], message or f"Runtime assertion failed for expression "
+                     f"{pyexpr(rel)} on node '{node.name}'")
+        node.meta["val"] = None
+        fn, line, func = _user_frame()
+        node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+
+    def cond(self, pred: Tensor, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
+        """``ember.cond`` while exporting: both branches traced into subgraphs of one node."""
+        from ember.export._cond import trace_cond
+        return trace_cond(self, pred, true_fn, false_fn, operands)
+
     def _unbacked(self, shape: tuple, op: Any) -> tuple:
         """A data-dependent size (``nonzero``'s row count) becomes an unbacked symbol ``u<k>``
         (range ``[0, inf)``); code that branches on it raises ``GuardOnDataDependentSymNode``."""
@@ -230,10 +301,14 @@ class Tracer:
         if _lazy.STATE.trace is not None:
             raise RuntimeError("[export] cannot export inside ember.compile or another export")
         _lazy.STATE.trace = self
+        if self.env is not None:
+            self.env.assert_hook = self.runtime_assert
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _lazy.STATE.trace = None
+        if self.env is not None:
+            self.env.assert_hook = None
         for t, payload, version in self.restore:
             t._data = payload
             t._version_counter[0] = version

@@ -116,15 +116,16 @@ class ExportedProgram:
             flat.extend(leaves(named[k]))
         return flat
 
-    def _run(self, args: tuple, kwargs: dict, state: dict) -> tuple:
-        """Check guards, run the graph; returns (user outputs, mutation values by target)."""
+    def _run(self, args: tuple, kwargs: dict, state: dict, runner: Any = None) -> tuple:
+        """Check guards, run the graph (or ``runner(values, vals)``); returns (user outputs,
+        mutation values by target, the flat user inputs)."""
         flat = self._flat_user_inputs(args, kwargs)
         vals = self._guards.check(flat)
         values: dict = {}
         it = iter(flat)
         for s in self.graph_signature.input_specs:
             values[s.arg.name] = next(it) if s.kind == InputKind.USER_INPUT else state[s.target]
-        outs = run_graph(self.graph, values, vals)
+        outs = run_graph(self.graph, values, vals) if runner is None else runner(values, vals)
         user, muts = [], []
         for s, v in zip(self.graph_signature.output_specs, outs):
             if s.kind == OutputKind.USER_OUTPUT:
@@ -173,6 +174,11 @@ class ExportedProgram:
     # ------------------------------------------------------------------ printing
     def __str__(self) -> str:
         code = self.graph.python_code()
+        for n in self.graph.nodes:  # cond branches, as PyTorch prints its submodules
+            for sub in n.args:
+                if hasattr(sub, "inputs") and hasattr(sub, "graph"):
+                    inner = "\n".join("    " + ln for ln in sub.code.rstrip().split("\n"))
+                    code += f"\nclass {sub.name}(torch.nn.Module):\n{inner}\n"
         body = "\n".join("        " + ln for ln in code.rstrip().split("\n"))
         ranges = "{" + ", ".join(f"{k}: {v}" for k, v in self.range_constraints.items()) + "}"
         return ("ExportedProgram:\n    class GraphModule(torch.nn.Module):\n" + body +
@@ -231,6 +237,9 @@ class ExportedModule(Module):
         super().__init__()
         object.__setattr__(self, "_ep", ep)
         object.__setattr__(self, "forward", types.MethodType(_forward_with(ep._in_spec[0]), self))
+        self._register_state(ep)
+
+    def _register_state(self, ep: ExportedProgram) -> None:
         for s in ep.graph_signature.input_specs:
             if s.kind == InputKind.USER_INPUT:
                 continue
@@ -266,6 +275,9 @@ class ExportedModule(Module):
     def _forward(self, *args: Any, **kwargs: Any) -> Any:
         state = self._state()
         result, muts, flat = self._ep._run(args, kwargs, state)
+        return self._write_back(result, muts, flat, state)
+
+    def _write_back(self, result: Any, muts: list, flat: list, state: dict) -> Any:
         user_in = [s.arg.name for s in self._ep.graph_signature.input_specs
                    if s.kind == InputKind.USER_INPUT]
         from ember.autograd.grad_mode import no_grad
@@ -276,6 +288,13 @@ class ExportedModule(Module):
                 elif s.kind == OutputKind.USER_INPUT_MUTATION:
                     flat[user_in.index(s.target)].copy_(v)
         return result
+
+    def __ember_compile__(self, traced: Any, *, backend: Any, mode: str | None) -> Any:
+        """``ember.compile(ep.module())``: the exported graph compiled once, size-generic,
+        without retracing (``ember/export/_compile.py``); ``traced`` serves the calls that
+        autograd records and graphs with run-time-only sizes."""
+        from ember.export._compile import DirectCall
+        return DirectCall(self, traced, backend=backend, mode=mode)
 
     @property
     def code(self) -> str:

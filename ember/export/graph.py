@@ -88,6 +88,8 @@ def _collect(x: Any, out: list) -> None:
 def _target_str(t: Any) -> str:
     if t is operator.getitem:
         return "operator.getitem"
+    if getattr(t, "kind", None) == "export_function":
+        return repr(t)
     return f"ember.ops.{t.name}" if hasattr(t, "kind") else str(t)
 
 
@@ -112,6 +114,7 @@ class Graph:
     def __init__(self) -> None:
         self._nodes: list[Node] = []
         self._names: dict[str, int] = {}
+        self.on_create: Any = None
 
     @property
     def nodes(self) -> list[Node]:
@@ -143,6 +146,8 @@ class Graph:
             name = target.name if hasattr(target, "kind") else \
                 "getitem" if target is operator.getitem else str(target)
         n = Node(self, op, self.unique_name(name), target, args, kwargs or {})
+        if self.on_create is not None:  # export's tracer: the module stack of the node
+            self.on_create(n)
         self._nodes.append(n)
         return n
 

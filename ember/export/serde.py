@@ -1,6 +1,6 @@
 """``ember.export.save`` / ``load``: an exported program as a versioned zip archive.
 
-Layout (docs/export.md): ``version`` (``"1.0"``: major.minor), ``model.json`` (the graph, its
+Layout (docs/export.md): ``version`` (``"1.1"``: major.minor), ``model.json`` (the graph, its
 signature, symbols, range constraints, guards and the input/output structure, as plain JSON),
 ``weights.safetensors`` (parameters, buffers and constants), ``example_inputs.safetensors``,
 and ``extra_files/<name>``.  Loading parses JSON and safetensors only and looks ops up in the
@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as _dt
+from ember.export._cond import SubGraph
+from ember.export._functions import FUNCTIONS
 from ember.export._inputs import leaves, unflatten
 from ember.export._runtime import InputGuards
 from ember.export.exported_program import ExportedProgram
@@ -47,10 +49,10 @@ from ember.serialization import _zipcheck as _zc
 from ember.serialization import safetensors as _st
 from ember.serialization._errors import SerializationError
 from ember.serialization._safetensors import unique_keys as _st_unique_keys
-from ember.sym import FakeTensor, ShapeEnv, SymInt, ValueRange, _sympy
+from ember.sym import FakeTensor, ShapeEnv, SymBool, SymInt, ValueRange, _sympy
 
 FORMAT = "ember.export"
-VERSION = (1, 0)
+VERSION = (1, 1)  # 1.1: item/cond/assert nodes, nn_module_stack
 _MEMBERS = ("version", "model.json", "weights.safetensors", "example_inputs.safetensors")
 
 
@@ -117,6 +119,11 @@ def _enc(x: Any) -> Any:
         return {"node": x.name}
     if isinstance(x, SymInt):
         return {"symint": _enc_expr(x.expr)}
+    if isinstance(x, SymBool):
+        return {"symbool": _enc_expr(x.rel)}
+    if isinstance(x, SubGraph):
+        return {"subgraph": {"name": x.name, "inputs": list(x.inputs),
+                             "nodes": _enc_nodes(x.graph)}}
     if isinstance(x, _dt.dtype):
         return {"dtype": x.name}
     if isinstance(x, tuple):
@@ -145,6 +152,10 @@ def _dec(j: Any, ctx: dict) -> Any:
         if "symint" in j:
             e = _dec_expr(j["symint"], ctx["syms"])
             return int(e) if e.is_Integer else SymInt(e, ctx["env"])
+        if "symbool" in j:
+            return SymBool(_dec_expr(j["symbool"], ctx["syms"]), ctx["env"])
+        if "subgraph" in j:
+            return _dec_subgraph(j["subgraph"], ctx)
         if "float" in j and j["float"] in ("inf", "-inf", "nan"):
             return float(j["float"])
         if "dtype" in j:
@@ -202,6 +213,8 @@ def _enc_val(v: Any) -> Any:
         return {"shape": [_enc(s) for s in v.shape], "dtype": v.dtype.name}
     if isinstance(v, tuple):
         return {"tuple": [_enc_val(x) for x in v]}
+    if isinstance(v, SymInt):  # an item node's unbacked value
+        return {"symval": _enc(v)}
     return None
 
 
@@ -210,10 +223,45 @@ def _dec_val(j: Any, ctx: dict) -> Any:
         return None
     if "tuple" in j:
         return tuple(_dec_val(x, ctx) for x in j["tuple"])
+    if "symval" in j:
+        return _dec(j["symval"], ctx)
     return FakeTensor(tuple(_dec(s, ctx) for s in j["shape"]), _dtype(j["dtype"]))
 
 
 # --------------------------------------------------------------------------- save
+def _enc_nodes(graph: Graph) -> list:
+    nodes = []
+    for n in graph.nodes:
+        target = "operator.getitem" if n.target is operator.getitem else \
+            repr(n.target) if getattr(n.target, "kind", None) == "export_function" else \
+            n.target.name if hasattr(n.target, "kind") else n.target
+        j = {"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
+             "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
+             "stack_trace": n.meta.get("stack_trace")}
+        if n.meta.get("nn_module_stack"):  # optional (1.1): for unflatten
+            j["nn_module_stack"] = [list(e) for e in n.meta["nn_module_stack"]]
+            j["module_call_ids"] = list(n.meta.get("module_call_ids", ()))
+        nodes.append(j)
+    return nodes
+
+
+def _dec_subgraph(j: Any, ctx: dict) -> SubGraph:
+    """A ``cond`` branch: its nodes are decoded into a graph of their own."""
+    if not (isinstance(j, dict) and isinstance(j.get("name"), str)
+            and isinstance(j.get("nodes"), list) and isinstance(j.get("inputs"), list)
+            and all(x is None or isinstance(x, str) for x in j["inputs"])):
+        raise _err("malformed cond subgraph")
+    sub = {**ctx, "nodes": {}}
+    graph = Graph()
+    for nj in j["nodes"]:
+        if not isinstance(nj, dict):
+            raise _err("malformed cond subgraph node")
+        node = _build_node(graph, nj, sub)
+        sub["nodes"][node.name] = node
+    graph.lint()
+    return SubGraph(j["name"], graph, list(j["inputs"]))
+
+
 def _model_json(ep: ExportedProgram) -> dict:
     env = ep.shape_env
     syms = set()
@@ -235,13 +283,7 @@ def _model_json(ep: ExportedProgram) -> dict:
                         else int(vr.lower),
                         "upper": None if vr.upper == math.inf else int(vr.upper),
                         "source": env.var_to_source.get(s, s.name) if env else s.name})
-    nodes = []
-    for n in ep.graph.nodes:
-        target = "operator.getitem" if n.target is operator.getitem else \
-            n.target.name if hasattr(n.target, "kind") else n.target
-        nodes.append({"op": n.op, "name": n.name, "target": target, "args": _enc(n.args),
-                      "kwargs": _enc(n.kwargs), "val": _enc_val(n.meta.get("val")),
-                      "stack_trace": n.meta.get("stack_trace")})
+    nodes = _enc_nodes(ep.graph)
     sig = ep.graph_signature
     g = ep._guards
     return {
@@ -444,6 +486,10 @@ def _build_node(graph: Graph, j: dict, ctx: dict) -> Node:
     elif op == "call_function":
         if target == "operator.getitem":
             fn: Any = operator.getitem
+        elif isinstance(target, str) and target.startswith("ember.export."):
+            fn = FUNCTIONS.get(target.removeprefix("ember.export."))
+            if fn is None:
+                raise _err(f"node {name!r} calls {target!r}, which is not an export function")
         else:
             fn = REGISTRY.get(target) if isinstance(target, str) else None
             if fn is None:
@@ -457,6 +503,14 @@ def _build_node(graph: Graph, j: dict, ctx: dict) -> Node:
     node.meta["val"] = _dec_val(j.get("val"), ctx)
     if j.get("stack_trace"):
         node.meta["stack_trace"] = str(j["stack_trace"])
+    stack, ids = j.get("nn_module_stack"), j.get("module_call_ids")
+    if stack is not None:
+        if not (isinstance(stack, list) and isinstance(ids, list) and len(ids) == len(stack)
+                and all(isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
+                        for e in stack) and all(type(i) is int for i in ids)):
+            raise _err(f"node {name!r} has a malformed nn_module_stack")
+        node.meta["nn_module_stack"] = tuple(tuple(e) for e in stack)
+        node.meta["module_call_ids"] = tuple(ids)
     return node
 
 

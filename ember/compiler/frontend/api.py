@@ -538,7 +538,16 @@ class OptimizedModule:
 
 
 def _compile_module(mod: Any, **kw: Any) -> OptimizedModule:
-    return OptimizedModule(mod, _compile_callable(mod._call_impl, mod, **kw))
+    traced = _compile_callable(mod._call_impl, mod, **kw)
+    # a module that knows its own graph (``ep.module()`` of an exported program) compiles it
+    # directly: ``__ember_compile__(traced, backend=, mode=)`` returns a callable (which may
+    # call ``traced``, the ordinary path, when it cannot serve a call) or None
+    hook = getattr(type(mod), "__ember_compile__", None)
+    if hook is not None:
+        direct = hook(mod, traced, backend=kw.get("backend"), mode=kw.get("mode"))
+        if direct is not None:
+            return OptimizedModule(mod, direct)
+    return OptimizedModule(mod, traced)
 
 
 def _compile_callable(bound: Callable, mod: Any, **kw: Any) -> Callable:
