@@ -152,3 +152,26 @@ def test_autograd_on_separate_graphs_from_threads():
     _run_threads(work)
     for i in range(THREADS):
         np.testing.assert_allclose(got[i], want[i], rtol=1e-5, atol=1e-6)
+
+
+def test_reduce_overhead_function_from_threads():
+    """``mode="reduce-overhead"`` calls take turns (a lock per function): every result is the
+    eager one and the graph is recorded once, then replayed."""
+    rng = np.random.default_rng(2)
+    w = ember.tensor(rng.standard_normal((8, 8)).astype(np.float32))
+    xs = [ember.tensor(rng.standard_normal((4, 8)).astype(np.float32)) for _ in range(THREADS)]
+
+    def g(x):
+        return (x @ w).relu() * 2 + 1
+
+    want = [g(x).numpy() for x in xs]
+    ember.compiler.reset()
+    f = ember.compile(g, mode="reduce-overhead")
+
+    def work(i):
+        with ember.no_grad():
+            for _ in range(100):
+                np.testing.assert_allclose(f(xs[i]).numpy(), want[i], rtol=1e-5, atol=1e-6)
+
+    _run_threads(work)
+    assert f.record_count <= 2 and f.replay_count >= THREADS * 100 - 2
