@@ -9,11 +9,14 @@ returns what eager returns.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import multiprocessing
 import os
 import shutil
+import signal
 import stat
+import time
 import uuid
 from pathlib import Path
 
@@ -24,7 +27,13 @@ import ember
 from ember.compiler.c.build import runtime, toolchain
 from ember.config import config
 from ember.errors import CompileError
-from tests.compiler.test_toolchain import constant_source, invocations, run_constant
+from tests.compiler.test_toolchain import (
+    _env,
+    _spawn,
+    constant_source,
+    invocations,
+    run_constant,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -101,6 +110,41 @@ def test_keyboard_interrupt_while_gcc_runs_leaves_no_entry(cache, monkeypatch):
     monkeypatch.setattr(toolchain.subprocess, "run", real_run)
     np.testing.assert_allclose(f(x, w).numpy(), _model(x, w).numpy(), rtol=1e-6, atol=1e-7)
     assert list(cache.rglob("*.so"))
+
+
+def test_sigterm_mid_gcc_leaves_no_entry(tmp_path, monkeypatch):
+    """A process terminated while gcc runs: no library under the final name, and the next
+    process (here: this one) builds the entry."""
+    mark = tmp_path / "gcc-started"
+    slow = tmp_path / "slow-cc"
+    # "gcc" records its pid and sleeps (exec keeps the pid) until the test kills it
+    slow.write_text(f'#!/bin/sh\ncase "$*" in *-shared*) echo $$ > "{mark}.tmp"; '
+                    f'mv "{mark}.tmp" "{mark}"; exec sleep 60;; esac\nexec gcc "$@"\n')
+    slow.chmod(slow.stat().st_mode | stat.S_IEXEC)
+    cache = tmp_path / "cache"
+    src = constant_source(12, uuid.uuid4().hex)
+    go = tmp_path / "go"
+    go.touch()
+    [p] = _spawn(tmp_path, _env(cache, slow), src, 1, go)
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        assert mark.exists(), p.communicate()[1]
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(30) == -signal.SIGTERM
+    finally:
+        if mark.exists():  # the orphaned "gcc", by its pid
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(mark.read_text()), signal.SIGKILL)
+    assert list(cache.rglob("*.so")) == []  # only the temporary file the build was writing
+    monkeypatch.setattr(config, "cache_dir", str(cache))
+    monkeypatch.setattr(toolchain, "_ROOTS", {})
+    _fresh()
+    try:
+        assert run_constant(toolchain.compile_library(src, name="shared")) == 12
+    finally:
+        _fresh()
 
 
 # ------------------------------------------------------------------------------ full disk
