@@ -175,3 +175,34 @@ def test_reduce_overhead_function_from_threads():
 
     _run_threads(work)
     assert f.record_count <= 2 and f.replay_count >= THREADS * 100 - 2
+
+
+def test_compiled_training_step_on_separate_models_from_threads():
+    """One compiled training step (forward, cross_entropy, backward, AdamW step, zero_grad)
+    shared by 8 threads, each training its own model: compiled autograd and the optimizers
+    run per thread; every thread's losses equal its eager run's."""
+    from tests.compiler.helpers import lm_step
+
+    def make(seed):  # in the main thread: the default generator is process-wide (as in torch)
+        ember.manual_seed(seed)
+        m = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 5))
+        rng = np.random.default_rng(seed)
+        data = [(ember.tensor(rng.standard_normal((8, 16)).astype(np.float32)),
+                 ember.tensor(rng.integers(0, 5, 8), dtype=ember.int64)) for _ in range(10)]
+        return m, data
+
+    def train(md, step):
+        m, data = md
+        opt = ember.optim.AdamW(m.parameters(), lr=1e-2)
+        return [step(m, opt, x, y).item() for x, y in data]
+
+    want = [train(make(s), lm_step) for s in range(THREADS)]
+    ember.compiler.reset()
+    step = ember.compile(lm_step)
+    models = [make(s) for s in range(THREADS)]
+    got: dict = {}
+    _run_threads(lambda i: got.__setitem__(i, train(models[i], step)))
+    for i in range(THREADS):
+        # C reductions accumulate in double: losses a few ulp apart (test_cbackend_models.py)
+        np.testing.assert_allclose(got[i], want[i], rtol=2e-6, atol=0)
+    assert _segment_count(step) == 2  # the first step (creates AdamW's state), the steady one
