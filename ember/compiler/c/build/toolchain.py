@@ -469,8 +469,11 @@ def compile_bundle(sources: Sequence[SourceSpec], *, prelude: str,
         rel = lib.relative_to(cache_root() / "c").as_posix()
         for k, (s, n) in enumerate(group):
             _, stem = _entry_stem(s, n, flags, version)
-            _atomic_write(stem.parent / (stem.name + ".alias.json"), json.dumps(
-                {"library": rel, "prefix": f"eb{k}_", "sha256": sha}).encode())
+            try:  # an alias only spares a later process a build: a full disk skips it
+                _atomic_write(stem.parent / (stem.name + ".alias.json"), json.dumps(
+                    {"library": rel, "prefix": f"eb{k}_", "sha256": sha}).encode())
+            except OSError:
+                pass
             memo_key = (s, n, flags, config.cc, config.cache_dir, version)
             found[(s, n)] = CACHE._units[memo_key] = Unit(lib, f"eb{k}_")
 
