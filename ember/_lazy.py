@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import traceback
 import weakref
 from typing import Any, Callable
@@ -212,20 +213,20 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 # ------------------------------------------------------------------------------------ state
-class _State:
-    """Which trace records (None: eager) and the graph-break policy stack."""
+class _State(threading.local):
+    """Which trace records (None: eager) and the graph-break policy stack: one per thread, so
+    threads trace (and call compiled functions) independently.  ``realizer`` and
+    ``backward_owner`` are installed once for the process (class attributes, shared)."""
 
-    __slots__ = ("trace", "error_on_break", "fullgraph", "realizer", "backward_owner",
-                 "recorder")
+    realizer: Callable | None = None  # installed by ember.compiler
+    # owner of a trace that records a backward over compiled-forward nodes (compiled
+    # autograd): ``fn(forward_owner) -> owner``, installed by ember.compiler
+    backward_owner: Callable | None = None
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # runs once in each thread that uses STATE
         self.trace: Trace | None = None
         self.error_on_break: list[bool] = []   # innermost last (error_on_graph_break)
         self.fullgraph = 0                     # active compiled frames with fullgraph=True
-        self.realizer: Callable | None = None  # installed by ember.compiler
-        # owner of a trace that records a backward over compiled-forward nodes (compiled
-        # autograd): ``fn(forward_owner) -> owner``, installed by ember.compiler
-        self.backward_owner: Callable | None = None
         # a ``mode="reduce-overhead"`` call being recorded (frontend/replay.py): notified of
         # what a replay could not redo by itself (autograd nodes run, leaves given a ``.grad``,
         # step-dependent Python numbers and how to recompute them); None otherwise
@@ -237,13 +238,13 @@ STATE = _State()
 
 def install_realizer(fn: Callable[[Trace, list, list], list]) -> None:
     """``fn(trace, nodes_needed, outputs) -> arrays`` runs a trace's graph (the compiler)."""
-    STATE.realizer = fn
+    _State.realizer = staticmethod(fn)  # type: ignore[assignment]
 
 
 def install_backward_owner(fn: Callable[[Any], Any]) -> None:
     """``fn(forward_owner) -> owner``: the trace owner (cache) under which ``backward()`` over
     autograd nodes recorded by a compiled call runs (compiled autograd)."""
-    STATE.backward_owner = fn
+    _State.backward_owner = staticmethod(fn)  # type: ignore[assignment]
 
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -1,19 +1,20 @@
 """Grad-mode switches: ``no_grad``, ``enable_grad``, ``set_grad_enabled``, ``inference_mode``.
 
-Each is a context manager and a decorator.  The state is process-wide (ember runs one Python
-thread of tensor work; data-loader workers are separate processes).
+Each is a context manager and a decorator.  The state is per thread, as in PyTorch: a thread
+starts with grad enabled and ``no_grad`` in one thread does not affect another.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any, Callable, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _State:
-    grad_enabled: bool = True
+class _State(threading.local):
+    grad_enabled: bool = True   # class defaults: a new thread starts with grad enabled
     inference: bool = False
 
 

@@ -116,3 +116,29 @@ def test_timeout_and_dead_worker_errors():
     with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited "
                                            r"unexpectedly"):
         next(it)
+
+
+def test_crashed_or_killed_worker_is_named_and_the_others_stop():
+    """Issue 22: a worker that crashes (exit code) or is killed (SIGKILL from outside) is named
+    in the error with how it ended, the call returns within seconds (no hang), and the other
+    workers are stopped (no orphan processes)."""
+    import os
+    import signal
+
+    it = iter(DataLoader(DyingDataset(), num_workers=2, timeout=TIMEOUT))
+    workers = list(it._workers)
+    with pytest.raises(RuntimeError, match=r"exited unexpectedly \(worker \d: exit code 3"):
+        next(it)
+    assert _wait_dead(workers)  # without deleting the iterator: the error stopped them
+    it = iter(DataLoader(SlowDataset(8, delay=2.0), num_workers=2, timeout=TIMEOUT))
+    workers = list(it._workers)
+    time.sleep(0.5)
+    os.kill(workers[1].pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=rf"DataLoader worker \(pid\(s\) {workers[1].pid}\) "
+                                           r"exited unexpectedly \(worker 1: killed by signal "
+                                           r"SIGKILL\)"):
+        while True:
+            next(it)
+    assert time.monotonic() - t0 < 30
+    assert _wait_dead(workers)

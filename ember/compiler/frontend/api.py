@@ -90,8 +90,8 @@ class CompiledFunction:
     def _code_cache(self) -> CodeCache:
         key = self._key
         cc = _CACHES.get(key[0])
-        if cc is None:
-            cc = _CACHES[key[0]] = CodeCache(key[1], key[2], key[3])
+        if cc is None:  # setdefault: threads that race here share one CodeCache
+            cc = _CACHES.setdefault(key[0], CodeCache(key[1], key[2], key[3]))
         return cc
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -234,28 +234,35 @@ class _Frame:
             g = cap.specialize(frozenset())
             for ev in _EVENTS:
                 ev.graphs.append(g)
-        seg = self.code.segments.get(segment)
-        if seg is None:
-            seg = self.code.segments[segment] = SegmentCache()
-        entries = seg.entries.get(cap.key)
-        if entries:
-            for e in entries:
-                if e.backend is self.compiler_fn and e.matches(cap.values):
-                    seg.last_values[cap.key] = cap.values
-                    return _call(e, cap)
+        seg = self.code.segment(segment)
+        e = self._lookup(seg, cap)
+        if e is not None:
+            return _call(e, cap)
         if self.observe_only:
             seg.last_values[cap.key] = cap.values
             return _run_eagerly(cap)
-        if seg.count > 0:
-            got = self._recompile_policy(seg, cap, segment)
-            if got is not None:
-                return got
-        generic = self._generic(seg, cap) | _rng_slots(cap)
-        e = self._compile(cap, generic)
-        seg.entries.setdefault(cap.key, []).append(e)
-        seg.order.append((cap.key, e))
-        seg.last_values[cap.key] = cap.values
+        with self.code.key_lock(segment, cap.key):  # one compile per key; others wait here
+            e = self._lookup(seg, cap)  # another thread may have compiled it meanwhile
+            if e is not None:
+                return _call(e, cap)
+            if seg.count > 0:
+                got = self._recompile_policy(seg, cap, segment)
+                if got is not None:
+                    return got
+            generic = self._generic(seg, cap) | _rng_slots(cap)
+            e = self._compile(cap, generic)
+            seg.entries.setdefault(cap.key, []).append(e)
+            seg.order.append((cap.key, e))
+            seg.last_values[cap.key] = cap.values
         return _call(e, cap)
+
+    def _lookup(self, seg: SegmentCache, cap: Captured) -> Entry | None:
+        """The cached entry that matches the capture (None on a miss)."""
+        for e in seg.entries.get(cap.key, ()):
+            if e.backend is self.compiler_fn and e.matches(cap.values):
+                seg.last_values[cap.key] = cap.values
+                return e
+        return None
 
     def _recompile_policy(self, seg: SegmentCache, cap: Captured, segment: int) -> list | None:
         """A miss in a segment that has entries: apply the stance and the recompile limit.

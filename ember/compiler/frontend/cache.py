@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -65,6 +66,24 @@ class CodeCache:
     calls: int = 0                                 # calls so far (eager_then_compile)
     warned: bool = False                           # the recompile-limit warning was given
     grad_flags: list = field(default_factory=list)  # requires_grad of tensor args, per call kind
+    # one lock per (segment, graph key): a thread that misses compiles under it, threads that
+    # miss on the same key wait for it and then find its entry (one compile per key)
+    locks: dict = field(default_factory=dict)
+
+    def key_lock(self, segment: int, key: Any) -> threading.RLock:
+        """The lock under which graph ``key`` of ``segment`` is compiled (made once)."""
+        lock = self.locks.get((segment, key))
+        if lock is None:
+            with _LOCK:
+                lock = self.locks.setdefault((segment, key), threading.RLock())
+        return lock
+
+    def segment(self, index: int) -> SegmentCache:
+        """The cache of graph position ``index`` (made once, also under concurrent calls)."""
+        seg = self.segments.get(index)
+        if seg is None:
+            seg = self.segments.setdefault(index, SegmentCache())
+        return seg
 
     @property
     def recompiles(self) -> int:
@@ -76,6 +95,7 @@ class CodeCache:
 
 
 _CACHES: dict = {}        # code object (or other key) -> CodeCache
+_LOCK = threading.Lock()  # guards making the per-key locks
 
 
 def _code_key(fn: Callable) -> tuple:

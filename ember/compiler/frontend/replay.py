@@ -46,6 +46,7 @@ and the checks made from a recording are in ``record.py``.
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import Any, Callable
 
@@ -360,8 +361,15 @@ class ReplayFunction(CompiledFunction):
         self.record_count = 0         # calls that ran Python and were recorded
         self.why_not = ""             # why the last recording cannot be replayed
         self._retries = 0
+        # recording and replaying use per-function state (and a replay reuses its buffers):
+        # calls from several threads take turns (docs/reliability.md)
+        self._lock = threading.RLock()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         if self._broken or _LZ.trace is not None or _STANCE.stance != "default" or _EVENTS:
             return CompiledFunction.__call__(self, *args, **kwargs)
         key: list = []

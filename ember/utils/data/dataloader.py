@@ -13,6 +13,7 @@ import math
 import multiprocessing as mp
 import os
 import queue
+import signal
 import time
 import warnings
 from typing import Any, Callable, Iterable, Iterator
@@ -297,8 +298,11 @@ class _MultiProcessIter(_BaseIter):
                       if self._workers_status[i] and not w.is_alive()]
             if failed:
                 pids = ", ".join(str(w.pid) for w in failed)
+                how = "; ".join(f"worker {self._workers.index(w)}: {_how_it_ended(w)}"
+                                for w in failed)
+                self._shutdown_workers()  # the others stop too: no orphan processes
                 raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited "
-                                   f"unexpectedly") from None
+                                   f"unexpectedly ({how})") from None
             return False, None
 
     def _get_data(self) -> Any:
@@ -395,3 +399,14 @@ class _MultiProcessIter(_BaseIter):
     def __del__(self) -> None:
         if hasattr(self, "_shutdown"):  # __init__ may have failed before any worker started
             self._shutdown_workers()
+
+
+def _how_it_ended(w: Any) -> str:
+    """``killed by signal SIGKILL`` or ``exit code 3`` for a dead worker process."""
+    code = w.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -13,7 +13,10 @@ entry is ``<name>-<key>.c`` (the source, kept for debugging), ``.so`` and ``.jso
 with the library's sha256).  Libraries are compiled into a temporary file in the same directory
 and renamed into place (``os.replace`` is atomic), so a concurrent process never sees a partial
 library; the manifest's checksum rejects a damaged one, which is then rebuilt.  Within a process
-a hit costs one dictionary lookup.
+a hit costs one dictionary lookup.  Faults (docs/reliability.md): an interrupted build (Ctrl-C)
+removes its temporary file and leaves no entry; a write that fails (a full disk) raises
+``CompileError`` and leaves no entry; a cache directory that cannot be written is replaced, for
+this process, by a temporary directory (with a ``RuntimeWarning``).
 
 >>> from ember.compiler.c.build.toolchain import compile_library    # doctest: +SKIP
 >>> path = compile_library("int ember_entry(void **b, const long *i, const double *f) "
@@ -22,6 +25,8 @@ a hit costs one dictionary lookup.
 
 from __future__ import annotations
 
+import atexit
+import errno
 import hashlib
 import json
 import os
@@ -34,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +166,44 @@ class BuildCache:
 
 CACHE = BuildCache()
 
+_ROOTS: dict[str, Path] = {}  # config.cache_dir -> the directory actually used
+_ROOTS_LOCK = threading.Lock()
+
+
+def cache_root() -> Path:
+    """``config.cache_dir``, or (with a warning, once per directory) a temporary directory for
+    this process when that one cannot be written (read-only, not a directory, no permission)."""
+    d = config.cache_dir
+    root = _ROOTS.get(d)
+    if root is None:
+        with _ROOTS_LOCK:
+            root = _ROOTS.get(d)
+            if root is None:
+                root = _ROOTS[d] = _usable_root(Path(d))
+    return root
+
+
+def _probe(d: Path) -> None:
+    """Raise ``OSError`` unless files can be created in ``d`` (made if missing)."""
+    d.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=d, prefix=".probe.", suffix=".tmp")
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _usable_root(d: Path) -> Path:
+    try:
+        _probe(d)
+        return d
+    except OSError as e:
+        tmp = Path(tempfile.mkdtemp(prefix="ember-cache-"))
+        atexit.register(shutil.rmtree, tmp, True)
+        warnings.warn(f"[compile] the cache directory {str(d)!r} cannot be written "
+                      f"({e.strerror or e}); this process caches compiled code in {str(tmp)!r} "
+                      f"instead (set EMBER_CACHE_DIR to a writable directory to keep it)",
+                      RuntimeWarning, stacklevel=3)
+        return tmp
+
 
 def _find_compiler(command: tuple[str, ...]) -> Compiler:
     exe = shutil.which(command[0])
@@ -173,7 +217,7 @@ def _find_compiler(command: tuple[str, ...]) -> Compiler:
     # not run the compiler at all
     ident = hashlib.sha256(repr((command, os.path.realpath(exe), st.st_mtime_ns,
                                  st.st_size)).encode()).hexdigest()[:32]
-    memo = Path(config.cache_dir) / "compilers" / f"{ident}.txt"
+    memo = cache_root() / "compilers" / f"{ident}.txt"
     try:
         version = memo.read_text().strip()
     except OSError:
@@ -193,7 +237,10 @@ def _find_compiler(command: tuple[str, ...]) -> Compiler:
         version = lines[0].strip()
         _debug(5, f"{shlex.join(command)} --version: {version} "
                   f"({time.perf_counter() - t0:.3f}s)")
-        _atomic_write(memo, version.encode())
+        try:
+            _atomic_write(memo, version.encode())
+        except OSError:
+            pass  # a memo that cannot be written only costs the next process a `--version`
     return Compiler(command, exe, version)
 
 
@@ -303,7 +350,7 @@ def _find_unit(source: str, name: str, flags: tuple[str, ...], version: str | No
     alias = stem.parent / (stem.name + ".alias.json")
     try:
         entry = json.loads(alias.read_bytes())
-        lib = Path(config.cache_dir) / "c" / entry["library"]
+        lib = cache_root() / "c" / entry["library"]
         prefix = str(entry["prefix"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -419,11 +466,14 @@ def compile_bundle(sources: Sequence[SourceSpec], *, prelude: str,
             return
         sha = json.loads(lib.with_suffix(".json").read_bytes())["sha256"]
         CACHE._bundles[lib] = sha
-        rel = lib.relative_to(Path(config.cache_dir) / "c").as_posix()
+        rel = lib.relative_to(cache_root() / "c").as_posix()
         for k, (s, n) in enumerate(group):
             _, stem = _entry_stem(s, n, flags, version)
-            _atomic_write(stem.parent / (stem.name + ".alias.json"), json.dumps(
-                {"library": rel, "prefix": f"eb{k}_", "sha256": sha}).encode())
+            try:  # an alias only spares a later process a build: a full disk skips it
+                _atomic_write(stem.parent / (stem.name + ".alias.json"), json.dumps(
+                    {"library": rel, "prefix": f"eb{k}_", "sha256": sha}).encode())
+            except OSError:
+                pass
             memo_key = (s, n, flags, config.cc, config.cache_dir, version)
             found[(s, n)] = CACHE._units[memo_key] = Unit(lib, f"eb{k}_")
 
@@ -473,10 +523,20 @@ def _entry_stem(source: str, name: str, flags: tuple[str, ...], version: str | N
     key = cache_key(source, flags, CACHE.compiler().version, CACHE.cpu(),
                     version or ember_version())
     safe = re.sub(r"[^A-Za-z0-9_]", "_", name)[:64] or "lib"
-    return key, Path(config.cache_dir) / "c" / key[:2] / f"{safe}-{key[:40]}"
+    return key, cache_root() / "c" / key[:2] / f"{safe}-{key[:40]}"
 
 
 def _build(source: str, name: str, flags: tuple[str, ...], version: str | None) -> Path:
+    try:
+        return _build_entry(source, name, flags, version)
+    except OSError as e:  # a full disk, a directory gone read-only: no entry is left behind
+        why = " (the disk is full)" if e.errno == errno.ENOSPC else ""
+        raise CompileError(f"[compile] cannot write the compiler cache {str(cache_root())!r}"
+                           f"{why}: {e}; free space or set EMBER_CACHE_DIR to another "
+                           f"directory") from e
+
+
+def _build_entry(source: str, name: str, flags: tuple[str, ...], version: str | None) -> Path:
     cc = CACHE.compiler()
     key, stem = _entry_stem(source, name, flags, version)
     folder = stem.parent
@@ -489,31 +549,41 @@ def _build(source: str, name: str, flags: tuple[str, ...], version: str | None) 
     _atomic_write(c_path, source.encode())
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{stem.name}.", suffix=".so.tmp")
     os.close(fd)
+    try:  # the temporary library goes on any failure, Ctrl-C included: no partial entry
+        out, seconds = _run_compiler(cc, flags, tmp, c_path)
+        if out.returncode != 0:
+            log = _tail(out.stderr + out.stdout)
+            _atomic_write(stem.with_suffix(".log"), (out.stderr + out.stdout).encode())
+            raise CompileError(f"[compile] {cc.executable} failed (exit {out.returncode}) on "
+                               f"{c_path}; last lines of its output:\n{log}\ncommand: "
+                               f"{shlex.join(out.args)}", str(c_path), log)
+        digest = _sha256_file(tmp)
+        os.replace(tmp, so)
+        # a library whose manifest is missing (this write failed) or names other bytes is
+        # never loaded: it is rebuilt
+        _atomic_write(manifest, json.dumps({
+            "sha256": digest, "key": key, "name": name, "compiler": cc.version,
+            "cc": list(cc.command), "flags": list(flags), "seconds": round(seconds, 4),
+        }, indent=1).encode())
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _debug(1, f"compiled {name} in {seconds:.3f}s")
+    _debug(5, f"built {so} ({seconds:.3f}s)")
+    return so
+
+
+def _run_compiler(cc: Compiler, flags: tuple[str, ...], tmp: str, c_path: Path
+                  ) -> tuple[subprocess.CompletedProcess, float]:
     cmd = [*cc.command, *flags, "-o", tmp, str(c_path), *LIBS]
     _debug(5, "compile: " + shlex.join(cmd))
     t0 = time.perf_counter()
     try:
         out = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
-        os.unlink(tmp)
         raise CompileError(f"[compile] cannot run {cc.executable!r}: {e}", str(c_path)) from e
-    seconds = time.perf_counter() - t0
-    if out.returncode != 0:
-        os.unlink(tmp)
-        log = _tail(out.stderr + out.stdout)
-        _atomic_write(stem.with_suffix(".log"), (out.stderr + out.stdout).encode())
-        raise CompileError(f"[compile] {cc.executable} failed (exit {out.returncode}) on "
-                           f"{c_path}; last lines of its output:\n{log}\ncommand: "
-                           f"{shlex.join(cmd)}", str(c_path), log)
-    digest = _sha256_file(tmp)
-    os.replace(tmp, so)
-    _atomic_write(manifest, json.dumps({
-        "sha256": digest, "key": key, "name": name, "compiler": cc.version,
-        "cc": list(cc.command), "flags": list(flags), "seconds": round(seconds, 4),
-    }, indent=1).encode())
-    _debug(1, f"compiled {name} in {seconds:.3f}s")
-    _debug(5, f"built {so} ({seconds:.3f}s)")
-    return so
+    return out, time.perf_counter() - t0
 
 
 STALE_SECONDS = 3600.0
