@@ -1,0 +1,4 @@
+"""``ember.ao``: PyTorch's architecture-optimization namespace (dynamic quantization)."""
+
+from ember.ao import quantization  # noqa: F401  (first: ao.nn imports it)
+from ember.ao import nn  # noqa: F401, E402
