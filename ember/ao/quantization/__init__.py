@@ -2,13 +2,23 @@
 docs/low_precision.md)."""
 
 from ember.ao.quantization.observer import (  # noqa: F401
-    MinMaxObserver, PerChannelMinMaxObserver, PlaceholderObserver, QConfig,
-    default_dynamic_qconfig, default_dynamic_quant_observer, default_per_channel_weight_observer,
-    default_weight_observer, per_channel_dynamic_qconfig,
+    MinMaxObserver,
+    PerChannelMinMaxObserver,
+    PlaceholderObserver,
+    QConfig,
+    default_dynamic_qconfig,
+    default_dynamic_quant_observer,
+    default_per_channel_weight_observer,
+    default_weight_observer,
+    per_channel_dynamic_qconfig,
 )
 from ember.ao.quantization.qtensor import (  # noqa: F401
-    QuantizedTensor, dequantize, quantize_per_channel, quantize_per_tensor,
+    QuantizedTensor,
+    dequantize,
+    quantize_per_channel,
+    quantize_per_tensor,
 )
 from ember.ao.quantization.quantize import (  # noqa: F401
-    get_default_dynamic_quant_module_mappings, quantize_dynamic,
+    get_default_dynamic_quant_module_mappings,
+    quantize_dynamic,
 )

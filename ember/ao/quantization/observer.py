@@ -20,7 +20,10 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.creation import tensor
 from ember.ao.quantization.qtensor import (
-    per_channel_affine, per_channel_symmetric, per_tensor_affine, per_tensor_symmetric,
+    per_channel_affine,
+    per_channel_symmetric,
+    per_tensor_affine,
+    per_tensor_symmetric,
 )
 from ember.errors import EmberValueError
 from ember.tensor import Tensor

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
-from ember.errors import DTypeError, EmberValueError
 from ember._frontend.creation import tensor
+from ember.errors import DTypeError, EmberValueError
 from ember.tensor import Tensor
 
 _RANGE = {"qint8": (-128, 127), "quint8": (0, 255), "qint32": (-2**31, 2**31 - 1)}
@@ -91,8 +91,9 @@ class QuantizedTensor:
 
     def _need(self, per_channel: bool, op: str) -> None:
         if (self._axis is not None) != per_channel:
-            raise EmberValueError(f"[{op}] expected a {'per-channel' if per_channel else 'per-tensor'}"
-                                  f" quantized tensor, got {self.qscheme()}")
+            want = "per-channel" if per_channel else "per-tensor"
+            raise EmberValueError(f"[{op}] expected a {want} quantized tensor, got "
+                                  f"{self.qscheme()}")
 
     def _params(self) -> tuple:
         """(scale, zero_point) broadcasting against the codes (float32, float32)."""
@@ -105,8 +106,12 @@ class QuantizedTensor:
         return s, z
 
     def dequantize(self) -> Tensor:
-        """float32 ``(code - zero_point) * scale``."""
+        """float32 ``(code - zero_point) * scale`` (per channel: in float64 with the float64
+        scales, rounded once, as PyTorch does)."""
         s, z = self._params()
+        if self._axis is not None:
+            s = np.asarray(self._scale, np.float64).reshape(s.shape)
+            return tensor(((self._codes.astype(np.float64) - z) * s).astype(np.float32))
         return tensor(((self._codes.astype(np.float32) - z) * s).astype(np.float32))
 
     def __repr__(self) -> str:

@@ -17,8 +17,7 @@ from ember import dtypes as dt
 from ember._frontend.creation import tensor
 from ember.ao.quantization import _dynamic_kernel as kern
 from ember.ao.quantization.observer import default_dynamic_qconfig
-from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_channel, \
-    quantize_per_tensor
+from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
 from ember.errors import DTypeError, EmberTypeError, ShapeError
 from ember.nn.modules.module import Module
 from ember.tensor import Tensor
