@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import ember
+from ember.ops import _qlinear_c
 
 torch = pytest.importorskip("torch")
 tq = torch.ao.quantization
@@ -14,6 +15,17 @@ pytestmark_warn = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 pytestmark = [*pytestmark_warn,
               pytest.mark.skipif(torch.backends.quantized.engine not in ("x86", "fbgemm"),
                                  reason="the reference is torch's x86/fbgemm kernel")]
+
+
+@pytest.fixture(params=["c", "numpy"])
+def kernel(request: pytest.FixtureRequest):  # noqa: ANN201
+    """Run with the C kernel (when it builds) and with the NumPy path (blocked float32 BLAS)."""
+    old = _qlinear_c.set_enabled(request.param == "c")
+    if request.param == "c" and not _qlinear_c.available():
+        _qlinear_c.set_enabled(old)
+        pytest.skip("the eager C kernel could not be built here")
+    yield request.param
+    _qlinear_c.set_enabled(old)
 
 
 def _pair(k: int, m: int, seed: int, bias: bool = True) -> tuple:
@@ -34,7 +46,8 @@ def _inputs(shape: tuple, seed: int) -> np.ndarray:
 
 @pytest.mark.parametrize("k,m,seed", [(8, 4, 0), (300, 64, 1), (1500, 33, 2), (2500, 17, 3)])
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_quantize_dynamic_bitwise(k: int, m: int, seed: int, per_channel: bool) -> None:
+def test_quantize_dynamic_bitwise(k: int, m: int, seed: int, per_channel: bool,
+                                  kernel: str) -> None:
     t, e = _pair(k, m, seed, bias=seed != 2)
     if per_channel:
         tq_model = tq.quantize_dynamic(t, {torch.nn.Linear: tq.per_channel_dynamic_qconfig})
@@ -52,14 +65,14 @@ def test_quantize_dynamic_bitwise(k: int, m: int, seed: int, per_channel: bool) 
                                       tw.q_per_channel_scales().numpy())
     else:
         assert ew.q_scale() == tw.q_scale() and ew.q_zero_point() == tw.q_zero_point() == 0
-    for i, shape in enumerate([(7, k), (2, 3, k), (1, k)]):
+    for i, shape in enumerate([(7, k), (2, 3, k), (1, k), (0, k), (70, k)]):
         x = _inputs(shape, seed * 10 + i)
         want = tq_model(torch.from_numpy(x)).detach().numpy()
         got = eq_model(ember.tensor(x)).numpy()
         np.testing.assert_array_equal(got, want)
 
 
-def test_activation_qparams_edge_cases() -> None:
+def test_activation_qparams_edge_cases(kernel: str) -> None:
     """All-zero, constant, tiny and one-signed inputs (ChooseQuantizationParams branches)."""
     t, e = _pair(16, 8, 5)
     tq_model = tq.quantize_dynamic(t, {torch.nn.Linear})

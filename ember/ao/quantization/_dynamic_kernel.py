@@ -6,7 +6,9 @@ min/max (widened to contain 0) give a uint8 scale and zero point by ATen's
 ``raw = sum_k (xq - zx) * wq`` in int32; the output is ``float(raw) * (sx * sw) + bias`` with
 one rounding (the AVX2 requantization's ``fmadd``).
 
-ember gets the same int32 sums from float32 BLAS: every ``|xq - zx| <= 127`` and
+ember runs ``ember/ops/_qlinear_c`` (a fixed C kernel: AVX2 ``vpmaddubsw``/``vpmaddwd``, the
+fbgemm instructions) when it could be built.  Otherwise it gets the same int32 sums from float32
+BLAS: every ``|xq - zx| <= 127`` and
 ``|wq| <= 128``, so a block of 1024 products sums below 2**24 and each float32 GEMM over a
 1024-wide slice of K is exact; slices are added in float64 (exact) and rounded to float32 once,
 as fbgemm's int32-to-float conversion does.  The epilogue uses ``ember.ops._fma``.
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ember.ao.quantization.qtensor import quantize_array
+from ember.ops import _qlinear_c
 from ember.ops._fma import fma
 
 K_BLOCK = 1024                # 1024 * 127 * 128 < 2**24: float32 sums of a block are exact
@@ -65,20 +68,42 @@ def int_matmul(xc: np.ndarray, w_t: np.ndarray) -> np.ndarray:
     return acc.astype(np.float32)
 
 
-def linear_dynamic(x: np.ndarray, w_t: np.ndarray, w_scale: Any, bias: np.ndarray | None,
+class PackedWeight:
+    """A weight prepared once: int8 codes (M, K), float32 scale (scalar or (M,)), the codes'
+    row sums (int32, for the activation zero point), and for the NumPy path the codes transposed
+    as float32 (made on first use only)."""
+
+    def __init__(self, codes: np.ndarray, scale: Any) -> None:
+        self.codes = np.ascontiguousarray(codes, dtype=np.int8)
+        self.scale = scale
+        self.colsum = self.codes.sum(axis=1, dtype=np.int64).astype(np.int32)
+        self._w_t: np.ndarray | None = None
+
+    def w_t(self) -> np.ndarray:
+        if self._w_t is None:
+            self._w_t = np.ascontiguousarray(self.codes.T, dtype=np.float32)
+        return self._w_t
+
+
+def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
                    reduce_range: bool = True) -> np.ndarray:
-    """``x`` (N, K) float32; ``w_t`` (K, M): the int8 weight codes transposed, as float32;
-    ``w_scale``: float32 scalar or (M,); ``bias`` float32 (M,) or None.  Returns (N, M)."""
+    """``x`` (N, K) float32 times the packed int8 weight, plus ``bias`` float32 (M,) or None.
+    Returns (N, M) float32."""
     if x.size == 0:
         mn = mx = 0.0
     else:
         mn, mx = float(x.min()), float(x.max())
     sx, zx = choose_qparams(mn, mx, 0, 255, reduce_range)
     qmax = 127 if reduce_range else 255
+    mult = np.asarray(np.float32(sx) * np.asarray(w.scale, np.float32), np.float32)
+    if reduce_range and x.shape[0] > 0:
+        xq = quantize_array(x, sx, zx, 0, qmax, np.uint8)
+        out = _qlinear_c.run(xq, w.codes, w.colsum, mult, bias, zx)
+        if out is not None:
+            return out
     xc = quantize_array(x, sx, zx, 0, qmax, np.float32)
     xc -= np.float32(zx)
-    acc = np.ascontiguousarray(int_matmul(xc, w_t), dtype=np.float32)
-    mult = np.asarray(np.float32(sx) * np.asarray(w_scale, np.float32), np.float32)
+    acc = np.ascontiguousarray(int_matmul(xc, w.w_t()), dtype=np.float32)
     if bias is None:
         return acc * mult
     return fma(acc, mult, np.asarray(bias, np.float32), out=acc)

@@ -42,10 +42,9 @@ class LinearPackedParams(Module):
             raise EmberTypeError("[quantized.dynamic.Linear] the weight must be a qint8 "
                                  "quantized tensor (ember.quantize_per_tensor/per_channel)")
         self._weight, self._bias = weight, bias
-        # packed once: the codes transposed as float32 for the exact blocked float32 GEMM
-        self._w_t = np.ascontiguousarray(weight._codes.T, dtype=np.float32)
         s = np.asarray(weight._scale, np.float64).astype(np.float32)
-        self._w_scale = s if weight._axis is not None else np.float32(s)
+        self._packed = kern.PackedWeight(weight._codes, s if weight._axis is not None
+                                         else np.float32(s))
         self._bias_np = None if bias is None else \
             np.ascontiguousarray(bias.detach().numpy(), dtype=np.float32)
 
@@ -118,8 +117,8 @@ class Linear(Module):
                              f"not end in in_features={self.in_features}")
         p = self._packed_params
         a = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
-        out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._w_t, p._w_scale,
-                                  p._bias_np, reduce_range=True)
+        out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._packed, p._bias_np,
+                                  reduce_range=True)
         return tensor(out.reshape(*x.shape[:-1], self.out_features))
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
