@@ -24,7 +24,9 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 _NATIVE = _native.Native(
     "qlinear", _native.csrc("qlinear_eager.c"),
     {"ember_eager_qlinear": (None, [_P, _P, _P, _P, _P, ctypes.c_int32, _P, _P, _I, _I, _I, _I,
-                                    _I])})
+                                    _I]),
+     "ember_eager_quantize_u8": (None, [_P, _I, ctypes.c_float, ctypes.c_float, ctypes.c_float,
+                                        _P])})
 _state = _NATIVE.state
 set_enabled = _NATIVE.set_enabled
 
@@ -32,6 +34,19 @@ set_enabled = _NATIVE.set_enabled
 def available() -> bool:
     """Whether ``run`` uses the C kernel (on, and built)."""
     return _NATIVE.lib() is not None
+
+
+def quantize_u8(x: np.ndarray, scale: np.float32, zero_point: int, qmax: int) -> np.ndarray | None:
+    """fbgemm's ``Quantize`` of a C-contiguous float32 ``x`` to uint8 codes in [0, qmax] (the
+    same bits as ``ember.ao.quantization.qtensor.quantize_array``), or None when off."""
+    lib = _NATIVE.lib()
+    if lib is None:
+        return None
+    out = np.empty(x.shape, np.uint8)
+    inv = np.float32(1.0) / np.float32(scale)
+    lib.ember_eager_quantize_u8(x.ctypes.data, x.size, float(inv), float(zero_point), float(qmax),
+                                out.ctypes.data)
+    return out
 
 
 def run(xq: np.ndarray, w: np.ndarray, colsum: np.ndarray, mult: np.ndarray,
@@ -64,4 +79,4 @@ def run(xq: np.ndarray, w: np.ndarray, colsum: np.ndarray, mult: np.ndarray,
     return out
 
 
-__all__ = ["available", "run", "set_enabled"]
+__all__ = ["available", "quantize_u8", "run", "set_enabled"]

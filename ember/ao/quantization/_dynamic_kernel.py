@@ -2,7 +2,8 @@
 
 PyTorch (``quantized::linear_dynamic``, ``reduce_range=True`` on x86) per call: the input's
 min/max (widened to contain 0) give a uint8 scale and zero point by ATen's
-``ChooseQuantizationParams`` over [0, 127]; the input is quantized with fbgemm's rounding;
+``ChooseQuantizationParams`` over [0, 127]; the input is quantized with fbgemm's rounding
+(``nearbyint(fma(x, 1/scale, zero_point))``);
 ``raw = sum_k (xq - zx) * wq`` in int32; the output is ``float(raw) * (sx * sw) + bias`` with
 one rounding (the AVX2 requantization's ``fmadd``).
 
@@ -97,8 +98,8 @@ def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
     qmax = 127 if reduce_range else 255
     mult = np.asarray(np.float32(sx) * np.asarray(w.scale, np.float32), np.float32)
     if reduce_range and x.shape[0] > 0:
-        xq = quantize_array(x, sx, zx, 0, qmax, np.uint8)
-        out = _qlinear_c.run(xq, w.codes, w.colsum, mult, bias, zx)
+        xq = _qlinear_c.quantize_u8(np.ascontiguousarray(x), sx, zx, qmax)
+        out = None if xq is None else _qlinear_c.run(xq, w.codes, w.colsum, mult, bias, zx)
         if out is not None:
             return out
     xc = quantize_array(x, sx, zx, 0, qmax, np.float32)

@@ -1,13 +1,30 @@
 /* int8 dynamic linear (ember/ops/_qlinear_c.py): out[n, m] = fmaf((float)raw, mult[m], bias[m])
    with raw = sum_k xq[n, k] * w[m, k] - zx * colsum[m] in int32 (xq: uint8 codes in [0, 127],
-   w: int8).  AVX2: vpmaddubsw (u8 x s8 pair sums: 2 * 127 * 128 < 32767, no saturation) and
+   w: int8).  AVX-512BW (512-bit) or AVX2: vpmaddubsw (u8 x s8 pair sums: 2 * 127 * 128 < 32767, no saturation) and
    vpmaddwd into int32; 4 rows of x by 2 rows of w per step.  Integer sums are exact in any
    order, so the scalar loop and the NumPy path give the same bits. */
 #include <stdint.h>
 #include <math.h>
-#ifdef __AVX2__
+#if defined(__AVX512BW__)
 #include <immintrin.h>
-static inline int32_t hsum(__m256i v) {
+#define VW 64                                   /* bytes per vector */
+typedef __m512i vec;
+#define VZERO() _mm512_setzero_si512()
+#define VLOAD(p) _mm512_loadu_si512((const void *)(p))
+#define VSET16(v) _mm512_set1_epi16(v)
+#define VDOT(acc, x, w, ones) \
+    _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, w), ones))
+static inline int32_t hsum(vec v) { return _mm512_reduce_add_epi32(v); }
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define VW 32
+typedef __m256i vec;
+#define VZERO() _mm256_setzero_si256()
+#define VLOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VSET16(v) _mm256_set1_epi16(v)
+#define VDOT(acc, x, w, ones) \
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(x, w), ones))
+static inline int32_t hsum(vec v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
@@ -25,9 +42,9 @@ static int32_t dot(const uint8_t *x, const int8_t *w, int64_t k0, int64_t k) {
 static void block(const uint8_t *x, const int8_t *w, int32_t *acc, int64_t n0, int64_t n1,
                   int64_t m0, int64_t m1, int64_t k, int64_t ld) {
     int64_t kv = 0;
-#ifdef __AVX2__
-    kv = k & ~(int64_t)31;
-    const __m256i ones = _mm256_set1_epi16(1);
+#ifdef VW
+    kv = k & ~(int64_t)(VW - 1);
+    const vec ones = VSET16(1);
     for (int64_t m = m0; m < m1; m += 2) {
         int two = m + 1 < m1;
         const int8_t *w0 = w + m * k, *w1 = w + (m + two) * k;
@@ -35,17 +52,14 @@ static void block(const uint8_t *x, const int8_t *w, int32_t *acc, int64_t n0, i
             int64_t rows = n1 - n < 4 ? n1 - n : 4;
             const uint8_t *xr[4];
             for (int r = 0; r < 4; r++) xr[r] = x + (n + (r < rows ? r : 0)) * k;
-            __m256i a[4][2];
-            for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = _mm256_setzero_si256();
-            for (int64_t i = 0; i < kv; i += 32) {
-                __m256i b0 = _mm256_loadu_si256((const __m256i *)(w0 + i));
-                __m256i b1 = _mm256_loadu_si256((const __m256i *)(w1 + i));
+            vec a[4][2];
+            for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = VZERO();
+            for (int64_t i = 0; i < kv; i += VW) {
+                vec b0 = VLOAD(w0 + i), b1 = VLOAD(w1 + i);
                 for (int r = 0; r < 4; r++) {
-                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xr[r] + i));
-                    a[r][0] = _mm256_add_epi32(a[r][0],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(xv, b0), ones));
-                    a[r][1] = _mm256_add_epi32(a[r][1],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(xv, b1), ones));
+                    vec xv = VLOAD(xr[r] + i);
+                    a[r][0] = VDOT(a[r][0], xv, b0, ones);
+                    a[r][1] = VDOT(a[r][1], xv, b1, ones);
                 }
             }
             for (int64_t r = 0; r < rows; r++) {
@@ -78,4 +92,15 @@ void ember_eager_qlinear(const uint8_t *x, const int8_t *w, const int32_t *colsu
             float raw = (float)(acc[i * mtot + m] - zx * colsum[m]);
             out[i * mtot + m] = bias ? fmaf(raw, mult[m], bias[m]) : raw * mult[m];
         }
+}
+
+/* fbgemm's Quantize: code = clamp(nearbyint(fma(x, inv, zp)), 0, qmax) (one rounding before
+   nearbyint, ties to even in the default rounding mode) */
+void ember_eager_quantize_u8(const float *x, int64_t n, float inv, float zp, float qmax,
+                             uint8_t *out) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = nearbyintf(fmaf(x[i], inv, zp));
+        v = v < 0.0f ? 0.0f : v > qmax ? qmax : v;
+        out[i] = (uint8_t)v;
+    }
 }
