@@ -75,7 +75,7 @@ def _mlp(lib: object) -> object:
 
 
 def _models(name: str) -> tuple:
-    """(ember float32, ember int8, torch int8, input maker) for one model."""
+    """(ember float32, ember int8, torch float32, torch int8) for one model."""
     ember.manual_seed(0)
     if name == "mlp":
         e, t = _mlp(ember), _mlp(torch)
@@ -87,20 +87,19 @@ def _models(name: str) -> tuple:
     t.eval()
     eq = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear}, dtype=ember.qint8)
     tq = torch.ao.quantization.quantize_dynamic(t, {torch.nn.Linear}, dtype=torch.qint8)
-    return e, eq, tq
+    return e, eq, t, tq
 
 
 def _cases(quick: bool) -> list:
     rng = np.random.default_rng(0)
     out = []
-    e, eq, tq = _models("mlp")
+    models = _models("mlp")
     for batch in (64,) if quick else (64, 512):
         x = rng.standard_normal((batch, 1024)).astype(np.float32)
-        out.append((f"MLP 1024-4096-4096-1024, batch {batch}", e, eq, tq,
+        out.append((f"MLP 1024-4096-4096-1024, batch {batch}", *models,
                     ember.tensor(x), torch.from_numpy(x)))
-    e, eq, tq = _models("gpt")
     idx = rng.integers(0, 96, (8, 256))
-    out.append(("char-GPT 6x384, batch 8x256", e, eq, tq, ember.tensor(idx),
+    out.append(("char-GPT 6x384, batch 8x256", *_models("gpt"), ember.tensor(idx),
                 torch.from_numpy(idx)))
     return out
 
@@ -113,23 +112,24 @@ def main() -> None:
         cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
     print(f"CPU: {cpu}, {os.cpu_count()} cores, threads {ember.get_num_threads()}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("| model | ember float32 | ember int8 | torch int8 | ember int8 / ember f32 | "
+    print("| model | ember f32 | ember int8 | torch f32 | torch int8 | ember int8 / ember f32 | "
           "ember int8 / torch int8 | max abs(ember int8 - torch int8) | max abs(int8 - f32) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     with ember.no_grad(), torch.no_grad():
-        for name, e, eq, tq, ex, tx in _cases(quick):
-            fns = (lambda: e(ex), lambda: eq(ex), lambda: tq(tx))
+        for name, e, eq, t, tq, ex, tx in _cases(quick):
+            fns = (lambda m=e, x=ex: m(x), lambda m=eq, x=ex: m(x), lambda m=t, x=tx: m(x),
+                   lambda m=tq, x=tx: m(x))
             for fn in fns:
                 fn()
-            times: list[list[float]] = [[], [], []]
+            times: list[list[float]] = [[] for _ in fns]
             for _ in range(rounds):
                 for i, fn in enumerate(fns):
                     times[i].append(time_per_call(fn, 1))
-            me, mq, mt = (statistics.median(t) for t in times)
+            me, mq, mtf, mt = (statistics.median(v) for v in times)
             yq, yt, yf = eq(ex).numpy(), tq(tx).numpy(), e(ex).numpy()
-            print(f"| {name} | {fmt_time(me)} | {fmt_time(mq)} | {fmt_time(mt)} | "
-                  f"{mq / me:.2f} | {mq / mt:.2f} | {np.abs(yq - yt).max():.3g} | "
-                  f"{np.abs(yq - yf).max():.3g} |")
+            print(f"| {name} | {fmt_time(me)} | {fmt_time(mq)} | {fmt_time(mtf)} | "
+                  f"{fmt_time(mt)} | {mq / me:.2f} | {mq / mt:.2f} | "
+                  f"{np.abs(yq - yt).max():.3g} | {np.abs(yq - yf).max():.3g} |")
 
 
 if __name__ == "__main__":
