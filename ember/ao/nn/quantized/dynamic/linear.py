@@ -2,7 +2,7 @@
 weights quantized once, activations quantized per call, int32 sums, float32 output).
 
 >>> import ember
->>> m = Linear.from_float(_with_qconfig(ember.nn.Linear(4, 2)))
+>>> m = Linear.from_float(ember.nn.Linear(4, 2))
 >>> m(ember.randn(3, 4)).shape
 ember.Size([3, 2])
 """
@@ -154,11 +154,6 @@ class Linear(Module):
         bias = None if mod.bias is None else mod.bias.detach().float().clone()
         q.set_weight_bias(qw, bias)
         return q
-
-
-def _with_qconfig(mod: Module) -> Module:
-    mod.qconfig = default_dynamic_qconfig
-    return mod
 
 
 __all__ = ["Linear", "LinearPackedParams"]
