@@ -1,13 +1,17 @@
 /* int8 dynamic linear (ember/ops/_qlinear_c.py): out[n, m] = fmaf((float)raw, mult[m], bias[m])
    with raw = sum_k xq[n, k] * w[m, k] - zx * colsum[m] in int32 (xq: uint8 codes in [0, 127],
-   w: int8).  AVX-512BW (512-bit) or AVX2: vpmaddubsw (u8 x s8 pair sums: 2 * 127 * 128 < 32767, no saturation) and
-   vpmaddwd into int32; 4 rows of x by 2 rows of w per step.  Integer sums are exact in any
-   order, so the scalar loop and the NumPy path give the same bits. */
+   w: int8).  AVX-512BW (512-bit) or AVX2: vpmaddubsw (u8 x s8 pair sums: 2 * 127 * 128 <
+   32767, no saturation) and vpmaddwd into int32; a tile of 4 rows of x by TM rows of w (4 with
+   AVX-512, 2 with AVX2) per step.  Integer sums are exact in any order, so the scalar loop
+   and the NumPy path give the same bits. */
 #include <stdint.h>
 #include <math.h>
 #if defined(__AVX512BW__)
 #include <immintrin.h>
 #define VW 64                                   /* bytes per vector */
+#ifndef TM
+#define TM 4                                    /* weight rows per tile (32 zmm registers) */
+#endif
 typedef __m512i vec;
 #define VZERO() _mm512_setzero_si512()
 #define VLOAD(p) _mm512_loadu_si512((const void *)(p))
@@ -18,6 +22,9 @@ static inline int32_t hsum(vec v) { return _mm512_reduce_add_epi32(v); }
 #elif defined(__AVX2__)
 #include <immintrin.h>
 #define VW 32
+#ifndef TM
+#define TM 2                                    /* 16 ymm registers */
+#endif
 typedef __m256i vec;
 #define VZERO() _mm256_setzero_si256()
 #define VLOAD(p) _mm256_loadu_si256((const __m256i *)(p))
@@ -45,27 +52,28 @@ static void block(const uint8_t *x, const int8_t *w, int32_t *acc, int64_t n0, i
 #ifdef VW
     kv = k & ~(int64_t)(VW - 1);
     const vec ones = VSET16(1);
-    for (int64_t m = m0; m < m1; m += 2) {
-        int two = m + 1 < m1;
-        const int8_t *w0 = w + m * k, *w1 = w + (m + two) * k;
+    for (int64_t m = m0; m < m1; m += TM) {
+        int64_t cols = m1 - m < TM ? m1 - m : TM;
+        const int8_t *wr[TM];
+        for (int c = 0; c < TM; c++) wr[c] = w + (m + (c < cols ? c : 0)) * k;
         for (int64_t n = n0; n < n1; n += 4) {
             int64_t rows = n1 - n < 4 ? n1 - n : 4;
             const uint8_t *xr[4];
             for (int r = 0; r < 4; r++) xr[r] = x + (n + (r < rows ? r : 0)) * k;
-            vec a[4][2];
-            for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = VZERO();
+            vec a[4][TM];
+            for (int r = 0; r < 4; r++)
+                for (int c = 0; c < TM; c++) a[r][c] = VZERO();
             for (int64_t i = 0; i < kv; i += VW) {
-                vec b0 = VLOAD(w0 + i), b1 = VLOAD(w1 + i);
+                vec b[TM];
+                for (int c = 0; c < TM; c++) b[c] = VLOAD(wr[c] + i);
                 for (int r = 0; r < 4; r++) {
                     vec xv = VLOAD(xr[r] + i);
-                    a[r][0] = VDOT(a[r][0], xv, b0, ones);
-                    a[r][1] = VDOT(a[r][1], xv, b1, ones);
+                    for (int c = 0; c < TM; c++) a[r][c] = VDOT(a[r][c], xv, b[c], ones);
                 }
             }
-            for (int64_t r = 0; r < rows; r++) {
-                acc[(n + r) * ld + m] = hsum(a[r][0]) + dot(xr[r], w0, kv, k);
-                if (two) acc[(n + r) * ld + m + 1] = hsum(a[r][1]) + dot(xr[r], w1, kv, k);
-            }
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++)
+                    acc[(n + r) * ld + m + c] = hsum(a[r][c]) + dot(xr[r], wr[c], kv, k);
         }
     }
     return;
