@@ -19,6 +19,17 @@ typedef __m512i vec;
 #define VDOT(acc, x, w, ones) \
     _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(x, w), ones))
 static inline int32_t hsum(vec v) { return _mm512_reduce_add_epi32(v); }
+/* the four sums of a0..a3 at once (per-lane hadd tree): cheaper than four reductions when K
+   is small and the reductions are a large share of the work */
+static inline __m128i hsum4(vec a0, vec a1, vec a2, vec a3) {
+    __m256i b0 = _mm256_add_epi32(_mm512_castsi512_si256(a0), _mm512_extracti64x4_epi64(a0, 1));
+    __m256i b1 = _mm256_add_epi32(_mm512_castsi512_si256(a1), _mm512_extracti64x4_epi64(a1, 1));
+    __m256i b2 = _mm256_add_epi32(_mm512_castsi512_si256(a2), _mm512_extracti64x4_epi64(a2, 1));
+    __m256i b3 = _mm256_add_epi32(_mm512_castsi512_si256(a3), _mm512_extracti64x4_epi64(a3, 1));
+    __m256i d = _mm256_hadd_epi32(_mm256_hadd_epi32(b0, b1), _mm256_hadd_epi32(b2, b3));
+    return _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+}
+#define HAVE_HSUM4 1
 #elif defined(__AVX2__)
 #include <immintrin.h>
 #define VW 32
@@ -71,9 +82,20 @@ static void block(const uint8_t *x, const int8_t *w, int32_t *acc, int64_t n0, i
                     for (int c = 0; c < TM; c++) a[r][c] = VDOT(a[r][c], xv, b[c], ones);
                 }
             }
-            for (int64_t r = 0; r < rows; r++)
-                for (int64_t c = 0; c < cols; c++)
-                    acc[(n + r) * ld + m + c] = hsum(a[r][c]) + dot(xr[r], wr[c], kv, k);
+            for (int64_t r = 0; r < rows; r++) {
+#if defined(HAVE_HSUM4) && TM == 4
+                int32_t sums[4];
+                _mm_storeu_si128((__m128i *)sums, hsum4(a[r][0], a[r][1], a[r][2], a[r][3]));
+#endif
+                for (int64_t c = 0; c < cols; c++) {
+#if defined(HAVE_HSUM4) && TM == 4
+                    int32_t v = sums[c];
+#else
+                    int32_t v = hsum(a[r][c]);
+#endif
+                    acc[(n + r) * ld + m + c] = v + dot(xr[r], wr[c], kv, k);
+                }
+            }
         }
     }
     return;
