@@ -21,7 +21,7 @@ from ember import dtypes as _dtypes
 from ember.dtypes import (  # noqa: F401
     bfloat16, bool, double, dtype, finfo, float, float16, float32, float64, get_default_dtype,
     half, iinfo, int, int8, int16, int32, int64, long, promote_types, set_default_dtype, short,
-    uint8, can_cast,
+    uint8, can_cast, qint8, quint8, qint32,
 )
 from ember.device import DeviceGuard, Stream, device  # noqa: F401
 from ember.dtypes import (  # noqa: F401
@@ -94,6 +94,11 @@ from ember.backends import (  # noqa: F401, E402
     use_deterministic_algorithms,
 )
 from ember.device import get_default_device, set_default_device  # noqa: F401, E402
+from ember import ao, quantization  # noqa: F401, E402
+from ember.ao.quantization.qtensor import (  # noqa: F401, E402
+    dequantize, per_channel_affine, per_channel_symmetric, per_tensor_affine,
+    per_tensor_symmetric, quantize_per_channel, quantize_per_tensor,
+)
 from ember.errors import DeviceUnavailableError  # noqa: F401, E402
 
 __version__ = "0.1.0"

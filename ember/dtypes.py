@@ -73,6 +73,13 @@ bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, _FLOAT, True, 1, np.float32)
 float32 = dtype("float32", np.float32, _FLOAT, True, 2)
 float64 = dtype("float64", np.float64, _FLOAT, True, 3)
 
+# Quantized element types (PyTorch's names): only the quantized tensors of ember.ao carry
+# them (int8 / uint8 / int32 codes with a scale and zero point); no op computes in them.
+qint8 = dtype("qint8", np.int8, _INT, True, 1)
+quint8 = dtype("quint8", np.uint8, _INT, False, 1)
+qint32 = dtype("qint32", np.int32, _INT, True, 3)
+QUANTIZED_DTYPES: tuple[dtype, ...] = (qint8, quint8, qint32)
+
 # PyTorch aliases
 half = float16
 float = float32  # noqa: A001

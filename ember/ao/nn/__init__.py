@@ -1,0 +1,1 @@
+from ember.ao.nn import quantized  # noqa: F401

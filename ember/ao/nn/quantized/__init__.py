@@ -1,0 +1,1 @@
+from ember.ao.nn.quantized import dynamic  # noqa: F401

@@ -1,0 +1,3 @@
+"""Dynamically quantized modules (PyTorch's ``torch.ao.nn.quantized.dynamic``)."""
+
+from ember.ao.nn.quantized.dynamic.linear import Linear  # noqa: F401

@@ -1,0 +1,159 @@
+"""``ember.ao.nn.quantized.dynamic.Linear``: PyTorch's dynamically quantized Linear (int8
+weights quantized once, activations quantized per call, int32 sums, float32 output).
+
+>>> import ember
+>>> m = Linear.from_float(ember.nn.Linear(4, 2))
+>>> m(ember.randn(3, 4)).shape
+ember.Size([3, 2])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ember import dtypes as dt
+from ember._frontend.creation import tensor
+from ember.ao.quantization import _dynamic_kernel as kern
+from ember.ao.quantization.observer import default_dynamic_qconfig
+from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
+from ember.errors import DTypeError, EmberTypeError, ShapeError
+from ember.nn.modules.module import Module
+from ember.tensor import Tensor
+
+
+class LinearPackedParams(Module):
+    """Holds the quantized weight and the float bias (saved as ``_packed_params``)."""
+
+    _version = 3
+
+    def __init__(self, dtype: dt.dtype = dt.qint8) -> None:
+        super().__init__()
+        if dtype is not dt.qint8:
+            raise DTypeError(f"[quantized.dynamic.Linear] only ember.qint8 is supported, "
+                             f"got {dtype} (float16 dynamic quantization is not implemented)")
+        self.dtype = dtype
+        self.set_weight_bias(quantize_per_tensor(tensor(np.zeros((1, 1), np.float32)), 1.0, 0,
+                                                 dt.qint8), None)
+
+    def set_weight_bias(self, weight: QuantizedTensor, bias: Tensor | None) -> None:
+        if not isinstance(weight, QuantizedTensor) or weight.dtype is not dt.qint8:
+            raise EmberTypeError("[quantized.dynamic.Linear] the weight must be a qint8 "
+                                 "quantized tensor (ember.quantize_per_tensor/per_channel)")
+        self._weight, self._bias = weight, bias
+        s = np.asarray(weight._scale, np.float64).astype(np.float32)
+        self._packed = kern.PackedWeight(weight._codes, s if weight._axis is not None
+                                         else np.float32(s))
+        self._bias_np = None if bias is None else \
+            np.ascontiguousarray(bias.detach().numpy(), dtype=np.float32)
+
+    def _weight_bias(self) -> tuple:
+        return self._weight, self._bias
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "dtype"] = self.dtype
+        destination[prefix + "_packed_params"] = self._weight_bias()
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: dict,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        for name in ("dtype", "_packed_params"):
+            if prefix + name not in state_dict and strict:
+                missing_keys.append(prefix + name)
+        if prefix + "_packed_params" in state_dict:
+            weight, bias = state_dict.pop(prefix + "_packed_params")
+            self.set_weight_bias(weight, bias)
+        state_dict.pop(prefix + "dtype", None)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, False, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
+class Linear(Module):
+    """A Linear whose weight is int8 (per tensor or per output channel) and whose input is
+    quantized to uint8 at every call (PyTorch's ``DynamicQuantizedLinear``)."""
+
+    _version = 4
+
+    def __init__(self, in_features: int, out_features: int, bias_: bool = True,
+                 dtype: dt.dtype = dt.qint8) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.scale, self.zero_point = 1.0, 0
+        self.version = 4
+        self._packed_params = LinearPackedParams(dtype)
+        w = quantize_per_tensor(tensor(np.zeros((out_features, in_features), np.float32)),
+                                1.0, 0, dt.qint8)
+        self._packed_params.set_weight_bias(
+            w, tensor(np.zeros(out_features, np.float32)) if bias_ else None)
+
+    def _get_name(self) -> str:
+        return "DynamicQuantizedLinear"
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"dtype={self._packed_params.dtype}, "
+                f"qscheme=ember.{self._packed_params._weight.qscheme()}")
+
+    def __repr__(self) -> str:      # PyTorch hides _packed_params
+        return f"{self._get_name()}({self.extra_repr()})"
+
+    def weight(self) -> QuantizedTensor:
+        return self._packed_params._weight
+
+    def bias(self) -> Tensor | None:
+        return self._packed_params._bias
+
+    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
+        self._packed_params.set_weight_bias(w, b)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor) or x.dtype is not dt.float32:
+            raise DTypeError(f"[quantized.dynamic.Linear] expects a float32 input, got "
+                             f"{getattr(x, 'dtype', type(x).__name__)}")
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ShapeError(f"[quantized.dynamic.Linear] input of shape {tuple(x.shape)} does "
+                             f"not end in in_features={self.in_features}")
+        p = self._packed_params
+        a = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
+        out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._packed, p._bias_np,
+                                  reduce_range=True)
+        return tensor(out.reshape(*x.shape[:-1], self.out_features))
+
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "scale"] = tensor(np.float32(self.scale))
+        destination[prefix + "zero_point"] = tensor(np.int64(self.zero_point))
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, local_metadata: dict,
+                              strict: bool, missing_keys: list, unexpected_keys: list,
+                              error_msgs: list) -> None:
+        self.scale = float(state_dict.pop(prefix + "scale", self.scale))
+        self.zero_point = int(state_dict.pop(prefix + "zero_point", self.zero_point))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    @classmethod
+    def from_float(cls, mod: Module, use_precomputed_fake_quant: bool = False) -> Linear:
+        """Quantize a float ``nn.Linear`` that carries a ``qconfig`` (as ``quantize_dynamic``
+        sets); without one, ``default_dynamic_qconfig``."""
+        qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
+        observer = qconfig.weight()
+        if observer.dtype is not dt.qint8:
+            raise DTypeError(f"[quantized.dynamic.Linear] weight observer must have dtype "
+                             f"ember.qint8, got {observer.dtype}")
+        weight = mod.weight.detach().float()
+        observer(weight)
+        scale, zp = observer.calculate_qparams()
+        if observer.qscheme.startswith("per_channel"):
+            qw = quantize_per_channel(weight, scale.double(), zp, 0, dt.qint8)
+        else:
+            qw = quantize_per_tensor(weight, float(scale), int(zp), dt.qint8)
+        q = cls(mod.in_features, mod.out_features, dtype=dt.qint8)
+        bias = None if mod.bias is None else mod.bias.detach().float().clone()
+        q.set_weight_bias(qw, bias)
+        return q
+
+
+__all__ = ["Linear", "LinearPackedParams"]

@@ -1,0 +1,110 @@
+"""The eager kernel of int8 dynamic linear, bit for bit PyTorch's x86 (fbgemm) one.
+
+PyTorch (``quantized::linear_dynamic``, ``reduce_range=True`` on x86) per call: the input's
+min/max (widened to contain 0) give a uint8 scale and zero point by ATen's
+``ChooseQuantizationParams`` over [0, 127]; the input is quantized with fbgemm's rounding
+(``nearbyint(fma(x, 1/scale, zero_point))``);
+``raw = sum_k (xq - zx) * wq`` in int32; the output is ``float(raw) * (sx * sw) + bias`` with
+one rounding (the AVX2 requantization's ``fmadd``).
+
+ember runs ``ember/ops/_qlinear_c`` (a fixed C kernel: AVX2 ``vpmaddubsw``/``vpmaddwd``, the
+fbgemm instructions) when it could be built.  Otherwise it gets the same int32 sums from float32
+BLAS: every ``|xq - zx| <= 127`` and
+``|wq| <= 128``, so a block of 1024 products sums below 2**24 and each float32 GEMM over a
+1024-wide slice of K is exact; slices are added in float64 (exact) and rounded to float32 once,
+as fbgemm's int32-to-float conversion does.  The epilogue uses ``ember.ops._fma``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ember.ao.quantization.qtensor import quantize_array
+from ember.ops import _qlinear_c
+from ember.ops._fma import fma
+
+K_BLOCK = 1024                # 1024 * 127 * 128 < 2**24: float32 sums of a block are exact
+_SMALL_SCALE = np.float32(6.1e-5)
+
+
+def choose_qparams(mn: float, mx: float, qmin: int, qmax: int,
+                   reduce_range: bool) -> tuple[np.float32, int]:
+    """ATen's ``ChooseQuantizationParams`` (no sparsity preservation, no power-of-two)."""
+    if reduce_range:
+        qmin, qmax = qmin // 2, qmax // 2
+    mn, mx = np.float32(min(mn, 0.0)), np.float32(max(mx, 0.0))
+    scale = (float(mx) - float(mn)) / (qmax - qmin)
+    with np.errstate(divide="ignore", over="ignore"):
+        if np.float32(scale) == 0 or math.isinf(np.float32(1) / np.float32(scale)):
+            scale = 0.1
+    if scale < _SMALL_SCALE:
+        org = np.float32(scale)
+        scale = float(_SMALL_SCALE)
+        if mn == 0:
+            mx = np.float32(_SMALL_SCALE * np.float32(qmax - qmin))
+        elif mx == 0:
+            mn = np.float32(-_SMALL_SCALE * np.float32(qmax - qmin))
+        else:
+            amp = np.float32(_SMALL_SCALE / org)
+            mn, mx = np.float32(mn * amp), np.float32(mx * amp)
+    z_min, z_max = qmin - float(mn) / scale, qmax - float(mx) / scale
+    e_min = abs(qmin) - abs(float(mn) / scale)
+    e_max = abs(qmax) - abs(float(mx) / scale)
+    z0 = z_min if e_min < e_max else z_max
+    zp = qmin if z0 < qmin else qmax if z0 > qmax else int(np.rint(z0))
+    return np.float32(scale), zp
+
+
+def int_matmul(xc: np.ndarray, w_t: np.ndarray) -> np.ndarray:
+    """Exact ``xc @ w_t`` of small integers held in float32, rounded once to float32."""
+    k = xc.shape[1]
+    if k <= K_BLOCK:
+        return xc @ w_t
+    acc = np.zeros((xc.shape[0], w_t.shape[1]), np.float64)
+    for k0 in range(0, k, K_BLOCK):
+        acc += xc[:, k0:k0 + K_BLOCK] @ w_t[k0:k0 + K_BLOCK]
+    return acc.astype(np.float32)
+
+
+class PackedWeight:
+    """A weight prepared once: int8 codes (M, K), float32 scale (scalar or (M,)), the codes'
+    row sums (int32, for the activation zero point), and for the NumPy path the codes transposed
+    as float32 (made on first use only)."""
+
+    def __init__(self, codes: np.ndarray, scale: Any) -> None:
+        self.codes = np.ascontiguousarray(codes, dtype=np.int8)
+        self.scale = scale
+        self.colsum = self.codes.sum(axis=1, dtype=np.int64).astype(np.int32)
+        self._w_t: np.ndarray | None = None
+
+    def w_t(self) -> np.ndarray:
+        if self._w_t is None:
+            self._w_t = np.ascontiguousarray(self.codes.T, dtype=np.float32)
+        return self._w_t
+
+
+def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
+                   reduce_range: bool = True) -> np.ndarray:
+    """``x`` (N, K) float32 times the packed int8 weight, plus ``bias`` float32 (M,) or None.
+    Returns (N, M) float32."""
+    if x.size == 0:
+        mn = mx = 0.0
+    else:
+        mn, mx = float(x.min()), float(x.max())
+    sx, zx = choose_qparams(mn, mx, 0, 255, reduce_range)
+    qmax = 127 if reduce_range else 255
+    mult = np.asarray(np.float32(sx) * np.asarray(w.scale, np.float32), np.float32)
+    if reduce_range and x.shape[0] > 0:
+        xq = _qlinear_c.quantize_u8(np.ascontiguousarray(x), sx, zx, qmax)
+        out = None if xq is None else _qlinear_c.run(xq, w.codes, w.colsum, mult, bias, zx)
+        if out is not None:
+            return out
+    xc = quantize_array(x, sx, zx, 0, qmax, np.float32)
+    xc -= np.float32(zx)
+    acc = np.ascontiguousarray(int_matmul(xc, w.w_t()), dtype=np.float32)
+    if bias is None:
+        return acc * mult
+    return fma(acc, mult, np.asarray(bias, np.float32), out=acc)

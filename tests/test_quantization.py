@@ -1,0 +1,187 @@
+"""int8 dynamic quantization against torch 2.13's (x86 engine: fbgemm) bit for bit."""
+
+
+import numpy as np
+import pytest
+
+import ember
+from ember.ops import _qlinear_c
+
+torch = pytest.importorskip("torch")
+tq = torch.ao.quantization
+
+pytestmark_warn = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+                   pytest.mark.filterwarnings("ignore::UserWarning")]
+pytestmark = [*pytestmark_warn,
+              pytest.mark.skipif(torch.backends.quantized.engine not in ("x86", "fbgemm"),
+                                 reason="the reference is torch's x86/fbgemm kernel")]
+
+
+@pytest.fixture(params=["c", "numpy"])
+def kernel(request: pytest.FixtureRequest):  # noqa: ANN201
+    """Run with the C kernel (when it builds) and with the NumPy path (blocked float32 BLAS)."""
+    old = _qlinear_c.set_enabled(request.param == "c")
+    if request.param == "c" and not _qlinear_c.available():
+        _qlinear_c.set_enabled(old)
+        pytest.skip("the eager C kernel could not be built here")
+    yield request.param
+    _qlinear_c.set_enabled(old)
+
+
+def _pair(k: int, m: int, seed: int, bias: bool = True) -> tuple:
+    torch.manual_seed(seed)
+    t = torch.nn.Sequential(torch.nn.Linear(k, m, bias=bias), torch.nn.ReLU(),
+                            torch.nn.Linear(m, 5))
+    e = ember.nn.Sequential(ember.nn.Linear(k, m, bias=bias), ember.nn.ReLU(),
+                            ember.nn.Linear(m, 5))
+    e.load_state_dict({n: ember.tensor(v.detach().numpy()) for n, v in t.state_dict().items()})
+    return t, e
+
+
+def _inputs(shape: tuple, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * rng.uniform(0.01, 5) + rng.uniform(-1, 1)) \
+        .astype(np.float32)
+
+
+@pytest.mark.parametrize("k,m,seed", [(8, 4, 0), (300, 64, 1), (1500, 33, 2), (2500, 17, 3)])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dynamic_bitwise(k: int, m: int, seed: int, per_channel: bool,
+                                  kernel: str) -> None:
+    t, e = _pair(k, m, seed, bias=seed != 2)
+    if per_channel:
+        tq_model = tq.quantize_dynamic(t, {torch.nn.Linear: tq.per_channel_dynamic_qconfig})
+        eq_model = ember.ao.quantization.quantize_dynamic(
+            e, {ember.nn.Linear: ember.ao.quantization.per_channel_dynamic_qconfig})
+    else:
+        tq_model = tq.quantize_dynamic(t, {torch.nn.Linear}, dtype=torch.qint8)
+        eq_model = ember.quantization.quantize_dynamic(e, {ember.nn.Linear}, dtype=ember.qint8)
+    assert isinstance(eq_model[0], ember.ao.nn.quantized.dynamic.Linear)
+    assert isinstance(e[0], ember.nn.Linear)          # not in place
+    tw, ew = tq_model[0].weight(), eq_model[0].weight()
+    np.testing.assert_array_equal(ew.int_repr().numpy(), tw.int_repr().numpy())
+    if per_channel:
+        np.testing.assert_array_equal(ew.q_per_channel_scales().numpy(),
+                                      tw.q_per_channel_scales().numpy())
+    else:
+        assert ew.q_scale() == tw.q_scale() and ew.q_zero_point() == tw.q_zero_point() == 0
+    for i, shape in enumerate([(7, k), (2, 3, k), (1, k), (0, k), (70, k)]):
+        x = _inputs(shape, seed * 10 + i)
+        want = tq_model(torch.from_numpy(x)).detach().numpy()
+        got = eq_model(ember.tensor(x)).numpy()
+        np.testing.assert_array_equal(got, want)
+
+
+def test_activation_qparams_edge_cases(kernel: str) -> None:
+    """All-zero, constant, tiny and one-signed inputs (ChooseQuantizationParams branches)."""
+    t, e = _pair(16, 8, 5)
+    tq_model = tq.quantize_dynamic(t, {torch.nn.Linear})
+    eq_model = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear})
+    for x in [np.zeros((3, 16)), np.full((3, 16), 2.5), np.full((3, 16), -1e-7),
+              np.abs(_inputs((4, 16), 1)), -np.abs(_inputs((4, 16), 2)),
+              _inputs((4, 16), 3) * 1e-6, _inputs((4, 16), 4) * 1e4]:
+        x = x.astype(np.float32)
+        np.testing.assert_array_equal(eq_model(ember.tensor(x)).numpy(),
+                                      tq_model(torch.from_numpy(x)).detach().numpy())
+
+
+def test_close_to_float() -> None:
+    """Within a few quantization steps of the float model (a sanity bound, not the oracle)."""
+    t, e = _pair(256, 64, 7)
+    q = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear})
+    x = _inputs((16, 256), 7)
+    ref, got = e(ember.tensor(x)).detach().numpy(), q(ember.tensor(x)).numpy()
+    assert np.abs(ref - got).max() < 0.05 * np.abs(ref).max()
+
+
+def test_state_dict_keys_and_round_trip() -> None:
+    t, e = _pair(32, 16, 9)
+    tsd = tq.quantize_dynamic(t, {torch.nn.Linear}).state_dict()
+    q = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear})
+    sd = q.state_dict()
+    assert list(sd.keys()) == list(tsd.keys())
+    assert sd["0._packed_params.dtype"] is ember.qint8
+    w, b = sd["0._packed_params._packed_params"]
+    np.testing.assert_array_equal(w.int_repr().numpy(),
+                                  tsd["0._packed_params._packed_params"][0].int_repr().numpy())
+    assert float(sd["0.scale"]) == 1.0 and int(sd["0.zero_point"]) == 0
+    fresh = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(
+        ember.nn.Linear(32, 16), ember.nn.ReLU(), ember.nn.Linear(16, 5)), {ember.nn.Linear})
+    fresh.load_state_dict(sd)
+    x = ember.tensor(_inputs((3, 32), 0))
+    np.testing.assert_array_equal(fresh(x).numpy(), q(x).numpy())
+
+
+def test_quantize_per_tensor_and_channel_match_torch() -> None:
+    x = _inputs((6, 9), 11)
+    for dtype, tdtype, zp in [(ember.qint8, torch.qint8, 3), (ember.quint8, torch.quint8, 128)]:
+        a = ember.quantize_per_tensor(ember.tensor(x), 0.037, zp, dtype)
+        b = torch.quantize_per_tensor(torch.from_numpy(x), 0.037, zp, tdtype)
+        np.testing.assert_array_equal(a.int_repr().numpy(), b.int_repr().numpy())
+        np.testing.assert_array_equal(a.dequantize().numpy(), b.dequantize().numpy())
+        assert a.q_scale() == b.q_scale() and a.q_zero_point() == b.q_zero_point()
+    s = np.linspace(0.01, 0.2, 6)
+    a = ember.quantize_per_channel(ember.tensor(x), ember.tensor(s),
+                                   ember.tensor(np.zeros(6, np.int64)), 0, ember.qint8)
+    b = torch.quantize_per_channel(torch.from_numpy(x), torch.from_numpy(s),
+                                   torch.zeros(6, dtype=torch.int64), 0, torch.qint8)
+    np.testing.assert_array_equal(a.int_repr().numpy(), b.int_repr().numpy())
+    np.testing.assert_array_equal(a.dequantize().numpy(), b.dequantize().numpy())
+
+
+def test_observers_match_torch() -> None:
+    w = _inputs((12, 20), 13)
+    eaq = ember.ao.quantization
+    for eo, to in [(eaq.default_weight_observer(), tq.default_weight_observer()),
+                   (eaq.default_per_channel_weight_observer(),
+                    tq.default_per_channel_weight_observer())]:
+        eo(ember.tensor(w))
+        to(torch.from_numpy(w))
+        for ev, tv in zip(eo.calculate_qparams(), to.calculate_qparams()):
+            np.testing.assert_array_equal(ev.numpy(), tv.numpy())
+
+
+def test_only_linear_replaced_and_root_kept() -> None:
+    lin = ember.nn.Linear(4, 4)
+    assert isinstance(ember.ao.quantization.quantize_dynamic(lin), ember.nn.Linear)
+    m = ember.nn.Sequential(ember.nn.Linear(4, 4), ember.nn.Sequential(ember.nn.Linear(4, 2)))
+    qconfig = ember.ao.quantization.default_dynamic_qconfig
+    q = ember.ao.quantization.quantize_dynamic(m, {"1.0": qconfig})
+    assert isinstance(q[0], ember.nn.Linear)
+    assert isinstance(q[1][0], ember.ao.nn.quantized.dynamic.Linear)
+    assert not hasattr(q[1][0], "qconfig") and not hasattr(q[0], "qconfig")
+
+
+def test_bad_input() -> None:
+    q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(ember.nn.Linear(4, 2)))
+    with pytest.raises(ember.DTypeError, match=r"\[quantized.dynamic.Linear\]"):
+        q(ember.zeros(2, 4, dtype=ember.float64))
+    with pytest.raises(ember.ShapeError, match=r"\[quantized.dynamic.Linear\]"):
+        q(ember.zeros(2, 5))
+    with pytest.raises(ember.DTypeError, match=r"\[quantize_dynamic\]"):
+        ember.ao.quantization.quantize_dynamic(ember.nn.Linear(4, 2), dtype=ember.float16)
+    with pytest.raises(ember.DTypeError, match=r"\[quantize_per_tensor\]"):
+        ember.quantize_per_tensor(ember.zeros(2), 0.1, 0, ember.int8)
+    with pytest.raises(ember.EmberValueError, match=r"\[q_scale\]"):
+        ember.quantize_per_channel(ember.zeros(2, 2), ember.ones(2),
+                                   ember.zeros(2, dtype=ember.int64), 0, ember.qint8).q_scale()
+
+
+def test_repr_matches_torch() -> None:
+    q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(ember.nn.Linear(4, 2)))
+    tqm = tq.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(4, 2)))
+    assert repr(q).replace("ember.", "torch.") == repr(tqm)
+
+
+def test_quantize_rounds_once_like_fbgemm(kernel: str) -> None:
+    """fbgemm quantizes with ``nearbyint(fma(x, 1/scale, zp))``: among these 300k values one
+    (index 206370) rounds differently when the multiply and the add round separately."""
+    x = (np.random.default_rng(1).standard_normal(300_000) * 3).astype(np.float32)
+    want = torch.quantize_per_tensor(torch.from_numpy(x), 0.0371, 57, torch.quint8)
+    got = ember.quantize_per_tensor(ember.tensor(x), 0.0371, 57, ember.quint8)
+    np.testing.assert_array_equal(got.int_repr().numpy(), want.int_repr().numpy())
+    codes = _qlinear_c.quantize_u8(x, np.float32(0.0371), 57, 255)
+    if kernel == "c":
+        np.testing.assert_array_equal(codes, want.int_repr().numpy())
+    else:
+        assert codes is None
