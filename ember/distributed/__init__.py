@@ -14,15 +14,40 @@ False
 
 from __future__ import annotations
 
-from ember.distributed._collectives import (all_gather, all_gather_into_tensor, all_reduce,
-                                            all_to_all_single, broadcast, gather, reduce,
-                                            reduce_scatter, reduce_scatter_tensor, scatter)
-from ember.distributed._group import (GroupMember, ProcessGroup, ReduceOp, Work, barrier,
-                                      destroy_process_group, get_backend, get_global_rank,
-                                      get_group_rank, get_process_group_ranks, get_rank,
-                                      get_world_size, group, init_process_group, is_available,
-                                      is_gloo_available, is_initialized, is_mpi_available,
-                                      is_nccl_available, new_group)
+from ember.distributed._collectives import (
+                                            all_gather,
+                                            all_gather_into_tensor,
+                                            all_reduce,
+                                            all_to_all_single,
+                                            broadcast,
+                                            gather,
+                                            reduce,
+                                            reduce_scatter,
+                                            reduce_scatter_tensor,
+                                            scatter,
+)
+from ember.distributed._group import (
+                                            GroupMember,
+                                            ProcessGroup,
+                                            ReduceOp,
+                                            Work,
+                                            barrier,
+                                            destroy_process_group,
+                                            get_backend,
+                                            get_global_rank,
+                                            get_group_rank,
+                                            get_process_group_ranks,
+                                            get_rank,
+                                            get_world_size,
+                                            group,
+                                            init_process_group,
+                                            is_available,
+                                            is_gloo_available,
+                                            is_initialized,
+                                            is_mpi_available,
+                                            is_nccl_available,
+                                            new_group,
+)
 from ember.distributed._p2p import irecv, isend, recv, send
 
 __all__ = ["GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",

@@ -13,8 +13,12 @@ from enum import Enum
 from typing import Any, Callable
 
 from ember import config
-from ember.errors import (EmberNotImplementedError, EmberRuntimeError, EmberTypeError,
-                          EmberValueError)
+from ember.errors import (
+    EmberNotImplementedError,
+    EmberRuntimeError,
+    EmberTypeError,
+    EmberValueError,
+)
 
 
 class ReduceOp(Enum):
