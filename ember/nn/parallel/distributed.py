@@ -35,7 +35,7 @@ class DistributedDataParallel(Module):
     over the ranks of ``process_group`` (the default group when ``None``).
 
     >>> model = DistributedDataParallel(net)            # doctest: +SKIP
-    >>> model(x).sum().backward()                        # grads averaged over ranks # doctest: +SKIP
+    >>> model(x).sum().backward()      # grads averaged over ranks   # doctest: +SKIP
     >>> with model.no_sync():                            # doctest: +SKIP
     ...     model(x).sum().backward()                    # local accumulation only
     """
