@@ -15,7 +15,7 @@ def make(dtype: str, rank: int, shape=(2, 3)) -> ember.Tensor:
     """Rank ``rank``'s input: small values so products and sums stay exact."""
     base = (np.arange(int(np.prod(shape))).reshape(shape) % 3) + rank + 1
     if dtype == "bool":
-        return ember.tensor((base % 2 == 0))
+        return ember.tensor(base % 2 == 0)
     return ember.tensor(base.astype(np.float32 if dtype in ("float16", "bfloat16") else dtype),
                         dtype=getattr(ember, dtype))
 
