@@ -10,7 +10,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def launch(script: str, *args: str, nproc: int = 2, timeout: float = 90) -> subprocess.CompletedProcess:
+def launch(script: str, *args: str, nproc: int = 2,
+           timeout: float = 90) -> subprocess.CompletedProcess:
     """Run tests/distributed/scripts/<script> on ``nproc`` ranks; returns the finished process."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "ember.distributed.run", "--nproc-per-node", str(nproc),

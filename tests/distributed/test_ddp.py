@@ -64,7 +64,7 @@ def test_no_sync_accumulates_locally_then_averages(results):
 
 
 def test_sampler_defaults_to_the_process_group(results):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from torch.utils.data.distributed import DistributedSampler
     for r in range(2):
         want = list(DistributedSampler(range(11), num_replicas=2, rank=r, seed=3))

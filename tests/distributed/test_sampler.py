@@ -28,7 +28,8 @@ def test_index_order_matches_torch(n, replicas, shuffle, drop_last):
 
 def test_bad_rank_raises_like_torch():
     from torch.utils.data.distributed import DistributedSampler as TorchSampler
-    with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval \[0, 1\]"):
+    msg = r"Invalid rank 2, rank should be in the interval \[0, 1\]"
+    with pytest.raises(ValueError, match=msg):
         TorchSampler(range(4), 2, 2)
-    with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval \[0, 1\]"):
+    with pytest.raises(ValueError, match=msg):
         DistributedSampler(range(4), 2, 2)
