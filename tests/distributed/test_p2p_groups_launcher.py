@@ -12,12 +12,14 @@ from tests.distributed._launch import launch  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def lines():
-    proc = launch("p2p_groups_errors.py")
+def lines(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("p2p")
+    proc = launch("p2p_groups_errors.py", str(tmp))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("R") and ": " in line:
+    text = (tmp / "rank0.txt").read_text() + (tmp / "rank1.txt").read_text()
+    for line in text.splitlines():
+        if ": " in line:
             key, value = line.split(": ", 1)
             out[key] = value
     return out
@@ -52,16 +54,45 @@ def test_mismatches_raise_on_every_rank(lines):
     assert "rank(s) [0] passed invalid arguments" in lines["R1 list_error"]
 
 
-def test_launcher_sets_torchrun_variables():
-    proc = launch("env_and_fail.py", "--lr", "0.1")
+def test_launcher_sets_torchrun_variables(tmp_path):
+    proc = launch("env_and_fail.py", str(tmp_path), "--lr", "0.1")
     assert proc.returncode == 0, proc.stderr
-    got = sorted(line.split()[1:] for line in proc.stdout.splitlines() if line.startswith("ENV"))
+    got = [(tmp_path / f"rank{r}.txt").read_text().split() for r in range(2)]
     assert got == [[str(r), "undefined", str(r), str(r), "2", "2", "127.0.0.1", "29500", "--lr",
                     "0.1"] for r in range(2)]
 
 
-def test_launcher_fails_fast_when_a_rank_dies():
+def test_launcher_fails_fast_when_a_rank_dies(tmp_path):
     start = time.monotonic()
-    proc = launch("env_and_fail.py", "--fail", timeout=60)
+    proc = launch("env_and_fail.py", str(tmp_path), "--fail", timeout=60)
     assert proc.returncode != 0
     assert time.monotonic() - start < 30
+
+
+def _plain(env: dict) -> str:
+    import os
+    import subprocess
+    import sys
+
+    from tests.distributed._launch import HERE, ROOT
+    full = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    full.update(env, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "scripts", "single.py")],
+                          env=full, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_one_process_without_a_launcher():
+    out = _plain({})
+    assert "ONE 0 1 gloo [2.0, 3.0]" in out
+    assert "TWICE [distributed.init_process_group] trying to initialize the default process " \
+           "group twice!" in out
+    assert "AGAIN mpi" in out
+
+
+def test_env_world_size_without_mpi_processes_is_a_clear_error():
+    out = _plain({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                  "MASTER_PORT": "29511"})
+    assert "ERROR [distributed.init_process_group] world_size is 2 but MPI started 1 " \
+           "process(es)" in out

@@ -1,12 +1,16 @@
-"""send/recv, isend/irecv, new_group, barrier, and the cross-rank errors; prints one line per
-check ("name: value") that the test reads."""
+"""send/recv, isend/irecv, new_group, barrier, and the cross-rank errors; each rank writes one
+line per check ("R<rank> name: value") to OUT/rank<r>.txt for the test to read."""
+
+import sys
 
 import ember
 import ember.distributed as dist
 
+LINES: list = []
+
 
 def report(name: str, value: object) -> None:
-    print(f"R{dist.get_rank()} {name}: {value}", flush=True)
+    LINES.append(f"R{dist.get_rank()} {name}: {value}")
 
 
 def error_of(fn) -> str:
@@ -53,8 +57,9 @@ def main() -> None:
         lambda: dist.all_reduce(ember.ones(2, dtype=ember.int32), op=dist.ReduceOp.AVG)))
     report("after_errors", error_of(lambda: dist.barrier()))
     dist.destroy_process_group()
-    report_plain = error_of(lambda: dist.get_rank())
-    print(f"R{r} destroyed: {report_plain}", flush=True)
+    LINES.append(f"R{r} destroyed: {error_of(lambda: dist.get_rank())}")
+    with open(f"{sys.argv[1]}/rank{r}.txt", "w") as f:
+        f.write("\n".join(LINES) + "\n")
 
 
 if __name__ == "__main__":
