@@ -63,6 +63,15 @@ def test_no_sync_accumulates_locally_then_averages(results):
     assert not np.allclose(local[0], local[1])  # the ranks' local grads really differ
 
 
+def test_find_unused_parameters(results):
+    X, _ = ddp_mlp.data()
+    ones = [X[4 * r:4 * r + 4].sum(0, keepdims=True) for r in range(2)]  # d sum(a(x)) / d a.w
+    for r in range(2):
+        np.testing.assert_allclose(results[r]["unused.a"], (ones[0] + ones[1]) / 2, rtol=1e-5)
+        np.testing.assert_allclose(results[r]["unused.b"], ones[1] / 2, rtol=1e-5)
+        assert results[r]["unused.c_is_none"]
+
+
 def test_sampler_defaults_to_the_process_group(results):
     pytest.importorskip("torch")
     from torch.utils.data.distributed import DistributedSampler

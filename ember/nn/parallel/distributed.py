@@ -107,7 +107,12 @@ class DistributedDataParallel(Module):
 
     def _reduce_grads(self) -> None:
         dist = _dist()
-        params = [p for p in self._params if id(p) in self._expected or p.grad is not None]
+        params = self._params  # the same list on every rank, so the buckets match
+        if self.find_unused_parameters:
+            # a parameter unused on every rank keeps grad None, as in PyTorch
+            used = Tensor._from_array(np.array([p.grad is not None for p in params], np.uint8))
+            dist.all_reduce(used, op=dist.ReduceOp.MAX, group=self.process_group)
+            params = [p for p, u in zip(params, used.numpy()) if u]
         for bucket in _buckets(params, self.bucket_bytes_cap):
             flat = np.concatenate([_grad_array(p).reshape(-1) for p in bucket])
             t = Tensor._from_array(flat)

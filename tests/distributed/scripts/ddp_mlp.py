@@ -28,6 +28,27 @@ def initial_state() -> dict:
             for k, v in mlp().state_dict().items()}
 
 
+class TwoHeads(ember.nn.Module):
+    """``a`` is used on every rank, ``b`` only on rank 1, ``c`` never."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = (ember.nn.Linear(4, 1) for _ in range(3))
+
+    def forward(self, x: ember.Tensor, use_b: bool) -> ember.Tensor:
+        return self.a(x) + self.b(x) if use_b else self.a(x)
+
+
+def unused_parameters(res: dict, x: ember.Tensor, rank: int) -> None:
+    ember.manual_seed(0)
+    model = DDP(TwoHeads(), find_unused_parameters=True)
+    model(x, rank == 1).sum().backward()
+    net = model.module
+    res["unused.a"] = net.a.weight.grad.numpy()
+    res["unused.b"] = net.b.weight.grad.numpy()
+    res["unused.c_is_none"] = np.array(net.c.weight.grad is None)
+
+
 def main(out: str) -> None:
     dist.init_process_group("gloo")
     r, n = dist.get_rank(), dist.get_world_size()
@@ -60,6 +81,7 @@ def main(out: str) -> None:
     res["nosync_local"] = net[0].weight.grad.numpy().copy()
     ((model(x * 2) - y) ** 2).mean().backward()
     res["nosync_synced"] = net[0].weight.grad.numpy().copy()
+    unused_parameters(res, x, r)
     res["sampler"] = np.array(list(DistributedSampler(range(11), seed=3)))
     np.savez(f"{out}/rank{r}.npz", **res)
     dist.destroy_process_group()
