@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,20 @@ def test_sampler_defaults_to_the_process_group(results):
     for r in range(2):
         want = list(DistributedSampler(range(11), num_replicas=2, rank=r, seed=3))
         assert results[r]["sampler"].tolist() == want
+
+
+def test_a_torch_gloo_script_runs_unchanged(tmp_path):
+    """The same script under the launcher with torch (gloo) and with ember (MPI)."""
+    pytest.importorskip("torch")
+    out = {}
+    for fw in ("torch", "ember"):
+        (tmp_path / fw).mkdir()
+        proc = launch("torch_gloo_script.py", fw, str(tmp_path / fw))
+        assert proc.returncode == 0, proc.stderr
+        text = (tmp_path / fw / "result.txt").read_text()
+        out[fw] = [json.loads(line) for line in text.splitlines()]
+    assert len(out["torch"]) == len(out["ember"]) == 2
+    for (e1, loss1, w1), (e2, loss2, w2) in zip(out["torch"], out["ember"]):
+        assert e1 == e2
+        np.testing.assert_allclose(loss2, loss1, rtol=1e-4, atol=1e-7)
+        np.testing.assert_allclose(w2, w1, rtol=1e-5)
