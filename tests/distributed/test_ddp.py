@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("mpi4py")
 
 import ember  # noqa: E402
-from tests.distributed._launch import launch  # noqa: E402
+from tests.distributed._launch import free_port, launch  # noqa: E402
 from tests.distributed.scripts import ddp_mlp  # noqa: E402
 
 
@@ -88,8 +88,9 @@ def test_a_torch_gloo_script_runs_unchanged(tmp_path):
     out = {}
     for fw in ("torch", "ember"):
         (tmp_path / fw).mkdir()
-        proc = launch("torch_gloo_script.py", fw, str(tmp_path / fw))
-        assert proc.returncode == 0, proc.stderr
+        # torch's gloo rendezvous listens on MASTER_PORT: a free one, not the shared 29500
+        proc = launch("torch_gloo_script.py", fw, str(tmp_path / fw), master_port=free_port())
+        assert proc.returncode == 0, proc.stdout + proc.stderr
         text = (tmp_path / fw / "result.txt").read_text()
         out[fw] = [json.loads(line) for line in text.splitlines()]
     assert len(out["torch"]) == len(out["ember"]) == 2
