@@ -90,7 +90,10 @@ def test_a_torch_gloo_script_runs_unchanged(tmp_path):
         (tmp_path / fw).mkdir()
         # torch's gloo rendezvous listens on MASTER_PORT: a free one, not the shared 29500
         proc = launch("torch_gloo_script.py", fw, str(tmp_path / fw), master_port=free_port())
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        if proc.returncode != 0 and fw == "torch":  # the oracle's own TCP rendezvous can race
+            proc = launch("torch_gloo_script.py", fw, str(tmp_path / fw),
+                          master_port=free_port())
+        assert proc.returncode == 0, f"{fw}:\n{proc.stdout}\n{proc.stderr}"
         text = (tmp_path / fw / "result.txt").read_text()
         out[fw] = [json.loads(line) for line in text.splitlines()]
     assert len(out["torch"]) == len(out["ember"]) == 2
