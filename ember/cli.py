@@ -1,4 +1,5 @@
-"""The ``ember`` command: ``ember demo`` (train a char GPT) and ``ember info``."""
+"""The ``ember`` command: ``ember demo`` (train a char GPT), ``ember info`` and ``ember run``
+(the distributed launcher, ``python -m ember.distributed.run``)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,15 @@ def _info() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:  # the launcher parses its own (torchrun's) flags
+        from ember.distributed.run import main as run_main
+        return run_main(argv[1:])
     parser = argparse.ArgumentParser(prog="ember", description="ember command-line tools")
     sub = parser.add_subparsers(dest="cmd")
     sub.add_parser("info", help="print versions, threads, BLAS and the C compiler")
+    sub.add_parser("run", help="start N distributed ranks: ember run --nproc-per-node N "
+                   "script.py (torchrun's flags)")
     demo = sub.add_parser("demo", help="train a small character-level GPT and print a sample")
     demo.add_argument("--steps", type=int, default=1200)
     demo.add_argument("--seed", type=int, default=0)

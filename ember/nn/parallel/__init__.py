@@ -2,8 +2,8 @@
 
 ``DataParallel(module)`` keeps ``module`` as ``.module`` (its state-dict keys get the
 ``module.`` prefix, as in PyTorch) and its forward calls the module directly: PyTorch does the
-same when no CUDA device exists.  ``DistributedDataParallel`` is importable; constructing it
-without an initialized process group raises PyTorch's ``ValueError``.
+same when no CUDA device exists.  ``DistributedDataParallel`` averages gradients over an
+``ember.distributed`` process group (without one, construction raises PyTorch's ``ValueError``).
 """
 
 from ember.nn.parallel.data_parallel import DataParallel, data_parallel

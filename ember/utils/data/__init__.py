@@ -19,6 +19,7 @@ from ember.utils.data.dataset import (
     TensorDataset,
     random_split,
 )
+from ember.utils.data.distributed import DistributedSampler
 from ember.utils.data.sampler import (
     BatchSampler,
     RandomSampler,
@@ -29,7 +30,8 @@ from ember.utils.data.sampler import (
 )
 
 __all__ = [
-    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
+    "BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
+    "DistributedSampler", "IterableDataset",
     "RandomSampler", "Sampler", "SequentialSampler", "StackDataset", "Subset",
     "SubsetRandomSampler", "TensorDataset", "WeightedRandomSampler", "WorkerInfo",
     "default_collate", "default_convert", "get_worker_info", "random_split",

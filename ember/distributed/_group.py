@@ -1,0 +1,315 @@
+"""Process groups on MPI: the default group, ``new_group``, ``Work`` and rank bookkeeping.
+
+MPI (``mpi4py``; ``pip install mpi4py mpich``) is the engine.  A job started by ``mpiexec`` (or
+by ``python -m ember.distributed.run``, which uses it) already shares ``MPI.COMM_WORLD``; the
+``env://`` variables (``RANK``, ``WORLD_SIZE``) then order the ranks and are checked against MPI.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable
+
+from ember import config
+from ember.errors import (
+    EmberNotImplementedError,
+    EmberRuntimeError,
+    EmberTypeError,
+    EmberValueError,
+)
+
+
+class ReduceOp(Enum):
+    """The reduction of a collective (PyTorch's names)."""
+
+    SUM = "sum"
+    AVG = "avg"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+
+
+_BACKENDS = (None, "gloo", "mpi", "cpu:gloo", "cpu:mpi")
+
+
+@dataclass(eq=False)
+class ProcessGroup:
+    """A set of ranks with an MPI communicator; ``rank()``/``size()`` are this process's rank in
+    the group and the group's size (PyTorch's ``ProcessGroup`` methods)."""
+
+    comm: Any
+    ranks: list[int]  # global ranks, in group-rank order
+    backend: str
+    name: str = ""
+    timeout: datetime.timedelta = field(default_factory=lambda: datetime.timedelta(minutes=30))
+
+    def rank(self) -> int:
+        return int(self.comm.Get_rank())
+
+    def size(self) -> int:
+        return int(self.comm.Get_size())
+
+    def __repr__(self) -> str:
+        return f"ProcessGroup(backend={self.backend!r}, ranks={self.ranks})"
+
+
+class GroupMember:
+    """PyTorch's markers: ``GroupMember.WORLD`` (the default group, ``None`` before init) and
+    ``NON_GROUP_MEMBER`` (what ``new_group`` returns on ranks outside the new group)."""
+
+    WORLD: ProcessGroup | None = None
+    NON_GROUP_MEMBER: int = -100
+
+
+class group:  # noqa: N801 (PyTorch's name: ``dist.group.WORLD``)
+    WORLD: ProcessGroup | None = None
+
+
+@dataclass
+class _State:
+    world: ProcessGroup | None = None
+    groups: list[ProcessGroup] = field(default_factory=list)
+
+
+_STATE = _State()
+
+
+class Work:
+    """What ``async_op=True`` returns: ``wait()`` blocks until the operation is done (and runs
+    its completion, e.g. copying a received buffer into the tensor); ``is_completed()``.
+
+    >>> work = dist.all_reduce(t, async_op=True)   # doctest: +SKIP
+    >>> work.wait()                                 # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, request: Any = None, on_done: Callable[[], Any] | None = None,
+                 result: Any = None) -> None:
+        self._request = request
+        self._on_done = on_done
+        self._result = result
+        self._done = request is None
+        if self._done and on_done is not None:
+            self._result = on_done()
+
+    def wait(self, timeout: datetime.timedelta | None = None) -> bool:
+        if not self._done:
+            self._request.Wait()
+            self._done = True
+            if self._on_done is not None:
+                self._result = self._on_done()
+        return True
+
+    def is_completed(self) -> bool:
+        if not self._done and self._request.Test():
+            self.wait()
+        return self._done
+
+    def is_success(self) -> bool:
+        return self.is_completed()
+
+    def result(self) -> Any:
+        self.wait()
+        return self._result
+
+
+def _mpi() -> Any:
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise EmberNotImplementedError(
+            "[distributed.init_process_group] ember.distributed is not available: it runs on "
+            "MPI; install it with `pip install mpi4py mpich` (the 'distributed' extra)") from None
+    return MPI
+
+
+def is_available() -> bool:
+    """True when MPI (``mpi4py``) can be imported."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def is_initialized() -> bool:
+    """True between ``init_process_group`` and ``destroy_process_group``."""
+    return _STATE.world is not None
+
+
+def is_mpi_available() -> bool:
+    return is_available()
+
+
+def is_gloo_available() -> bool:
+    """ember maps ``"gloo"`` onto MPI, so this answers like ``is_mpi_available``."""
+    return is_available()
+
+
+def is_nccl_available() -> bool:
+    return False
+
+
+def _env_rank_size(rank: int, world_size: int, mpi_rank: int, mpi_size: int) -> tuple[int, int]:
+    env = config.dist_env()
+    if rank < 0:
+        rank = int(env.get("RANK", mpi_rank))
+    if world_size < 0:
+        world_size = int(env.get("WORLD_SIZE", mpi_size))
+    if world_size != mpi_size:
+        raise EmberRuntimeError(
+            f"[distributed.init_process_group] world_size is {world_size} but MPI started "
+            f"{mpi_size} process(es): launch the job with `python -m ember.distributed.run "
+            f"--nproc-per-node {world_size} script.py` or `mpiexec -n {world_size} python "
+            "script.py`")
+    if not 0 <= rank < world_size:
+        raise EmberValueError(f"[distributed.init_process_group] rank {rank} is outside "
+                              f"[0, {world_size})")
+    return rank, world_size
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: datetime.timedelta | None = None, world_size: int = -1,
+                       rank: int = -1, store: Any = None, group_name: str = "",
+                       pg_options: Any = None, device_id: Any = None) -> None:
+    """Create the default process group on MPI.  ``backend`` ``"mpi"``, ``"gloo"`` or ``None``
+    (all run on MPI; ``get_backend()`` reports the name given, ``"undefined"`` for ``None`` as
+    PyTorch does).  Ranks come from ``rank``/``world_size``, else ``RANK``/``WORLD_SIZE``, else
+    MPI's own numbering; they must agree with the processes MPI started.
+
+    >>> dist.init_process_group("gloo")   # run under mpiexec -n 2 # doctest: +SKIP
+    >>> dist.get_world_size()             # doctest: +SKIP
+    2
+    """
+    op = "distributed.init_process_group"
+    if _STATE.world is not None:
+        raise EmberValueError(f"[{op}] trying to initialize the default process group twice!")
+    if backend not in _BACKENDS:
+        if str(backend).lower() == "nccl":
+            raise EmberRuntimeError(f"[{op}] Distributed package doesn't have NCCL built in")
+        raise EmberValueError(f"[{op}] unknown backend {backend!r}; ember runs 'mpi', and "
+                              "'gloo' (or None) on MPI")
+    if init_method not in (None, "env://") and not str(init_method).startswith(("tcp://",
+                                                                                  "file://")):
+        raise EmberValueError(f"[{op}] unsupported init_method {init_method!r}")
+    MPI = _mpi()  # noqa: N806 (mpi4py's name)
+    world = MPI.COMM_WORLD
+    rank, world_size = _env_rank_size(rank, world_size, world.Get_rank(), world.Get_size())
+    comm = world.Split(0, rank)
+    ranks = list(range(world_size))
+    name = "undefined" if backend is None else backend
+    pg = ProcessGroup(comm, ranks, name, group_name or "default_pg",
+                      timeout or datetime.timedelta(minutes=30))
+    _STATE.world = pg
+    GroupMember.WORLD = group.WORLD = pg
+
+
+def _world(op: str) -> ProcessGroup:
+    if _STATE.world is None:
+        raise EmberValueError(f"[distributed.{op}] Default process group has not been "
+                              "initialized, please make sure to call init_process_group.")
+    return _STATE.world
+
+
+def _resolve(grp: Any, op: str) -> ProcessGroup:
+    world = _world(op)
+    if grp is None:
+        return world
+    if isinstance(grp, ProcessGroup):
+        if grp.comm is None:
+            raise EmberRuntimeError(f"[distributed.{op}] the group was destroyed")
+        return grp
+    if grp == GroupMember.NON_GROUP_MEMBER:
+        raise EmberValueError(f"[distributed.{op}] this rank is not a member of the group")
+    raise EmberTypeError(f"[distributed.{op}] expected a ProcessGroup, got {type(grp).__name__}")
+
+
+def new_group(ranks: list[int] | None = None, timeout: datetime.timedelta | None = None,
+              backend: str | None = None, pg_options: Any = None,
+              use_local_synchronization: bool = False, group_desc: str | None = None,
+              device_id: Any = None) -> ProcessGroup | int:
+    """A group of the given global ``ranks`` (every rank of the default group must call it,
+    as in PyTorch); ranks outside it get ``GroupMember.NON_GROUP_MEMBER``.
+
+    >>> sub = dist.new_group([0, 1])   # doctest: +SKIP
+    """
+    world = _world("new_group")
+    ranks = list(range(world.size())) if ranks is None else sorted(int(r) for r in ranks)
+    if len(set(ranks)) != len(ranks) or any(not 0 <= r < world.size() for r in ranks):
+        raise EmberValueError(f"[distributed.new_group] ranks {ranks} must be distinct ranks "
+                              f"of the default group [0, {world.size()})")
+    me = world.rank()
+    MPI = _mpi()  # noqa: N806
+    color = 0 if me in ranks else MPI.UNDEFINED
+    comm = world.comm.Split(color, ranks.index(me) if me in ranks else 0)
+    if me not in ranks:
+        return GroupMember.NON_GROUP_MEMBER
+    pg = ProcessGroup(comm, ranks, backend or world.backend, group_desc or "",
+                      timeout or world.timeout)
+    _STATE.groups.append(pg)
+    return pg
+
+
+def destroy_process_group(group: Any = None) -> None:
+    """Free ``group`` (or every group and the default one, when ``None``)."""
+    world = _world("destroy_process_group")
+    targets = [world, *_STATE.groups] if group is None else [_resolve(group, "destroy")]
+    for pg in targets:
+        if pg.comm is not None:
+            pg.comm.Free()
+            pg.comm = None
+    if group is None or group is world:
+        _STATE.world = None
+        _STATE.groups.clear()
+        GroupMember.WORLD = globals()["group"].WORLD = None
+
+
+def get_rank(group: Any = None) -> int:
+    """This process's rank in ``group`` (the default group when ``None``); -1 outside it."""
+    if group == GroupMember.NON_GROUP_MEMBER and not isinstance(group, ProcessGroup):
+        _world("get_rank")
+        return -1
+    return _resolve(group, "get_rank").rank()
+
+
+def get_world_size(group: Any = None) -> int:
+    """The number of ranks in ``group``; -1 on a rank outside it."""
+    if group == GroupMember.NON_GROUP_MEMBER and not isinstance(group, ProcessGroup):
+        _world("get_world_size")
+        return -1
+    return _resolve(group, "get_world_size").size()
+
+
+def get_backend(group: Any = None) -> str:
+    """The backend name given to ``init_process_group`` (or ``new_group``)."""
+    return _resolve(group, "get_backend").backend
+
+
+def get_global_rank(group: Any, group_rank: int) -> int:
+    return _resolve(group, "get_global_rank").ranks[group_rank]
+
+
+def get_group_rank(group: Any, global_rank: int) -> int:
+    pg = _resolve(group, "get_group_rank")
+    if global_rank not in pg.ranks:
+        raise EmberValueError(f"[distributed.get_group_rank] global rank {global_rank} is not "
+                              "part of the group")
+    return pg.ranks.index(global_rank)
+
+
+def get_process_group_ranks(group: Any) -> list[int]:
+    return list(_resolve(group, "get_process_group_ranks").ranks)
+
+
+def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -> Work | None:
+    """Wait until every rank of ``group`` reaches the barrier."""
+    pg = _resolve(group, "barrier")
+    if async_op:
+        return Work(pg.comm.Ibarrier())
+    pg.comm.Barrier()
+    return None

@@ -1,0 +1,103 @@
+"""The launcher: ``python -m ember.distributed.run --nproc-per-node 2 script.py args``
+(torchrun's flags; also ``ember run``).
+
+It starts the ranks through ``mpiexec`` (the one installed with the ``mpich`` wheel, next to the
+Python interpreter, else the first on ``PATH``), giving each rank torchrun's variables (``RANK``,
+``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), so
+``init_process_group("gloo")`` (or ``"mpi"``) in the script joins them.  If a rank fails, MPI
+ends the others and the launcher exits non-zero.  One node per launch: for several nodes run
+``mpiexec`` with your cluster's host list (see docs/distributed.md).
+
+    python -m ember.distributed.run --nproc-per-node 2 train.py --epochs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from typing import Sequence
+
+from ember.errors import EmberRuntimeError, EmberValueError
+
+
+def get_args_parser() -> argparse.ArgumentParser:
+    """torchrun's main flags (dashes or underscores, as torchrun accepts)."""
+    p = argparse.ArgumentParser(prog="python -m ember.distributed.run",
+                                description="Start N ember.distributed ranks on MPI.")
+    p.add_argument("--nproc-per-node", "--nproc_per_node", default="1")
+    p.add_argument("--nnodes", default="1")
+    p.add_argument("--node-rank", "--node_rank", type=int, default=0)
+    p.add_argument("--master-addr", "--master_addr", default="127.0.0.1")
+    p.add_argument("--master-port", "--master_port", type=int, default=29500)
+    p.add_argument("--standalone", action="store_true")
+    p.add_argument("--rdzv-backend", "--rdzv_backend", default="static")
+    p.add_argument("--rdzv-endpoint", "--rdzv_endpoint", default="")
+    p.add_argument("--max-restarts", "--max_restarts", type=int, default=0)
+    p.add_argument("-m", "--module", action="store_true",
+                   help="run the script as a module (python -m)")
+    p.add_argument("--no-python", "--no_python", action="store_true",
+                   help="run the script as an executable, without the Python interpreter")
+    p.add_argument("training_script")
+    p.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    return p
+
+
+def find_mpiexec() -> str:
+    """``mpiexec`` next to this Python (the mpich wheel puts it there), else on ``PATH``."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = here if os.path.exists(here) else shutil.which("mpiexec")
+    if not found:
+        raise EmberRuntimeError("[distributed.run] mpiexec not found: install the MPI runtime "
+                                "with `pip install mpi4py mpich` (the 'distributed' extra)")
+    return found
+
+
+def _nproc(value: str) -> int:
+    if value in ("cpu", "auto"):
+        return os.cpu_count() or 1
+    if not value.isdigit() or int(value) < 1:
+        raise EmberValueError(f"[distributed.run] --nproc-per-node must be a positive integer, "
+                              f"'cpu' or 'auto'; got {value!r}")
+    return int(value)
+
+
+def build_command(args: argparse.Namespace) -> list[str]:
+    """The ``mpiexec`` command line: one block per rank (MPMD form), each with its variables."""
+    if str(args.nnodes) not in ("1", "1:1"):
+        raise EmberValueError("[distributed.run] one node per launch: for several nodes start "
+                              "the ranks with mpiexec and a host file (docs/distributed.md)")
+    n = _nproc(str(args.nproc_per_node))
+    if args.no_python:
+        prog = [args.training_script]
+    elif args.module:  # mpi4py's runner aborts the whole job when a rank raises
+        prog = [sys.executable, "-u", "-m", "mpi4py", "-m", args.training_script]
+    else:
+        prog = [sys.executable, "-u", "-m", "mpi4py", args.training_script]
+    prog += list(args.training_script_args)
+    common = {"WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n, "MASTER_ADDR": args.master_addr,
+              "MASTER_PORT": args.master_port, "GROUP_RANK": 0, "NODE_RANK": 0}
+    cmd = [find_mpiexec()]
+    for name, value in common.items():
+        cmd += ["-genv", name, str(value)]
+    for rank in range(n):
+        if rank:
+            cmd.append(":")
+        cmd += ["-n", "1", "-env", "RANK", str(rank), "-env", "LOCAL_RANK", str(rank), *prog]
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start the ranks and wait for them; the exit status is mpiexec's (non-zero when a rank
+    failed)."""
+    return subprocess.call(build_command(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(get_args_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

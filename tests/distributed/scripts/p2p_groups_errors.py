@@ -1,0 +1,66 @@
+"""send/recv, isend/irecv, new_group, barrier, and the cross-rank errors; each rank writes one
+line per check ("R<rank> name: value") to OUT/rank<r>.txt for the test to read."""
+
+import sys
+
+import ember
+import ember.distributed as dist
+
+LINES: list = []
+
+
+def report(name: str, value: object) -> None:
+    LINES.append(f"R{dist.get_rank()} {name}: {value}")
+
+
+def error_of(fn) -> str:
+    try:
+        fn()
+    except Exception as e:  # the test checks type and message
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def main() -> None:
+    dist.init_process_group("mpi")
+    r = dist.get_rank()
+    report("backend", dist.get_backend())
+    report("initialized", dist.is_initialized())
+    # blocking and non-blocking point-to-point, bfloat16 included
+    if r == 0:
+        dist.send(ember.arange(4.0), dst=1, tag=3)
+        w = dist.isend(ember.tensor([1.5, -2.0], dtype=ember.bfloat16), dst=1)
+        report("isend", w.wait())
+    else:
+        t = ember.zeros(4)
+        report("recv_from", dist.recv(t, src=0, tag=3))
+        report("recv", t.tolist())
+        b = ember.zeros(2, dtype=ember.bfloat16)
+        w = dist.irecv(b, src=0)
+        w.wait()
+        report("irecv", b.tolist())
+    dist.barrier()
+    # a group of rank 1 only, and one of both ranks in reverse order
+    solo = dist.new_group([1])
+    report("solo_rank", dist.get_rank(solo) if r == 1 else solo)
+    both = dist.new_group([0, 1])
+    t = ember.tensor([float(r + 1)])
+    dist.all_reduce(t, group=both)
+    report("group_sum", t.tolist())
+    # errors every rank sees at once (no hang)
+    report("shape_error", error_of(lambda: dist.all_reduce(ember.ones(r + 1))))
+    report("dtype_error", error_of(
+        lambda: dist.all_reduce(ember.ones(2, dtype=ember.float32 if r else ember.int64))))
+    report("list_error", error_of(lambda: dist.all_gather([ember.ones(2)] * (1 + r),
+                                                          ember.ones(2))))
+    report("avg_int_error", error_of(
+        lambda: dist.all_reduce(ember.ones(2, dtype=ember.int32), op=dist.ReduceOp.AVG)))
+    report("after_errors", error_of(lambda: dist.barrier()))
+    dist.destroy_process_group()
+    LINES.append(f"R{r} destroyed: {error_of(lambda: dist.get_rank())}")
+    with open(f"{sys.argv[1]}/rank{r}.txt", "w") as f:
+        f.write("\n".join(LINES) + "\n")
+
+
+if __name__ == "__main__":
+    main()

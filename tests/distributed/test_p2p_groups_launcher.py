@@ -1,0 +1,98 @@
+"""Point-to-point, groups, cross-rank errors and the launcher, on 2 real ranks."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+from tests.distributed._launch import launch  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lines(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("p2p")
+    proc = launch("p2p_groups_errors.py", str(tmp))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = {}
+    text = (tmp / "rank0.txt").read_text() + (tmp / "rank1.txt").read_text()
+    for line in text.splitlines():
+        if ": " in line:
+            key, value = line.split(": ", 1)
+            out[key] = value
+    return out
+
+
+def test_init_and_point_to_point(lines):
+    assert lines["R0 backend"] == lines["R1 backend"] == "mpi"
+    assert lines["R0 initialized"] == "True"
+    assert lines["R1 recv_from"] == "0"
+    assert lines["R1 recv"] == "[0.0, 1.0, 2.0, 3.0]"
+    assert lines["R0 isend"] == "True"
+    assert lines["R1 irecv"] == "[1.5, -2.0]"
+
+
+def test_groups(lines):
+    assert lines["R0 solo_rank"] == "-100"  # GroupMember.NON_GROUP_MEMBER, as in PyTorch
+    assert lines["R1 solo_rank"] == "0"
+    assert lines["R0 group_sum"] == lines["R1 group_sum"] == "[3.0]"
+
+
+def test_mismatches_raise_on_every_rank(lines):
+    for r in (0, 1):
+        assert lines[f"R{r} shape_error"].startswith(
+            "EmberRuntimeError: [distributed.all_reduce] the ranks passed different shapes: "
+            "rank 0: all_reduce ember.float32 (1,); rank 1: all_reduce ember.float32 (2,)")
+        assert "different dtypes" in lines[f"R{r} dtype_error"]
+        assert lines[f"R{r} avg_int_error"].startswith("DTypeError: [distributed.all_reduce]")
+        assert lines[f"R{r} after_errors"] == "no error"  # the group still works afterwards
+        assert "Default process group has not been initialized" in lines[f"R{r} destroyed"]
+    assert lines["R0 list_error"].startswith(
+        "EmberValueError: [distributed.all_gather] tensor_list must hold world_size=2 tensors")
+    assert "rank(s) [0] passed invalid arguments" in lines["R1 list_error"]
+
+
+def test_launcher_sets_torchrun_variables(tmp_path):
+    proc = launch("env_and_fail.py", str(tmp_path), "--lr", "0.1")
+    assert proc.returncode == 0, proc.stderr
+    got = [(tmp_path / f"rank{r}.txt").read_text().split() for r in range(2)]
+    assert got == [[str(r), "undefined", str(r), str(r), "2", "2", "127.0.0.1", "29500", "--lr",
+                    "0.1"] for r in range(2)]
+
+
+def test_launcher_fails_fast_when_a_rank_dies(tmp_path):
+    start = time.monotonic()
+    proc = launch("env_and_fail.py", str(tmp_path), "--fail", timeout=60)
+    assert proc.returncode != 0
+    assert time.monotonic() - start < 30
+
+
+def _plain(env: dict) -> str:
+    import os
+    import subprocess
+    import sys
+
+    from tests.distributed._launch import HERE, ROOT
+    full = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    full.update(env, PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "scripts", "single.py")],
+                          env=full, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_one_process_without_a_launcher():
+    out = _plain({})
+    assert "ONE 0 1 gloo [2.0, 3.0]" in out
+    assert "TWICE [distributed.init_process_group] trying to initialize the default process " \
+           "group twice!" in out
+    assert "AGAIN mpi" in out
+
+
+def test_env_world_size_without_mpi_processes_is_a_clear_error():
+    out = _plain({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                  "MASTER_PORT": "29511"})
+    assert "ERROR [distributed.init_process_group] world_size is 2 but MPI started 1 " \
+           "process(es)" in out
