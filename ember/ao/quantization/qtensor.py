@@ -171,9 +171,12 @@ def quantize_per_channel(input: Tensor, scales: Tensor, zero_points: Tensor,  # 
     return QuantizedTensor(codes, dtype, s, z, axis % x.ndim)
 
 
-def dequantize(q: QuantizedTensor) -> Tensor:
-    """``q.dequantize()`` (PyTorch's ``torch.dequantize``)."""
-    return q.dequantize()
+def dequantize(input: Any) -> Any:  # noqa: A002 (PyTorch's parameter name)
+    """``input.dequantize()`` (PyTorch's ``torch.dequantize``); a list or tuple of quantized
+    tensors gives a list of float32 tensors, as PyTorch's overload does."""
+    if isinstance(input, (list, tuple)):
+        return [q.dequantize() for q in input]
+    return input.dequantize()
 
 
 __all__ = ["QuantizedTensor", "quantize_per_tensor", "quantize_per_channel", "dequantize",
