@@ -164,6 +164,10 @@ class _TorchPickler(pickle._Pickler):  # the Python implementation: GLOBAL names
         self.storages = storages
 
     def save_torch_global(self, obj: _Global) -> None:
+        memo = self.memo.get(id(obj))
+        if memo is not None:  # a global written before (dtypes call this directly)
+            self.write(self.get(memo[0]))
+            return
         self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode())
         self.memoize(obj)
 

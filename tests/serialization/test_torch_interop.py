@@ -385,3 +385,19 @@ def test_torch_class_paths_resolve_to_ember_classes():
         if found is not cls or cls.__module__ != path:
             wrong.append(f"{name}: torch has {tcls.__module__}, ember {cls.__module__}")
     assert checked > 40 and not wrong, wrong
+
+
+def test_the_same_dtype_saved_twice_loads_in_both() -> None:
+    """A dtype (a pickled global) written twice is a memo reference the second time."""
+    obj = {"a": ember.float32, "b": ember.float32, "c": [ember.int64, ember.float32],
+           "t": ember.ones(2, dtype=ember.float32)}
+    buf = io.BytesIO()
+    ember.save(obj, buf)
+    buf.seek(0)
+    back = ember.load(buf)
+    assert back["a"] is ember.float32 and back["b"] is ember.float32
+    assert back["c"] == [ember.int64, ember.float32]
+    buf.seek(0)
+    theirs = torch.load(buf)
+    assert theirs["a"] is torch.float32 and theirs["b"] is torch.float32
+    assert theirs["c"] == [torch.int64, torch.float32]
