@@ -147,11 +147,7 @@ def _products(k: FlexAttentionKernel) -> dict:
     s = "f" if t == "float" else "d"
     ks2, ks3, vs2, vs3 = k.k.strides[2], k.k.strides[3], k.v.strides[2], k.v.strides[3]
     if lib is None:
-        pack = (f"      for (int64_t c = 0; c < nc; c++) {{\n"
-                f"        const {t} *krow = kp + (c0 + c) * {ks2}, *vrow = vp + (c0 + c) * {vs2};\n"
-                f"        for (int64_t e = 0; e < E; e++) kt[e * KB + c] = krow[e * {ks3}];\n"
-                f"        for (int64_t e = 0; e < EV; e++) vt[c * EV + e] = vrow[e * {vs3}];\n"
-                f"      }}\n      {k.name}_qk(qt, kt, st, nr, nc, E, KB);")
+        pack = _PACK_NOBLAS.format(t=t, ks2=ks2, vs2=vs2, ks3=ks3, vs3=vs3, name=k.name)
         return dict(pack_qk=pack, pv=f"      {k.name}_pv(st, vt, acc, nr, nc, EV, KB);",
                     blas_one="", blas_back="")
     kin = (f"kp + c0 * {ks2}", str(ks2)) if ks3 == 1 else ("kt", "E")
@@ -188,6 +184,8 @@ def _omp(openmp: bool, iterations: int, dynamic: bool = False) -> str:
 
 # ------------------------------------------------------------------------------- backward
 _BWD_TEMPLATE = csrc("flex_attention_bwd.c.in")
+# the tile packing and Q·K^T product without BLAS (C register tiles)
+_PACK_NOBLAS = csrc("flex_pack_noblas.c.in").rstrip("\n")
 
 
 class CText(str):
