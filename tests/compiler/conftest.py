@@ -10,7 +10,8 @@ import ember
 # (test_cbackend_conformance.py, within ulps per dtype), the C tests below, and the models'
 # training steps (test_cbackend_models.py).
 _C_MODULES = {"test_bundle", "test_c_expr", "test_cbackend", "test_cbackend_conformance",
-              "test_cbackend_gemm", "test_cbackend_models", "test_cbackend_reduce",
+              "test_cbackend_flex", "test_cbackend_gemm", "test_cbackend_models",
+              "test_cbackend_reduce",
               "test_cbackend_threads", "test_debug_levels", "test_default_backend",
               "test_prelude", "test_runtime", "test_toolchain"}
 

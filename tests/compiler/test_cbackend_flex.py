@@ -352,3 +352,46 @@ def test_low_precision_computes_in_float32_like_eager(dtype):
     # both compute in float32 and round once: at most one rounding step apart
     np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2 * eps,
                                atol=2 * eps)
+
+
+def _cpu_has(*flags: str) -> bool:
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return all(f in line.split() for f in flags)
+
+
+@pytest.mark.parametrize("march", ["x86-64-v4", "x86-64-v3", "x86-64"])
+def test_transposed_tile_forward_on_each_instruction_set(monkeypatch, march):
+    """The forward template with S^T tiles (csrc/flex_attention_t.c.in) has a 16-lane/8-row
+    micro-tile under AVX-512 and an 8-lane/6-row one otherwise: each is built explicitly for
+    its level (whatever the host prefers) and checked against torch, with a length that is
+    not a multiple of the block or of the vector, GQA, a score_mod and a captured table."""
+    from ember.compiler.c import backend as cbackend
+    from ember.compiler.c.codegen import flex
+
+    need = {"x86-64-v4": ("avx512f", "avx512bw", "avx512vl"), "x86-64-v3": ("avx2", "fma"),
+            "x86-64": ()}[march]
+    if not _cpu_has(*need):
+        pytest.skip(f"the host cannot run {march} code")
+    extra = (f"-march={march}",) + (("-mno-avx512f",) if march != "x86-64-v4" else ())
+    monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + extra)
+    used = []
+    real = flex.transposed_tiles
+    monkeypatch.setattr(flex, "transposed_tiles", lambda k: used.append(real(k)) or used[-1])
+    L = 150
+    table = ember.randn(2 * L)
+    t_table = _pair(table)
+
+    def e_bias(score, b, h, q, kv):
+        return score + table[q - kv + L]
+
+    def t_bias(score, b, h, q, kv):
+        return score + t_table[q - kv + L]
+
+    q, k, v = _qkv(1, 4, 2, L, L, E=40)
+    _check(*_run(q, k, v, score_mod=e_bias, mask_fn=causal, block=64, gqa=True,
+                 t_score_mod=t_bias))
+    assert used and all(used)

@@ -423,7 +423,7 @@ def _code_digest() -> str:
     """What decides the generated code besides the graph: the sources of the compiler and of
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
-    dkey = (config.cc, config.c_openmp, config.c_profile)
+    dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS)
     got = _DIGEST.get(dkey)
     if got is None:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "

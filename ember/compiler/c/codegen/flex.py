@@ -15,6 +15,7 @@ from ember.compiler.c.lower.context import c_scalar
 from ember.ops.registry import REGISTRY
 
 _TEMPLATE = csrc("flex_attention.c.in")
+_TEMPLATE_T = csrc("flex_attention_t.c.in")
 _IND = " " * 12
 
 
@@ -136,7 +137,14 @@ def kernel_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
         fmt["fki"] = (f"{fki.buf.name} + {fki.offset} + b * {fki.strides[0]} + "
                       f"h * {fki.strides[1]} + qi * {fki.strides[2]}")
         fmt["fki3"] = fki.strides[3]
-    return _TEMPLATE.format(**fmt)
+    return (_TEMPLATE_T if transposed_tiles(k) else _TEMPLATE).format(**fmt)
+
+
+def transposed_tiles(k: FlexAttentionKernel) -> bool:
+    """Whether the forward uses ``csrc/flex_attention_t.c.in`` (S^T tiles, in-place K/V rows,
+    register-blocked products): float/double blocks of at least 16 query rows without a kv
+    split.  Decoding shapes (few query rows, kv partitions) keep the row-major template."""
+    return k.splits == 1 and k.out.ctype in ("float", "double") and min(k.L, k.QB) >= 16
 
 
 def _products(k: FlexAttentionKernel) -> dict:
