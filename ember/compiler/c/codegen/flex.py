@@ -154,6 +154,12 @@ def _products(k: FlexAttentionKernel) -> dict:
     t = k.out.ctype
     s = "f" if t == "float" else "d"
     ks2, ks3, vs2, vs3 = k.k.strides[2], k.k.strides[3], k.v.strides[2], k.v.strides[3]
+    if min(k.L, k.QB) < 16 and ks3 == 1 and vs3 == 1:  # decoding: memory-bound rows
+        return dict(pack_qk=f"      {k.name}_qk_rows(qt, kp + c0 * {ks2}, {ks2}, st, nr, nc, "
+                            f"E, KB);",
+                    pv=f"      {k.name}_pv_rows(st, vp + c0 * {vs2}, {vs2}, acc, nr, nc, EV, "
+                       f"KB);",
+                    blas_one="", blas_back="")
     if lib is None:
         pack = _PACK_NOBLAS.format(t=t, ks2=ks2, vs2=vs2, ks3=ks3, vs3=vs3, name=k.name)
         return dict(pack_qk=pack, pv=f"      {k.name}_pv(st, vt, acc, nr, nc, EV, KB);",
