@@ -7,8 +7,10 @@ interleaved rounds after warm-up, medians; ratios are to torch's SDPA(is_causal=
 ``--backward`` also times forward+backward of ember flex (torch's CPU flex has no backward)
 against ember and torch SDPA forward+backward.
 
-``--compiled`` runs issue 17's compiled cases instead (``ember.compile``: one C kernel per
-flex_attention): causal S=1024 forward vs ``torch.compile(flex_attention)`` and SDPA(is_causal);
+``--memory`` prints the peak traced memory of eager causal flex at ``--seq`` (issue 17: 8192)
+against the dense score matrix.  ``--compiled`` runs issue 17's compiled cases instead
+(``ember.compile``: one C kernel per flex_attention): causal S=1024 forward vs
+``torch.compile(flex_attention)`` and SDPA(is_causal);
 sliding window 256 at S=4096 vs SDPA with the dense mask; decode q_len=1 over 32768 keys vs
 ``torch.compile(flex_attention)``; compiled forward+backward of causal S=1024 vs torch SDPA
 forward+backward (torch's eager CPU flex raises on backward, so it cannot be timed).  Each group
@@ -144,8 +146,32 @@ def compiled_cases(heads: int, dim: int, rounds: int) -> None:
     e_dec = ember.compile(lambda q, k, v: efa.flex_attention(q, k, v))
     _report(f"decode q_len=1 kv={S}", _time({
         "ember compiled flex (flash-decoding)": lambda: e_dec(eq, ek, ev),
-        "torch compiled flex": lambda: t_flex(tq, tk, tv)}, rounds),
+        "torch compiled flex": lambda: t_flex(tq, tk, tv),
+        # the floor: K and V are 134 MB that every decode step must read once
+        "read K and V once (NumPy sum, 1 thread)": lambda: (ek.numpy().sum(), ev.numpy().sum())},
+        rounds),
         "ember compiled flex (flash-decoding)")
+
+
+def peak_memory(seq: int, heads: int, dim: int) -> None:
+    """Peak traced allocation of ember's eager causal flex_attention (tracemalloc sees NumPy's
+    buffers) against the size of the dense float32 score matrix it never builds."""
+    import tracemalloc
+
+    g = np.random.default_rng(0)
+    q, k, v = (ember.tensor(g.standard_normal((1, heads, seq, dim)).astype(np.float32))
+               for _ in range(3))
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    bm = efa.create_block_mask(causal, None, None, seq, seq)
+    out = efa.flex_attention(q, k, v, block_mask=bm)
+    dt = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    dense = heads * seq * seq * 4
+    print(f"eager causal flex_attention B=1 H={heads} S={seq} D={dim}: peak {peak / 2**20:.1f} "
+          f"MiB traced (output {out.numel() * 4 / 2**20:.1f} MiB) vs dense scores "
+          f"{dense / 2**20:.0f} MiB: {peak / dense:.4f} of it; {dt:.1f} s")
 
 
 def main() -> None:
@@ -156,7 +182,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--compiled", action="store_true")
+    ap.add_argument("--memory", action="store_true",
+                    help="peak memory of eager causal flex at --seq (the issue: 8192)")
     args = ap.parse_args()
+    if args.memory:
+        peak_memory(args.seq, args.heads, args.dim)
+        return
     if args.compiled:
         compiled_cases(args.heads, args.dim, args.rounds)
         return
