@@ -395,3 +395,26 @@ def test_transposed_tile_forward_on_each_instruction_set(monkeypatch, march):
     _check(*_run(q, k, v, score_mod=e_bias, mask_fn=causal, block=64, gqa=True,
                  t_score_mod=t_bias))
     assert used and all(used)
+    # the backward (csrc/flex_attention_bwd_t.c.in) on the same level, against torch's
+    # gradients through its eager math (torch's CPU flex has no backward): a dense reference
+    table.requires_grad_(True)
+    bm = efa.create_block_mask(causal, None, None, L, L, BLOCK_SIZE=64)
+    qs = [x.detach().requires_grad_(True) for x in (q, k, v)]
+
+    def step(q, k, v):
+        out = efa.flex_attention(q, k, v, score_mod=e_bias, block_mask=bm, enable_gqa=True)
+        (out * out).sum().backward()
+
+    used.clear()
+    ember.compile(step)(*qs)
+    assert used and all(used)
+    tq, tk, tv = (_pair(x).requires_grad_(True) for x in (q, k, v))
+    tt = t_table.clone().requires_grad_(True)
+    kk, vv = tk.repeat_interleave(2, dim=1), tv.repeat_interleave(2, dim=1)
+    idx = torch.arange(L)
+    sc = tq @ kk.transpose(-1, -2) / np.sqrt(40) + tt[idx[:, None] - idx[None, :] + L]
+    sc = sc.masked_fill(idx[:, None] < idx[None, :], float("-inf"))
+    tout = torch.softmax(sc, -1) @ vv
+    (tout * tout).sum().backward()
+    for g, w in zip([x.grad for x in qs] + [table.grad], [tq.grad, tk.grad, tv.grad, tt.grad]):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)

@@ -15,7 +15,7 @@ from ember.compiler.c.lower.context import c_scalar
 from ember.ops.registry import REGISTRY
 
 _TEMPLATE = csrc("flex_attention.c.in")
-_TEMPLATE_T = csrc("flex_attention_t.c.in")
+_TEMPLATE_T = csrc("flex_mm.h.in") + csrc("flex_attention_t.c.in")
 _IND = " " * 12
 
 
@@ -198,6 +198,7 @@ def _omp(openmp: bool, iterations: int, dynamic: bool = False) -> str:
 
 # ------------------------------------------------------------------------------- backward
 _BWD_TEMPLATE = csrc("flex_attention_bwd.c.in")
+_BWD_TEMPLATE_T = csrc("flex_mm.h.in") + csrc("flex_attention_bwd_t.c.in")
 # the tile packing and Q·K^T product without BLAS (C register tiles)
 _PACK_NOBLAS = csrc("flex_pack_noblas.c.in").rstrip("\n")
 
@@ -245,10 +246,10 @@ def _lit(x: Any) -> str:
     return repr(x) if isinstance(x, int) else repr(float(x))
 
 
-def _grad_source(k: FlexAttentionKernel, atomics: bool, partial: bool) -> str:
+def _grad_source(k: FlexAttentionKernel, atomics: bool, partial: bool, at: str = "c") -> str:
     """The backward's per-element body (no branches, so gcc vectorizes it): p, ds and ``gs``
     (ds through score_mod); with ``atomics`` also the captured tensors' gradients; ``partial``
-    applies mask_mod."""
+    applies mask_mod.  ``at``: the loop variable indexing the tile row ``s``/``dp``."""
     t = k.out.ctype
     ins = (k.q.buf.dtype, dt.int32, dt.int32, dt.int32, dt.int32)
     lines = []
@@ -256,12 +257,12 @@ def _grad_source(k: FlexAttentionKernel, atomics: bool, partial: bool) -> str:
         lines.append(render_mod(k.mask, ins, k.captured, "keep", "int"))
     else:
         lines.append(f"{_IND}const int keep = 1;")
-    lines.append(f"{_IND}const {t} x0 = s[c] * scale;")
+    lines.append(f"{_IND}const {t} x0 = s[{at}] * scale;")
     lines.append(f"{_IND}const {t} res = x0;" if k.score is None else
                  render_mod(k.score, ins, k.captured, "res", t))
     lines += [f"{_IND}const int live = keep && lse_r != -INFINITY;",
               f"{_IND}const {t} p = live ? ember_exp(live ? res - lse_r : ({t})0) : ({t})0;",
-              f"{_IND}const {t} ds = p * (dp[c] - delta + glse_r);"]
+              f"{_IND}const {t} ds = p * (dp[{at}] - delta + glse_r);"]
     if k.score is None:
         lines.append(f"{_IND}const {t} gs = ds;")
     else:
@@ -345,15 +346,76 @@ def _rows_source(k: FlexAttentionKernel) -> tuple[str, str, str]:
     return rows(True, "    "), rows(False, "          "), pack
 
 
+def _rows_source_t(k: FlexAttentionKernel, ind: str, first: bool) -> str:
+    """Row loads of the transposed backward: Q and dO as columns of QT/DOT and as rows of
+    QR/DOR, delta = rowsum(dO * O) (computed by pass 1 into ``dall``, read by pass 2), lse and
+    the lse gradient per column; padding columns get lse = -inf (nothing live there)."""
+    o, lse, go, gl = k.grads
+
+    def at(x: Any, idx: list) -> str:
+        return f"{x.buf.name}[{x.offset}" + "".join(
+            f" + ({i}) * {s}" for i, s in zip(idx, x.strides)) + "]"
+
+    glse = "0" if gl is None else at(gl, ["b", "h", "r0 + r"])
+    t = k.out.ctype
+    return f"\n{ind}".join([
+        "for (int64_t r = 0; r < nr; r++) {",
+        "  double d_;",
+        "  for (int64_t e = 0; e < E; e++) {",
+        f"    const {t} x_ = {at(k.q, ['b', 'h', 'r0 + r', 'e'])};",
+        "    qt[e * QBP + r] = x_; qr[r * EP + e] = x_;",
+        "  }",
+        "  double d4_[4] = {0, 0, 0, 0};",
+        "  for (int64_t e = 0; e < EV; e++) {",
+        f"    const {t} g_ = {at(go, ['b', 'h', 'r0 + r', 'e'])};",
+        "    dot[e * QBP + r] = g_; dor[r * EVP + e] = g_;",
+        f"    d4_[e & 3] += (double)g_ * (double){at(o, ['b', 'h', 'r0 + r', 'e'])};"
+        if first else "",
+        "  }",
+        "  d_ = (d4_[0] + d4_[1]) + (d4_[2] + d4_[3]);" if first else
+        "  d_ = dall[(b * HQ + h) * L + r0 + r];",
+        "  dall[(b * HQ + h) * L + r0 + r] = d_;" if first else "",
+        f"  dl[r] = ({t})d_; ls[r] = {at(lse, ['b', 'h', 'r0 + r'])}; gl[r] = {glse};",
+        "}",
+        "for (int64_t r = nr; r < nrp; r++) {",
+        "  for (int64_t e = 0; e < E; e++) qt[e * QBP + r] = 0;",
+        "  for (int64_t e = 0; e < EV; e++) dot[e * QBP + r] = 0;",
+        "  dl[r] = 0; ls[r] = -INFINITY; gl[r] = 0;",
+        "}"])
+
+
 def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
-    """The C function of a backward FlexAttentionKernel."""
+    """The C function of a backward FlexAttentionKernel: with transposed tiles
+    (``csrc/flex_attention_bwd_t.c.in``, the forward's layout) where the forward uses them,
+    else row-major tiles with BLAS products (``csrc/flex_attention_bwd.c.in``)."""
+    fmt = _backward_fmt(k, openmp)
+    if transposed_tiles(k):
+        fmt.update(load_rows_q=_rows_source_t(k, "    ", True),
+                   load_rows=_rows_source_t(k, "          ", False),
+                   q_partial=_grad_source(k, True, True, "r"),
+                   q_full=_grad_source(k, True, False, "r"),
+                   kv_partial=_grad_source(k, False, True, "r"),
+                   kv_full=_grad_source(k, False, False, "r"))
+        return _BWD_TEMPLATE_T.format(**fmt)
+    load_rows_q, load_rows, pack = _rows_source(k)
+    setter = None if blas.load_blas() is None else blas.load_blas().set_num_threads
+    fmt.update(load_rows_q=load_rows_q, load_rows=load_rows, pack=pack,
+               q_partial=_grad_source(k, True, True), q_full=_grad_source(k, True, False),
+               kv_partial=_grad_source(k, False, True), kv_full=_grad_source(k, False, False),
+               s="f" if k.out.ctype == "float" else "d",
+               blas_one=f"{setter}(1);" if setter else "",
+               blas_back=f"{setter}(ember_num_threads);" if setter else "")
+    return _BWD_TEMPLATE.format(**fmt)
+
+
+def _backward_fmt(k: FlexAttentionKernel, openmp: bool) -> dict:
+    """What both backward templates are filled with: sizes, buffers, block tables, strides."""
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     kvn, kvi, fkn, fki = k.blocks
     nq, nkv = -(-k.L // k.QB), -(-k.S // k.KB)
-    load_rows_q, load_rows, pack = _rows_source(k)
     full_fill = ""
     if fkn is not None:
         full_fill = (
@@ -370,17 +432,11 @@ def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
         HQ=k.HQ, HKV=k.HKV, BK=k.k.shape[0], L=k.L, S=k.S, E=k.E, EV=k.EV, QB=k.QB, KB=k.KB,
         NQ=nq, NKV=nkv, BM=kvn.shape[0], HM=kvn.shape[1], scale=repr(float(k.scale)),
         KVN=kvn.buf.name, kvn_off=kvn.offset, KVI=kvi.buf.name, kvi_off=kvi.offset,
-        full_fill=full_fill, zero_caps=zero, load_rows_q=load_rows_q, load_rows=load_rows,
-        pack=pack, q_partial=_grad_source(k, True, True), q_full=_grad_source(k, True, False),
-        kv_partial=_grad_source(k, False, True), kv_full=_grad_source(k, False, False),
-        s="f" if k.out.ctype == "float" else "d",
+        full_fill=full_fill, zero_caps=zero,
         DQ=k.outs[0].name, DK=k.outs[1].name, DV=k.outs[2].name, K=k.k.buf.name,
         V=k.v.buf.name, k_off=k.k.offset, v_off=k.v.offset,
         omp_q=_omp(openmp, k.B * k.HQ * nq, dynamic=True),
         omp_kv=_omp(openmp, k.k.shape[0] * k.HKV * nkv, dynamic=True))
-    setter = None if blas.load_blas() is None else blas.load_blas().set_num_threads
-    fmt["blas_one"] = f"{setter}(1);" if setter else ""
-    fmt["blas_back"] = f"{setter}(ember_num_threads);" if setter else ""
     for d, st in enumerate(kvn.strides):
         fmt[f"kvn{d}"] = st
     for d, st in enumerate(kvi.strides):
@@ -388,7 +444,7 @@ def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
     for tag, x in (("k", k.k), ("v", k.v)):
         for d in range(4):
             fmt[f"{tag}s{d}"] = x.strides[d]
-    return _BWD_TEMPLATE.format(**fmt)
+    return fmt
 
 
 def _numel(shape: tuple) -> int:
@@ -399,3 +455,4 @@ def _numel(shape: tuple) -> int:
 
 
 __all__ = ["CText", "backward_source", "kernel_source", "mods_source", "render_mod"]
+
