@@ -90,8 +90,9 @@ def compare(outs: list, refs: list) -> str | None:
         if not np.all(ok):
             bad = np.argwhere(~np.asarray(ok))
             at = tuple(int(i) for i in bad[0])
+            got, want = o[at].item(), r[at].item()
             return (f"output {k}: {len(bad)} of {o.size} elements differ beyond rtol={rtol}, "
-                    f"atol={atol}; first at {at}: compiled {o[at].item()!r}, eager {r[at].item()!r}")
+                    f"atol={atol}; first at {at}: compiled {got!r}, eager {want!r}")
     return None
 
 
