@@ -59,8 +59,10 @@ def subgraph(graph: Graph, keep: list, values: dict) -> tuple[Graph, list] | Non
             if _is_ref(a) and not (a[0] == "n" and a[1] in kept):
                 if a not in in_map:  # a graph input, or a value of a dropped node
                     in_map[a] = ("i", len(inputs))
-                    inputs.append(graph.inputs[a[1]] if a[0] == "i"
-                                  else tuple(graph.nodes[a[1]].specs[a[2]]))
+                    # a node's spec has the sizes of the trace that built the graph: a
+                    # dynamic graph's value may have others (its input is static here)
+                    inputs.append(graph.inputs[a[1]] if a[0] == "i" else
+                                  (tuple(values[a].shape), graph.nodes[a[1]].specs[a[2]][1]))
                     arrays.append(values[a])
                 args.append(in_map[a])
             elif _is_ref(a):
