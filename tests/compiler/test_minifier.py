@@ -116,6 +116,19 @@ def test_minifier_off_writes_nothing(tmp_path, monkeypatch):
     assert not any(tmp_path.iterdir())
 
 
+def test_without_the_minifier_a_c_entry_error_reruns_eagerly(tmp_path, monkeypatch):
+    """The C backend's behaviour off the minifier is unchanged: a kernel's error reruns the
+    graph eagerly (right values); the error is counted for the minifier."""
+    from ember.compiler.c.backend import last_compiled
+    monkeypatch.delenv("EMBER_MINIFIER", raising=False)
+    monkeypatch.setenv("EMBER_MINIFIER_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "inject_bug_testing_only", "runtime_error")
+    x, y = _inputs()
+    got = ember.compile(fifteen_ops, backend="inductor")(x, y)[0]
+    np.testing.assert_array_equal(got.numpy(), fifteen_ops(x, y)[0].numpy())
+    assert last_compiled().entry_errors == 1 and not any(tmp_path.iterdir())
+
+
 def test_an_error_eager_raises_too_is_not_a_compiler_bug(minifier_on):
     def f(a, b):
         return (a * 2) // b + 1
@@ -182,6 +195,20 @@ def test_subgraph_replaces_dropped_nodes_with_their_values():
     mid.verify()
 
 
+def test_subgraph_inputs_take_the_size_of_their_value():
+    """A dynamic graph's specs carry the sizes of the trace that built it; a dropped node's
+    value enters the candidate with its own size."""
+    f32 = ember.float32
+    g = Graph([((Sym(0, "size"), 3), f32)],
+              [Node(REGISTRY["exp"], (("i", 0),), {}, (((4, 3), f32),)),
+               Node(REGISTRY["relu"], (("n", 0, 0),), {}, (((4, 3), f32),))],
+              [("n", 1, 0)], 1, ("size",))
+    values = {("i", 0): np.zeros((6, 3), np.float32), ("n", 0, 0): np.ones((6, 3), np.float32)}
+    small, arrays = subgraph(g, [1], values)
+    assert small.inputs == [((6, 3), f32)] and arrays[0].shape == (6, 3)
+    assert subgraph(g, [0], values)[0].inputs == g.inputs
+
+
 def test_ddmin_finds_a_one_minimal_set():
     tried = set()
 
@@ -216,6 +243,36 @@ def test_compare_uses_the_dtype_tolerance():
     assert "differ" in compare([a + np.float32(1e-3)], [a])
     assert "differ" in compare([np.array([1, 2])], [np.array([1, 3])])
     assert "shape" in compare([a[:1]], [a])
+
+
+def test_compare_accepts_what_is_as_close_to_float64_as_eager():
+    """A cancelling float32 sum: eager and C round differently, both far from each other
+    in relative terms; C (double accumulation) is no further from float64 than eager."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(4096).astype(np.float32)
+    x -= x.mean(dtype=np.float64).astype(np.float32)
+    exact = np.sum(x, dtype=np.float64)
+    eager = np.array(np.sum(x, dtype=np.float32) * np.float32(1e4), np.float32)
+    c = np.array(np.float32(exact) * np.float32(1e4), np.float32)
+    ref64 = np.array(exact * 1e4)
+    assert compare([c], [eager]) is not None  # beyond float32's tolerance
+    assert compare([c], [eager], [ref64]) is None
+    wrong = c + np.float32(1)
+    assert "further from float64" in compare([wrong], [eager], [ref64])
+
+
+def test_float64_reference_widens_dtypes():
+    from ember.compiler.minifier.check import eager_float64, float64_graph
+    f32, f16 = ember.float32, ember.float16
+    g = Graph([((3,), f32)], [Node(REGISTRY["mul"], (("i", 0), 3.0), {}, (((3,), f32),)),
+                              Node(REGISTRY["convert_element_type"], (("n", 0, 0),),
+                                   {"dtype": f16}, (((3,), f16),))], [("n", 1, 0)])
+    wide = float64_graph(g)
+    assert wide.inputs[0][1] == ember.float64 and wide.nodes[1].params["dtype"] == ember.float64
+    x = np.array([0.1, 0.2, 0.3], np.float32)
+    out = eager_float64(g, [x], [])
+    assert out[0].dtype == np.float64
+    np.testing.assert_array_equal(out[0], x.astype(np.float64) * 3.0)
 
 
 def test_maybe_dump_hook_for_aot(tmp_path, monkeypatch):

@@ -150,21 +150,23 @@ class _Checked:
 
     def __call__(self, arrays: list, scalars: list = ()) -> list:
         before = getattr(self.fn, "entry_errors", 0)
+        # the inputs as they are now: a compiled call may write into them (donated buffers)
+        saved = [np.array(a, copy=True) for a in arrays]
         try:
             outs = run_compiled(self.fn, arrays, list(scalars))
         except Exception as e:
-            f = runtime_failure(self.graph, arrays, list(scalars), e)
+            f = runtime_failure(self.graph, saved, list(scalars), e)
             if f is not None:
-                self._dump(f, arrays, scalars)
+                self._dump(f, saved, scalars)
             raise
         if getattr(self.fn, "entry_errors", 0) > before:  # the C backend hid it: eager ran
             e = self.fn.last_entry_error
-            self._dump(Failure("runtime", type(e).__name__, e), arrays, scalars)
+            self._dump(Failure("runtime", type(e).__name__, e), saved, scalars)
             raise e
         if repro_level(self.configs) >= 4:
-            f = accuracy_failure(self.graph, arrays, list(scalars), outs)
+            f = accuracy_failure(self.graph, saved, list(scalars), outs)
             if f is not None:
-                self._dump(f, arrays, scalars)
+                self._dump(f, saved, scalars)
                 raise f.error
         return outs
 
