@@ -84,6 +84,9 @@ def test_launcher_shrinks_each_failure_kind_to_a_repro(inject, minifier_on, monk
     assert len(_load_graph(launcher)) >= 15
 
     env = _env(minifier_on, inject)
+    if inject == "compile_error":  # `run` only builds and runs the whole graph once
+        again = _run(launcher, env, "run")
+        assert again.returncode == 1 and "compile failure reproduced" in again.stderr
     out = _run(launcher, env)
     assert out.returncode == 0, out.stderr[-3000:]
     repro = minifier_on / "repro.py"
