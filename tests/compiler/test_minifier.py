@@ -15,7 +15,7 @@ import pytest
 
 import ember
 from ember.compiler.frontend.graph import Graph, Node, Sym
-from ember.compiler.minifier import AccuracyError, maybe_dump
+from ember.compiler.minifier import AccuracyError, check_outputs, maybe_dump
 from ember.compiler.minifier.check import compare
 from ember.compiler.minifier.serde import PREAMBLE, graph_source
 from ember.compiler.minifier.shrink import ddmin, subgraph
@@ -294,6 +294,18 @@ def test_maybe_dump_hook_for_aot(tmp_path, monkeypatch):
     assert path == tmp_path / "minifier_launcher.py"
     assert _load_graph(path).python() == g.python()
     assert "gcc failed" in path.read_text()
+    # after running a loaded package: outputs checked against eager
+    on = {"aot_inductor.dump_minifier": True}
+    f32 = ember.float32
+    mul = Graph([((4, 8), f32)] * 2, [Node(REGISTRY["mul"], (("i", 0), ("i", 1)), {},
+                                            (((4, 8), f32),))], [("n", 0, 0)])
+    right = mul.run(arrays)
+    check_outputs(mul, arrays, [], right, configs=on)
+    assert "KIND = 'compile'" in path.read_text()  # nothing new written
+    with pytest.raises(AccuracyError, match="output 0"):
+        check_outputs(mul, arrays, [], [right[0] + 1], configs=on)
+    assert "KIND = 'accuracy'" in path.read_text()
+    maybe_dump(g, arrays, err, kind="compile", configs=on)
     # the graph compiles fine without an injected bug: the launcher says so, writes nothing
     out = _run(path, _env(tmp_path, None))
     assert out.returncode == 2 and "nothing to minify" in out.stderr

@@ -136,6 +136,25 @@ def maybe_dump(graph: Graph, example_inputs: list, error: BaseException, *, kind
     return path
 
 
+def check_outputs(graph: Graph, arrays: list, scalars: list, outs: list, *,
+                  configs: dict | None = None, backend: Any = "c",
+                  origin: str = "the C backend") -> None:
+    """With the minifier on at ``repro_level`` 4: compare a compiled run's ``outs`` with eager
+    on the same ``arrays`` (taken before the run) and, if they differ, dump a launcher and
+    raise ``AccuracyError``.  AOT packaging can call it after running a loaded package.
+
+    >>> outs = package_model_run(arrays)                          # doctest: +SKIP
+    >>> minifier.check_outputs(graph, arrays, [], outs, configs=inductor_configs)
+    """
+    if not enabled(configs) or repro_level(configs) < 4:
+        return
+    f = accuracy_failure(graph, arrays, list(scalars), list(outs))
+    if f is not None:
+        maybe_dump(graph, arrays, f.error, kind="accuracy", configs=configs,
+                   scalars=list(scalars), backend=backend, origin=origin)
+        raise f.error
+
+
 class _Checked:
     """A compiled graph whose calls are checked: a runtime error eager does not share, or (at
     ``repro_level`` 4) a result that differs from eager's, dumps a launcher and raises."""
@@ -163,11 +182,7 @@ class _Checked:
             e = self.fn.last_entry_error
             self._dump(Failure("runtime", type(e).__name__, e), saved, scalars)
             raise e
-        if repro_level(self.configs) >= 4:
-            f = accuracy_failure(self.graph, saved, list(scalars), outs)
-            if f is not None:
-                self._dump(f, saved, scalars)
-                raise f.error
+        check_outputs(self.graph, saved, list(scalars), outs, configs=self.configs)
         return outs
 
     def _dump(self, f: Failure, arrays: list, scalars: list) -> None:
@@ -248,5 +263,5 @@ def reproduce(graph: Graph, arrays: list, scalars: list, *, kind: str, error_typ
     raise f.error
 
 
-__all__ = ["AccuracyError", "enabled", "launch", "maybe_dump", "minifier_dir", "repro_level",
-           "reproduce", "wrap_backend"]
+__all__ = ["AccuracyError", "check_outputs", "enabled", "launch", "maybe_dump", "minifier_dir",
+           "repro_level", "reproduce", "wrap_backend"]
