@@ -48,6 +48,7 @@ from ember.config import minifier_env
 from ember.errors import EmberValueError
 
 _LEVEL_OF_KIND = {"compile": 1, "runtime": 2, "accuracy": 4}
+_LAST_DUMP: list = [None]  # what the last launcher written in this process was about
 _DUMP_KEYS = ("aot_inductor.dump_minifier", "aot_inductor.dump_aoti_minifier")
 
 
@@ -117,15 +118,21 @@ def maybe_dump(graph: Graph, example_inputs: list, error: BaseException, *, kind
     if not enabled(configs) or _LEVEL_OF_KIND[kind] > repro_level(configs):
         return None
     try:
+        where = minifier_dir()
+        key = (kind, type(error).__name__, graph.python(), str(where))
+        if _LAST_DUMP[0] == key and (where / scripts.LAUNCHER).exists():
+            # after the user's exception the frontend realizes the trace once more (what
+            # ran before the exception keeps its effects): the same graph fails again
+            return where / scripts.LAUNCHER
         arrays = _arrays(example_inputs)
         if scalars is None:
             scalars = _scalars_from_shapes(graph, arrays)
         text = scripts.launcher_text(graph, list(scalars), kind, error, backend, origin)
-        where = minifier_dir()
         where.mkdir(parents=True, exist_ok=True)
         (where / scripts.INPUTS).write_bytes(inputs_bytes(arrays))
         path = where / scripts.LAUNCHER
         path.write_text(text)
+        _LAST_DUMP[0] = key
     except Exception as e:  # noqa: BLE001 - the original error matters more than this one
         warnings.warn(f"[minifier] could not write a launcher for the {kind} failure: "
                       f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
@@ -182,7 +189,11 @@ class _Checked:
             e = self.fn.last_entry_error
             self._dump(Failure("runtime", type(e).__name__, e), saved, scalars)
             raise e
-        check_outputs(self.graph, saved, list(scalars), outs, configs=self.configs)
+        if repro_level(self.configs) >= 4:
+            f = accuracy_failure(self.graph, saved, list(scalars), outs)
+            if f is not None:
+                self._dump(f, saved, scalars)
+                raise f.error
         return outs
 
     def _dump(self, f: Failure, arrays: list, scalars: list) -> None:
