@@ -55,6 +55,10 @@ class Config:
     ``eager_c``: eager may use small fixed C kernels built with ``cc`` (``ember/ops/_native.py``:
     the fma above, ``F.interpolate``'s resampling); EMBER_EAGER_C=0 turns all of them off and
     eager runs its NumPy paths, which give the same bits.
+    ``inject_bug_testing_only``: TESTS ONLY. The C backend miscompiles one pointwise op so that
+    the minifier's tests have a failure to find (EMBER_INJECT_BUG_TESTING_ONLY=``kind[:op]``,
+    kind ``compile_error`` / ``runtime_error`` / ``accuracy``, op default ``relu``; PyTorch's
+    ``inject_relu_bug_TESTING_ONLY``).  Empty (the default): no injection.
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -76,6 +80,8 @@ class Config:
     eager_c_fma: bool = os.environ.get("EMBER_EAGER_C_FMA", "1") != "0"
     # every eager C kernel (ember/ops/_native.py); NumPy paths of the same bits when off
     eager_c: bool = os.environ.get("EMBER_EAGER_C", "1") != "0"
+    # TESTS ONLY: a deliberate miscompile of one op (ember/compiler/c/lower/pointwise.py)
+    inject_bug_testing_only: str = os.environ.get("EMBER_INJECT_BUG_TESTING_ONLY", "")
 
 
 config = Config()
@@ -86,4 +92,13 @@ def dist_env() -> dict[str, str]:
     ``mpiexec`` sets), read when a process group is created, not at import."""
     names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PMI_RANK",
              "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
+    return {n: os.environ[n] for n in names if n in os.environ}
+
+
+def minifier_env() -> dict[str, str]:
+    """The minifier's variables (``ember.compiler.minifier``), read at each compile rather than
+    at import, so a script can set them late: EMBER_MINIFIER (``1``: dump a launcher on a
+    failure), EMBER_MINIFIER_DIR (where; default ``./minifier``), EMBER_REPRO_LEVEL (which
+    failures: PyTorch's ``repro_level`` numbers)."""
+    names = ("EMBER_MINIFIER", "EMBER_MINIFIER_DIR", "EMBER_REPRO_LEVEL")
     return {n: os.environ[n] for n in names if n in os.environ}

@@ -12,7 +12,9 @@ from ember.compiler.frontend.backends import register_backend, register_fallback
 
 def _c(graph: Any, example_inputs: list, mode: str | None = None) -> Callable:
     from ember.compiler.c.backend import c_backend  # the C toolchain loads on first use
-    return c_backend(graph, example_inputs, mode)
+    from ember.compiler.minifier import wrap_backend  # checks only with EMBER_MINIFIER=1
+
+    return wrap_backend(graph, example_inputs, lambda g, ex: c_backend(g, ex, mode))
 
 
 _c.takes_mode = True  # type: ignore[attr-defined]  # ember.compile passes its mode

@@ -73,6 +73,8 @@ class CompiledGraph:
         self.path = None
         self.prefix = ""
         self.entries: dict = {}
+        self.entry_errors = 0  # calls whose C entry returned an error (then run eagerly)
+        self.last_entry_error: EmberRuntimeError | None = None
         # EMBER_DEBUG>=3 prints the loop IR and fusion decisions: lower even when warm
         # (max-autotune chooses GEMM variants while lowering: never from a run plan)
         key = _plan_key(graph) if config.debug < 3 and mode not in autotune.MODES else None
@@ -247,10 +249,13 @@ class CompiledGraph:
                     call.append(a)
                 try:
                     self.entries[step.entry](tuple(call), tuple(ints), floats)
-                except EmberRuntimeError:
+                except EmberRuntimeError as e:
                     # a kernel found invalid input (a class index out of range): eager's
                     # kernels raise the exact error eager would (the graph as traced, so
-                    # that a decomposed op's own error is raised)
+                    # that a decomposed op's own error is raised); counted, so that the
+                    # minifier can tell a spurious C error (eager ran fine) from a user's
+                    self.entry_errors += 1
+                    self.last_entry_error = e
                     return self.source_graph.run(arrays, list(scalars))
             else:
                 outs = self._extern(step, py, arrays, scalars)
@@ -423,10 +428,12 @@ def _code_digest() -> str:
     """What decides the generated code besides the graph: the sources of the compiler and of
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
-    dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS)
+    dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS,
+            config.inject_bug_testing_only)
     got = _DIGEST.get(dkey)
     if got is None:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
+                           f"{config.inject_bug_testing_only!r} "
                            f"{EXTRA_FLAGS} "
                            f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]

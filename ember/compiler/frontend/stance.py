@@ -28,7 +28,11 @@ class _Config:
     ``default_backend`` (the backend ``ember.compile`` uses when none is named, read when
     ``compile`` is called; EMBER_COMPILE_BACKEND, default ``"inductor"``, the C backend),
     ``warn_fallbacks`` (``ember.config.config.warn_fallbacks``: warn once per op when a compiled
-    graph runs it as an eager extern; EMBER_WARN_FALLBACKS=0 turns it off)."""
+    graph runs it as an eager extern; EMBER_WARN_FALLBACKS=0 turns it off), and PyTorch's
+    minifier switches ``repro_after`` (None; ``"dynamo"`` or ``"aot"``: the C backend dumps a
+    minifier launcher on a failure, like EMBER_MINIFIER=1) and ``repro_level`` (which failures,
+    PyTorch's numbers: 1 compile errors, 2 and 3 also runtime errors, 4 also accuracy; None:
+    EMBER_REPRO_LEVEL, else 4); see ``ember.compiler.minifier``."""
 
     recompile_limit = 8
     automatic_dynamic_shapes = True
@@ -39,6 +43,8 @@ class _Config:
     capture_dynamic_output_shape_ops = False
     optimize_ddp = True
     default_backend: Any = config.compile_backend
+    repro_after: str | None = None
+    repro_level: int | None = None
 
     @property
     def warn_fallbacks(self) -> bool:

@@ -42,6 +42,7 @@ from ember.compiler.c.lower.context import (
 )
 from ember.compiler.c.lower.registry import OpSet, OpTable, lowering_for_kind
 from ember.compiler.frontend.graph import Sym
+from ember.config import config
 from ember.ops import OPS
 
 # integer division by zero raises in eager (data-dependent): for integer operands the kernel
@@ -140,11 +141,30 @@ def _pointwise(lw: LoweringContext, i: int, n: Any) -> None:
         # eager raises on an integer zero divisor: the kernel reports it (the error word)
         g.body.append(PointCheck(Op("check", "({1} == 0)", tuple(args))))
     name = g.local()
-    expr: Any = Op(n.op.name, _template(lw, n), tuple(args), tuple(params))
+    tmpl = _template(lw, n)
+    injected = injected_bug(n.op.name)
+    if injected == "compile_error":  # an undeclared name: gcc rejects the unit
+        tmpl = "(ember_injected_compile_error_TESTING_ONLY + " + tmpl + ")"
+    elif injected == "accuracy":  # off by one
+        tmpl = "((" + tmpl + ") + ({T})1)"
+    elif injected == "runtime_error":  # the kernel reports an error eager does not raise
+        g.body.append(PointCheck(Op("check", "1", ())))
+    expr: Any = Op(n.op.name, tmpl, tuple(args), tuple(params))
     if is_lowp(out_dt) and in_dt != out_dt:  # a cast to float16/bfloat16 rounds
         expr = Op("round", round_expr(out_dt, "{0}"), (expr,))
     g.body.append(Let(name, COMPUTE_CTYPES[out_dt.np.name], expr))
     lw.add_value(g, i, name, shape, out_dt, eager_layout(lw, n, shape, tensors), n.op.name)
+
+
+def injected_bug(op_name: str) -> str | None:
+    """TESTS ONLY (``config.inject_bug_testing_only``, EMBER_INJECT_BUG_TESTING_ONLY): the kind
+    of deliberate miscompile (``compile_error``, ``runtime_error``, ``accuracy``) for ``op_name``,
+    else None.  The minifier's tests use it (PyTorch's ``inject_relu_bug_TESTING_ONLY``)."""
+    spec = config.inject_bug_testing_only
+    if not spec:
+        return None
+    kind, _, op = spec.partition(":")
+    return kind if (op or "relu") == op_name else None
 
 
 def fill_outputs(lw: LoweringContext, i: int, n: Any, fill: str = "0") -> None:
