@@ -64,7 +64,27 @@ void add_scalar_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outpu
 
 Tensor bad_arity(const Tensor& x) { return st::clone(x); }
 
-EMBER_STABLE_LIBRARY(demo, m) {
+// keeps a handle to its argument's memory past the call (ember must keep that memory alive)
+static StableIValue kept = 0;
+int64_t stash(const Tensor& x) {
+  if (kept) ember_stable_tensor_release(reinterpret_cast<EmberTensorHandle>(kept));
+  kept = st::from(x);
+  return x.numel();
+}
+Tensor peek(const Tensor& like) {
+  STD_EMBER_CHECK(kept != 0, "peek: nothing stashed");
+  Tensor t = st::to<Tensor>(kept);
+  return st::clone(t);
+}
+
+// the DLPack view: (dtype code, bits, device type, byte offset)
+std::tuple<int64_t, int64_t, int64_t, int64_t> dl_info(const Tensor& x) {
+  const DLTensor* d = x.dlpack();
+  return {d->dtype.code, d->dtype.bits, d->device.device_type,
+          static_cast<int64_t>(d->byte_offset)};
+}
+
+EMBER_STABLE_LIBRARY(stabletest, m) {
   m.def("mul_scalar(Tensor x, float c) -> Tensor");
   m.def("window_max(Tensor x, int start, int length, int width) -> Tensor");
   m.def("layout_info(Tensor x) -> (Tensor, Tensor, int, int)");
@@ -72,9 +92,12 @@ EMBER_STABLE_LIBRARY(demo, m) {
   m.def("stream_id(Tensor x) -> int");
   m.def("add_scalar(Tensor x, float c) -> Tensor");
   m.def("bad_arity(Tensor x, float c) -> Tensor");
+  m.def("stash(Tensor x) -> int");
+  m.def("peek(Tensor like) -> Tensor");
+  m.def("dl_info(Tensor x) -> (int, int, int, int)");
 }
 
-EMBER_STABLE_LIBRARY_IMPL(demo, CPU, m) {
+EMBER_STABLE_LIBRARY_IMPL(stabletest, CPU, m) {
   m.impl("mul_scalar", EMBER_BOX(&mul_scalar));
   m.impl("window_max", EMBER_BOX(&window_max));
   m.impl("layout_info", EMBER_BOX(&layout_info));
@@ -82,4 +105,7 @@ EMBER_STABLE_LIBRARY_IMPL(demo, CPU, m) {
   m.impl("stream_id", EMBER_BOX(&stream_id));
   m.impl("add_scalar", &add_scalar_boxed);
   m.impl("bad_arity", EMBER_BOX(&bad_arity));
+  m.impl("stash", EMBER_BOX(&stash));
+  m.impl("peek", EMBER_BOX(&peek));
+  m.impl("dl_info", EMBER_BOX(&dl_info));
 }
