@@ -37,8 +37,9 @@ class ExtensionModule:
             op = qual.split("::")[1]
             if expose is not None and op not in expose:
                 continue
-            fn = PACKETS[qual]._kernel()
-            setattr(self, op, fn)
+            kernel = PACKETS[qual]._kernel()
+            # the StableKernel itself (positional arguments): the shortest path to the kernel
+            setattr(self, op, getattr(kernel, "stable_kernel", kernel))
 
     def __repr__(self) -> str:
         return f"<ember extension {self.__name__!r} from {self.__file__!r}: {self.ops}>"

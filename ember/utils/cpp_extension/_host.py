@@ -109,8 +109,7 @@ class Shim:
         _declare(lib)
         self.call = ctypes.PyDLL(str(path), mode=ctypes.RTLD_GLOBAL).ember_stable_py_call
         self.release = lib.ember_stable_tensor_release
-        self.call.argtypes = [c_void_p, c_void_p, c_void_p, c_uint64, c_uint64,
-                              ctypes.py_object, c_void_p, c_int64, c_uint64, c_void_p]
+        self.call.argtypes = [c_void_p, c_void_p, ctypes.py_object, c_void_p, c_void_p]
         self._callbacks = (HOST_AMAX(_host_amax), HOST_PAD(_host_pad))
         lib.ember_stable_py_set_host(*self._callbacks)
         return lib

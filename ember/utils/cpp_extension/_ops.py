@@ -38,12 +38,13 @@ _F64_BITS = struct.Struct("<Q").unpack
 _TLS = threading.local()
 
 
-def _out_buffer() -> Any:
-    """This thread's buffer for result descriptions (a kernel call releases the GIL)."""
-    buf = getattr(_TLS, "out", None)
-    if buf is None:
-        buf = _TLS.out = (c_int64 * 4096)()
-    return buf
+def _buffers() -> tuple:
+    """This thread's buffers for argument and result descriptions (a kernel call releases the
+    GIL; a call never starts another one on its thread, so one set per thread is enough)."""
+    bufs = getattr(_TLS, "bufs", None)
+    if bufs is None:
+        bufs = _TLS.bufs = ((c_int64 * 128)(), (c_int64 * 4096)())
+    return bufs
 
 # schema type -> how an argument goes on the stack
 _ARG_KIND = {"Tensor": "T", "Tensor?": "T?", "int": "i", "SymInt": "i", "float": "f",
@@ -157,13 +158,15 @@ class StableKernel:
 
     def __init__(self, qualname: str, schema: Schema, kernel: int, invoker: int) -> None:
         self.qualname, self.schema = qualname, schema
-        self.kernel, self.invoker = c_void_p(kernel), c_void_p(invoker or None)
+        self.kernel, self.invoker = kernel, invoker
         self.arg_kinds = tuple(self._kind(a.type, _ARG_KIND, "argument") for a in schema.args)
         self.ret_kinds = tuple(self._kind(r, _RET_KIND, "return") for r in schema.returns)
         self.out_mask = sum(1 << i for i, k in enumerate(self.ret_kinds) if k == "T")
         self.nargs, self.nouts = len(schema.args), len(schema.returns)
         self.stack_type = c_uint64 * max(self.nargs, self.nouts, 1)
         self.names = tuple(a.name for a in schema.args)
+        self.head = (c_int64 * 5)(kernel, invoker or 0, self.nargs, self.nouts, self.out_mask)
+        self.one_tensor = self.ret_kinds == ("T",) and not schema.returns_tuple
         SHIM.lib  # noqa: B018 (loads the shim)
         self._call = SHIM.call
 
@@ -180,6 +183,7 @@ class StableKernel:
             return self(*args)
         kernel.__name__ = self.qualname.split("::")[1]
         kernel.__qualname__ = kernel.__name__
+        kernel.stable_kernel = self  # type: ignore[attr-defined]
         return kernel
 
     def __call__(self, *args: Any) -> Any:
@@ -191,23 +195,31 @@ class StableKernel:
         arrays: list = []
         meta: list = []
         base = ctypes.addressof(stack)
-        kinds = self.arg_kinds
-        for i in range(self.nargs):
-            kind, v = kinds[i], args[i]
+        i = 0
+        for kind in self.arg_kinds:
+            v = args[i]
             if kind == "T":
                 self._tensor(i, v, base + 8 * i, meta, arrays)
             elif kind == "f":
                 stack[i] = _F64_BITS(_F64_PACK(v))[0]
             else:
                 stack[i] = self._scalar(i, kind, v, meta, arrays, keep)
-        meta_arr = (c_int64 * len(meta))(*meta) if meta else None
-        out = _out_buffer() if self.out_mask else None
-        code = self._call(self.kernel, self.invoker, stack, self.nargs, self.nouts,
-                          tuple(arrays), meta_arr, len(arrays), self.out_mask, out)
-        if arrays:
-            self._pin_kept(meta_arr, arrays)
+            i += 1
+        meta_arr, out = _buffers()
+        if len(meta) > 128:
+            raise EmberTypeError(f"[{self.qualname}] at most 64 tensor arguments")
+        meta_arr[:len(meta)] = meta
+        code = self._call(self.head, stack, tuple(arrays), meta_arr, out)
+        for k in range(len(arrays)):
+            if meta_arr[2 * k] > 0:  # the kernel stored a handle to this memory away
+                _PINNED.append(arrays[k])
         if code:
             raise_error(code, self.qualname)
+        if self.one_tensor:
+            nd = out[4]
+            desc = out[1:7 + 2 * nd]
+            keep_alive = arrays[desc[1]] if desc[1] >= 0 else None
+            return _wrap(array_of(desc, out[0], keep_alive), DTYPE_OF[desc[2]])
         return self._results(stack, out, arrays)
 
     def _tensor(self, i: int, t: Any, address: int, meta: list, arrays: list) -> None:
@@ -252,11 +264,6 @@ class StableKernel:
         buf = ctypes.create_string_buffer(str(v).encode())  # "s"
         keep.append(buf)
         return ctypes.addressof(buf)
-
-    def _pin_kept(self, meta_arr: Any, arrays: list) -> None:
-        for k, a in enumerate(arrays):
-            if meta_arr[2 * k] > 0:  # the kernel stored a handle to this memory away
-                _PINNED.append(a)
 
     def _results(self, stack: Any, out: Any, arrays: list) -> Any:
         rets: list = []

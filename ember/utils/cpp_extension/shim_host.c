@@ -210,6 +210,7 @@ typedef struct {
 extern int PyObject_GetBuffer(void* obj, PyBufferABI* view, int flags) __attribute__((weak));
 extern void PyBuffer_Release(PyBufferABI* view) __attribute__((weak));
 extern void* PyTuple_GetItem(void* tuple, ptrdiff_t i) __attribute__((weak));
+extern ptrdiff_t PyTuple_Size(void* tuple) __attribute__((weak));
 extern void PyErr_Clear(void) __attribute__((weak));
 extern void* PyEval_SaveThread(void) __attribute__((weak));
 extern void PyEval_RestoreThread(void* state) __attribute__((weak));
@@ -247,15 +248,19 @@ static EmberStableError lend(void* arrays, int64_t* meta, int64_t ntin, Storage*
   return 0;
 }
 
-/* One call of a boxed kernel.  `arrays` is a tuple of the tensor arguments' arrays; meta has
- * two int64 per array: the address to write its handle to, and (storage offset << 8 | scalar
- * type).  On return meta[2k] is how many handles the kernel kept to array k's memory (0 unless
- * it stored one away: Python then keeps the memory alive).  Tensor results (bit i of out_mask)
- * are described into `out` as [handle, describe...] records. */
-EXPORT EmberStableError ember_stable_py_call(EmberBoxedKernel kernel, EmberBoxedInvoker invoker,
-                                             StableIValue* stack, uint64_t num_args,
-                                             uint64_t num_outputs, void* arrays, int64_t* meta,
-                                             int64_t ntin, uint64_t out_mask, int64_t* out) {
+/* One call of a boxed kernel.  head = [kernel, invoker, num_args, num_outputs, out_mask]
+ * (bit i of out_mask: result i is a tensor).  `arrays` is a tuple of the tensor arguments'
+ * arrays; meta has two int64 per array: the address to write its handle to, and
+ * (storage offset << 8 | scalar type).  On return meta[2k] is how many handles the kernel kept
+ * to array k's memory (0 unless it stored one away: Python then keeps the memory alive).
+ * Tensor results are described into `out` as [handle, describe...] records. */
+EXPORT EmberStableError ember_stable_py_call(const int64_t* head, StableIValue* stack,
+                                             void* arrays, int64_t* meta, int64_t* out) {
+  EmberBoxedKernel kernel = (EmberBoxedKernel)head[0];
+  EmberBoxedInvoker invoker = (EmberBoxedInvoker)head[1];
+  uint64_t num_args = (uint64_t)head[2], num_outputs = (uint64_t)head[3];
+  uint64_t out_mask = (uint64_t)head[4];
+  int64_t ntin = PyTuple_Size(arrays);
   Storage* storages[64] = {0};
   EmberTensorHandle handles[64] = {0};
   int64_t out_refs[64] = {0};

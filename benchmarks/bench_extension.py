@@ -1,0 +1,77 @@
+"""Call overhead of a stable-ABI extension op from Python (issue 19 goal: <= 5 us).
+
+A C++ extension built with ``ember.utils.cpp_extension.load_inline`` (the C++ layer over the
+stable C ABI); a 4-element float32 tensor, so the time is the call, not the work.  Rows:
+
+- ``noop``: a kernel that reads its tensor argument and returns an int (no result tensor);
+- ``mul_scalar, direct``: ``ext.mul_scalar(x, c)`` (the module function: the boxed kernel,
+  no custom-op dispatch);
+- ``mul_scalar, ember.ops``: ``ember.ops.ns.mul_scalar(x, c)`` (custom-op dispatch: argument
+  binding, autograd bookkeeping, output checks);
+- ``x * c``: ember's own eager op, for scale.
+
+The torch column is the nearest PyTorch call: ``torch.ops.aten.mul.Scalar`` (a C++ op through
+the dispatcher from Python) or ``x * c``.  Run:
+``PYTHONPATH=$PWD python benchmarks/bench_extension.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+from common import compare, print_table  # noqa: E402
+
+import ember  # noqa: E402
+from ember.utils import cpp_extension  # noqa: E402
+
+SRC = r"""
+using ember::stable::Tensor;
+int64_t noop(const Tensor& x, double c) { return x.dim(); }
+Tensor mul_scalar(const Tensor& x, double c) {
+  Tensor src = x.is_contiguous() ? x : ember::stable::clone(x);
+  Tensor y = ember::stable::empty_like(src);
+  const float* p = src.const_data_ptr<float>();
+  float* q = y.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < src.numel(); i++) q[i] = p[i] * static_cast<float>(c);
+  return y;
+}
+EMBER_STABLE_LIBRARY(bench_ext, m) {
+  m.def("noop(Tensor x, float c) -> int");
+  m.def("mul_scalar(Tensor x, float c) -> Tensor");
+}
+EMBER_STABLE_LIBRARY_IMPL(bench_ext, CPU, m) {
+  m.impl("noop", EMBER_BOX(&noop));
+  m.impl("mul_scalar", EMBER_BOX(&mul_scalar));
+}
+"""
+
+
+def main() -> None:
+    ext = cpp_extension.load_inline("bench_ext", SRC)
+    x, xt = ember.ones(4), torch.ones(4)
+    op = ember.ops.bench_ext.mul_scalar
+    aten_mul = torch.ops.aten.mul.Scalar
+    n = 20000
+    cases = {
+        "noop (no result tensor) vs aten.mul.Scalar": (
+            lambda: ext.noop(x, 2.0), lambda: aten_mul(xt, 2.0), n),
+        "mul_scalar, direct vs aten.mul.Scalar": (
+            lambda: ext.mul_scalar(x, 2.0), lambda: aten_mul(xt, 2.0), n),
+        "mul_scalar, ember.ops vs aten.mul.Scalar": (
+            lambda: op(x, 2.0), lambda: aten_mul(xt, 2.0), n),
+        "ember x * c vs torch x * c": (lambda: x * 2.0, lambda: xt * 2.0, n),
+    }
+    rows = compare(cases, rounds=15)
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
+    print_table(rows)
+    base = rows[-1][1]
+    for name, me, _, _ in rows[:-1]:
+        print(f"{name.split(' vs ')[0]}: {me * 1e6:.2f} us = {me / base:.2f} x ember's x * c")
+
+
+if __name__ == "__main__":
+    main()
