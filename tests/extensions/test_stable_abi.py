@@ -83,6 +83,21 @@ def test_copy_broadcasts_and_converts_like_torch(ext):
     np.testing.assert_array_equal(half.float().numpy(), want.float().numpy())
 
 
+def test_zero_dim_and_empty_tensors(ext):
+    s = ember.tensor(3.0)
+    got = ember.ops.stabletest.mul_scalar(s, 2.0)
+    assert tuple(got.shape) == () and got.item() == 6.0
+    e = ember.ones(0, 3)
+    assert tuple(ember.ops.stabletest.mul_scalar(e, 2.0).shape) == (0, 3)
+
+
+def test_loading_twice_registers_once(ext):
+    again = cpp_extension.load_inline("ember_stable_demo", (HERE / "demo_ext.cpp").read_text())
+    assert again is ext
+    assert cpp_extension.load_inline("ember_stable_demo", (HERE / "demo_ext.cpp").read_text(),
+                                     is_python_module=False) is None
+
+
 def test_stream_and_device_guard_on_cpu(ext):
     assert ember.ops.stabletest.stream_id(ember.ones(2)) == 0
 
@@ -182,6 +197,13 @@ def test_stable_op_errors_surface_with_torch_text(ext):
         ember.ops.stabletest.window_max(x, 3, 4, 1)
     with pytest.raises(RuntimeError):
         torch.ones(2, 4).narrow(-1, 3, 4)
+    # an error inside an op ember computes (amax of an empty dim) comes back through C
+    # (ember's amax names the wrapped dim, 1; torch the given one, -1)
+    with pytest.raises(IndexError, match=r"^\[stabletest::window_max\] \[amax\] amax\(\): "
+                       "Expected reduction dim 1 to have non-zero size"):
+        ember.ops.stabletest.window_max(x, 1, 0, 1)
+    with pytest.raises(IndexError, match="amax.. Expected reduction dim -1 to have non-zero"):
+        torch.amax(torch.ones(2, 4).narrow(-1, 1, 0), -1)
 
 
 # ------------------------------------------------------------------------ versions

@@ -224,7 +224,8 @@ def _host_call(fn: Any, out: Any, what: str) -> int:
         out[0] = handle_of(fn())
         return 0
     except Exception as e:  # noqa: BLE001 (every error goes back to C as an error code)
-        SHIM.lib.ember_stable_set_error(error_code(e), f"{what}: {e}".encode())
+        msg = str(e) if str(e).startswith("[") else f"[{what}] {e}"  # ember's own "[op] ..."
+        SHIM.lib.ember_stable_set_error(error_code(e), msg.encode())
         return error_code(e)
 
 
