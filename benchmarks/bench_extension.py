@@ -10,20 +10,22 @@ stable C ABI); a 4-element float32 tensor, so the time is the call, not the work
   binding, autograd bookkeeping, output checks);
 - ``x * c``: ember's own eager op, for scale.
 
-The torch column is the nearest PyTorch call: ``torch.ops.aten.mul.Scalar`` (a C++ op through
-the dispatcher from Python) or ``x * c``.  Run:
+The PyTorch rows are the nearest PyTorch calls: ``torch.ops.aten.mul.Scalar`` (a C++ op through
+the dispatcher from Python) and ``x * c``.  All rows run interleaved in one process; on a loaded
+machine the best round is the closer estimate of the unloaded cost.  Run:
 ``PYTHONPATH=$PWD python benchmarks/bench_extension.py``.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
-from common import compare, print_table  # noqa: E402
+from common import fmt_time, time_per_call  # noqa: E402
 
 import ember  # noqa: E402
 from ember.utils import cpp_extension  # noqa: E402
@@ -50,27 +52,37 @@ EMBER_STABLE_LIBRARY_IMPL(bench_ext, CPU, m) {
 """
 
 
+def _rounds(cases: dict, rounds: int, number: int) -> dict:
+    """Interleaved rounds of ``number`` calls per case: {name: [seconds per call, ...]}."""
+    times: dict = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            times[name].append(time_per_call(fn, number))
+    return times
+
+
 def main() -> None:
     ext = cpp_extension.load_inline("bench_ext", SRC)
     x, xt = ember.ones(4), torch.ones(4)
     op = ember.ops.bench_ext.mul_scalar
     aten_mul = torch.ops.aten.mul.Scalar
-    n = 20000
     cases = {
-        "noop (no result tensor) vs aten.mul.Scalar": (
-            lambda: ext.noop(x, 2.0), lambda: aten_mul(xt, 2.0), n),
-        "mul_scalar, direct vs aten.mul.Scalar": (
-            lambda: ext.mul_scalar(x, 2.0), lambda: aten_mul(xt, 2.0), n),
-        "mul_scalar, ember.ops vs aten.mul.Scalar": (
-            lambda: op(x, 2.0), lambda: aten_mul(xt, 2.0), n),
-        "ember x * c vs torch x * c": (lambda: x * 2.0, lambda: xt * 2.0, n),
+        "ext.noop(x, c) (no result tensor)": lambda: ext.noop(x, 2.0),
+        "ext.mul_scalar(x, c) (direct)": lambda: ext.mul_scalar(x, 2.0),
+        "ember.ops.bench_ext.mul_scalar(x, c)": lambda: op(x, 2.0),
+        "ember x * c": lambda: x * 2.0,
+        "torch.ops.aten.mul.Scalar(x, c)": lambda: aten_mul(xt, 2.0),
+        "torch x * c": lambda: xt * 2.0,
     }
-    rows = compare(cases, rounds=15)
-    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
-    print_table(rows)
-    base = rows[-1][1]
-    for name, me, _, _ in rows[:-1]:
-        print(f"{name.split(' vs ')[0]}: {me * 1e6:.2f} us = {me / base:.2f} x ember's x * c")
+    for fn in cases.values():
+        fn()
+    times = _rounds(cases, rounds=200, number=500)
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; 200 interleaved "
+          "rounds of 500 calls")
+    print("| call | median | best round |")
+    print("|---|---|---|")
+    for name, ts in times.items():
+        print(f"| {name} | {fmt_time(statistics.median(ts))} | {fmt_time(min(ts))} |")
 
 
 if __name__ == "__main__":

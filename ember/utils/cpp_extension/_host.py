@@ -172,25 +172,28 @@ _CHARS = ctypes.c_char * 1
 
 def array_of(desc: list, handle: int = 0, keep: Any = None) -> np.ndarray:
     """The array described by ``[data, arg_index, dtype, ndim, base, nbytes, sizes...,
-    strides...]``; with ``handle`` it owns that handle (released with the array)."""
+    byte strides...]``; with ``handle`` it owns that handle (released with the array)."""
     data, _, code, nd, base, nbytes = desc[:6]
-    dt = _NP_OF[code]
-    item = dt.itemsize
-    if handle and keep is None:  # memory the shim owns: one buffer over the whole storage
-        buf = (ctypes.c_char * max(nbytes, 1)).from_address(base)
-        release = _Release()
-        release.handle, release.release = handle, SHIM.release
-        buf._ember_release = release
-        return np.ndarray(tuple(desc[6:6 + nd]), dt, buf, data - base,
-                          tuple([s * item for s in desc[6 + nd:6 + 2 * nd]]))
+    if handle and keep is None:
+        return owned_array(handle, data, code, nd, base, nbytes, desc[6:6 + 2 * nd])
     holder = CArray()
     holder.handle, holder.keep = handle, keep
     holder.__array_interface__ = {
         "data": (data, False), "shape": tuple(desc[6:6 + nd]), "version": 3,
-        "strides": tuple([s * item for s in desc[6 + nd:6 + 2 * nd]]),
-        "typestr": _TYPESTR[code]}
+        "strides": tuple(desc[6 + nd:6 + 2 * nd]), "typestr": _TYPESTR[code]}
     arr = np.asarray(holder)
     return arr.view(ml_dtypes.bfloat16) if code == 15 else arr
+
+
+def owned_array(handle: int, data: int, code: int, nd: int, base: int, nbytes: int,
+                dims: list) -> np.ndarray:
+    """An array over memory the shim owns (one buffer over the whole storage), releasing
+    ``handle`` when the array goes."""
+    buf = (ctypes.c_char * (nbytes or 1)).from_address(base)
+    release = _Release()
+    release.handle, release.release = handle, SHIM.release
+    buf._ember_release = release
+    return np.ndarray(tuple(dims[:nd]), _NP_OF[code], buf, data - base, tuple(dims[nd:]))
 
 
 def describe(handle: int) -> list:

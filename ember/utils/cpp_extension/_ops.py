@@ -26,7 +26,14 @@ from ember.library._custom_op import PACKETS
 from ember.library._schema import Schema
 from ember.tensor import Tensor, _storage_offset, _wrap
 from ember.utils.cpp_extension import _host
-from ember.utils.cpp_extension._host import CODE_OF, DTYPE_OF, SHIM, array_of, raise_error
+from ember.utils.cpp_extension._host import (
+    CODE_OF,
+    DTYPE_OF,
+    SHIM,
+    array_of,
+    owned_array,
+    raise_error,
+)
 
 _TAG = re.compile(rb"EMBER_STABLE_ABI_TARGET:\(*\s*(\d+)")
 _LOAD_LOCK = threading.Lock()
@@ -199,27 +206,33 @@ class StableKernel:
         for kind in self.arg_kinds:
             v = args[i]
             if kind == "T":
-                self._tensor(i, v, base + 8 * i, meta, arrays)
+                a = v._data if v.__class__ is Tensor else None
+                code = _CODE_OF_NP.get(a.dtype, 15) if a is not None else 15
+                if code == 15 or a.base is not None:  # bfloat16, a view, not a Tensor
+                    self._tensor(i, v, base + 8 * i, meta, arrays)
+                else:
+                    meta += (base + 8 * i, code)
+                    arrays.append(a)
             elif kind == "f":
                 stack[i] = _F64_BITS(_F64_PACK(v))[0]
             else:
                 stack[i] = self._scalar(i, kind, v, meta, arrays, keep)
             i += 1
         meta_arr, out = _buffers()
-        if len(meta) > 128:
+        n = len(meta)
+        if n > 128:
             raise EmberTypeError(f"[{self.qualname}] at most 64 tensor arguments")
-        meta_arr[:len(meta)] = meta
+        meta_arr[:n] = meta
         code = self._call(self.head, stack, tuple(arrays), meta_arr, out)
-        for k in range(len(arrays)):
-            if meta_arr[2 * k] > 0:  # the kernel stored a handle to this memory away
-                _PINNED.append(arrays[k])
+        for k in range(0, n, 2):
+            if meta_arr[k] > 0:  # the kernel stored a handle to this memory away
+                _PINNED.append(arrays[k // 2])
         if code:
             raise_error(code, self.qualname)
-        if self.one_tensor:
+        if self.one_tensor and out[2] < 0:  # one result in memory the shim allocated
             nd = out[4]
-            desc = out[1:7 + 2 * nd]
-            keep_alive = arrays[desc[1]] if desc[1] >= 0 else None
-            return _wrap(array_of(desc, out[0], keep_alive), DTYPE_OF[desc[2]])
+            return _wrap(owned_array(out[0], out[1], out[3], nd, out[5], out[6],
+                                     out[7:7 + 2 * nd]), DTYPE_OF[out[3]])
         return self._results(stack, out, arrays)
 
     def _tensor(self, i: int, t: Any, address: int, meta: list, arrays: list) -> None:

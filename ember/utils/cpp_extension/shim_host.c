@@ -186,7 +186,7 @@ EXPORT void ember_stable_py_lib_impl(EmberStableLibraryHandle lib, int k, const 
 }
 
 /* ------------------------------------------------------------------ calls from Python */
-/* [data, arg_index, dtype, ndim, storage base, storage bytes, sizes..., strides...] */
+/* [data, arg_index, dtype, ndim, storage base, storage bytes, sizes..., byte strides...] */
 EXPORT int64_t ember_stable_py_describe(EmberTensorHandle t, int64_t* out) {
   int64_t nd = NDIM(t);
   out[0] = (int64_t)((char*)t->dl.data + t->dl.byte_offset);
@@ -196,7 +196,7 @@ EXPORT int64_t ember_stable_py_describe(EmberTensorHandle t, int64_t* out) {
   out[4] = (int64_t)t->storage->base;
   out[5] = t->storage->nbytes;
   memcpy(out + 6, SIZES(t), (size_t)nd * sizeof(int64_t));
-  memcpy(out + 6 + nd, STRIDES(t), (size_t)nd * sizeof(int64_t));
+  for (int64_t d = 0; d < nd; d++) out[6 + nd + d] = STRIDES(t)[d] * ELSIZE(t);
   return 6 + 2 * nd;
 }
 
