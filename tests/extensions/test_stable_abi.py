@@ -5,6 +5,7 @@ binary that must keep loading (docs/extensions.md, "Stable C ABI")."""
 from __future__ import annotations
 
 import gc
+import platform
 import shutil
 import subprocess
 import sys
@@ -23,10 +24,16 @@ torch = pytest.importorskip("torch")
 
 HERE = Path(__file__).resolve().parent
 PREBUILT = HERE / "prebuilt" / "ember_stable_v1_demo.so"
+needs_cxx = pytest.mark.skipif(cpp_extension._build.cxx_compiler() is None,
+                               reason="no C++ compiler (g++): C++ extensions cannot be built")
+needs_x86 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"),
+                               reason="the prebuilt extension is an x86-64 binary")
 
 
 @pytest.fixture(scope="module")
 def ext():
+    if cpp_extension._build.cxx_compiler() is None:
+        pytest.skip("no C++ compiler (g++): C++ extensions cannot be built")
     return cpp_extension.load_inline("ember_stable_demo", (HERE / "demo_ext.cpp").read_text())
 
 
@@ -223,6 +230,7 @@ def test_extension_built_for_newer_abi_is_refused(tmp_path):
     assert "future_ns::op" not in PACKETS
 
 
+@needs_cxx
 def test_target_newer_than_headers_does_not_compile(tmp_path):
     with pytest.raises(CompileError, match="EMBER_TARGET_VERSION is newer than the ember "
                        "stable ABI"):
@@ -243,6 +251,7 @@ EMBER_STABLE_LIBRARY_IMPL(stable_v2test, CPU, m) { m.impl("grid", EMBER_BOX(&gri
 """
 
 
+@needs_cxx
 def test_target_version_compiles_out_newer_apis(tmp_path):
     with pytest.raises(CompileError, match="empty"):
         cpp_extension.load_inline("v2_as_v1", V2_SRC, build_directory=str(tmp_path),
@@ -255,6 +264,7 @@ def test_target_version_compiles_out_newer_apis(tmp_path):
     np.testing.assert_array_equal(got.numpy(), _t(x).reshape(2, -1).double().numpy())
 
 
+@needs_x86
 def test_prebuilt_v1_binary_loads_and_runs():
     assert _ops.target_versions(PREBUILT) == [1, 1]
     assert _host.abi_version() >= 1
@@ -286,6 +296,7 @@ def _nm(path: Path, *flags: str) -> set[str]:
     return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
 
 
+@needs_x86
 @pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm")
 def test_abi_symbols_are_kept_and_extensions_need_no_python():
     listed = {}

@@ -290,7 +290,10 @@ EXPORT EmberStableError ember_stable_py_call(const int64_t* head, StableIValue* 
     if (h->storage->lent) out_refs[h->storage->arg_index]++;
   }
   for (int64_t k = 0; k < ntin; k++) {
-    if (!storages[k]) continue;
+    if (!storages[k]) {  /* never lent (an earlier argument failed) */
+      meta[2 * k] = 0;
+      continue;
+    }
     meta[2 * k] = atomic_load(&storages[k]->refcount) - 1 - out_refs[k];
     storage_unref(storages[k]);
   }
