@@ -140,6 +140,8 @@ static void contiguous_strides(int64_t ndim, const int64_t* sizes, int64_t* stri
 static EmberStableError new_tensor(const int64_t* sizes, int64_t ndim, EmberScalarType dtype,
                                    int zero, EmberTensorHandle* out) {
   if (!valid_dtype(dtype)) return fail(EMBER_STABLE_DTYPE_ERROR, "unknown scalar type %d", dtype);
+  if (ndim > 64) return fail(EMBER_STABLE_INVALID_ARGUMENT, "at most 64 dims, got %lld",
+                             (long long)ndim);
   if (ndim < 0 || (ndim > 0 && !sizes))
     return fail(EMBER_STABLE_INVALID_ARGUMENT, "sizes must be given for %lld dims",
                 (long long)ndim);
@@ -163,7 +165,6 @@ static EmberStableError new_tensor(const int64_t* sizes, int64_t ndim, EmberScal
   s->nbytes = nbytes;
   s->arg_index = -1;
   int64_t strides[64];
-  if (ndim > 64) return fail(EMBER_STABLE_INVALID_ARGUMENT, "at most 64 dims");
   contiguous_strides(ndim, sizes, strides);
   *out = make_handle(s, ndim, sizes, strides, dtype, 0);
   if (!*out) return fail(EMBER_STABLE_OUT_OF_MEMORY, "out of memory");
