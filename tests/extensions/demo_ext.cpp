@@ -4,7 +4,10 @@
 #include <ember/stable/ops.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 using ember::stable::Tensor;
 namespace st = ember::stable;
@@ -64,6 +67,22 @@ void add_scalar_boxed(StableIValue* stack, uint64_t num_args, uint64_t num_outpu
 
 Tensor bad_arity(const Tensor& x) { return st::clone(x); }
 
+// every kind of argument: optional tensor, int list, string, optional dtype, bool
+std::tuple<Tensor, int64_t, double, bool> options(const Tensor& x, std::optional<Tensor> y,
+                                                  std::vector<int64_t> dims, std::string mode,
+                                                  std::optional<st::ScalarType> dtype,
+                                                  bool flag) {
+  Tensor m = st::amax(y.has_value() ? *y : x, dims, /*keepdim=*/false);
+  Tensor out = st::new_zeros(m, m.sizes(), dtype);
+  st::copy_(out, m);
+  return {out, static_cast<int64_t>(dims.size()), mode == "x" ? 1.5 : -2.5, !flag};
+}
+
+int64_t guard_bad(const Tensor& x) {
+  st::accelerator::DeviceGuard guard(3);
+  return x.dim();
+}
+
 // keeps a handle to its argument's memory past the call (ember must keep that memory alive)
 static StableIValue kept = 0;
 int64_t stash(const Tensor& x) {
@@ -95,6 +114,9 @@ EMBER_STABLE_LIBRARY(stabletest, m) {
   m.def("stash(Tensor x) -> int");
   m.def("peek(Tensor like) -> Tensor");
   m.def("dl_info(Tensor x) -> (int, int, int, int)");
+  m.def("options(Tensor x, Tensor? y, int[] dims, str mode, ScalarType? dtype, bool flag)"
+        " -> (Tensor, int, float, bool)");
+  m.def("guard_bad(Tensor x) -> int");
 }
 
 EMBER_STABLE_LIBRARY_IMPL(stabletest, CPU, m) {
@@ -108,4 +130,6 @@ EMBER_STABLE_LIBRARY_IMPL(stabletest, CPU, m) {
   m.impl("stash", EMBER_BOX(&stash));
   m.impl("peek", EMBER_BOX(&peek));
   m.impl("dl_info", EMBER_BOX(&dl_info));
+  m.impl("options", EMBER_BOX(&options));
+  m.impl("guard_bad", EMBER_BOX(&guard_bad));
 }

@@ -107,6 +107,19 @@ def test_loading_twice_registers_once(ext):
 
 def test_stream_and_device_guard_on_cpu(ext):
     assert ember.ops.stabletest.stream_id(ember.ones(2)) == 0
+    with pytest.raises(EmberValueError, match=r"^\[stabletest::guard_bad\] DeviceGuard: device "
+                       "index 3 is not available"):
+        ember.ops.stabletest.guard_bad(ember.ones(2))
+
+
+def test_optional_list_string_dtype_arguments(ext):
+    x, y = ember.randn(3, 4, 2), ember.randn(3, 4, 2)
+    out, n, f, b = ember.ops.stabletest.options(x, None, [0, 2], "x", None, True)
+    assert (n, f, b) == (2, 1.5, False) and out.dtype == ember.float32
+    np.testing.assert_array_equal(out.numpy(), torch.amax(_t(x), (0, 2)).numpy())
+    out, n, f, b = ember.ops.stabletest.options(x, y, [-1], "y", ember.float64, False)
+    assert (n, f, b) == (1, -2.5, True) and out.dtype == ember.float64
+    np.testing.assert_array_equal(out.numpy(), torch.amax(_t(y), -1).double().numpy())
 
 
 def test_raw_boxed_kernel(ext):
