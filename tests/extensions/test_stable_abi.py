@@ -128,6 +128,20 @@ def test_raw_boxed_kernel(ext):
                                (_t(x) + 1.5).numpy(), rtol=1e-6)
 
 
+def test_calls_from_threads(ext):
+    # the GIL is released around the kernel: threads call concurrently, each with its buffers
+    from concurrent.futures import ThreadPoolExecutor
+    xs = [ember.randn(50, 7) for _ in range(8)]
+
+    def work(x):
+        return [ext.mul_scalar(x, 3.0) for _ in range(50)][-1]
+
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(work, xs))
+    for x, out in zip(xs, outs):
+        np.testing.assert_allclose(out.numpy(), (_t(x) * 3.0).numpy(), rtol=1e-6)
+
+
 def test_memory_a_kernel_keeps_stays_alive(ext):
     x = ember.arange(6, dtype=ember.float32) * 3
     assert ember.ops.stabletest.stash(x) == 6
