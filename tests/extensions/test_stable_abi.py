@@ -5,6 +5,7 @@ binary that must keep loading (docs/extensions.md, "Stable C ABI")."""
 from __future__ import annotations
 
 import gc
+import io
 import platform
 import shutil
 import subprocess
@@ -180,6 +181,11 @@ def test_export_keeps_the_op(ext):
     ep = ember.export.export(M(), (x,))
     assert any(n.target is op.opdef for n in ep.graph.nodes if n.op == "call_function")
     np.testing.assert_allclose(ep.module()(x).numpy(), (_t(x) * 0.5 * 2).numpy(), rtol=1e-6)
+    buf = io.BytesIO()
+    ember.export.save(ep, buf)
+    buf.seek(0)
+    ep2 = ember.export.load(buf)  # the extension is loaded, so its op resolves by name
+    np.testing.assert_allclose(ep2.module()(x).numpy(), (_t(x) * 0.5 * 2).numpy(), rtol=1e-6)
 
 
 def test_autograd_registered_from_python_and_opcheck(ext):
