@@ -17,6 +17,7 @@ LAYERS = {
     "attention": 4, "cuda": 4, "backends": 4, "accelerator": 4, "mps": 4, "xpu": 4, "jit": 4,
     "cpu": 4, "ao": 4, "quantization": 4,
     "compiler": 5, "_dynamo": 5,
+    "utils.cpp_extension": 6,  # builds with the C toolchain; imported explicitly, as PyTorch's
     "export": 6, "fx": 6, "aot": 6, "distributed": 6, "onnx": 6, "cli": 6, "demo": 6, "__main__": 6,
 }
 
@@ -27,7 +28,7 @@ def _layer_of(module: str) -> int | None:
         return None
     if len(parts) == 1:
         return 6  # the package root re-exports everything; only layer 6 may import it
-    return LAYERS.get(parts[1])
+    return LAYERS.get(".".join(parts[1:3]), LAYERS.get(parts[1]))
 
 
 def _module_name(path: Path) -> str:

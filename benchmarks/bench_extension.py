@@ -1,0 +1,89 @@
+"""Call overhead of a stable-ABI extension op from Python (issue 19 goal: <= 5 us).
+
+A C++ extension built with ``ember.utils.cpp_extension.load_inline`` (the C++ layer over the
+stable C ABI); a 4-element float32 tensor, so the time is the call, not the work.  Rows:
+
+- ``noop``: a kernel that reads its tensor argument and returns an int (no result tensor);
+- ``mul_scalar, direct``: ``ext.mul_scalar(x, c)`` (the module function: the boxed kernel,
+  no custom-op dispatch);
+- ``mul_scalar, ember.ops``: ``ember.ops.ns.mul_scalar(x, c)`` (custom-op dispatch: argument
+  binding, autograd bookkeeping, output checks);
+- ``x * c``: ember's own eager op, for scale.
+
+The PyTorch rows are the nearest PyTorch calls: ``torch.ops.aten.mul.Scalar`` (a C++ op through
+the dispatcher from Python) and ``x * c``.  All rows run interleaved in one process; on a loaded
+machine the best round is the closer estimate of the unloaded cost.  Run:
+``PYTHONPATH=$PWD python benchmarks/bench_extension.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+from common import fmt_time, time_per_call  # noqa: E402
+
+import ember  # noqa: E402
+from ember.utils import cpp_extension  # noqa: E402
+
+SRC = r"""
+using ember::stable::Tensor;
+int64_t noop(const Tensor& x, double c) { return x.dim(); }
+Tensor mul_scalar(const Tensor& x, double c) {
+  Tensor src = x.is_contiguous() ? x : ember::stable::clone(x);
+  Tensor y = ember::stable::empty_like(src);
+  const float* p = src.const_data_ptr<float>();
+  float* q = y.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < src.numel(); i++) q[i] = p[i] * static_cast<float>(c);
+  return y;
+}
+EMBER_STABLE_LIBRARY(bench_ext, m) {
+  m.def("noop(Tensor x, float c) -> int");
+  m.def("mul_scalar(Tensor x, float c) -> Tensor");
+}
+EMBER_STABLE_LIBRARY_IMPL(bench_ext, CPU, m) {
+  m.impl("noop", EMBER_BOX(&noop));
+  m.impl("mul_scalar", EMBER_BOX(&mul_scalar));
+}
+"""
+
+
+def _rounds(cases: dict, rounds: int, number: int) -> dict:
+    """Interleaved rounds of ``number`` calls per case: {name: [seconds per call, ...]}."""
+    times: dict = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, fn in cases.items():
+            times[name].append(time_per_call(fn, number))
+    return times
+
+
+def main() -> None:
+    ext = cpp_extension.load_inline("bench_ext", SRC)
+    x, xt = ember.ones(4), torch.ones(4)
+    op = ember.ops.bench_ext.mul_scalar
+    aten_mul = torch.ops.aten.mul.Scalar
+    cases = {
+        "ext.noop(x, c) (no result tensor)": lambda: ext.noop(x, 2.0),
+        "ext.mul_scalar(x, c) (direct)": lambda: ext.mul_scalar(x, 2.0),
+        "ember.ops.bench_ext.mul_scalar(x, c)": lambda: op(x, 2.0),
+        "ember x * c": lambda: x * 2.0,
+        "torch.ops.aten.mul.Scalar(x, c)": lambda: aten_mul(xt, 2.0),
+        "torch x * c": lambda: xt * 2.0,
+    }
+    for fn in cases.values():
+        fn()
+    times = _rounds(cases, rounds=200, number=500)
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; 200 interleaved "
+          "rounds of 500 calls")
+    print("| call | median | best round |")
+    print("|---|---|---|")
+    for name, ts in times.items():
+        print(f"| {name} | {fmt_time(statistics.median(ts))} | {fmt_time(min(ts))} |")
+
+
+if __name__ == "__main__":
+    main()
