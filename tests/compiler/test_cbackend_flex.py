@@ -354,15 +354,6 @@ def test_low_precision_computes_in_float32_like_eager(dtype):
                                atol=2 * eps)
 
 
-def _cpu_has(*flags: str) -> bool:
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return all(f in line.split() for f in flags)
-
-
 @pytest.mark.parametrize("march", ["x86-64-v4", "x86-64-v3", "x86-64"])
 def test_transposed_tile_forward_on_each_instruction_set(monkeypatch, march):
     """The forward template with S^T tiles (csrc/flex_attention_t.c.in) has a 16-lane/8-row
@@ -370,11 +361,10 @@ def test_transposed_tile_forward_on_each_instruction_set(monkeypatch, march):
     its level (whatever the host prefers) and checked against torch, with a length that is
     not a multiple of the block or of the vector, GQA, a score_mod and a captured table."""
     from ember.compiler.c import backend as cbackend
+    from ember.compiler.c.build.toolchain import host_can_run
     from ember.compiler.c.codegen import flex
 
-    need = {"x86-64-v4": ("avx512f", "avx512bw", "avx512vl"), "x86-64-v3": ("avx2", "fma"),
-            "x86-64": ()}[march]
-    if not _cpu_has(*need):
+    if not host_can_run(march):
         pytest.skip(f"the host cannot run {march} code")
     extra = (f"-march={march}",) + (("-mno-avx512f",) if march != "x86-64-v4" else ())
     monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + extra)

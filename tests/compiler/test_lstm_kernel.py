@@ -156,23 +156,16 @@ def test_lstm_scan_bad_input_names_the_op():
              ember.zeros(8, 2), reverse=False)
 
 
-def _cpu_has(*flags):
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
-    return all(f in line.split() for f in flags)
-
-
 @pytest.mark.parametrize("march", ["x86-64-v3", "x86-64"])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_other_instruction_sets_match_eager(monkeypatch, march, kind, threads):
     """The packed-product path for AVX2 machines (x86-64-v3: 8-wide vectors, 4/6-row blocks)
     and the BLAS-per-step path (x86-64: no AVX), built explicitly for that level whatever the
     host is, against eager."""
-    if not _cpu_has("avx2", "fma"):
-        pytest.skip("the host cannot run x86-64-v3 code")
+    from ember.compiler.c.build.toolchain import host_can_run
+
+    if not host_can_run(march):
+        pytest.skip(f"the host cannot run {march} code")
     monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + (f"-march={march}",
                                                                          "-mno-avx512f"))
     ember.set_num_threads(2)

@@ -104,6 +104,26 @@ def cpu_features() -> str:
     return f"{platform.machine()}:" + ",".join(feats)
 
 
+_MARCH_NEEDS = {"x86-64": (), "x86-64-v2": ("sse4_2", "popcnt"),
+                "x86-64-v3": ("avx2", "fma", "f16c", "bmi2"),
+                "x86-64-v4": ("avx512f", "avx512bw", "avx512vl", "avx512dq")}
+
+
+def host_can_run(march: str) -> bool:
+    """Whether this CPU runs code built with ``-march=<march>`` (an x86-64 level): tests build
+    each ISA's code path explicitly and run those the host can.
+
+    >>> host_can_run("x86-64")    # doctest: +SKIP
+    True
+    """
+    feats = cpu_features()
+    machine, _, flags = feats.partition(":")
+    if machine not in ("x86_64", "AMD64"):
+        return False
+    have = set(flags.split(","))
+    return all(f in have for f in _MARCH_NEEDS[march])
+
+
 def ember_version() -> str:
     """ember's version, read without importing the package's upper layers."""
     mod = sys.modules.get("ember")
