@@ -134,7 +134,9 @@ class AOTIModel:
         self._spec = json.loads(self._meta["ember.call_spec"])
         self._setup_args(ar, model_name)
         from ember.ops import _parallel
-        iface.set_num_threads(1 if run_single_threaded else _parallel.get_num_threads())
+        # calls share no state (intermediates are allocated per call): run_single_threaded,
+        # which in PyTorch skips the runner pool's locking, changes nothing here
+        iface.set_num_threads(_parallel.get_num_threads())
 
     def _setup_args(self, ar: Archive, model: str) -> None:
         iface = self._iface

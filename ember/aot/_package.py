@@ -142,8 +142,10 @@ def aot_compile(ep: Any, options: dict | None = None) -> list[str]:
     meta = _metadata(ms, so, "model", march, flags, ep, cfg["aot_inductor.metadata"])
     out = Path(tempfile.mkdtemp(prefix="ember-aot-"))
     h = hashlib.sha256(ms.source.encode()).hexdigest()[:16]
-    files = {f"{h}.wrapper.c": ms.source.encode(), f"{h}.wrapper.so": so,
+    files = {f"{h}.wrapper.so": so,
              f"{h}.wrapper_metadata.json": json.dumps(meta, indent=1).encode()}
+    if cfg.get("aot_inductor.package_source", True):  # False: a smaller package, no C
+        files[f"{h}.wrapper.c"] = ms.source.encode()
     weights = {}
     for a in ms.args:
         if a.kind != 1:

@@ -203,7 +203,7 @@ static const char *skip_ws(const char *p, const char *end) {
 static int parse_metadata(ember_aot_model *m, const char *p, size_t n, const char *name) {
   const char *end = p + n;
   p = skip_ws(p, end);
-  if (p >= end || *p++ != '{') return fail(EMBER_AOT_EFORMAT, "%s is not a JSON object", name);
+  if (p >= end || *p++ != '{') return fail(EMBER_AOT_EFORMAT, "%s is not a flat JSON object of strings", name);
   size_t cap = 32;
   m->meta = calloc(cap, sizeof(meta_kv));
   if (!m->meta) return fail(EMBER_AOT_ENOMEM, "out of memory");
@@ -212,11 +212,11 @@ static int parse_metadata(ember_aot_model *m, const char *p, size_t n, const cha
   for (;;) {
     char *k = NULL, *v = NULL;
     p = json_string(skip_ws(p, end), end, &k);
-    if (!p) return fail(EMBER_AOT_EFORMAT, "%s: expected a string key", name);
+    if (!p) return fail(EMBER_AOT_EFORMAT, "%s is not valid JSON (expected a string key)", name);
     p = skip_ws(p, end);
-    if (p >= end || *p++ != ':') { free(k); return fail(EMBER_AOT_EFORMAT, "%s: bad JSON", name); }
+    if (p >= end || *p++ != ':') { free(k); return fail(EMBER_AOT_EFORMAT, "%s is not valid JSON", name); }
     p = json_string(skip_ws(p, end), end, &v);
-    if (!p) { free(k); return fail(EMBER_AOT_EFORMAT, "%s: values must be strings", name); }
+    if (!p) { free(k); return fail(EMBER_AOT_EFORMAT, "%s is not a flat JSON object of strings", name); }
     if ((size_t)m->n_meta == cap) {
       meta_kv *t = realloc(m->meta, (cap *= 2) * sizeof(meta_kv));
       if (!t) { free(k); free(v); return fail(EMBER_AOT_ENOMEM, "out of memory"); }
@@ -227,7 +227,7 @@ static int parse_metadata(ember_aot_model *m, const char *p, size_t n, const cha
     p = skip_ws(p, end);
     if (p < end && *p == ',') { p++; continue; }
     if (p < end && *p == '}') return 0;
-    return fail(EMBER_AOT_EFORMAT, "%s: bad JSON", name);
+    return fail(EMBER_AOT_EFORMAT, "%s is not valid JSON", name);
   }
 }
 
