@@ -17,7 +17,7 @@ LAYERS = {
     "attention": 4, "cuda": 4, "backends": 4, "accelerator": 4, "mps": 4, "xpu": 4, "jit": 4,
     "cpu": 4, "ao": 4, "quantization": 4,
     "compiler": 5, "_dynamo": 5,
-    "export": 6, "fx": 6, "aot": 6, "distributed": 6, "onnx": 6, "cli": 6, "demo": 6, "__main__": 6,
+    "export": 6, "fx": 6, "aot": 6, "_inductor": 6, "distributed": 6, "onnx": 6, "cli": 6, "demo": 6, "__main__": 6,
 }
 
 

@@ -242,8 +242,12 @@ class AOTIModel:
         op = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
         rc = iface.run(ap, op, ints)
         if rc:
-            raise EmberRuntimeError(f"[AOTIModel] {self.model_name} failed (code {rc}): "
+            err = EmberRuntimeError(f"[AOTIModel] {self.model_name} failed (code {rc}): "
                                     f"{iface.message(rc).decode(errors='replace')}")
+            from ember.aot._minifier_hook import dump_for_minifier
+            dump_for_minifier("aot_run", package=self.path, model_name=self.model_name,
+                              error=err)
+            raise err
         return outs
 
     def __repr__(self) -> str:

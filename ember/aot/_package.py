@@ -136,8 +136,13 @@ def aot_compile(ep: Any, options: dict | None = None) -> list[str]:
                              f"ember.export.export), got {type(ep).__name__}")
     cfg = _configs(options)
     march = str(cfg.get("aot_inductor.march", "native"))
-    ms = model_source(ep)
-    so_path, flags = build_library(ms, march)
+    try:
+        ms = model_source(ep)
+        so_path, flags = build_library(ms, march)
+    except Exception as e:
+        from ember.aot._minifier_hook import dump_for_minifier
+        dump_for_minifier("aot_compile", program=ep, configs=cfg, error=e)
+        raise
     so = Path(so_path).read_bytes()
     meta = _metadata(ms, so, "model", march, flags, ep, cfg["aot_inductor.metadata"])
     out = Path(tempfile.mkdtemp(prefix="ember-aot-"))

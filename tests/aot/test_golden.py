@@ -61,3 +61,22 @@ def test_golden_package_runs_from_c():
         assert rc == 7 and "x.size()[1] == 4" in c.error()
     finally:
         c.lib.ember_aot_unload(h)
+
+
+def test_loading_needs_no_compiler_code():
+    """Loading and running a package imports none of the C backend (no lowering, codegen or
+    toolchain) and runs no compiler (checked in a fresh process with EMBER_CC pointing nowhere)."""
+    import os
+    import subprocess
+    code = ("import sys, numpy as np, ember, ember.aot; "
+            f"m = ember.aot.load_package({str(GOLDEN)!r}); "
+            "y = m(ember.ones(3, 4)); assert tuple(y.shape) == (3, 6); "
+            "print(' '.join(k for k in sys.modules if k.startswith('ember.compiler.c')))")
+    env = {**os.environ, "EMBER_CC": "/nonexistent/cc",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert not {m for m in loaded if m.split(".")[3:4] in (["lower"], ["codegen"])}, loaded
+    assert "ember.compiler.c.build.toolchain" not in loaded, loaded
