@@ -131,8 +131,8 @@ class AOTIModel:
         if iface.abi_version != MODEL_ABI:
             raise IncompatiblePackageError(f"[aoti_load_package] {path}: model ABI "
                                            f"{iface.abi_version}, this runtime speaks {MODEL_ABI}")
-        self._spec = json.loads(self._meta["ember.call_spec"])
         self._setup_args(ar, model_name)
+        self._setup_spec()
         from ember.ops import _parallel
         # calls share no state (intermediates are allocated per call): run_single_threaded,
         # which in PyTorch skips the runner pool's locking, changes nothing here
@@ -144,7 +144,7 @@ class AOTIModel:
         self._constants: dict = {}     # fqn -> array (over the map, or swapped in)
         for i in range(iface.n_args):
             a = iface.args[i]
-            dt = _dt.by_name(self._spec["args"][i][2])
+            dt = _dtype(a, self.path)
             name = a.name.decode()
             self._args.append((a.kind, dt, a.ndim, name))
             if a.kind == 1:
@@ -157,12 +157,29 @@ class AOTIModel:
                 arr = np.frombuffer(ar.map, dt.np, count=int(np.prod(shape, dtype=np.int64)),
                                     offset=ar.offset(blob)).reshape(shape)
                 self._constants[name] = arr
-        self._out_dtypes = [_dt.by_name(d) for d, _ in self._spec["outputs"]]
+        self._out_dtypes = [_dtype(iface.outputs[k], self.path)
+                            for k in range(iface.n_outputs)]
         self._out_ndims = [iface.outputs[k].ndim for k in range(iface.n_outputs)]
+
+    def _setup_spec(self) -> None:
+        """The inputs' and outputs' pytree structures (metadata ``ember.call_spec``); the
+        library, whose hash was checked, is the authority on counts, dtypes and ranks."""
         from ember.export.serde import _dec_struct
-        self._in_spec = (list(self._spec["in_names"]),
-                         {k: _dec_struct(s) for k, s in self._spec["in_structs"]})
-        self._out_spec = _dec_struct(self._spec["out_spec"])
+        try:
+            spec = json.loads(self._meta["ember.call_spec"])
+            self._in_spec = (list(spec["in_names"]),
+                             {str(k): _dec_struct(s) for k, s in spec["in_structs"]})
+            self._out_spec = _dec_struct(spec["out_spec"])
+            n_in = sum(_count(s) for s in self._in_spec[1].values())
+            n_out = _count(self._out_spec)
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
+            raise _err(self.path, f"metadata ember.call_spec is malformed ({type(e).__name__}: "
+                                  f"{e})") from None
+        n_user = sum(1 for a in self._args if a[0] != 1)
+        if n_in != n_user or n_out != len(self._out_dtypes):
+            raise _err(self.path, f"metadata ember.call_spec describes {n_in} inputs and {n_out} "
+                                  f"outputs; the library has {n_user} and "
+                                  f"{len(self._out_dtypes)}")
 
     # ------------------------------------------------------------------ PyTorch's API
     def get_metadata(self) -> dict:
@@ -252,6 +269,31 @@ class AOTIModel:
 
     def __repr__(self) -> str:
         return f"AOTIModel({self.path!r}, model_name={self.model_name!r})"
+
+
+_DL_DTYPES = {(2, 32): "float32", (2, 64): "float64", (2, 16): "float16", (4, 16): "bfloat16",
+              (0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+              (1, 8): "uint8", (6, 8): "bool", (5, 64): "complex64", (5, 128): "complex128"}
+
+
+def _dtype(info: Any, path: str) -> Any:
+    name = _DL_DTYPES.get((info.dtype_code, info.dtype_bits))
+    if name is None:
+        raise _err(path, f"the library declares an unknown DLPack dtype "
+                         f"({info.dtype_code}, {info.dtype_bits})")
+    return _dt.by_name(name)
+
+
+def _count(struct: Any) -> int:
+    """The number of tensor leaves of a decoded structure."""
+    if struct == "T":
+        return 1
+    kind, body = struct
+    if kind == "const":
+        return 0
+    if kind == "dict":
+        return sum(_count(s) for _, s in body)
+    return sum(_count(s) for s in body)
 
 
 def _json(ar: Archive, name: str, kind: type) -> Any:

@@ -38,7 +38,8 @@ def _assert_same(got, want, rtol=1e-5, atol=1e-6):
             _assert_same(u, v, rtol, atol)
     else:
         assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
-        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=rtol,
+                                   atol=atol)
 
 
 @pytest.fixture(scope="module")
