@@ -8,8 +8,8 @@ from memory or with ``mmap=True``), ``pickle`` (data.pkl
 opcodes), ``json`` (ember-format object.json/manifest.json), ``safetensors`` (its header) or
 ``export`` (an ember.export archive's version/model.json/zip) or ``aot`` (an AOT package's zip
 headers, metadata values and bytes, loaded and run by the Python loader and the C runner).
-Each example mutates a valid file and loads it (``weights_only=True``); the outcome must be a ``SerializationError`` or
-``UnpicklingError``, or a result equal to the original, or (for mutations that change the
+Each example mutates a valid file and loads it (``weights_only=True``); the outcome must be a
+``SerializationError`` or ``UnpicklingError``, or a result equal to the original, or (for mutations that change the
 data itself: pickle arguments, JSON values, safetensors shapes) a well-formed result.  Any
 other exception, a crash or a hang fails; a gadget opcode must never run.
 """
