@@ -3,15 +3,15 @@ subprocess under an address-space limit (``RLIMIT_AS``) and a timeout.
 
     python tests/fuzz/archive_fuzz_worker.py TARGET EXAMPLES SEED
 
-TARGET is one of ``zip`` (zip header fields of a torch or ember-format checkpoint, loaded
-from memory or with ``mmap=True``), ``pickle`` (data.pkl
-opcodes), ``json`` (ember-format object.json/manifest.json), ``safetensors`` (its header) or
-``export`` (an ember.export archive's version/model.json/zip) or ``aot`` (an AOT package's zip
-headers, metadata values and bytes, loaded and run by the Python loader and the C runner).
-Each example mutates a valid file and loads it (``weights_only=True``); the outcome must be a
-``SerializationError`` or ``UnpicklingError``, or a result equal to the original, or (for mutations that change the
-data itself: pickle arguments, JSON values, safetensors shapes) a well-formed result.  Any
-other exception, a crash or a hang fails; a gadget opcode must never run.
+TARGET is one of ``zip`` (zip header fields of a torch or ember-format checkpoint, loaded from
+memory or with ``mmap=True``), ``pickle`` (data.pkl opcodes), ``json`` (ember-format
+object.json/manifest.json), ``safetensors`` (its header) or ``export`` (an ember.export
+archive's version/model.json/zip) or ``aot`` (an AOT package's zip headers, metadata values and
+bytes, loaded and run by the Python loader and the C runner). Each example mutates a valid file
+and loads it (``weights_only=True``); the outcome must be a ``SerializationError`` or
+``UnpicklingError``, or a result equal to the original, or (for mutations that change the data
+itself: pickle arguments, JSON values, safetensors shapes) a well-formed result. Any other
+exception, a crash or a hang fails; a gadget opcode must never run.
 """
 
 from __future__ import annotations
