@@ -185,6 +185,7 @@ def lower_program(ep: Any) -> tuple:
     graph, exprs = _compiler_graph(ep)
     with no_blas():
         program = lower_and_schedule(graph)
+    use_gemm_templates(program)
     externs = split_fallbacks(program.stats.fallbacks)
     if externs or program.externs():
         ops = ", ".join(f"{op} ({why})" for op, why in externs) or "?"
@@ -196,6 +197,17 @@ def lower_program(ep: Any) -> tuple:
         raise ModelSourceError(f"[aoti_compile_and_package] the program has runtime sizes "
                                f"{program.int_names} that are not input sizes ({exprs})")
     return program, exprs, graph
+
+
+def use_gemm_templates(program: Any) -> None:
+    """Float products run the generated GEMM template (packed panels, a register-blocked
+    micro-kernel) instead of BLAS, which a package cannot count on; without this they would
+    take the reference triple loop."""
+    from ember.compiler.c.codegen.gemm import TEMPLATES
+    from ember.compiler.c.ir.kernels import GemmKernel
+    for k in program.kernels():
+        if isinstance(k, GemmKernel) and k.impl == "blas" and k.dtype.np.name in TEMPLATES:
+            k.impl = TEMPLATES[k.dtype.np.name][0]
 
 
 def model_source(ep: Any, model_name: str = "model") -> ModelSource:
