@@ -329,10 +329,21 @@ def _load_library(ar: Archive, name: str, sha256: str) -> ctypes.CDLL:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def load_package(path: str | os.PathLike, model_name: str = "model",
+def load_package(path: Any, model_name: str = "model",
                  run_single_threaded: bool = False) -> AOTIModel:
-    """Load model ``model_name`` of the .pt2 package at ``path``.
+    """Load model ``model_name`` of the .pt2 package at ``path`` (a path, or a binary file
+    object whose bytes are copied once to a private temporary file, unlinked at once).
 
     >>> m = ember.aot.load_package("pkg.pt2", "model")
     """
+    if hasattr(path, "read"):
+        d = tempfile.mkdtemp(prefix="ember-aot-")
+        p = os.path.join(d, "package.pt2")
+        try:
+            with open(p, "wb") as f:
+                f.write(path.read())
+            model = AOTIModel(p, model_name, run_single_threaded)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)  # the map keeps the bytes
+        return model
     return AOTIModel(os.fspath(path), model_name, run_single_threaded)

@@ -246,21 +246,28 @@ def _add_model(w: _archive.ArchiveWriter, name: str, files: list) -> None:
                                   f"{name!r}; pass the list aot_compile returned")
 
 
-def compile_and_package(ep: Any, *, package_path: str | os.PathLike | None = None,
-                        inductor_configs: dict | None = None) -> str:
-    """Compile ``ep`` ahead of time and write a .pt2 package; returns its path.
+def compile_and_package(ep: Any, *, package_path: Any = None,
+                        inductor_configs: dict | None = None) -> Any:
+    """Compile ``ep`` ahead of time and write a .pt2 package; returns its path (or
+    ``package_path`` itself when it is a binary file object such as ``io.BytesIO``).
 
     >>> path = ember.aot.compile_and_package(ep, package_path="model.pt2")
     >>> model = ember.aot.load_package(path)
     """
     files = aot_compile(ep, inductor_configs)
-    if package_path is None:
-        fd, package_path = tempfile.mkstemp(suffix=".pt2", prefix="ember-aot-")
-        os.close(fd)
+    d = Path(files[0]).parent
     try:
+        if package_path is not None and hasattr(package_path, "write"):
+            path = package_aoti(d / "package.pt2", files)
+            with open(path, "rb") as f:
+                package_path.write(f.read())
+            os.unlink(path)
+            return package_path
+        if package_path is None:
+            fd, package_path = tempfile.mkstemp(suffix=".pt2", prefix="ember-aot-")
+            os.close(fd)
         return package_aoti(package_path, files)
     finally:
-        d = Path(files[0]).parent
         for f in files:
             os.unlink(f)
         d.rmdir()

@@ -264,3 +264,16 @@ def test_attention_without_blas(tmp_path, dtype, causal):
         ep, package_path=str(tmp_path / "attn.pt2")))
     tol = 1e-5 if dtype == ember.float32 else 1e-12
     _assert_same(model(q, k, v), ep.module()(q, k, v), rtol=tol, atol=tol)
+
+
+def test_package_in_a_bytes_buffer(net_package):
+    import io
+    ep, path = net_package
+    buf = io.BytesIO(open(path, "rb").read())
+    model = ember._inductor.aoti_load_package(buf)
+    x, y = ember.randn(2, 8), ember.randn(2, 3)
+    _assert_same(model(x, y), ep.module()(x, y))
+    out = io.BytesIO()
+    assert ember.aot.compile_and_package(ep, package_path=out) is out
+    out.seek(0)
+    _assert_same(ember.aot.load_package(out)(x, y), ep.module()(x, y))
