@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import struct
 import zipfile
 import zlib
@@ -52,20 +53,32 @@ class ArchiveWriter:
         self.add("byteorder", b"little")
         self.add(".data/version", b"1")
 
-    def add(self, name: str, data: Any, align: bool = False) -> None:
+    def _info(self, name: str, size: int, align: bool) -> zipfile.ZipInfo:
         full = f"{self.root}/{name}"
         assert full not in self.names, full
         self.names.add(full)
         info = zipfile.ZipInfo(full, date_time=(1980, 1, 1, 0, 0, 0))
         info.compress_type = zipfile.ZIP_STORED
-        size = memoryview(data).nbytes
+        info.file_size = size
         if align:
             head = self.zf.fp.tell() + 30 + len(full.encode())
-            if size > zipfile.ZIP64_LIMIT:
+            if size * 1.05 > zipfile.ZIP64_LIMIT:  # zipfile's rule for a zip64 local header
                 head += 20
             pad = (-(head + 4)) % ALIGN
             info.extra = struct.pack("<HH", _PAD_ID, pad) + b"\0" * pad
-        self.zf.writestr(info, memoryview(data).cast("B"))
+        return info
+
+    def add(self, name: str, data: Any, align: bool = False) -> None:
+        view = memoryview(data).cast("B")
+        self.zf.writestr(self._info(name, view.nbytes, align), view)
+
+    def add_file(self, name: str, path: str | os.PathLike, align: bool = False) -> None:
+        """Copy the file at ``path`` in (streamed: a large weight is never held in memory)."""
+        size = os.path.getsize(path)
+        info = self._info(name, size, align)
+        with open(path, "rb") as src, self.zf.open(info, "w",
+                                                     force_zip64=size > zipfile.ZIP64_LIMIT) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
 
     def close(self) -> str:
         self.zf.close()

@@ -226,6 +226,9 @@ def package_aoti(archive_file: str | os.PathLike, aoti_files: Any) -> str:
 def _add_model(w: _archive.ArchiveWriter, name: str, files: list) -> None:
     for f in files:
         kind = _kind(f.name)
+        if kind == "weight":  # streamed: weights may be large
+            w.add_file(f"data/weights/{name}/{f.name}", f, align=True)
+            continue
         data = f.read_bytes()
         if kind == "aoti":
             if f.name.endswith("_metadata.json"):
@@ -233,8 +236,6 @@ def _add_model(w: _archive.ArchiveWriter, name: str, files: list) -> None:
                 meta["ember.model_name"] = name
                 data = json.dumps(meta, indent=1).encode()
             w.add(f"data/aotinductor/{name}/{f.name}", data, align=f.name.endswith(".so"))
-        elif kind == "weight":
-            w.add(f"data/weights/{name}/{f.name}", data, align=True)
         elif kind == "weights_config.json":
             w.add(f"data/weights/{name}_weights_config.json", data)
         elif kind == "program.json":
