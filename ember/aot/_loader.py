@@ -191,7 +191,7 @@ class AOTIModel:
         return [name for kind, _, _, name in self._args if kind == 1]
 
     def load_constants(self, constants_map: dict, *, check_full_update: bool,
-                       user_managed: bool = False) -> None:
+                       user_managed: bool = False, allow_h2d_copy: bool = False) -> None:
         """Replace constants by name (tensors of the same shape and dtype); with
         ``check_full_update`` every constant must be given."""
         unknown = sorted(set(constants_map) - set(self._constants))
@@ -210,9 +210,8 @@ class AOTIModel:
             if arr.shape != old.shape or arr.dtype != old.dtype:
                 raise EmberValueError(f"[load_constants] {k}: got {arr.dtype}{list(arr.shape)}"
                                       f", expected {old.dtype}{list(old.shape)}")
-            new[k] = arr if user_managed else np.array(arr, copy=True, order="C")
-            if user_managed:
-                new[k] = np.ascontiguousarray(arr)
+            new[k] = np.ascontiguousarray(arr) if user_managed else \
+                np.array(arr, copy=True, order="C")
         self._constants.update(new)
 
     # ------------------------------------------------------------------ calling

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,17 +124,25 @@ def _metadata(ms: ModelSource, so: bytes, name: str, march: str, flags: tuple,
     return meta
 
 
-def aot_compile(ep: Any, options: dict | None = None) -> list[str]:
-    """Compile ``ep`` to a model library and write its package files into a new temporary
-    directory; returns their paths (for ``package_aoti``).  ``options`` are inductor configs.
+def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, *,
+                options: dict | None = None) -> list[str]:
+    """Compile a program to a model library and write its package files into a new temporary
+    directory; returns their paths (for ``package_aoti``).  ``gm`` is an ``ExportedProgram``,
+    ``ep.module()``, or a module exported here with ``args``/``kwargs`` (as PyTorch's
+    ``aot_compile(gm, args)``); ``options`` are inductor configs.
 
     >>> files = ember._inductor.aot_compile(ep, options={"aot_inductor.package": True})
     >>> ember._inductor.package.package_aoti("two.pt2", {"a": files, "b": files2})
     """
-    from ember.export import ExportedProgram
+    from ember.export import ExportedProgram, export
+    ep = gm
     if not isinstance(ep, ExportedProgram):
-        raise EmberTypeError(f"[aoti_compile_and_package] expected an ExportedProgram (from "
-                             f"ember.export.export), got {type(ep).__name__}")
+        ep = getattr(gm, "_ep", None)
+    if not isinstance(ep, ExportedProgram):
+        if args is None or not hasattr(gm, "forward"):
+            raise EmberTypeError(f"[aoti_compile_and_package] expected an ExportedProgram "
+                                 f"(from ember.export.export), got {type(gm).__name__}")
+        ep = export(gm, tuple(args), kwargs)
     cfg = _configs(options)
     march = str(cfg.get("aot_inductor.march", "native"))
     try:
@@ -200,13 +209,23 @@ def _kind(fname: str) -> str:
     return fname
 
 
-def package_aoti(archive_file: str | os.PathLike, aoti_files: Any) -> str:
+def package_aoti(archive_file: Any, aoti_files: Any) -> Any:
     """Write a .pt2 package of one model's files (``aot_compile``'s list: model "model") or
-    several (``{name: files}``); returns the path.
+    several (``{name: files}``) to a path or a binary file object; returns ``archive_file``.
 
     >>> ember._inductor.package.package_aoti("pkg.pt2", {"enc": files_a, "dec": files_b})
     """
     models = aoti_files if isinstance(aoti_files, dict) else {"model": aoti_files}
+    if hasattr(archive_file, "write"):
+        d = tempfile.mkdtemp(prefix="ember-aot-")
+        try:
+            path = package_aoti(os.path.join(d, "package.pt2"), models)
+            with open(path, "rb") as f:
+                shutil.copyfileobj(f, archive_file, 1 << 20)
+            os.unlink(path)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        return archive_file
     path = os.fspath(archive_file)
     if not path.endswith(".pt2"):
         raise EmberValueError(f"[package_aoti] expected a path ending in .pt2, got {path!r}")
@@ -255,15 +274,11 @@ def compile_and_package(ep: Any, *, package_path: Any = None,
     >>> path = ember.aot.compile_and_package(ep, package_path="model.pt2")
     >>> model = ember.aot.load_package(path)
     """
-    files = aot_compile(ep, inductor_configs)
+    files = aot_compile(ep, options=inductor_configs)
     d = Path(files[0]).parent
     try:
         if package_path is not None and hasattr(package_path, "write"):
-            path = package_aoti(d / "package.pt2", files)
-            with open(path, "rb") as f:
-                package_path.write(f.read())
-            os.unlink(path)
-            return package_path
+            return package_aoti(package_path, files)
         if package_path is None:
             fd, package_path = tempfile.mkstemp(suffix=".pt2", prefix="ember-aot-")
             os.close(fd)

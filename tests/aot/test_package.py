@@ -277,3 +277,17 @@ def test_package_in_a_bytes_buffer(net_package):
     assert ember.aot.compile_and_package(ep, package_path=out) is out
     out.seek(0)
     _assert_same(ember.aot.load_package(out)(x, y), ep.module()(x, y))
+
+
+def test_aot_compile_takes_a_module_and_args_like_torch(tmp_path):
+    import io
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU()).eval()
+    x = ember.randn(2, 4)
+    files = ember._inductor.aot_compile(m, (x,), options={"aot_inductor.package": True})
+    ep_files = ember._inductor.aot_compile(export(m, (x,)).module())
+    buf = io.BytesIO()
+    assert ember._inductor.package.package_aoti(buf, {"a": files, "b": ep_files}) is buf
+    buf.seek(0)
+    got = ember._inductor.package.load_package(buf, "b", num_runners=2)(x)
+    _assert_same(got, m(x))
