@@ -84,6 +84,17 @@ def _no_format(src, dst):
     rewrite(src, dst, lambda n, d: None if n.endswith("archive_format") else (n, d))
 
 
+def _duplicate(src, dst):
+    import warnings
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about the duplicate name
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info))
+        so = next(n for n in zin.namelist() if n.endswith(".wrapper.so"))
+        zout.writestr(so, b"\x7fELF not the hashed library")
+
+
 def _other_machine(src, dst):
     edit_metadata(src, dst, {"AOTI_MACHINE": "aarch64"})
 
@@ -106,6 +117,7 @@ CASES = {  # name: (maker, Python message, C code, C message)
     "zip_bomb": (_zip_bomb, "compressed", EFORMAT, "compressed"),
     "lying_size": (_lying_size, "past the end", EFORMAT, "past the end"),
     "wrong_hash": (_wrong_hash, "sha256", EHASH, "sha256"),
+    "duplicate": (_duplicate, "duplicate entry", EFORMAT, "duplicate entry"),
     "short_weight": (_short_weight, "bytes", EFORMAT, "bytes"),
     "bad_json": (_bad_json, "JSON", EFORMAT, "JSON"),
     "no_format": (_no_format, "archive_format", EFORMAT, "archive_format"),

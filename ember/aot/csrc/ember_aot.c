@@ -93,6 +93,26 @@ static int zip64_extra(const uint8_t *x, size_t n, uint64_t *usize, uint64_t *cs
   return !(need_u || need_c || need_o);
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
+}
+
+/* A name twice would let two readers see different files: refused. */
+static int check_duplicates(ember_aot_model *m, const char *path) {
+  entry *copy = malloc(sizeof(entry) * (size_t)(m->n_entries ? m->n_entries : 1));
+  if (!copy) return fail(EMBER_AOT_ENOMEM, "out of memory");
+  memcpy(copy, m->entries, sizeof(entry) * (size_t)m->n_entries);
+  qsort(copy, (size_t)m->n_entries, sizeof(entry), by_name);
+  for (int64_t i = 1; i < m->n_entries; i++)
+    if (strcmp(copy[i - 1].name, copy[i].name) == 0) {
+      int rc = fail(EMBER_AOT_EFORMAT, "%s: duplicate entry '%.200s'", path, copy[i].name);
+      free(copy);
+      return rc;
+    }
+  free(copy);
+  return 0;
+}
+
 static int read_directory(ember_aot_model *m, const char *path) {
   const uint8_t *b = m->map;
   size_t n = m->map_size;
@@ -149,7 +169,7 @@ static int read_directory(ember_aot_model *m, const char *path) {
     e->size = usize;
     p += 46 + nl + xl + cl;
   }
-  return 0;
+  return check_duplicates(m, path);
 }
 
 static const entry *find(ember_aot_model *m, const char *name) {
