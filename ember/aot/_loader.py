@@ -73,6 +73,11 @@ def check_compatible(meta: dict, path: str, model: str) -> None:
     """Raise ``IncompatiblePackageError`` naming what differs between the package's build and
     this machine/runtime."""
     where = f"[aoti_load_package] {path} (model {model!r})"
+    if "ember.model_abi" not in meta:
+        raise IncompatiblePackageError(
+            f"{where} was not built by ember.aot (no ember.model_abi in its metadata; a "
+            f"PyTorch AOTInductor package?): ember loads packages that "
+            f"ember._inductor.aoti_compile_and_package wrote")
     if meta.get("AOTI_DEVICE_KEY", "cpu") != "cpu":
         raise IncompatiblePackageError(f"{where} was built for device "
                                        f"{meta.get('AOTI_DEVICE_KEY')!r}; ember runs 'cpu'")

@@ -187,3 +187,18 @@ def test_metadata_json_stays_flat(tmp_path):
     meta = json.loads(zipfile.ZipFile(bad).read(
         [n for n in zipfile.ZipFile(bad).namelist() if n.endswith("metadata.json")][0]))
     assert meta["nested"] == {"a": 1}
+
+
+def test_a_package_not_built_by_ember_is_named(tmp_path):
+    """A PyTorch AOTInductor package (its metadata has no ember keys) is refused by name."""
+    from tests.aot.helpers import CRunner
+
+    def edit(name, data):
+        if name.endswith(".wrapper_metadata.json"):
+            data = json.dumps({"AOTI_DEVICE_KEY": "cpu"}).encode()
+        return name, data
+    bad = rewrite(GOLDEN, tmp_path / "torch.pt2", edit)
+    with pytest.raises(EmberRuntimeError, match="not built by ember.aot"):
+        ember.aot.load_package(bad)
+    rc, _, err = CRunner().load(bad)
+    assert rc == ECOMPAT and "not built by ember.aot" in err

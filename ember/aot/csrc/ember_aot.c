@@ -271,6 +271,9 @@ static int check_compat(ember_aot_model *m, const char *path, const char *model)
   struct utsname u;
   const char *plat = ember_aot_metadata(m, "AOTI_PLATFORM");
   const char *mach = ember_aot_metadata(m, "AOTI_MACHINE");
+  if (!ember_aot_metadata(m, "ember.model_abi"))
+    return fail(EMBER_AOT_ECOMPAT, "%s (model '%s') was not built by ember.aot (no "
+                "ember.model_abi in its metadata; a PyTorch AOTInductor package?)", path, model);
   if (!plat || strcmp(plat, "linux") != 0)
     return fail(EMBER_AOT_ECOMPAT, "%s (model '%s') was built for AOTI_PLATFORM='%s'; this "
                 "machine is 'linux'", path, model, plat ? plat : "?");
