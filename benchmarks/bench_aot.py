@@ -156,4 +156,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import shutil
+    try:
+        main()
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
