@@ -230,8 +230,11 @@ def model_source(ep: Any, model_name: str = "model") -> ModelSource:
     for a in args:
         dl_type(a.dtype)
     outs = [program.sources[r][1] for r in graph.outputs]
-    for b in outs:
-        assert b.strides is None and program.sources is not None, b
+    for r, b in zip(graph.outputs, outs):
+        if program.sources[r][0] != "buf" or b.strides is not None:
+            raise ModelSourceError(f"[aoti_compile_and_package] output {r} is not a fresh "
+                                   f"C-contiguous buffer ({program.sources[r][0]}); please "
+                                   f"report this graph")
     wrapper = _Wrapper(program, exprs, ep, args, outs, model_name)
     header_hash = hashlib.sha256(MODEL_H.read_bytes()).hexdigest()[:16]
     text = (f"/* ember AOT model {model_name!s}: model.h {header_hash} */\n"

@@ -138,10 +138,12 @@ class AOTIModel:
                                            f"{iface.abi_version}, this runtime speaks {MODEL_ABI}")
         self._setup_args(ar, model_name)
         self._setup_spec()
-        from ember.ops import _parallel
-        # calls share no state (intermediates are allocated per call): run_single_threaded,
-        # which in PyTorch skips the runner pool's locking, changes nothing here
-        iface.set_num_threads(_parallel.get_num_threads())
+        # the thread count follows ember.set_num_threads and is 1 in a fork()ed child (as
+        # for every compiled library: runtime._ThreadCount); calls share no state
+        # (intermediates are allocated per call), so run_single_threaded, which in PyTorch
+        # skips the runner pool's locking, changes nothing here
+        from ember.compiler.c.build.runtime import _THREADS
+        _THREADS.add(iface.set_num_threads)
 
     def _setup_args(self, ar: Archive, model: str) -> None:
         iface = self._iface

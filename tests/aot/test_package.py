@@ -291,3 +291,16 @@ def test_aot_compile_takes_a_module_and_args_like_torch(tmp_path):
     buf.seek(0)
     got = ember._inductor.package.load_package(buf, "b", num_runners=2)(x)
     _assert_same(got, m(x))
+
+
+def test_thread_count_follows_ember(net_package):
+    _, path = net_package
+    model = ember.aot.load_package(path)
+    old = ember.get_num_threads()
+    try:
+        ember.set_num_threads(2)
+        assert model._lib.ember_get_num_threads() == 2
+        ember.set_num_threads(1)
+        assert model._lib.ember_get_num_threads() == 1
+    finally:
+        ember.set_num_threads(old)
