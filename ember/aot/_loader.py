@@ -138,6 +138,7 @@ class AOTIModel:
                                            f"{iface.abi_version}, this runtime speaks {MODEL_ABI}")
         self._setup_args(ar, model_name)
         self._setup_spec()
+        self._frames()
         # the thread count follows ember.set_num_threads and is 1 in a fork()ed child (as
         # for every compiled library: runtime._ThreadCount); calls share no state
         # (intermediates are allocated per call), so run_single_threaded, which in PyTorch
@@ -220,38 +221,69 @@ class AOTIModel:
             new[k] = np.ascontiguousarray(arr) if user_managed else \
                 np.array(arr, copy=True, order="C")
         self._constants.update(new)
+        self._frames()
 
     # ------------------------------------------------------------------ calling
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from ember.export._inputs import unflatten
-        from ember.export.exported_program import ExportedProgram
-        from ember.tensor import Tensor, _wrap
-        flat = ExportedProgram._flat_user_inputs(self, args, kwargs)
-        arrays, shapes, it = [], [], iter(flat)
-        for kind, dt, ndim, name in self._args:
+    def _frames(self) -> None:
+        """Argument tables with the constants filled in, copied once per call (the calls of
+        several threads never share them)."""
+        n = len(self._args)
+        self._user_slots = [i for i, a in enumerate(self._args) if a[0] != 1]
+        ap, sp = (ctypes.c_void_p * max(1, n))(), (ctypes.c_void_p * max(1, n))()
+        self._const_shapes = []
+        for i, (kind, _, _, name) in enumerate(self._args):
             if kind == 1:
                 a = self._constants[name]
-            else:
-                t = next(it)
-                if not isinstance(t, Tensor):
-                    raise EmberTypeError(f"[AOTIModel] input {name} is {type(t).__name__}; "
-                                         f"expected a Tensor")
-                if t.dtype is not dt or t.ndim != ndim:
-                    raise EmberValueError(f"[AOTIModel] input {name} is {t.dtype}[{t.ndim} "
-                                          f"dims]; the package expects {dt}[{ndim} dims]")
-                a = np.ascontiguousarray(t.detach()._data)
-            arrays.append(a)
-            shapes.append((ctypes.c_int64 * max(1, a.ndim))(*a.shape))
-        outs = self.run_arrays(arrays, shapes)
+                shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
+                self._const_shapes.append(shape)
+                ap[i], sp[i] = a.__array_interface__["data"][0], ctypes.addressof(shape)
+        self._ap, self._sp = ap, sp
+        names, structs = self._in_spec
+        self._plain = len(structs) == len(names) and all(structs[k] == "T" for k in names)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from ember.export._inputs import unflatten
+        from ember.tensor import Tensor, _wrap
+        if self._plain and not kwargs and len(args) == len(self._user_slots):
+            flat = args
+        else:
+            from ember.export.exported_program import ExportedProgram
+            flat = ExportedProgram._flat_user_inputs(self, args, kwargs)
+        arrays = []
+        for i, t in zip(self._user_slots, flat):
+            _, dt, ndim, name = self._args[i]
+            if type(t) is not Tensor and not isinstance(t, Tensor):
+                raise EmberTypeError(f"[AOTIModel] input {name} is {type(t).__name__}; "
+                                     f"expected a Tensor")
+            if t.dtype is not dt or t.ndim != ndim:
+                raise EmberValueError(f"[AOTIModel] input {name} is {t.dtype}[{t.ndim} "
+                                      f"dims]; the package expects {dt}[{ndim} dims]")
+            arrays.append(np.ascontiguousarray(t._data))
+        outs = self._run_user(arrays)
         return unflatten(self._out_spec, iter(_wrap(o, d) for o, d in
                                                 zip(outs, self._out_dtypes)))
 
-    def run_arrays(self, arrays: list, shapes: list | None = None) -> list:
-        """Run on the interface's argument arrays (constants included, C-contiguous)."""
+    def _run_user(self, arrays: list) -> list:
+        """Run on the user inputs' C-contiguous arrays (constants are the model's)."""
+        ap = type(self._ap).from_buffer_copy(self._ap)
+        sp = type(self._sp).from_buffer_copy(self._sp)
+        shapes = []
+        for i, a in zip(self._user_slots, arrays):
+            shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
+            shapes.append(shape)
+            ap[i], sp[i] = a.__array_interface__["data"][0], ctypes.addressof(shape)
+        return self._run(ap, sp)
+
+    def run_arrays(self, arrays: list) -> list:
+        """Run on every argument's array (constants included, C-contiguous, in order)."""
+        ap = (ctypes.c_void_p * max(1, len(arrays)))(
+            *[a.__array_interface__["data"][0] for a in arrays])
+        shapes = [(ctypes.c_int64 * max(1, a.ndim))(*a.shape) for a in arrays]
+        sp = (ctypes.c_void_p * max(1, len(shapes)))(*[ctypes.addressof(s) for s in shapes])
+        return self._run(ap, sp)
+
+    def _run(self, ap: Any, sp: Any) -> list:
         iface = self._iface
-        if shapes is None:
-            shapes = [(ctypes.c_int64 * max(1, a.ndim))(*a.shape) for a in arrays]
-        sp = (ctypes.c_void_p * len(shapes))(*[ctypes.addressof(s) for s in shapes])
         ints = (ctypes.c_int64 * max(1, iface.n_ints))()
         rc = iface.bind_sizes(sp, ints)
         if rc:
@@ -261,8 +293,8 @@ class AOTIModel:
             shape = (ctypes.c_int64 * max(1, nd))()
             iface.output_shape(k, ints, shape)
             outs.append(np.empty(tuple(shape[:nd]), self._out_dtypes[k].np))
-        ap = (ctypes.c_void_p * max(1, len(arrays)))(*[a.ctypes.data for a in arrays])
-        op = (ctypes.c_void_p * max(1, len(outs)))(*[o.ctypes.data for o in outs])
+        op = (ctypes.c_void_p * max(1, len(outs)))(
+            *[o.__array_interface__["data"][0] for o in outs])
         rc = iface.run(ap, op, ints)
         if rc:
             err = EmberRuntimeError(f"[AOTIModel] {self.model_name} failed (code {rc}): "
