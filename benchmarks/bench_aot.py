@@ -15,7 +15,6 @@ and the outputs are compared.  Run: ``python benchmarks/bench_aot.py``.
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(WORK, "inductor")  # cold t
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from bench_export import _as_torch  # noqa: E402
-from common import fmt_time  # noqa: E402
+from common import compare, fmt_time  # noqa: E402
 
 import ember  # noqa: E402
 import ember.aot  # noqa: E402
@@ -73,17 +72,6 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
-
-
-def _median_time(fn, number: int, rounds: int = 7) -> float:
-    fn()
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        times.append((time.perf_counter() - t0) / number)
-    return statistics.median(times)
 
 
 def _models():
@@ -128,15 +116,16 @@ def main() -> None:
         t_ep, package_path=os.path.join(WORK, "torch_gpt.pt2"))
     t_cold = time.perf_counter() - t0
 
-    e_load = _median_time(lambda: ember.aot.load_package(pkg), 3)
-    t_load = _median_time(lambda: torch._inductor.aoti_load_package(tpkg), 1, rounds=3)
+    (_, e_load, t_load, _), = compare({"load": (lambda: ember.aot.load_package(pkg),
+                                                 lambda: torch._inductor.aoti_load_package(tpkg),
+                                                 1)}, rounds=5, warmup=1)
     e_model, t_model = ember.aot.load_package(pkg), torch._inductor.aoti_load_package(tpkg)
     ex, tx = ember.tensor(idx), torch.from_numpy(idx)
-    with torch.inference_mode():
+    with torch.inference_mode():  # ember and torch rounds alternate (common.compare)
         want = t_model(tx)
         diff = float(np.abs(e_model(ex).numpy() - want.numpy()).max())
-        t_run = _median_time(lambda: t_model(tx), 100)
-    e_run = _median_time(lambda: e_model(ex), 100)
+        (_, e_run, t_run, _), = compare({"run": (lambda: e_model(ex), lambda: t_model(tx),
+                                                 100)}, rounds=9)
     c_load, c_run = _c_runner(pkg)
 
     rows = [("package build (cold caches)", e_cold, t_cold),
