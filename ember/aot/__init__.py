@@ -18,9 +18,11 @@ from ember.aot._loader import AOTIModel, IncompatiblePackageError, load_package
 from ember.aot._package import aot_compile, compile_and_package, package_aoti
 
 
-def aoti_compile_and_package(exported_program: Any, *, package_path: Any = None,
+def aoti_compile_and_package(exported_program: Any, _deprecated_unused_args: Any = None,
+                             _deprecated_unused_kwargs: Any = None, *, package_path: Any = None,
                              inductor_configs: dict | None = None) -> str:
-    """PyTorch's name for ``compile_and_package``.
+    """PyTorch's name for ``compile_and_package`` (the two deprecated positional arguments
+    are ignored, as PyTorch does).
 
     >>> path = ember._inductor.aoti_compile_and_package(ep)
     """

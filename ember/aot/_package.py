@@ -274,6 +274,11 @@ def compile_and_package(ep: Any, *, package_path: Any = None,
     >>> path = ember.aot.compile_and_package(ep, package_path="model.pt2")
     >>> model = ember.aot.load_package(path)
     """
+    if not (package_path is None or hasattr(package_path, "write")
+            or (isinstance(package_path, (str, os.PathLike))
+                and os.fspath(package_path).endswith(".pt2"))):
+        raise AssertionError(f"Expect package path to be a file ending in .pt2, is None, or is "
+                             f"a buffer. Instead got {package_path}")
     files = aot_compile(ep, options=inductor_configs)
     d = Path(files[0]).parent
     try:

@@ -304,3 +304,14 @@ def test_thread_count_follows_ember(net_package):
         assert model._lib.ember_get_num_threads() == 1
     finally:
         ember.set_num_threads(old)
+
+
+def test_package_path_must_end_in_pt2_like_torch(net_package, tmp_path):
+    torch = pytest.importorskip("torch")
+    ep, _ = net_package
+    with pytest.raises(AssertionError, match="ending in .pt2") as ours:
+        ember._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "m.zip"))
+    t_ep = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    with pytest.raises(AssertionError) as theirs:
+        torch._inductor.aoti_compile_and_package(t_ep, package_path=str(tmp_path / "m.zip"))
+    assert str(ours.value) == str(theirs.value)
