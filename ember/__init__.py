@@ -115,3 +115,10 @@ def is_tensor(obj: object) -> bool:
 
 def numel(input: Tensor) -> int:
     return input.numel()
+
+
+def __getattr__(name: str):  # ember.aot / ember._inductor load on first use (torch does too)
+    if name in ("aot", "_inductor"):
+        import importlib
+        return importlib.import_module(f"ember.{name}")
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")

@@ -18,7 +18,8 @@ LAYERS = {
     "cpu": 4, "ao": 4, "quantization": 4,
     "compiler": 5, "_dynamo": 5,
     "utils.cpp_extension": 6,  # builds with the C toolchain; imported explicitly, as PyTorch's
-    "export": 6, "fx": 6, "aot": 6, "distributed": 6, "onnx": 6, "cli": 6, "demo": 6, "__main__": 6,
+    "export": 6, "fx": 6, "aot": 6, "_inductor": 6, "distributed": 6, "onnx": 6, "cli": 6,
+    "demo": 6, "__main__": 6,
 }
 
 

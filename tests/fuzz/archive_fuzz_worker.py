@@ -3,14 +3,15 @@ subprocess under an address-space limit (``RLIMIT_AS``) and a timeout.
 
     python tests/fuzz/archive_fuzz_worker.py TARGET EXAMPLES SEED
 
-TARGET is one of ``zip`` (zip header fields of a torch or ember-format checkpoint, loaded
-from memory or with ``mmap=True``), ``pickle`` (data.pkl
-opcodes), ``json`` (ember-format object.json/manifest.json), ``safetensors`` (its header) or
-``export`` (an ember.export archive's version/model.json/zip).  Each example mutates a valid
-file and loads it (``weights_only=True``); the outcome must be a ``SerializationError`` or
-``UnpicklingError``, or a result equal to the original, or (for mutations that change the
-data itself: pickle arguments, JSON values, safetensors shapes) a well-formed result.  Any
-other exception, a crash or a hang fails; a gadget opcode must never run.
+TARGET is one of ``zip`` (zip header fields of a torch or ember-format checkpoint, loaded from
+memory or with ``mmap=True``), ``pickle`` (data.pkl opcodes), ``json`` (ember-format
+object.json/manifest.json), ``safetensors`` (its header) or ``export`` (an ember.export
+archive's version/model.json/zip) or ``aot`` (an AOT package's zip headers, metadata values and
+bytes, loaded and run by the Python loader and the C runner). Each example mutates a valid file
+and loads it (``weights_only=True``); the outcome must be a ``SerializationError`` or
+``UnpicklingError``, or a result equal to the original, or (for mutations that change the data
+itself: pickle arguments, JSON values, safetensors shapes) a well-formed result. Any other
+exception, a crash or a hang fails; a gadget opcode must never run.
 """
 
 from __future__ import annotations
@@ -281,9 +282,68 @@ def target_export(n: int) -> None:
     seed(SEED)(run)()
 
 
+def _aot_load_both(data: bytes, c_runner) -> None:
+    """Load (and run) a mutated AOT package with the Python loader and the C runner: a clean
+    ember error / error code, or a model that runs and gives a (3, 6) float32 result."""
+    import numpy as np
+
+    from ember.aot import IncompatiblePackageError, PackageError
+    fd, path = tempfile.mkstemp(suffix=".pt2")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            y = ember.aot.load_package(path)(ember.ones(3, 4))
+            assert tuple(y.shape) == (3, 6)
+        except (PackageError, IncompatiblePackageError) as e:
+            assert str(e).startswith("["), f"error without the [op] tag: {e!r}"
+        rc, h, err = c_runner.load(path)
+        if rc == 0:
+            rc, outs = c_runner.run(h, [np.ones((3, 4), np.float32)])
+            assert rc != 0 or outs[0].shape == (3, 6)
+            c_runner.lib.ember_aot_unload(h)
+        else:
+            assert 1 <= rc <= 9 and err, (rc, err)
+    finally:
+        os.unlink(path)
+
+
+def target_aot(n: int) -> None:
+    from tests.aot.helpers import CRunner
+    golden = ROOT / "tests" / "aot" / "golden" / "golden_v1.pt2"
+    base = golden.read_bytes()
+    recs = _records(base)
+    zin = zipfile.ZipFile(io.BytesIO(base))
+    meta_name = next(m for m in zin.namelist() if m.endswith("metadata.json"))
+    meta = json.loads(zin.read(meta_name))
+    keys = sorted(meta)
+    c_runner = CRunner()
+
+    @settings(max_examples=n, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(["zip", "meta", "bytes"]), st.sampled_from(recs), st.integers(4, 45),
+           st.sampled_from([1, 2, 4]), st.sampled_from(INTERESTING), st.sampled_from(keys),
+           st.sampled_from([v for v in JSON_VALUES if isinstance(v, str)] + ["", "{", "9" * 40]),
+           st.integers(0, len(base) - 1), st.one_of(st.none(), st.integers(0, len(base))))
+    def run(kind, rec, off, width, num, key, value, pos, cut):
+        if kind == "meta":
+            data = _rezip(base, {meta_name: json.dumps({**meta, key: value}).encode()})
+        else:
+            b = bytearray(base)
+            at = rec + off if kind == "zip" else pos
+            if at + width <= len(b):
+                b[at:at + width] = (num % (1 << (8 * width))).to_bytes(width, "little")
+            if cut is not None:
+                del b[cut:]
+            data = bytes(b)
+        _aot_load_both(data, c_runner)
+
+    seed(SEED)(run)()
+
+
 SEED = 0
 TARGETS = {"zip": target_zip, "pickle": target_pickle, "json": target_json,
-           "safetensors": target_safetensors, "export": target_export}
+           "safetensors": target_safetensors, "export": target_export, "aot": target_aot}
 
 
 def main() -> None:

@@ -28,13 +28,14 @@ SEED = int(os.environ.get("EMBER_FUZZ_SEED", "0"))
 MEMORY_LIMIT = 1 << 30  # RLIMIT_AS of the worker: a 3 GiB bomb cannot fit
 
 
-@pytest.mark.parametrize("target", ["zip", "pickle", "json", "safetensors", "export"])
+@pytest.mark.parametrize("target", ["zip", "pickle", "json", "safetensors", "export", "aot"])
 def test_fuzz_loaders(target, tmp_path):
     work = tmp_path / "work"
     (work / "tmp").mkdir(parents=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT), EMBER_FUZZ_MARKER=str(tmp_path / "ran"),
                EMBER_FUZZ_RLIMIT_AS=str(MEMORY_LIMIT), OPENBLAS_NUM_THREADS="1",
-               OMP_NUM_THREADS="1", TMPDIR=str(work / "tmp"), HOME=str(work))
+               OMP_NUM_THREADS="1", TMPDIR=str(work / "tmp"), HOME=str(work),
+               EMBER_CACHE_DIR=str(tmp_path / "cache"))  # libember_aot is built there
     timeout = 120 + EXAMPLES // 5
     env["EMBER_FUZZ_ALARM"] = str(timeout - 10)
     try:
