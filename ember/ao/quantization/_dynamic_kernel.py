@@ -7,10 +7,10 @@ min/max (widened to contain 0) give a uint8 scale and zero point by ATen's
 ``raw = sum_k (xq - zx) * wq`` in int32; the output is ``float(raw) * (sx * sw) + bias`` with
 one rounding (the AVX2 requantization's ``fmadd``).
 
-ember runs ``ember/ops/_qlinear_c`` (a fixed C kernel: AVX2 ``vpmaddubsw``/``vpmaddwd``, the
-fbgemm instructions) when it could be built.  Otherwise it gets the same int32 sums from float32
-BLAS: every ``|xq - zx| <= 127`` and
-``|wq| <= 128``, so a block of 1024 products sums below 2**24 and each float32 GEMM over a
+ember runs ``ember/ops/_qlinear_c`` (a fixed C kernel on a weight packed once: AVX512-VNNI /
+AVX-VNNI ``vpdpbusd`` or AVX-512BW / AVX2 ``vpmaddubsw``/``vpmaddwd``, the fbgemm instructions,
+input quantization fused) when it could be built.  Otherwise it gets the same int32 sums from
+float32 BLAS: every ``|xq - zx| <= 127`` and ``|wq| <= 128``, so a block of 1024 products sums below 2**24 and each float32 GEMM over a
 1024-wide slice of K is exact; slices are added in float64 (exact) and rounded to float32 once,
 as fbgemm's int32-to-float conversion does.  The epilogue uses ``ember.ops._fma``.
 """
@@ -78,6 +78,7 @@ class PackedWeight:
         self.codes = np.ascontiguousarray(codes, dtype=np.int8)
         self.scale = scale
         self.colsum = self.codes.sum(axis=1, dtype=np.int64).astype(np.int32)
+        self.packed = _qlinear_c.pack_weight(self.codes)      # the C kernel's layout, once
         self._w_t: np.ndarray | None = None
 
     def w_t(self) -> np.ndarray:
@@ -90,16 +91,17 @@ def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
                    reduce_range: bool = True) -> np.ndarray:
     """``x`` (N, K) float32 times the packed int8 weight, plus ``bias`` float32 (M,) or None.
     Returns (N, M) float32."""
+    x = np.ascontiguousarray(x, np.float32)
     if x.size == 0:
         mn = mx = 0.0
     else:
-        mn, mx = float(x.min()), float(x.max())
+        mm = _qlinear_c.minmax(x)
+        mn, mx = (float(x.min()), float(x.max())) if mm is None else mm
     sx, zx = choose_qparams(mn, mx, 0, 255, reduce_range)
     qmax = 127 if reduce_range else 255
     mult = np.asarray(np.float32(sx) * np.asarray(w.scale, np.float32), np.float32)
     if reduce_range and x.shape[0] > 0:
-        xq = _qlinear_c.quantize_u8(np.ascontiguousarray(x), sx, zx, qmax)
-        out = None if xq is None else _qlinear_c.run(xq, w.codes, w.colsum, mult, bias, zx)
+        out = _qlinear_c.run(x, sx, zx, qmax, w.packed, mult, bias)
         if out is not None:
             return out
     xc = quantize_array(x, sx, zx, 0, qmax, np.float32)
