@@ -12,7 +12,8 @@ AVX-VNNI ``vpdpbusd`` or AVX-512BW / AVX2 ``vpmaddubsw``/``vpmaddwd``, the fbgem
 input quantization fused) when it could be built.  Otherwise it gets the same int32 sums from
 float32 BLAS: every ``|xq - zx| <= 127`` and ``|wq| <= 128``, so a block of 1024 products
 sums below 2**24 and each float32 GEMM over a 1024-wide slice of K is exact; slices are added
-in float64 (exact) and rounded to float32 once, as fbgemm's int32-to-float conversion does.  The epilogue uses ``ember.ops._fma``.
+in float64 (exact) and rounded to float32 once, as fbgemm's int32-to-float conversion does.
+The epilogue uses ``ember.ops._fma``.
 """
 
 from __future__ import annotations
