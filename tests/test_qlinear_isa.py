@@ -61,25 +61,39 @@ def test_qlinear_kernel_per_isa(flags: tuple, tmp_path) -> None:  # noqa: ANN001
         w[0, :] = -128                                 # the extreme products
         x = (rng.standard_normal((n, k)) * 2).astype(np.float32)
         x[0, :] = 100.0                                # clamps to qmax
-        scale, zx, qmax = np.float32(0.021), 37, 127
-        xq = quantize_array(x, scale, zx, 0, qmax, np.int64)
-        packed = _qlinear_c.pack_weight(w)
-        mp = packed.data.shape[0] * _qlinear_c.BLOCK
-        mult = np.zeros(mp, np.float32)
-        mult[:m] = rng.uniform(0.5, 2, m)
-        bias = np.zeros(mp, np.float32)
-        bias[:m] = rng.standard_normal(m)
-        raw = (xq @ w.T.astype(np.int64) - zx * w.sum(1, dtype=np.int64)).astype(np.float32)
-        for b in (bias, None):
-            out = np.full((n, m + 3), -7.0, np.float32)  # ldo > m: nothing written past m
-            inv = float(np.float32(1) / scale)
-            rc = lib.ember_eager_qlinear_packed(
-                x.ctypes.data, k, 0, n, k, inv, float(zx), float(qmax), zx, packed.data.ctypes.data,
-                packed.kp, packed.colsum.ctypes.data, mult.ctypes.data,
-                None if b is None else b.ctypes.data, out.ctypes.data, m + 3, 0, m)
-            assert rc == 0
-            # the epilogue is one fma: float64 product plus bias, rounded once to float32
-            want = (raw.astype(np.float64) * mult[:m]
-                    + (0 if b is None else b[:m].astype(np.float64))).astype(np.float32)
-            np.testing.assert_array_equal(out[:, :m], want)
-            assert (out[:, m:] == -7.0).all()
+        qmax = 127
+        for per_row in (False, True):                  # one scale / zero point, or per row
+            scale = rng.uniform(0.01, 0.05, n if per_row else 1).astype(np.float32)
+            zx = rng.integers(0, 128, n if per_row else 1)
+            scale, zx = np.broadcast_to(scale, (n,)).copy(), np.broadcast_to(zx, (n,)).copy()
+            _check(lib, x, w, scale, zx, qmax, rng)
+
+
+def _check(lib: ctypes.CDLL, x: np.ndarray, w: np.ndarray, scale: np.ndarray, zx: np.ndarray,
+           qmax: int, rng: np.random.Generator) -> None:
+    n, k = x.shape
+    m = w.shape[0]
+    xq = quantize_array(x, scale[:, None], zx[:, None], 0, qmax, np.int64)
+    packed = _qlinear_c.pack_weight(w)
+    mp = packed.data.shape[0] * _qlinear_c.BLOCK
+    wscale = np.zeros(mp, np.float32)
+    wscale[:m] = rng.uniform(0.5, 2, m)
+    bias = np.zeros(mp, np.float32)
+    bias[:m] = rng.standard_normal(m)
+    raw = (xq @ w.T.astype(np.int64) - zx[:, None] * w.sum(1, dtype=np.int64)).astype(np.float32)
+    mult = scale[:, None] * wscale[None, :m]           # float32 product, as the kernel's
+    inv = np.float32(1) / scale
+    zpf = zx.astype(np.float32)
+    for b in (bias, None):
+        out = np.full((n, m + 3), -7.0, np.float32)    # ldo > m: nothing written past m
+        rc = lib.ember_eager_qlinear_packed(
+            x.ctypes.data, k, 0, n, k, inv.ctypes.data, zpf.ctypes.data, scale.ctypes.data,
+            float(qmax), packed.data.ctypes.data, packed.kp, packed.colsum.ctypes.data,
+            wscale.ctypes.data, None if b is None else b.ctypes.data, out.ctypes.data, m + 3,
+            0, m)
+        assert rc == 0
+        # the epilogue is one fma: float64 product plus bias, rounded once to float32
+        want = (raw.astype(np.float64) * mult
+                + (0 if b is None else b[:m].astype(np.float64))).astype(np.float32)
+        np.testing.assert_array_equal(out[:, :m], want)
+        assert (out[:, m:] == -7.0).all()

@@ -65,7 +65,7 @@ def test_quantize_dynamic_bitwise(k: int, m: int, seed: int, per_channel: bool,
                                       tw.q_per_channel_scales().numpy())
     else:
         assert ew.q_scale() == tw.q_scale() and ew.q_zero_point() == tw.q_zero_point() == 0
-    for i, shape in enumerate([(7, k), (2, 3, k), (1, k), (0, k), (70, k)]):
+    for i, shape in enumerate([(7, k), (2, 3, k), (1, k), (0, k), (70, k), (200, k)]):
         x = _inputs(shape, seed * 10 + i)
         want = tq_model(torch.from_numpy(x)).detach().numpy()
         got = eq_model(ember.tensor(x)).numpy()
@@ -185,3 +185,53 @@ def test_quantize_rounds_once_like_fbgemm(kernel: str) -> None:
         np.testing.assert_array_equal(codes, want.int_repr().numpy())
     else:
         assert codes is None
+
+
+@pytest.mark.parametrize("k,m,seed", [(8, 4, 0), (384, 100, 1), (1500, 33, 2)])
+def test_per_token_rows_match_torch_row_by_row(k: int, m: int, seed: int, kernel: str) -> None:
+    """``per_token_dynamic_qconfig`` (ember's addition): each input row gets its own scale and
+    zero point.  The oracle: torch's per-channel dynamic Linear called on one row at a time
+    (its per-tensor input quantization then sees only that row)."""
+    t, e = _pair(k, m, seed, bias=seed != 2)
+    tq_model = tq.quantize_dynamic(t, {torch.nn.Linear: tq.per_channel_dynamic_qconfig})
+    eq_model = ember.ao.quantization.quantize_dynamic(
+        e, {ember.nn.Linear: ember.ao.quantization.per_token_dynamic_qconfig})
+    assert eq_model[0].per_row_input
+    x = _inputs((37, k), seed)
+    x[3] *= 40.0                                   # an outlier row: its own scale
+    x[5] = 0.0                                     # an all-zero row
+    x[6] = np.abs(x[6])                            # one-signed rows
+    x[7] = -np.abs(x[7]) * 1e-7                    # a tiny row (the small-scale branch)
+    got = eq_model[0](ember.tensor(x)).numpy()
+    for i in range(x.shape[0]):
+        want = tq_model[0](torch.from_numpy(x[i:i + 1])).detach().numpy()
+        np.testing.assert_array_equal(got[i:i + 1], want)
+
+
+def test_choose_qparams_rows_equals_scalar() -> None:
+    from ember.ao.quantization import _dynamic_kernel as kern
+
+    rng = np.random.default_rng(5)
+    lo = np.concatenate([rng.standard_normal(200) * 10 ** rng.uniform(-9, 4, 200),
+                         [0, 0, -1e-7, 0, 3.0, -np.float32(6.1e-5) * 255]])
+    hi = np.concatenate([lo[:200] + np.abs(rng.standard_normal(200)) * 10 **
+                         rng.uniform(-9, 4, 200), [0, 1e-8, 0, 2.5, 3.0, 0]])
+    s, z = kern.choose_qparams_rows(lo.astype(np.float32), hi.astype(np.float32), 0, 255, True)
+    for i in range(lo.size):
+        want = kern.choose_qparams(float(np.float32(lo[i])), float(np.float32(hi[i])), 0, 255,
+                                   True)
+        assert (s[i], z[i]) == want, (i, lo[i], hi[i])
+
+
+def test_per_token_close_to_float() -> None:
+    """Per-token input scales keep an outlier row from crushing the others' resolution."""
+    _, e = _pair(256, 64, 8)
+    x = _inputs((16, 256), 8)
+    x[0] *= 100.0
+    ref = e[0](ember.tensor(x)).detach().numpy()
+    errs = {}
+    for name, qc in [("tensor", ember.ao.quantization.per_channel_dynamic_qconfig),
+                     ("token", ember.ao.quantization.per_token_dynamic_qconfig)]:
+        q = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear: qc})
+        errs[name] = np.abs(q[0](ember.tensor(x)).numpy() - ref)[1:].max()
+    assert errs["token"] < errs["tensor"] / 10

@@ -26,9 +26,8 @@ from ember.ops import _native, _parallel
 _P, _I, _F = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 _NATIVE = _native.Native(
     "qlinear", _native.csrc("qlinear_eager.c"),
-    {"ember_eager_qlinear_packed": (ctypes.c_int, [_P, _I, _I, _I, _I, _F, _F, _F,
-                                                   ctypes.c_int32, _P, _I, _P, _P, _P, _P, _I,
-                                                   _I, _I]),
+    {"ember_eager_qlinear_packed": (ctypes.c_int, [_P, _I, _I, _I, _I, _P, _P, _P, _F, _P, _I,
+                                                   _P, _P, _P, _P, _I, _I, _I]),
      "ember_eager_minmax": (ctypes.c_int, [_P, _I, _P, _P]),
      "ember_eager_quantize_u8": (None, [_P, _I, _F, _F, _F, _P])})
 _state = _NATIVE.state
@@ -102,12 +101,13 @@ def _pad(v: np.ndarray | None, mp: int) -> np.ndarray | None:
     return out
 
 
-def run(x: np.ndarray, scale: np.float32, zero_point: int, qmax: int, w: Packed,
-        mult: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
-    """``fma(float32(xq @ codes.T - zx * colsum), mult, bias)`` (N, M) float32 with ``xq`` the
-    uint8 codes of float32 ``x`` (N, K) at (``scale``, ``zero_point``), clamped to [0, qmax]
-    (qmax <= 127: ``vpmaddubsw`` must not saturate); or None when the kernel is off.
-    ``mult``/``bias``: (M,) float32 (bias may be None)."""
+def run(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, qmax: int, w: Packed,
+        wscale: np.ndarray, bias: np.ndarray | None) -> np.ndarray | None:
+    """``fma(float32(xq @ codes.T - zx * colsum), float32(sx * wscale), bias)`` (N, M) float32
+    with ``xq`` the uint8 codes of float32 ``x`` (N, K) at its rows' ``scale``/``zero_point``
+    ((N,) float32 / int: the same value in every row for per-tensor quantization) clamped to
+    [0, qmax] (qmax <= 127: ``vpmaddubsw`` must not saturate); or None when the kernel is off.
+    ``wscale``/``bias``: (M,) float32 (bias may be None)."""
     lib = _NATIVE.lib()
     if lib is None:
         return None
@@ -115,13 +115,15 @@ def run(x: np.ndarray, scale: np.float32, zero_point: int, qmax: int, w: Packed,
     x = np.ascontiguousarray(x, np.float32)
     n, k = x.shape
     m, mp = w.m, w.data.shape[0] * BLOCK
-    multp = _pad(np.broadcast_to(np.asarray(mult, np.float32), (m,)), mp)
+    wsp = _pad(np.broadcast_to(np.asarray(wscale, np.float32), (m,)), mp)
     biasp = _pad(bias, mp)
     out = np.empty((n, m), np.float32)
-    inv = float(np.float32(1.0) / np.float32(scale))
-    args = (inv, float(zero_point), float(qmax), int(zero_point), w.data.ctypes.data, w.kp,
-            w.colsum.ctypes.data, multp.ctypes.data, None if biasp is None else biasp.ctypes.data,
-            out.ctypes.data, m)
+    rscale = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float32), (n,)))
+    rinv = np.float32(1.0) / rscale
+    rzp = np.ascontiguousarray(np.broadcast_to(np.asarray(zero_point, np.float32), (n,)))
+    args = (rinv.ctypes.data, rzp.ctypes.data, rscale.ctypes.data, float(qmax),
+            w.data.ctypes.data, w.kp, w.colsum.ctypes.data, wsp.ctypes.data,
+            None if biasp is None else biasp.ctypes.data, out.ctypes.data, m)
     xp = x.ctypes.data
     threads = _parallel.get_num_threads()
     fails: list[int] = []

@@ -1,7 +1,10 @@
 /* int8 dynamic linear (ember/ops/_qlinear_c.py), fbgemm's arithmetic on a packed weight:
-     out[n, m] = fmaf((float)(sum_k xq[n, k] * w[m, k] - zx * colsum[m]), mult[m], bias[m])
-   xq = clamp(nearbyint(fma(x, inv, zp)), 0, qmax): uint8 codes made here, row tile by row
-   tile, from the float32 input (activation quantization fused into the product).
+     out[n, m] = fmaf((float)(sum_k xq[n, k] * w[m, k] - zx[n] * colsum[m]),
+                      sx[n] * wscale[m], bias[m])
+   xq = clamp(nearbyint(fma(x, inv[n], zx[n])), 0, qmax): uint8 codes made here, row block by
+   row block, from the float32 input (activation quantization fused into the product); the
+   input scale sx and zero point zx are per row (one value for all rows: PyTorch's per-tensor
+   dynamic quantization; or per token).
    The weight is packed once at quantize time (ember/ao/quantization/_dynamic_kernel.py):
    blocks of 16 output columns, K padded to a multiple of 4, byte (col c, k) of a block at
    [k / 4][c][k % 4], so one 64-byte load holds 4 k values of 16 columns and one 32-bit
@@ -115,25 +118,27 @@ static inline int32_t load4(const uint8_t *p) {
     return v;
 }
 
-/* out[0:valid] = fma(float(acc - zx * colsum[j:]), mult[j:], bias[j:]) (colsum, mult, bias
-   padded to whole vectors) */
+/* out[0:valid] = fma(float(acc - zx * colsum[j:]), float32(sx * wscale[j:]), bias[j:])
+   (colsum, wscale, bias padded to whole vectors; sx, zx: the row's input scale, zero point) */
 #if VL == 16
-static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx,
-                            const int32_t *colsum, const float *mult, const float *bias,
+static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx, float sx,
+                            const int32_t *colsum, const float *wscale, const float *bias,
                             float *out) {
     __m512i raw = _mm512_sub_epi32(acc, _mm512_mullo_epi32(_mm512_set1_epi32(zx),
                                                           _mm512_loadu_si512(colsum + j)));
-    __m512 f = _mm512_cvtepi32_ps(raw), m = _mm512_loadu_ps(mult + j);
+    __m512 f = _mm512_cvtepi32_ps(raw);
+    __m512 m = _mm512_mul_ps(_mm512_set1_ps(sx), _mm512_loadu_ps(wscale + j));
     __m512 y = bias ? _mm512_fmadd_ps(f, m, _mm512_loadu_ps(bias + j)) : _mm512_mul_ps(f, m);
     _mm512_mask_storeu_ps(out, (__mmask16)((1u << valid) - 1u), y);
 }
 #elif VL == 8
-static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx,
-                            const int32_t *colsum, const float *mult, const float *bias,
+static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx, float sx,
+                            const int32_t *colsum, const float *wscale, const float *bias,
                             float *out) {
     __m256i raw = _mm256_sub_epi32(acc, _mm256_mullo_epi32(
         _mm256_set1_epi32(zx), _mm256_loadu_si256((const __m256i *)(colsum + j))));
-    __m256 f = _mm256_cvtepi32_ps(raw), m = _mm256_loadu_ps(mult + j);
+    __m256 f = _mm256_cvtepi32_ps(raw);
+    __m256 m = _mm256_mul_ps(_mm256_set1_ps(sx), _mm256_loadu_ps(wscale + j));
     __m256 y = bias ? _mm256_fmadd_ps(f, m, _mm256_loadu_ps(bias + j)) : _mm256_mul_ps(f, m);
     if (valid == 8) {
         _mm256_storeu_ps(out, y);
@@ -164,8 +169,8 @@ static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx,
 #define DOT_R(r) { vacc xb##r = VBCAST(load4(xq + r * kp + 4 * k4)); FOR_COLS(DOT_C, r) }
 #define LOADW(c) vacc w##c = VLOADW(wvec(wp, kp, col0, c, k4));
 #define EPI_C(r, c) if (r < rows && col0 + c * VL < m1) \
-    epilogue(a##r##_##c, col0 + c * VL, m1 - col0 - c * VL < VL ? m1 - col0 - c * VL : VL, zx, \
-             colsum, mult, bias, out + r * ldo + col0 + c * VL);
+    epilogue(a##r##_##c, col0 + c * VL, m1 - col0 - c * VL < VL ? m1 - col0 - c * VL : VL, \
+             (int32_t)rzp[r], rscale[r], colsum, wscale, bias, out + r * ldo + col0 + c * VL);
 #define EPI_R(r) FOR_COLS(EPI_C, r)
 #define LOADW_ALL FOR_COLS(LOADW_C, _)
 #define LOADW_C(_, c) LOADW(c)
@@ -174,8 +179,8 @@ static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx,
    weight is padded to whole tiles); the epilogue writes the rows < rows and the columns < m1
    of out (ldo floats a row) */
 static void tile(const uint8_t *xq, int64_t kp, const int8_t *wp, int64_t col0, int rows,
-                 int64_t m1, int32_t zx, const int32_t *colsum, const float *mult,
-                 const float *bias, float *out, int64_t ldo) {
+                 int64_t m1, const float *rzp, const float *rscale, const int32_t *colsum,
+                 const float *wscale, const float *bias, float *out, int64_t ldo) {
     FOR_ROWS(DECL_R)
     for (int64_t k4 = 0; k4 < kp / 4; k4++) {
         LOADW_ALL
@@ -186,14 +191,17 @@ static void tile(const uint8_t *xq, int64_t kp, const int8_t *wp, int64_t col0, 
 #endif
 
 /* rows [n0, n1) and columns [m0, m1) of out (ldo floats a row); m0 a multiple of MPAD.
-   x: float32 rows of ldx floats; wp: the packed weight (K padded to kp, columns to a multiple
-   of MPAD); colsum/mult/bias: padded to a multiple of MPAD columns (bias may be NULL).  Returns 0, or -1 when out of
+   x: float32 rows of ldx floats; row r is quantized with rinv[r] (1 / scale), rzp[r] (its
+   integer zero point as a float) and clamped to [0, qmax], and rescaled by rscale[r] (the same
+   values in every row for PyTorch's per-tensor input quantization); wp: the packed weight (K
+   padded to kp, columns to a multiple of MPAD); colsum/wscale/bias: padded to a multiple of
+   MPAD columns (bias may be NULL).  Returns 0, or -1 when out of
    memory. */
 int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t n1, int64_t k,
-                               float inv, float zp, float qmax, int32_t zx, const int8_t *wp,
-                               int64_t kp, const int32_t *colsum, const float *mult,
-                               const float *bias, float *out, int64_t ldo, int64_t m0,
-                               int64_t m1) {
+                               const float *rinv, const float *rzp, const float *rscale,
+                               float qmax, const int8_t *wp, int64_t kp, const int32_t *colsum,
+                               const float *wscale, const float *bias, float *out, int64_t ldo,
+                               int64_t m0, int64_t m1) {
     /* row blocks of RB rows: their codes stay in L1/L2 while every column tile passes over
        them (the weight, packed, stays in L2); a column tile's panel stays in L1 over the
        block's row tiles */
@@ -205,13 +213,15 @@ int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t 
         int64_t nb = n1 - b0 < RB ? n1 - b0 : RB;
         int64_t rows_pad = (nb + NR - 1) / NR * NR;
         for (int64_t i = 0; i < nb; i++)
-            quantize_row(x + (b0 + i) * ldx, k, kp, inv, zp, qmax, xq + i * kp);
+            quantize_row(x + (b0 + i) * ldx, k, kp, rinv[b0 + i], rzp[b0 + i], qmax,
+                         xq + i * kp);
         memset(xq + nb * kp, 0, (size_t)((rows_pad - nb) * kp));
 #if VL > 1
         for (int64_t col0 = m0; col0 < m1; col0 += (int64_t)MV * VL)
             for (int64_t i = 0; i < nb; i += NR)
-                tile(xq + i * kp, kp, wp, col0, nb - i < NR ? (int)(nb - i) : NR, m1, zx, colsum,
-                     mult, bias, out + (b0 + i) * ldo, ldo);
+                tile(xq + i * kp, kp, wp, col0, nb - i < NR ? (int)(nb - i) : NR, m1,
+                     rzp + b0 + i, rscale + b0 + i, colsum, wscale, bias, out + (b0 + i) * ldo,
+                     ldo);
 #else
         for (int64_t i = 0; i < nb; i++)
             for (int64_t j = m0; j < m1; j++) {
@@ -219,8 +229,9 @@ int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t 
                 int32_t s = 0;
                 for (int64_t kk = 0; kk < kp; kk++)
                     s += (int32_t)xq[i * kp + kk] * (int32_t)wb[(kk / 4) * 4 * BLK + kk % 4];
-                float f = (float)(s - zx * colsum[j]);
-                out[(b0 + i) * ldo + j] = bias ? fmaf(f, mult[j], bias[j]) : f * mult[j];
+                float f = (float)(s - (int32_t)rzp[b0 + i] * colsum[j]);
+                float mult = rscale[b0 + i] * wscale[j];
+                out[(b0 + i) * ldo + j] = bias ? fmaf(f, mult, bias[j]) : f * mult;
             }
 #endif
     }

@@ -16,7 +16,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.creation import tensor
 from ember.ao.quantization import _dynamic_kernel as kern
-from ember.ao.quantization.observer import default_dynamic_qconfig
+from ember.ao.quantization.observer import default_dynamic_qconfig, per_token_affine
 from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
 from ember.errors import DTypeError, EmberTypeError, ShapeError
 from ember.nn.modules.module import Module
@@ -82,6 +82,7 @@ class Linear(Module):
         self.in_features, self.out_features = in_features, out_features
         self.scale, self.zero_point = 1.0, 0
         self.version = 4
+        self.per_row_input = False      # per-token input scales (per_token_dynamic_qconfig)
         self._packed_params = LinearPackedParams(dtype)
         w = quantize_per_tensor(tensor(np.zeros((out_features, in_features), np.float32)),
                                 1.0, 0, dt.qint8)
@@ -118,7 +119,7 @@ class Linear(Module):
         p = self._packed_params
         a = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
         out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._packed, p._bias_np,
-                                  reduce_range=True)
+                                  reduce_range=True, per_row=self.per_row_input)
         return tensor(out.reshape(*x.shape[:-1], self.out_features))
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
@@ -151,6 +152,8 @@ class Linear(Module):
         else:
             qw = quantize_per_tensor(weight, float(scale), int(zp), dt.qint8)
         q = cls(mod.in_features, mod.out_features, dtype=dt.qint8)
+        act = qconfig.activation()
+        q.per_row_input = getattr(act, "qscheme", None) == per_token_affine
         bias = None if mod.bias is None else mod.bias.detach().float().clone()
         q.set_weight_bias(qw, bias)
         return q
