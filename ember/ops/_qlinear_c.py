@@ -29,6 +29,7 @@ _NATIVE = _native.Native(
     {"ember_eager_qlinear_packed": (ctypes.c_int, [_P, _I, _I, _I, _I, _P, _P, _P, _F, _P, _I,
                                                    _P, _P, _P, _P, _I, _I, _I]),
      "ember_eager_minmax": (ctypes.c_int, [_P, _I, _P, _P]),
+     "ember_eager_minmax_rows": (ctypes.c_int64, [_P, _I, _I, _I, _P, _P]),
      "ember_eager_quantize_u8": (None, [_P, _I, _F, _F, _F, _P])})
 _state = _NATIVE.state
 set_enabled = _NATIVE.set_enabled
@@ -78,6 +79,19 @@ def minmax(x: np.ndarray) -> tuple[float, float] | None:
     if lib.ember_eager_minmax(_native.ptr(x), x.size, ctypes.byref(lo), ctypes.byref(hi)):
         return float("nan"), float("nan")
     return lo.value, hi.value
+
+
+def minmax_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-row (min, max) float32 arrays of a C-contiguous 2-d float32 array with at least
+    one column, NaN-propagating like NumPy's, or None when the kernel is off."""
+    lib = _NATIVE.lib()
+    if lib is None:
+        return None
+    n, k = x.shape
+    lo, hi = np.empty(n, np.float32), np.empty(n, np.float32)
+    if lib.ember_eager_minmax_rows(_native.ptr(x), n, k, k, lo.ctypes.data, hi.ctypes.data):
+        return x.min(axis=1), x.max(axis=1)
+    return lo, hi
 
 
 def quantize_u8(x: np.ndarray, scale: np.float32, zero_point: int, qmax: int) -> np.ndarray | None:
@@ -147,4 +161,5 @@ def run(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, qmax: int, w: 
     return out
 
 
-__all__ = ["Packed", "available", "minmax", "pack_weight", "quantize_u8", "run", "set_enabled"]
+__all__ = ["Packed", "available", "minmax", "minmax_rows", "pack_weight", "quantize_u8", "run",
+           "set_enabled"]

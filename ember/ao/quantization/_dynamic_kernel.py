@@ -128,7 +128,8 @@ def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
         if x.shape[1] == 0:
             lo = hi = np.zeros(x.shape[0], np.float32)
         else:
-            lo, hi = x.min(axis=1), x.max(axis=1)
+            mm = _qlinear_c.minmax_rows(x)
+            lo, hi = (x.min(axis=1), x.max(axis=1)) if mm is None else mm
         sx, zx = choose_qparams_rows(lo, hi, 0, 255, reduce_range)
         sxc, zxc = sx[:, None], zx[:, None]
     else:

@@ -269,6 +269,15 @@ int ember_eager_minmax(const float *x, int64_t n, float *mn, float *mx) {
     return nan;
 }
 
+/* min and max of each of n rows of k floats (rows ldx apart); NaN rows are the caller's to
+   detect (the return value counts rows that held a NaN) */
+int64_t ember_eager_minmax_rows(const float *x, int64_t n, int64_t k, int64_t ldx, float *mn,
+                                float *mx) {
+    int64_t nans = 0;
+    for (int64_t i = 0; i < n; i++) nans += ember_eager_minmax(x + i * ldx, k, mn + i, mx + i);
+    return nans;
+}
+
 /* fbgemm's Quantize: code = clamp(nearbyint(fma(x, inv, zp)), 0, qmax) (one rounding before
    nearbyint, ties to even in the default rounding mode) */
 void ember_eager_quantize_u8(const float *x, int64_t n, float inv, float zp, float qmax,
