@@ -61,10 +61,9 @@ def test_qlinear_kernel_per_isa(flags: tuple, tmp_path) -> None:  # noqa: ANN001
         w[0, :] = -128                                 # the extreme products
         x = (rng.standard_normal((n, k)) * 2).astype(np.float32)
         x[0, :] = 100.0                                # clamps to qmax
-        qmax = 127
-        for per_row in (False, True):                  # one scale / zero point, or per row
+        for per_row, qmax in ((False, 127), (True, 127), (True, 255)):  # 255: the split path
             scale = rng.uniform(0.01, 0.05, n if per_row else 1).astype(np.float32)
-            zx = rng.integers(0, 128, n if per_row else 1)
+            zx = rng.integers(0, qmax + 1, n if per_row else 1)
             scale, zx = np.broadcast_to(scale, (n,)).copy(), np.broadcast_to(zx, (n,)).copy()
             _check(lib, x, w, scale, zx, qmax, rng)
 

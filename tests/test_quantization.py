@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.ops import _qlinear_c
+from ember.ops import _native, _qlinear_c
 
 torch = pytest.importorskip("torch")
 tq = torch.ao.quantization
@@ -190,8 +190,11 @@ def test_quantize_rounds_once_like_fbgemm(kernel: str) -> None:
 @pytest.mark.parametrize("k,m,seed", [(8, 4, 0), (384, 100, 1), (1500, 33, 2)])
 def test_per_token_rows_match_torch_row_by_row(k: int, m: int, seed: int, kernel: str) -> None:
     """``per_token_dynamic_qconfig`` (ember's addition): each input row gets its own scale and
-    zero point.  The oracle: torch's per-channel dynamic Linear called on one row at a time
-    (its per-tensor input quantization then sees only that row)."""
+    zero point over [0, 255].  The oracle: torch's per-channel ``quantized::linear_dynamic``
+    with ``reduce_range=False`` called on one row at a time (its per-tensor input quantization
+    then sees only that row).  fbgemm sums 8-bit codes exactly only with VNNI (its AVX2
+    ``vpmaddubsw`` saturates), so the torch oracle needs an AVX512-VNNI CPU; the NumPy path
+    (exact integer sums) is compared on every CPU."""
     t, e = _pair(k, m, seed, bias=seed != 2)
     tq_model = tq.quantize_dynamic(t, {torch.nn.Linear: tq.per_channel_dynamic_qconfig})
     eq_model = ember.ao.quantization.quantize_dynamic(
@@ -203,9 +206,17 @@ def test_per_token_rows_match_torch_row_by_row(k: int, m: int, seed: int, kernel
     x[6] = np.abs(x[6])                            # one-signed rows
     x[7] = -np.abs(x[7]) * 1e-7                    # a tiny row (the small-scale branch)
     got = eq_model[0](ember.tensor(x)).numpy()
+    old = _qlinear_c.set_enabled(False)
+    try:
+        np.testing.assert_array_equal(got, eq_model[0](ember.tensor(x)).numpy())
+    finally:
+        _qlinear_c.set_enabled(old)
+    if "avx512_vnni" not in _native._cpu_flags().split():
+        pytest.skip("torch's fbgemm saturates 8-bit codes without VNNI")
+    packed = tq_model[0]._packed_params._packed_params
     for i in range(x.shape[0]):
-        want = tq_model[0](torch.from_numpy(x[i:i + 1])).detach().numpy()
-        np.testing.assert_array_equal(got[i:i + 1], want)
+        want = torch.ops.quantized.linear_dynamic(torch.from_numpy(x[i:i + 1]), packed, False)
+        np.testing.assert_array_equal(got[i:i + 1], want.numpy())
 
 
 def test_choose_qparams_rows_equals_scalar() -> None:

@@ -140,7 +140,7 @@ def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
             mn, mx = (float(x.min()), float(x.max())) if mm is None else mm
         sx, zx = choose_qparams(mn, mx, 0, 255, reduce_range)
         sxc, zxc = sx, zx
-    if reduce_range and x.shape[0] > 0:
+    if x.shape[0] > 0:
         out = _qlinear_c.run(x, sx, zx, qmax, w.packed, w.scale, bias)
         if out is not None:
             return out

@@ -11,8 +11,9 @@
    broadcast of x feeds all of them:
      AVX512-VNNI: vpdpbusd zmm (16 int32 column sums per instruction)
      AVX-VNNI:    vpdpbusd ymm (VEX)
-     AVX-512BW / AVX2: vpmaddubsw (u8 x s8 pairs, 2 * 127 * 128 < 32767: no saturation since
-                  codes are <= 127) + vpmaddwd by ones + vpaddd
+     AVX-512BW / AVX2: vpmaddubsw (u8 x s8 pairs, 2 * 127 * 128 < 32767: no saturation for
+                  codes <= 127, PyTorch's reduce_range) + vpmaddwd by ones + vpaddd; codes up
+                  to 255 are split as 2 * (x >> 1) + (x & 1), two vpmaddubsw per step
      otherwise a scalar loop over the same layout.
    Integer sums are exact in any order, so every path (and the NumPy path) gives the same bits;
    the epilogue is one fma per output, as fbgemm's AVX2 requantization. */
@@ -43,6 +44,13 @@ typedef __m512i vacc;
 #define VBCAST(v) _mm512_set1_epi32(v)
 #define VDOT(acc, xb, w) _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(xb, w), \
                                                                 _mm512_set1_epi16(1)))
+/* 8-bit codes: x = 2 * (x >> 1) + (x & 1), each half's pair sums fit int16 */
+#define SPLIT 1
+#define VHI(xb) _mm512_and_si512(_mm512_srli_epi16(xb, 1), _mm512_set1_epi8(0x7f))
+#define VLO(xb) _mm512_and_si512(xb, _mm512_set1_epi8(1))
+#define VDOT2(acc, xh, xl, w) _mm512_add_epi32(_mm512_add_epi32(acc, _mm512_madd_epi16( \
+    _mm512_maddubs_epi16(xh, w), _mm512_set1_epi16(2))), _mm512_madd_epi16( \
+    _mm512_maddubs_epi16(xl, w), _mm512_set1_epi16(1)))
 #elif defined(__AVX2__) && defined(__AVXVNNI__)
 #define VL 8
 #define NR 6
@@ -62,6 +70,12 @@ typedef __m256i vacc;
 #define VBCAST(v) _mm256_set1_epi32(v)
 #define VDOT(acc, xb, w) _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xb, w), \
                                                                 _mm256_set1_epi16(1)))
+#define SPLIT 1
+#define VHI(xb) _mm256_and_si256(_mm256_srli_epi16(xb, 1), _mm256_set1_epi8(0x7f))
+#define VLO(xb) _mm256_and_si256(xb, _mm256_set1_epi8(1))
+#define VDOT2(acc, xh, xl, w) _mm256_add_epi32(_mm256_add_epi32(acc, _mm256_madd_epi16( \
+    _mm256_maddubs_epi16(xh, w), _mm256_set1_epi16(2))), _mm256_madd_epi16( \
+    _mm256_maddubs_epi16(xl, w), _mm256_set1_epi16(1)))
 #else
 #define VL 1
 #define NR 1
@@ -167,6 +181,9 @@ static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx, floa
 #define DECL_R(r) FOR_COLS(DECL_C, r)
 #define DOT_C(r, c) a##r##_##c = VDOT(a##r##_##c, xb##r, w##c);
 #define DOT_R(r) { vacc xb##r = VBCAST(load4(xq + r * kp + 4 * k4)); FOR_COLS(DOT_C, r) }
+#define DOT2_C(r, c) a##r##_##c = VDOT2(a##r##_##c, xh##r, xl##r, w##c);
+#define DOT2_R(r) { vacc xb##r = VBCAST(load4(xq + r * kp + 4 * k4)); \
+                    vacc xh##r = VHI(xb##r), xl##r = VLO(xb##r); FOR_COLS(DOT2_C, r) }
 #define LOADW(c) vacc w##c = VLOADW(wvec(wp, kp, col0, c, k4));
 #define EPI_C(r, c) if (r < rows && col0 + c * VL < m1) \
     epilogue(a##r##_##c, col0 + c * VL, m1 - col0 - c * VL < VL ? m1 - col0 - c * VL : VL, \
@@ -180,8 +197,16 @@ static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx, floa
    of out (ldo floats a row) */
 static void tile(const uint8_t *xq, int64_t kp, const int8_t *wp, int64_t col0, int rows,
                  int64_t m1, const float *rzp, const float *rscale, const int32_t *colsum,
-                 const float *wscale, const float *bias, float *out, int64_t ldo) {
+                 const float *wscale, const float *bias, float *out, int64_t ldo, int wide) {
     FOR_ROWS(DECL_R)
+#ifdef SPLIT
+    if (wide) {           /* codes above 127: vpmaddubsw's int16 pair sums could saturate */
+        for (int64_t k4 = 0; k4 < kp / 4; k4++) {
+            LOADW_ALL
+            FOR_ROWS(DOT2_R)
+        }
+    } else
+#endif
     for (int64_t k4 = 0; k4 < kp / 4; k4++) {
         LOADW_ALL
         FOR_ROWS(DOT_R)
@@ -221,7 +246,7 @@ int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t 
             for (int64_t i = 0; i < nb; i += NR)
                 tile(xq + i * kp, kp, wp, col0, nb - i < NR ? (int)(nb - i) : NR, m1,
                      rzp + b0 + i, rscale + b0 + i, colsum, wscale, bias, out + (b0 + i) * ldo,
-                     ldo);
+                     ldo, qmax > 127.0f);
 #else
         for (int64_t i = 0; i < nb; i++)
             for (int64_t j = m0; j < m1; j++) {

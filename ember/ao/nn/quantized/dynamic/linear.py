@@ -82,7 +82,9 @@ class Linear(Module):
         self.in_features, self.out_features = in_features, out_features
         self.scale, self.zero_point = 1.0, 0
         self.version = 4
-        self.per_row_input = False      # per-token input scales (per_token_dynamic_qconfig)
+        # per_token_dynamic_qconfig: every input row its own scale and zero point over the
+        # full [0, 255] (PyTorch's per-tensor scheme: one pair over [0, 127], reduce_range)
+        self.per_row_input = False
         self._packed_params = LinearPackedParams(dtype)
         w = quantize_per_tensor(tensor(np.zeros((out_features, in_features), np.float32)),
                                 1.0, 0, dt.qint8)
@@ -119,7 +121,8 @@ class Linear(Module):
         p = self._packed_params
         a = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
         out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._packed, p._bias_np,
-                                  reduce_range=True, per_row=self.per_row_input)
+                                  reduce_range=not self.per_row_input,
+                                  per_row=self.per_row_input)
         return tensor(out.reshape(*x.shape[:-1], self.out_features))
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
