@@ -246,3 +246,27 @@ def test_per_token_close_to_float() -> None:
         q = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear: qc})
         errs[name] = np.abs(q[0](ember.tensor(x)).numpy() - ref)[1:].max()
     assert errs["token"] < errs["tensor"] / 10
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_save_load_quantized_state_dict_both_ways_with_torch(per_channel: bool, tmp_path) -> None:
+    """``ember.save`` writes quantized weights as ``torch.save`` does
+    (``torch._utils._rebuild_qtensor``, a QInt8Storage), so ``torch.load(weights_only=True)``
+    reads them; ``ember.load`` reads torch's.  Loaded models give the original's bits."""
+    t, e = _pair(20, 7, 11)
+    tqc = {torch.nn.Linear: tq.per_channel_dynamic_qconfig} if per_channel else {torch.nn.Linear}
+    eqc = ({ember.nn.Linear: ember.ao.quantization.per_channel_dynamic_qconfig} if per_channel
+           else {ember.nn.Linear})
+    t_q, e_q = tq.quantize_dynamic(t, tqc), ember.ao.quantization.quantize_dynamic(e, eqc)
+    x = _inputs((6, 20), 11)
+    want = t_q(torch.from_numpy(x)).detach().numpy()
+    ember.save(e_q.state_dict(), tmp_path / "e.pt")
+    t2 = tq.quantize_dynamic(_pair(20, 7, 12)[0], tqc)
+    t2.load_state_dict(torch.load(tmp_path / "e.pt", weights_only=True))
+    np.testing.assert_array_equal(t2(torch.from_numpy(x)).detach().numpy(), want)
+    torch.save(t_q.state_dict(), tmp_path / "t.pt")
+    e2 = ember.ao.quantization.quantize_dynamic(_pair(20, 7, 12)[1], eqc)
+    e2.load_state_dict(ember.load(tmp_path / "t.pt"))
+    np.testing.assert_array_equal(e2(ember.tensor(x)).numpy(), want)
+    w = ember.load(tmp_path / "t.pt")["0._packed_params._packed_params"][0]
+    assert w.dtype is ember.qint8 and (w.qscheme() == "per_channel_affine") == per_channel
