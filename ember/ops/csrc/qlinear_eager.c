@@ -34,11 +34,15 @@ typedef __m512i vacc;
 #define VLOADW(p) _mm512_loadu_si512((const void *)(p))
 #define VBCAST(v) _mm512_set1_epi32(v)
 #define VDOT(acc, xb, w) _mm512_dpbusd_epi32(acc, xb, w)
+#define VLOADA(p) _mm512_loadu_si512((const void *)(p))
+#define VSTOREA(p, v) _mm512_storeu_si512((void *)(p), v)
 #elif defined(__AVX512BW__)
 #define VL 16
 #define NR 6
 #define MV 3
 typedef __m512i vacc;
+#define VLOADA(p) _mm512_loadu_si512((const void *)(p))
+#define VSTOREA(p, v) _mm512_storeu_si512((void *)(p), v)
 #define VZERO() _mm512_setzero_si512()
 #define VLOADW(p) _mm512_loadu_si512((const void *)(p))
 #define VBCAST(v) _mm512_set1_epi32(v)
@@ -60,11 +64,15 @@ typedef __m256i vacc;
 #define VLOADW(p) _mm256_loadu_si256((const __m256i *)(p))
 #define VBCAST(v) _mm256_set1_epi32(v)
 #define VDOT(acc, xb, w) _mm256_dpbusd_avx_epi32(acc, xb, w)
+#define VLOADA(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VSTOREA(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #elif defined(__AVX2__)
 #define VL 8
 #define NR 4
 #define MV 2
 typedef __m256i vacc;
+#define VLOADA(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VSTOREA(p, v) _mm256_storeu_si256((__m256i *)(p), v)
 #define VZERO() _mm256_setzero_si256()
 #define VLOADW(p) _mm256_loadu_si256((const __m256i *)(p))
 #define VBCAST(v) _mm256_set1_epi32(v)
@@ -84,6 +92,7 @@ typedef __m256i vacc;
 
 #define BLK 16                          /* columns per packed block */
 #define MPAD 48                         /* packed columns: a multiple of every MV * VL */
+#define KC 512                          /* K chunk (bytes of a weight row) per pass */
 
 /* the address of column vector c (VL columns from col0) at k4 in a packed weight whose
    16-column blocks are kp * 16 bytes apart (col0 a multiple of 16) */
@@ -177,7 +186,9 @@ static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx, floa
 #else
 #define FOR_COLS(X, r) X(r, 0) X(r, 1)
 #endif
-#define DECL_C(r, c) vacc a##r##_##c = VZERO();
+#define DECL_C(r, c) vacc a##r##_##c = first ? VZERO() : VLOADA(part + (r * MV + c) * VL);
+#define SAVE_C(r, c) VSTOREA(part + (r * MV + c) * VL, a##r##_##c);
+#define SAVE_R(r) FOR_COLS(SAVE_C, r)
 #define DECL_R(r) FOR_COLS(DECL_C, r)
 #define DOT_C(r, c) a##r##_##c = VDOT(a##r##_##c, xb##r, w##c);
 #define DOT_R(r) { vacc xb##r = VBCAST(load4(xq + r * kp + 4 * k4)); FOR_COLS(DOT_C, r) }
@@ -193,25 +204,31 @@ static inline void epilogue(vacc acc, int64_t j, int64_t valid, int32_t zx, floa
 #define LOADW_C(_, c) LOADW(c)
 
 /* NR rows of quantized x (rows kp bytes apart) times MV column vectors from col0 (the packed
-   weight is padded to whole tiles); the epilogue writes the rows < rows and the columns < m1
-   of out (ldo floats a row) */
+   weight is padded to whole tiles) over k in [4 * k4a, 4 * k4b): the sums start at zero
+   (first) or from part (NR * MV vectors of int32), and end in part or, when last, in the
+   epilogue, which writes the rows < rows and the columns < m1 of out (ldo floats a row) */
 static void tile(const uint8_t *xq, int64_t kp, const int8_t *wp, int64_t col0, int rows,
                  int64_t m1, const float *rzp, const float *rscale, const int32_t *colsum,
-                 const float *wscale, const float *bias, float *out, int64_t ldo, int wide) {
+                 const float *wscale, const float *bias, float *out, int64_t ldo, int wide,
+                 int64_t k4a, int64_t k4b, int32_t *part, int first, int last) {
     FOR_ROWS(DECL_R)
 #ifdef SPLIT
     if (wide) {           /* codes above 127: vpmaddubsw's int16 pair sums could saturate */
-        for (int64_t k4 = 0; k4 < kp / 4; k4++) {
+        for (int64_t k4 = k4a; k4 < k4b; k4++) {
             LOADW_ALL
             FOR_ROWS(DOT2_R)
         }
     } else
 #endif
-    for (int64_t k4 = 0; k4 < kp / 4; k4++) {
+    for (int64_t k4 = k4a; k4 < k4b; k4++) {
         LOADW_ALL
         FOR_ROWS(DOT_R)
     }
-    FOR_ROWS(EPI_R)
+    if (last) {
+        FOR_ROWS(EPI_R)
+    } else {
+        FOR_ROWS(SAVE_R)
+    }
 }
 #endif
 
@@ -231,9 +248,16 @@ int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t 
        them (the weight, packed, stays in L2); a column tile's panel stays in L1 over the
        block's row tiles */
     int64_t tiles = 32768 / (NR * kp);                 /* about 32 KiB of codes a block */
-    const int64_t RB = NR * (tiles < 2 ? 2 : tiles > 4 ? 4 : tiles);
+    const int64_t RB = kp > KC ? NR * 8 : NR * (tiles < 2 ? 2 : tiles > 4 ? 4 : tiles);
     uint8_t *xq = (uint8_t *)malloc((size_t)RB * (size_t)kp);
     if (!xq) return -1;
+#if VL > 1
+    int32_t *part = (int32_t *)malloc((size_t)RB * MV * VL * sizeof(int32_t));
+    if (!part) {
+        free(xq);
+        return -1;
+    }
+#endif
     for (int64_t b0 = n0; b0 < n1; b0 += RB) {
         int64_t nb = n1 - b0 < RB ? n1 - b0 : RB;
         int64_t rows_pad = (nb + NR - 1) / NR * NR;
@@ -242,11 +266,17 @@ int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t 
                          xq + i * kp);
         memset(xq + nb * kp, 0, (size_t)((rows_pad - nb) * kp));
 #if VL > 1
+        /* K in chunks of KC: a column tile's panel chunk (MV * VL x KC bytes) stays in L1
+           over the block's row tiles; partial sums wait in part */
         for (int64_t col0 = m0; col0 < m1; col0 += (int64_t)MV * VL)
-            for (int64_t i = 0; i < nb; i += NR)
-                tile(xq + i * kp, kp, wp, col0, nb - i < NR ? (int)(nb - i) : NR, m1,
-                     rzp + b0 + i, rscale + b0 + i, colsum, wscale, bias, out + (b0 + i) * ldo,
-                     ldo, qmax > 127.0f);
+            for (int64_t ka = 0; ka < kp; ka += KC) {
+                int64_t kb = kp - ka < KC ? kp : ka + KC;
+                for (int64_t i = 0; i < nb; i += NR)
+                    tile(xq + i * kp, kp, wp, col0, nb - i < NR ? (int)(nb - i) : NR, m1,
+                         rzp + b0 + i, rscale + b0 + i, colsum, wscale, bias,
+                         out + (b0 + i) * ldo, ldo, qmax > 127.0f, ka / 4, kb / 4,
+                         part + i * MV * VL, ka == 0, kb == kp);
+            }
 #else
         for (int64_t i = 0; i < nb; i++)
             for (int64_t j = m0; j < m1; j++) {
@@ -261,6 +291,9 @@ int ember_eager_qlinear_packed(const float *x, int64_t ldx, int64_t n0, int64_t 
 #endif
     }
     free(xq);
+#if VL > 1
+    free(part);
+#endif
     return 0;
 }
 
