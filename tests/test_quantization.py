@@ -270,3 +270,16 @@ def test_save_load_quantized_state_dict_both_ways_with_torch(per_channel: bool, 
     np.testing.assert_array_equal(e2(ember.tensor(x)).numpy(), want)
     w = ember.load(tmp_path / "t.pt")["0._packed_params._packed_params"][0]
     assert w.dtype is ember.qint8 and (w.qscheme() == "per_channel_affine") == per_channel
+
+
+def test_quantized_model_under_compile_equals_eager() -> None:
+    """Inside ``ember.compile`` a quantized Linear is a graph break: the float parts around it
+    are compiled, the int8 kernel runs as in eager, and the result is eager's."""
+    _, e = _pair(64, 32, 13)
+    qc = {ember.nn.Linear: ember.ao.quantization.per_token_dynamic_qconfig}
+    q = ember.ao.quantization.quantize_dynamic(e, qc)
+    x = ember.tensor(_inputs((9, 64), 13))
+    want = q(x).numpy() * np.float32(0.5)
+    compiled = ember.compile(lambda v: q(v * 2.0) * 0.5)
+    for _ in range(2):
+        np.testing.assert_array_equal(compiled(x * 0.5).numpy(), want)
