@@ -3,8 +3,8 @@ and with ``--compiled`` the same matmul under ``ember.compile`` plus memory-boun
 exact gelu, softmax over rows of 1024) on 2^24 elements, eager and compiled.
 
 Run: ``python benchmarks/bench_lowp.py [--compiled] [--quick]`` (needs torch).  ember and torch
-interleaved in one process, medians.  torch's CPU half matmul has no fast kernel without AMX (about 100x slower
-than its float32), so torch's half rows are timed with fewer calls.
+interleaved in one process, medians.  torch's CPU half matmul has no fast kernel without AMX
+(about 100x slower than its float32), so torch's half rows are timed with fewer calls.
 """
 
 from __future__ import annotations
