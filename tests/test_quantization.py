@@ -283,3 +283,32 @@ def test_quantized_model_under_compile_equals_eager() -> None:
     compiled = ember.compile(lambda v: q(v * 2.0) * 0.5)
     for _ in range(2):
         np.testing.assert_array_equal(compiled(x * 0.5).numpy(), want)
+
+
+@pytest.mark.parametrize("layers,bidirectional,batch_first", [(1, False, False),
+                                                              (2, True, True)])
+def test_dynamic_lstm_matches_torch(layers: int, bidirectional: bool, batch_first: bool,
+                                    kernel: str) -> None:
+    """``quantize_dynamic`` replaces ``nn.LSTM`` (torch's default set) by a dynamic quantized
+    LSTM: int8 products bit for bit torch's, float32 gate math (last-bit differences)."""
+    torch.manual_seed(layers)
+    t = torch.nn.LSTM(8, 16, layers, bidirectional=bidirectional, batch_first=batch_first)
+    e = ember.nn.LSTM(8, 16, layers, bidirectional=bidirectional, batch_first=batch_first)
+    e.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    t_q = tq.quantize_dynamic(torch.nn.Sequential(t))            # default set: Linear, LSTM...
+    e_q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(e))
+    assert repr(e_q).replace("ember.", "torch.") == repr(t_q)
+    shape = (3, 7, 8) if batch_first else (7, 3, 8)
+    x = _inputs(shape, layers)
+    d = 2 if bidirectional else 1
+    h0 = _inputs((layers * d, 3, 16), 5) * 0.1
+    c0 = _inputs((layers * d, 3, 16), 6) * 0.1
+    for hx in (None, (h0, c0)):
+        want = t_q[0](torch.from_numpy(x), None if hx is None else
+                      tuple(torch.from_numpy(v) for v in hx))
+        got = e_q[0](ember.tensor(x), None if hx is None else
+                     tuple(ember.tensor(v) for v in hx))
+        for g, w in zip((got[0], *got[1]), (want[0], *want[1])):
+            np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=0, atol=1e-6)
+    unbatched = e_q[0](ember.tensor(x[0] if batch_first else x[:, 0]))[0]
+    assert tuple(unbatched.shape) == (7, 16 * d)

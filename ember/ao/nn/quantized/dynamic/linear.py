@@ -23,6 +23,21 @@ from ember.nn.modules.module import Module
 from ember.tensor import Tensor
 
 
+def quantize_weight(weight: Tensor, qconfig: Any, op: str) -> QuantizedTensor:
+    """A float weight quantized by ``qconfig``'s weight observer (qint8, per tensor or per
+    output channel), as PyTorch's ``from_float`` does."""
+    observer = qconfig.weight()
+    if observer.dtype is not dt.qint8:
+        raise DTypeError(f"[{op}] weight observer must have dtype ember.qint8, got "
+                         f"{observer.dtype}")
+    w = weight.detach().float()
+    observer(w)
+    scale, zp = observer.calculate_qparams()
+    if observer.qscheme.startswith("per_channel"):
+        return quantize_per_channel(w, scale.double(), zp, 0, dt.qint8)
+    return quantize_per_tensor(w, float(scale), int(zp), dt.qint8)
+
+
 class LinearPackedParams(Module):
     """Holds the quantized weight and the float bias (saved as ``_packed_params``)."""
 
@@ -143,17 +158,7 @@ class Linear(Module):
         """Quantize a float ``nn.Linear`` that carries a ``qconfig`` (as ``quantize_dynamic``
         sets); without one, ``default_dynamic_qconfig``."""
         qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
-        observer = qconfig.weight()
-        if observer.dtype is not dt.qint8:
-            raise DTypeError(f"[quantized.dynamic.Linear] weight observer must have dtype "
-                             f"ember.qint8, got {observer.dtype}")
-        weight = mod.weight.detach().float()
-        observer(weight)
-        scale, zp = observer.calculate_qparams()
-        if observer.qscheme.startswith("per_channel"):
-            qw = quantize_per_channel(weight, scale.double(), zp, 0, dt.qint8)
-        else:
-            qw = quantize_per_tensor(weight, float(scale), int(zp), dt.qint8)
+        qw = quantize_weight(mod.weight, qconfig, "quantized.dynamic.Linear")
         q = cls(mod.in_features, mod.out_features, dtype=dt.qint8)
         act = qconfig.activation()
         q.per_row_input = getattr(act, "qscheme", None) == per_token_affine
@@ -162,4 +167,4 @@ class Linear(Module):
         return q
 
 
-__all__ = ["Linear", "LinearPackedParams"]
+__all__ = ["Linear", "LinearPackedParams", "quantize_weight"]
