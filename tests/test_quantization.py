@@ -285,15 +285,19 @@ def test_quantized_model_under_compile_equals_eager() -> None:
         np.testing.assert_array_equal(compiled(x * 0.5).numpy(), want)
 
 
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
 @pytest.mark.parametrize("layers,bidirectional,batch_first", [(1, False, False),
                                                               (2, True, True)])
-def test_dynamic_lstm_matches_torch(layers: int, bidirectional: bool, batch_first: bool,
-                                    kernel: str) -> None:
-    """``quantize_dynamic`` replaces ``nn.LSTM`` (torch's default set) by a dynamic quantized
-    LSTM: int8 products bit for bit torch's, float32 gate math (last-bit differences)."""
+def test_dynamic_rnn_matches_torch(mode: str, layers: int, bidirectional: bool,
+                                   batch_first: bool, kernel: str) -> None:
+    """``quantize_dynamic`` replaces ``nn.LSTM``/``nn.GRU`` (torch's default set) by dynamic
+    quantized ones: int8 products bit for bit torch's, float32 gate math (last-bit
+    differences)."""
     torch.manual_seed(layers)
-    t = torch.nn.LSTM(8, 16, layers, bidirectional=bidirectional, batch_first=batch_first)
-    e = ember.nn.LSTM(8, 16, layers, bidirectional=bidirectional, batch_first=batch_first)
+    t = getattr(torch.nn, mode)(8, 16, layers, bidirectional=bidirectional,
+                                batch_first=batch_first)
+    e = getattr(ember.nn, mode)(8, 16, layers, bidirectional=bidirectional,
+                                batch_first=batch_first)
     e.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
     t_q = tq.quantize_dynamic(torch.nn.Sequential(t))            # default set: Linear, LSTM...
     e_q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(e))
@@ -303,12 +307,14 @@ def test_dynamic_lstm_matches_torch(layers: int, bidirectional: bool, batch_firs
     d = 2 if bidirectional else 1
     h0 = _inputs((layers * d, 3, 16), 5) * 0.1
     c0 = _inputs((layers * d, 3, 16), 6) * 0.1
-    for hx in (None, (h0, c0)):
+    lstm = mode == "LSTM"
+    for hx in (None, (h0, c0) if lstm else h0):
         want = t_q[0](torch.from_numpy(x), None if hx is None else
-                      tuple(torch.from_numpy(v) for v in hx))
+                      tuple(torch.from_numpy(v) for v in hx) if lstm else torch.from_numpy(hx))
         got = e_q[0](ember.tensor(x), None if hx is None else
-                     tuple(ember.tensor(v) for v in hx))
-        for g, w in zip((got[0], *got[1]), (want[0], *want[1])):
+                     tuple(ember.tensor(v) for v in hx) if lstm else ember.tensor(hx))
+        flat_w = (want[0], *want[1]) if lstm else want
+        for g, w in zip((got[0], *got[1]) if lstm else got, flat_w):
             np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=0, atol=1e-6)
     unbatched = e_q[0](ember.tensor(x[0] if batch_first else x[:, 0]))[0]
     assert tuple(unbatched.shape) == (7, 16 * d)
