@@ -2,8 +2,9 @@
 ``quantize_dynamic`` (fbgemm), inference, interleaved in one process, medians.
 
 Run: ``python benchmarks/bench_quant.py [--quick]`` (needs torch).  Models: a 3-layer MLP
-1024-4096-4096-1024 (batch 64 and 512) and the char-GPT of ``ember.demo`` (6 layers, d=384,
-6 heads, block 256, batch 8; random weights: speed only).  Also prints the max difference of
+1024-4096-4096-1024 (batch 64 and 512), single Linears at MiniLM's shapes (2944 rows) and
+the char-GPT of ``ember.demo`` (6 layers, d=384, 6 heads, block 256, batch 8; random weights:
+speed only).  Also prints the max difference of
 ember's int8 outputs from torch's int8 outputs (the kernels are meant to agree bit for bit).
 """
 
@@ -79,6 +80,10 @@ def _models(name: str) -> tuple:
     ember.manual_seed(0)
     if name == "mlp":
         e, t = _mlp(ember), _mlp(torch)
+    elif name.startswith("linear"):       # "linear K M": one Linear at MiniLM's shapes
+        k, m = (int(v) for v in name.split()[1:])
+        e, t = ember.nn.Sequential(ember.nn.Linear(k, m)), torch.nn.Sequential(
+            torch.nn.Linear(k, m))
     else:
         e, t = CharGPT(96, block=256, d=384, layers=6, heads=6), TCharGPT(96, 256, 384, 6, 6)
     t.load_state_dict({k: torch.from_numpy(v.detach().numpy().copy())
@@ -97,6 +102,10 @@ def _cases(quick: bool) -> list:
     for batch in (64,) if quick else (64, 512):
         x = rng.standard_normal((batch, 1024)).astype(np.float32)
         out.append((f"MLP 1024-4096-4096-1024, batch {batch}", *models,
+                    ember.tensor(x), torch.from_numpy(x)))
+    for k, m in ((384, 384), (384, 1536), (1536, 384)):
+        x = rng.standard_normal((2944, k)).astype(np.float32)
+        out.append((f"Linear {k}->{m}, 2944 rows (MiniLM 32x92)", *_models(f"linear {k} {m}"),
                     ember.tensor(x), torch.from_numpy(x)))
     idx = rng.integers(0, 96, (8, 256))
     out.append(("char-GPT 6x384, batch 8x256", *_models("gpt"), ember.tensor(idx),

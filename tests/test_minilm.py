@@ -160,3 +160,35 @@ def test_minilm_main_prints_similarities(minilm, capsys):
     assert out.count("~") == len(minilm.PAIRS)
     s = sims.tolist()
     assert s[0] > s[1] and s[2] > s[3]  # paraphrases score above unrelated pairs
+
+
+def test_minilm_bfloat16_autocast_matches_torch_autocast(minilm, encoder, sentence_transformer):
+    """``--dtype bfloat16``: ember under CPU autocast against sentence-transformers under
+    ``torch.autocast("cpu", dtype=torch.bfloat16)``; both round the products to bfloat16
+    (about 3 significant digits), so the embeddings agree to bfloat16 accuracy, not bits."""
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = sentence_transformer.encode(SENTENCES, batch_size=len(SENTENCES),
+                                          convert_to_numpy=True).astype(np.float32)
+    lowp = minilm.SentenceEncoder(dtype=minilm.torch.bfloat16)
+    emb = lowp.encode(SENTENCES).numpy()
+    assert emb.dtype == np.float32
+    cos = (emb * ref).sum(1) / np.linalg.norm(emb, axis=1) / np.linalg.norm(ref, axis=1)
+    assert cos.min() >= 0.999, cos
+    f32 = encoder.encode(SENTENCES).numpy()
+    assert np.abs(emb - f32).max() > 0         # the products did run in bfloat16
+
+
+def test_minilm_int8_per_token_embeddings(minilm, encoder, sentence_transformer):
+    """int8 dynamic quantization with per-token input scales keeps the sentence embeddings
+    within cosine 0.99 of torch's float32 ones (issue 18's accuracy goal)."""
+    import ember
+
+    ref = sentence_transformer.encode(SENTENCES, batch_size=len(SENTENCES),
+                                      convert_to_numpy=True)
+    q = minilm.SentenceEncoder()
+    Q = ember.ao.quantization
+    q.model = Q.quantize_dynamic(q.model, {ember.nn.Linear: Q.per_token_dynamic_qconfig})
+    emb = q.encode(SENTENCES).numpy()
+    assert (emb * ref).sum(1).min() >= 0.99

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.ops import _qlinear_c
+from ember.ops import _native, _qlinear_c
 
 torch = pytest.importorskip("torch")
 tq = torch.ao.quantization
@@ -65,7 +65,7 @@ def test_quantize_dynamic_bitwise(k: int, m: int, seed: int, per_channel: bool,
                                       tw.q_per_channel_scales().numpy())
     else:
         assert ew.q_scale() == tw.q_scale() and ew.q_zero_point() == tw.q_zero_point() == 0
-    for i, shape in enumerate([(7, k), (2, 3, k), (1, k), (0, k), (70, k)]):
+    for i, shape in enumerate([(7, k), (2, 3, k), (1, k), (0, k), (70, k), (200, k)]):
         x = _inputs(shape, seed * 10 + i)
         want = tq_model(torch.from_numpy(x)).detach().numpy()
         got = eq_model(ember.tensor(x)).numpy()
@@ -185,3 +185,136 @@ def test_quantize_rounds_once_like_fbgemm(kernel: str) -> None:
         np.testing.assert_array_equal(codes, want.int_repr().numpy())
     else:
         assert codes is None
+
+
+@pytest.mark.parametrize("k,m,seed", [(8, 4, 0), (384, 100, 1), (1500, 33, 2)])
+def test_per_token_rows_match_torch_row_by_row(k: int, m: int, seed: int, kernel: str) -> None:
+    """``per_token_dynamic_qconfig`` (ember's addition): each input row gets its own scale and
+    zero point over [0, 255].  The oracle: torch's per-channel ``quantized::linear_dynamic``
+    with ``reduce_range=False`` called on one row at a time (its per-tensor input quantization
+    then sees only that row).  fbgemm sums 8-bit codes exactly only with VNNI (its AVX2
+    ``vpmaddubsw`` saturates), so the torch oracle needs an AVX512-VNNI CPU; the NumPy path
+    (exact integer sums) is compared on every CPU."""
+    t, e = _pair(k, m, seed, bias=seed != 2)
+    tq_model = tq.quantize_dynamic(t, {torch.nn.Linear: tq.per_channel_dynamic_qconfig})
+    eq_model = ember.ao.quantization.quantize_dynamic(
+        e, {ember.nn.Linear: ember.ao.quantization.per_token_dynamic_qconfig})
+    assert eq_model[0].per_row_input
+    x = _inputs((37, k), seed)
+    x[3] *= 40.0                                   # an outlier row: its own scale
+    x[5] = 0.0                                     # an all-zero row
+    x[6] = np.abs(x[6])                            # one-signed rows
+    x[7] = -np.abs(x[7]) * 1e-7                    # a tiny row (the small-scale branch)
+    got = eq_model[0](ember.tensor(x)).numpy()
+    old = _qlinear_c.set_enabled(False)
+    try:
+        np.testing.assert_array_equal(got, eq_model[0](ember.tensor(x)).numpy())
+    finally:
+        _qlinear_c.set_enabled(old)
+    if "avx512_vnni" not in _native._cpu_flags().split():
+        pytest.skip("torch's fbgemm saturates 8-bit codes without VNNI")
+    packed = tq_model[0]._packed_params._packed_params
+    for i in range(x.shape[0]):
+        want = torch.ops.quantized.linear_dynamic(torch.from_numpy(x[i:i + 1]), packed, False)
+        np.testing.assert_array_equal(got[i:i + 1], want.numpy())
+
+
+def test_choose_qparams_rows_equals_scalar() -> None:
+    from ember.ao.quantization import _dynamic_kernel as kern
+
+    rng = np.random.default_rng(5)
+    lo = np.concatenate([rng.standard_normal(200) * 10 ** rng.uniform(-9, 4, 200),
+                         [0, 0, -1e-7, 0, 3.0, -np.float32(6.1e-5) * 255]])
+    hi = np.concatenate([lo[:200] + np.abs(rng.standard_normal(200)) * 10 **
+                         rng.uniform(-9, 4, 200), [0, 1e-8, 0, 2.5, 3.0, 0]])
+    s, z = kern.choose_qparams_rows(lo.astype(np.float32), hi.astype(np.float32), 0, 255, True)
+    for i in range(lo.size):
+        want = kern.choose_qparams(float(np.float32(lo[i])), float(np.float32(hi[i])), 0, 255,
+                                   True)
+        assert (s[i], z[i]) == want, (i, lo[i], hi[i])
+
+
+def test_per_token_close_to_float() -> None:
+    """Per-token input scales keep an outlier row from crushing the others' resolution."""
+    _, e = _pair(256, 64, 8)
+    x = _inputs((16, 256), 8)
+    x[0] *= 100.0
+    ref = e[0](ember.tensor(x)).detach().numpy()
+    errs = {}
+    for name, qc in [("tensor", ember.ao.quantization.per_channel_dynamic_qconfig),
+                     ("token", ember.ao.quantization.per_token_dynamic_qconfig)]:
+        q = ember.ao.quantization.quantize_dynamic(e, {ember.nn.Linear: qc})
+        errs[name] = np.abs(q[0](ember.tensor(x)).numpy() - ref)[1:].max()
+    assert errs["token"] < errs["tensor"] / 10
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_save_load_quantized_state_dict_both_ways_with_torch(per_channel: bool, tmp_path) -> None:
+    """``ember.save`` writes quantized weights as ``torch.save`` does
+    (``torch._utils._rebuild_qtensor``, a QInt8Storage), so ``torch.load(weights_only=True)``
+    reads them; ``ember.load`` reads torch's.  Loaded models give the original's bits."""
+    t, e = _pair(20, 7, 11)
+    tqc = {torch.nn.Linear: tq.per_channel_dynamic_qconfig} if per_channel else {torch.nn.Linear}
+    eqc = ({ember.nn.Linear: ember.ao.quantization.per_channel_dynamic_qconfig} if per_channel
+           else {ember.nn.Linear})
+    t_q, e_q = tq.quantize_dynamic(t, tqc), ember.ao.quantization.quantize_dynamic(e, eqc)
+    x = _inputs((6, 20), 11)
+    want = t_q(torch.from_numpy(x)).detach().numpy()
+    ember.save(e_q.state_dict(), tmp_path / "e.pt")
+    t2 = tq.quantize_dynamic(_pair(20, 7, 12)[0], tqc)
+    t2.load_state_dict(torch.load(tmp_path / "e.pt", weights_only=True))
+    np.testing.assert_array_equal(t2(torch.from_numpy(x)).detach().numpy(), want)
+    torch.save(t_q.state_dict(), tmp_path / "t.pt")
+    e2 = ember.ao.quantization.quantize_dynamic(_pair(20, 7, 12)[1], eqc)
+    e2.load_state_dict(ember.load(tmp_path / "t.pt"))
+    np.testing.assert_array_equal(e2(ember.tensor(x)).numpy(), want)
+    w = ember.load(tmp_path / "t.pt")["0._packed_params._packed_params"][0]
+    assert w.dtype is ember.qint8 and (w.qscheme() == "per_channel_affine") == per_channel
+
+
+def test_quantized_model_under_compile_equals_eager() -> None:
+    """Inside ``ember.compile`` a quantized Linear is a graph break: the float parts around it
+    are compiled, the int8 kernel runs as in eager, and the result is eager's."""
+    _, e = _pair(64, 32, 13)
+    qc = {ember.nn.Linear: ember.ao.quantization.per_token_dynamic_qconfig}
+    q = ember.ao.quantization.quantize_dynamic(e, qc)
+    x = ember.tensor(_inputs((9, 64), 13))
+    want = q(x).numpy() * np.float32(0.5)
+    compiled = ember.compile(lambda v: q(v * 2.0) * 0.5)
+    for _ in range(2):
+        np.testing.assert_array_equal(compiled(x * 0.5).numpy(), want)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU"])
+@pytest.mark.parametrize("layers,bidirectional,batch_first", [(1, False, False),
+                                                              (2, True, True)])
+def test_dynamic_rnn_matches_torch(mode: str, layers: int, bidirectional: bool,
+                                   batch_first: bool, kernel: str) -> None:
+    """``quantize_dynamic`` replaces ``nn.LSTM``/``nn.GRU`` (torch's default set) by dynamic
+    quantized ones: int8 products bit for bit torch's, float32 gate math (last-bit
+    differences)."""
+    torch.manual_seed(layers)
+    t = getattr(torch.nn, mode)(8, 16, layers, bidirectional=bidirectional,
+                                batch_first=batch_first)
+    e = getattr(ember.nn, mode)(8, 16, layers, bidirectional=bidirectional,
+                                batch_first=batch_first)
+    e.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    t_q = tq.quantize_dynamic(torch.nn.Sequential(t))            # default set: Linear, LSTM...
+    e_q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(e))
+    assert repr(e_q).replace("ember.", "torch.") == repr(t_q)
+    shape = (3, 7, 8) if batch_first else (7, 3, 8)
+    x = _inputs(shape, layers)
+    d = 2 if bidirectional else 1
+    h0 = _inputs((layers * d, 3, 16), 5) * 0.1
+    c0 = _inputs((layers * d, 3, 16), 6) * 0.1
+    lstm = mode == "LSTM"
+    for hx in (None, (h0, c0) if lstm else h0):
+        want = t_q[0](torch.from_numpy(x), None if hx is None else
+                      tuple(torch.from_numpy(v) for v in hx) if lstm else torch.from_numpy(hx))
+        got = e_q[0](ember.tensor(x), None if hx is None else
+                     tuple(ember.tensor(v) for v in hx) if lstm else ember.tensor(hx))
+        flat_w = (want[0], *want[1]) if lstm else want
+        for g, w in zip((got[0], *got[1]) if lstm else got, flat_w):
+            np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=0, atol=1e-6)
+    unbatched = e_q[0](ember.tensor(x[0] if batch_first else x[:, 0]))[0]
+    assert tuple(unbatched.shape) == (7, 16 * d)

@@ -108,8 +108,8 @@ _BASE_GLOBALS.update({f"ember.dtypes.{d.name}": d for d in _dt.ALL_DTYPES})
 
 
 _UNSUPPORTED_TORCH = re.compile(
-    r"(Complex\w*|QU?Int\w*|ComplexHalf)Storage|complex\d*|c(half|float|double)|"
-    r"uint(16|32|64)|float8\w*|q(u)?int\w*|bits\w*|int[1-7]|uint[1-7]|float4\w*")
+    r"(Complex\w*|QUInt\dx\d|ComplexHalf)Storage|complex\d*|c(half|float|double)|"
+    r"uint(16|32|64)|float8\w*|quint\dx\d|bits\w*|int[1-7]|uint[1-7]|float4\w*")
 
 
 class RestrictedUnpickler(pickle._Unpickler):  # the Python implementation: its opcodes can be
@@ -208,6 +208,7 @@ _STORAGE_TYPES = {n: _StorageType(n, d) for n, d in {
     "FloatStorage": "<f4", "DoubleStorage": "<f8", "HalfStorage": "<f2",
     "BFloat16Storage": ml_dtypes.bfloat16, "LongStorage": "<i8", "IntStorage": "<i4",
     "ShortStorage": "<i2", "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?",
+    "QInt8Storage": "i1", "QUInt8Storage": "u1", "QInt32Storage": "<i4",
 }.items()}
 _UNTYPED = _StorageType("UntypedStorage", "u1")
 
@@ -304,6 +305,32 @@ def _rebuild_parameter(data: Any, requires_grad: Any, backward_hooks: Any = None
     return make_parameter(data, bool(requires_grad))
 
 
+_QSCHEMES = ("per_tensor_affine", "per_channel_affine", "per_tensor_symmetric",
+             "per_channel_symmetric")
+_QDTYPES = {"int8": "qint8", "uint8": "quint8", "int32": "qint32"}
+
+
+def _rebuild_qtensor(storage: Any, storage_offset: Any, size: Any, stride: Any,
+                     quantizer_params: Any, requires_grad: Any = False,
+                     backward_hooks: Any = None) -> Any:
+    """A quantized tensor (``torch.quantize_per_tensor/channel``'s, a dynamic quantized
+    Linear's weight) as an ``ember.ao.quantization.QuantizedTensor``."""
+    from ember.ao.quantization.qtensor import QuantizedTensor  # same layer, loaded on use
+
+    if not isinstance(storage, _Storage) or storage.array.dtype.name not in _QDTYPES:
+        raise UnpicklingError("[load] _rebuild_qtensor expects a QInt8/QUInt8/QInt32 storage")
+    codes = build_view(storage.array, storage.array.dtype, storage_offset, size, stride).copy()
+    q = tuple(quantizer_params) if isinstance(quantizer_params, (tuple, list)) else ()
+    dtype = next(d for d in _dt.QUANTIZED_DTYPES if d.name == _QDTYPES[codes.dtype.name])
+    if len(q) == 3 and q[0] in ("per_tensor_affine", "per_tensor_symmetric"):
+        return QuantizedTensor(codes, dtype, float(q[1]), int(q[2]))
+    if len(q) == 4 and q[0] in ("per_channel_affine", "per_channel_symmetric") \
+            and isinstance(q[1], Tensor) and isinstance(q[2], Tensor):
+        return QuantizedTensor(codes, dtype, q[1]._data.astype(np.float64),
+                               q[2]._data.astype(np.int64), int(q[3]))
+    raise UnpicklingError(f"[load] unsupported quantizer parameters {quantizer_params!r}")
+
+
 def _torch_size(seq: Any = ()) -> Size:
     return Size(_check_ints(list(seq), "Size"))
 
@@ -316,7 +343,10 @@ _TORCH_GLOBALS: dict[str, Any] = {
     "torch.Size": _torch_size,
     "torch.device": _device,
     "torch.storage.UntypedStorage": _UNTYPED, "torch.UntypedStorage": _UNTYPED,
+    "torch._utils._rebuild_qtensor": _rebuild_qtensor,
 }
+_TORCH_GLOBALS.update({f"torch.{n}": n for n in _QSCHEMES})
+_TORCH_GLOBALS.update({f"torch.{d.name}": d for d in _dt.QUANTIZED_DTYPES})
 _TORCH_GLOBALS.update({f"torch.{n}": s for n, s in _STORAGE_TYPES.items()})
 _TORCH_GLOBALS.update({f"torch.{n}": _dt.by_name(e) for n, e in _TORCH_DTYPE_NAMES.items()})
 

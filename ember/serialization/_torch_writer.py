@@ -44,7 +44,8 @@ _STORAGE_NAMES = {
     "float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
     "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
     "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
-    "bool": "BoolStorage",
+    "bool": "BoolStorage", "qint8": "QInt8Storage", "quint8": "QUInt8Storage",
+    "qint32": "QInt32Storage",
 }
 
 
@@ -178,6 +179,25 @@ class _TorchPickler(pickle._Pickler):  # the Python implementation: GLOBAL names
 
     dispatch[_dt.dtype] = save_dtype
 
+    def _qtensor_reduce(self, q: Any) -> tuple:
+        """``torch._utils._rebuild_qtensor(storage, 0, size, stride, quantizer_params, False,
+        OrderedDict())``, as ``torch.save`` writes a quantized tensor."""
+        from ember._frontend.creation import tensor  # noqa: PLC0415  (layer 3)
+
+        codes = np.ascontiguousarray(q._codes)
+        ref = self.storages._new(_STORAGE_NAMES[q.dtype.name], codes.itemsize,
+                                 codes.reshape(-1).view(np.uint8))
+        self.storages._keep.append(codes)
+        if q._axis is None:
+            params: tuple = (_g("torch.per_tensor_affine"), float(q._scale), int(q._zero_point))
+        else:
+            params = (_g("torch.per_channel_affine"),
+                      tensor(np.asarray(q._scale, np.float64)),
+                      tensor(np.asarray(q._zero_point, np.int64)), int(q._axis))
+        return (_g("torch._utils._rebuild_qtensor"),
+                (ref, 0, tuple(codes.shape), _contiguous(codes.shape), params, False,
+                 collections.OrderedDict()))
+
     def persistent_id(self, obj: Any) -> Any:
         if type(obj) is _StorageRef:
             return ("storage", _g(f"torch.{obj.type_name}"), obj.key, "cpu", obj.numel)
@@ -193,6 +213,8 @@ class _TorchPickler(pickle._Pickler):  # the Python implementation: GLOBAL names
                         (_PlainTensor(obj), bool(obj._requires_grad),
                          collections.OrderedDict()))
             return self._tensor_reduce(obj, bool(obj._requires_grad))
+        if t.__name__ == "QuantizedTensor" and hasattr(obj, "int_repr"):  # ember.ao's
+            return self._qtensor_reduce(obj)
         if t is Size:
             return (_g("torch.Size"), (tuple(int(s) for s in obj),))
         if t is _device:

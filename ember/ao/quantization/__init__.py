@@ -11,6 +11,8 @@ from ember.ao.quantization.observer import (  # noqa: F401
     default_per_channel_weight_observer,
     default_weight_observer,
     per_channel_dynamic_qconfig,
+    per_token_dynamic_qconfig,
+    per_token_dynamic_quant_observer,
 )
 from ember.ao.quantization.qtensor import (  # noqa: F401
     QuantizedTensor,

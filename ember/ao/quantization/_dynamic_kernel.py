@@ -7,12 +7,13 @@ min/max (widened to contain 0) give a uint8 scale and zero point by ATen's
 ``raw = sum_k (xq - zx) * wq`` in int32; the output is ``float(raw) * (sx * sw) + bias`` with
 one rounding (the AVX2 requantization's ``fmadd``).
 
-ember runs ``ember/ops/_qlinear_c`` (a fixed C kernel: AVX2 ``vpmaddubsw``/``vpmaddwd``, the
-fbgemm instructions) when it could be built.  Otherwise it gets the same int32 sums from float32
-BLAS: every ``|xq - zx| <= 127`` and
-``|wq| <= 128``, so a block of 1024 products sums below 2**24 and each float32 GEMM over a
-1024-wide slice of K is exact; slices are added in float64 (exact) and rounded to float32 once,
-as fbgemm's int32-to-float conversion does.  The epilogue uses ``ember.ops._fma``.
+ember runs ``ember/ops/_qlinear_c`` (a fixed C kernel on a weight packed once: AVX512-VNNI /
+AVX-VNNI ``vpdpbusd`` or AVX-512BW / AVX2 ``vpmaddubsw``/``vpmaddwd``, the fbgemm instructions,
+input quantization fused) when it could be built.  Otherwise it gets the same int32 sums from
+float32 BLAS: every ``|xq - zx| <= 127`` and ``|wq| <= 128``, so a block of 1024 products
+sums below 2**24 and each float32 GEMM over a 1024-wide slice of K is exact; slices are added
+in float64 (exact) and rounded to float32 once, as fbgemm's int32-to-float conversion does.
+The epilogue uses ``ember.ops._fma``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class PackedWeight:
         self.codes = np.ascontiguousarray(codes, dtype=np.int8)
         self.scale = scale
         self.colsum = self.codes.sum(axis=1, dtype=np.int64).astype(np.int32)
+        self.packed = _qlinear_c.pack_weight(self.codes)      # the C kernel's layout, once
         self._w_t: np.ndarray | None = None
 
     def w_t(self) -> np.ndarray:
@@ -86,25 +88,67 @@ class PackedWeight:
         return self._w_t
 
 
+def choose_qparams_rows(mn: np.ndarray, mx: np.ndarray, qmin: int, qmax: int,
+                        reduce_range: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``choose_qparams`` of every row at once (the same float64/float32 steps, vectorized):
+    float32 scales and int64 zero points of shape ``mn.shape``."""
+    if reduce_range:
+        qmin, qmax = qmin // 2, qmax // 2
+    mn = np.minimum(mn.astype(np.float32), np.float32(0))
+    mx = np.maximum(mx.astype(np.float32), np.float32(0))
+    scale = (mx.astype(np.float64) - mn.astype(np.float64)) / (qmax - qmin)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        s32 = scale.astype(np.float32)
+        scale = np.where((s32 == 0) | np.isinf(np.float32(1) / s32), 0.1, scale)
+        small = scale < _SMALL_SCALE
+        if small.any():
+            org = scale.astype(np.float32)
+            lim = np.float32(_SMALL_SCALE * np.float32(qmax - qmin))
+            amp = (_SMALL_SCALE / org).astype(np.float32)
+            mn2 = np.where(mx == 0, -lim, np.where(mn == 0, mn, (mn * amp).astype(np.float32)))
+            mx2 = np.where(mn == 0, lim, np.where(mx == 0, mx, (mx * amp).astype(np.float32)))
+            mn, mx = np.where(small, mn2, mn), np.where(small, mx2, mx)
+            scale = np.where(small, float(_SMALL_SCALE), scale)
+        fmn, fmx = mn.astype(np.float64) / scale, mx.astype(np.float64) / scale
+        z_min, z_max = qmin - fmn, qmax - fmx
+        e_min, e_max = abs(qmin) - np.abs(fmn), abs(qmax) - np.abs(fmx)
+        z0 = np.where(e_min < e_max, z_min, z_max)
+        zp = np.where(z0 < qmin, qmin, np.where(z0 > qmax, qmax, np.rint(z0)))
+    return scale.astype(np.float32), zp.astype(np.int64)
+
+
 def linear_dynamic(x: np.ndarray, w: PackedWeight, bias: np.ndarray | None,
-                   reduce_range: bool = True) -> np.ndarray:
+                   reduce_range: bool = True, per_row: bool = False) -> np.ndarray:
     """``x`` (N, K) float32 times the packed int8 weight, plus ``bias`` float32 (M,) or None.
-    Returns (N, M) float32."""
-    if x.size == 0:
-        mn = mx = 0.0
-    else:
-        mn, mx = float(x.min()), float(x.max())
-    sx, zx = choose_qparams(mn, mx, 0, 255, reduce_range)
+    ``per_row``: each row of ``x`` gets its own scale and zero point (per token) instead of
+    PyTorch's one pair for the whole input.  Returns (N, M) float32."""
+    x = np.ascontiguousarray(x, np.float32)
     qmax = 127 if reduce_range else 255
-    mult = np.asarray(np.float32(sx) * np.asarray(w.scale, np.float32), np.float32)
-    if reduce_range and x.shape[0] > 0:
-        xq = _qlinear_c.quantize_u8(np.ascontiguousarray(x), sx, zx, qmax)
-        out = None if xq is None else _qlinear_c.run(xq, w.codes, w.colsum, mult, bias, zx)
+    if per_row:
+        if x.shape[1] == 0:
+            lo = hi = np.zeros(x.shape[0], np.float32)
+        else:
+            mm = _qlinear_c.minmax_rows(x)
+            lo, hi = (x.min(axis=1), x.max(axis=1)) if mm is None else mm
+        sx, zx = choose_qparams_rows(lo, hi, 0, 255, reduce_range)
+        sxc, zxc = sx[:, None], zx[:, None]
+    else:
+        if x.size == 0:
+            mn = mx = 0.0
+        else:
+            mm = _qlinear_c.minmax(x)
+            mn, mx = (float(x.min()), float(x.max())) if mm is None else mm
+        sx, zx = choose_qparams(mn, mx, 0, 255, reduce_range)
+        sxc, zxc = sx, zx
+    if x.shape[0] > 0:
+        out = _qlinear_c.run(x, sx, zx, qmax, w.packed, w.scale, bias)
         if out is not None:
             return out
-    xc = quantize_array(x, sx, zx, 0, qmax, np.float32)
-    xc -= np.float32(zx)
+    mult = np.asarray(np.float32(sxc) * np.asarray(w.scale, np.float32), np.float32)
+    xc = quantize_array(x, sxc, zxc, 0, qmax, np.float32)
+    xc -= np.asarray(zxc, np.float32)
     acc = np.ascontiguousarray(int_matmul(xc, w.w_t()), dtype=np.float32)
     if bias is None:
         return acc * mult
-    return fma(acc, mult, np.asarray(bias, np.float32), out=acc)
+    return fma(acc, np.broadcast_to(mult, acc.shape), np.broadcast_to(
+        np.asarray(bias, np.float32), acc.shape), out=acc)

@@ -117,9 +117,10 @@ class PlaceholderObserver:
     """Records only the dtype (the activation side of a dynamic qconfig)."""
 
     def __init__(self, dtype: dt.dtype = dt.float32, quant_min: int | None = None,
-                 quant_max: int | None = None, is_dynamic: bool = False, **kwargs: Any) -> None:
+                 quant_max: int | None = None, is_dynamic: bool = False,
+                 qscheme: str = per_tensor_affine, **kwargs: Any) -> None:
         self.dtype, self.quant_min, self.quant_max = dtype, quant_min, quant_max
-        self.is_dynamic = is_dynamic
+        self.is_dynamic, self.qscheme = is_dynamic, qscheme
 
     def __call__(self, x: Tensor) -> Tensor:
         return x
@@ -142,8 +143,17 @@ default_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                   weight=default_weight_observer)
 per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                       weight=default_per_channel_weight_observer)
+# ember's addition (torchao's int8 dynamic activation / int8 weight scheme): every row of the
+# input (every token) gets its own scale and zero point, weights per output channel
+per_token_affine = "per_token_affine"
+per_token_dynamic_quant_observer = functools.partial(
+    PlaceholderObserver, dtype=dt.quint8, quant_min=0, quant_max=255, is_dynamic=True,
+    qscheme=per_token_affine)
+per_token_dynamic_qconfig = QConfig(activation=per_token_dynamic_quant_observer,
+                                    weight=default_per_channel_weight_observer)
 
 __all__ = ["MinMaxObserver", "PerChannelMinMaxObserver", "PlaceholderObserver", "QConfig",
-           "default_dynamic_qconfig", "per_channel_dynamic_qconfig",
+           "default_dynamic_qconfig", "per_channel_dynamic_qconfig", "per_token_dynamic_qconfig",
+           "per_token_dynamic_quant_observer", "per_token_affine",
            "default_dynamic_quant_observer", "default_weight_observer",
            "default_per_channel_weight_observer"]

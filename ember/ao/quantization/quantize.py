@@ -19,10 +19,12 @@ from ember.errors import DTypeError
 
 
 def get_default_dynamic_quant_module_mappings() -> dict:
-    """float module type -> dynamic quantized module type (LSTM/GRU/cells: not yet)."""
+    """float module type -> dynamic quantized module type (the cells: not yet)."""
     from ember.ao.nn.quantized.dynamic.linear import Linear as DynamicLinear  # noqa: PLC0415
+    from ember.ao.nn.quantized.dynamic.rnn import GRU as DynamicGRU  # noqa: PLC0415, N811
+    from ember.ao.nn.quantized.dynamic.rnn import LSTM as DynamicLSTM  # noqa: PLC0415, N811
 
-    return {nn.Linear: DynamicLinear}
+    return {nn.Linear: DynamicLinear, nn.LSTM: DynamicLSTM, nn.GRU: DynamicGRU}
 
 
 def _spec(qconfig_spec: Any, dtype: dt.dtype) -> dict:
@@ -63,8 +65,8 @@ def quantize_dynamic(model: nn.Module, qconfig_spec: Any = None, dtype: dt.dtype
                      mapping: dict | None = None, inplace: bool = False) -> nn.Module:
     """Replace the submodules chosen by ``qconfig_spec`` (a set of module types, or a dict of
     types / qualified names to QConfigs) with dynamically quantized ones; the root module itself
-    is never replaced (as in PyTorch).  Only ``nn.Linear`` has a quantized version: other
-    listed types (LSTM, GRU, cells) stay float."""
+    is never replaced (as in PyTorch).  ``nn.Linear``, ``nn.LSTM`` and ``nn.GRU`` have quantized
+    versions; other listed types (the cells) stay float."""
     spec = _spec(qconfig_spec, dtype)
     mapping = get_default_dynamic_quant_module_mappings() if mapping is None else mapping
     if not inplace:

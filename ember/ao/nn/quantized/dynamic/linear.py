@@ -16,11 +16,26 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.creation import tensor
 from ember.ao.quantization import _dynamic_kernel as kern
-from ember.ao.quantization.observer import default_dynamic_qconfig
+from ember.ao.quantization.observer import default_dynamic_qconfig, per_token_affine
 from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
 from ember.errors import DTypeError, EmberTypeError, ShapeError
 from ember.nn.modules.module import Module
 from ember.tensor import Tensor
+
+
+def quantize_weight(weight: Tensor, qconfig: Any, op: str) -> QuantizedTensor:
+    """A float weight quantized by ``qconfig``'s weight observer (qint8, per tensor or per
+    output channel), as PyTorch's ``from_float`` does."""
+    observer = qconfig.weight()
+    if observer.dtype is not dt.qint8:
+        raise DTypeError(f"[{op}] weight observer must have dtype ember.qint8, got "
+                         f"{observer.dtype}")
+    w = weight.detach().float()
+    observer(w)
+    scale, zp = observer.calculate_qparams()
+    if observer.qscheme.startswith("per_channel"):
+        return quantize_per_channel(w, scale.double(), zp, 0, dt.qint8)
+    return quantize_per_tensor(w, float(scale), int(zp), dt.qint8)
 
 
 class LinearPackedParams(Module):
@@ -82,6 +97,9 @@ class Linear(Module):
         self.in_features, self.out_features = in_features, out_features
         self.scale, self.zero_point = 1.0, 0
         self.version = 4
+        # per_token_dynamic_qconfig: every input row its own scale and zero point over the
+        # full [0, 255] (PyTorch's per-tensor scheme: one pair over [0, 127], reduce_range)
+        self.per_row_input = False
         self._packed_params = LinearPackedParams(dtype)
         w = quantize_per_tensor(tensor(np.zeros((out_features, in_features), np.float32)),
                                 1.0, 0, dt.qint8)
@@ -118,7 +136,8 @@ class Linear(Module):
         p = self._packed_params
         a = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
         out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._packed, p._bias_np,
-                                  reduce_range=True)
+                                  reduce_range=not self.per_row_input,
+                                  per_row=self.per_row_input)
         return tensor(out.reshape(*x.shape[:-1], self.out_features))
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
@@ -139,21 +158,13 @@ class Linear(Module):
         """Quantize a float ``nn.Linear`` that carries a ``qconfig`` (as ``quantize_dynamic``
         sets); without one, ``default_dynamic_qconfig``."""
         qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
-        observer = qconfig.weight()
-        if observer.dtype is not dt.qint8:
-            raise DTypeError(f"[quantized.dynamic.Linear] weight observer must have dtype "
-                             f"ember.qint8, got {observer.dtype}")
-        weight = mod.weight.detach().float()
-        observer(weight)
-        scale, zp = observer.calculate_qparams()
-        if observer.qscheme.startswith("per_channel"):
-            qw = quantize_per_channel(weight, scale.double(), zp, 0, dt.qint8)
-        else:
-            qw = quantize_per_tensor(weight, float(scale), int(zp), dt.qint8)
+        qw = quantize_weight(mod.weight, qconfig, "quantized.dynamic.Linear")
         q = cls(mod.in_features, mod.out_features, dtype=dt.qint8)
+        act = qconfig.activation()
+        q.per_row_input = getattr(act, "qscheme", None) == per_token_affine
         bias = None if mod.bias is None else mod.bias.detach().float().clone()
         q.set_weight_bias(qw, bias)
         return q
 
 
-__all__ = ["Linear", "LinearPackedParams"]
+__all__ = ["Linear", "LinearPackedParams", "quantize_weight"]
