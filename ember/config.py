@@ -76,6 +76,8 @@ class Config:
     eager_c_fma: bool = os.environ.get("EMBER_EAGER_C_FMA", "1") != "0"
     # every eager C kernel (ember/ops/_native.py); NumPy paths of the same bits when off
     eager_c: bool = os.environ.get("EMBER_EAGER_C", "1") != "0"
+    # ember.kernel: run @jit kernels in the NumPy interpreter instead of compiling them to C
+    kernel_interpret: bool = os.environ.get("EMBER_KERNEL_INTERPRET", "") not in ("", "0")
 
 
 config = Config()
