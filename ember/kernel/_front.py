@@ -198,7 +198,7 @@ def stored_params(jf: Any) -> frozenset:
     ``store`` call, following assignments (``p = out_ptr + offs``) back to parameters."""
     from ember.kernel import language as tl
     fdef, _, _ = _source_of(jf.fn)
-    params = set(jf.arg_names)
+    params = set(jf.arg_names) - set(jf.constexprs)
     deps: dict = {p: {p} for p in params}
     changed = True
     while changed:

@@ -355,8 +355,14 @@ def _pointer_arith(g: Any, op: str, a: Val, b: Val, node: Any) -> Val:
     return Val(p.dtype, shape, fn, ptr=p.ptr, cheap=p.cheap and off.cheap, extra=p.extra)
 
 
+def _static(v: Any) -> Any:
+    if isinstance(v, Obj):
+        return v.obj
+    return v.const
+
+
 def compare(g: Any, op: str, a: Any, b: Any, node: Any) -> Val:
-    ca, cb = _const(a), _const(b)
+    ca, cb = _static(a), _static(b)
     if ca is not None and cb is not None:
         fold = {"Lt": operator.lt, "LtE": operator.le, "Gt": operator.gt, "GtE": operator.ge,
                 "Eq": operator.eq, "NotEq": operator.ne}
