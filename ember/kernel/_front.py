@@ -173,7 +173,7 @@ class Gen:
                 self.env[a.name] = Val("int64", (), lambda i: "0", const=v)
             return
         if a.kind == "tensor":
-            dt = a.value.dtype.name
+            dt = a.dtype_name
             if dt not in TENSOR_DTYPES:
                 raise self.error(f"tensor argument {a.name} has dtype {dt}; kernels take "
                                  f"{', '.join(sorted(TENSOR_DTYPES))}")

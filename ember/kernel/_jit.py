@@ -36,6 +36,11 @@ class Arg:
     kind: str
     value: Any
 
+    @property
+    def dtype_name(self) -> str:
+        """A tensor argument's dtype (its value is the tensor, or its dtype's name)."""
+        return self.value if isinstance(self.value, str) else self.value.dtype.name
+
 
 def _is_constexpr(annotation: Any) -> bool:
     if annotation is tl.constexpr:
@@ -164,7 +169,7 @@ class JITFunction:
         key = []
         for a in bound:
             if a.kind == "tensor":
-                key.append((a.name, "tensor", a.value.dtype.name))
+                key.append((a.name, "tensor", a.dtype_name))
             elif a.kind == "constexpr":
                 key.append((a.name, "constexpr", _hashable(a.value)))
             else:

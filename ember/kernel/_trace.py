@@ -1,13 +1,76 @@
-"""Kernel launches under tracing (filled in by the compile integration)."""
+"""Kernel launches under ``ember.compile``/``ember.export`` (and inside fake impls).
+
+A launch whose tensors are being recorded becomes one ``kernel_launch`` node: its inputs are
+the launch's tensors, its params the kernel (the ``JITFunction``), the grid and the other
+arguments, its outputs the new values of the tensors the kernel stores to (functional form, as
+PyTorch's ``triton_kernel_wrapper_functional``); each stored tensor is then written back with
+``copy_`` (which the compiler folds into the node's output).  The C backend lowers the node to
+a ``UserKernel`` (``ember/compiler/c/lower/kernel_op.py``): the kernel's own C inside the
+graph's translation unit.  Its ``eager`` rule (the interpreter or the kernel's library) runs
+it where no C lowering applies and in an ``ExportedProgram``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ember import _lazy
+from ember.autograd import grad_mode as _gm
+from ember.kernel._jit import Arg
+from ember.ops import registry as _registry
+from ember.ops.registry import OpDef
+
 
 def is_tracing(bound: list) -> bool:
-    return False
+    """True when the launch must be recorded instead of run."""
+    if _lazy.STATE.trace is not None:
+        return True
+    return any(a.kind == "tensor" and not isinstance(a.value._data, np.ndarray) for a in bound)
+
+
+def _params(jf: Any, bound: list, grid: tuple) -> dict:
+    stored = jf.stored_params()
+    tensors = [a for a in bound if a.kind == "tensor"]
+    args = tuple((a.name, a.kind, a.value.dtype.name if a.kind == "tensor" else a.value)
+                 for a in bound)
+    outs = tuple(k for k, a in enumerate(tensors) if a.name in stored)
+    return {"kernel": jf, "grid": tuple(grid), "args": args, "outs": outs}
 
 
 def record_launch(jf: Any, bound: list, grid: tuple) -> None:
-    raise NotImplementedError
+    """Record the launch as a ``kernel_launch`` node and write the stored tensors back."""
+    tensors = [a.value for a in bound if a.kind == "tensor"]
+    params = _params(jf, bound, grid)
+    if not params["outs"]:
+        return  # a kernel that stores nothing has no effect
+    with _gm.no_grad():
+        flat = _registry.bind(KERNEL_LAUNCH, *[t.detach() for t in tensors], **params)
+        flat = (flat,) if not isinstance(flat, (tuple, list)) else flat
+        for k, new in zip(params["outs"], flat):
+            tensors[k].copy_(new)
+
+
+def bound_of(args: tuple) -> list:
+    """The launch's ``Arg``s from a node's ``args`` param (tensors as their dtype names)."""
+    return [Arg(n, k, v) for n, k, v in args]
+
+
+def _meta(*tensors: Any, kernel: Any, grid: tuple, args: tuple, outs: tuple) -> tuple:
+    return tuple((tuple(tensors[k].shape), tensors[k].dtype) for k in outs)
+
+
+def _eager(*arrays: Any, kernel: Any, grid: tuple, args: tuple, outs: tuple) -> tuple:
+    arrs = [np.array(a, copy=True) if k in outs else a for k, a in enumerate(arrays)]
+    kernel.run_arrays(bound_of(args), grid, arrs)
+    return tuple(arrs[k] for k in outs)
+
+
+KERNEL_LAUNCH = OpDef(
+    name="kernel_launch", kind="extern", meta=_meta, eager=_eager, num_outputs=0,
+    tags=frozenset({"nondifferentiable"}),
+    doc="one launch of an ember.kernel @jit kernel; outputs: the tensors it stores to")
+_registry.REGISTRY.setdefault(KERNEL_LAUNCH.name, KERNEL_LAUNCH)
+
+__all__ = ["KERNEL_LAUNCH", "bound_of", "is_tracing", "record_launch"]

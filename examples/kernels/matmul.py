@@ -14,8 +14,8 @@ import ember.kernel as tl
 @tl.jit
 def matmul_kernel(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K,  # noqa: N803
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  ACTIVATION: tl.constexpr):
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,  # noqa: N803
+                  ACTIVATION: tl.constexpr):  # noqa: N803
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
