@@ -75,7 +75,7 @@ class Gen:
         # the decorator lines come first in the source: line numbers count from the ``def``
         self.def_line = self.first + self.fdef.lineno - 1 - (
             self.fdef.decorator_list[0].lineno - 1 if self.fdef.decorator_list else 0)
-        self.globals = jf.fn.__globals__
+        self.globals = scope_of(jf.fn)
         self.out: list[str] = []
         self.ind = "  "
         self.n = 0
@@ -186,6 +186,18 @@ class Gen:
         self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}")
 
 
+def scope_of(fn: Any) -> dict:
+    """The names a kernel's body sees: its module's globals and its closure's variables."""
+    scope = dict(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                scope[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                pass
+    return scope
+
+
 def _plain(v: Val, dt: str) -> Val:
     """A pointer value seen as its int64 offsets (to copy into carried storage)."""
     if v.ptr is None:
@@ -229,11 +241,12 @@ def stored_params(jf: Any) -> frozenset:
 
 def _is_store(func: Any, fn: Any, store: Any) -> bool:
     obj: Any = None
+    scope = scope_of(fn)
     try:
         if isinstance(func, ast.Name):
-            obj = fn.__globals__.get(func.id)
+            obj = scope.get(func.id)
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            obj = getattr(fn.__globals__.get(func.value.id), func.attr, None)
+            obj = getattr(scope.get(func.value.id), func.attr, None)
     except Exception:  # noqa: BLE001 - anything unresolvable is not ``store``
         return False
     return obj is store
