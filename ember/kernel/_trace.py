@@ -30,26 +30,47 @@ def is_tracing(bound: list) -> bool:
     return any(a.kind == "tensor" and not isinstance(a.value._data, np.ndarray) for a in bound)
 
 
-def _params(jf: Any, bound: list, grid: tuple) -> dict:
+def _fresh(t: Any) -> bool:
+    """``t`` holds an uninitialized array (``empty``/``empty_like``) no graph has read."""
+    from ember._frontend.creation import UNINITIALIZED
+    d = t._data
+    return isinstance(d, np.ndarray) and UNINITIALIZED.get(id(d)) is d and \
+        t._base is None and d.flags.c_contiguous
+
+
+def _params(jf: Any, bound: list, grid: tuple) -> tuple[dict, list]:
     stored = jf.stored_params()
     tensors = [a for a in bound if a.kind == "tensor"]
-    args = tuple((a.name, a.kind, a.value.dtype.name if a.kind == "tensor" else a.value)
+    args = tuple((a.name, a.kind, a.dtype_name if a.kind == "tensor" else a.value)
                  for a in bound)
     outs = tuple(k for k, a in enumerate(tensors) if a.name in stored)
-    return {"kernel": jf, "grid": tuple(grid), "args": args, "outs": outs}
+    fresh = tuple((k, tuple(tensors[k].value.shape), tensors[k].dtype_name) for k in outs
+                  if _fresh(tensors[k].value) and isinstance(_lazy.STATE.trace, _lazy.Trace))
+    skip = {k for k, _, _ in fresh}
+    inputs = [a.value for k, a in enumerate(tensors) if k not in skip]
+    return {"kernel": jf, "grid": tuple(grid), "args": args, "outs": outs,
+            "fresh": fresh}, inputs
 
 
 def record_launch(jf: Any, bound: list, grid: tuple) -> None:
-    """Record the launch as a ``kernel_launch`` node and write the stored tensors back."""
+    """Record the launch as a ``kernel_launch`` node; each stored tensor then holds the new
+    value: an uninitialized one made in the compiled function simply becomes the node's output
+    (no copy in, no write-back), any other is written with ``copy_``."""
     tensors = [a.value for a in bound if a.kind == "tensor"]
-    params = _params(jf, bound, grid)
+    params, inputs = _params(jf, bound, grid)
     if not params["outs"]:
         return  # a kernel that stores nothing has no effect
+    fresh = {k for k, _, _ in params["fresh"]}
     with _gm.no_grad():
-        flat = _registry.bind(KERNEL_LAUNCH, *[t.detach() for t in tensors], **params)
+        flat = _registry.bind(KERNEL_LAUNCH, *[t.detach() for t in inputs], **params)
         flat = (flat,) if not isinstance(flat, (tuple, list)) else flat
         for k, new in zip(params["outs"], flat):
-            tensors[k].copy_(new)
+            if k in fresh:
+                t = tensors[k]
+                t._data = new._data
+                new._data.trace.register_tensor(t)
+            else:
+                tensors[k].copy_(new)
 
 
 def bound_of(args: tuple) -> list:
@@ -57,12 +78,32 @@ def bound_of(args: tuple) -> list:
     return [Arg(n, k, v) for n, k, v in args]
 
 
-def _meta(*tensors: Any, kernel: Any, grid: tuple, args: tuple, outs: tuple) -> tuple:
-    return tuple((tuple(tensors[k].shape), tensors[k].dtype) for k in outs)
+def full_operands(inputs: tuple, fresh: tuple, make: Any) -> list:
+    """Every tensor operand in order: the node's inputs with ``make(shape, dtype)`` for each
+    fresh (uninitialized) one."""
+    by_k = {k: (shape, dt) for k, shape, dt in fresh}
+    it = iter(inputs)
+    out = []
+    for k in range(len(inputs) + len(fresh)):
+        out.append(make(*by_k[k]) if k in by_k else next(it))
+    return out
 
 
-def _eager(*arrays: Any, kernel: Any, grid: tuple, args: tuple, outs: tuple) -> tuple:
-    arrs = [np.array(a, copy=True) if k in outs else a for k, a in enumerate(arrays)]
+def _meta(*tensors: Any, kernel: Any, grid: tuple, args: tuple, outs: tuple,
+          fresh: tuple = ()) -> tuple:
+    from ember import dtypes as _dt
+    ops = full_operands(tensors, fresh, lambda shape, dt: (shape, _dt.by_name(dt)))
+    return tuple((tuple(o[0]), o[1]) if isinstance(o, tuple) else (tuple(o.shape), o.dtype)
+                 for o in (ops[k] for k in outs))
+
+
+def _eager(*arrays: Any, kernel: Any, grid: tuple, args: tuple, outs: tuple,
+           fresh: tuple = ()) -> tuple:
+    from ember import dtypes as _dt
+    arrs = full_operands(arrays, fresh, lambda shape, dt: np.empty(shape, _dt.by_name(dt).np))
+    fresh_k = {k for k, _, _ in fresh}
+    arrs = [np.array(a, copy=True) if k in outs and k not in fresh_k else a
+            for k, a in enumerate(arrs)]
     kernel.run_arrays(bound_of(args), grid, arrs)
     return tuple(arrs[k] for k in outs)
 

@@ -19,7 +19,7 @@ from ember.compiler.c.ir.kernels import UserKernel
 from ember.compiler.c.ir.loop_ir import Geometry
 from ember.compiler.c.lower.context import LoweringContext, PointwiseValue, log
 from ember.compiler.c.lower.registry import lowering
-from ember.kernel._trace import KERNEL_LAUNCH, bound_of
+from ember.kernel._trace import KERNEL_LAUNCH, bound_of, full_operands
 
 _UNINITIALIZED = ("empty", "empty_like", "empty_strided", "new_empty")
 
@@ -69,30 +69,29 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
         source, grid_fn, cparams, _ = kernel_c(p["kernel"], bound_of(p["args"]))
     except Exception as e:  # noqa: BLE001 - eager raises the same error when it runs
         return f"kernel does not compile ({type(e).__name__})"
-    operands = []
+    ins = []
     for r in n.args:
         got = _operand(lw, r)
         if isinstance(got, str):
             return got
-        operands.append(got)
+        ins.append(got + (r,))
+    # fresh (uninitialized) outputs are no inputs of the node: None here
+    operands = full_operands(tuple(ins), p.get("fresh", ()), lambda shape, dt: None)
     lw.open_segment()
     outs, copies, by_param = [], [], {}
-    specs = iter(n.specs)
-    for j, k in enumerate(p["outs"]):
-        _, dt = next(specs)
-        src, off = operands[k]
-        shape = tuple(lw.shape_of(n.args[k]))
+    for j, (k, (shape, dt)) in enumerate(zip(p["outs"], n.specs)):
+        shape = tuple(shape)
         buf = lw.buffer(dt, shape, "temp")
         lw.bind(i, j, buf, Geometry.contiguous(shape), dt)
         outs.append(buf)
         by_param[k] = buf
-        if not _uninitialized(lw, n.args[k]):
-            copies.append((buf, src, off))
+        if operands[k] is not None and not _uninitialized(lw, operands[k][2]):
+            copies.append((buf, operands[k][0], operands[k][1]))
     args, k = [], 0
-    for name, kind, value in p["args"]:
+    for _name, kind, value in p["args"]:
         if kind == "tensor":
             args.append(("buf", by_param[k], 0) if k in by_param else
-                        ("buf",) + tuple(operands[k]))
+                        ("buf",) + tuple(operands[k][:2]))
             k += 1
         elif kind == "int":
             args.append(("lit", c_literal(int(value))))
