@@ -6,9 +6,8 @@ from __future__ import annotations
 import builtins
 import functools
 import math
-from typing import Any, Sequence
-
 import weakref
+from typing import Any, Sequence
 
 import numpy as np
 
