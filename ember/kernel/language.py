@@ -249,13 +249,29 @@ def sum(x: Any, axis: Any = None, keep_dims: bool = False) -> Any:  # noqa: A001
                  keep_dims)
 
 
+def _fold(ufunc: Any, init: float) -> Any:
+    def fold(a: Any, axis: Any) -> Any:
+        a = np.asarray(a)
+        if a.dtype.kind == "f":
+            start: Any = init
+        elif a.dtype.kind == "b":
+            start = init > 0
+        else:
+            start = np.iinfo(a.dtype).min if init < 0 else np.iinfo(a.dtype).max
+        flat = a.reshape(-1) if axis is None else a
+        return ufunc.reduce(flat, axis=0 if axis is None else axis,
+                            initial=np.array(start, a.dtype))
+    return fold
+
+
 def max(x: Any, axis: Any = None, keep_dims: bool = False) -> Any:  # noqa: A001
-    """Maximum over ``axis``."""
-    return _keep(_reduce(np.max, x, axis), x, axis, keep_dims)
+    """Maximum over ``axis``; NaN are ignored (Triton's default; -inf when all are NaN)."""
+    return _keep(_reduce(_fold(np.fmax, -np.inf), x, axis), x, axis, keep_dims)
 
 
 def min(x: Any, axis: Any = None, keep_dims: bool = False) -> Any:  # noqa: A001
-    return _keep(_reduce(np.min, x, axis), x, axis, keep_dims)
+    """Minimum over ``axis``; NaN are ignored."""
+    return _keep(_reduce(_fold(np.fmin, np.inf), x, axis), x, axis, keep_dims)
 
 
 def argmax(x: Any, axis: Any, keep_dims: bool = False) -> Any:
