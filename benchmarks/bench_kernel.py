@@ -10,7 +10,7 @@ Cases (each a pair timed interleaved in one process, medians; ratio = kernel / b
   the compiled ember op.
 * ``graph``: ``softmax(x * 2) + 1`` with the softmax a kernel op vs ``ember.softmax``.
 
-Run: PYTHONPATH=. python -m benchmarks.bench_kernel [--rows 2048] [--cols 1024]
+Run: PYTHONPATH=. python -m benchmarks.bench_kernel [--rows 2048] [--cols 1024] [--threads 1]
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=2048)
     ap.add_argument("--cols", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=0, help="ember.set_num_threads (0: keep)")
     a = ap.parse_args()
+    if a.threads:
+        ember.set_num_threads(a.threads)
     R, C = a.rows, a.cols  # noqa: N806
     x, w, b = ember.randn(R, C), ember.randn(C), ember.randn(C)
     F = ember.nn.functional  # noqa: N806

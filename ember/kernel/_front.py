@@ -272,7 +272,8 @@ def kernel_c(jf: Any, bound: list) -> tuple[str, str, list, str]:
     src = "\n".join([
         f"#ifndef EK_DEFINED_{base}", f"#define EK_DEFINED_{base}",
         f"/* ember.kernel {jf.__name__} ({jf.fn.__code__.co_filename}) */",
-        f"static inline void {base}_program(int64_t pid0, int64_t pid1, int64_t pid2, "
+        f"__attribute__((noinline)) static void {base}_program(int64_t pid0, int64_t pid1, "
+        f"int64_t pid2, "
         f"{grid_sig}) {{",
         "  (void)pid0; (void)pid1; (void)pid2; (void)g0; (void)g1; (void)g2;",
         body, "}",

@@ -208,3 +208,17 @@ def test_constexpr_specializations_are_cached():
     assert len(masked_copy._compiled) == 2
     np.testing.assert_array_equal(out.numpy(), x.numpy())
     assert masked_copy.stored_params() == frozenset({"out_ptr"})
+
+
+@tl.jit
+def nan_max(x_ptr, out_ptr, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr, tl.max(tl.load(x_ptr + offs), axis=0))
+    tl.store(out_ptr + 1, tl.min(tl.load(x_ptr + offs), axis=0))
+
+
+def test_max_min_ignore_nan_in_both_modes(mode):
+    x = ember.tensor([1.0, float("nan"), 3.0, -2.0])
+    out = ember.empty(2)
+    nan_max[(1,)](x, out, BLOCK=4)
+    np.testing.assert_array_equal(out.numpy(), [3.0, -2.0])
