@@ -362,7 +362,7 @@ def _acc_dtype(kind: str, x: Val) -> str:
 def _declare(g: Any, ct: str, shape: tuple) -> tuple[str, Any]:
     var = g.tmp("red")
     if shape:
-        g.emit(f"{ct} {var}[{math.prod(shape)}];")
+        g.declare_array(ct, var, math.prod(shape))
         return var, lambda i: f"{var}[{flat_index(i, shape)}]"
     g.emit(f"{ct} {var};")
     return var, lambda i: var
@@ -461,7 +461,7 @@ def dot(g: Any, node: Any, args: list, kwargs: dict) -> Val:
     mb = b if b.storage is not None else g.materialize(b, "db")
     var = g.tmp("dot")
     ct = CTYPES[dt]
-    g.emit(f"{ct} {var}[{m * n}];")
+    g.declare_array(ct, var, m * n)
     if acc is not None and not (isinstance(acc, Obj) and acc.obj is None):
         acc = _val(g, acc, node, "dot's acc")
         if acc.shape != (m, n):

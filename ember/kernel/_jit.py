@@ -15,6 +15,7 @@ bound arguments, Triton's ``meta``) and then:
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import threading
 from dataclasses import dataclass
@@ -71,9 +72,23 @@ class JITFunction:
         self._compiled: dict = {}
         self._lock = threading.Lock()
         self._stored: frozenset | None = None
+        self._digest: str | None = None
 
     def __repr__(self) -> str:
-        return f"<ember.kernel.jit {self.__name__}>"
+        # the source's digest: a graph that launches the kernel prints it, so compiled graphs
+        # cached on disk (keyed by their printed form) are rebuilt when the kernel changes
+        return f"<ember.kernel.jit {self.__name__} {self.source_digest[:12]}>"
+
+    @property
+    def source_digest(self) -> str:
+        """sha256 of the kernel's source (its bytecode when the source is unavailable)."""
+        if self._digest is None:
+            try:
+                text = inspect.getsource(self.fn).encode()
+            except (OSError, TypeError):
+                text = self.fn.__code__.co_code
+            self._digest = hashlib.sha256(text).hexdigest()
+        return self._digest
 
     def __getitem__(self, grid: Any) -> Callable:
         return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
