@@ -84,6 +84,13 @@ class Gen:
         self.stored: set = set()
         self.params: list = []
         self.node: Any = self.fdef
+        self.rest: list = []     # the statements after the current one in its list
+        self.uses: dict = {}     # name -> loads of it in the kernel's source
+        self.defs: dict = {}     # name -> assignments to it
+        for n in ast.walk(self.fdef):
+            if isinstance(n, ast.Name):
+                d = self.uses if isinstance(n.ctx, ast.Load) else self.defs
+                d[n.id] = d.get(n.id, 0) + 1
 
     # -- errors and emission -------------------------------------------------------------------
     def lineno(self, node: Any) -> int:

@@ -33,9 +33,34 @@ class Obj:
 
 # -- statements ----------------------------------------------------------------------------------
 def block(g: Any, body: list) -> None:
-    for st in body:
+    for k, st in enumerate(body):
         g.node = st
+        g.rest = body[k + 1:]
         statement(g, st)
+
+
+def _names(node: Any, ctx: type) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def _inlinable(g: Any, name: str, node: Any) -> bool:
+    """A computed block used once, later in the same statement list and not inside a loop,
+    with nothing between that stores to memory or re-assigns a name it reads: it stays an
+    expression (inlined at its use: one loop over the block less)."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+        return False
+    if g.uses.get(name, 0) != 1 or g.defs.get(name, 0) != 1:
+        return False
+    reads = _names(node.value, ast.Load)
+    for st in g.rest:
+        if name in _names(st, ast.Load):
+            return not any(isinstance(n, (ast.For, ast.While)) and name in _names(n, ast.Load)
+                           for n in ast.walk(st))
+        if _names(st, ast.Store) & reads or any(
+                isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", ""))
+                in ("store", "device_assert") for n in ast.walk(st)):
+            return False
+    return False
 
 
 def statement(g: Any, st: Any) -> None:
@@ -90,8 +115,9 @@ def assign(g: Any, target: Any, value: Any, node: Any) -> None:
     if outer:
         g.assign_into(g.env[name], value, name, node)
         return
-    g.env[name] = value if value.cheap or value.const is not None else \
-        g.materialize(value, name)
+    keep = value.cheap or value.const is not None or (
+        value.ptr is None and value.shape and _inlinable(g, name, node))
+    g.env[name] = value if keep else g.materialize(value, name)
     g.scopes[-1].add(name)
 
 
