@@ -222,3 +222,23 @@ def test_max_min_ignore_nan_in_both_modes(mode):
     out = ember.empty(2)
     nan_max[(1,)](x, out, BLOCK=4)
     np.testing.assert_array_equal(out.numpy(), [3.0, -2.0])
+
+
+@tl.jit
+def read_then_overwrite(x_ptr, out_ptr, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(x_ptr + offs) * 2.0          # used once, but after a store to x
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    t = acc + 1.0                             # used once, after acc changes in the loop
+    tl.store(x_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32))
+    for _ in range(3):
+        acc += 1.0
+    tl.store(out_ptr + offs, y + t + acc)
+
+
+def test_values_keep_their_value_across_stores_and_loops(mode):
+    x = ember.arange(8.0)
+    out = ember.empty(8)
+    read_then_overwrite[(1,)](x, out, BLOCK=8)
+    np.testing.assert_array_equal(out.numpy(), np.arange(8.0) * 2 + 1 + 3)
+    np.testing.assert_array_equal(x.numpy(), np.zeros(8))
