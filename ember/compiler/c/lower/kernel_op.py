@@ -5,8 +5,8 @@ types, placed inside the graph's translation unit and called from the entry (no 
 Operands are read in place when they sit contiguously in their buffer (a value of the open
 pointwise group is stored by the group first; another layout stays an extern, with that
 reason).  Each tensor the kernel stores to gets a fresh output buffer that starts as a copy of
-its input value, unless that value is uninitialized (an ``empty``/``empty_like`` made inside
-the graph), so the graph's inputs are never written.  Scalar arguments are concrete in a
+its input value, unless the launch recorded it as fresh (an ``empty``/``empty_like`` made by
+the traced code: no input at all), so the graph's inputs are never written.  Scalar arguments are concrete in a
 graph and become C literals; a lifted (symbolic) scalar or size keeps the node an extern.
 """
 
@@ -20,8 +20,6 @@ from ember.compiler.c.ir.loop_ir import Geometry
 from ember.compiler.c.lower.context import LoweringContext, PointwiseValue, log
 from ember.compiler.c.lower.registry import lowering
 from ember.kernel._trace import KERNEL_LAUNCH, bound_of, full_operands
-
-_UNINITIALIZED = ("empty", "empty_like", "empty_strided", "new_empty")
 
 
 def _operand(lw: LoweringContext, r: Any) -> Any:
@@ -48,12 +46,6 @@ def _operand(lw: LoweringContext, r: Any) -> Any:
             v.buf.strides != Geometry.contiguous(v.buf.shape).strides:
         return "operand buffer in a permuted layout"
     return v.buf, g.offset
-
-
-def _uninitialized(lw: LoweringContext, r: Any) -> bool:
-    if type(r) is tuple and r[0] == "n":
-        return lw.graph.nodes[r[1]].op.name in _UNINITIALIZED
-    return False
 
 
 @lowering(KERNEL_LAUNCH)
@@ -85,7 +77,7 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
         lw.bind(i, j, buf, Geometry.contiguous(shape), dt)
         outs.append(buf)
         by_param[k] = buf
-        if operands[k] is not None and not _uninitialized(lw, operands[k][2]):
+        if operands[k] is not None:  # None: a fresh (uninitialized) tensor, nothing to copy
             copies.append((buf, operands[k][0], operands[k][1]))
     args, k = [], 0
     for _name, kind, value in p["args"]:
