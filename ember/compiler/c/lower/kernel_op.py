@@ -6,8 +6,9 @@ Operands are read in place when they sit contiguously in their buffer (a value o
 pointwise group is stored by the group first; another layout stays an extern, with that
 reason).  Each tensor the kernel stores to gets a fresh output buffer that starts as a copy of
 its input value, unless the launch recorded it as fresh (an ``empty``/``empty_like`` made by
-the traced code: no input at all), so the graph's inputs are never written.  Scalar arguments are concrete in a
-graph and become C literals; a lifted (symbolic) scalar or size keeps the node an extern.
+the traced code: no input at all), so the graph's inputs are never written.  Scalar
+arguments are concrete in a graph and become C literals; a lifted (symbolic) scalar or size
+keeps the node an extern.
 """
 
 from __future__ import annotations
