@@ -168,7 +168,7 @@ def load(g: Any, node: Any, args: list, kwargs: dict) -> Val:
         alt = cast_expr(other, dt, idx) if other is not None else cast_expr(literal(0), dt, [])
         return f"({mask.at(idx)} ? {ref} : {alt})"
 
-    return Val(dt, shape, fn, cheap=False)
+    return Val(dt, shape, fn, cheap=False, extra={"load": True})
 
 
 def store(g: Any, node: Any, args: list, kwargs: dict) -> None:

@@ -43,19 +43,27 @@ def _names(node: Any, ctx: type) -> set:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
 
 
-def _inlinable(g: Any, name: str, node: Any) -> bool:
-    """A computed block used once, later in the same statement list and not inside a loop,
-    with nothing between that stores to memory or re-assigns a name it reads: it stays an
-    expression (inlined at its use: one loop over the block less)."""
-    if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+def _inlinable(g: Any, name: str, node: Any, value: Val) -> bool:
+    """A computed block used once (a plain load: used any number of times) later in the same
+    statement list and not inside a loop, with nothing before its last use that stores to
+    memory or re-assigns a name it reads: it stays an expression, inlined at its uses (one
+    loop over the block less; a load re-reads memory, which is as cheap as a local copy)."""
+    if not isinstance(node, ast.Assign) or len(node.targets) != 1 or g.defs.get(name, 0) != 1:
         return False
-    if g.uses.get(name, 0) != 1 or g.defs.get(name, 0) != 1:
+    want = g.uses.get(name, 0)
+    if want != 1 and not (value.extra.get("load") and want <= 4):
         return False
     reads = _names(node.value, ast.Load)
+    seen = 0
     for st in g.rest:
-        if name in _names(st, ast.Load):
-            return not any(isinstance(n, (ast.For, ast.While)) and name in _names(n, ast.Load)
-                           for n in ast.walk(st))
+        here = sum(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(st))
+        if here and any(isinstance(n, (ast.For, ast.While)) and name in _names(n, ast.Load)
+                        for n in ast.walk(st)):
+            return False
+        seen += here
+        if seen == want:
+            return True
         if _names(st, ast.Store) & reads or any(
                 isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", ""))
                 in ("store", "device_assert") for n in ast.walk(st)):
@@ -116,7 +124,7 @@ def assign(g: Any, target: Any, value: Any, node: Any) -> None:
         g.assign_into(g.env[name], value, name, node)
         return
     keep = value.cheap or value.const is not None or (
-        value.ptr is None and value.shape and _inlinable(g, name, node))
+        value.ptr is None and value.shape and _inlinable(g, name, node, value))
     g.env[name] = value if keep else g.materialize(value, name)
     g.scopes[-1].add(name)
 
