@@ -10,7 +10,8 @@ Cases (each a pair timed interleaved in one process, medians; ratio = kernel / b
   the compiled ember op.
 * ``graph``: ``softmax(x * 2) + 1`` with the softmax a kernel op vs ``ember.softmax``.
 
-Run: PYTHONPATH=. python -m benchmarks.bench_kernel [--rows 2048] [--cols 1024] [--threads 1] [--cpu-best]
+Run: PYTHONPATH=. python -m benchmarks.bench_kernel [--rows 2048] [--cols 1024]
+     [--threads 1] [--cpu-best]
 """
 
 from __future__ import annotations

@@ -368,9 +368,11 @@ def _declare(g: Any, ct: str, shape: tuple) -> tuple[str, Any]:
     return var, lambda i: var
 
 
-def reduce_last(g: Any, kind: str, x: Val) -> Val:
+def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
     """Reduce the last dim: ``LANES`` independent accumulators (so gcc vectorizes without
-    reassociating float math), combined in order, then the tail."""
+    reassociating float math), combined in order, then the tail.  ``keep``: a 1-D block
+    array the same loop also stores ``x`` into (a named value reduced by the next
+    statement: one pass over the block instead of two)."""
     out_shape = x.shape[:-1]
     n = x.shape[-1]
     arg = kind.startswith("arg")
@@ -392,6 +394,8 @@ def reduce_last(g: Any, kind: str, x: Val) -> Val:
         lanes = LANES if CTYPES[dt] in ("float", "int32_t") else LANES // 2
         v = f"(({vt})({x.at(idx + [f'({c} + j_)'])}))"
         comb = _combine(kind, dt, "l_[j_]", "v_")
+        if keep is not None:
+            comb += f"; {keep}[{c} + j_] = v_"
         lines = [f"{{ {vt} l_[{lanes}]; for (int j_ = 0; j_ < {lanes}; j_++) l_[j_] = {init};",
                  f"  int64_t {c} = 0;"]
         if n >= lanes:
@@ -399,11 +403,12 @@ def reduce_last(g: Any, kind: str, x: Val) -> Val:
                       f"    for (int j_ = 0; j_ < {lanes}; j_++) {{ const {vt} v_ = {v}; "
                       f"l_[j_] = {comb}; }}", "  }"]
         tail = x.at(idx + [c])
+        put = f" {keep}[{c}] = v_;" if keep is not None else ""
         lines += [f"  {vt} r_ = {init};",
                   f"  for (int j_ = 0; j_ < {lanes}; j_++) "
                   f"r_ = {_combine(kind, dt, 'r_', 'l_[j_]')};",
                   f"  for (; {c} < {n}; {c}++) {{ const {vt} v_ = (({vt})({tail})); "
-                  f"r_ = {_combine(kind, dt, 'r_', 'v_')}; }}",
+                  f"r_ = {_combine(kind, dt, 'r_', 'v_')};{put} }}",
                   f"  {at(idx)} = r_; }}"]
         return lines
 
@@ -413,6 +418,37 @@ def reduce_last(g: Any, kind: str, x: Val) -> Val:
         for line in body([]):
             g.emit(line)
     return Val(dt, out_shape, at, cheap=False, storage=var)
+
+
+def fused_reduction(g: Any, name: str, value: Val) -> Val | None:
+    """When the statement after ``name = value`` is ``r = sum|max|min(name, axis=0)`` and
+    ``value`` is a 1-D float block: store ``value`` and reduce it in one loop; the reduction's
+    result is kept for that statement (``g.prefused``).  None when the pattern does not
+    apply."""
+    import ast
+    if len(value.shape) != 1 or not is_float(value.dtype) or not g.rest:
+        return None
+    st = g.rest[0]
+    if not isinstance(st, ast.Assign):
+        return None
+    from ember.kernel._stmts import expr
+    for call in ast.walk(st.value):
+        if (isinstance(call, ast.Call) and len(call.args) == 1 and
+                isinstance(call.args[0], ast.Name) and call.args[0].id == name and
+                all(k.arg == "axis" and isinstance(k.value, ast.Constant) and
+                    k.value.value in (0, -1, None) for k in call.keywords)):
+            f = expr(g, call.func)
+            kind = {id(tl.sum): "sum", id(tl.max): "max", id(tl.min): "min"}.get(
+                id(getattr(f, "obj", None)))
+            if kind is not None:
+                break
+    else:
+        return None
+    var = g.tmp(f"{name}_")
+    g.declare_array(CTYPES[value.dtype], var, value.numel)
+    red = reduce_last(g, kind, value, keep=var)
+    g.prefused[id(call)] = red
+    return Val(value.dtype, value.shape, lambda i: f"{var}[{i[0]}]", cheap=False, storage=var)
 
 
 def reduce_outer(g: Any, kind: str, x: Val, axis: int) -> Val:

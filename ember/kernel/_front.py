@@ -85,6 +85,7 @@ class Gen:
         self.params: list = []
         self.node: Any = self.fdef
         self.rest: list = []     # the statements after the current one in its list
+        self.prefused: dict = {}  # id(reduction call) -> its value, computed already
         self.uses: dict = {}     # name -> loads of it in the kernel's source
         self.defs: dict = {}     # name -> assignments to it
         for n in ast.walk(self.fdef):

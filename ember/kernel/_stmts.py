@@ -125,7 +125,11 @@ def assign(g: Any, target: Any, value: Any, node: Any) -> None:
         return
     keep = value.cheap or value.const is not None or (
         value.ptr is None and value.shape and _inlinable(g, name, node, value))
-    g.env[name] = value if keep else g.materialize(value, name)
+    if keep:
+        g.env[name] = value
+    else:
+        from ember.kernel._builtins import fused_reduction
+        g.env[name] = fused_reduction(g, name, value) or g.materialize(value, name)
     g.scopes[-1].add(name)
 
 
@@ -479,6 +483,9 @@ def subscript(g: Any, base: Any, node: ast.Subscript) -> Any:
 
 def call(g: Any, node: ast.Call) -> Any:
     from ember.kernel._builtins import HANDLERS, cast
+    done = g.prefused.pop(id(node), None)
+    if done is not None:  # computed with the block it reduces (fused_reduction)
+        return done
     f = expr(g, node.func)
     if not isinstance(f, Obj):
         raise g.error("only builtins of ember.kernel can be called in a kernel", node)
