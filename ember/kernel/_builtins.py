@@ -399,8 +399,10 @@ def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
         lines = [f"{{ {vt} l_[{lanes}]; for (int j_ = 0; j_ < {lanes}; j_++) l_[j_] = {init};",
                  f"  int64_t {c} = 0;"]
         if n >= lanes:
-            lines += [f"  for (; {c} + {lanes} <= {n}; {c} += {lanes}) {{",
-                      f"    for (int j_ = 0; j_ < {lanes}; j_++) {{ const {vt} v_ = {v}; "
+            lines += [f"  for (; {c} + {lanes} <= {n}; {c} += {lanes}) {{"]
+            if keep is not None:  # the kept array is no operand: no run-time alias check
+                lines.append("    #pragma GCC ivdep")
+            lines += [f"    for (int j_ = 0; j_ < {lanes}; j_++) {{ const {vt} v_ = {v}; "
                       f"l_[j_] = {comb}; }}", "  }"]
         tail = x.at(idx + [c])
         put = f" {keep}[{c}] = v_;" if keep is not None else ""
