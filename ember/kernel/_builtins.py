@@ -391,28 +391,16 @@ def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
                     f"    if ((v_ {cmp} b_){nan}) {{ b_ = v_; bi_ = {c}; }} }}",
                     f"  {at(idx)} = bi_; }}"]
         init = _init(kind, dt)
-        lanes = LANES if CTYPES[dt] in ("float", "int32_t") else LANES // 2
-        v = f"(({vt})({x.at(idx + [f'({c} + j_)'])}))"
-        comb = _combine(kind, dt, "l_[j_]", "v_")
-        if keep is not None:
-            comb += f"; {keep}[{c} + j_] = v_"
-        lines = [f"{{ {vt} l_[{lanes}]; for (int j_ = 0; j_ < {lanes}; j_++) l_[j_] = {init};",
-                 f"  int64_t {c} = 0;"]
-        if n >= lanes:
-            lines += [f"  for (; {c} + {lanes} <= {n}; {c} += {lanes}) {{"]
-            if keep is not None:  # the kept array is no operand: no run-time alias check
-                lines.append("    #pragma GCC ivdep")
-            lines += [f"    for (int j_ = 0; j_ < {lanes}; j_++) {{ const {vt} v_ = {v}; "
-                      f"l_[j_] = {comb}; }}", "  }"]
-        tail = x.at(idx + [c])
+        red = {"sum": "+", "max": "max", "min": "min"}[kind]
+        v = f"(({vt})({x.at(idx + [c])}))"
         put = f" {keep}[{c}] = v_;" if keep is not None else ""
-        lines += [f"  {vt} r_ = {init};",
-                  f"  for (int j_ = 0; j_ < {lanes}; j_++) "
-                  f"r_ = {_combine(kind, dt, 'r_', 'l_[j_]')};",
-                  f"  for (; {c} < {n}; {c}++) {{ const {vt} v_ = (({vt})({tail})); "
-                  f"r_ = {_combine(kind, dt, 'r_', 'v_')};{put} }}",
-                  f"  {at(idx)} = r_; }}"]
-        return lines
+        # OpenMP's simd reduction: per-lane partial results, as gcc cannot vectorize a float
+        # fold without reassociating it (never -ffast-math); ignored without OpenMP
+        return [f"{{ {vt} r_ = {init};",
+                f"  #pragma omp simd reduction({red}:r_)",
+                f"  for (int64_t {c} = 0; {c} < {n}; {c}++) {{ const {vt} v_ = {v}; "
+                f"r_ = {_combine(kind, dt, 'r_', 'v_')};{put} }}",
+                f"  {at(idx)} = r_; }}"]
 
     if out_shape:
         g.loops(out_shape, body)
