@@ -70,6 +70,20 @@ def k_linear_relu(a: Tensor, b: Tensor, bias: Tensor) -> Tensor:
     return mm.matmul_bias_act(a, b, bias, "relu")
 
 
+def _mm_setup(ctx, inputs, output):
+    a, b, _ = inputs
+    ctx.save_for_backward(a, b, output)
+
+
+def _mm_backward(ctx, grad):
+    a, b, out = ctx.saved_tensors
+    g = grad * (out > 0)
+    return g @ b.T, a.T @ g, g.sum(0)
+
+
+k_linear_relu.register_autograd(_mm_backward, setup_context=_mm_setup)
+
+
 def _t(x):
     return torch.from_numpy(x.detach().numpy().copy()).requires_grad_(x.requires_grad)
 
@@ -101,11 +115,19 @@ def test_layer_norm_values_and_grads(mode):
         np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
-def test_matmul_epilogue_values(mode):
-    a, b, bias = ember.randn(45, 70), ember.randn(70, 33), ember.randn(33)
+def test_matmul_epilogue_values_and_grads(mode):
+    a, b = ember.randn(45, 70, requires_grad=True), ember.randn(70, 33, requires_grad=True)
+    bias = ember.randn(33, requires_grad=True)
+    g = ember.randn(45, 33)
     got = k_linear_relu(a, b, bias)
-    ref = torch.relu(_t(a) @ _t(b) + _t(bias))
-    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)
+    (got * g).sum().backward()
+    ta, tb, tbias = _t(a), _t(b), _t(bias)
+    ref = torch.relu(ta @ tb + tbias)
+    (ref * _t(g)).sum().backward()
+    np.testing.assert_allclose(got.detach().numpy(), ref.detach().numpy(), rtol=1e-4,
+                               atol=1e-4)
+    for e, t in ((a, ta), (b, tb), (bias, tbias)):
+        np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_compiled_graph_places_kernels_in_its_c():
