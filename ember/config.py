@@ -55,6 +55,8 @@ class Config:
     ``eager_c``: eager may use small fixed C kernels built with ``cc`` (``ember/ops/_native.py``:
     the fma above, ``F.interpolate``'s resampling); EMBER_EAGER_C=0 turns all of them off and
     eager runs its NumPy paths, which give the same bits.
+    ``kernel_interpret``: ``ember.kernel`` kernels run in the NumPy interpreter, which checks
+    every access, instead of being compiled to C (EMBER_KERNEL_INTERPRET=1).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
