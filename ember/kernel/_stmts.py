@@ -123,6 +123,10 @@ def assign(g: Any, target: Any, value: Any, node: Any) -> None:
     if outer:
         g.assign_into(g.env[name], value, name, node)
         return
+    if value.extra.get("carried"):  # a copy: the carried storage changes later
+        g.env[name] = g.materialize(value, name)
+        g.scopes[-1].add(name)
+        return
     keep = value.cheap or value.const is not None or (
         value.ptr is None and value.shape and _inlinable(g, name, node, value))
     if keep:
@@ -152,7 +156,11 @@ def _promote(g: Any, names: set, node: Any) -> None:
         if isinstance(v, Val):
             if v.const is not None and not isinstance(v.const, (bool, int, float)):
                 raise g.error(f"{name} is a constexpr and cannot be re-assigned", node)
-            g.env[name] = g.materialize(v, name)
+            if v.extra.get("carried"):  # an enclosing loop/branch gave it its storage
+                continue
+            m = g.materialize(v, name)
+            m.extra["carried"] = True
+            g.env[name] = m
 
 
 def _scoped(g: Any, body: list) -> None:

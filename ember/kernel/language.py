@@ -157,11 +157,13 @@ def _check(ptr: Any, mask: Any, what: str) -> tuple:
 
 def load(pointer: Any, mask: Any = None, other: Any = None, **_ignored: Any) -> Any:
     """The elements at ``pointer`` (a pointer block or one pointer); where ``mask`` is false,
-    ``other`` (0 when omitted); a masked-off element is never read."""
+    ``other`` (0 when omitted); a masked-off element is never read.  float16/bfloat16 load as
+    float32 (stores round back)."""
     off, m = _check(pointer, mask, "load")
     fill = 0 if other is None else other
-    vals = np.where(m, pointer.mem[np.where(m, off, 0)], np.asarray(fill).astype(pointer.mem.dtype))
-    return _block(vals.astype(pointer.mem.dtype))
+    dt = np.float32 if pointer.mem.dtype.name in ("float16", "bfloat16") else pointer.mem.dtype
+    vals = np.where(m, pointer.mem[np.where(m, off, 0)].astype(dt), np.asarray(fill).astype(dt))
+    return _block(vals.astype(dt))
 
 
 def store(pointer: Any, value: Any, mask: Any = None, **_ignored: Any) -> None:

@@ -242,3 +242,55 @@ def test_values_keep_their_value_across_stores_and_loops(mode):
     read_then_overwrite[(1,)](x, out, BLOCK=8)
     np.testing.assert_array_equal(out.numpy(), np.arange(8.0) * 2 + 1 + 3)
     np.testing.assert_array_equal(x.numpy(), np.zeros(8))
+
+
+@tl.jit
+def mixed_dtypes(h_ptr, i_ptr, out_h_ptr, out_i_ptr, out_f_ptr, n, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    h = tl.load(h_ptr + offs, mask=m, other=0.0)            # float16 computes in float32
+    i = tl.load(i_ptr + offs, mask=m, other=0)              # int32
+    tl.store(out_h_ptr + offs, h * 2.0 + 0.5, mask=m)       # rounded back to float16
+    j = tl.where(i % 2 == 0, i // 2, -i)
+    tl.store(out_i_ptr + offs, j, mask=m)
+    f = i.to(tl.float32) / 3 + tl.sum(tl.where(m, h, 0.0), axis=0)
+    for k in tl.static_range(2):
+        if k == 1:
+            f = f + 1.0
+    tl.store(out_f_ptr + offs, f, mask=m)
+
+
+def test_float16_int32_where_and_static_range(mode):
+    h = ember.randn(20).to(ember.float16)
+    i = ember.randint(-50, 50, (20,), dtype=ember.int32)
+    oh, oi, of = ember.empty(20, dtype=ember.float16), ember.empty(20, dtype=ember.int32), \
+        ember.empty(20)
+    mixed_dtypes[(1,)](h, i, oh, oi, of, 20, BLOCK=32)
+    hn, inp = h.numpy().astype(np.float32), i.numpy()
+    np.testing.assert_array_equal(oh.numpy(), (hn * 2 + 0.5).astype(np.float16))
+    np.testing.assert_array_equal(oi.numpy(), np.where(inp % 2 == 0, inp // 2, -inp))
+    np.testing.assert_allclose(of.numpy(), inp / 3 + hn.sum() + 1, rtol=1e-5, atol=1e-5)
+
+
+@tl.jit
+def shapes_kernel(a_ptr, out_ptr, BM: tl.constexpr, BN: tl.constexpr):  # noqa: N803
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    a = tl.load(a_ptr + rm[:, None] * BN + rn[None, :])           # (BM, BN)
+    at = tl.trans(a)                                              # (BN, BM)
+    p = tl.dot(a, at, acc=tl.full((BM, BM), 1.0, tl.float32))     # a @ a.T + 1
+    r = tl.sum(p, axis=1, keep_dims=True)                         # (BM, 1)
+    flat = tl.reshape(p / r, (BM * BM,))
+    tl.store(out_ptr + tl.arange(0, BM * BM), flat)
+    tl.store(out_ptr + BM * BM + rm, tl.argmax(p, axis=1))
+
+
+def test_dot_trans_reshape_keep_dims(mode):
+    a = ember.randn(4, 8)
+    out = ember.empty(4 * 4 + 4)
+    shapes_kernel[(1,)](a, out, BM=4, BN=8)
+    an = a.numpy()
+    p = an @ an.T + 1
+    np.testing.assert_allclose(out.numpy()[:16], (p / p.sum(1, keepdims=True)).reshape(-1),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(out.numpy()[16:], p.argmax(1).astype(np.float32))
