@@ -148,7 +148,8 @@ class Gen:
         if v.ptr is not None:
             off = Val("int64", v.shape, v.fn)
             m = self.materialize(off, name)
-            return Val(v.dtype, v.shape, m.fn, ptr=v.ptr, cheap=False, storage=m.storage)
+            return Val(v.dtype, v.shape, m.fn, ptr=v.ptr, cheap=False, storage=m.storage,
+                       extra={k: x for k, x in v.extra.items() if k == "storage_dtype"})
         var = self.tmp(f"{name}_")
         dt = "float32" if v.weak and v.dtype == "float32" else v.dtype
         if not v.shape:

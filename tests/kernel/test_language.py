@@ -294,3 +294,32 @@ def test_dot_trans_reshape_keep_dims(mode):
     np.testing.assert_allclose(out.numpy()[:16], (p / p.sum(1, keepdims=True)).reshape(-1),
                                rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(out.numpy()[16:], p.argmax(1).astype(np.float32))
+
+
+@tl.jit
+def matmul_ptr_increments(a_ptr, b_ptr, c_ptr, M, N, K,  # noqa: N803
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # noqa: N803
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * K + rk[None, :]      # Triton's idiom: pointers advanced
+    b_ptrs = b_ptr + rk[:, None] * N + rn[None, :]      # in the loop
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        kmask = rk < K - k * BK
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & kmask[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=kmask[:, None] & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BK
+        b_ptrs += BK * N
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_carried_pointer_blocks(mode):
+    a, b = ember.randn(19, 23).to(ember.float16), ember.randn(23, 13).to(ember.float16)
+    c = ember.empty(19, 13, dtype=ember.float16)
+    matmul_ptr_increments[(tl.cdiv(19, 8), tl.cdiv(13, 8))](a, b, c, 19, 13, 23, BM=8, BN=8,
+                                                            BK=8)
+    ref = a.numpy().astype(np.float32) @ b.numpy().astype(np.float32)
+    np.testing.assert_allclose(c.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-2)
