@@ -375,6 +375,7 @@ def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
     statement: one pass over the block instead of two)."""
     out_shape = x.shape[:-1]
     n = x.shape[-1]
+    g.work = max(g.work, x.numel)
     arg = kind.startswith("arg")
     dt = "int64" if arg else _acc_dtype(kind, x)
     var, at = _declare(g, CTYPES[dt], out_shape)
@@ -482,6 +483,7 @@ def dot(g: Any, node: Any, args: list, kwargs: dict) -> Val:
         raise g.error(f"dot needs (M, K) and (K, N) blocks, got {list(a.shape)} and "
                       f"{list(b.shape)}", node)
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    g.work = max(g.work, m * k * n)
     dt = "float64" if a.dtype == b.dtype == "float64" else "float32"
     ma = a if a.storage is not None else g.materialize(a, "da")
     mb = b if b.storage is not None else g.materialize(b, "db")

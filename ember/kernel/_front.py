@@ -22,10 +22,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import math
 import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from ember.compiler.c.codegen.omp import OMP_MIN_ITERATIONS
 from ember.compiler.c.codegen.prelude import store_expr
 from ember.errors import EmberTypeError
 from ember.kernel._values import (
@@ -86,6 +88,7 @@ class Gen:
         self.node: Any = self.fdef
         self.rest: list = []     # the statements after the current one in its list
         self.prefused: dict = {}  # id(reduction call) -> its value, computed already
+        self.work = 1            # elements of the largest block loop: a program's size
         self.uses: dict = {}     # name -> loads of it in the kernel's source
         self.defs: dict = {}     # name -> assignments to it
         for n in ast.walk(self.fdef):
@@ -114,6 +117,7 @@ class Gen:
 
     def loops(self, shape: tuple, body: Any) -> None:
         """Emit loops over ``shape`` (innermost last) around ``body(idx)`` (C lines)."""
+        self.work = max(self.work, math.prod(shape))
         idx = []
         for d, n in enumerate(shape):
             v = self.tmp("i")
@@ -304,8 +308,12 @@ def kernel_c(jf: Any, bound: list) -> tuple[str, str, list, str]:
         f"static void {base}_grid({grid_sig}) {{",
         "  const int64_t total_ = g0 * g1 * g2;",
         "#ifdef _OPENMP",
+        # small grids stay on one thread (a fork/join costs microseconds, far more on a
+        # loaded machine): the C backend's threshold on elements, a program counted as its
+        # largest block
         "  #pragma omp parallel for num_threads(ember_num_threads) "
-        "if(ember_num_threads > 1 && total_ > 1)",
+        f"if(ember_num_threads > 1 && total_ > 1 && total_ * {gen.work} >= "
+        f"{OMP_MIN_ITERATIONS})",
         "#endif",
         "  for (int64_t p_ = 0; p_ < total_; p_++) {",
         f"    {base}_program(p_ % g0, (p_ / g0) % g1, p_ / (g0 * g1), g0, g1, g2"
