@@ -201,3 +201,34 @@ def test_a_kernel_that_does_not_compile_raises_with_its_line():
 
     with pytest.raises(TypeError, match=r"bad line \d+: pointer arithmetic needs integer"):
         bad_op(ember.randn(3))
+
+
+def test_a_mutating_kernel_op_eager_and_compiled():
+    import ember.kernel as tl
+
+    @tl.jit
+    def add_into(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # noqa: N803
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m),
+                 mask=m)
+
+    @triton_op("kernel_tests::add_", mutates_args={"x"})
+    def add_(x: Tensor, y: Tensor) -> None:
+        n = x.numel()
+        wrap_triton(add_into)[(tl.cdiv(n, 64),)](x, y, n, BLOCK=64)
+
+    x0, y = ember.randn(100), ember.randn(100)
+    x = x0.clone()
+    add_(x, y)
+    np.testing.assert_allclose(x.numpy(), x0.numpy() + y.numpy(), rtol=1e-6)
+
+    def f(x, y):
+        add_(x, y)
+        return x * 2
+
+    x = x0.clone()
+    out = ember.compile(f, fullgraph=True)(x, y)
+    assert last_compiled().extern_count == 0, last_compiled().externs
+    np.testing.assert_allclose(x.numpy(), x0.numpy() + y.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(out.numpy(), 2 * (x0.numpy() + y.numpy()), rtol=1e-6)
