@@ -368,7 +368,8 @@ def _declare(g: Any, ct: str, shape: tuple) -> tuple[str, Any]:
     return var, lambda i: var
 
 
-def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
+def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None,
+                pre: Val | None = None) -> Val:
     """Reduce the last dim: ``LANES`` independent accumulators (so gcc vectorizes without
     reassociating float math), combined in order, then the tail.  ``keep``: a 1-D block
     array the same loop also stores ``x`` into (a named value reduced by the next
@@ -394,12 +395,17 @@ def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
         init = _init(kind, dt)
         red = {"sum": "+", "max": "max", "min": "min"}[kind]
         v = f"(({vt})({x.at(idx + [c])}))"
-        put = f" {keep}[{c}] = v_;" if keep is not None else ""
+        put = f" {keep}[{c}] = v_;" if keep is not None and pre is None else ""
+        if pre is not None:  # the kept block's element is e_, which ``x`` reads
+            v = (f"{CTYPES[pre.dtype]} e_ = {pre.at(idx + [c])}; {keep}[{c}] = e_; "
+                 f"const {vt} v_ = {v}")
+        else:
+            v = f"const {vt} v_ = {v}"
         # OpenMP's simd reduction: per-lane partial results, as gcc cannot vectorize a float
         # fold without reassociating it (never -ffast-math); ignored without OpenMP
         return [f"{{ {vt} r_ = {init};",
                 f"  #pragma omp simd reduction({red}:r_)",
-                f"  for (int64_t {c} = 0; {c} < {n}; {c}++) {{ const {vt} v_ = {v}; "
+                f"  for (int64_t {c} = 0; {c} < {n}; {c}++) {{ {v}; "
                 f"r_ = {_combine(kind, dt, 'r_', 'v_')};{put} }}",
                 f"  {at(idx)} = r_; }}"]
 
@@ -412,10 +418,11 @@ def reduce_last(g: Any, kind: str, x: Val, keep: str | None = None) -> Val:
 
 
 def fused_reduction(g: Any, name: str, value: Val) -> Val | None:
-    """When the statement after ``name = value`` is ``r = sum|max|min(name, axis=0)`` and
-    ``value`` is a 1-D float block: store ``value`` and reduce it in one loop; the reduction's
-    result is kept for that statement (``g.prefused``).  None when the pattern does not
-    apply."""
+    """When the statement after ``name = value`` reduces (``sum``/``max``/``min`` over the
+    block) an expression of ``name`` (``tl.sum(x, axis=0)``, ``tl.sum(xc * xc, axis=0)``) and
+    ``value`` is a 1-D float block: store ``value`` and reduce the expression in one loop; the
+    reduction's result is kept for that statement (``g.prefused``).  None when the pattern
+    does not apply."""
     import ast
     if len(value.shape) != 1 or not is_float(value.dtype) or not g.rest:
         return None
@@ -425,9 +432,9 @@ def fused_reduction(g: Any, name: str, value: Val) -> Val | None:
     from ember.kernel._stmts import expr
     for call in ast.walk(st.value):
         if (isinstance(call, ast.Call) and len(call.args) == 1 and
-                isinstance(call.args[0], ast.Name) and call.args[0].id == name and
-                all(k.arg == "axis" and isinstance(k.value, ast.Constant) and
-                    k.value.value in (0, -1, None) for k in call.keywords)):
+                any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(call.args[0]))
+                and all(k.arg == "axis" and isinstance(k.value, ast.Constant) and
+                        k.value.value in (0, -1, None) for k in call.keywords)):
             f = expr(g, call.func)
             kind = {id(tl.sum): "sum", id(tl.max): "max", id(tl.min): "min"}.get(
                 id(getattr(f, "obj", None)))
@@ -435,10 +442,25 @@ def fused_reduction(g: Any, name: str, value: Val) -> Val | None:
                 break
     else:
         return None
+    # the reduced expression, with ``name`` read as the loop's element e_ (no code emitted)
+    saved, mark = g.env.get(name), len(g.out)
+    g.env[name] = Val(value.dtype, value.shape, lambda i: "e_", cheap=False)
+    try:
+        arg = expr(g, call.args[0])
+    except Exception:  # noqa: BLE001 - not fusable: the statement reports its own errors
+        arg = None
+    finally:
+        if saved is None:
+            g.env.pop(name, None)
+        else:
+            g.env[name] = saved
+    if len(g.out) != mark or not isinstance(arg, Val) or arg.shape != value.shape or \
+            arg.ptr is not None:
+        del g.out[mark:]
+        return None
     var = g.tmp(f"{name}_")
     g.declare_array(CTYPES[value.dtype], var, value.numel)
-    red = reduce_last(g, kind, value, keep=var)
-    g.prefused[id(call)] = red
+    g.prefused[id(call)] = reduce_last(g, kind, arg, keep=var, pre=value)
     return Val(value.dtype, value.shape, lambda i: f"{var}[{i[0]}]", cheap=False, storage=var)
 
 
