@@ -269,7 +269,8 @@ def cast(g: Any, node: Any, args: list, kwargs: dict) -> Val:
     dt = _dtype(g, args[1] if len(args) > 1 else kwargs.get("dtype"), node)
     if dt == "bool":
         return Val(dt, x.shape, lambda i: f"({x.fn(i)} != 0)", cheap=x.cheap)
-    return Val(dt, x.shape, lambda i: cast_expr(x, dt, i), cheap=x.cheap and not is_float(dt))
+    return Val(dt, x.shape, lambda i: cast_expr(x, dt, i), cheap=x.cheap and not is_float(dt),
+               extra={"load": True} if x.extra.get("load") else {})
 
 
 # -- shapes --------------------------------------------------------------------------------------
