@@ -65,6 +65,7 @@ from ember.serialization import (  # noqa: F401
 from ember import compiler  # noqa: F401
 from ember.compiler import compile  # noqa: F401
 from ember import library  # noqa: E402,F401
+from ember import kernel  # noqa: E402,F401
 from ember.library import _opcheck as _library_opcheck  # noqa: E402
 
 _library_opcheck.COMPILE.append(compile)

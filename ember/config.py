@@ -59,6 +59,8 @@ class Config:
     the minifier's tests have a failure to find (EMBER_INJECT_BUG_TESTING_ONLY=``kind[:op]``,
     kind ``compile_error`` / ``runtime_error`` / ``accuracy``, op default ``relu``; PyTorch's
     ``inject_relu_bug_TESTING_ONLY``).  Empty (the default): no injection.
+    ``kernel_interpret``: ``ember.kernel`` kernels run in the NumPy interpreter, which checks
+    every access, instead of being compiled to C (EMBER_KERNEL_INTERPRET=1).
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -82,6 +84,8 @@ class Config:
     eager_c: bool = os.environ.get("EMBER_EAGER_C", "1") != "0"
     # TESTS ONLY: a deliberate miscompile of one op (ember/compiler/c/lower/pointwise.py)
     inject_bug_testing_only: str = os.environ.get("EMBER_INJECT_BUG_TESTING_ONLY", "")
+    # ember.kernel: run @jit kernels in the NumPy interpreter instead of compiling them to C
+    kernel_interpret: bool = os.environ.get("EMBER_KERNEL_INTERPRET", "") not in ("", "0")
 
 
 config = Config()

@@ -16,7 +16,7 @@ LAYERS = {
     "nn": 4, "optim": 4, "utils": 4, "serialization": 4, "amp": 4, "library": 4,
     "attention": 4, "cuda": 4, "backends": 4, "accelerator": 4, "mps": 4, "xpu": 4, "jit": 4,
     "cpu": 4, "ao": 4, "quantization": 4,
-    "compiler": 5, "_dynamo": 5,
+    "compiler": 5, "_dynamo": 5, "kernel": 5,
     "utils.cpp_extension": 6,  # builds with the C toolchain; imported explicitly, as PyTorch's
     "export": 6, "fx": 6, "aot": 6, "_inductor": 6, "distributed": 6, "onnx": 6, "cli": 6,
     "demo": 6, "__main__": 6,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -220,6 +221,11 @@ def supports_out(op: str, has_dtype: bool = True) -> Any:
     return deco
 
 
+# arrays made by ``empty``/``empty_like`` (uninitialized): an ``ember.kernel`` launch that
+# stores into one under ``ember.compile`` need not copy its (garbage) value in first
+UNINITIALIZED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: Any,
             requires_grad: bool) -> Tensor:
     check_device(device, op)
@@ -238,6 +244,7 @@ def _filled(op: str, shape: tuple, value: Any, dtype: dt.dtype | None, device: A
         return _finish(out, requires_grad)
     if value is None:
         arr = np.empty(shape, dtype=d.np)
+        UNINITIALIZED[id(arr)] = arr
     elif value == 0:
         arr = np.zeros(shape, dtype=d.np)
     else:

@@ -36,6 +36,11 @@ def decompose(ep: Any, table: dict | None) -> Any:
     from ember.export.exported_program import ExportedProgram
     graph = Graph()
     tracer = _DecomposingTracer(graph, dict(table or {}), ep.shape_env)
+    # tensors a decomposition creates (a triton op's ``empty_like``) are lifted constants
+    # numbered after the program's own
+    n_lifted = sum(n.op == "placeholder" and n.name.startswith("c_lifted_tensor_")
+                   for n in ep.graph.nodes)
+    tracer.constants = [(None, None)] * n_lifted
     env: dict = {}
     for n in ep.graph.nodes:
         if n.op == "placeholder":
@@ -62,7 +67,17 @@ def decompose(ep: Any, table: dict | None) -> Any:
             elif n.op == "output":
                 outs = tuple(tracer.node_of(get(a)) for a in n.args[0])
     graph.output(outs)
-    return ExportedProgram(graph, _signature(ep, graph), ep.state_dict, ep.constants,
+    sig, constants = _signature(ep, graph), dict(ep.constants)
+    new = tracer.constants[n_lifted:]
+    if new:
+        from ember.export._export import _order_placeholders
+        from ember.export.graph_signature import InputKind, InputSpec, TensorArgument
+        for name, t in new:
+            constants[name.removeprefix("c_")] = t
+            sig.input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name),
+                                             name.removeprefix("c_")))
+        _order_placeholders(graph, sig.input_specs)
+    return ExportedProgram(graph, sig, ep.state_dict, constants,
                            ep.range_constraints, ep.example_inputs, ep._in_spec, ep._out_spec,
                            ep._guards, dialect=ep.dialect, shape_env=ep.shape_env)
 

@@ -144,9 +144,18 @@ class ExportedProgram:
                            decompose_custom_triton_ops: bool = False) -> ExportedProgram:
         """A new program whose composite ops are replaced by the ops their decompositions
         bind (ember's core primitives); ``decomp_table`` maps an ``OpDef`` (or its name) to a
-        function to use instead, or to None to keep the op."""
+        function to use instead, or to None to keep the op.  ``triton_op``s stay one node
+        unless ``decompose_custom_triton_ops``: then their body's ops and kernel launches
+        (``kernel_launch`` nodes) replace them."""
         from ember.export._decomp import decompose
-        return decompose(self, decomp_table)
+        from ember.library._triton import TRITON_OPS
+        table = dict(decomp_table or {})
+        if decompose_custom_triton_ops:
+            for n in self.graph.nodes:
+                op = TRITON_OPS.get(getattr(n.target, "name", None))
+                if n.op == "call_function" and op is not None and not op._mutated:
+                    table.setdefault(n.target, op._decomp)
+        return decompose(self, table)
 
     def validate(self) -> None:
         """Check the graph's structure and that the signature matches its placeholders,

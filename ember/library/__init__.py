@@ -14,6 +14,7 @@ from ember.library._fake import FakeImplCtx, get_ctx
 from ember.library._legacy import Library, define, impl
 from ember.library._opcheck import MetadataMismatchError, OpCheckError, opcheck
 from ember.library._schema import infer_schema
+from ember.library._triton import kernel_op, triton_op, wrap_kernel, wrap_triton
 
 
 def _as_op(op: Any, where: str) -> CustomOpDef:
@@ -48,5 +49,6 @@ def register_kernel(op: Any, device_types: Any, func: Callable | None = None, /,
 
 
 __all__ = ["CustomOpDef", "FakeImplCtx", "Library", "MetadataMismatchError", "OpCheckError",
-           "custom_op", "define", "get_ctx", "impl", "impl_abstract", "infer_schema", "opcheck",
-           "register_autograd", "register_fake", "register_kernel"]
+           "custom_op", "define", "get_ctx", "impl", "impl_abstract", "infer_schema", "kernel_op",
+           "opcheck", "register_autograd", "register_fake", "register_kernel", "triton_op",
+           "wrap_kernel", "wrap_triton"]

@@ -56,6 +56,7 @@ class CustomOpDef:
         self._kernels: dict[str | None, Callable] = {None: fn}
         self._fake: Callable | None = None
         self._implicit = False  # a CompositeImplicitAutograd kernel: called as plain code
+        self._triton = False    # a triton_op: ember.compile decomposes it into its body
         self._backward: Callable | None = None
         self._setup_context: Callable | None = None
         self._mutated = tuple(a.name for a in schema.args if a.mutable)
@@ -211,6 +212,10 @@ class CustomOpDef:
         tensors, params = self._flatten(values)
         if _lazy.STATE.trace is None:
             return self._call_eager(tensors, params)
+        if self._triton:
+            from ember.library import _triton
+            if _triton.decomposes_now():  # ember.compile sees into a triton_op's body
+                return _triton.call_decomposed(self, tensors, params)
         return self._call_traced(tensors, params)
 
     def _run_kernel(self, tensors: list, params: dict) -> Any:

@@ -437,7 +437,8 @@ def _code_digest() -> str:
                            f"{EXTRA_FLAGS} "
                            f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
-        for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py"):  # (C templates too)
+        # (C templates too; ember.kernel's compiler writes the C of kernel_launch nodes)
+        for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py", "kernel/*.py"):
             for f in sorted(root.glob(pattern)):
                 st = f.stat()
                 h.update(f"{f.relative_to(root)} {st.st_size} {st.st_mtime_ns}\n".encode())

@@ -15,7 +15,17 @@ from __future__ import annotations
 import re
 
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen import attention, csrc, flex, index, pool, resample, rnn, sort
+from ember.compiler.c.codegen import (
+    attention,
+    csrc,
+    flex,
+    index,
+    kernel_op,
+    pool,
+    resample,
+    rnn,
+    sort,
+)
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
@@ -34,6 +44,7 @@ from ember.compiler.c.ir.kernels import (
     ScanKernel,
     SearchKernel,
     SortKernel,
+    UserKernel,
 )
 from ember.compiler.c.ir.loop_ir import (
     Check,
@@ -131,6 +142,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
                 f"{list(k.size_out)}")
     elif isinstance(k, AdvIndexKernel):
         kind = f"{'index' if k.put is None else 'index_put'} at dims {list(k.dims)}"
+    elif isinstance(k, UserKernel):
+        kind = f"ember.kernel, grid {list(k.grid)}"
     elif not hasattr(k, "ranges"):   # other kernel kinds (scans)
         kind = type(k).__name__
     else:
@@ -602,6 +615,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return sort.sort_source(k, openmp)
     if isinstance(k, SearchKernel):
         return sort.search_source(k, openmp)
+    if isinstance(k, UserKernel):
+        return kernel_op.kernel_source(k)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]

@@ -216,6 +216,37 @@ class ScanKernel:
                 f"{', reverse' if self.reverse else ''})  // sequential along dim")
 
 
+@dataclass(eq=False)
+class UserKernel:
+    """One launch of an ``ember.kernel`` kernel (a ``kernel_launch`` node, e.g. from a
+    ``triton_op``): ``source`` is the kernel's own C (program and grid functions, guarded so a
+    unit holds it once), called as ``grid_fn(g0, g1, g2, <args>)``.  ``args`` gives each C
+    argument: ``("buf", Buffer, offset)`` (a tensor; stored ones are the fresh ``outs``),
+    or ``("lit", text)`` (a scalar argument, a C literal).  ``copies``: ``(out, src, offset)``
+    pairs: each stored tensor starts as a copy of its input value, unless that value was
+    uninitialized (``empty``)."""
+
+    name: str
+    source: str
+    grid_fn: str
+    grid: tuple
+    args: list
+    outs: list
+    copies: list
+    ops: list = field(default_factory=list)
+
+    def buffers(self) -> tuple[list, list]:
+        loads = _distinct([a[1] for a in self.args if a[0] == "buf" and a[1] not in self.outs]
+                          + [c[1] for c in self.copies])
+        return loads, list(self.outs)
+
+    def __str__(self) -> str:
+        args = ", ".join(a[1].name if a[0] == "buf" else a[1] for a in self.args)
+        cp = "".join(f"\n  {o.name} = copy({s.name})" for o, s, _ in self.copies)
+        return (f"kernel {self.name}  // {' '.join(self.ops)} (ember.kernel launch, grid "
+                f"{list(self.grid)}){cp}\n  {self.grid_fn}({args})")
+
+
 # the most batch dims an AttentionKernel iterates (the size of its job's C arrays)
 ATTENTION_MAX_BATCH_DIMS = 8
 
@@ -636,4 +667,4 @@ class FlexAttentionKernel:
 __all__ = ["ATTENTION_MAX_BATCH_DIMS", "AdvIndexKernel", "AttentionKernel", "DimIndexKernel",
            "FlexAttentionKernel", "FlexOperand", "GemmKernel", "Im2colKernel", "IndexKernel",
            "MatOperand", "PoolKernel", "ResampleKernel",
-           "ScanKernel", "SearchKernel", "SortKernel"]
+           "ScanKernel", "SearchKernel", "SortKernel", "UserKernel"]

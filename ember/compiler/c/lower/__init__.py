@@ -14,6 +14,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     flex,
     gemm,
     index,
+    kernel_op,
     pointwise,
     pool,
     random,
