@@ -205,6 +205,11 @@ _BWD_TEMPLATE_1P = csrc("flex_attention_bwd_1p.c.in")
 SINGLE_PASS = os.environ.get("EMBER_FLEX_BWD", "") != "two_pass"
 # the single pass's per-thread dQ buffers together may take this many bytes, else two passes
 DQ_CAP = 256 << 20
+
+
+def variant() -> tuple:
+    """The backward's module settings, part of the compiled-plan cache key (backend.py)."""
+    return (SINGLE_PASS, DQ_CAP)
 # the tile packing and Q·K^T product without BLAS (C register tiles)
 _PACK_NOBLAS = csrc("flex_pack_noblas.c.in").rstrip("\n")
 
@@ -485,5 +490,5 @@ def _numel(shape: tuple) -> int:
     return n
 
 
-__all__ = ["CText", "backward_source", "kernel_source", "mods_source", "render_mod"]
+__all__ = ["CText", "backward_source", "kernel_source", "mods_source", "render_mod", "variant"]
 
