@@ -396,9 +396,11 @@ def _rows_source_t(k: FlexAttentionKernel, ind: str, first: bool) -> str:
 
 
 def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
-    """The C function of a backward FlexAttentionKernel: with transposed tiles
-    (``csrc/flex_attention_bwd_t.c.in``, the forward's layout) where the forward uses them,
-    else row-major tiles with BLAS products (``csrc/flex_attention_bwd.c.in``)."""
+    """The C function of a backward FlexAttentionKernel: with transposed tiles (the forward's
+    layout) where the forward uses them, in one pass (``csrc/flex_attention_bwd_1p.c.in``)
+    that falls back to the two-pass ``csrc/flex_attention_bwd_t.c.in`` when its per-thread dQ
+    buffers would pass ``DQ_CAP``; else row-major tiles with BLAS products
+    (``csrc/flex_attention_bwd.c.in``)."""
     fmt = _backward_fmt(k, openmp)
     if transposed_tiles(k):
         fmt.update(load_rows_q=_rows_source_t(k, "    ", True),
