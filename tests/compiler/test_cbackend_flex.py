@@ -368,6 +368,7 @@ def test_transposed_tile_forward_on_each_instruction_set(monkeypatch, march):
         pytest.skip(f"the host cannot run {march} code")
     extra = (f"-march={march}",) + (("-mno-avx512f",) if march != "x86-64-v4" else ())
     monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + extra)
+    monkeypatch.setattr(cbackend, "_load_plan", lambda key: None)  # a warm run plan skips codegen
     used = []
     real = flex.transposed_tiles
     monkeypatch.setattr(flex, "transposed_tiles", lambda k: used.append(real(k)) or used[-1])
@@ -408,3 +409,68 @@ def test_transposed_tile_forward_on_each_instruction_set(monkeypatch, march):
     (tout * tout).sum().backward()
     for g, w in zip([x.grad for x in qs] + [table.grad], [tq.grad, tk.grad, tv.grad, tt.grad]):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _bwd_grads(q, k, v, table, L, threads):
+    """Gradients of q, k, v and a captured bias table through a compiled causal step (GQA,
+    K/V broadcast over the batch) on ``threads`` threads."""
+    bm = efa.create_block_mask(causal, q.shape[0], None, L, L, BLOCK_SIZE=64)
+
+    def bias(score, b, h, qi, kv):
+        return score + table[qi - kv + L]
+
+    def step(q, k, v):
+        out = efa.flex_attention(q, k, v, score_mod=bias, block_mask=bm, enable_gqa=True)
+        (out * out).sum().backward()
+
+    xs = [x.detach().requires_grad_(True) for x in (q, k, v)]
+    table.grad = None
+    before = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        ember.compile(step)(*xs)
+    finally:
+        ember.set_num_threads(before)
+    return [x.grad.numpy() for x in xs] + [table.grad.numpy()]
+
+
+def test_single_pass_backward_threads_gqa_batch_broadcast_and_table(monkeypatch):
+    """The one-pass transposed backward (csrc/flex_attention_bwd_1p.c.in: dQ in per-thread
+    buffers, captured gradients by atomics) on 1 and 3 threads, its two-pass fallback when
+    the buffers would pass DQ_CAP, and the two-pass kernel, against torch's dense math."""
+    from ember.compiler.c import backend as cbackend
+    from ember.compiler.c.codegen import flex
+
+    monkeypatch.setattr(cbackend, "_load_plan", lambda key: None)   # generate, never reuse
+    L, E = 150, 40
+    ember.manual_seed(5)
+    q = ember.randn(2, 4, L, E)
+    k, v = ember.randn(1, 2, L, E), ember.randn(1, 2, L, E)   # broadcast over the batch
+    table = (ember.randn(2 * L) * 0.5).requires_grad_(True)
+    used = []
+    real = flex._single_pass_fmt
+    monkeypatch.setattr(flex, "_single_pass_fmt", lambda *a: used.append(a[0]) or real(*a))
+    one, three = _bwd_grads(q, k, v, table, L, 1), _bwd_grads(q, k, v, table, L, 3)
+    assert used
+    tq, tk, tv = (_pair(x).requires_grad_(True) for x in (q, k, v))
+    tt = _pair(table.detach()).requires_grad_(True)
+    idx = torch.arange(L)
+    sc = (tq @ tk.repeat_interleave(2, 1).transpose(-1, -2) / np.sqrt(E)
+          + tt[idx[:, None] - idx[None, :] + L])
+    sc = sc.masked_fill(idx[:, None] < idx[None, :], float("-inf"))
+    tout = torch.softmax(sc, -1) @ tv.repeat_interleave(2, 1)
+    (tout * tout).sum().backward()
+    want = [x.grad.numpy() for x in (tq, tk, tv, tt)]
+    for a, b, w in zip(one, three, want):
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)   # only the dQ sum order differs
+    monkeypatch.setattr(flex, "DQ_CAP", 0)      # the per-thread buffers do not fit
+    capped = _bwd_grads(q, k, v, table, L, 3)
+    monkeypatch.setattr(flex, "DQ_CAP", 256 << 20)
+    monkeypatch.setattr(flex, "SINGLE_PASS", False)
+    used.clear()
+    two = _bwd_grads(q, k, v, table, L, 3)
+    assert not used
+    for a, b, c in zip(one, capped, two):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(c, a, rtol=1e-5, atol=1e-5)

@@ -4,6 +4,7 @@ C statements (``render_mod``).  The lowering: ``lower/flex.py``."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ember import dtypes as dt
@@ -199,6 +200,16 @@ def _omp(openmp: bool, iterations: int, dynamic: bool = False) -> str:
 # ------------------------------------------------------------------------------- backward
 _BWD_TEMPLATE = csrc("flex_attention_bwd.c.in")
 _BWD_TEMPLATE_T = csrc("flex_mm.h.in") + csrc("flex_attention_bwd_t.c.in")
+_BWD_TEMPLATE_1P = csrc("flex_attention_bwd_1p.c.in")
+# the transposed backward in one pass (per-thread dQ buffers) unless EMBER_FLEX_BWD=two_pass
+SINGLE_PASS = os.environ.get("EMBER_FLEX_BWD", "") != "two_pass"
+# the single pass's per-thread dQ buffers together may take this many bytes, else two passes
+DQ_CAP = 256 << 20
+
+
+def variant() -> tuple:
+    """The backward's module settings, part of the compiled-plan cache key (backend.py)."""
+    return (SINGLE_PASS, DQ_CAP)
 # the tile packing and Q·K^T product without BLAS (C register tiles)
 _PACK_NOBLAS = csrc("flex_pack_noblas.c.in").rstrip("\n")
 
@@ -385,9 +396,11 @@ def _rows_source_t(k: FlexAttentionKernel, ind: str, first: bool) -> str:
 
 
 def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
-    """The C function of a backward FlexAttentionKernel: with transposed tiles
-    (``csrc/flex_attention_bwd_t.c.in``, the forward's layout) where the forward uses them,
-    else row-major tiles with BLAS products (``csrc/flex_attention_bwd.c.in``)."""
+    """The C function of a backward FlexAttentionKernel: with transposed tiles (the forward's
+    layout) where the forward uses them, in one pass (``csrc/flex_attention_bwd_1p.c.in``)
+    that falls back to the two-pass ``csrc/flex_attention_bwd_t.c.in`` when its per-thread dQ
+    buffers would pass ``DQ_CAP``; else row-major tiles with BLAS products
+    (``csrc/flex_attention_bwd.c.in``)."""
     fmt = _backward_fmt(k, openmp)
     if transposed_tiles(k):
         fmt.update(load_rows_q=_rows_source_t(k, "    ", True),
@@ -395,8 +408,11 @@ def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
                    q_partial=_grad_source(k, True, True, "r"),
                    q_full=_grad_source(k, True, False, "r"),
                    kv_partial=_grad_source(k, False, True, "r"),
-                   kv_full=_grad_source(k, False, False, "r"))
-        return _BWD_TEMPLATE_T.format(**fmt)
+                   kv_full=_grad_source(k, False, False, "r"), fn=k.name)
+        if not SINGLE_PASS:
+            return _BWD_TEMPLATE_T.format(**fmt)
+        two = _BWD_TEMPLATE_T.format(**{**fmt, "fn": f"{k.name}_2p"})
+        return two + _BWD_TEMPLATE_1P.format(**_single_pass_fmt(k, openmp, fmt))
     load_rows_q, load_rows, pack = _rows_source(k)
     setter = None if blas.load_blas() is None else blas.load_blas().set_num_threads
     fmt.update(load_rows_q=load_rows_q, load_rows=load_rows, pack=pack,
@@ -406,6 +422,28 @@ def backward_source(k: FlexAttentionKernel, openmp: bool = False) -> str:
                blas_one=f"{setter}(1);" if setter else "",
                blas_back=f"{setter}(ember_num_threads);" if setter else "")
     return _BWD_TEMPLATE.format(**fmt)
+
+
+def _single_pass_fmt(k: FlexAttentionKernel, openmp: bool, fmt: dict) -> dict:
+    """The one-pass template's extra fields: thread count and id, the two-pass fallback and
+    its call, the delta loop's reads of dO and O at row ``l``, the atomic score_mod body."""
+    o, _, go, _ = k.grads
+    loads, stores = k.buffers()
+    threaded = bool(fmt["omp_kv"])
+
+    def at(x: Any, idx: list) -> str:
+        return f"{x.buf.name}[{x.offset}" + "".join(
+            f" + ({i}) * {s}" for i, s in zip(idx, x.strides)) + "]"
+
+    nq = -(-k.L // k.QB)
+    return dict(
+        fmt, kv_partial=_grad_source(k, True, True, "r"),
+        kv_full=_grad_source(k, True, False, "r"),
+        nthreads="ember_num_threads" if threaded else "1",
+        tid="omp_get_thread_num()" if threaded else "0", dq_cap=DQ_CAP,
+        fn2=f"{k.name}_2p", args=", ".join([b.name for b in stores + loads] + ["ints", "floats"]),
+        dO_at=at(go, ["b", "h", "l", "e"]), O_at=at(o, ["b", "h", "l", "e"]),
+        omp_rows=_omp(openmp, k.B * k.HQ * k.L), omp_blocks=_omp(openmp, k.B * k.HQ * nq))
 
 
 def _backward_fmt(k: FlexAttentionKernel, openmp: bool) -> dict:
@@ -454,5 +492,5 @@ def _numel(shape: tuple) -> int:
     return n
 
 
-__all__ = ["CText", "backward_source", "kernel_source", "mods_source", "render_mod"]
+__all__ = ["CText", "backward_source", "kernel_source", "mods_source", "render_mod", "variant"]
 
