@@ -4,7 +4,6 @@ C statements (``render_mod``).  The lowering: ``lower/flex.py``."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from ember import dtypes as dt
@@ -13,6 +12,7 @@ from ember.compiler.c.codegen import csrc
 from ember.compiler.c.ir.kernels import FlexAttentionKernel
 from ember.compiler.c.ir.loop_ir import COMPUTE_CTYPES, CTYPES
 from ember.compiler.c.lower.context import c_scalar
+from ember.config import config
 from ember.ops.registry import REGISTRY
 
 _TEMPLATE = csrc("flex_attention.c.in")
@@ -202,7 +202,7 @@ _BWD_TEMPLATE = csrc("flex_attention_bwd.c.in")
 _BWD_TEMPLATE_T = csrc("flex_mm.h.in") + csrc("flex_attention_bwd_t.c.in")
 _BWD_TEMPLATE_1P = csrc("flex_attention_bwd_1p.c.in")
 # the transposed backward in one pass (per-thread dQ buffers) unless EMBER_FLEX_BWD=two_pass
-SINGLE_PASS = os.environ.get("EMBER_FLEX_BWD", "") != "two_pass"
+SINGLE_PASS = config.flex_backward != "two_pass"  # EMBER_FLEX_BWD=two_pass: the older kernel
 # the single pass's per-thread dQ buffers together may take this many bytes, else two passes
 DQ_CAP = 256 << 20
 
@@ -210,6 +210,8 @@ DQ_CAP = 256 << 20
 def variant() -> tuple:
     """The backward's module settings, part of the compiled-plan cache key (backend.py)."""
     return (SINGLE_PASS, DQ_CAP)
+
+
 # the tile packing and Q·K^T product without BLAS (C register tiles)
 _PACK_NOBLAS = csrc("flex_pack_noblas.c.in").rstrip("\n")
 
