@@ -1,6 +1,6 @@
 """``ember.export.save`` / ``load``: an exported program as a versioned zip archive.
 
-Layout (docs/export.md): ``version`` (``"1.1"``: major.minor), ``model.json`` (the graph, its
+Layout (docs/export.md): ``version`` (``"1.2"``: major.minor), ``model.json`` (the graph, its
 signature, symbols, range constraints, guards and the input/output structure, as plain JSON),
 ``weights.safetensors`` (parameters, buffers and constants), ``example_inputs.safetensors``,
 and ``extra_files/<name>``.  Loading parses JSON and safetensors only and looks ops up in the
@@ -35,9 +35,12 @@ from ember.export._runtime import InputGuards
 from ember.export.exported_program import ExportedProgram
 from ember.export.graph import Graph, Node
 from ember.export.graph_signature import (
+    ConstantArgument,
     ExportGraphSignature,
     InputKind,
     InputSpec,
+    ModuleCallEntry,
+    ModuleCallSignature,
     OutputKind,
     OutputSpec,
     TensorArgument,
@@ -52,7 +55,7 @@ from ember.serialization._safetensors import unique_keys as _st_unique_keys
 from ember.sym import FakeTensor, ShapeEnv, SymBool, SymInt, ValueRange, _sympy
 
 FORMAT = "ember.export"
-VERSION = (1, 1)  # 1.1: item/cond/assert nodes, nn_module_stack
+VERSION = (1, 2)  # 1.1: item/cond/assert nodes, nn_module_stack; 1.2: module_call_graph
 _MEMBERS = ("version", "model.json", "weights.safetensors", "example_inputs.safetensors")
 
 
@@ -303,7 +306,41 @@ def _model_json(ep: ExportedProgram) -> dict:
         "out_spec": _enc_struct(ep._out_spec),
         "params_requires_grad": {k: bool(v.requires_grad) for k, v in ep.state_dict.items()},
         "example_structs": _example_structs(ep),
+        "module_call_graph": [[e.fqn, _enc_signature(e.signature)]
+                              for e in ep.module_call_graph if e.fqn],
     }
+
+
+def _enc_signature(sig: Any) -> Any:
+    if sig is None:
+        return None
+    return {"inputs": [{"tensor": a.name} if isinstance(a, TensorArgument)
+                       else {"const": _enc(a.value)} for a in sig.inputs],
+            "outputs": [a.name for a in sig.outputs],
+            "in_spec": _enc_struct(sig.in_spec), "out_spec": _enc_struct(sig.out_spec)}
+
+
+def _dec_call_graph(model: dict, in_spec: tuple, out_spec: Any, ctx: dict) -> list:
+    """``module_call_graph`` (optional, 1.2): the root entry rebuilt from the input structure,
+    then each submodule's entry."""
+    out = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec,
+                                                   list(in_spec[0])))]
+    for fqn, j in model.get("module_call_graph", []):
+        sig = None
+        if j is not None:
+            try:
+                ins = [TensorArgument(a["tensor"]) if "tensor" in a
+                       else ConstantArgument("", _dec(a["const"], ctx)) for a in j["inputs"]]
+                sig = ModuleCallSignature(ins, [TensorArgument(n) for n in j["outputs"]],
+                                          _dec_struct(j["in_spec"]), _dec_struct(j["out_spec"]))
+            except (KeyError, TypeError) as e:
+                raise _err(f"malformed module_call_graph entry for {fqn!r}: {e}") from None
+            for a in ins + sig.outputs:
+                if isinstance(a, TensorArgument) and a.name not in ctx["nodes"]:
+                    raise _err(f"module_call_graph entry {fqn!r} names node {a.name!r}, which "
+                               "is not in the graph")
+        out.append(ModuleCallEntry(str(fqn), sig))
+    return out
 
 
 def _example_structs(ep: ExportedProgram) -> Any:
@@ -468,9 +505,10 @@ def _build(model: dict, weights: dict, examples: dict) -> ExportedProgram:
     ex = model["example_structs"]
     example_inputs = (unflatten(_dec_struct(ex["args"]), it),
                       unflatten(_dec_struct(ex["kwargs"]), it))
+    out_spec = _dec_struct(model["out_spec"])
     ep = ExportedProgram(graph, sig, state, constants, ranges, example_inputs, in_spec,
-                         _dec_struct(model["out_spec"]), guards, dialect=model["dialect"],
-                         shape_env=env)
+                         out_spec, guards, dialect=model["dialect"], shape_env=env,
+                         module_call_graph=_dec_call_graph(model, in_spec, out_spec, ctx))
     ep.validate()
     return ep
 
