@@ -117,6 +117,9 @@ def prepare(op: str, args: Sequence[Any], compute: dt.dtype) -> list:
 def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
            compute: dt.dtype | None = None) -> Tensor:
     """Bind a binary pointwise primitive with PyTorch promotion and broadcasting."""
+    if getattr(type(a), "ember_sym_scalar", False) or getattr(type(b), "ember_sym_scalar",
+                                                               False):
+        return _sym_scalar_binary(op, a, b, name, compute)
     if (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype
             and len(a._data.shape) == len(b._data.shape) and a._data.shape == b._data.shape
             and compute is None):
@@ -135,6 +138,24 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
         compute = dt.result_type(a, b)
     x, y = prepare(nm, (a, b), compute)
     return bind(op, x, y)
+
+
+def _sym_scalar_binary(op: OpDef, a: Any, b: Any, name: str | None,
+                       compute: dt.dtype | None) -> Tensor:
+    """A float only known at run time (export's ``SymFloat`` from ``.item()``) as the scalar
+    argument: promotion as for a Python float, the symbolic value passed to the primitive."""
+    sym_a = getattr(type(a), "ember_sym_scalar", False)
+    pa, pb = (1.0 if sym_a else a), (b if sym_a else 1.0)
+    nm = name or op.name
+    if not isinstance(pa, Tensor) and not isinstance(pb, Tensor):
+        raise EmberTypeError(f"[{nm}] expected at least one Tensor argument")
+    if compute is None:
+        compute = dt.result_type(pa, pb)
+    if not compute.is_floating_point:
+        raise EmberTypeError(f"[{nm}] a float from .item() with a {compute} result is not "
+                             "supported while exporting")
+    x, y = prepare(nm, (pa, pb), compute)
+    return bind(op, a if sym_a else x, y if sym_a else b)
 
 
 def as_tensor_like(value: Any, like: Tensor) -> Tensor:

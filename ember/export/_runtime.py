@@ -8,7 +8,7 @@ import operator
 from typing import Any
 
 from ember.ops.registry import bind
-from ember.sym import SymInt, _sympy, pyexpr
+from ember.sym import SymBool, SymInt, _sympy, pyexpr
 
 INF = float("inf")
 
@@ -122,6 +122,8 @@ def concrete(x: Any, vals: dict) -> Any:
     """``x`` with every ``SymInt`` evaluated at the symbol values ``vals``."""
     if isinstance(x, SymInt):
         return vals.value(x.expr)
+    if isinstance(x, SymBool):  # a cond predicate on sizes
+        return vals.truth(x.rel)
     t = type(x)
     if t is tuple or t is list:
         return t(concrete(y, vals) for y in x)

@@ -123,10 +123,11 @@ class FakeArray:
 
     def ember_item(self, t: Tensor) -> Any:
         """``t.item()`` while exporting: an integer becomes an unbacked SymInt ``u<k>`` (an
-        ``item`` node), usable in later shapes after ``ember._check``s, as in PyTorch; other
-        dtypes (floats specialize in ember) need the values (draft_export gives them)."""
+        ``item`` node), usable in later shapes after ``ember._check``s, a float an unbacked
+        ``SymFloat`` ``zuf<k>``, as in PyTorch; a bool needs the values (draft_export gives
+        them)."""
         tr = _lazy.STATE.trace
-        if (t._dtype.is_floating_point or t._dtype.name == "bool" or tr is None
+        if (t._dtype.name == "bool" or t._dtype.is_complex or tr is None
                 or tr.env is None or getattr(tr, "draft", None) is not None):
             return NotImplemented
         return tr.item(t)
@@ -207,6 +208,9 @@ class Tracer:
     def _arg(self, x: Any) -> Any:
         if isinstance(x, Tensor):
             return self.node_of(x)
+        if getattr(type(x), "ember_sym_scalar", False):  # a SymFloat: the node computing it
+            n = x.node
+            return n if n.graph is self.graph else self._local(n)
         if isinstance(x, (list, tuple)) and any(isinstance(y, Tensor) for y in x):
             return type(x)(self._arg(y) for y in x)
         return x
@@ -237,11 +241,14 @@ class Tracer:
 
     def item(self, t: Tensor) -> Any:
         from ember.export._functions import ITEM
-        u = self.env.create_unbacked_symint()
         node = self.graph.create_node("call_function", ITEM, (self.node_of(t),), {})
-        node.meta["val"] = u
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+        if t._dtype.is_floating_point:
+            from ember.export._symfloat import float_item
+            return float_item(self, node)
+        u = self.env.create_unbacked_symint()
+        node.meta["val"] = u
         return u
 
     def runtime_assert(self, rel: Any, message: str | None) -> None:
@@ -256,7 +263,7 @@ class Tracer:
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
 
-    def cond(self, pred: Tensor, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
+    def cond(self, pred: Any, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
         """``ember.cond`` while exporting: both branches traced into subgraphs of one node."""
         from ember.export._cond import trace_cond
         return trace_cond(self, pred, true_fn, false_fn, operands)
@@ -303,12 +310,14 @@ class Tracer:
         _lazy.STATE.trace = self
         if self.env is not None:
             self.env.assert_hook = self.runtime_assert
+            self.env.lazy_user_bools = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _lazy.STATE.trace = None
         if self.env is not None:
             self.env.assert_hook = None
+            self.env.lazy_user_bools = False
         for t, payload, version in self.restore:
             t._data = payload
             t._version_counter[0] = version

@@ -32,6 +32,7 @@ from ember.export._cond import SubGraph
 from ember.export._functions import FUNCTIONS
 from ember.export._inputs import leaves, unflatten
 from ember.export._runtime import InputGuards
+from ember.export._symfloat import SymFloat
 from ember.export.exported_program import ExportedProgram
 from ember.export.graph import Graph, Node
 from ember.export.graph_signature import (
@@ -218,6 +219,8 @@ def _enc_val(v: Any) -> Any:
         return {"tuple": [_enc_val(x) for x in v]}
     if isinstance(v, SymInt):  # an item node's unbacked value
         return {"symval": _enc(v)}
+    if isinstance(v, SymFloat):  # a float only known at run time (zuf0, or arithmetic on it)
+        return {"symfloat": None if v.expr is None else v.expr.name}
     return None
 
 
@@ -228,6 +231,8 @@ def _dec_val(j: Any, ctx: dict) -> Any:
         return tuple(_dec_val(x, ctx) for x in j["tuple"])
     if "symval" in j:
         return _dec(j["symval"], ctx)
+    if "symfloat" in j:
+        return j  # made a SymFloat of its node by _build_node
     return FakeTensor(tuple(_dec(s, ctx) for s in j["shape"]), _dtype(j["dtype"]))
 
 
@@ -278,7 +283,8 @@ def _model_json(ep: ExportedProgram) -> dict:
     for e in ep.range_constraints:
         syms |= e.free_symbols
     symbols = []
-    for s in sorted(syms, key=lambda s: (s.name[0], int(s.name[1:]))):
+    for s in sorted(syms, key=lambda s: (s.name.rstrip("0123456789"),
+                                         int(s.name.lstrip("sufz")))):
         vr = env.var_to_range.get(s, ValueRange(-math.inf, math.inf)) if env else \
             ValueRange(-math.inf, math.inf)
         symbols.append({"name": s.name, "hint": env.var_to_val.get(s) if env else None,
@@ -468,10 +474,17 @@ def _build(model: dict, weights: dict, examples: dict) -> ExportedProgram:
     syms: dict = {}
     for s in model["symbols"]:
         name = s["name"]
-        if not (isinstance(name, str) and name[:1] in "su" and name[1:].isdigit()):
+        if not (isinstance(name, str) and (name[:1] in "su" and name[1:].isdigit()
+                                           or name[:3] == "zuf" and name[3:].isdigit())):
             raise _err(f"malformed symbol name {name!r}")
         lo = _dec(s["lower"], {})
         vr = ValueRange(lo, math.inf if s["upper"] is None else int(s["upper"]))
+        if name.startswith("zuf"):  # an unbacked float (a float tensor's .item())
+            syms[name] = _sympy().Symbol(name)
+            env.var_to_range[syms[name]] = ValueRange(vr.lower, vr.upper, True)
+            env.var_to_source[syms[name]] = name
+            env._n_unbacked_float = max(env._n_unbacked_float, int(name[3:]) + 1)
+            continue
         syms[name] = env.add_symbol(name, s["hint"], vr, s.get("source"))._expr
     ctx = {"nodes": {}, "syms": syms, "env": env}
     graph = Graph()
@@ -495,8 +508,11 @@ def _build(model: dict, weights: dict, examples: dict) -> ExportedProgram:
             constants[name] = t
         else:
             raise _err(f"unexpected weights entry {key!r}")
-    ranges = {_dec_expr(e, syms): ValueRange(_dec(lo, {}), math.inf if hi is None else hi)
-              for e, lo, hi in model["range_constraints"]}
+    ranges = {}
+    for e, lo, hi in model["range_constraints"]:
+        x = _dec_expr(e, syms)
+        ranges[x] = ValueRange(_dec(lo, {}), math.inf if hi is None else hi,
+                               str(x).startswith("zuf"))
     guards = InputGuards([(src, [_dec_expr(e, syms) for e in exprs])
                           for src, exprs in model["guard_dims"]],
                          ranges, [_dec_expr(e, syms) for e in model["guards"]])
@@ -539,6 +555,11 @@ def _build_node(graph: Graph, j: dict, ctx: dict) -> Node:
     if node.name != name:
         raise _err(f"duplicate node name {name!r}")
     node.meta["val"] = _dec_val(j.get("val"), ctx)
+    if isinstance(node.meta["val"], dict):
+        name = node.meta["val"]["symfloat"]
+        if name is not None and name not in ctx["syms"]:
+            raise _err(f"node {node.name!r} names an unknown symbol {name!r}")
+        SymFloat(node, None if name is None else ctx["syms"][name])
     if j.get("stack_trace"):
         node.meta["stack_trace"] = str(j["stack_trace"])
     stack, ids = j.get("nn_module_stack"), j.get("module_call_ids")
