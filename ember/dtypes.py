@@ -206,7 +206,7 @@ def result_type(*operands: object) -> dtype:
         else:
             if isinstance(x, builtins.bool):
                 d = bool
-            elif isinstance(x, builtins.int):
+            elif isinstance(x, builtins.int) or type(x).__name__ == "SymInt":
                 d = int64
             elif isinstance(x, builtins.float) or getattr(type(x), "ember_sym_scalar", False):
                 d = _default_dtype  # (export's SymFloat: a float known at run time)

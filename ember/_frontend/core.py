@@ -14,14 +14,14 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import EmberTypeError, ShapeError
 from ember.ops.registry import OpDef, bind
-from ember.sym import sym_eq_static
+from ember.sym import SymInt, sym_eq_static
 from ember.tensor import Tensor, _wrap
 
 Scalar = (bool, int, float)
 
 
 def is_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float)) or isinstance(x, np.generic)
+    return isinstance(x, (bool, int, float, SymInt)) or isinstance(x, np.generic)
 
 
 def py_scalar(x: Any) -> Any:
@@ -66,7 +66,10 @@ def to_dtype(x: Tensor, d: dt.dtype) -> Tensor:
 
 
 def scalar_for(value: Any, d: dt.dtype) -> Any:
-    """A Python scalar converted to the kind of ``d`` (int for integer dtypes, ...)."""
+    """A Python scalar converted to the kind of ``d`` (int for integer dtypes, ...); a symbolic
+    size stays symbolic (export records it as the primitive's scalar)."""
+    if isinstance(value, SymInt) and d is not dt.bool:
+        return value
     if d is dt.bool:
         return bool(value)
     if d.category == 1:
