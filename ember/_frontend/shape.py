@@ -16,7 +16,6 @@ from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
 from ember.sym import SymInt
-from ember.sym import SymInt
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["as_strided", "chunk", "clone", "contiguous", "diagonal", "expand", "expand_as",
