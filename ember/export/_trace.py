@@ -229,14 +229,20 @@ class Tracer:
         node = self.graph.create_node("call_function", op, args, dict(params))
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+        src = inputs[0] if op.kind == "view" and inputs and isinstance(inputs[0], Tensor) \
+            else None
+        base = None if src is None else src if src._base is None else src._base
         if op.num_outputs == 1:
             (shape, dtype), = specs
-            return self.wrap(node, shape, dtype)
+            out = self.wrap(node, shape, dtype)
+            out._base = base  # a view: an in-place write into it writes its base
+            return out
         node.meta["val"] = tuple(fake_val(s, d) for s, d in specs)
         outs = []
         for j, (shape, dtype) in enumerate(specs):
             g = self.graph.create_node("call_function", operator.getitem, (node, j))
             outs.append(self.wrap(g, shape, dtype))
+            outs[-1]._base = base
         return tuple(outs)
 
     def item(self, t: Tensor) -> Any:
@@ -280,12 +286,10 @@ class Tracer:
 
     def write(self, t: Tensor, new: Tensor) -> bool:
         """Functionalize ``t[...] = new``: ``t`` reads ``new``'s value from now on."""
-        if t._base is not None:
-            fn, line, func = _user_frame()
-            raise GuardOnDataDependentSymNode(
-                "[export] an in-place write into a view is not supported by export yet; write "
-                f"into the whole tensor or use out-of-place ops.\nCaused by: ({fn}:{line} in "
-                f"{func})", None)
+        if t._base is not None:  # functionalized onto the base (ember/export/_view_write.py)
+            from ember.export._view_write import write_view
+            write_view(self, t, new)
+            return True
         if id(t) not in self.written:
             self.written[id(t)] = (t, self.node_of(t))
             if t._data.__class__ is not FakeArray:
