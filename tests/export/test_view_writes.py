@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.export import Dim, export
+from ember.export import Dim
 
 torch = pytest.importorskip("torch")
 
