@@ -310,8 +310,8 @@ class ShapeEnv:
         self._decided[rel] = value
         self._decided[rel.negated] = not value
         fact = self._canonical(rel if value else rel.negated)
-        if fact in (sp.true, sp.false):  # simplification decided it after all
-            return value
+        if fact in (sp.true, sp.false) or self.static_truth(fact) is not None:
+            return value  # simplification decided it after all (Eq(s0*s1, s1): s0 >= 2)
         fn, line, _ = _user_frame()
         if kind is None:
             is_mod = (type(fact).__name__ == "Equality" and isinstance(fact.lhs, sp.Mod)

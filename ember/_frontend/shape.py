@@ -15,7 +15,7 @@ from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, Sha
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
-from ember.sym import SymInt
+from ember.sym import SymInt, sym_eq_static
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["as_strided", "chunk", "clone", "contiguous", "diagonal", "expand", "expand_as",
@@ -528,8 +528,9 @@ def contiguous(input: Tensor, memory_format: Any = None) -> Tensor:
 def sum_to_size(input: Tensor, *size: Any) -> Tensor:
     """Sum broadcast dims so the result has ``size`` (the inverse of ``expand``)."""
     shape = size_args(size, "sum_to_size")
-    if tuple(input.shape) == shape:
-        return input
+    if len(shape) == input.ndim and all(sym_eq_static(a, b) is True
+                                        for a, b in zip(input.shape, shape)):
+        return input  # (decided without a guard: symbolic sizes under export)
     lead = input.ndim - len(shape)
     if lead < 0:
         raise ShapeError(f"[sum_to_size] size {list(shape)} is not expandable to size "

@@ -53,9 +53,35 @@ class JointGraphs:
     constants: list        # tensors the vjps created (extra forward inputs, after ep's)
 
 
+_ENV_STATE = ("guards", "var_to_val", "var_to_range", "var_to_source", "replacements",
+              "divisible", "_decided", "deferred", "_n_backed", "_n_unbacked",
+              "_n_unbacked_float")
+
+
 def joint_graphs(ep: Any, wants: list[bool]) -> JointGraphs:
     """Trace forward and backward of ``ep`` for the inputs flagged in ``wants`` (one flag per
-    placeholder, in signature order)."""
+    placeholder, in signature order).  ``ep``'s shape environment is left as it was; a
+    backward that would add a guard (specialize a size) raises ``EmberNotImplementedError``:
+    its graphs would not serve every size the program admits."""
+    import copy
+
+    from ember.errors import EmberNotImplementedError
+    env = ep.shape_env
+    saved = {k: copy.copy(getattr(env, k)) for k in _ENV_STATE} if env is not None else {}
+    try:
+        out = _joint_graphs(ep, wants)
+        added = env is not None and len(env.guards) != len(saved["guards"])
+        if added:
+            raise EmberNotImplementedError(
+                f"[compile] the backward of this program guards on its sizes "
+                f"({env.guards[len(saved['guards'])]}); calls that need gradients run traced")
+        return out
+    finally:
+        for k, v in saved.items():
+            setattr(env, k, v)
+
+
+def _joint_graphs(ep: Any, wants: list[bool]) -> JointGraphs:
     from ember.autograd.engine import grad
     joint = Graph()
     tracer = _JointTracer(joint, {}, ep.shape_env)
@@ -146,6 +172,9 @@ def _partition(joint: Graph, phs: list, fwd_out: list, bwd_out: list, tangent_ou
     """Forward: the ancestors of ``ep``'s outputs; backward: what the gradients need beyond
     them.  A forward value the backward reads is a residual (an extra forward output)."""
     fwd_nodes = _ancestors(fwd_out)
+    # one output of a forward op that only the backward reads is computed by the forward (a
+    # residual is one value, never a multi-output node)
+    fwd_nodes |= {u for n in list(fwd_nodes) for u in n.users if u.target is operator.getitem}
     bwd_nodes = _ancestors(bwd_out) - fwd_nodes
     order = [n for n in joint.nodes if n.op in ("placeholder", "call_function")]
     residuals = []

@@ -200,6 +200,7 @@ def _split_with_sizes(n: Any, geom: Geometry, dt: Any) -> list | None:
     if type(dim) is not int:
         return None
     shape, st = geom.shape, geom.strides
+    dim = dim + len(shape) if dim < 0 else dim
     out, start = [], 0
     for size in n.params["sizes"]:
         k = size_of(size)
