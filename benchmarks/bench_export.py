@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 import types
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -87,7 +88,9 @@ def main() -> None:
 
 def compiled_runs() -> None:
     """The compiled exported program (``ember.compile(ep.module())``: one size-generic C entry,
-    no retracing) against ``ember.compile`` of the same module, inference, same inputs."""
+    no retracing; a training step runs its compiled forward/backward pair) against
+    ``ember.compile`` of the same module, same inputs: inference under ``no_grad``, and a
+    forward+backward step."""
     from ember.export import Dim
 
     def gpt(make_input):
@@ -105,13 +108,21 @@ def compiled_runs() -> None:
                                  dynamic_shapes={"input": {0: Dim.AUTO}})
         return ember.compile(ep.module()), ember.compile(m), make_input
 
+    def train_step(f: Any, x: Any) -> None:  # forward + backward (grads accumulate)
+        f(x).float().mean().backward()
+
     cases = {}
-    for name, (ce, cc, mk) in {
-            "char GPT fwd (8, 48)": gpt(lambda: ember.randint(0, 65, (8, 48))),
-            "MLP 64-256-64 fwd (batch 256)": mlp(lambda: ember.randn(256, 64))}.items():
+    for name, (ce, cc, mk), train in (
+            ("char GPT fwd (8, 48)", gpt(lambda: ember.randint(0, 65, (8, 48))), False),
+            ("MLP 64-256-64 fwd (batch 256)", mlp(lambda: ember.randn(256, 64)), False),
+            ("char GPT fwd+bwd (8, 48)", gpt(lambda: ember.randint(0, 65, (8, 48))), True),
+            ("MLP 64-256-64 fwd+bwd (batch 256)", mlp(lambda: ember.randn(256, 64)), True)):
         x = mk()
 
-        def run(f, x=x):
+        def run(f, x=x, train=train):
+            if train:
+                train_step(f, x)
+                return
             with ember.no_grad():
                 f(x)
         cases[name] = (lambda ce=ce, run=run: run(ce), lambda cc=cc, run=run: run(cc), 20)

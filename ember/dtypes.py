@@ -206,10 +206,10 @@ def result_type(*operands: object) -> dtype:
         else:
             if isinstance(x, builtins.bool):
                 d = bool
-            elif isinstance(x, builtins.int):
+            elif isinstance(x, builtins.int) or type(x).__name__ == "SymInt":
                 d = int64
-            elif isinstance(x, builtins.float):
-                d = _default_dtype
+            elif isinstance(x, builtins.float) or getattr(type(x), "ember_sym_scalar", False):
+                d = _default_dtype  # (export's SymFloat: a float known at run time)
             elif isinstance(x, np.generic) and x.dtype.kind in "biuf":
                 # NumPy scalars count as Python numbers, as in PyTorch (which reads a
                 # ``np.bool_`` as a float)

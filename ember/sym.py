@@ -85,13 +85,17 @@ def _sympy() -> Any:
 # --------------------------------------------------------------------------- value ranges
 @dataclass(frozen=True)
 class ValueRange:
-    """Inclusive integer range ``[lower, upper]``; ``math.inf`` for an open end."""
+    """Inclusive integer range ``[lower, upper]``; ``math.inf`` for an open end.  ``is_float``:
+    the range of an unbacked float (export's ``zuf0``), printed ``VR[-oo, oo]`` as PyTorch's."""
 
     lower: float
     upper: float
+    is_float: bool = False
 
     def __repr__(self) -> str:
         def f(v: float) -> str:
+            if self.is_float:
+                return "oo" if v == INF else "-oo" if v == -INF else str(v)
             return "int_oo" if v == INF else "-int_oo" if v == -INF else str(int(v))
         return f"VR[{f(self.lower)}, {f(self.upper)}]"
 
@@ -119,6 +123,12 @@ class Guard:
 
     def __str__(self) -> str:
         return f"{self.expr}  # {self.filename}:{self.lineno} ({self.kind})"
+
+
+def _called_from_user(depth: int) -> bool:
+    """Whether the frame ``depth`` levels above the caller is the user's code (not ember's)."""
+    f = sys._getframe(depth + 1)
+    return not f.f_code.co_filename.startswith(_EMBER_DIR)
 
 
 def _user_frame() -> tuple[str, int, str]:
@@ -166,6 +176,8 @@ class ShapeEnv:
         self._decided: dict[Any, bool] = {}        # relations already guarded -> their value
         self.deferred: list[Guard] = []            # ember._check'ed relations (runtime asserts)
         self.assert_hook: Any = None               # export: records a deferred assert's node
+        self.lazy_user_bools = False               # export: user comparisons give SymBools
+        self._n_unbacked_float = 0                 # export: zuf<k> symbols of float .item()
         self._n_backed = 0
         self._n_unbacked = 0
 
@@ -284,13 +296,7 @@ class ShapeEnv:
         """Decide the sympy relation ``rel``: statically when the ranges allow, else with the
         hints, recording the outcome as a guard at the user's line."""
         sp = _sympy()
-        rel = self.simplify(rel)
-        if self.divisible and rel.has(_FloorDiv):  # e // k is exact once k | e was guarded
-            exact = {_FloorDiv(e, k): e / k for e, k in self.divisible}
-            rel = rel.func(sp.expand(rel.lhs.xreplace(exact)), sp.expand(rel.rhs.xreplace(exact)))
-        known = self.static_truth(rel)
-        if known is None:
-            known = self._decided.get(rel)  # guarded before (a fact a substitution can't show)
+        rel, known = self._decide(rel)
         if known is not None:
             return known
         if any(s not in self.var_to_val for s in rel.free_symbols):
@@ -304,8 +310,8 @@ class ShapeEnv:
         self._decided[rel] = value
         self._decided[rel.negated] = not value
         fact = self._canonical(rel if value else rel.negated)
-        if fact in (sp.true, sp.false):  # simplification decided it after all
-            return value
+        if fact in (sp.true, sp.false) or self.static_truth(fact) is not None:
+            return value  # simplification decided it after all (Eq(s0*s1, s1): s0 >= 2)
         fn, line, _ = _user_frame()
         if kind is None:
             is_mod = (type(fact).__name__ == "Equality" and isinstance(fact.lhs, sp.Mod)
@@ -314,6 +320,19 @@ class ShapeEnv:
         self.guards.append(Guard(fact, fn, line, kind))
         self._learn(fact)
         return value
+
+    def _decide(self, rel: Any) -> tuple:
+        """``(rel simplified, True/False/None)``: decided from ranges or earlier guards, no
+        guard recorded."""
+        sp = _sympy()
+        rel = self.simplify(rel)
+        if self.divisible and rel.has(_FloorDiv):  # e // k is exact once k | e was guarded
+            exact = {_FloorDiv(e, k): e / k for e, k in self.divisible}
+            rel = rel.func(sp.expand(rel.lhs.xreplace(exact)), sp.expand(rel.rhs.xreplace(exact)))
+        known = self.static_truth(rel)
+        if known is None:
+            known = self._decided.get(rel)  # guarded before (a fact a substitution can't show)
+        return rel, known
 
     def defer_runtime_assert(self, rel: Any, message: str | None = None) -> None:
         """``ember._check`` of an undecided relation: assume it from now on (its outcome and
@@ -660,6 +679,11 @@ class SymInt:
             return NotImplemented
         rel = getattr(_sp, cls_name)(self.expr, o)
         env = self.env
+        if env.lazy_user_bools and _called_from_user(2):
+            # while exporting, a comparison in the user's code is a SymBool (as in PyTorch):
+            # bool() guards it, ember.cond records it as its predicate without a guard
+            known = env._decide(rel)[1]
+            return SymBool(rel, env) if known is None else known
         if any(s not in env.var_to_val for s in rel.free_symbols):
             try:
                 return env.evaluate(rel)
@@ -708,9 +732,11 @@ class SymInt:
 
 
 class SymBool:
-    """A comparison of sizes that the ranges do not decide and no example value can (an unbacked
-    size ``u0`` from ``.item()`` or ``nonzero``): ``bool()`` raises
-    ``GuardOnDataDependentSymNode``; ``ember._check(b)`` turns it into a runtime assert."""
+    """A comparison of sizes that the ranges do not decide.  Of an unbacked size ``u0`` (from
+    ``.item()`` or ``nonzero``): ``bool()`` raises ``GuardOnDataDependentSymNode`` and
+    ``ember._check(b)`` turns it into a runtime assert.  Of backed sizes (a comparison in the
+    user's code while exporting): ``bool()`` guards it with the example values, and
+    ``ember.cond(b, ...)`` records both branches with ``b`` as the predicate."""
 
     __slots__ = ("rel", "env")
 
@@ -724,6 +750,32 @@ class SymBool:
 
     def __bool__(self) -> bool:
         return self.env.evaluate(self.rel)
+
+    def is_backed(self) -> bool:
+        """Whether every symbol has an example value (``bool()`` can guard)."""
+        return all(s in self.env.var_to_val for s in self.rel.free_symbols)
+
+    def __and__(self, o: Any) -> Any:
+        return self._combine(o, "And")
+
+    def __or__(self, o: Any) -> Any:
+        return self._combine(o, "Or")
+
+    __rand__, __ror__ = __and__, __or__
+
+    def _combine(self, o: Any, fn: str) -> Any:
+        if isinstance(o, SymBool):
+            return SymBool(getattr(_sp, fn)(self.rel, o.rel), self.env)
+        if isinstance(o, bool):
+            return SymBool(getattr(_sp, fn)(self.rel, _sp.true if o else _sp.false), self.env)
+        return NotImplemented
+
+    def __invert__(self) -> SymBool:
+        return SymBool(self.rel.negated if hasattr(self.rel, "negated") else _sp.Not(self.rel),
+                       self.env)
+
+    def __int__(self) -> int:
+        return int(bool(self))
 
     def __repr__(self) -> str:
         return pyexpr(self.rel)

@@ -90,6 +90,12 @@ class Tensor:
 
     @staticmethod
     def _zeros(shape: tuple, dtype: DType) -> Tensor:
+        if any(type(s) is not int and not isinstance(s, np.integer) for s in shape):
+            # symbolic sizes (export): a recorded broadcast of 0, not an array
+            from ember.ops.shape import CLONE, EXPAND
+            zero = _wrap(np.zeros((), dtype=dtype.np), dtype)
+            return _registry.bind(CLONE, _registry.bind(EXPAND, zero, shape=tuple(shape)),
+                                  contiguous=True)
         return _wrap(np.zeros(shape, dtype=dtype.np), dtype)
 
     @staticmethod

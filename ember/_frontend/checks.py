@@ -16,7 +16,7 @@ def _check(cond: Any, message: Any = None) -> None:
 
     >>> ember._check(n <= x.shape[0])      # n = t.item() while exporting
     """
-    if isinstance(cond, SymBool):
+    if isinstance(cond, SymBool) and not cond.is_backed():
         cond.env.defer_runtime_assert(cond.rel, message() if callable(message) else message)
         return
     if not cond:

@@ -34,7 +34,7 @@ def cond(pred: Any, true_fn: Callable, false_fn: Callable, operands: tuple | lis
         raise RuntimeError("Expect operands to be a tuple of possibly nested dict/list/tuple "
                            f"that only consists of tensor leaves, but got {operands}.")
     hook = getattr(_lazy.STATE.trace, "cond", None)
-    if hook is not None and isinstance(pred, Tensor):
+    if hook is not None and (isinstance(pred, Tensor) or type(pred).__name__ == "SymBool"):
         return hook(pred, true_fn, false_fn, tuple(operands))
     return (true_fn if bool(pred) else false_fn)(*operands)
 

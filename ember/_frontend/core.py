@@ -14,14 +14,14 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import EmberTypeError, ShapeError
 from ember.ops.registry import OpDef, bind
-from ember.sym import sym_eq_static
+from ember.sym import SymInt, sym_eq_static
 from ember.tensor import Tensor, _wrap
 
 Scalar = (bool, int, float)
 
 
 def is_scalar(x: Any) -> bool:
-    return isinstance(x, (bool, int, float)) or isinstance(x, np.generic)
+    return isinstance(x, (bool, int, float, SymInt)) or isinstance(x, np.generic)
 
 
 def py_scalar(x: Any) -> Any:
@@ -66,7 +66,10 @@ def to_dtype(x: Tensor, d: dt.dtype) -> Tensor:
 
 
 def scalar_for(value: Any, d: dt.dtype) -> Any:
-    """A Python scalar converted to the kind of ``d`` (int for integer dtypes, ...)."""
+    """A Python scalar converted to the kind of ``d`` (int for integer dtypes, ...); a symbolic
+    size stays symbolic (export records it as the primitive's scalar)."""
+    if isinstance(value, SymInt) and d is not dt.bool:
+        return value
     if d is dt.bool:
         return bool(value)
     if d.category == 1:
@@ -117,6 +120,9 @@ def prepare(op: str, args: Sequence[Any], compute: dt.dtype) -> list:
 def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
            compute: dt.dtype | None = None) -> Tensor:
     """Bind a binary pointwise primitive with PyTorch promotion and broadcasting."""
+    if getattr(type(a), "ember_sym_scalar", False) or getattr(type(b), "ember_sym_scalar",
+                                                               False):
+        return _sym_scalar_binary(op, a, b, name, compute)
     if (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype
             and len(a._data.shape) == len(b._data.shape) and a._data.shape == b._data.shape
             and compute is None):
@@ -135,6 +141,24 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
         compute = dt.result_type(a, b)
     x, y = prepare(nm, (a, b), compute)
     return bind(op, x, y)
+
+
+def _sym_scalar_binary(op: OpDef, a: Any, b: Any, name: str | None,
+                       compute: dt.dtype | None) -> Tensor:
+    """A float only known at run time (export's ``SymFloat`` from ``.item()``) as the scalar
+    argument: promotion as for a Python float, the symbolic value passed to the primitive."""
+    sym_a = getattr(type(a), "ember_sym_scalar", False)
+    pa, pb = (1.0 if sym_a else a), (b if sym_a else 1.0)
+    nm = name or op.name
+    if not isinstance(pa, Tensor) and not isinstance(pb, Tensor):
+        raise EmberTypeError(f"[{nm}] expected at least one Tensor argument")
+    if compute is None:
+        compute = dt.result_type(pa, pb)
+    if not compute.is_floating_point:
+        raise EmberTypeError(f"[{nm}] a float from .item() with a {compute} result is not "
+                             "supported while exporting")
+    x, y = prepare(nm, (pa, pb), compute)
+    return bind(op, a if sym_a else x, y if sym_a else b)
 
 
 def as_tensor_like(value: Any, like: Tensor) -> Tensor:

@@ -256,14 +256,14 @@ def _any_requires_grad(args: tuple, kwargs: dict) -> bool:
 
 
 def _copy_result(self: Tensor, src: object) -> Tensor:
-    from ember._frontend.core import expand_to, to_dtype
+    from ember._frontend.core import broadcast_shapes, expand_to, to_dtype
     if not isinstance(src, Tensor):
         from ember._frontend.creation import tensor as make_tensor
         src = make_tensor(src, dtype=self._dtype)
     if src._data.shape != self._data.shape:
-        try:
-            shape = np.broadcast_shapes(src._data.shape, self._data.shape)
-        except ValueError:
+        try:  # ember's broadcasting: symbolic sizes (export) stay symbolic
+            shape = tuple(broadcast_shapes("copy_", src._data.shape, self._data.shape))
+        except (ValueError, ShapeError):
             shape = None
         if shape != self._data.shape:
             raise ShapeError(f"[copy_] source of shape {list(src.shape)} cannot be broadcast to "
@@ -298,6 +298,8 @@ def fill_(self: Tensor, value: object) -> Tensor:
                                     f"got tensor with {value.ndim} dimensions.")
         return copy_(self, value)
     check_inplace_target(self, "fill_")
+    if any(type(d) is not int for d in self._data.shape):  # symbolic sizes (export)
+        return copy_(self, _wrap(np.asarray(value, self._data.dtype), self._dtype))
     filled = _wrap(np.full(self._data.shape, value, self._data.dtype), self._dtype)
     return commit_inplace(self, _keep_in_graph(self, filled), "fill_")
 

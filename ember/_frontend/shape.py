@@ -15,7 +15,7 @@ from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, Sha
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
 from ember.ops.registry import bind
-from ember.sym import SymInt
+from ember.sym import SymInt, sym_eq_static
 from ember.tensor import Tensor, tensor_method
 
 __all__ = ["as_strided", "chunk", "clone", "contiguous", "diagonal", "expand", "expand_as",
@@ -386,8 +386,10 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int] | None = N
         raise EmberRuntimeError("[split] split expects at least a 1-dimensional tensor")
     d = wrap_dim(dim, tensor.ndim, "split")
     n = tensor._data.shape[d]
-    if isinstance(split_size_or_sections, (int, np.integer)):
-        size = int(split_size_or_sections)
+    if isinstance(split_size_or_sections, (int, np.integer, SymInt)):
+        # a symbolic size (export) stays symbolic; the number of pieces is guarded
+        size = split_size_or_sections if isinstance(split_size_or_sections, SymInt) \
+            else int(split_size_or_sections)
         if size < 0:
             raise ShapeError(f"[split] split expects split_size be non-negative, but got "
                              f"split_size={size}")
@@ -398,7 +400,7 @@ def split(tensor: Tensor, split_size_or_sections: int | Sequence[int] | None = N
             return (bind(S.NARROW, tensor, dim=d, start=0, length=0),)
         sizes = [size] * (n // size) + ([n % size] if n % size else [])
         return _split_sizes(tensor, sizes, d)
-    sizes = [int(s) for s in split_size_or_sections]
+    sizes = [s if isinstance(s, SymInt) else int(s) for s in split_size_or_sections]
     if sum(sizes) != n or any(s < 0 for s in sizes):
         raise ShapeError(f"[split] split_with_sizes expects split_sizes to sum exactly to {n} "
                          f"(input tensor's size at dimension {d}), but got split_sizes={sizes}")
@@ -526,8 +528,9 @@ def contiguous(input: Tensor, memory_format: Any = None) -> Tensor:
 def sum_to_size(input: Tensor, *size: Any) -> Tensor:
     """Sum broadcast dims so the result has ``size`` (the inverse of ``expand``)."""
     shape = size_args(size, "sum_to_size")
-    if tuple(input.shape) == shape:
-        return input
+    if len(shape) == input.ndim and all(sym_eq_static(a, b) is True
+                                        for a, b in zip(input.shape, shape)):
+        return input  # (decided without a guard: symbolic sizes under export)
     lead = input.ndim - len(shape)
     if lead < 0:
         raise ShapeError(f"[sum_to_size] size {list(shape)} is not expandable to size "

@@ -20,6 +20,8 @@ from ember.export.graph_signature import (
                                           ExportGraphSignature,
                                           InputKind,
                                           InputSpec,
+                                          ModuleCallEntry,
+                                          ModuleCallSignature,
                                           OutputKind,
                                           OutputSpec,
                                           TensorArgument,
@@ -28,6 +30,6 @@ from ember.export.serde import load, save
 from ember.export.unflatten import InterpreterModule, UnflattenedModule, unflatten
 
 __all__ = ["CompiledProgram", "Dim", "ExportGraphSignature", "ExportedProgram", "InputKind",
-           "InputSpec", "InterpreterModule", "OutputKind", "OutputSpec", "ShapesCollection",
-           "TensorArgument", "UnflattenedModule", "compile_program", "dims", "draft_export",
-           "export", "load", "save", "unflatten"]
+           "InputSpec", "InterpreterModule", "ModuleCallEntry", "ModuleCallSignature",
+           "OutputKind", "OutputSpec", "ShapesCollection", "TensorArgument", "UnflattenedModule",
+           "compile_program", "dims", "draft_export", "export", "load", "save", "unflatten"]

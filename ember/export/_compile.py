@@ -7,9 +7,10 @@ builds ONE size-generic entry that serves every input size the program's guards 
 checks the input guards with generated Python (the full ``InputGuards`` check runs only to word
 the error when one fails), evaluates the lifted sizes and runs the compiled graph.
 
-``ember.compile(ep.module())`` takes this path (``ExportedModule.__ember_compile__``); it falls
-back to tracing the module when autograd must record the call or the graph has sizes only
-known at run time (``nonzero``'s ``u0``).
+``ember.compile(ep.module())`` takes this path (``ExportedModule.__ember_compile__``); a call
+that autograd records runs a compiled forward and backward pair (``ember/export/_joint.py``),
+and it falls back to tracing the module when the graph has values only known at run time
+(``nonzero``'s ``u0``, ``.item()``).
 
 Example::
 
@@ -166,14 +167,9 @@ class CompiledProgram:
 
     def __init__(self, ep: Any, *, backend: Any = "inductor", mode: str | None = None) -> None:
         self.ep = ep
-        self.graph, self.exprs, examples = to_compiler_graph(ep)
-        compiler_fn = lookup_backend(backend)
-        ex = [_wrap(a, t) for a, (_, t) in zip(examples, self.graph.inputs)]
-        if getattr(compiler_fn, "takes_mode", False):
-            self.compiled = compiler_fn(self.graph, ex, mode=mode)
-        else:
-            self.compiled = compiler_fn(self.graph, ex)
-        self._arrays = getattr(self.compiled, "_ember_arrays", False)
+        self._run, self.exprs = build(ep, backend, mode)
+        self.graph, self.compiled = self._run.graph, self._run.compiled
+        self._arrays = self._run._arrays
         self._sizes = _size_function(ep, self.exprs)
         specs = ep.graph_signature.input_specs
         self._user_slots = [k for k, s in enumerate(specs) if s.kind == InputKind.USER_INPUT]
@@ -200,7 +196,15 @@ class CompiledProgram:
         outs = self._run(tensors, scalars)
         return _finish(ep, outs, state, flat)
 
-    def _run(self, tensors: list, scalars: list) -> list:
+
+class _Runner:
+    """A compiler graph compiled by a backend: ``runner(tensors, scalars) -> [tensors]``."""
+
+    def __init__(self, graph: CGraph, compiled: Any) -> None:
+        self.graph, self.compiled = graph, compiled
+        self._arrays = getattr(compiled, "_ember_arrays", False)
+
+    def __call__(self, tensors: list, scalars: list) -> list:
         if self._arrays:
             res = self.compiled([t._data for t in tensors], scalars)
             return [_wrap(np.asarray(a, dtype=self.graph._dtype_of(r).np),
@@ -208,6 +212,18 @@ class CompiledProgram:
                     for a, r in zip(res, self.graph.outputs)]
         res = self.compiled(*tensors, *scalars)
         return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def build(ep: Any, backend: Any, mode: str | None) -> tuple[_Runner, list]:
+    """``(runner, lifted size expressions)``: ``ep.graph`` compiled once by ``backend``."""
+    graph, exprs, examples = to_compiler_graph(ep)
+    compiler_fn = lookup_backend(backend)
+    ex = [_wrap(a, t) for a, (_, t) in zip(examples, graph.inputs)]
+    if getattr(compiler_fn, "takes_mode", False):
+        compiled = compiler_fn(graph, ex, mode=mode)
+    else:
+        compiled = compiler_fn(graph, ex)
+    return _Runner(graph, compiled), exprs
 
 
 class DirectCall:
@@ -218,7 +234,9 @@ class DirectCall:
     def __init__(self, mod: Any, traced: Callable, *, backend: Any, mode: str | None) -> None:
         self.mod, self.traced, self.backend, self.mode = mod, traced, backend, mode
         self.program: CompiledProgram | None = None
+        self.training: dict = {}  # which inputs require grad -> TrainingProgram
         self.unsupported: str | None = None
+        self.training_unsupported: str | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.unsupported is None and not _records_grad(self.mod, args, kwargs):
@@ -230,7 +248,34 @@ class DirectCall:
                     self.unsupported = str(e)
                     return self.traced(*args, **kwargs)
             return self.program(*args, state=self.mod._state(), **kwargs)
+        if self.unsupported is None and self.training_unsupported is None:
+            return self._training(args, kwargs)
         return self.traced(*args, **kwargs)
+
+    def _training(self, args: tuple, kwargs: dict) -> Any:
+        """A call autograd records: the compiled forward and backward graphs (one pair per
+        set of inputs that require grad)."""
+        from ember.export._joint import TrainingProgram
+        ep = self.mod._ep
+        state = self.mod._state()
+        flat = ep._flat_user_inputs(args, kwargs)
+        it = iter(flat)
+        tensors = [next(it) if s.kind == InputKind.USER_INPUT else state[s.target]
+                   for s in ep.graph_signature.input_specs]
+        wants = tuple(isinstance(t, Tensor) and t.requires_grad and t.dtype.is_floating_point
+                      for t in tensors)
+        prog = self.training.get(wants)
+        if prog is None:
+            try:
+                prog = self.training[wants] = TrainingProgram(ep, list(wants), self.backend,
+                                                              self.mode)
+            except Exception as e:  # noqa: BLE001 (the tracing path is always correct)
+                # a graph the joint trace cannot handle (an op without a vjp, a value only
+                # known at run time): calls autograd records take the tracing path
+                self.training_unsupported = f"{type(e).__name__}: {e}"
+                return self.traced(*args, **kwargs)
+        vals = ep._guards.check(flat)
+        return _finish(ep, prog(tensors, vals), state, flat)
 
 
 def _records_grad(mod: Any, args: tuple, kwargs: dict) -> bool:

@@ -82,7 +82,7 @@ def _check_same(t_outs: list, f_outs: list) -> None:
             f"Caused by: ({fn}:{line} in {func})")
 
 
-def trace_cond(tr: Any, pred: Tensor, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
+def trace_cond(tr: Any, pred: Any, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
     from ember.export._functions import COND
     from ember.export._trace import fake_val
     t_sub, t_frame, t_outs, struct = _trace_branch(tr, true_fn, operands, "true_fn")
@@ -99,7 +99,8 @@ def trace_cond(tr: Any, pred: Tensor, true_fn: Any, false_fn: Any, operands: tup
                              sub, names))
     ops = tuple(tr.node_of(t) if isinstance(t, Tensor) else t for t in operands)
     ops += tuple(e if e.graph is tr.graph else tr._local(e) for e in extras)
-    node = tr.graph.create_node("call_function", COND, (tr.node_of(pred), *subs, ops), {})
+    p = tr.node_of(pred) if isinstance(pred, Tensor) else pred  # a tensor or a SymBool
+    node = tr.graph.create_node("call_function", COND, (p, *subs, ops), {})
     fn, line, func = _user_frame()
     node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
     node.meta["val"] = tuple(fake_val(tuple(t.shape), t.dtype) for t in t_outs)

@@ -9,7 +9,7 @@ from typing import Any
 from ember.autograd.grad_mode import no_grad
 from ember.export._trace import FakeArray, Tracer
 from ember.export.graph import Graph, Node
-from ember.tensor import _wrap
+from ember.tensor import Tensor, _wrap
 
 
 class _DecomposingTracer(Tracer):
@@ -66,6 +66,8 @@ def decompose(ep: Any, table: dict | None) -> Any:
                     env[n.name] = tracer.bind(n.target, tuple(args), dict(n.kwargs))
             elif n.op == "output":
                 outs = tuple(tracer.node_of(get(a)) for a in n.args[0])
+        renamed = {k: tracer.node_of(v).name for k, v in env.items()
+                   if isinstance(v, Tensor)}
     graph.output(outs)
     sig, constants = _signature(ep, graph), dict(ep.constants)
     new = tracer.constants[n_lifted:]
@@ -79,7 +81,19 @@ def decompose(ep: Any, table: dict | None) -> Any:
         _order_placeholders(graph, sig.input_specs)
     return ExportedProgram(graph, sig, ep.state_dict, constants,
                            ep.range_constraints, ep.example_inputs, ep._in_spec, ep._out_spec,
-                           ep._guards, dialect=ep.dialect, shape_env=ep.shape_env)
+                           ep._guards, dialect=ep.dialect, shape_env=ep.shape_env,
+                           module_call_graph=_call_graph(ep.module_call_graph, renamed))
+
+
+def _call_graph(entries: list, renamed: dict) -> list:
+    """The module call graph with preserved signatures naming the new graph's nodes."""
+    import copy
+    out = copy.deepcopy(entries)
+    for e in out:
+        for a in (e.signature.inputs + e.signature.outputs) if e.signature else ():
+            if hasattr(a, "name") and a.name in renamed:
+                a.name = renamed[a.name]
+    return out
 
 
 def _signature(ep: Any, graph: Graph) -> Any:

@@ -235,7 +235,8 @@ def draft_export(mod: Any, args: tuple, kwargs: dict | None = None, *,
     if isinstance(dynamic_shapes, ShapesCollection):
         dynamic_shapes = dynamic_shapes.dynamic_shapes(mod, args, kwargs or {})
     try:
-        ep, real = _export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, draft=True)
+        ep, real = _export(mod, args, kwargs, dynamic_shapes=dynamic_shapes, draft=True,
+                           preserve=preserve_module_call_signature)
     except UserError as e:
         if e.error_type != UserErrorType.CONSTRAINT_VIOLATION:
             raise
@@ -245,7 +246,8 @@ def draft_export(mod: Any, args: tuple, kwargs: dict | None = None, *,
                 "expr": msg, "symbol": name,
                 "user_stack": where.strip(" ()").removeprefix("guard from ") or "<unknown>",
                 "new_dynamic_shapes": new_shapes, "frame_locals": None, "stack": []}))
-        ep, real = _export(mod, args, kwargs, dynamic_shapes=new_shapes, draft=True)
+        ep, real = _export(mod, args, kwargs, dynamic_shapes=new_shapes, draft=True,
+                           preserve=preserve_module_call_signature)
     failures += list(real.failures.values())
     ep._report = DraftExportReport(failures)
     if not ep._report.successful():

@@ -22,9 +22,12 @@ from ember.export.dynamic_shapes import (
 from ember.export.exported_program import ExportedProgram
 from ember.export.graph import Graph
 from ember.export.graph_signature import (
+    ConstantArgument,
     ExportGraphSignature,
     InputKind,
     InputSpec,
+    ModuleCallEntry,
+    ModuleCallSignature,
     OutputKind,
     OutputSpec,
     TensorArgument,
@@ -52,11 +55,12 @@ def export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes:
         >>> ep.range_constraints          # Dim("batch") declares [0, inf), as in PyTorch
         {s0: VR[0, int_oo]}
     """
-    return _export(mod, args, kwargs, dynamic_shapes=dynamic_shapes)[0]
+    return _export(mod, args, kwargs, dynamic_shapes=dynamic_shapes,
+                   preserve=preserve_module_call_signature)[0]
 
 
 def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes: Any = None,
-            draft: bool = False) -> tuple[ExportedProgram, Any]:
+            draft: bool = False, preserve: tuple = ()) -> tuple[ExportedProgram, Any]:
     """``(program, RealValues or None)``; ``draft`` lets code read tensor values (draft_export:
     the trace runs the graph so far on the examples and records the issue)."""
     if not isinstance(mod, Module):
@@ -67,6 +71,7 @@ def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes
                         f"Expecting `args` to be a tuple of example positional inputs, got "
                         f"{type(args)}")
     kwargs = dict(kwargs or {})
+    preserve = _check_preserve(mod, preserve)
     named = bind_arguments(mod, args, kwargs)
     if isinstance(dynamic_shapes, ShapesCollection):
         dynamic_shapes = dynamic_shapes.dynamic_shapes(mod, args, kwargs)
@@ -89,7 +94,8 @@ def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes
         tracer.keep.append(arr)
     pos = [fake_named[k] for k in list(named)[:len(args)]]
     kw = {k: fake_named[k] for k in list(named)[len(args):]}
-    with tracer, no_grad(), _module_stack(mod, tracer):
+    calls: dict = {}
+    with tracer, no_grad(), _module_stack(mod, tracer, preserve, calls):
         out = mod(*pos, **kw)
         result = _outputs(tracer, out, input_specs, constants)
     output_specs, out_nodes, out_struct = result
@@ -103,14 +109,60 @@ def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes
     in_spec = (list(named), {k: structure(v) for k, v in named.items()})
     sig = ExportGraphSignature(input_specs, output_specs)
     ep = ExportedProgram(graph, sig, state_dict, constants, ranges, (args, kwargs), in_spec,
-                         out_struct, guards, shape_env=env)
+                         out_struct, guards, shape_env=env,
+                         module_call_graph=_call_graph(mod, in_spec, out_struct, calls))
     return ep, tracer.draft
 
 
+def _check_preserve(mod: Module, preserve: Any) -> tuple:
+    if isinstance(preserve, str) or not all(isinstance(f, str) for f in preserve):
+        raise UserError(UserErrorType.INVALID_INPUT,
+                        "[export] preserve_module_call_signature must be a tuple of submodule "
+                        f"names (FQNs), got {preserve!r}")
+    for fqn in preserve:  # an unknown name raises AttributeError, as PyTorch's lookup does
+        m = mod
+        for part in fqn.split("."):
+            m = getattr(m, part)
+    return tuple(preserve)
+
+
+def _call_graph(mod: Module, in_spec: tuple, out_struct: Any, calls: dict) -> list:
+    """``ep.module_call_graph``: the root's signature, then every submodule (in
+    ``named_modules()`` order) with its recorded signature where it was preserved."""
+    root = ModuleCallSignature([], [], in_spec, out_struct, list(in_spec[0]))
+    out = [ModuleCallEntry("", root)]
+    for fqn, _m in mod.named_modules():
+        if fqn:
+            out.append(ModuleCallEntry(fqn, calls[fqn][1] if fqn in calls else None))
+    return out
+
+
+def _signature(tracer: Tracer, args: tuple, kwargs: dict) -> ModuleCallSignature:
+    """A preserved call's inputs: tensors as their nodes, other leaves as constants."""
+    call = (tuple(args), dict(kwargs))
+    inputs: list = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Tensor):
+            inputs.append(TensorArgument(tracer.node_of(x).name))
+        elif isinstance(x, (tuple, list)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        else:
+            inputs.append(ConstantArgument("", x))
+    walk(call)
+    return ModuleCallSignature(inputs, [], structure(call), None)
+
+
 @contextlib.contextmanager
-def _module_stack(mod: Module, tracer: Tracer) -> Iterator[None]:
+def _module_stack(mod: Module, tracer: Tracer, preserve: tuple = (),
+                  calls: dict | None = None) -> Iterator[None]:
     """Record on each node the submodule calls it was made in (``meta["nn_module_stack"]``:
-    ``((fqn, class name), ...)``, outermost first), for ``unflatten``."""
+    ``((fqn, class name), ...)``, outermost first), for ``unflatten``; for the first call of
+    each module in ``preserve``, ``calls[fqn] = (call id, ModuleCallSignature)``."""
     stack: list = []
     ids: list = []
     count = [0]
@@ -119,15 +171,22 @@ def _module_stack(mod: Module, tracer: Tracer) -> Iterator[None]:
         if not fqn:
             continue
 
-        def pre(m: Any, args: Any, fqn: str = fqn) -> None:
+        def pre(m: Any, args: Any, kwargs: Any, fqn: str = fqn) -> None:
             stack.append((fqn, type(m).__module__ + "." + type(m).__qualname__))
             count[0] += 1
             ids.append(count[0])
+            if fqn in preserve and fqn not in calls and not tracer.frames:
+                calls[fqn] = (count[0], _signature(tracer, args, kwargs))
 
-        def post(m: Any, args: Any, out: Any) -> None:
+        def post(m: Any, args: Any, out: Any, fqn: str = fqn) -> None:
+            rec = calls.get(fqn) if calls else None
+            if rec is not None and rec[0] == ids[-1]:
+                _check_outputs(out, f"{fqn}'s output")
+                rec[1].outputs = [TensorArgument(tracer.node_of(t).name) for t in leaves(out)]
+                rec[1].out_spec = structure(out)
             stack.pop()
             ids.pop()
-        handles.append(m.register_forward_pre_hook(pre))
+        handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(m.register_forward_hook(post))
 
     def on_create(n: Any) -> None:

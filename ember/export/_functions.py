@@ -32,9 +32,11 @@ def _item(node: Any, args: list, vals: dict) -> Any:
 
 
 def _assert_scalar(node: Any, args: list, vals: dict) -> None:
-    cond, msg = args
-    rel = cond.rel if isinstance(cond, SymBool) else cond
-    if not vals.truth(rel):
+    cond, msg = args  # run_graph evaluated the relation already (a bool)
+    if isinstance(cond, SymBool):
+        cond = vals.truth(cond.rel)
+    if not cond:
+        rel = node.args[0].rel if isinstance(node.args[0], SymBool) else node.args[0]
         raise RuntimeError(msg or f"Runtime assertion failed for expression {pyexpr(rel)} on "
                            f"node '{node.name}'")
     return None

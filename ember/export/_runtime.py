@@ -8,7 +8,7 @@ import operator
 from typing import Any
 
 from ember.ops.registry import bind
-from ember.sym import SymInt, _sympy, pyexpr
+from ember.sym import SymBool, SymInt, _sympy, pyexpr
 
 INF = float("inf")
 
@@ -122,6 +122,8 @@ def concrete(x: Any, vals: dict) -> Any:
     """``x`` with every ``SymInt`` evaluated at the symbol values ``vals``."""
     if isinstance(x, SymInt):
         return vals.value(x.expr)
+    if isinstance(x, SymBool):  # a cond predicate on sizes
+        return vals.truth(x.rel)
     t = type(x)
     if t is tuple or t is list:
         return t(concrete(y, vals) for y in x)
@@ -142,7 +144,7 @@ def _bind_unbacked(node: Any, value: Any, vals: dict) -> None:
 
 def run_graph(graph: Any, values: dict, vals: dict, call_module: Any = None) -> list:
     """Run ``graph``; ``values`` maps placeholder names to tensors; returns the outputs.
-    ``call_module(target, args, vals)`` runs the ``call_module`` nodes of an unflattened graph."""
+    ``call_module(node, args, vals)`` runs the ``call_module`` nodes of an unflattened graph."""
     from ember.export.graph import Node
     env: dict = {}
 
@@ -157,7 +159,7 @@ def run_graph(graph: Any, values: dict, vals: dict, call_module: Any = None) -> 
         if n.op == "placeholder":
             env[n.name] = values[n.name]
         elif n.op == "call_module":
-            env[n.name] = call_module(n.target, [get(a) for a in n.args], vals)
+            env[n.name] = call_module(n, [get(a) for a in n.args], vals)
         elif n.op == "call_function":
             args = [get(a) for a in n.args]
             if n.target is operator.getitem:

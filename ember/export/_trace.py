@@ -123,10 +123,11 @@ class FakeArray:
 
     def ember_item(self, t: Tensor) -> Any:
         """``t.item()`` while exporting: an integer becomes an unbacked SymInt ``u<k>`` (an
-        ``item`` node), usable in later shapes after ``ember._check``s, as in PyTorch; other
-        dtypes (floats specialize in ember) need the values (draft_export gives them)."""
+        ``item`` node), usable in later shapes after ``ember._check``s, a float an unbacked
+        ``SymFloat`` ``zuf<k>``, as in PyTorch; a bool needs the values (draft_export gives
+        them)."""
         tr = _lazy.STATE.trace
-        if (t._dtype.is_floating_point or t._dtype.name == "bool" or tr is None
+        if (t._dtype.name == "bool" or t._dtype.is_complex or tr is None
                 or tr.env is None or getattr(tr, "draft", None) is not None):
             return NotImplemented
         return tr.item(t)
@@ -207,6 +208,9 @@ class Tracer:
     def _arg(self, x: Any) -> Any:
         if isinstance(x, Tensor):
             return self.node_of(x)
+        if getattr(type(x), "ember_sym_scalar", False):  # a SymFloat: the node computing it
+            n = x.node
+            return n if n.graph is self.graph else self._local(n)
         if isinstance(x, (list, tuple)) and any(isinstance(y, Tensor) for y in x):
             return type(x)(self._arg(y) for y in x)
         return x
@@ -225,23 +229,32 @@ class Tracer:
         node = self.graph.create_node("call_function", op, args, dict(params))
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+        src = inputs[0] if op.kind == "view" and inputs and isinstance(inputs[0], Tensor) \
+            else None
+        base = None if src is None else src if src._base is None else src._base
         if op.num_outputs == 1:
             (shape, dtype), = specs
-            return self.wrap(node, shape, dtype)
+            out = self.wrap(node, shape, dtype)
+            out._base = base  # a view: an in-place write into it writes its base
+            return out
         node.meta["val"] = tuple(fake_val(s, d) for s, d in specs)
         outs = []
         for j, (shape, dtype) in enumerate(specs):
             g = self.graph.create_node("call_function", operator.getitem, (node, j))
             outs.append(self.wrap(g, shape, dtype))
+            outs[-1]._base = base
         return tuple(outs)
 
     def item(self, t: Tensor) -> Any:
         from ember.export._functions import ITEM
-        u = self.env.create_unbacked_symint()
         node = self.graph.create_node("call_function", ITEM, (self.node_of(t),), {})
-        node.meta["val"] = u
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
+        if t._dtype.is_floating_point:
+            from ember.export._symfloat import float_item
+            return float_item(self, node)
+        u = self.env.create_unbacked_symint()
+        node.meta["val"] = u
         return u
 
     def runtime_assert(self, rel: Any, message: str | None) -> None:
@@ -256,7 +269,7 @@ class Tracer:
         fn, line, func = _user_frame()
         node.meta["stack_trace"] = f'File "{fn}", line {line}, in {func}'
 
-    def cond(self, pred: Tensor, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
+    def cond(self, pred: Any, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
         """``ember.cond`` while exporting: both branches traced into subgraphs of one node."""
         from ember.export._cond import trace_cond
         return trace_cond(self, pred, true_fn, false_fn, operands)
@@ -273,12 +286,10 @@ class Tracer:
 
     def write(self, t: Tensor, new: Tensor) -> bool:
         """Functionalize ``t[...] = new``: ``t`` reads ``new``'s value from now on."""
-        if t._base is not None:
-            fn, line, func = _user_frame()
-            raise GuardOnDataDependentSymNode(
-                "[export] an in-place write into a view is not supported by export yet; write "
-                f"into the whole tensor or use out-of-place ops.\nCaused by: ({fn}:{line} in "
-                f"{func})", None)
+        if t._base is not None:  # functionalized onto the base (ember/export/_view_write.py)
+            from ember.export._view_write import write_view
+            write_view(self, t, new)
+            return True
         if id(t) not in self.written:
             self.written[id(t)] = (t, self.node_of(t))
             if t._data.__class__ is not FakeArray:
@@ -303,12 +314,14 @@ class Tracer:
         _lazy.STATE.trace = self
         if self.env is not None:
             self.env.assert_hook = self.runtime_assert
+            self.env.lazy_user_bools = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
         _lazy.STATE.trace = None
         if self.env is not None:
             self.env.assert_hook = None
+            self.env.lazy_user_bools = False
         for t, payload, version in self.restore:
             t._data = payload
             t._version_counter[0] = version

@@ -35,7 +35,8 @@ class ExportedProgram:
     def __init__(self, graph: Graph, graph_signature: ExportGraphSignature, state_dict: dict,
                  constants: dict, range_constraints: dict, example_inputs: tuple,
                  in_spec: tuple, out_spec: Any, guards: InputGuards,
-                 dialect: str = "TRAINING", shape_env: Any = None) -> None:
+                 dialect: str = "TRAINING", shape_env: Any = None,
+                 module_call_graph: list | None = None) -> None:
         self._graph = graph
         self._graph_signature = graph_signature
         self._state_dict = state_dict
@@ -47,6 +48,7 @@ class ExportedProgram:
         self._guards = guards
         self.dialect = dialect
         self.shape_env = shape_env
+        self._module_call_graph = module_call_graph or []
 
     graph = property(lambda self: self._graph)
     graph_signature = property(lambda self: self._graph_signature)
@@ -54,6 +56,7 @@ class ExportedProgram:
     constants = property(lambda self: self._constants)
     range_constraints = property(lambda self: self._range_constraints)
     example_inputs = property(lambda self: self._example_inputs)
+    module_call_graph = property(lambda self: self._module_call_graph)
 
     @property
     def graph_module(self) -> ExportedModule:

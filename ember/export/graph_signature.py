@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum, auto
+from typing import Any
 
 
 class InputKind(Enum):
@@ -122,5 +123,29 @@ class ExportGraphSignature:
         return "\n".join(lines)
 
 
-__all__ = ["ConstantArgument", "ExportGraphSignature", "InputKind", "InputSpec", "OutputKind",
-           "OutputSpec", "TensorArgument"]
+@dataclass
+class ModuleCallSignature:
+    """A preserved submodule call (``preserve_module_call_signature``): its flat inputs and
+    outputs (``TensorArgument`` by graph node name, ``ConstantArgument`` for a non-tensor leaf),
+    the structure of ``(args, kwargs)`` as called (``in_spec``) and of the return value
+    (``out_spec``); for the root entry, ``forward_arg_names``."""
+
+    inputs: list
+    outputs: list
+    in_spec: Any
+    out_spec: Any
+    forward_arg_names: list | None = None
+
+
+@dataclass
+class ModuleCallEntry:
+    """One entry of ``ep.module_call_graph``: a module's FQN and its signature (None where the
+    call signature is not preserved)."""
+
+    fqn: str
+    signature: ModuleCallSignature | None = None
+
+
+__all__ = ["ConstantArgument", "ExportGraphSignature", "InputKind", "InputSpec",
+           "ModuleCallEntry", "ModuleCallSignature", "OutputKind", "OutputSpec",
+           "TensorArgument"]

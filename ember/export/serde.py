@@ -1,6 +1,6 @@
 """``ember.export.save`` / ``load``: an exported program as a versioned zip archive.
 
-Layout (docs/export.md): ``version`` (``"1.1"``: major.minor), ``model.json`` (the graph, its
+Layout (docs/export.md): ``version`` (``"1.2"``: major.minor), ``model.json`` (the graph, its
 signature, symbols, range constraints, guards and the input/output structure, as plain JSON),
 ``weights.safetensors`` (parameters, buffers and constants), ``example_inputs.safetensors``,
 and ``extra_files/<name>``.  Loading parses JSON and safetensors only and looks ops up in the
@@ -32,12 +32,16 @@ from ember.export._cond import SubGraph
 from ember.export._functions import FUNCTIONS
 from ember.export._inputs import leaves, unflatten
 from ember.export._runtime import InputGuards
+from ember.export._symfloat import SymFloat
 from ember.export.exported_program import ExportedProgram
 from ember.export.graph import Graph, Node
 from ember.export.graph_signature import (
+    ConstantArgument,
     ExportGraphSignature,
     InputKind,
     InputSpec,
+    ModuleCallEntry,
+    ModuleCallSignature,
     OutputKind,
     OutputSpec,
     TensorArgument,
@@ -52,7 +56,7 @@ from ember.serialization._safetensors import unique_keys as _st_unique_keys
 from ember.sym import FakeTensor, ShapeEnv, SymBool, SymInt, ValueRange, _sympy
 
 FORMAT = "ember.export"
-VERSION = (1, 1)  # 1.1: item/cond/assert nodes, nn_module_stack
+VERSION = (1, 2)  # 1.1: item/cond/assert nodes, nn_module_stack; 1.2: module_call_graph
 _MEMBERS = ("version", "model.json", "weights.safetensors", "example_inputs.safetensors")
 
 
@@ -215,6 +219,8 @@ def _enc_val(v: Any) -> Any:
         return {"tuple": [_enc_val(x) for x in v]}
     if isinstance(v, SymInt):  # an item node's unbacked value
         return {"symval": _enc(v)}
+    if isinstance(v, SymFloat):  # a float only known at run time (zuf0, or arithmetic on it)
+        return {"symfloat": None if v.expr is None else v.expr.name}
     return None
 
 
@@ -225,6 +231,8 @@ def _dec_val(j: Any, ctx: dict) -> Any:
         return tuple(_dec_val(x, ctx) for x in j["tuple"])
     if "symval" in j:
         return _dec(j["symval"], ctx)
+    if "symfloat" in j:
+        return j  # made a SymFloat of its node by _build_node
     return FakeTensor(tuple(_dec(s, ctx) for s in j["shape"]), _dtype(j["dtype"]))
 
 
@@ -275,7 +283,8 @@ def _model_json(ep: ExportedProgram) -> dict:
     for e in ep.range_constraints:
         syms |= e.free_symbols
     symbols = []
-    for s in sorted(syms, key=lambda s: (s.name[0], int(s.name[1:]))):
+    for s in sorted(syms, key=lambda s: (s.name.rstrip("0123456789"),
+                                         int(s.name.lstrip("sufz")))):
         vr = env.var_to_range.get(s, ValueRange(-math.inf, math.inf)) if env else \
             ValueRange(-math.inf, math.inf)
         symbols.append({"name": s.name, "hint": env.var_to_val.get(s) if env else None,
@@ -303,7 +312,41 @@ def _model_json(ep: ExportedProgram) -> dict:
         "out_spec": _enc_struct(ep._out_spec),
         "params_requires_grad": {k: bool(v.requires_grad) for k, v in ep.state_dict.items()},
         "example_structs": _example_structs(ep),
+        "module_call_graph": [[e.fqn, _enc_signature(e.signature)]
+                              for e in ep.module_call_graph if e.fqn],
     }
+
+
+def _enc_signature(sig: Any) -> Any:
+    if sig is None:
+        return None
+    return {"inputs": [{"tensor": a.name} if isinstance(a, TensorArgument)
+                       else {"const": _enc(a.value)} for a in sig.inputs],
+            "outputs": [a.name for a in sig.outputs],
+            "in_spec": _enc_struct(sig.in_spec), "out_spec": _enc_struct(sig.out_spec)}
+
+
+def _dec_call_graph(model: dict, in_spec: tuple, out_spec: Any, ctx: dict) -> list:
+    """``module_call_graph`` (optional, 1.2): the root entry rebuilt from the input structure,
+    then each submodule's entry."""
+    out = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec,
+                                                   list(in_spec[0])))]
+    for fqn, j in model.get("module_call_graph", []):
+        sig = None
+        if j is not None:
+            try:
+                ins = [TensorArgument(a["tensor"]) if "tensor" in a
+                       else ConstantArgument("", _dec(a["const"], ctx)) for a in j["inputs"]]
+                sig = ModuleCallSignature(ins, [TensorArgument(n) for n in j["outputs"]],
+                                          _dec_struct(j["in_spec"]), _dec_struct(j["out_spec"]))
+            except (KeyError, TypeError) as e:
+                raise _err(f"malformed module_call_graph entry for {fqn!r}: {e}") from None
+            for a in ins + sig.outputs:
+                if isinstance(a, TensorArgument) and a.name not in ctx["nodes"]:
+                    raise _err(f"module_call_graph entry {fqn!r} names node {a.name!r}, which "
+                               "is not in the graph")
+        out.append(ModuleCallEntry(str(fqn), sig))
+    return out
 
 
 def _example_structs(ep: ExportedProgram) -> Any:
@@ -431,10 +474,17 @@ def _build(model: dict, weights: dict, examples: dict) -> ExportedProgram:
     syms: dict = {}
     for s in model["symbols"]:
         name = s["name"]
-        if not (isinstance(name, str) and name[:1] in "su" and name[1:].isdigit()):
+        if not (isinstance(name, str) and (name[:1] in "su" and name[1:].isdigit()
+                                           or name[:3] == "zuf" and name[3:].isdigit())):
             raise _err(f"malformed symbol name {name!r}")
         lo = _dec(s["lower"], {})
         vr = ValueRange(lo, math.inf if s["upper"] is None else int(s["upper"]))
+        if name.startswith("zuf"):  # an unbacked float (a float tensor's .item())
+            syms[name] = _sympy().Symbol(name)
+            env.var_to_range[syms[name]] = ValueRange(vr.lower, vr.upper, True)
+            env.var_to_source[syms[name]] = name
+            env._n_unbacked_float = max(env._n_unbacked_float, int(name[3:]) + 1)
+            continue
         syms[name] = env.add_symbol(name, s["hint"], vr, s.get("source"))._expr
     ctx = {"nodes": {}, "syms": syms, "env": env}
     graph = Graph()
@@ -458,8 +508,11 @@ def _build(model: dict, weights: dict, examples: dict) -> ExportedProgram:
             constants[name] = t
         else:
             raise _err(f"unexpected weights entry {key!r}")
-    ranges = {_dec_expr(e, syms): ValueRange(_dec(lo, {}), math.inf if hi is None else hi)
-              for e, lo, hi in model["range_constraints"]}
+    ranges = {}
+    for e, lo, hi in model["range_constraints"]:
+        x = _dec_expr(e, syms)
+        ranges[x] = ValueRange(_dec(lo, {}), math.inf if hi is None else hi,
+                               str(x).startswith("zuf"))
     guards = InputGuards([(src, [_dec_expr(e, syms) for e in exprs])
                           for src, exprs in model["guard_dims"]],
                          ranges, [_dec_expr(e, syms) for e in model["guards"]])
@@ -468,9 +521,10 @@ def _build(model: dict, weights: dict, examples: dict) -> ExportedProgram:
     ex = model["example_structs"]
     example_inputs = (unflatten(_dec_struct(ex["args"]), it),
                       unflatten(_dec_struct(ex["kwargs"]), it))
+    out_spec = _dec_struct(model["out_spec"])
     ep = ExportedProgram(graph, sig, state, constants, ranges, example_inputs, in_spec,
-                         _dec_struct(model["out_spec"]), guards, dialect=model["dialect"],
-                         shape_env=env)
+                         out_spec, guards, dialect=model["dialect"], shape_env=env,
+                         module_call_graph=_dec_call_graph(model, in_spec, out_spec, ctx))
     ep.validate()
     return ep
 
@@ -501,6 +555,11 @@ def _build_node(graph: Graph, j: dict, ctx: dict) -> Node:
     if node.name != name:
         raise _err(f"duplicate node name {name!r}")
     node.meta["val"] = _dec_val(j.get("val"), ctx)
+    if isinstance(node.meta["val"], dict):
+        name = node.meta["val"]["symfloat"]
+        if name is not None and name not in ctx["syms"]:
+            raise _err(f"node {node.name!r} names an unknown symbol {name!r}")
+        SymFloat(node, None if name is None else ctx["syms"][name])
     if j.get("stack_trace"):
         node.meta["stack_trace"] = str(j["stack_trace"])
     stack, ids = j.get("nn_module_stack"), j.get("module_call_ids")

@@ -21,10 +21,13 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ember.export._runtime import Bindings, run_graph
+from ember.errors import EmberRuntimeError, EmberTypeError
+from ember.export._inputs import leaves, structure
+from ember.export._inputs import unflatten as _unflatten
+from ember.export._runtime import Bindings, concrete, run_graph
 from ember.export.exported_program import ExportedModule, ExportedProgram, _forward_with
 from ember.export.graph import Graph, Node
-from ember.export.graph_signature import InputKind
+from ember.export.graph_signature import InputKind, TensorArgument
 from ember.nn.modules.module import Module
 from ember.sym import SymInt, _sympy
 
@@ -87,6 +90,14 @@ class _Builder:
             return type(x)(self.arg(y) for y in x)
         return x
 
+    def force_input(self, a: Node) -> None:
+        """A preserved signature's input: a placeholder even when it is this module's own state
+        or passed twice."""
+        ph = self.graph.placeholder(a.name)
+        ph.meta = dict(a.meta)
+        self.map.setdefault(a, ph)
+        self.inputs.append(a)
+
     def build(self, nodes: list, depth: int, outputs: list) -> None:
         for item in _runs(nodes, depth):
             if isinstance(item, Node):
@@ -96,22 +107,40 @@ class _Builder:
                 new.meta = dict(n.meta)
                 self.map[n] = new
                 continue
-            child_fqn, sub, _ = item
-            child = _Builder(child_fqn, self.attrs, self.root)
-            inside = set(sub)
-            outs = [n for n in sub if any(u not in inside for u in n.users)]
-            child.build(sub, depth + 1, outs)
-            local = child_fqn[len(self.fqn) + 1:] if self.fqn else child_fqn
-            self.root._install(child_fqn, child)
-            call = self.graph.create_node("call_module", local,
-                                          tuple(self.value(a) for a in child.inputs), {},
-                                          name=local.replace(".", "_"))
-            for j, o in enumerate(outs):
-                g = self.graph.create_node("call_function", operator.getitem, (call, j),
-                                           name="getitem")
-                g.meta = dict(o.meta)
-                self.map[o] = g
+            self._child(item[0], item[1], depth)
         self.graph.output(tuple(self.arg(o) for o in outputs))
+
+    def _child(self, child_fqn: str, sub: list, depth: int) -> None:
+        """One call of a child module: its own builder, and a ``call_module`` node here."""
+        child = _Builder(child_fqn, self.attrs, self.root)
+        inside = set(sub)
+        outs = [n for n in sub if any(u not in inside for u in n.users)]
+        sig = self.root._take_signature(child_fqn)
+        if sig is not None:  # preserve_module_call_signature: the call's own inputs/outputs
+            named = self.root._nodes_by_name
+            for a in sig.inputs:
+                if isinstance(a, TensorArgument):
+                    child.force_input(named[a.name])
+            sig_outs = [named[a.name] for a in sig.outputs]
+            outs = sig_outs + [n for n in outs if n not in sig_outs]
+        child.build(sub, depth + 1, outs)
+        local = child_fqn[len(self.fqn) + 1:] if self.fqn else child_fqn
+        self.root._install(child_fqn, child, sig)
+        call = self.graph.create_node("call_module", local,
+                                      tuple(self.value(a) for a in child.inputs), {},
+                                      name=local.replace(".", "_"))
+        if sig is not None:
+            call.meta["signature"] = sig
+            call.meta["extra_inputs"] = len(child.inputs) - sum(
+                isinstance(a, TensorArgument) for a in sig.inputs)
+            call.meta["extra_outputs"] = len(outs) - len(sig.outputs)
+        for j, o in enumerate(outs):
+            if o in self.map and j >= len(sig.outputs if sig else ()):
+                continue
+            g = self.graph.create_node("call_function", operator.getitem, (call, j),
+                                       name="getitem")
+            g.meta = dict(o.meta)
+            self.map.setdefault(o, g)
 
 
 class InterpreterModule(Module):
@@ -123,6 +152,7 @@ class InterpreterModule(Module):
         object.__setattr__(self, "graph", None)
         object.__setattr__(self, "_attr_of", {})
         object.__setattr__(self, "_n_out", 0)
+        object.__setattr__(self, "_signature", None)
 
     def _run(self, args: list, vals: Any) -> list:
         phs = [n for n in self.graph.nodes
@@ -135,19 +165,52 @@ class InterpreterModule(Module):
             values[name] = _get_path(self, path)
         return run_graph(self.graph, values, vals, self._call_child)
 
-    def _call_child(self, target: str, args: list, vals: Any) -> Any:
-        return _call(_get_path(self, target), args, vals)
+    def _call_child(self, node: Node, args: list, vals: Any) -> Any:
+        return _call(_get_path(self, node.target), node, args, vals)
 
-    def forward(self, *args: Any) -> Any:
-        outs = self._run(list(args), None)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        sig = self._signature
+        if sig is None:
+            outs = self._run(list(args), None)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        # a preserved signature: the original (args, kwargs) structure in and out
+        flat = leaves((tuple(args), dict(kwargs)))
+        if len(flat) != sum(isinstance(a, TensorArgument) for a in sig.inputs):
+            raise EmberTypeError(f"[unflatten] {type(self).__name__} expects arguments with the "
+                            f"structure {sig.in_spec}, got {structure((args, kwargs))}")
+        outs = self._run(flat, None)
+        return _unflatten(sig.out_spec, iter(outs[:len(sig.outputs)]))
 
 
-def _call(mod: Any, args: list, vals: Any) -> tuple:
+def _call(mod: Any, node: Node, args: list, vals: Any) -> tuple:
     if isinstance(mod, InterpreterModule):
         return tuple(mod._run(args, vals))
-    out = mod(*args)  # a swapped-in module: same tensors in, same tensors out
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    sig = node.meta.get("signature")
+    if sig is None:
+        out = mod(*args)  # a swapped-in module: same tensors in, same tensors out
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    if node.meta["extra_inputs"] or node.meta["extra_outputs"]:
+        raise EmberRuntimeError(
+            f"[unflatten] {node.target} cannot be swapped: its exported call also reads or "
+            "writes values outside its call signature (state of another module, a buffer it "
+            "mutates)")
+    a, kw = concrete(_unflatten(sig.in_spec, iter(args)), vals)
+    out = mod(*a, **kw)
+    if _tensor_positions(structure(out)) != _tensor_positions(sig.out_spec):
+        raise TypeError(f"[unflatten] the module swapped in for {node.target} returned "
+                        f"{structure(out)}; the preserved signature returns {sig.out_spec}")
+    return tuple(leaves(out))
+
+
+def _tensor_positions(struct: Any) -> Any:
+    if struct == "T":
+        return "T"
+    kind, body = struct
+    if kind == "const":
+        return "const"
+    if kind == "dict":
+        return ("dict", tuple((k, _tensor_positions(v)) for k, v in body))
+    return (kind, tuple(_tensor_positions(v) for v in body))
 
 
 def _get_path(m: Any, path: str) -> Any:
@@ -180,6 +243,9 @@ class UnflattenedModule(ExportedModule):
         attrs = {s.arg.name: s.target for s in ep.graph_signature.input_specs
                  if s.kind != InputKind.USER_INPUT}
         nodes = [n for n in ep.graph.nodes if n.op == "call_function"]
+        object.__setattr__(self, "_signatures", {
+            e.fqn: e.signature for e in ep.module_call_graph if e.fqn and e.signature})
+        object.__setattr__(self, "_nodes_by_name", {n.name: n for n in ep.graph.nodes})
         top = _Builder("", attrs, self)
         for n in ep.graph.nodes:
             if n.op == "placeholder":
@@ -188,7 +254,11 @@ class UnflattenedModule(ExportedModule):
         object.__setattr__(self, "_top", top)
         self._register_state(ep)
 
-    def _install(self, fqn: str, b: _Builder) -> None:
+    def _take_signature(self, fqn: str) -> Any:
+        """The preserved signature of ``fqn`` for its first call (None afterwards)."""
+        return self._signatures.pop(fqn, None)
+
+    def _install(self, fqn: str, b: _Builder, sig: Any = None) -> None:
         owner, leaf = self._owner_interp(fqn)
         m = owner._modules.get(leaf)
         if m is None:
@@ -197,6 +267,7 @@ class UnflattenedModule(ExportedModule):
         if m.graph is None:  # the first call of a module defines its forward
             object.__setattr__(m, "graph", b.graph)
             object.__setattr__(m, "_attr_of", b.attr_of)
+            object.__setattr__(m, "_signature", sig)
 
     def _owner_interp(self, fqn: str) -> tuple:
         *path, leaf = fqn.split(".")
@@ -213,6 +284,18 @@ class UnflattenedModule(ExportedModule):
     def graph(self) -> Graph:
         return self._top.graph
 
+    def _state(self) -> dict:
+        """The lifted state by FQN; state of a submodule that was swapped out is None (only
+        its own graph, which no longer runs, read it)."""
+        out: dict = {}
+        for s in self._ep.graph_signature.input_specs:
+            if s.kind != InputKind.USER_INPUT:
+                m: Any = self
+                for p in s.target.split("."):
+                    m = getattr(m, p, None)
+                out[s.target] = m
+        return out
+
     def __ember_compile__(self, traced: Any, **kw: Any) -> None:
         return None  # submodules may be swapped: ember.compile traces the module tree
 
@@ -222,7 +305,7 @@ class UnflattenedModule(ExportedModule):
 
         def runner(values: dict, vals: Any) -> list:
             return run_graph(top.graph, values, vals,
-                             lambda t, a, v: _call(_get_path(self, t), a, v))
+                             lambda n, a, v: _call(_get_path(self, n.target), n, a, v))
         result, muts, flat = self._ep._run(args, kwargs, state, runner)
         return self._write_back(result, muts, flat, state)
 

@@ -18,8 +18,10 @@ _NOT_TENSOR = (int, float, bool, complex, type(None), SymInt)
 
 def tensor_inputs(inputs: tuple) -> list:
     # Python scalars stand in for tensors of pointwise primitives; everything else is a tensor
-    # (or a stand-in with .shape/.dtype)
-    return [x for x in inputs if not isinstance(x, _NOT_TENSOR)]
+    # (or a stand-in with .shape/.dtype); export's SymFloat (a float known at run time) is a
+    # scalar too
+    return [x for x in inputs if not isinstance(x, _NOT_TENSOR)
+            and not getattr(type(x), "ember_sym_scalar", False)]
 
 
 def pointwise_meta(name: str, out_dtype: dt.dtype | None = None,

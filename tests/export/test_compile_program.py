@@ -111,16 +111,60 @@ def test_buffer_mutation_written_back():
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
 
 
-def test_grad_enabled_call_takes_traced_path():
+def test_grad_enabled_call_compiles_forward_and_backward():
     m, ep = _export_net()
     mod = ep.module()
-    cm = ember.compile(mod)
-    x, y = ember.randn(6, 8), ember.randn(6, 4)
-    out = cm(x, y)[1]
-    assert out.requires_grad
-    out.sum().backward()
-    assert mod.fc2.weight.grad is not None
-    _close(out, m(x, y)[1])
+    backend, calls = _counting()
+    cm = ember.compile(mod, backend=backend)
+    for b in (6, 9):
+        x, y = ember.randn(b, 8), ember.randn(b, 4)
+        out = cm(x, y)[1]
+        assert out.requires_grad
+        out.sum().backward()
+        _close(out, m(x, y)[1])
+    m(x, y)[1].sum().backward()
+    m(ember.randn(6, 8), ember.randn(6, 4))  # (no grads from this one)
+    assert len(calls) == 2  # one forward and one backward entry for both batch sizes
+    assert all(g.num_scalars >= 1 for g in calls)
+
+
+class _BNNet(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.bn = ember.nn.Linear(4, 6), ember.nn.BatchNorm1d(6)
+
+    def forward(self, x):
+        return (self.bn(self.fc(x)).relu() * x.sum(1, keepdim=True)).sum(1)
+
+
+def test_training_mode_program_compiled_matches_eager():
+    """BatchNorm in train mode (BUFFER_MUTATION outputs) with grad required: the compiled
+    forward/backward entries write the running stats back and give eager's gradients."""
+    import copy
+    ember.manual_seed(0)
+    m = _BNNet().train()
+    ref = copy.deepcopy(m)
+    ep = export(m, (ember.randn(5, 4),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    assert {s.kind.name for s in ep.graph_signature.output_specs} == {"BUFFER_MUTATION",
+                                                                     "USER_OUTPUT"}
+    mod = ep.module()
+    backend, calls = _counting()
+    cm = ember.compile(mod, backend=backend)
+    for b in (5, 8, 3):
+        x = ember.randn(b, 4)
+        xe, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, want = cm(xe), ref(xr)
+        _close(got, want)
+        (got * ember.arange(b)).sum().backward()
+        (want * ember.arange(b)).sum().backward()
+        _close(xe.grad, xr.grad)
+        for (k, a), (_, r) in zip(mod.named_buffers(), ref.named_buffers()):
+            np.testing.assert_allclose(a.numpy(), r.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+        for (k, a), (_, r) in zip(mod.named_parameters(), ref.named_parameters()):
+            np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=k)
+    assert int(mod.bn.num_batches_tracked) == 3
+    assert len(calls) == 2  # forward + backward, size-generic
 
 
 def test_char_gpt_dynamic_sequence():
@@ -148,3 +192,27 @@ def test_loaded_program_compiles():
         for b in (2, 13):
             x, y = ember.randn(b, 8), ember.randn(b, 4)
             _close(cp(x, y)[1], m(x, y)[1])
+
+
+def test_char_gpt_training_step_compiled_matches_eager():
+    """A causal-attention model's training step (dynamic batch and sequence) runs the compiled
+    forward/backward pair: no guard added by its backward, eager's gradients at every size."""
+    ember.manual_seed(0)
+    m = CharGPT(65, block=64, d=32, layers=1, heads=2).eval()
+    ep = export(m, (ember.randint(0, 65, (4, 16)),),
+                dynamic_shapes={"idx": {0: Dim.AUTO, 1: Dim("t", max=64)}})
+    mod = ep.module()
+    backend, calls = _counting()
+    cm = ember.compile(mod, backend=backend)
+    for shape in ((3, 20), (5, 9)):
+        x = ember.randint(0, 65, shape)
+        for p in list(mod.parameters()) + list(m.parameters()):
+            p.grad = None
+        got, want = cm(x), m(x)
+        _close(got, want)
+        got.mean().backward()
+        want.mean().backward()
+        for (k, a), (_, b) in zip(mod.named_parameters(), m.named_parameters()):
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=1e-6,
+                                       err_msg=k)
+    assert len(calls) == 2 and cm._compiled.training_unsupported is None

@@ -126,3 +126,61 @@ def test_module_with_cond_re_exports():
         x = ember.tensor(_x(5, sign))
         np.testing.assert_allclose(ep2.module()(x).detach().numpy(), m(x).detach().numpy(),
                                    rtol=1e-5, atol=1e-6)
+
+
+def _size_model(T, separate_line=False):
+    class S(T.nn.Module):
+        def forward(self, x):
+            if separate_line:
+                big = x.shape[0] > 4
+                return T.cond(big, lambda x: x.sin(), lambda x: x.cos() + 1, (x,))
+            return T.cond(x.shape[0] > 4, lambda x: x.sin(), lambda x: x.cos() + 1, (x,))
+    return S
+
+
+@pytest.mark.parametrize("separate_line", [False, True])
+def test_size_predicate_records_both_branches_like_torch(separate_line):
+    """A SymBool predicate on a dynamic size (``x.shape[0] > 4``) is not guarded: both branches
+    are recorded, the range stays [2, inf) and each call picks its branch, as in torch 2.13."""
+    ep = export(_size_model(ember, separate_line)(), (ember.randn(6, 3),),
+                dynamic_shapes={"x": {0: Dim.AUTO}})
+    tep = torch.export.export(_size_model(torch, separate_line)(), (torch.randn(6, 3),),
+                              dynamic_shapes={"x": {0: torch.export.Dim.AUTO}})
+    conds = [n for n in ep.graph.nodes if getattr(n.target, "name", "") == "cond"]
+    tconds = [n for n in tep.graph.nodes if "cond" in str(n.target)]
+    assert len(conds) == len(tconds) == 1
+    assert isinstance(conds[0].args[0], ember.SymBool) and str(conds[0].args[0]) == "s0 > 4"
+    got = [str(v) for v in ep.range_constraints.values()]
+    want = [str(v) for v in tep.range_constraints.values()]
+    assert got == want == ["VR[2, int_oo]"]
+    assert not ep.shape_env.guards
+    for rows in (3, 4, 5, 9):
+        x = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+        got = ep.module()(ember.tensor(x)).numpy()
+        want = tep.module()(torch.tensor(x)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_size_predicate_saves_and_loads(tmp_path):
+    ep = export(_size_model(ember)(), (ember.randn(6, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    ember.export.save(ep, tmp_path / "c.ep.zip")
+    ep2 = ember.export.load(tmp_path / "c.ep.zip")
+    x = ember.randn(3, 3)
+    np.testing.assert_allclose(ep2.module()(x).numpy(), (x.cos() + 1).numpy(), rtol=1e-6)
+
+
+def test_size_comparison_branched_in_python_still_guards_like_torch():
+    """``if x.shape[0] > 4:`` guards (bool() of the SymBool), narrowing the range as torch's."""
+    def mk(T):
+        class G(T.nn.Module):
+            def forward(self, x):
+                return x.sin() if x.shape[0] > 4 else x.cos()
+        return G
+    ep = export(mk(ember)(), (ember.randn(6, 3),), dynamic_shapes={"x": {0: Dim.AUTO}})
+    tep = torch.export.export(mk(torch)(), (torch.randn(6, 3),),
+                              dynamic_shapes={"x": {0: torch.export.Dim.AUTO}})
+    got = [str(v) for v in ep.range_constraints.values()]
+    want = [str(v) for v in tep.range_constraints.values()]
+    assert got == want == ["VR[5, int_oo]"]
+    with pytest.raises(AssertionError):
+        ep.module()(ember.randn(3, 3))

@@ -116,3 +116,63 @@ def test_compile_falls_back_for_unbacked():
     x = ember.randn(7, 4)
     with ember.no_grad():
         np.testing.assert_allclose(cm(x, ember.tensor(4)).numpy(), (x[:4] * 2).numpy())
+
+
+def _float_model(T):
+    class F(T.nn.Module):
+        def forward(self, x, t):
+            v = t.item()
+            return x * v + (v * 2 + 1) - x / v, 2 - x * (-v)
+    return F
+
+
+def _float_both():
+    ep = export(_float_model(ember)(), (ember.randn(6, 3), ember.tensor(2.5)),
+                dynamic_shapes={"x": {0: Dim.AUTO}, "t": None})
+    tep = torch.export.export(_float_model(torch)(), (torch.randn(6, 3), torch.tensor(2.5)),
+                              dynamic_shapes={"x": {0: torch.export.Dim.AUTO}, "t": None})
+    return ep, tep
+
+
+def test_float_item_is_an_unbacked_symfloat_like_torch():
+    """A float ``.item()`` is an unbacked SymFloat (``zuf0``, range (-oo, oo)) that tensor ops
+    take as their scalar: one ``item`` node, no specialization, the value read per call."""
+    ep, tep = _float_both()
+    items = [n for n in ep.graph.nodes if getattr(n.target, "name", "") == "item"]
+    titems = [n for n in tep.graph.nodes if "item" in str(n.target)]
+    assert len(items) == len(titems) == 1
+    assert {str(k): str(v) for k, v in ep.range_constraints.items()} == \
+        {str(k): str(v) for k, v in tep.range_constraints.items()
+         if not str(k).startswith("s")} | {"s0": "VR[2, int_oo]"}
+    assert "zuf0" in {str(k) for k in tep.range_constraints}
+    for rows, val in ((4, 3.0), (7, -0.5)):
+        x = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+        got = ep.module()(ember.tensor(x), ember.tensor(val))
+        want = tep.module()(torch.tensor(x), torch.tensor(val))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_float_item_save_load_and_compile():
+    ep, _ = _float_both()
+    buf = io.BytesIO()
+    save(ep, buf)
+    buf.seek(0)
+    ep2 = load(buf)
+    assert str(ep2.range_constraints) == str(ep.range_constraints)
+    x, t = ember.randn(5, 3), ember.tensor(-2.0)
+    want = ep.module()(x, t)
+    fast = ember.compile(ep2.module())
+    with ember.no_grad():
+        for got in (ep2.module()(x, t), fast(x, t)):
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_branching_on_float_item_raises_data_dependent():
+    class B(ember.nn.Module):
+        def forward(self, x, t):
+            return x * 2 if t.item() > 0 else x
+    with pytest.raises(ember.fx.experimental.symbolic_shapes.GuardOnDataDependentSymNode,
+                       match="test_unbacked_item.py"):
+        export(B(), (ember.randn(3, 3), ember.tensor(1.0)))

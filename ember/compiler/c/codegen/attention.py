@@ -52,8 +52,9 @@ def prelude(program: Any) -> str:
     return "\n".join(parts)
 
 
-def kernel_source(k: AttentionKernel) -> str:
-    """The C function of one AttentionKernel (stores, then loads, then ints/floats)."""
+def kernel_source(k: AttentionKernel, ints_marker: str | None = None) -> str:
+    """The C function of one AttentionKernel (stores, then loads, then ints/floats);
+    ``ints_marker`` is the line where the runtime sizes (``s<k>``) it uses get declared."""
     loads, stores = k.buffers()
     t = k.out.ctype
     s = "f" if t == "float" else "d"
@@ -63,6 +64,7 @@ def kernel_source(k: AttentionKernel) -> str:
     what = "backward" if k.backward else "forward"
     lines = [f"/* {' '.join(k.ops)} (attention {what}) */",
              f"static int {k.name}({', '.join(params)}) {{",
+             *([ints_marker] if ints_marker else []),
              "  (void)ints; (void)floats;",
              f"  ember_attn_job_{s} job;",
              "  memset(&job, 0, sizeof job);",

@@ -596,7 +596,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, ScanKernel):
         return scan_kernel(k, program, openmp, omp_for, _declare_ints, _INTS)
     if isinstance(k, AttentionKernel):
-        return attention.kernel_source(k)
+        return _declare_ints(attention.kernel_source(k, _INTS).splitlines(), program)
     if isinstance(k, LstmKernel):
         return rnn.kernel_source(k)
     if isinstance(k, FlexAttentionKernel):

@@ -19,7 +19,8 @@ eager: row sums are accumulated in double (eager: NumPy's pairwise float sums), 
 sum ``gk``/``gv`` in pieces, and non-finite ``q``/``k``/``v`` values at skipped (fully masked)
 key positions do not reach the result (in eager ``0 * inf`` gives NaN there).
 
-Lowered: float32/float64 with static sizes, ``q``/``k``/``v`` (and the mask, of ``q``'s dtype)
+Lowered: float32/float64 with static or runtime sizes (the job's sizes and strides are C
+expressions over the entry's runtime ints), ``q``/``k``/``v`` (and the mask, of ``q``'s dtype)
 read through their strides (a strided operand that BLAS cannot take is copied per head).  An
 allocation failure makes the entry return 1 and the graph reruns eagerly.
 """
@@ -64,10 +65,6 @@ def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
-    for m in mats:
-        if any(type(x) is not int for x in tuple(m.geom.shape) + tuple(m.geom.strides)
-               + (m.geom.offset,)):
-            return "dynamic sizes"
     if backward:
         g, q, k, v, *rest = mats
     else:

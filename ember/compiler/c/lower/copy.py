@@ -66,12 +66,16 @@ def lower_copy(lw: LoweringContext, i: int, n: Any, cat: bool) -> str | None:
     mats = [lw.in_memory(r) for r in n.args]
     if any(m is None for m in mats):
         return "an operand is not in memory"
-    for m in mats:
-        if any(type(x) is not int for x in tuple(m.geom.shape) + tuple(m.geom.strides)
-               + (m.geom.offset,)):
+    dynamic = any(type(x) is not int for m in mats
+                  for x in tuple(m.geom.shape) + tuple(m.geom.strides) + (m.geom.offset,))
+    if dynamic or any(type(x) is not int for x in out_shape) or has_sym(n.params):
+        if cat:
             return "dynamic sizes"
-    if any(type(x) is not int for x in out_shape):
-        return "dynamic sizes"
+        # reshape_copy: the sizes the parameters give (runtime ints); the kernel loops over
+        # the source's (runtime) shape and loads through its geometry
+        out_shape = tuple(_sz(x) for x in n.params["shape"])
+        if any(x == -1 for x in out_shape if type(x) is int):
+            return "dynamic sizes with an inferred (-1) dim"
     if 0 in out_shape:
         fill_outputs(lw, i, n)
         return None

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.c.ir.loop_ir import CTYPES, Geometry, contiguous_strides
+from ember.compiler.c.ir.loop_ir import CTYPES, Geometry, contiguous_strides, s_add, s_mul
 from ember.compiler.c.lower.context import (
     LoweringContext,
     MemoryValue,
@@ -87,11 +87,127 @@ def _expand(n: Any, geom: Geometry, dt: Any) -> list | None:
 
 def _reshape_view(n: Any, geom: Geometry, dt: Any) -> list | None:
     if geom.strides != contiguous_strides(geom.shape):
+        if any(type(x) is not int for x in tuple(geom.shape) + tuple(geom.strides)) \
+                or has_sym(n.params):
+            return _strided_reshape(geom, tuple(size_of(x) for x in n.params["shape"]))
         return _shadow_geometry(n, geom, dt)
     out = tuple(size_of(x) for x in n.params["shape"])
     if -1 in out:
         return None
     return [Geometry(out, contiguous_strides(out), geom.offset)]
+
+
+def _strided_reshape(geom: Geometry, out: tuple) -> list | None:
+    """A view of a strided source with runtime sizes: dims equal at the front and at the back
+    keep their strides; the static dims between are split/merged as NumPy's no-copy reshape
+    does (merged dims must be contiguous with each other).  None when that cannot be shown."""
+    shape, st = tuple(geom.shape), tuple(geom.strides)
+    if -1 in out:
+        return None
+    a = 0
+    while a < min(len(shape), len(out)) and shape[a] == out[a]:
+        a += 1
+    b = 0
+    while b < min(len(shape), len(out)) - a and shape[-1 - b] == out[-1 - b]:
+        b += 1
+    mid_in, mid_st = shape[a:len(shape) - b], st[a:len(st) - b]
+    mid_out = out[a:len(out) - b]
+    if any(type(x) is not int for x in mid_in + mid_out):
+        return None
+    if int(np.prod(mid_in, dtype=np.int64)) != int(np.prod(mid_out, dtype=np.int64)):
+        return None
+    new_st = _merge_split(mid_in, mid_st, mid_out)
+    if new_st is None:
+        return None
+    strides = st[:a] + tuple(new_st) + (st[len(st) - b:] if b else ())
+    return [Geometry(out, strides, geom.offset)]
+
+
+def _merge_split(shape: tuple, st: tuple, out: tuple) -> list | None:
+    """Strides of ``out`` over static dims ``shape`` with strides ``st`` (SizeExprs)."""
+    keep = [k for k, m in enumerate(shape) if m != 1]  # size-1 dims have any stride
+    shape, st = tuple(shape[k] for k in keep), tuple(st[k] for k in keep)
+    res: list = [1] * len(out)
+    i = j = 0
+    while j < len(out) and out[j] == 1:
+        j += 1
+    while i < len(shape) and j < len(out):
+        pi, pj, ii, jj = shape[i], out[j], i + 1, j + 1
+        while pi != pj:
+            if pi < pj:
+                pi, ii = pi * shape[ii], ii + 1
+            else:
+                pj, jj = pj * out[jj], jj + 1
+        for k in range(i, ii - 1):
+            if st[k] != s_mul(st[k + 1], shape[k + 1]):
+                return None
+        res[jj - 1] = st[ii - 1]
+        for k in range(jj - 2, j - 1, -1):
+            res[k] = s_mul(res[k + 1], out[k + 1])
+        i, j = ii, jj
+        while j < len(out) and out[j] == 1:
+            j += 1
+    return res
+
+
+def _s_sub(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return a - b
+    return a if b == 0 else f"({a} - {b})"
+
+
+def _basic_index(n: Any, geom: Geometry, dt: Any) -> list | None:
+    """``x[ints, slices, None]`` as index arithmetic; runtime sizes included (a symbolic slice
+    needs step 1: its length ``(stop > start) * (stop - start)`` reads the same in C and in
+    the Python that sizes buffers)."""
+    if not has_sym(n.params) and not any(type(x) is not int for x in geom.shape):
+        return _shadow_geometry(n, geom, dt)
+    shape, st = geom.shape, geom.strides
+    off: Any = geom.offset
+    out_shape: list = []
+    out_st: list = []
+    d = 0
+    for it in n.params["spec"]:
+        if it is None:
+            out_shape.append(1)
+            out_st.append(s_mul(shape[d], st[d]) if d < len(shape) else 1)
+            continue
+        if type(it) is tuple:
+            start, stop, step = (size_of(v) for v in it)
+            if type(step) is not int or step <= 0:
+                return None
+            off = s_add(off, s_mul(start, st[d]))
+            if type(start) is int and type(stop) is int:
+                size: Any = max(0, (stop - start + step - 1) // step)
+            elif step != 1:
+                return None
+            elif start == 0:
+                size = stop
+            else:
+                size = f"(({stop} > {start}) * ({stop} - {start}))"
+            out_shape.append(size)
+            out_st.append(s_mul(st[d], step))
+        else:  # a select (non-negative, in range)
+            off = s_add(off, s_mul(size_of(it), st[d]))
+        d += 1
+    return [Geometry(tuple(out_shape) + tuple(shape[d:]), tuple(out_st) + tuple(st[d:]), off)]
+
+
+def _split_with_sizes(n: Any, geom: Geometry, dt: Any) -> list | None:
+    """Pieces along ``dim``: each a box of the source at a running offset (runtime sizes
+    included)."""
+    dim = n.params["dim"]
+    if type(dim) is not int:
+        return None
+    shape, st = geom.shape, geom.strides
+    dim = dim + len(shape) if dim < 0 else dim
+    out, start = [], 0
+    for size in n.params["sizes"]:
+        k = size_of(size)
+        g_shape = tuple(shape[:dim]) + (k,) + tuple(shape[dim + 1:])
+        out.append(Geometry(g_shape, tuple(st), s_add(geom.offset, s_mul(start, st[dim]))))
+        start = s_add(start, k)
+    return out
 
 
 def _shadow_geometry(n: Any, geom: Geometry, dt: Any) -> list | None:
@@ -135,6 +251,8 @@ def _derives_from(a: np.ndarray, root: np.ndarray) -> bool:
     return False
 
 
-_GEOMETRY = OpTable([(OPS.permute, _permute), (OPS.expand, _expand), (OPS.view, _reshape_view)])
+_GEOMETRY = OpTable([(OPS.permute, _permute), (OPS.expand, _expand), (OPS.view, _reshape_view),
+                     (OPS.basic_index, _basic_index),
+                     (OPS.split_with_sizes, _split_with_sizes)])
 
 __all__ = ["as_view", "lower_view"]
