@@ -14,6 +14,7 @@ False
 
 from __future__ import annotations
 
+from ember.distributed import _symmetric_memory  # noqa: F401 (registers ember.ops.symm_mem)
 from ember.distributed._collectives import (
                                             all_gather,
                                             all_gather_into_tensor,

@@ -8,6 +8,7 @@ by ``python -m ember.distributed.run``, which uses it) already shares ``MPI.COMM
 from __future__ import annotations
 
 import datetime
+import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
@@ -47,6 +48,7 @@ class ProcessGroup:
     backend: str
     name: str = ""
     timeout: datetime.timedelta = field(default_factory=lambda: datetime.timedelta(minutes=30))
+    group_name: str = "0"  # PyTorch's registered name: "0" for the default group, then "1", ...
 
     def rank(self) -> int:
         return int(self.comm.Get_rank())
@@ -74,6 +76,7 @@ class group:  # noqa: N801 (PyTorch's name: ``dist.group.WORLD``)
 class _State:
     world: ProcessGroup | None = None
     groups: list[ProcessGroup] = field(default_factory=list)
+    names: int = 0  # groups created so far (every rank counts, members or not)
 
 
 _STATE = _State()
@@ -205,8 +208,20 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     name = "undefined" if backend is None else backend
     pg = ProcessGroup(comm, ranks, name, group_name or "default_pg",
                       timeout or datetime.timedelta(minutes=30))
-    _STATE.world = pg
+    _STATE.world, _STATE.names = pg, 1
     GroupMember.WORLD = group.WORLD = pg
+
+
+def _resolve_name(group: Any, op: str) -> ProcessGroup:
+    """A ``ProcessGroup`` or a group name (``pg.group_name``, PyTorch's ``str group_name``)."""
+    if isinstance(group, str):
+        world = _world(op)
+        for pg in [world, *_STATE.groups]:
+            if pg.group_name == group and pg.comm is not None:
+                return pg
+        raise EmberValueError(f"[distributed.{op}] no process group named {group!r} on this "
+                              "rank (the default group is '0')")
+    return _resolve(group, op)
 
 
 def _world(op: str) -> ProcessGroup:
@@ -247,10 +262,12 @@ def new_group(ranks: list[int] | None = None, timeout: datetime.timedelta | None
     MPI = _mpi()  # noqa: N806
     color = 0 if me in ranks else MPI.UNDEFINED
     comm = world.comm.Split(color, ranks.index(me) if me in ranks else 0)
+    name = str(_STATE.names)
+    _STATE.names += 1
     if me not in ranks:
         return GroupMember.NON_GROUP_MEMBER
     pg = ProcessGroup(comm, ranks, backend or world.backend, group_desc or "",
-                      timeout or world.timeout)
+                      timeout or world.timeout, name)
     _STATE.groups.append(pg)
     return pg
 
@@ -259,6 +276,10 @@ def destroy_process_group(group: Any = None) -> None:
     """Free ``group`` (or every group and the default one, when ``None``)."""
     world = _world("destroy_process_group")
     targets = [world, *_STATE.groups] if group is None else [_resolve(group, "destroy")]
+    if group is None or group is world:
+        symm = sys.modules.get("ember.distributed._symmetric_memory")
+        if symm is not None:
+            symm._reset()  # its windows are collective over the node, like this call
     for pg in targets:
         if pg.comm is not None:
             pg.comm.Free()
