@@ -93,16 +93,25 @@ def _allgather(pg: ProcessGroup, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.ndarray:
-    """Reduce ``stack`` over its first dim in rank order with PyTorch's meaning of ``op``."""
-    kind = "bool" if dtype == _dt.bool else ("float" if dtype.is_floating_point or
-                                             dtype.is_complex else "int")
+def _validate_op(op: ReduceOp, dtype: Any, name: str) -> None:
+    kind = _kind(dtype)
     if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and kind == "float":
         raise DTypeError(f"[distributed.{name}] {op} needs an integer or bool tensor, got "
                          f"{dtype}")
     if op == ReduceOp.AVG and kind != "float":
         raise DTypeError(f"[distributed.{name}] ReduceOp.AVG needs a floating-point tensor, "
                          f"got {dtype}")
+
+
+def _kind(dtype: Any) -> str:
+    return "bool" if dtype == _dt.bool else ("float" if dtype.is_floating_point or
+                                             dtype.is_complex else "int")
+
+
+def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.ndarray:
+    """Reduce ``stack`` over its first dim in rank order with PyTorch's meaning of ``op``."""
+    _validate_op(op, dtype, name)
+    kind = _kind(dtype)
     compute = stack.astype(np.float32) if dtype in (_dt.float16, _dt.bfloat16) else stack
     if kind == "bool":
         ufunc = {ReduceOp.SUM: np.logical_or, ReduceOp.MAX: np.logical_or,
@@ -122,6 +131,33 @@ def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.
     return acc.astype(stack.dtype)
 
 
+_INTS = (_dt.uint8, _dt.int8, _dt.int16, _dt.int32, _dt.int64)
+_MPI_NAMES = {ReduceOp.SUM: "SUM", ReduceOp.AVG: "SUM", ReduceOp.PRODUCT: "PROD",
+              ReduceOp.MIN: "MIN", ReduceOp.MAX: "MAX", ReduceOp.BAND: "BAND",
+              ReduceOp.BOR: "BOR", ReduceOp.BXOR: "BXOR"}
+
+
+def _mpi_op(op: ReduceOp, dtype: Any) -> Any:
+    """MPI's own reduction when it gives PyTorch's result (float32/float64 SUM, AVG, PRODUCT;
+    every integer op), else None (NumPy reduces the gathered parts: bool, 16-bit floats, and
+    float MIN/MAX, whose NaN handling MPI does not define)."""
+    if not (dtype in _INTS or (dtype in (_dt.float32, _dt.float64) and
+                               op in (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT))):
+        return None
+    from mpi4py import MPI
+
+    return getattr(MPI, _MPI_NAMES[op])
+
+
+def _start(async_op: bool, request: Any, on_done: Any) -> Work | None:
+    """Run (``async_op=False``) or hand back (``True``) a started MPI non-blocking operation."""
+    work = Work(request, on_done=on_done)
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
 def _done(async_op: bool, result: Any = None) -> Work | None:
     return Work(result=result) if async_op else None
 
@@ -132,19 +168,48 @@ def _op(op: Any) -> ReduceOp:
     return op
 
 
+def _inplace_buffer(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(``t``'s array, a C-contiguous buffer MPI may write): the array itself when it can."""
+    arr = _arr(t)
+    if arr.flags.c_contiguous and arr.flags.writeable:
+        return arr, arr
+    return arr, np.ascontiguousarray(arr).copy()
+
+
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
                async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` over the ranks of ``group``; every rank gets the result in place.
+    With ``async_op=True`` the reduction runs as an MPI non-blocking collective
+    (``Iallreduce``, or ``Iallgather`` and a NumPy reduction for bool and 16-bit floats); the
+    tensor holds the result after ``work.wait()``.
 
     >>> t = ember.tensor([float(dist.get_rank() + 1)])   # doctest: +SKIP
     >>> dist.all_reduce(t); t                            # doctest: +SKIP
     tensor([3.])
     """
     pg = _resolve(group, "all_reduce")
-    _check(pg, "all_reduce", tensor)
-    _write(tensor, _reduce_stack(_allgather(pg, _arr(tensor)), _op(op), tensor.dtype,
-                                 "all_reduce"))
-    return _done(async_op)
+    op = _op(op)
+    _check(pg, "all_reduce", tensor, _local(_validate_op, op, tensor.dtype, "all_reduce"))
+    mop = _mpi_op(op, tensor.dtype)
+    if mop is None:
+        a = _arr(tensor)
+        stack = np.empty((pg.size(), *a.shape), a.dtype)
+        req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
+        return _start(async_op, req, lambda: _write(
+            tensor, _reduce_stack(stack, op, tensor.dtype, "all_reduce")))
+    from mpi4py import MPI
+
+    arr, buf = _inplace_buffer(tensor)
+    req = pg.comm.Iallreduce(MPI.IN_PLACE, buf.reshape(-1), op=mop)
+    n = pg.size()
+
+    def finish() -> None:
+        if op == ReduceOp.AVG:
+            np.divide(buf, n, out=buf)
+        if buf is not arr:
+            arr[...] = buf
+        tensor._version_counter[0] += 1
+    return _start(async_op, req, finish)
 
 
 def _check_list(name: str, ref: Any, tensors: Sequence[Any], n: int, what: str) -> None:
@@ -166,10 +231,14 @@ def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
     pg = _resolve(group, "all_gather")
     err = _local(_check_list, "all_gather", tensor, tensor_list, pg.size(), "tensor_list")
     _check(pg, "all_gather", tensor, err)
-    stack = _allgather(pg, _arr(tensor))
-    for out, part in zip(tensor_list, stack):
-        _write(out, part)
-    return _done(async_op)
+    a = np.ascontiguousarray(_arr(tensor))
+    stack = np.empty((pg.size(), *a.shape), a.dtype)
+    req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
+
+    def finish() -> None:
+        for out, part in zip(tensor_list, stack):
+            _write(out, part)
+    return _start(async_op, req, finish)
 
 
 def _check_multiple(name: str, big: Any, small: Any, n: int, big_name: str) -> None:
@@ -189,8 +258,15 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     err = _local(_check_multiple, "all_gather_into_tensor", output_tensor, input_tensor,
                  pg.size(), "output_tensor")
     _check(pg, "all_gather_into_tensor", input_tensor, err)
-    _write(output_tensor, _allgather(pg, _arr(input_tensor)))
-    return _done(async_op)
+    a = np.ascontiguousarray(_arr(input_tensor))
+    arr, buf = _inplace_buffer(output_tensor)  # MPI writes the output's memory when it can
+    req = pg.comm.Iallgather(_bytes(a), _bytes(buf).reshape(pg.size(), -1))
+
+    def finish() -> None:
+        if buf is not arr:
+            arr[...] = buf
+        output_tensor._version_counter[0] += 1
+    return _start(async_op, req, finish)
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
@@ -199,10 +275,25 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
     pg = _resolve(group, "reduce_scatter_tensor")
     err = _local(_check_multiple, "reduce_scatter_tensor", input, output, pg.size(), "input")
     _check(pg, "reduce_scatter_tensor", input, err)
-    red = _reduce_stack(_allgather(pg, _arr(input)), _op(op), input.dtype,
-                        "reduce_scatter_tensor")
-    _write(output, red.reshape(pg.size(), -1)[pg.rank()])
-    return _done(async_op)
+    op = _op(op)
+    a = np.ascontiguousarray(_arr(input))
+    mop = _mpi_op(op, input.dtype)
+    if mop is None:
+        stack = np.empty((pg.size(), *a.shape), a.dtype)
+        req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
+        return _start(async_op, req, lambda: _write(output, _reduce_stack(
+            stack, op, input.dtype, "reduce_scatter_tensor").reshape(pg.size(), -1)[pg.rank()]))
+    arr, buf = _inplace_buffer(output)
+    req = pg.comm.Ireduce_scatter_block(a.reshape(-1), buf.reshape(-1), op=mop)
+    n = pg.size()
+
+    def finish() -> None:
+        if op == ReduceOp.AVG:
+            np.divide(buf, n, out=buf)
+        if buf is not arr:
+            arr[...] = buf
+        output._version_counter[0] += 1
+    return _start(async_op, req, finish)
 
 
 def reduce_scatter(output: Any, input_list: list[Any], op: ReduceOp = ReduceOp.SUM,
@@ -233,11 +324,15 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
     pg = _resolve(group, "broadcast")
     root = _group_src(pg, "broadcast", src, group_src)
     _check(pg, "broadcast", tensor)
-    buf = np.ascontiguousarray(_arr(tensor))
-    pg.comm.Bcast(_bytes(buf) if buf.size else buf.view(np.uint8), root=root)
-    if pg.rank() != root:
-        _write(tensor, buf)
-    return _done(async_op)
+    arr, buf = _inplace_buffer(tensor)
+    req = pg.comm.Ibcast(_bytes(buf) if buf.size else buf.view(np.uint8), root=root)
+
+    def finish() -> None:
+        if pg.rank() != root:
+            if buf is not arr:
+                arr[...] = buf
+            tensor._version_counter[0] += 1
+    return _start(async_op, req, finish)
 
 
 def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM, group: Any = None,

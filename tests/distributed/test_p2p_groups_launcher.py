@@ -54,6 +54,15 @@ def test_mismatches_raise_on_every_rank(lines):
     assert "rank(s) [0] passed invalid arguments" in lines["R1 list_error"]
 
 
+def test_async_collectives(lines):
+    for r in (0, 1):
+        assert lines[f"R{r} async_returned_fast"] == "True"
+        assert lines[f"R{r} async_wait"] == "True"
+        assert lines[f"R{r} async_done"] == "(True, 3.0, 3.0)"
+        assert lines[f"R{r} async_others"] == "([0.0, 0.5, 1.0, 1.5], [7.0])"
+    assert lines["R0 async_pending"] == "True"  # posted, not finished: rank 1 is asleep
+
+
 def test_launcher_sets_torchrun_variables(tmp_path):
     proc = launch("env_and_fail.py", str(tmp_path), "--lr", "0.1")
     assert proc.returncode == 0, proc.stderr

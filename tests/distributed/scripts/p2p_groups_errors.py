@@ -2,6 +2,7 @@
 line per check ("R<rank> name: value") to OUT/rank<r>.txt for the test to read."""
 
 import sys
+import time
 
 import ember
 import ember.distributed as dist
@@ -56,10 +57,35 @@ def main() -> None:
     report("avg_int_error", error_of(
         lambda: dist.all_reduce(ember.ones(2, dtype=ember.int32), op=dist.ReduceOp.AVG)))
     report("after_errors", error_of(lambda: dist.barrier()))
+    async_collectives(r)
     dist.destroy_process_group()
     LINES.append(f"R{r} destroyed: {error_of(lambda: dist.get_rank())}")
     with open(f"{sys.argv[1]}/rank{r}.txt", "w") as f:
         f.write("\n".join(LINES) + "\n")
+
+
+def async_collectives(r: int) -> None:
+    """async_op=True posts an MPI non-blocking collective and returns at once: rank 1 sleeps
+    before it waits, so rank 0's 8 MB all-reduce is still pending right after the call."""
+    big = ember.full((2 << 20,), float(r + 1))
+    start = time.monotonic()
+    w = dist.all_reduce(big, async_op=True)
+    report("async_returned_fast", time.monotonic() - start < 0.5)
+    if r == 0:
+        report("async_pending", not w.is_completed())
+    else:
+        time.sleep(1.0)
+    report("async_wait", w.wait())
+    report("async_done", (w.is_completed(), float(big[0]), float(big[-1])))
+    out = ember.zeros(4)
+    w1 = dist.all_gather_into_tensor(out, ember.tensor([r, r + 0.5]), async_op=True)
+    b = ember.tensor([float(r) * 7])
+    w2 = dist.broadcast(b, src=1, async_op=True)
+    w3 = dist.all_reduce(ember.tensor([r + 1.0], dtype=ember.bfloat16), async_op=True)
+    w2.wait()
+    w1.wait()
+    w3.wait()
+    report("async_others", (out.tolist(), b.tolist()))
 
 
 if __name__ == "__main__":
