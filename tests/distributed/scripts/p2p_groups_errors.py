@@ -58,6 +58,7 @@ def main() -> None:
         lambda: dist.all_reduce(ember.ones(2, dtype=ember.int32), op=dist.ReduceOp.AVG)))
     report("after_errors", error_of(lambda: dist.barrier()))
     async_collectives(r)
+    object_collectives(r)
     dist.destroy_process_group()
     LINES.append(f"R{r} destroyed: {error_of(lambda: dist.get_rank())}")
     with open(f"{sys.argv[1]}/rank{r}.txt", "w") as f:
@@ -86,6 +87,28 @@ def async_collectives(r: int) -> None:
     w1.wait()
     w3.wait()
     report("async_others", (out.tolist(), b.tolist()))
+
+
+class Unsafe:
+    """Not on ember.load's allowlist: receivers would refuse it."""
+
+
+def object_collectives(r: int) -> None:
+    objs = [{"lr": 0.1, "w": ember.arange(3.0)}, ("a", 2), None] if r == 1 else [0, 0, 0]
+    dist.broadcast_object_list(objs, src=1)
+    report("bcast_objects", (objs[0]["lr"], objs[0]["w"].tolist(), objs[1], objs[2]))
+    out = [None, None]
+    dist.all_gather_object(out, {"rank": r, "name": f"r{r}"})
+    report("all_gather_object", out)
+    got = [None, None] if r == 0 else None
+    dist.gather_object([r] * (r + 1), got, dst=0)
+    report("gather_object", got)
+    report("unsafe_object", error_of(lambda: dist.all_gather_object(
+        [None, None], Unsafe() if r == 0 else 1)))
+    report("unsafe_bcast", error_of(lambda: dist.broadcast_object_list(
+        [Unsafe() if r == 0 else None], src=0)))
+    report("short_list", error_of(lambda: dist.gather_object(r, [None] if r == 0 else None)))
+    report("objects_after", error_of(lambda: dist.all_gather_object([0, 0], r)))
 
 
 if __name__ == "__main__":
