@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as _dt
-from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve
+from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve, exchange
 from ember.errors import DTypeError, EmberRuntimeError, EmberValueError, ShapeError
 
 _OPS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
@@ -56,8 +56,7 @@ def _check(pg: ProcessGroup, op: str, t: Any, local: Exception | None = None) ->
     is the error they raised here), or every rank raises: no rank is left waiting."""
     mine = _signature(op, t)
     mine[-1] = 1 if local is not None else 0
-    allsig = np.empty((pg.size(), _SIG), np.int64)
-    pg.comm.Allgather(mine, allsig)
+    allsig = exchange(pg, op, mine)
     if local is not None:
         raise local
     if allsig[:, -1].any():
@@ -149,9 +148,11 @@ def _mpi_op(op: ReduceOp, dtype: Any) -> Any:
     return getattr(MPI, _MPI_NAMES[op])
 
 
-def _start(async_op: bool, request: Any, on_done: Any) -> Work | None:
-    """Run (``async_op=False``) or hand back (``True``) a started MPI non-blocking operation."""
-    work = Work(request, on_done=on_done)
+def _start(async_op: bool, request: Any, on_done: Any, pg: ProcessGroup,
+           op: str) -> Work | None:
+    """Run (``async_op=False``) or hand back (``True``) a started MPI non-blocking operation;
+    waiting for it raises past the group's timeout."""
+    work = Work(request, on_done=on_done, timeout=pg.timeout.total_seconds(), op=op)
     if async_op:
         return work
     work.wait()
@@ -196,7 +197,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
         stack = np.empty((pg.size(), *a.shape), a.dtype)
         req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
         return _start(async_op, req, lambda: _write(
-            tensor, _reduce_stack(stack, op, tensor.dtype, "all_reduce")))
+            tensor, _reduce_stack(stack, op, tensor.dtype, "all_reduce")), pg, "all_reduce")
     from mpi4py import MPI
 
     arr, buf = _inplace_buffer(tensor)
@@ -209,7 +210,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
         if buf is not arr:
             arr[...] = buf
         tensor._version_counter[0] += 1
-    return _start(async_op, req, finish)
+    return _start(async_op, req, finish, pg, "all_reduce")
 
 
 def _check_list(name: str, ref: Any, tensors: Sequence[Any], n: int, what: str) -> None:
@@ -238,7 +239,7 @@ def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
     def finish() -> None:
         for out, part in zip(tensor_list, stack):
             _write(out, part)
-    return _start(async_op, req, finish)
+    return _start(async_op, req, finish, pg, "all_gather")
 
 
 def _check_multiple(name: str, big: Any, small: Any, n: int, big_name: str) -> None:
@@ -266,7 +267,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
         if buf is not arr:
             arr[...] = buf
         output_tensor._version_counter[0] += 1
-    return _start(async_op, req, finish)
+    return _start(async_op, req, finish, pg, "all_gather_into_tensor")
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
@@ -282,7 +283,8 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
         stack = np.empty((pg.size(), *a.shape), a.dtype)
         req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
         return _start(async_op, req, lambda: _write(output, _reduce_stack(
-            stack, op, input.dtype, "reduce_scatter_tensor").reshape(pg.size(), -1)[pg.rank()]))
+            stack, op, input.dtype, "reduce_scatter_tensor").reshape(pg.size(), -1)[pg.rank()]),
+            pg, "reduce_scatter_tensor")
     arr, buf = _inplace_buffer(output)
     req = pg.comm.Ireduce_scatter_block(a.reshape(-1), buf.reshape(-1), op=mop)
     n = pg.size()
@@ -293,7 +295,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
         if buf is not arr:
             arr[...] = buf
         output._version_counter[0] += 1
-    return _start(async_op, req, finish)
+    return _start(async_op, req, finish, pg, "reduce_scatter_tensor")
 
 
 def reduce_scatter(output: Any, input_list: list[Any], op: ReduceOp = ReduceOp.SUM,
@@ -332,7 +334,7 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
             if buf is not arr:
                 arr[...] = buf
             tensor._version_counter[0] += 1
-    return _start(async_op, req, finish)
+    return _start(async_op, req, finish, pg, "broadcast")
 
 
 def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM, group: Any = None,

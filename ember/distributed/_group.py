@@ -8,10 +8,14 @@ by ``python -m ember.distributed.run``, which uses it) already shares ``MPI.COMM
 from __future__ import annotations
 
 import datetime
+import os
 import sys
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
+
+import numpy as np
 
 from ember import config
 from ember.errors import (
@@ -49,6 +53,7 @@ class ProcessGroup:
     name: str = ""
     timeout: datetime.timedelta = field(default_factory=lambda: datetime.timedelta(minutes=30))
     group_name: str = "0"  # PyTorch's registered name: "0" for the default group, then "1", ...
+    check_comm: Any = None  # a duplicate of comm for the signature exchange (lazily made)
 
     def rank(self) -> int:
         return int(self.comm.Get_rank())
@@ -84,7 +89,8 @@ _STATE = _State()
 
 class Work:
     """What ``async_op=True`` returns: ``wait()`` blocks until the operation is done (and runs
-    its completion, e.g. copying a received buffer into the tensor); ``is_completed()``.
+    its completion, e.g. copying a received buffer into the tensor) or raises a
+    ``RuntimeError`` past the group's timeout; ``is_completed()``.
 
     >>> work = dist.all_reduce(t, async_op=True)   # doctest: +SKIP
     >>> work.wait()                                 # doctest: +SKIP
@@ -92,17 +98,24 @@ class Work:
     """
 
     def __init__(self, request: Any = None, on_done: Callable[[], Any] | None = None,
-                 result: Any = None) -> None:
+                 result: Any = None, timeout: float | None = None, op: str = "") -> None:
         self._request = request
         self._on_done = on_done
         self._result = result
+        self._timeout, self._op = timeout, op
         self._done = request is None
         if self._done and on_done is not None:
             self._result = on_done()
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
         if not self._done:
-            self._request.Wait()
+            limit = timeout.total_seconds() if timeout is not None else self._timeout
+            if limit is None:
+                self._request.Wait()
+            elif not wait_until(self._request.Test, limit):
+                raise EmberRuntimeError(
+                    f"[distributed.{self._op or 'wait'}] timed out after {limit:g} s waiting "
+                    "for the operation to complete (a peer stopped responding)")
             self._done = True
             if self._on_done is not None:
                 self._result = self._on_done()
@@ -119,6 +132,48 @@ class Work:
     def result(self) -> Any:
         self.wait()
         return self._result
+
+
+def wait_until(test: Callable[[], Any], limit_s: float) -> bool:
+    """Poll ``test()`` (an MPI ``Test``) until it is true (True) or ``limit_s`` passes (False):
+    spin first (low latency), then yield, then sleep a millisecond at a time (ranks may
+    outnumber cores)."""
+    if test():
+        return True
+    start = time.monotonic()
+    spins = 0
+    while not test():
+        spins += 1
+        if spins > 200:
+            waited = time.monotonic() - start
+            if waited > limit_s:
+                return False
+            time.sleep(0.001 if waited > 0.05 else 0)
+    return True
+
+
+def exchange(pg: ProcessGroup, op: str, mine: np.ndarray) -> np.ndarray:
+    """Every rank's ``mine`` (rows in group-rank order), by point-to-point messages on a
+    duplicate communicator, so a rank that never arrives is named after the group's timeout:
+    ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach all_reduce``."""
+    from mpi4py import MPI
+
+    if pg.check_comm is None:
+        pg.check_comm = pg.comm.Dup()
+    comm, n, me = pg.check_comm, pg.size(), pg.rank()
+    every = np.empty((n, *mine.shape), mine.dtype)
+    every[me] = mine
+    peers = [r for r in range(n) if r != me]
+    recvs = [comm.Irecv(every[r], source=r, tag=11) for r in peers]
+    sends = [comm.Isend(mine, dest=r, tag=11) for r in peers]
+    limit = pg.timeout.total_seconds()
+    if not wait_until(lambda: MPI.Request.Testall(recvs), limit):
+        missing = [pg.ranks[r] for r, q in zip(peers, recvs) if not q.Test()]
+        raise EmberRuntimeError(f"[distributed.{op}] timed out after {limit:g} s: rank(s) "
+                                f"{missing} did not reach {op} (dead, hung, or in another "
+                                "collective)")
+    MPI.Request.Waitall(sends)
+    return every
 
 
 def _mpi() -> Any:
@@ -209,6 +264,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     pg = ProcessGroup(comm, ranks, name, group_name or "default_pg",
                       timeout or datetime.timedelta(minutes=30))
     _STATE.world, _STATE.names = pg, 1
+    run_dir = config.dist_env().get("EMBER_RUN_DIR")
+    if run_dir:  # the launcher names a rank that dies by its pid
+        with open(os.path.join(run_dir, f"rank{rank}.pid"), "w") as f:
+            f.write(str(os.getpid()))
     GroupMember.WORLD = group.WORLD = pg
 
 
@@ -281,6 +340,9 @@ def destroy_process_group(group: Any = None) -> None:
         if symm is not None:
             symm._reset()  # its windows are collective over the node, like this call
     for pg in targets:
+        if pg.check_comm is not None:
+            pg.check_comm.Free()
+            pg.check_comm = None
         if pg.comm is not None:
             pg.comm.Free()
             pg.comm = None
@@ -331,6 +393,6 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
     """Wait until every rank of ``group`` reaches the barrier."""
     pg = _resolve(group, "barrier")
     if async_op:
-        return Work(pg.comm.Ibarrier())
-    pg.comm.Barrier()
+        return Work(pg.comm.Ibarrier(), timeout=pg.timeout.total_seconds(), op="barrier")
+    exchange(pg, "barrier", np.zeros(1, np.int64))  # names a rank that never arrives
     return None

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Sequence
 
 from ember.errors import EmberRuntimeError, EmberValueError
@@ -91,8 +93,47 @@ def build_command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Start the ranks and wait for them; the exit status is mpiexec's (non-zero when a rank
-    failed)."""
-    return subprocess.call(build_command(args))
+    failed).  The ranks' output passes through; when a rank dies, MPI ends the others and the
+    launcher says which rank it was (``ember.distributed.run: rank 1 (pid 4242) died: exit code
+    9 (killed by signal 9); MPI ended the other ranks``)."""
+    cmd = build_command(args)
+    with tempfile.TemporaryDirectory(prefix="ember-run-") as run_dir:
+        cmd[1:1] = ["-genv", "EMBER_RUN_DIR", run_dir]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, errors="replace",
+                                bufsize=1)
+        dead: list[tuple[str, str]] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            pid = re.search(r"PID (\d+) RUNNING AT", line)
+            code = re.search(r"EXIT CODE: (\d+)", line)
+            if pid:
+                dead.append((pid.group(1), "?"))
+            elif code and dead:
+                dead[-1] = (dead[-1][0], code.group(1))
+        rc = proc.wait()
+        if rc != 0:
+            _explain(run_dir, dead, rc)
+    return rc
+
+
+def _explain(run_dir: str, dead: list[tuple[str, str]], rc: int) -> None:
+    """Name the rank(s) MPI reported dead (hydra reports pids; each rank wrote its pid)."""
+    ranks = {}
+    for name in os.listdir(run_dir):
+        if name.startswith("rank") and name.endswith(".pid"):
+            with open(os.path.join(run_dir, name)) as f:
+                ranks[f.read().strip()] = name[4:-4]
+    for pid, code in dead:
+        how = f"exit code {code}"
+        if code in ("6", "9", "11", "15"):  # hydra reports a signal's number as the code
+            how += f" (killed by signal {code})"
+        print(f"ember.distributed.run: rank {ranks.get(pid, '?')} (pid {pid}) died: {how}; "
+              "MPI ended the other ranks", file=sys.stderr)
+    if not dead:
+        print(f"ember.distributed.run: the job failed (mpiexec exit status {rc})",
+              file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
