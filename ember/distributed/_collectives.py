@@ -38,7 +38,22 @@ def _write(t: Any, values: np.ndarray) -> None:
     t._version_counter[0] += 1
 
 
-def _signature(op: str, t: Any) -> np.ndarray:
+_SIGS: dict = {}  # (op, dtype, shape, failed) -> signature (hot path: built once)
+
+
+def _signature(op: str, t: Any, failed: bool = False) -> np.ndarray:
+    key = (op, t.dtype, tuple(t.shape), failed)
+    sig = _SIGS.get(key)
+    if sig is None:
+        if len(_SIGS) > 4096:
+            _SIGS.clear()
+        sig = _SIGS[key] = _make_signature(op, t)
+        sig[-1] = 1 if failed else 0
+        sig.flags.writeable = False
+    return sig
+
+
+def _make_signature(op: str, t: Any) -> np.ndarray:
     sig = np.full(_SIG, -1, np.int64)
     sig[0] = _OPS.index(op)
     sig[1] = _DTYPES.index(t.dtype)
@@ -54,9 +69,10 @@ def _signature(op: str, t: Any) -> np.ndarray:
 def _check(pg: ProcessGroup, op: str, t: Any, local: Exception | None = None) -> None:
     """Every rank passes the same (op, dtype, shape) and its local argument checks (``local``
     is the error they raised here), or every rank raises: no rank is left waiting."""
-    mine = _signature(op, t)
-    mine[-1] = 1 if local is not None else 0
+    mine = _signature(op, t, local is not None)
     allsig = exchange(pg, op, mine)
+    if local is None and allsig.tobytes() == mine.tobytes() * len(allsig):
+        return  # the common case, in one comparison
     if local is not None:
         raise local
     if allsig[:, -1].any():
@@ -131,6 +147,7 @@ def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.
 
 
 _INTS = (_dt.uint8, _dt.int8, _dt.int16, _dt.int32, _dt.int64)
+_MPI_OPS: dict = {}
 _MPI_NAMES = {ReduceOp.SUM: "SUM", ReduceOp.AVG: "SUM", ReduceOp.PRODUCT: "PROD",
               ReduceOp.MIN: "MIN", ReduceOp.MAX: "MAX", ReduceOp.BAND: "BAND",
               ReduceOp.BOR: "BOR", ReduceOp.BXOR: "BXOR"}
@@ -140,12 +157,18 @@ def _mpi_op(op: ReduceOp, dtype: Any) -> Any:
     """MPI's own reduction when it gives PyTorch's result (float32/float64 SUM, AVG, PRODUCT;
     every integer op), else None (NumPy reduces the gathered parts: bool, 16-bit floats, and
     float MIN/MAX, whose NaN handling MPI does not define)."""
-    if not (dtype in _INTS or (dtype in (_dt.float32, _dt.float64) and
-                               op in (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT))):
-        return None
-    from mpi4py import MPI
+    key = (op, dtype)
+    if key not in _MPI_OPS:
+        from mpi4py import MPI
 
-    return getattr(MPI, _MPI_NAMES[op])
+        native = dtype in _INTS or (dtype in (_dt.float32, _dt.float64) and
+                                    op in (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT))
+        _MPI_OPS[key] = getattr(MPI, _MPI_NAMES[op]) if native else None
+        _IN_PLACE[:] = [MPI.IN_PLACE]
+    return _MPI_OPS[key]
+
+
+_IN_PLACE: list = []  # MPI.IN_PLACE, set by _mpi_op's first call
 
 
 def _start(async_op: bool, request: Any, on_done: Any, pg: ProcessGroup,
@@ -190,18 +213,16 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
     """
     pg = _resolve(group, "all_reduce")
     op = _op(op)
-    _check(pg, "all_reduce", tensor, _local(_validate_op, op, tensor.dtype, "all_reduce"))
-    mop = _mpi_op(op, tensor.dtype)
+    dtype = tensor.dtype
+    _check(pg, "all_reduce", tensor, _local(_validate_op, op, dtype, "all_reduce"))
+    mop = _mpi_op(op, dtype)
     if mop is None:
         a = _arr(tensor)
         stack = np.empty((pg.size(), *a.shape), a.dtype)
         req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
         return _start(async_op, req, lambda: _write(
             tensor, _reduce_stack(stack, op, tensor.dtype, "all_reduce")), pg, "all_reduce")
-    from mpi4py import MPI
-
     arr, buf = _inplace_buffer(tensor)
-    req = pg.comm.Iallreduce(MPI.IN_PLACE, buf.reshape(-1), op=mop)
     n = pg.size()
 
     def finish() -> None:
@@ -210,6 +231,11 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
         if buf is not arr:
             arr[...] = buf
         tensor._version_counter[0] += 1
+    if not async_op:  # every rank has arrived (the signature exchange): MPI's blocking call
+        pg.comm.Allreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
+        finish()
+        return None
+    req = pg.comm.Iallreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
     return _start(async_op, req, finish, pg, "all_reduce")
 
 

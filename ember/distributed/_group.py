@@ -7,6 +7,7 @@ by ``python -m ember.distributed.run``, which uses it) already shares ``MPI.COMM
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import sys
@@ -156,13 +157,15 @@ def exchange(pg: ProcessGroup, op: str, mine: np.ndarray) -> np.ndarray:
     """Every rank's ``mine`` (rows in group-rank order), by point-to-point messages on a
     duplicate communicator, so a rank that never arrives is named after the group's timeout:
     ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach all_reduce``."""
-    from mpi4py import MPI
-
     if pg.check_comm is None:
         pg.check_comm = pg.comm.Dup()
     comm, n, me = pg.check_comm, pg.size(), pg.rank()
     every = np.empty((n, *mine.shape), mine.dtype)
     every[me] = mine
+    if n == 1:
+        return every
+    from mpi4py import MPI
+
     peers = [r for r in range(n) if r != me]
     recvs = [comm.Irecv(every[r], source=r, tag=11) for r in peers]
     sends = [comm.Isend(mine, dest=r, tag=11) for r in peers]
@@ -266,8 +269,11 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     _STATE.world, _STATE.names = pg, 1
     run_dir = config.dist_env().get("EMBER_RUN_DIR")
     if run_dir:  # the launcher names a rank that dies by its pid
-        with open(os.path.join(run_dir, f"rank{rank}.pid"), "w") as f:
+        path = os.path.join(run_dir, f"rank{rank}.pid")
+        with open(path + ".tmp", "w") as f:
             f.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)  # the launcher never reads half a file
+        atexit.register(_mark_done, os.path.join(run_dir, f"rank{rank}.done"))
     GroupMember.WORLD = group.WORLD = pg
 
 
@@ -281,6 +287,15 @@ def _resolve_name(group: Any, op: str) -> ProcessGroup:
         raise EmberValueError(f"[distributed.{op}] no process group named {group!r} on this "
                               "rank (the default group is '0')")
     return _resolve(group, op)
+
+
+def _mark_done(path: str) -> None:
+    """A normal exit (the launcher's watcher then does not count this rank as dead)."""
+    try:
+        with open(path, "w"):
+            pass
+    except OSError:
+        pass
 
 
 def _world(op: str) -> ProcessGroup:

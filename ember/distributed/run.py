@@ -20,6 +20,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from typing import Sequence
 
 from ember.errors import EmberRuntimeError, EmberValueError
@@ -94,14 +96,16 @@ def build_command(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Start the ranks and wait for them; the exit status is mpiexec's (non-zero when a rank
     failed).  The ranks' output passes through; when a rank dies, MPI ends the others and the
-    launcher says which rank it was (``ember.distributed.run: rank 1 (pid 4242) died: exit code
-    9 (killed by signal 9); MPI ended the other ranks``)."""
+    launcher says which rank it was (``ember.distributed.run: rank 1 (pid 4242) died first:
+    exit code 9 (killed by signal 9); MPI ended the other ranks``)."""
     cmd = build_command(args)
     with tempfile.TemporaryDirectory(prefix="ember-run-") as run_dir:
         cmd[1:1] = ["-genv", "EMBER_RUN_DIR", run_dir]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, errors="replace",
                                 bufsize=1)
-        dead: list[tuple[str, str]] = []
+        watch = _Watch(run_dir, proc)
+        watch.start()
+        reported: list[tuple[str, str]] = []  # (pid, exit code) from MPICH's report
         assert proc.stdout is not None
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -109,29 +113,63 @@ def run(args: argparse.Namespace) -> int:
             pid = re.search(r"PID (\d+) RUNNING AT", line)
             code = re.search(r"EXIT CODE: (\d+)", line)
             if pid:
-                dead.append((pid.group(1), "?"))
-            elif code and dead:
-                dead[-1] = (dead[-1][0], code.group(1))
+                reported.append((pid.group(1), "?"))
+            elif code and reported:
+                reported[-1] = (reported[-1][0], code.group(1))
         rc = proc.wait()
+        watch.join()
         if rc != 0:
-            _explain(run_dir, dead, rc)
+            _explain(watch, reported, rc)
     return rc
 
 
-def _explain(run_dir: str, dead: list[tuple[str, str]], rc: int) -> None:
-    """Name the rank(s) MPI reported dead (hydra reports pids; each rank wrote its pid)."""
-    ranks = {}
-    for name in os.listdir(run_dir):
-        if name.startswith("rank") and name.endswith(".pid"):
-            with open(os.path.join(run_dir, name)) as f:
-                ranks[f.read().strip()] = name[4:-4]
-    for pid, code in dead:
-        how = f"exit code {code}"
-        if code in ("6", "9", "11", "15"):  # hydra reports a signal's number as the code
+class _Watch(threading.Thread):
+    """Polls the ranks' processes (pids from ``EMBER_RUN_DIR``) every few milliseconds and
+    records which died first: MPICH's own report may name a rank it ended while cleaning up."""
+
+    def __init__(self, run_dir: str, proc: subprocess.Popen) -> None:
+        super().__init__(daemon=True)
+        self.run_dir, self.proc = run_dir, proc
+        self.pids: dict[str, str] = {}     # pid -> rank
+        self.first_dead: list[str] = []    # ranks found dead at the first poll that found any
+
+    def _alive(self, pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
+
+    def run(self) -> None:
+        while self.proc.poll() is None and not self.first_dead:
+            for name in os.listdir(self.run_dir):
+                if name.endswith(".pid") and name[4:-4] not in self.pids.values():
+                    with open(os.path.join(self.run_dir, name)) as f:
+                        pid = f.read().strip()
+                    if pid.isdigit():  # written atomically; never half a file
+                        self.pids[pid] = name[4:-4]
+            done = {n[4:-5] for n in os.listdir(self.run_dir) if n.endswith(".done")}
+            dead = [r for p, r in self.pids.items() if r not in done and not self._alive(p)]
+            if dead:
+                self.first_dead = sorted(dead, key=int)
+
+            time.sleep(0.005)
+
+
+def _explain(watch: _Watch, reported: list[tuple[str, str]], rc: int) -> None:
+    """Name the rank that died (the watcher's first, else the one MPICH reported)."""
+    codes = dict(reported)
+    by_rank = {r: p for p, r in watch.pids.items()}
+    culprits = watch.first_dead or [watch.pids.get(p, "?") for p, _ in reported[:1]]
+    for rank in culprits:
+        pid = by_rank.get(rank, "?")
+        code = codes.get(pid)
+        how = "" if code is None else f": exit code {code}"
+        if code in ("6", "9", "11", "15"):  # MPICH reports a signal's number as the code
             how += f" (killed by signal {code})"
-        print(f"ember.distributed.run: rank {ranks.get(pid, '?')} (pid {pid}) died: {how}; "
-              "MPI ended the other ranks", file=sys.stderr)
-    if not dead:
+        print(f"ember.distributed.run: rank {rank} (pid {pid}) died first{how}; MPI ended "
+              "the other ranks", file=sys.stderr)
+    if not culprits:
         print(f"ember.distributed.run: the job failed (mpiexec exit status {rc})",
               file=sys.stderr)
 

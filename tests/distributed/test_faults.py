@@ -19,7 +19,9 @@ def test_a_killed_rank_ends_the_job_and_is_named():
     assert "rank 1 first all_reduce" in proc.stdout
     assert "unreachable" not in proc.stdout
     assert "ember.distributed.run: rank 1 (pid " in proc.stderr
-    assert "died: exit code 9 (killed by signal 9); MPI ended the other ranks" in proc.stderr
+    assert "died first: exit code 9 (killed by signal 9); MPI ended the other ranks" in \
+        proc.stderr
+    assert "rank 0 (pid" not in proc.stderr
 
 
 def test_a_hung_rank_is_named_by_the_timeout():

@@ -21,15 +21,25 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* CAS *slot from `from` to `to`, waiting until it holds `from`; 0, or -1 past deadline_ns. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* CAS *slot from `from` to `to`, waiting until it holds `from`; 0, or -1 past deadline_ns.
+ * Spin on plain loads (no cache-line ping-pong) and CAS only when the value looks right. */
 static int cas_wait(int32_t *slot, int32_t from, int32_t to, int64_t deadline_ns) {
     for (long spin = 0;; ++spin) {
         int32_t expect = from;
-        if (__atomic_compare_exchange_n(slot, &expect, to, 0, __ATOMIC_ACQ_REL,
+        if (__atomic_load_n(slot, __ATOMIC_RELAXED) == from &&
+            __atomic_compare_exchange_n(slot, &expect, to, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE))
             return 0;
-        if (spin > 64) {
-            sched_yield();
+        if (spin < 4096) {
+            cpu_relax();
+        } else {
+            sched_yield();  /* ranks may outnumber cores */
             if ((spin & 63) == 0 && deadline_ns > 0 && now_ns() > deadline_ns) return -1;
         }
     }
@@ -113,4 +123,33 @@ void ember_symm_gather(void **srcs, int n, int64_t off, void *out, int64_t nbyte
 /* write `nbytes` of src at dsts[r] + off for every r: a two-shot all-reduce's second step */
 void ember_symm_scatter_copy(void **dsts, int n, int64_t off, const void *src, int64_t nbytes) {
     for (int r = 0; r < n; ++r) memcpy((char *)dsts[r] + off, src, nbytes);
+}
+
+/* One-shot all-reduce in one call: barrier, out = sum over ranks of bufs[r][off..off+count),
+ * barrier.  kind: 0 f32, 1 f64, 2 bf16, 3 f16.  0, or -(peer + 1) on a timeout. */
+int ember_symm_one_shot(int32_t **pads, void **bufs, int rank, int world, int channel,
+                        int64_t timeout_ns, int64_t off, void *out, int64_t count, int kind) {
+    int rc = ember_symm_barrier(pads, rank, world, channel, timeout_ns);
+    if (rc) return rc;
+    switch (kind) {
+        case 0: ember_symm_sum_f32(bufs, world, off, out, count); break;
+        case 1: ember_symm_sum_f64(bufs, world, off, out, count); break;
+        case 2: ember_symm_sum_bf16(bufs, world, off, out, count); break;
+        default: ember_symm_sum_f16(bufs, world, off, out, count); break;
+    }
+    return ember_symm_barrier(pads, rank, world, channel, timeout_ns);
+}
+
+/* The arguments of a one-shot all-reduce, packed once by Python (one pointer per call). */
+typedef struct {
+    int32_t **pads;
+    void **bufs;
+    int64_t rank, world, channel, timeout_ns, off, count, kind;
+    void *out;
+} ember_symm_plan;
+
+int ember_symm_one_shot_plan(const ember_symm_plan *p, void *out) {
+    return ember_symm_one_shot(p->pads, p->bufs, (int)p->rank, (int)p->world, (int)p->channel,
+                               p->timeout_ns, p->off, out ? out : p->out, p->count,
+                               (int)p->kind);
 }
