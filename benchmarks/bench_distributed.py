@@ -30,47 +30,58 @@ def _fmt(s: float) -> str:
     return f"{s * 1e6:.1f} us" if s < 1e-3 else f"{s * 1e3:.2f} ms"
 
 
-def timeit(fn: Callable[[], Any], reps: int, barrier: Callable[[], Any]) -> float:
-    """The slower rank's best time of ``fn`` (after 2 warm-up calls; on a loaded machine the
-    median mostly measures how long the ranks wait for a core, so the best time is reported)."""
-    for _ in range(2):
+def timeit(fns: list[Callable[[], Any]], reps: int,
+           barrier: Callable[[], Any]) -> list[float]:
+    """The slower rank's best time of each of ``fns``, interleaved (every repetition runs each
+    function once, after a barrier, so all see the same machine load).  On a loaded machine
+    the median mostly measures how long the ranks wait for a core, so the best time is the
+    default."""
+    for fn in fns:
         fn()
-    times = []
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
-        barrier()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    med = np.array([min(times) if BEST else statistics.median(times)])
-    dist.all_reduce(med_t := ember.from_numpy(med), op=dist.ReduceOp.MAX)
-    return float(med_t.item())
+        for fn, ts in zip(fns, times):
+            barrier()
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    stat = np.array([min(ts) if BEST else statistics.median(ts) for ts in times])
+    t = ember.from_numpy(stat)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [float(v) for v in t.tolist()]
 
 
 def _reps(nbytes: int, quick: bool) -> int:
-    base = 200 if nbytes <= 64 << 10 else 30 if nbytes <= 1 << 20 else 8
-    return max(3, base // 4) if quick else base
+    base = 1000 if nbytes <= 64 << 10 else 100 if nbytes <= 1 << 20 else 10
+    return max(3, base // 10) if quick else base
 
 
 def bench_all_reduce(quick: bool) -> list[tuple]:
-    import torch
-    import torch.distributed as tdist
+    """mpi4py and ember interleaved; torch's gloo afterwards (its threads would disturb the
+    others' timings on a 2-core machine)."""
     from mpi4py import MPI
 
-    tdist.init_process_group("gloo")
     comm = MPI.COMM_WORLD
     rows = []
     for nbytes in SIZES:
         n = nbytes // 4
         a = np.ones(n, np.float32)
         t = ember.ones(n)
-        tt = torch.ones(n)
-        reps = _reps(nbytes, quick)
-        t_mpi = timeit(lambda a=a: comm.Allreduce(MPI.IN_PLACE, a), reps, comm.Barrier)
-        t_ember = timeit(lambda t=t: dist.all_reduce(t), reps, comm.Barrier)
-        t_gloo = timeit(lambda tt=tt: tdist.all_reduce(tt), reps, comm.Barrier)
-        rows.append((nbytes, t_mpi, t_ember, t_gloo))
+        t_mpi, t_ember = timeit([lambda a=a: comm.Allreduce(MPI.IN_PLACE, a),
+                                 lambda t=t: dist.all_reduce(t)], _reps(nbytes, quick),
+                                comm.Barrier)
+        rows.append([nbytes, t_mpi, t_ember])
+    import torch
+    import torch.distributed as tdist
+
+    torch.set_num_threads(1)
+    tdist.init_process_group("gloo")
+    for row in rows:
+        tt = torch.ones(row[0] // 4)
+        row += timeit([lambda tt=tt: tdist.all_reduce(tt)], _reps(row[0], quick), comm.Barrier)
     tdist.destroy_process_group()
-    return rows
+    return [tuple(r) for r in rows]
 
 
 def bench_one_shot(quick: bool) -> tuple[float, float, float]:
@@ -83,11 +94,11 @@ def bench_one_shot(quick: bool) -> tuple[float, float, float]:
     symm_mem.rendezvous(x, dist.group.WORLD)
     out = ember.empty(n)
     a = np.ones(n, np.float32)
-    reps = 100 if quick else 500
-    t_mpi = timeit(lambda: comm.Allreduce(MPI.IN_PLACE, a), reps, comm.Barrier)
     sm = ember.ops.symm_mem
-    t_one = timeit(lambda: sm.one_shot_all_reduce_out(x, "sum", "0", out), reps, comm.Barrier)
-    t_two = timeit(lambda: sm.two_shot_all_reduce_(x, "sum", "0"), reps, comm.Barrier)
+    t_mpi, t_one, t_two = timeit([lambda: comm.Allreduce(MPI.IN_PLACE, a),
+                                  lambda: sm.one_shot_all_reduce_out(x, "sum", "0", out),
+                                  lambda: sm.two_shot_all_reduce_(x, "sum", "0")],
+                                 200 if quick else 3000, comm.Barrier)
     return t_mpi, t_one, t_two
 
 
@@ -116,10 +127,9 @@ def bench_ddp(quick: bool) -> tuple[float, float]:
             opt.step()
         return step
 
-    reps = 5 if quick else 20
-    plain = timeit(make_step(CharGPT(vocab, block=block)), reps, comm.Barrier)
-    ddp = timeit(make_step(DistributedDataParallel(CharGPT(vocab, block=block))), reps,
-                 comm.Barrier)
+    plain, ddp = timeit([make_step(CharGPT(vocab, block=block)),
+                         make_step(DistributedDataParallel(CharGPT(vocab, block=block)))],
+                        5 if quick else 20, comm.Barrier)
     return plain, ddp
 
 
@@ -131,8 +141,8 @@ def main() -> None:
     global BEST
     BEST = not a.median
     dist.init_process_group("gloo")
-    rows = bench_all_reduce(a.quick)
     one = bench_one_shot(a.quick)
+    rows = bench_all_reduce(a.quick)
     ddp = bench_ddp(a.quick)
     if dist.get_rank() == 0:
         print(f"all_reduce (float32 SUM), {dist.get_world_size()} ranks\n")

@@ -36,7 +36,7 @@ static int cas_wait(int32_t *slot, int32_t from, int32_t to, int64_t deadline_ns
             __atomic_compare_exchange_n(slot, &expect, to, 0, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE))
             return 0;
-        if (spin < 4096) {
+        if (spin < 100) {  /* a pause is up to ~140 cycles: ~5 us, then give the core away */
             cpu_relax();
         } else {
             sched_yield();  /* ranks may outnumber cores */
