@@ -75,20 +75,22 @@ def _bump(t: Any) -> None:
 
 
 _KIND = {_dt.float32: 0, _dt.float64: 1, _dt.bfloat16: 2, _dt.float16: 3}
-_PLANS: dict = {}  # (id(input), id(out) or None, group_name) -> _OneShot
+_PLANS: dict = {}  # (id(input), id(out) or None, group_name) -> _Planned
 
 
-class _OneShot:
-    """A checked one-shot all-reduce of one input (and out): the arguments of the fused C
-    call (barrier, reduce, barrier), so a repeated call costs one ctypes call.  It holds the
+class _Planned:
+    """A checked one-shot (or in-place two-shot) all-reduce of one input (and out): the
+    arguments of the fused C call (barrier, reduce, barrier), so a repeated call costs one
+    ctypes call.  It holds the
     input's and out's arrays: a tensor whose array changed gets a new plan."""
 
-    def __init__(self, input: Any, group_name: Any, out: Any | None) -> None:  # noqa: A002
-        op = "one_shot_all_reduce" + ("" if out is None else "_out")
+    def __init__(self, input: Any, group_name: Any, out: Any | None,  # noqa: A002
+                 op: str) -> None:
         hdl, off = _prepare(op, input, group_name, "sum")
         self.hdl, self.inp = hdl, input.numpy(force=True)
         self.out = None if out is None else _out_array(op, out, input.dtype, input.numel())
         self.fn = _sm._lib(op).ember_symm_one_shot_plan
+        self.two_shot = _sm._lib(op).ember_symm_two_shot_plan
         self.c = _sm.Plan(ctypes.addressof(hdl._pads), ctypes.addressof(hdl._bufs), hdl.rank,
                           hdl.world_size, hdl.channels - 1, hdl._timeout_ns(0),
                           off // input.dtype.itemsize, input.numel(), _KIND[input.dtype],
@@ -104,25 +106,26 @@ class _OneShot:
         self.hdl._timed_out(self.op, -rc - 1, self.c.channel, self.c.timeout_ns)
 
 
-def _plan(input: Any, reduce_op: str, group_name: Any, out: Any | None) -> _OneShot:  # noqa: A002
+def _plan(input: Any, reduce_op: str, group_name: Any, out: Any | None,  # noqa: A002
+          op: str) -> _Planned:
     # hot path: a plan for these tensors whose arrays are still theirs (``_data`` is the
     # eager array; a lazy or replaced payload fails the identity test and is re-planned)
-    plan = _PLANS.get((id(input), id(out), group_name))
+    plan = _PLANS.get((id(input), id(out), group_name, op))
     if (plan is not None and plan.inp is input._data and reduce_op == "sum" and
             (out is None or plan.out is out._data)):
         return plan
     if reduce_op != "sum":
-        _prepare("one_shot_all_reduce", input, group_name, reduce_op)  # raises
+        _prepare(op, input, group_name, reduce_op)  # raises
     if len(_PLANS) > 256:
         _PLANS.clear()
-    plan = _PLANS[(id(input), id(out), group_name)] = _OneShot(input, group_name, out)
+    plan = _PLANS[(id(input), id(out), group_name, op)] = _Planned(input, group_name, out, op)
     return plan
 
 
 def one_shot_all_reduce_out(input: Any, reduce_op: str, group_name: Any,  # noqa: A002
                             out: Any) -> Any:
     """Every rank reads every peer's ``input`` and writes the sum into ``out``."""
-    plan = _plan(input, reduce_op, group_name, out)
+    plan = _plan(input, reduce_op, group_name, out, "one_shot_all_reduce_out")
     rc = plan.fn(plan.addr, None)  # the plan holds out's address
     if rc:
         plan.fail(rc)
@@ -138,7 +141,7 @@ def one_shot_all_reduce(input: Any, reduce_op: str, group_name: Any) -> Any:  # 
     """
     import ember
 
-    plan = _plan(input, reduce_op, group_name, None)
+    plan = _plan(input, reduce_op, group_name, None, "one_shot_all_reduce")
     res = np.empty(plan.inp.shape, plan.inp.dtype)
     plan.run(res)
     return ember.from_numpy(res)
@@ -156,17 +159,11 @@ def two_shot_all_reduce_(input: Any, reduce_op: str, group_name: Any) -> Any:  #
 
 
 def _two_shot(op: str, input: Any, reduce_op: str, group_name: Any) -> Any:  # noqa: A002
-    hdl, off = _prepare(op, input, group_name, reduce_op)
-    lo, hi = _chunk(hdl, input.numel(), hdl.rank)
-    size = input.dtype.itemsize
-    tmp = np.empty(hi - lo, input.dtype.np)
-    _sync(hdl, op)
-    _reduce_into(hdl, input, off, lo, hi, tmp)
-    if hi > lo:
-        _sm._lib(op).ember_symm_scatter_copy(hdl._bufs, hdl.world_size, off + lo * size,
-                                             tmp.ctypes.data, (hi - lo) * size)
-    _sync(hdl, op)
-    _bump(input)
+    plan = _plan(input, reduce_op, group_name, None, op)
+    rc = plan.two_shot(plan.addr)
+    if rc:
+        plan.fail(rc)
+    input._version_counter[0] += 1
     return input
 
 

@@ -52,6 +52,7 @@ NATIVE = Native("symm_mem", csrc("symm_mem.c"), {
                                            ctypes.c_int, ctypes.c_int, _I64, _I64, _P, _I64,
                                            ctypes.c_int]),
     "ember_symm_one_shot_plan": (ctypes.c_int, [_P, _P]),
+    "ember_symm_two_shot_plan": (ctypes.c_int, [_P]),
 })
 
 

@@ -114,6 +114,31 @@ REDUCE(ember_symm_sum_i64, int64_t, int64_t, ID, ID)
 REDUCE(ember_symm_sum_bf16, uint16_t, float, bf16_to_f, f_to_bf16)
 REDUCE(ember_symm_sum_f16, _Float16, float, H2F, F2H)
 
+/* Elements [lo, hi) (offset off) summed over the ranks' buffers and written back into every
+ * rank's buffer: the two-shot all-reduce's own chunk (no other rank touches it). */
+#define REDUCE_BCAST(NAME, T, ACC, LOAD, STORE)                                              \
+    static void NAME(void **bufs, int n, int64_t off, int64_t lo, int64_t hi) {              \
+        for (int64_t i0 = lo; i0 < hi; i0 += 1024) {                                         \
+            int64_t m = hi - i0 < 1024 ? hi - i0 : 1024;                                     \
+            ACC acc[1024];                                                                   \
+            const T *s0 = (const T *)bufs[0] + off + i0;                                     \
+            for (int64_t i = 0; i < m; ++i) acc[i] = LOAD(s0[i]);                            \
+            for (int r = 1; r < n; ++r) {                                                    \
+                const T *s = (const T *)bufs[r] + off + i0;                                  \
+                for (int64_t i = 0; i < m; ++i) acc[i] += LOAD(s[i]);                        \
+            }                                                                                \
+            for (int r = 0; r < n; ++r) {                                                    \
+                T *d = (T *)bufs[r] + off + i0;                                              \
+                for (int64_t i = 0; i < m; ++i) d[i] = STORE(acc[i]);                        \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+REDUCE_BCAST(rb_f32, float, float, ID, ID)
+REDUCE_BCAST(rb_f64, double, double, ID, ID)
+REDUCE_BCAST(rb_bf16, uint16_t, float, bf16_to_f, f_to_bf16)
+REDUCE_BCAST(rb_f16, _Float16, float, H2F, F2H)
+
 /* out[i] = the `nbytes` at srcs[r] + off, for r in [0, n): an all-gather's copy step. */
 void ember_symm_gather(void **srcs, int n, int64_t off, void *out, int64_t nbytes) {
     for (int r = 0; r < n; ++r)
@@ -152,4 +177,22 @@ int ember_symm_one_shot_plan(const ember_symm_plan *p, void *out) {
     return ember_symm_one_shot(p->pads, p->bufs, (int)p->rank, (int)p->world, (int)p->channel,
                                p->timeout_ns, p->off, out ? out : p->out, p->count,
                                (int)p->kind);
+}
+
+/* Two-shot all-reduce in place, in one call: barrier; rank r sums the r-th chunk over every
+ * buffer and writes it into every buffer; barrier.  0, or -(peer + 1) on a timeout. */
+int ember_symm_two_shot_plan(const ember_symm_plan *p) {
+    int world = (int)p->world, rank = (int)p->rank;
+    int rc = ember_symm_barrier(p->pads, rank, world, (int)p->channel, p->timeout_ns);
+    if (rc) return rc;
+    int64_t size = (p->count + world - 1) / world;
+    int64_t lo = rank * size < p->count ? rank * size : p->count;
+    int64_t hi = lo + size < p->count ? lo + size : p->count;
+    switch (p->kind) {
+        case 0: rb_f32(p->bufs, world, p->off, lo, hi); break;
+        case 1: rb_f64(p->bufs, world, p->off, lo, hi); break;
+        case 2: rb_bf16(p->bufs, world, p->off, lo, hi); break;
+        default: rb_f16(p->bufs, world, p->off, lo, hi); break;
+    }
+    return ember_symm_barrier(p->pads, rank, world, (int)p->channel, p->timeout_ns);
 }
