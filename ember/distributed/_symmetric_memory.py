@@ -32,7 +32,7 @@ from ember.distributed._group import ProcessGroup, _mpi, _resolve_name, _world
 from ember.errors import EmberRuntimeError, EmberValueError, ShapeError
 from ember.ops._native import Native, csrc
 
-SIGNAL_PAD_SIZE = 4096          # bytes of int32 slots per allocation (1024 slots)
+_PAD = {"size": 9216}  # bytes of int32 slots per allocation: PyTorch's default (2304 slots)
 _ALIGN = 64
 _SEGMENT = int(os.environ.get("EMBER_SYMM_MEM_SEGMENT_MB", "64")) << 20
 _DTYPES = list(_dt.ALL_DTYPES)
@@ -87,6 +87,7 @@ class _Alloc:
     pad_off: int        # offset of the signal pad in the segment part
     data_off: int       # offset of the data
     nbytes: int
+    pad_size: int
     handles: dict = field(default_factory=dict)
 
 
@@ -123,7 +124,8 @@ def _round(n: int) -> int:
 
 
 def _allocate(nbytes: int) -> _Alloc:
-    need = SIGNAL_PAD_SIZE + _round(max(nbytes, 1))
+    pad = _PAD["size"]
+    need = pad + _round(max(nbytes, 1))
     seg = _HEAP.segments[-1] if _HEAP.segments else None
     if seg is None or seg.used + need > seg.size:
         # every rank runs out at the same call when the calls match (PyTorch's rule)
@@ -132,9 +134,9 @@ def _allocate(nbytes: int) -> _Alloc:
     me = _HEAP.comm.Get_rank()
     pad_off = seg.used
     seg.used += need
-    ctypes.memset(seg.bases[me] + pad_off, 0, SIGNAL_PAD_SIZE)
-    alloc = _Alloc(len(_HEAP.allocs), len(_HEAP.segments) - 1, pad_off,
-                   pad_off + SIGNAL_PAD_SIZE, nbytes)
+    ctypes.memset(seg.bases[me] + pad_off, 0, pad)
+    alloc = _Alloc(len(_HEAP.allocs), len(_HEAP.segments) - 1, pad_off, pad_off + pad, nbytes,
+                   pad)
     _HEAP.allocs.append(alloc)
     return alloc
 
@@ -264,11 +266,11 @@ class _SymmetricMemory:
         self.rank, self.world_size = pg.rank(), pg.size()
         self.buffer_ptrs = [seg.bases[n] + alloc.data_off for n in node_ranks]
         self.signal_pad_ptrs = [seg.bases[n] + alloc.pad_off for n in node_ranks]
-        self.buffer_size, self.signal_pad_size = alloc.nbytes, SIGNAL_PAD_SIZE
+        self.buffer_size, self.signal_pad_size = alloc.nbytes, alloc.pad_size
         self.multicast_ptr, self.has_multicast_support = 0, False
         self._pads = (_P * self.world_size)(*self.signal_pad_ptrs)
         self._bufs = (_P * self.world_size)(*self.buffer_ptrs)
-        self.channels = SIGNAL_PAD_SIZE // 4 // self.world_size
+        self.channels = alloc.pad_size // 4 // self.world_size
 
     @property
     def group_name(self) -> str:
@@ -305,9 +307,9 @@ class _SymmetricMemory:
         """Rank ``rank``'s signal pad as a tensor (int32; the whole pad when ``sizes`` is
         empty)."""
         dtype = dtype or _dt.int32
-        sizes = tuple(sizes) or (SIGNAL_PAD_SIZE // dtype.itemsize - storage_offset,)
+        sizes = tuple(sizes) or (self.signal_pad_size // dtype.itemsize - storage_offset,)
         off = self._region("get_signal_pad", rank, sizes, dtype, storage_offset,
-                           SIGNAL_PAD_SIZE)
+                           self.signal_pad_size)
         return _view(self.signal_pad_ptrs[rank] + off, sizes, dtype)
 
     def _timeout_ns(self, timeout_ms: int) -> int:
@@ -319,7 +321,8 @@ class _SymmetricMemory:
         if not 0 <= channel < self.channels:
             raise EmberValueError(f"[symm_mem.{op}] channel {channel} is outside [0, "
                                   f"{self.channels}) (the signal pad holds "
-                                  f"{SIGNAL_PAD_SIZE // 4} slots for {self.world_size} ranks)")
+                                  f"{self.signal_pad_size // 4} slots for {self.world_size} "
+                                  "ranks)")
         return channel
 
     def _timed_out(self, op: str, peer: int, channel: int, timeout_ns: int) -> None:
@@ -362,8 +365,35 @@ class _SymmetricMemory:
 
 
 def get_signal_pad_size() -> int:
-    """Bytes of a signal pad (int32 slots)."""
-    return SIGNAL_PAD_SIZE
+    """Bytes of the signal pad of future allocations (PyTorch's default, 9216)."""
+    return _PAD["size"]
+
+
+def set_signal_pad_size(size: int) -> None:
+    """Set the signal pad size (bytes, a positive multiple of 64) of future allocations.
+
+    >>> symm_mem.set_signal_pad_size(16384)   # doctest: +SKIP
+    """
+    if not isinstance(size, int) or size <= 0 or size % 64:
+        raise EmberValueError(f"[symm_mem.set_signal_pad_size] size must be a positive "
+                              f"multiple of 64 bytes, got {size!r}")
+    _PAD["size"] = size
+
+
+def is_nvshmem_available() -> bool:
+    """False: ember's symmetric memory is MPI shared memory, not NVSHMEM."""
+    return False
+
+
+def enable_symm_mem_for_group(group_name: str) -> None:
+    """Accepted for PyTorch compatibility (every group can use symmetric memory)."""
+    _resolve_name(group_name, "symm_mem.enable_symm_mem_for_group")
+
+
+def is_symm_mem_enabled_for_group(group_name: str) -> bool:
+    """True for every group of this process (symmetric memory needs no enabling)."""
+    _resolve_name(group_name, "symm_mem.is_symm_mem_enabled_for_group")
+    return True
 
 
 def _reset() -> None:
@@ -375,6 +405,8 @@ def _reset() -> None:
     _HEAP.__init__()
 
 
-__all__ = ["empty", "get_signal_pad_size", "is_symm_mem_tensor", "rendezvous"]
+__all__ = ["empty", "enable_symm_mem_for_group", "get_signal_pad_size", "is_nvshmem_available",
+           "is_symm_mem_enabled_for_group", "is_symm_mem_tensor", "rendezvous",
+           "set_signal_pad_size"]
 
 from ember.distributed import _symm_ops  # noqa: E402,F401  (registers ember.ops.symm_mem)

@@ -53,7 +53,7 @@ def test_handle_and_peer_buffers(run):
         assert lines[r]["own_ptr"] == "True"
         assert lines[r]["is_symm"] == "(True, True, False)"
         assert lines[r]["same_handle"] == "True"
-        assert lines[r]["signal_pad"] == "((1024,), 'ember.int32')"
+        assert lines[r]["signal_pad"] == "((2304,), 'ember.int32')"  # PyTorch's 9216 bytes
         np.testing.assert_array_equal(res[r]["peer_read"], inp((r + 1) % n))
         assert lines[r]["written_by_prev"] == str(1000.0 + (r - 1) % n)
         assert lines[r]["bad_region"].startswith("ShapeError: [symm_mem.get_buffer] sizes "
@@ -102,6 +102,13 @@ def test_op_errors_and_rendezvous_order(run):
             lines[r]["order_error"]
         assert "passed a tensor that is not from symm_mem.empty" in lines[r]["not_symm"]
         assert lines[r]["after_errors"] == "32"
+    for r in range(n):
+        assert lines[r]["pad_default"] == "9216"
+        assert lines[r]["pad_bad"].startswith("EmberValueError: [symm_mem.set_signal_pad_size]")
+        assert lines[r]["pad_small"] == str((256, (64,), 64 // n))
+        assert lines[r]["pad_channel_error"].startswith(
+            f"EmberValueError: [symm_mem.barrier] channel {64 // n} is outside [0, {64 // n})")
+        assert lines[r]["compat"] == "(False, True)"
     for r in range(2):
         assert lines[r]["sub"] == "('1', 2, [3.0, 3.0])"
     assert all("sub" not in lines[r] for r in range(2, n))

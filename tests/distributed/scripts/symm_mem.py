@@ -136,6 +136,20 @@ def rendezvous_errors(r: int, n: int) -> None:
     report("after_errors", symm_mem.rendezvous(a, dist.group.WORLD).buffer_size)
 
 
+def pad_size(r: int, n: int) -> None:
+    report("pad_default", symm_mem.get_signal_pad_size())
+    report("pad_bad", error_of(lambda: symm_mem.set_signal_pad_size(100)))
+    symm_mem.set_signal_pad_size(256)
+    x = symm_mem.empty(4, dtype=ember.float32)
+    hdl = symm_mem.rendezvous(x, "0")
+    report("pad_small", (hdl.signal_pad_size, tuple(hdl.get_signal_pad(r).shape), hdl.channels))
+    hdl.barrier(channel=hdl.channels - 2, timeout_ms=60000)
+    report("pad_channel_error", error_of(lambda: hdl.barrier(channel=hdl.channels)))
+    symm_mem.set_signal_pad_size(9216)
+    report("compat", (symm_mem.is_nvshmem_available(),
+                      symm_mem.is_symm_mem_enabled_for_group("0")))
+
+
 def subgroup(r: int, n: int) -> None:
     sub = dist.new_group([0, 1])
     x = symm_mem.empty(16, dtype=ember.float32)
@@ -154,6 +168,7 @@ def main(out: str) -> None:
     ordering(r, n)
     ops(r, n)
     rendezvous_errors(r, n)
+    pad_size(r, n)
     subgroup(r, n)
     dist.barrier()
     np.savez(f"{out}/rank{r}.npz", **RES)
