@@ -134,11 +134,14 @@ class _Watch(threading.Thread):
         self.first_dead: list[str] = []    # ranks found dead at the first poll that found any
 
     def _alive(self, pid: str) -> bool:
+        """False once the process is exiting (PF_EXITING, set first thing in the kernel's
+        do_exit, before its pipes close and MPICH notices), a zombie, or gone."""
         try:
             with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+                fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             return False
+        return fields[0] not in ("Z", "X") and not int(fields[6]) & 0x4
 
     def run(self) -> None:
         while self.proc.poll() is None and not self.first_dead:
@@ -152,8 +155,7 @@ class _Watch(threading.Thread):
             dead = [r for p, r in self.pids.items() if r not in done and not self._alive(p)]
             if dead:
                 self.first_dead = sorted(dead, key=int)
-
-            time.sleep(0.005)
+            time.sleep(0.001)
 
 
 def _explain(watch: _Watch, reported: list[tuple[str, str]], rc: int) -> None:
@@ -161,6 +163,10 @@ def _explain(watch: _Watch, reported: list[tuple[str, str]], rc: int) -> None:
     codes = dict(reported)
     by_rank = {r: p for p, r in watch.pids.items()}
     culprits = watch.first_dead or [watch.pids.get(p, "?") for p, _ in reported[:1]]
+    if len(culprits) > 1:
+        print(f"ember.distributed.run: ranks {culprits} died within a millisecond of each "
+              "other; MPI ended the other ranks", file=sys.stderr)
+        return
     for rank in culprits:
         pid = by_rank.get(rank, "?")
         code = codes.get(pid)

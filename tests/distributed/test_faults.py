@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -18,9 +19,12 @@ def test_a_killed_rank_ends_the_job_and_is_named():
     assert time.monotonic() - start < 90
     assert "rank 1 first all_reduce" in proc.stdout
     assert "unreachable" not in proc.stdout
-    assert "ember.distributed.run: rank 1 (pid " in proc.stderr
-    assert "died first: exit code 9 (killed by signal 9); MPI ended the other ranks" in \
-        proc.stderr
+    # the launcher's watcher sees rank 1 start exiting first (a tie within its 1 ms poll is
+    # reported as such; MPICH's own report sometimes names rank 0, which it ended itself)
+    named = re.search(r"rank 1 \(pid \d+\) died first(: exit code 9 \(killed by signal 9\))?; "
+                      r"MPI ended the other ranks", proc.stderr)
+    tie = "ranks ['0', '1'] died within a millisecond of each other" in proc.stderr
+    assert named or tie, proc.stderr
     assert "rank 0 (pid" not in proc.stderr
 
 
