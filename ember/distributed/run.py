@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         cmd[1:1] = ["-genv", "EMBER_RUN_DIR", run_dir]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, errors="replace",
                                 bufsize=1)
-        watch = _Watch(run_dir, proc)
+        watch = _Watch(run_dir, proc, _nproc(str(args.nproc_per_node)))
         watch.start()
         reported: list[tuple[str, str]] = []  # (pid, exit code) from MPICH's report
         assert proc.stdout is not None
@@ -127,11 +127,12 @@ class _Watch(threading.Thread):
     """Polls the ranks' processes (pids from ``EMBER_RUN_DIR``) every few milliseconds and
     records which died first: MPICH's own report may name a rank it ended while cleaning up."""
 
-    def __init__(self, run_dir: str, proc: subprocess.Popen) -> None:
+    def __init__(self, run_dir: str, proc: subprocess.Popen, nproc: int) -> None:
         super().__init__(daemon=True)
-        self.run_dir, self.proc = run_dir, proc
+        self.run_dir, self.proc, self.nproc = run_dir, proc, nproc
         self.pids: dict[str, str] = {}     # pid -> rank
         self.first_dead: list[str] = []    # ranks found dead at the first poll that found any
+        self.finished: set[str] = set()    # ranks that exited normally
 
     def _alive(self, pid: str) -> bool:
         """False once the process is exiting (PF_EXITING, set first thing in the kernel's
@@ -145,17 +146,25 @@ class _Watch(threading.Thread):
 
     def run(self) -> None:
         while self.proc.poll() is None and not self.first_dead:
-            for name in os.listdir(self.run_dir):
-                if name.endswith(".pid") and name[4:-4] not in self.pids.values():
-                    with open(os.path.join(self.run_dir, name)) as f:
-                        pid = f.read().strip()
-                    if pid.isdigit():  # written atomically; never half a file
-                        self.pids[pid] = name[4:-4]
-            done = {n[4:-5] for n in os.listdir(self.run_dir) if n.endswith(".done")}
-            dead = [r for p, r in self.pids.items() if r not in done and not self._alive(p)]
+            if len(self.pids) + len(self.finished) < self.nproc:
+                self._read_pids()  # each rank writes its pid once, at init_process_group
+            dead = [r for p, r in self.pids.items() if not self._alive(p)]
             if dead:
-                self.first_dead = sorted(dead, key=int)
+                done = {n[4:-5] for n in os.listdir(self.run_dir) if n.endswith(".done")}
+                self.first_dead = sorted((r for r in dead if r not in done), key=int)
+                self.finished |= {r for r in dead if r in done}  # normal exits: stop watching
+                self.pids = {p: q for p, q in self.pids.items() if q not in self.finished}
             time.sleep(0.001)
+
+    def _read_pids(self) -> None:
+        for name in os.listdir(self.run_dir):
+            rank = name[4:-4]
+            if name.endswith(".pid") and rank not in self.pids.values() and \
+                    rank not in self.finished:
+                with open(os.path.join(self.run_dir, name)) as f:
+                    pid = f.read().strip()
+                if pid.isdigit():  # written atomically; never half a file
+                    self.pids[pid] = rank
 
 
 def _explain(watch: _Watch, reported: list[tuple[str, str]], rc: int) -> None:
