@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
+from ember.distributed._symmetric_memory import NATIVE  # noqa: E402
 from tests.distributed._launch import launch  # noqa: E402
 from tests.distributed.scripts.symm_mem import N_ELEMS, ROUNDS, inp  # noqa: E402
 
@@ -18,6 +19,8 @@ _NP = {"float32": np.float32, "float64": np.float64, "bfloat16": ml_dtypes.bfloa
 
 @pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
 def run(request, tmp_path_factory):
+    if NATIVE.lib() is None:
+        pytest.skip("symmetric memory needs its C kernels (no C compiler, or EMBER_EAGER_C=0)")
     n = request.param
     out = tmp_path_factory.mktemp(f"symm{n}")
     proc = launch("symm_mem.py", str(out), nproc=n, timeout=240)
