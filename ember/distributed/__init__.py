@@ -14,6 +14,7 @@ False
 
 from __future__ import annotations
 
+from ember.distributed import _symmetric_memory  # noqa: F401 (registers ember.ops.symm_mem)
 from ember.distributed._collectives import (
                                             all_gather,
                                             all_gather_into_tensor,
@@ -48,9 +49,11 @@ from ember.distributed._group import (
                                             is_nccl_available,
                                             new_group,
 )
+from ember.distributed._objects import all_gather_object, broadcast_object_list, gather_object
 from ember.distributed._p2p import irecv, isend, recv, send
 
-__all__ = ["GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather",
+__all__ = ["GroupMember", "ProcessGroup", "ReduceOp", "Work", "all_gather", "all_gather_object",
+           "broadcast_object_list", "gather_object",
            "all_gather_into_tensor", "all_reduce", "all_to_all_single", "barrier", "broadcast",
            "destroy_process_group", "gather", "get_backend", "get_global_rank", "get_group_rank",
            "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group",

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as _dt
-from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve
+from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve, exchange
 from ember.errors import DTypeError, EmberRuntimeError, EmberValueError, ShapeError
 
 _OPS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
@@ -38,7 +38,22 @@ def _write(t: Any, values: np.ndarray) -> None:
     t._version_counter[0] += 1
 
 
-def _signature(op: str, t: Any) -> np.ndarray:
+_SIGS: dict = {}  # (op, dtype, shape, failed) -> signature (hot path: built once)
+
+
+def _signature(op: str, t: Any, failed: bool = False) -> np.ndarray:
+    key = (op, t.dtype, tuple(t.shape), failed)
+    sig = _SIGS.get(key)
+    if sig is None:
+        if len(_SIGS) > 4096:
+            _SIGS.clear()
+        sig = _SIGS[key] = _make_signature(op, t)
+        sig[-1] = 1 if failed else 0
+        sig.flags.writeable = False
+    return sig
+
+
+def _make_signature(op: str, t: Any) -> np.ndarray:
     sig = np.full(_SIG, -1, np.int64)
     sig[0] = _OPS.index(op)
     sig[1] = _DTYPES.index(t.dtype)
@@ -54,10 +69,10 @@ def _signature(op: str, t: Any) -> np.ndarray:
 def _check(pg: ProcessGroup, op: str, t: Any, local: Exception | None = None) -> None:
     """Every rank passes the same (op, dtype, shape) and its local argument checks (``local``
     is the error they raised here), or every rank raises: no rank is left waiting."""
-    mine = _signature(op, t)
-    mine[-1] = 1 if local is not None else 0
-    allsig = np.empty((pg.size(), _SIG), np.int64)
-    pg.comm.Allgather(mine, allsig)
+    mine = _signature(op, t, local is not None)
+    allsig = exchange(pg, op, mine)
+    if local is None and allsig.tobytes() == mine.tobytes() * len(allsig):
+        return  # the common case, in one comparison
     if local is not None:
         raise local
     if allsig[:, -1].any():
@@ -93,16 +108,25 @@ def _allgather(pg: ProcessGroup, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.ndarray:
-    """Reduce ``stack`` over its first dim in rank order with PyTorch's meaning of ``op``."""
-    kind = "bool" if dtype == _dt.bool else ("float" if dtype.is_floating_point or
-                                             dtype.is_complex else "int")
+def _validate_op(op: ReduceOp, dtype: Any, name: str) -> None:
+    kind = _kind(dtype)
     if op in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and kind == "float":
         raise DTypeError(f"[distributed.{name}] {op} needs an integer or bool tensor, got "
                          f"{dtype}")
     if op == ReduceOp.AVG and kind != "float":
         raise DTypeError(f"[distributed.{name}] ReduceOp.AVG needs a floating-point tensor, "
                          f"got {dtype}")
+
+
+def _kind(dtype: Any) -> str:
+    return "bool" if dtype == _dt.bool else ("float" if dtype.is_floating_point or
+                                             dtype.is_complex else "int")
+
+
+def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.ndarray:
+    """Reduce ``stack`` over its first dim in rank order with PyTorch's meaning of ``op``."""
+    _validate_op(op, dtype, name)
+    kind = _kind(dtype)
     compute = stack.astype(np.float32) if dtype in (_dt.float16, _dt.bfloat16) else stack
     if kind == "bool":
         ufunc = {ReduceOp.SUM: np.logical_or, ReduceOp.MAX: np.logical_or,
@@ -122,6 +146,42 @@ def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.
     return acc.astype(stack.dtype)
 
 
+_INTS = (_dt.uint8, _dt.int8, _dt.int16, _dt.int32, _dt.int64)
+_MPI_OPS: dict = {}
+_MPI_NAMES = {ReduceOp.SUM: "SUM", ReduceOp.AVG: "SUM", ReduceOp.PRODUCT: "PROD",
+              ReduceOp.MIN: "MIN", ReduceOp.MAX: "MAX", ReduceOp.BAND: "BAND",
+              ReduceOp.BOR: "BOR", ReduceOp.BXOR: "BXOR"}
+
+
+def _mpi_op(op: ReduceOp, dtype: Any) -> Any:
+    """MPI's own reduction when it gives PyTorch's result (float32/float64 SUM, AVG, PRODUCT;
+    every integer op), else None (NumPy reduces the gathered parts: bool, 16-bit floats, and
+    float MIN/MAX, whose NaN handling MPI does not define)."""
+    key = (op, dtype)
+    if key not in _MPI_OPS:
+        from mpi4py import MPI
+
+        native = dtype in _INTS or (dtype in (_dt.float32, _dt.float64) and
+                                    op in (ReduceOp.SUM, ReduceOp.AVG, ReduceOp.PRODUCT))
+        _MPI_OPS[key] = getattr(MPI, _MPI_NAMES[op]) if native else None
+        _IN_PLACE[:] = [MPI.IN_PLACE]
+    return _MPI_OPS[key]
+
+
+_IN_PLACE: list = []  # MPI.IN_PLACE, set by _mpi_op's first call
+
+
+def _start(async_op: bool, request: Any, on_done: Any, pg: ProcessGroup,
+           op: str) -> Work | None:
+    """Run (``async_op=False``) or hand back (``True``) a started MPI non-blocking operation;
+    waiting for it raises past the group's timeout."""
+    work = Work(request, on_done=on_done, timeout=pg.timeout.total_seconds(), op=op)
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
 def _done(async_op: bool, result: Any = None) -> Work | None:
     return Work(result=result) if async_op else None
 
@@ -132,19 +192,51 @@ def _op(op: Any) -> ReduceOp:
     return op
 
 
+def _inplace_buffer(t: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(``t``'s array, a C-contiguous buffer MPI may write): the array itself when it can."""
+    arr = _arr(t)
+    if arr.flags.c_contiguous and arr.flags.writeable:
+        return arr, arr
+    return arr, np.ascontiguousarray(arr).copy()
+
+
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
                async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` over the ranks of ``group``; every rank gets the result in place.
+    With ``async_op=True`` the reduction runs as an MPI non-blocking collective
+    (``Iallreduce``, or ``Iallgather`` and a NumPy reduction for bool and 16-bit floats); the
+    tensor holds the result after ``work.wait()``.
 
     >>> t = ember.tensor([float(dist.get_rank() + 1)])   # doctest: +SKIP
     >>> dist.all_reduce(t); t                            # doctest: +SKIP
     tensor([3.])
     """
     pg = _resolve(group, "all_reduce")
-    _check(pg, "all_reduce", tensor)
-    _write(tensor, _reduce_stack(_allgather(pg, _arr(tensor)), _op(op), tensor.dtype,
-                                 "all_reduce"))
-    return _done(async_op)
+    op = _op(op)
+    dtype = tensor.dtype
+    _check(pg, "all_reduce", tensor, _local(_validate_op, op, dtype, "all_reduce"))
+    mop = _mpi_op(op, dtype)
+    if mop is None:
+        a = _arr(tensor)
+        stack = np.empty((pg.size(), *a.shape), a.dtype)
+        req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
+        return _start(async_op, req, lambda: _write(
+            tensor, _reduce_stack(stack, op, tensor.dtype, "all_reduce")), pg, "all_reduce")
+    arr, buf = _inplace_buffer(tensor)
+    n = pg.size()
+
+    def finish() -> None:
+        if op == ReduceOp.AVG:
+            np.divide(buf, n, out=buf)
+        if buf is not arr:
+            arr[...] = buf
+        tensor._version_counter[0] += 1
+    if not async_op:  # every rank has arrived (the signature exchange): MPI's blocking call
+        pg.comm.Allreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
+        finish()
+        return None
+    req = pg.comm.Iallreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
+    return _start(async_op, req, finish, pg, "all_reduce")
 
 
 def _check_list(name: str, ref: Any, tensors: Sequence[Any], n: int, what: str) -> None:
@@ -166,10 +258,14 @@ def all_gather(tensor_list: list[Any], tensor: Any, group: Any = None,
     pg = _resolve(group, "all_gather")
     err = _local(_check_list, "all_gather", tensor, tensor_list, pg.size(), "tensor_list")
     _check(pg, "all_gather", tensor, err)
-    stack = _allgather(pg, _arr(tensor))
-    for out, part in zip(tensor_list, stack):
-        _write(out, part)
-    return _done(async_op)
+    a = np.ascontiguousarray(_arr(tensor))
+    stack = np.empty((pg.size(), *a.shape), a.dtype)
+    req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
+
+    def finish() -> None:
+        for out, part in zip(tensor_list, stack):
+            _write(out, part)
+    return _start(async_op, req, finish, pg, "all_gather")
 
 
 def _check_multiple(name: str, big: Any, small: Any, n: int, big_name: str) -> None:
@@ -189,8 +285,15 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     err = _local(_check_multiple, "all_gather_into_tensor", output_tensor, input_tensor,
                  pg.size(), "output_tensor")
     _check(pg, "all_gather_into_tensor", input_tensor, err)
-    _write(output_tensor, _allgather(pg, _arr(input_tensor)))
-    return _done(async_op)
+    a = np.ascontiguousarray(_arr(input_tensor))
+    arr, buf = _inplace_buffer(output_tensor)  # MPI writes the output's memory when it can
+    req = pg.comm.Iallgather(_bytes(a), _bytes(buf).reshape(pg.size(), -1))
+
+    def finish() -> None:
+        if buf is not arr:
+            arr[...] = buf
+        output_tensor._version_counter[0] += 1
+    return _start(async_op, req, finish, pg, "all_gather_into_tensor")
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
@@ -199,10 +302,26 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
     pg = _resolve(group, "reduce_scatter_tensor")
     err = _local(_check_multiple, "reduce_scatter_tensor", input, output, pg.size(), "input")
     _check(pg, "reduce_scatter_tensor", input, err)
-    red = _reduce_stack(_allgather(pg, _arr(input)), _op(op), input.dtype,
-                        "reduce_scatter_tensor")
-    _write(output, red.reshape(pg.size(), -1)[pg.rank()])
-    return _done(async_op)
+    op = _op(op)
+    a = np.ascontiguousarray(_arr(input))
+    mop = _mpi_op(op, input.dtype)
+    if mop is None:
+        stack = np.empty((pg.size(), *a.shape), a.dtype)
+        req = pg.comm.Iallgather(_bytes(a), _bytes(stack).reshape(pg.size(), -1))
+        return _start(async_op, req, lambda: _write(output, _reduce_stack(
+            stack, op, input.dtype, "reduce_scatter_tensor").reshape(pg.size(), -1)[pg.rank()]),
+            pg, "reduce_scatter_tensor")
+    arr, buf = _inplace_buffer(output)
+    req = pg.comm.Ireduce_scatter_block(a.reshape(-1), buf.reshape(-1), op=mop)
+    n = pg.size()
+
+    def finish() -> None:
+        if op == ReduceOp.AVG:
+            np.divide(buf, n, out=buf)
+        if buf is not arr:
+            arr[...] = buf
+        output._version_counter[0] += 1
+    return _start(async_op, req, finish, pg, "reduce_scatter_tensor")
 
 
 def reduce_scatter(output: Any, input_list: list[Any], op: ReduceOp = ReduceOp.SUM,
@@ -233,11 +352,15 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
     pg = _resolve(group, "broadcast")
     root = _group_src(pg, "broadcast", src, group_src)
     _check(pg, "broadcast", tensor)
-    buf = np.ascontiguousarray(_arr(tensor))
-    pg.comm.Bcast(_bytes(buf) if buf.size else buf.view(np.uint8), root=root)
-    if pg.rank() != root:
-        _write(tensor, buf)
-    return _done(async_op)
+    arr, buf = _inplace_buffer(tensor)
+    req = pg.comm.Ibcast(_bytes(buf) if buf.size else buf.view(np.uint8), root=root)
+
+    def finish() -> None:
+        if pg.rank() != root:
+            if buf is not arr:
+                arr[...] = buf
+            tensor._version_counter[0] += 1
+    return _start(async_op, req, finish, pg, "broadcast")
 
 
 def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM, group: Any = None,

@@ -7,10 +7,16 @@ by ``python -m ember.distributed.run``, which uses it) already shares ``MPI.COMM
 
 from __future__ import annotations
 
+import atexit
 import datetime
+import os
+import sys
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
+
+import numpy as np
 
 from ember import config
 from ember.errors import (
@@ -47,6 +53,8 @@ class ProcessGroup:
     backend: str
     name: str = ""
     timeout: datetime.timedelta = field(default_factory=lambda: datetime.timedelta(minutes=30))
+    group_name: str = "0"  # PyTorch's registered name: "0" for the default group, then "1", ...
+    check_comm: Any = None  # a duplicate of comm for the signature exchange (lazily made)
 
     def rank(self) -> int:
         return int(self.comm.Get_rank())
@@ -74,6 +82,7 @@ class group:  # noqa: N801 (PyTorch's name: ``dist.group.WORLD``)
 class _State:
     world: ProcessGroup | None = None
     groups: list[ProcessGroup] = field(default_factory=list)
+    names: int = 0  # groups created so far (every rank counts, members or not)
 
 
 _STATE = _State()
@@ -81,7 +90,8 @@ _STATE = _State()
 
 class Work:
     """What ``async_op=True`` returns: ``wait()`` blocks until the operation is done (and runs
-    its completion, e.g. copying a received buffer into the tensor); ``is_completed()``.
+    its completion, e.g. copying a received buffer into the tensor) or raises a
+    ``RuntimeError`` past the group's timeout; ``is_completed()``.
 
     >>> work = dist.all_reduce(t, async_op=True)   # doctest: +SKIP
     >>> work.wait()                                 # doctest: +SKIP
@@ -89,17 +99,24 @@ class Work:
     """
 
     def __init__(self, request: Any = None, on_done: Callable[[], Any] | None = None,
-                 result: Any = None) -> None:
+                 result: Any = None, timeout: float | None = None, op: str = "") -> None:
         self._request = request
         self._on_done = on_done
         self._result = result
+        self._timeout, self._op = timeout, op
         self._done = request is None
         if self._done and on_done is not None:
             self._result = on_done()
 
     def wait(self, timeout: datetime.timedelta | None = None) -> bool:
         if not self._done:
-            self._request.Wait()
+            limit = timeout.total_seconds() if timeout is not None else self._timeout
+            if limit is None:
+                self._request.Wait()
+            elif not wait_until(self._request.Test, limit):
+                raise EmberRuntimeError(
+                    f"[distributed.{self._op or 'wait'}] timed out after {limit:g} s waiting "
+                    "for the operation to complete (a peer stopped responding)")
             self._done = True
             if self._on_done is not None:
                 self._result = self._on_done()
@@ -116,6 +133,50 @@ class Work:
     def result(self) -> Any:
         self.wait()
         return self._result
+
+
+def wait_until(test: Callable[[], Any], limit_s: float) -> bool:
+    """Poll ``test()`` (an MPI ``Test``) until it is true (True) or ``limit_s`` passes (False):
+    spin first (low latency), then yield, then sleep a millisecond at a time (ranks may
+    outnumber cores)."""
+    if test():
+        return True
+    start = time.monotonic()
+    spins = 0
+    while not test():
+        spins += 1
+        if spins > 200:
+            waited = time.monotonic() - start
+            if waited > limit_s:
+                return False
+            time.sleep(0.001 if waited > 0.05 else 0)
+    return True
+
+
+def exchange(pg: ProcessGroup, op: str, mine: np.ndarray) -> np.ndarray:
+    """Every rank's ``mine`` (rows in group-rank order), by point-to-point messages on a
+    duplicate communicator, so a rank that never arrives is named after the group's timeout:
+    ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach all_reduce``."""
+    if pg.check_comm is None:
+        pg.check_comm = pg.comm.Dup()
+    comm, n, me = pg.check_comm, pg.size(), pg.rank()
+    every = np.empty((n, *mine.shape), mine.dtype)
+    every[me] = mine
+    if n == 1:
+        return every
+    from mpi4py import MPI
+
+    peers = [r for r in range(n) if r != me]
+    recvs = [comm.Irecv(every[r], source=r, tag=11) for r in peers]
+    sends = [comm.Isend(mine, dest=r, tag=11) for r in peers]
+    limit = pg.timeout.total_seconds()
+    if not wait_until(lambda: MPI.Request.Testall(recvs), limit):
+        missing = [pg.ranks[r] for r, q in zip(peers, recvs) if not q.Test()]
+        raise EmberRuntimeError(f"[distributed.{op}] timed out after {limit:g} s: rank(s) "
+                                f"{missing} did not reach {op} (dead, hung, or in another "
+                                "collective)")
+    MPI.Request.Waitall(sends)
+    return every
 
 
 def _mpi() -> Any:
@@ -205,8 +266,36 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     name = "undefined" if backend is None else backend
     pg = ProcessGroup(comm, ranks, name, group_name or "default_pg",
                       timeout or datetime.timedelta(minutes=30))
-    _STATE.world = pg
+    _STATE.world, _STATE.names = pg, 1
+    run_dir = config.dist_env().get("EMBER_RUN_DIR")
+    if run_dir:  # the launcher names a rank that dies by its pid
+        path = os.path.join(run_dir, f"rank{rank}.pid")
+        with open(path + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)  # the launcher never reads half a file
+        atexit.register(_mark_done, os.path.join(run_dir, f"rank{rank}.done"))
     GroupMember.WORLD = group.WORLD = pg
+
+
+def _resolve_name(group: Any, op: str) -> ProcessGroup:
+    """A ``ProcessGroup`` or a group name (``pg.group_name``, PyTorch's ``str group_name``)."""
+    if isinstance(group, str):
+        world = _world(op)
+        for pg in [world, *_STATE.groups]:
+            if pg.group_name == group and pg.comm is not None:
+                return pg
+        raise EmberValueError(f"[distributed.{op}] no process group named {group!r} on this "
+                              "rank (the default group is '0')")
+    return _resolve(group, op)
+
+
+def _mark_done(path: str) -> None:
+    """A normal exit (the launcher's watcher then does not count this rank as dead)."""
+    try:
+        with open(path, "w"):
+            pass
+    except OSError:
+        pass
 
 
 def _world(op: str) -> ProcessGroup:
@@ -247,10 +336,12 @@ def new_group(ranks: list[int] | None = None, timeout: datetime.timedelta | None
     MPI = _mpi()  # noqa: N806
     color = 0 if me in ranks else MPI.UNDEFINED
     comm = world.comm.Split(color, ranks.index(me) if me in ranks else 0)
+    name = str(_STATE.names)
+    _STATE.names += 1
     if me not in ranks:
         return GroupMember.NON_GROUP_MEMBER
     pg = ProcessGroup(comm, ranks, backend or world.backend, group_desc or "",
-                      timeout or world.timeout)
+                      timeout or world.timeout, name)
     _STATE.groups.append(pg)
     return pg
 
@@ -259,7 +350,14 @@ def destroy_process_group(group: Any = None) -> None:
     """Free ``group`` (or every group and the default one, when ``None``)."""
     world = _world("destroy_process_group")
     targets = [world, *_STATE.groups] if group is None else [_resolve(group, "destroy")]
+    if group is None or group is world:
+        symm = sys.modules.get("ember.distributed._symmetric_memory")
+        if symm is not None:
+            symm._reset()  # its windows are collective over the node, like this call
     for pg in targets:
+        if pg.check_comm is not None:
+            pg.check_comm.Free()
+            pg.check_comm = None
         if pg.comm is not None:
             pg.comm.Free()
             pg.comm = None
@@ -310,6 +408,6 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
     """Wait until every rank of ``group`` reaches the barrier."""
     pg = _resolve(group, "barrier")
     if async_op:
-        return Work(pg.comm.Ibarrier())
-    pg.comm.Barrier()
+        return Work(pg.comm.Ibarrier(), timeout=pg.timeout.total_seconds(), op="barrier")
+    exchange(pg, "barrier", np.zeros(1, np.int64))  # names a rank that never arrives
     return None

@@ -40,7 +40,8 @@ def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
     peer = _peer(pg, "isend", dst, group_dst)
     buf = _buf(tensor)
     req = pg.comm.Isend(buf.reshape(-1).view(np.uint8), dest=peer, tag=tag)
-    return Work(req, on_done=lambda: buf)  # keeps the buffer alive until the send is done
+    return Work(req, on_done=lambda: buf, timeout=pg.timeout.total_seconds(),  # buf: kept alive
+                op="isend")
 
 
 def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
@@ -62,7 +63,7 @@ def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
         tensor._version_counter[0] += 1
         return pg.ranks[status.Get_source()] if peer == MPI.ANY_SOURCE else pg.ranks[peer]
 
-    work = Work(req, on_done=finish)
+    work = Work(req, on_done=finish, timeout=pg.timeout.total_seconds(), op="irecv")
     work._request = _WithStatus(req, status)
     return work
 

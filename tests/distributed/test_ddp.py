@@ -47,6 +47,16 @@ def test_ddp_matches_full_batch_training(results):
                                        atol=1e-6)
 
 
+def test_compiled_step_feeds_the_buckets(results):
+    net, losses = _single_process()
+    for k, v in net.state_dict().items():
+        np.testing.assert_array_equal(results[0]["compiled." + k], results[1]["compiled." + k])
+        np.testing.assert_allclose(results[0]["compiled." + k], v.numpy(), rtol=1e-5, atol=1e-6)
+    # the ranks' local losses average to the full-batch loss
+    avg = (results[0]["compiled_losses"] + results[1]["compiled_losses"]) / 2
+    np.testing.assert_allclose(avg, losses, rtol=1e-5, atol=1e-6)
+
+
 def test_no_sync_accumulates_locally_then_averages(results):
     net, _ = _single_process()  # the state both ranks hold after training
     X, Y = ddp_mlp.data()
@@ -63,6 +73,24 @@ def test_no_sync_accumulates_locally_then_averages(results):
         np.testing.assert_allclose(results[r]["nosync_synced"], (synced[0] + synced[1]) / 2,
                                    rtol=1e-5, atol=1e-6)
     assert not np.allclose(local[0], local[1])  # the ranks' local grads really differ
+
+
+def test_buckets_start_during_backward(results):
+    for r in range(2):
+        nb = int(results[r]["buckets"])
+        log = results[r]["launch_log"]
+        assert nb >= 3
+        assert [int(i) for i in log[:, 0]] == list(range(nb))  # in order on every rank
+        assert log[0, 1] > 0  # the first bucket started while gradients were still missing
+        assert log[-1, 1] == 0
+
+
+def test_unfinished_reduction_is_an_error(results):
+    for r in range(2):
+        msg = str(results[r]["unfinished_error"])
+        assert msg.startswith("[DistributedDataParallel] Expected to have finished reduction "
+                              "in the prior iteration")
+        assert "['b.weight', 'b.bias', 'c.weight', 'c.bias']" in msg
 
 
 def test_find_unused_parameters(results):

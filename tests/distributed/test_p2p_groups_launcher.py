@@ -54,6 +54,38 @@ def test_mismatches_raise_on_every_rank(lines):
     assert "rank(s) [0] passed invalid arguments" in lines["R1 list_error"]
 
 
+def test_async_collectives(lines):
+    for r in (0, 1):
+        assert lines[f"R{r} async_returned_fast"] == "True"
+        assert lines[f"R{r} async_wait"] == "True"
+        assert lines[f"R{r} async_done"] == "(True, 3.0, 3.0)"
+        assert lines[f"R{r} async_others"] == "([0.0, 0.5, 1.0, 1.5], [7.0])"
+    assert lines["R0 async_pending"] == "True"  # posted, not finished: rank 1 is asleep
+
+
+def test_object_collectives(lines):
+    for r in (0, 1):
+        assert lines[f"R{r} bcast_objects"] == "(0.1, [0.0, 1.0, 2.0], ('a', 2), None)"
+        assert lines[f"R{r} all_gather_object"] == ("[{'rank': 0, 'name': 'r0'}, "
+                                                    "{'rank': 1, 'name': 'r1'}]")
+        assert lines[f"R{r} objects_after"] == "no error"
+    assert lines["R0 gather_object"] == "[[0], [1, 1]]"
+    assert lines["R1 gather_object"] == "None"
+    # an object the receivers' safe load would refuse: every rank raises, nobody hangs
+    assert lines["R0 unsafe_object"].startswith(
+        "EmberRuntimeError: [distributed.all_gather_object] this rank's object cannot be sent "
+        "with ember's safe serialization: [load] weights_only load refused the global "
+        "__main__.Unsafe")
+    assert lines["R1 unsafe_object"] == (
+        "EmberRuntimeError: [distributed.all_gather_object] rank(s) [0] passed objects that "
+        "ember's safe serialization cannot send (their error says which)")
+    assert "safe serialization cannot send" in lines["R1 unsafe_bcast"]
+    assert "refused the global __main__.Unsafe" in lines["R0 unsafe_bcast"]
+    assert lines["R0 short_list"] == ("EmberValueError: [distributed.gather_object] "
+                                      "object_gather_list must hold world_size=2 items, got 1")
+    assert "rank(s) [0] passed invalid arguments" in lines["R1 short_list"]
+
+
 def test_launcher_sets_torchrun_variables(tmp_path):
     proc = launch("env_and_fail.py", str(tmp_path), "--lr", "0.1")
     assert proc.returncode == 0, proc.stderr

@@ -1,11 +1,15 @@
 """``DistributedDataParallel``: data parallelism over an ``ember.distributed`` process group.
 
-At construction rank 0's parameters and buffers are broadcast to every rank.  Each parameter
-gets a post-accumulate-grad hook; when the last expected gradient of a backward has been
-accumulated, the gradients are flattened into buckets of at most ``bucket_cap_mb`` (per dtype),
-each bucket is all-reduced and divided by the world size, and the averages are written back
-into ``.grad``.  Inside ``no_sync()`` the hooks do nothing, so gradients accumulate locally and
-the next synchronized backward averages the sum.
+At construction rank 0's parameters and buffers are broadcast to every rank and the parameters
+are split into buckets of at most ``bucket_cap_mb`` (per dtype, reverse registration order,
+roughly the order backward produces the gradients).  Each parameter gets a post-accumulate-grad
+hook: as soon as every gradient of a bucket is there, the bucket is flattened and all-reduced
+with ``async_op=True`` (an MPI ``Iallreduce``) while autograd goes on computing the other
+gradients; buckets start in index order on every rank (MPI needs the same order everywhere).
+When the last gradient arrives, the works are waited for and the averages written back into
+``.grad``.  Inside ``no_sync()`` the hooks do nothing, so gradients accumulate locally and the
+next synchronized backward averages the sum.  With ``find_unused_parameters=True`` the
+reduction waits for the last expected gradient (the set of used parameters is agreed first).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ember.errors import EmberValueError
+from ember.errors import EmberRuntimeError, EmberValueError
 from ember.nn.modules.module import Module
 from ember.tensor import Tensor
 
@@ -62,6 +66,11 @@ class DistributedDataParallel(Module):
         self._params = [p for p in module.parameters() if p.requires_grad]
         self._expected: set[int] = {id(p) for p in self._params}
         self._ready: set[int] = set()
+        self._buckets = list(_buckets(self._params, self.bucket_bytes_cap))
+        self._bucket_of = {id(p): i for i, b in enumerate(self._buckets) for p in b}
+        self._filled = [0] * len(self._buckets)
+        self._works: list = []          # (bucket, flat tensor, Work) launched this backward
+        self.launch_log: list = []      # (bucket index, gradients still missing) per launch
         if init_sync:
             self._sync_module_states()
         for p in self._params:
@@ -80,6 +89,14 @@ class DistributedDataParallel(Module):
             src = dist.get_global_rank(self.process_group, 0)
             for b in self.module.buffers():
                 dist.broadcast(b, src=src, group=self.process_group)
+        if self._ready and not self.find_unused_parameters:
+            raise EmberRuntimeError(
+                "[DistributedDataParallel] Expected to have finished reduction in the prior "
+                "iteration before starting a new one. This error indicates that your module "
+                "has parameters that were not used in producing loss. You can enable unused "
+                "parameter detection by passing the keyword argument "
+                "`find_unused_parameters=True` to `torch.nn.parallel.DistributedDataParallel`; "
+                f"parameters that got no gradient: {self._missing()}")
         self._ready.clear()
         out = self.module(*inputs, **kwargs)
         if self.find_unused_parameters:
@@ -97,13 +114,49 @@ class DistributedDataParallel(Module):
             self.require_backward_grad_sync = old
 
     # ------------------------------------------------------------------ gradient reduction
+    def _missing(self) -> list[str]:
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        return [names.get(id(p), "?") for p in self._params if id(p) not in self._ready]
+
     def _on_grad(self, param: Any) -> None:
-        if not self.require_backward_grad_sync:
+        if not self.require_backward_grad_sync or id(param) in self._ready:
             return
         self._ready.add(id(param))
-        if self._expected <= self._ready:
-            self._ready.clear()
-            self._reduce_grads()
+        if self.find_unused_parameters:
+            if self._expected <= self._ready:
+                self._ready.clear()
+                self._reduce_grads()
+            return
+        self._filled[self._bucket_of[id(param)]] += 1
+        self._launch_ready_buckets()
+        for _, _, work in self._works:
+            work.is_completed()  # lets MPI progress the reductions already started
+        if len(self._ready) == len(self._params):
+            self._finish()
+
+    def _launch_ready_buckets(self) -> None:
+        """Start every complete bucket whose predecessors have started (same order on every
+        rank)."""
+        dist = _dist()
+        while len(self._works) < len(self._buckets):
+            i = len(self._works)
+            bucket = self._buckets[i]
+            if self._filled[i] < len(bucket):
+                return
+            t = Tensor._from_array(np.concatenate([_grad_array(p).reshape(-1)
+                                                   for p in bucket]))
+            work = dist.all_reduce(t, op=dist.ReduceOp.AVG, group=self.process_group,
+                                   async_op=True)
+            self.launch_log.append((i, len(self._params) - len(self._ready)))
+            self._works.append((bucket, t, work))
+
+    def _finish(self) -> None:
+        works, self._works = self._works, []
+        self._filled = [0] * len(self._buckets)
+        self._ready.clear()
+        for bucket, t, work in works:
+            work.wait()
+            _write_back(bucket, t.numpy())
 
     def _reduce_grads(self) -> None:
         dist = _dist()
@@ -117,16 +170,19 @@ class DistributedDataParallel(Module):
             flat = np.concatenate([_grad_array(p).reshape(-1) for p in bucket])
             t = Tensor._from_array(flat)
             dist.all_reduce(t, op=dist.ReduceOp.AVG, group=self.process_group)
-            avg = t.numpy()
-            off = 0
-            for p in bucket:
-                k = p.numel()
-                values = avg[off:off + k].reshape(tuple(p.shape))
-                if p.grad is None:
-                    p.grad = Tensor._from_array(values.copy())
-                else:
-                    p.grad.numpy(force=True)[...] = values
-                off += k
+            _write_back(bucket, t.numpy())
+
+
+def _write_back(bucket: list, avg: np.ndarray) -> None:
+    off = 0
+    for p in bucket:
+        k = p.numel()
+        values = avg[off:off + k].reshape(tuple(p.shape))
+        if p.grad is None:
+            p.grad = Tensor._from_array(values.copy())
+        else:
+            p.grad.numpy(force=True)[...] = values
+        off += k
 
 
 def _grad_array(p: Any) -> np.ndarray:

@@ -49,6 +49,27 @@ def unused_parameters(res: dict, x: ember.Tensor, rank: int) -> None:
     res["unused.c_is_none"] = np.array(net.c.weight.grad is None)
 
 
+def compiled(res: dict, x: ember.Tensor, y: ember.Tensor) -> None:
+    """A compiled training step (forward, backward, SGD step in one ember.compile call): its
+    gradients feed DDP's buckets like eager ones."""
+    net = mlp()
+    net.load_state_dict(initial_state())
+    model = DDP(net, bucket_cap_mb=0.0001)
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+
+    @ember.compile
+    def step() -> ember.Tensor:
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    res["compiled_losses"] = np.array([step().item() for _ in range(STEPS)])
+    for k, v in net.state_dict().items():
+        res["compiled." + k] = v.numpy()
+
+
 def main(out: str) -> None:
     dist.init_process_group("gloo")
     r, n = dist.get_rank(), dist.get_world_size()
@@ -56,7 +77,7 @@ def main(out: str) -> None:
     net = mlp()
     if r == 0:  # only rank 0 has the reference start: DDP must broadcast it
         net.load_state_dict(initial_state())
-    model = DDP(net, bucket_cap_mb=0.0005)  # several buckets
+    model = DDP(net, bucket_cap_mb=0.0001)  # three buckets
     opt = ember.optim.SGD(model.parameters(), lr=0.1)
     X, Y = data()
     per = len(X) // n
@@ -72,6 +93,9 @@ def main(out: str) -> None:
         dist.all_reduce(t, op=dist.ReduceOp.AVG)
         losses.append(t.item())
     res["losses"] = np.array(losses)
+    # overlap: the first bucket started while gradients were still missing
+    res["buckets"] = np.array(len(model._buckets))
+    res["launch_log"] = np.array(model.launch_log[-len(model._buckets):])
     for k, v in net.state_dict().items():
         res["param." + k] = v.numpy()
     # no_sync: a local backward, then a synchronized one averages the accumulated sums
@@ -82,6 +106,14 @@ def main(out: str) -> None:
     ((model(x * 2) - y) ** 2).mean().backward()
     res["nosync_synced"] = net[0].weight.grad.numpy().copy()
     unused_parameters(res, x, r)
+    compiled(res, x, y)
+    strict = DDP(TwoHeads())
+    strict(x, False).sum().backward()  # b and c get no gradient: the reduction cannot finish
+    try:
+        strict(x, False)
+        res["unfinished_error"] = np.array("no error")
+    except RuntimeError as e:
+        res["unfinished_error"] = np.array(str(e))
     res["sampler"] = np.array(list(DistributedSampler(range(11), seed=3)))
     np.savez(f"{out}/rank{r}.npz", **res)
     dist.destroy_process_group()

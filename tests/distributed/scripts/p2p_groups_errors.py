@@ -2,6 +2,7 @@
 line per check ("R<rank> name: value") to OUT/rank<r>.txt for the test to read."""
 
 import sys
+import time
 
 import ember
 import ember.distributed as dist
@@ -56,10 +57,58 @@ def main() -> None:
     report("avg_int_error", error_of(
         lambda: dist.all_reduce(ember.ones(2, dtype=ember.int32), op=dist.ReduceOp.AVG)))
     report("after_errors", error_of(lambda: dist.barrier()))
+    async_collectives(r)
+    object_collectives(r)
     dist.destroy_process_group()
     LINES.append(f"R{r} destroyed: {error_of(lambda: dist.get_rank())}")
     with open(f"{sys.argv[1]}/rank{r}.txt", "w") as f:
         f.write("\n".join(LINES) + "\n")
+
+
+def async_collectives(r: int) -> None:
+    """async_op=True posts an MPI non-blocking collective and returns at once: rank 1 sleeps
+    before it waits, so rank 0's 8 MB all-reduce is still pending right after the call."""
+    big = ember.full((2 << 20,), float(r + 1))
+    start = time.monotonic()
+    w = dist.all_reduce(big, async_op=True)
+    report("async_returned_fast", time.monotonic() - start < 0.5)
+    if r == 0:
+        report("async_pending", not w.is_completed())
+    else:
+        time.sleep(1.0)
+    report("async_wait", w.wait())
+    report("async_done", (w.is_completed(), float(big[0]), float(big[-1])))
+    out = ember.zeros(4)
+    w1 = dist.all_gather_into_tensor(out, ember.tensor([r, r + 0.5]), async_op=True)
+    b = ember.tensor([float(r) * 7])
+    w2 = dist.broadcast(b, src=1, async_op=True)
+    w3 = dist.all_reduce(ember.tensor([r + 1.0], dtype=ember.bfloat16), async_op=True)
+    w2.wait()
+    w1.wait()
+    w3.wait()
+    report("async_others", (out.tolist(), b.tolist()))
+
+
+class Unsafe:
+    """Not on ember.load's allowlist: receivers would refuse it."""
+
+
+def object_collectives(r: int) -> None:
+    objs = [{"lr": 0.1, "w": ember.arange(3.0)}, ("a", 2), None] if r == 1 else [0, 0, 0]
+    dist.broadcast_object_list(objs, src=1)
+    report("bcast_objects", (objs[0]["lr"], objs[0]["w"].tolist(), objs[1], objs[2]))
+    out = [None, None]
+    dist.all_gather_object(out, {"rank": r, "name": f"r{r}"})
+    report("all_gather_object", out)
+    got = [None, None] if r == 0 else None
+    dist.gather_object([r] * (r + 1), got, dst=0)
+    report("gather_object", got)
+    report("unsafe_object", error_of(lambda: dist.all_gather_object(
+        [None, None], Unsafe() if r == 0 else 1)))
+    report("unsafe_bcast", error_of(lambda: dist.broadcast_object_list(
+        [Unsafe() if r == 0 else None], src=0)))
+    report("short_list", error_of(lambda: dist.gather_object(r, [None] if r == 0 else None)))
+    report("objects_after", error_of(lambda: dist.all_gather_object([0, 0], r)))
 
 
 if __name__ == "__main__":
