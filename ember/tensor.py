@@ -12,6 +12,7 @@ list), so an in-place write through any of them is seen by autograd's saved-tens
 from __future__ import annotations
 
 import builtins
+import weakref
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -30,6 +31,8 @@ from ember.ops.registry import OpDef
 _STATE = _gm.STATE
 _LZ = _lazy.STATE
 _LazyArray = _lazy.LazyArray
+_same = _lazy.same
+_weakref = weakref.ref
 
 
 class Size(tuple):
@@ -625,6 +628,10 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     if tr is not None:
         if not isinstance(tr, _lazy.Trace):  # another recorder (ember.export's tracer)
             return tr.bind(op, inputs, params)
+        if tr.known is not None:
+            out = _follow(tr, tr.known, op, inputs, params)
+            if out is not None:
+                return out
         return _lazy_bind(tr, op, inputs, params)
     return _eager_bind(op, inputs, params)
 
@@ -725,6 +732,56 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
             r._output_nr = i
 
 
+def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: dict
+            ) -> Tensor | None:
+    """Record a one-output, non-view op that is the next node of the known trace ``kn`` (the
+    same op on the same values with the same params): the cached node and its spec serve, and
+    only the output tensor is made.  None when it is not (``_lazy_bind`` then decides)."""
+    nodes = tr.nodes
+    i = len(nodes)
+    if i >= kn.n:
+        return None
+    step = kn.simple[i]
+    if step is None:
+        return None
+    nd, nop, args, nparams, ref, shape, dtype, npd = step
+    if nop is not op or len(args) != len(inputs):
+        return None
+    storages = tr.storages
+    for a, x in zip(args, inputs):
+        if isinstance(x, Tensor):
+            p = x._data
+            if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
+                continue
+            if tr.ref_of(x) != a:
+                return None
+        elif x is not a and not _same(x, a):
+            return None
+    if params is not nparams and (params or nparams) and not _same(params, nparams):
+        return None
+    if tr.known is not kn:  # ref_of met an input unlike the known trace's
+        return None
+    nodes.append(nd)
+    t = _new(Tensor)
+    t._dtype = dtype
+    t._version_counter = vc = [0]
+    la = _LazyArray(tr, ref, shape, npd, None, None, vc, 0)
+    tr.lazies.append(_weakref(la))
+    t._data = la
+    tr.tensors.append(_weakref(t))
+    if _STATE.inference:
+        t._inference = True
+    if _STATE.grad_enabled and op.vjp is not None:
+        for x in inputs:
+            if isinstance(x, Tensor) and x._requires_grad:
+                needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
+                _record(op, inputs, params, (t,), needs)
+                if t.grad_fn is not None:  # compiled autograd: backward over it is recorded
+                    t.grad_fn._compiled_by = tr.owner
+                break
+    return t
+
+
 def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
     """Record ``op`` in the trace ``tr``: outputs get lazy payloads (ARCHITECTURE.md §4)."""
     if "data_dependent" in op.tags:
@@ -734,15 +791,23 @@ def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
         if x.__class__ in (list, tuple) and any(isinstance(y, Tensor) for y in x):
             tr.graph_break(f"{op.name} takes a nested list of tensors")
             return _eager_bind(op, inputs, params)
-    spec = op.meta(*inputs, **params)
-    specs = (spec,) if op.num_outputs == 1 else tuple(spec)
-    for shape, _ in specs:
-        if None in shape:
-            tr.graph_break(f"{op.name} has an output shape that depends on the data")
-            return _eager_bind(op, inputs, params)
-    ref_of = tr.ref_of
-    args = tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs])
-    refs = tr.add_node(op, args, params, specs)
+    hit = None
+    if tr.known is not None:  # an earlier call recorded this graph: follow it (no meta)
+        ref_of = tr.ref_of
+        hit = tr.match(op, tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs]),
+                       params)
+    if hit is not None:
+        refs, specs = hit
+    else:
+        spec = op.meta(*inputs, **params)
+        specs = (spec,) if op.num_outputs == 1 else tuple(spec)
+        for shape, _ in specs:
+            if None in shape:
+                tr.graph_break(f"{op.name} has an output shape that depends on the data")
+                return _eager_bind(op, inputs, params)
+        ref_of = tr.ref_of
+        args = tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs])
+        refs = tr.add_node(op, args, params, specs)
     view = op.kind == "view"
     if view:
         src = inputs[0]
