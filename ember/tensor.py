@@ -765,7 +765,9 @@ def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: 
     t = _new(Tensor)
     t._dtype = dtype
     t._version_counter = vc = [0]
-    la = _LazyArray(tr, ref, shape, npd, None, None, vc, 0)
+    la = _new(_LazyArray)   # LazyArray(tr, ref, shape, npd, None, None, vc, 0), inlined
+    la.trace, la.ref, la.shape, la.dtype, la.vc, la.sver = tr, ref, shape, npd, vc, 0
+    la.shadow = la.owner = la.value = None
     tr.lazies.append(_weakref(la))
     t._data = la
     tr.tensors.append(_weakref(t))

@@ -326,6 +326,8 @@ def _fast_plan(cg: CompiledGraph) -> tuple | bool:
             return False
         elif id(b) in cg._slots:
             args.append((1, cg._slots[id(b)], npd, b.shape))
+        elif b.strides is None and math.prod(b.shape) * npd.itemsize < _PAGE_ALIGN_FROM:
+            args.append((4, j, npd, b.shape))   # small: a plain np.empty (see _empty)
         else:
             args.append((2, j, npd, b))
         where[id(b)] = j
@@ -352,6 +354,8 @@ def _run_fast(cg: CompiledGraph, fast: tuple, arrays: list, scalars: list) -> li
             a = arrays[k]
             if a.dtype != npd or not a.flags.c_contiguous:
                 return None
+        elif kind == 4:
+            a = np.empty(x, npd)
         elif kind == 2:
             a = _allocate(x, None)
         elif kind == 3:

@@ -27,7 +27,7 @@ from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.compiler.frontend import _reasons
-from ember.compiler.frontend.backends import lookup_backend
+from ember.compiler.frontend.backends import _BACKENDS, lookup_backend
 from ember.compiler.frontend.cache import (  # noqa: F401 (names re-exported from api)
     _CACHES,
     CodeCache,
@@ -227,8 +227,15 @@ class _Frame:
         self.kwargs: dict = {}
         # force_backend (set_stance) replaces the function's backend; it cannot change during
         # a call (set_stance raises inside compiled code)
-        self.compiler_fn = lookup_backend(_STANCE.backend if _STANCE.backend is not None
-                                          else self.backend)
+        name = _STANCE.backend if _STANCE.backend is not None else self.backend
+        memo = cf.__dict__.get("_backend_memo") if cf is not None else None
+        if memo is not None and memo[0] is name and \
+                (type(name) is not str or _BACKENDS.get(name) is memo[1]):
+            self.compiler_fn = memo[1]   # looked up on an earlier call, still registered
+        else:
+            self.compiler_fn = lookup_backend(name)
+            if cf is not None:
+                cf._backend_memo = (name, self.compiler_fn)
 
     def realize(self, cap: Captured, segment: int) -> list:
         if _EVENTS:
