@@ -25,6 +25,7 @@ from ember.config import config
 from ember.device import CPU, check_device
 from ember.dtypes import dtype as DType
 from ember.errors import EmberRuntimeError, EmberTypeError, ShapeError
+from ember.ops import _parallel
 from ember.ops import registry as _registry
 from ember.ops.registry import OpDef
 
@@ -32,6 +33,7 @@ _STATE = _gm.STATE
 _LZ = _lazy.STATE
 _LazyArray = _lazy.LazyArray
 _same = _lazy.same
+_LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
 _weakref = weakref.ref
 
 
@@ -636,8 +638,82 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     return _eager_bind(op, inputs, params)
 
 
+def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
+    """``_eager_bind`` of a one-output binary pointwise op without params (add, mul, ...):
+    small arrays that are not float16/bfloat16 go straight to the op's ufunc, and the output
+    tensor is made inline."""
+    x = a._data if isinstance(a, Tensor) else a
+    y = b._data if isinstance(b, Tensor) else b
+    uf = op._ufunc
+    if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+            x.size < _parallel.MIN_ELEMENTS:
+        out = uf(x, y)
+    else:
+        out = op.eager(x, y)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = _dt._FROM_NP[out.dtype]
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and op.vjp is not None:
+        na = isinstance(a, Tensor) and a._requires_grad
+        nb = isinstance(b, Tensor) and b._requires_grad
+        if na or nb:
+            if op.save_for is not None or op.save_output:
+                _record(op, (a, b), {}, (t,), (na, nb))
+            elif op.save:
+                _record2(op, a, b, t, na, nb)
+            else:  # nothing saved (add, sub): _record2 inlined
+                ta, tb = na or isinstance(a, Tensor), nb or isinstance(b, Tensor)
+                ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
+                                      (a._dtype if ta else None, b._dtype if tb else None), {},
+                                      (na, nb))
+                d = t._dtype
+                node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
+                              ((out.shape, d),))
+                if d.category == 2:
+                    t._requires_grad = True
+                    t.grad_fn = node
+    return t
+
+
+def _edge(x: Tensor) -> tuple:
+    if x._base is not None:
+        refresh_view(x)
+    fn = x.grad_fn
+    return (fn, x._output_nr) if fn is not None else (x._accumulator(), 0)
+
+
+def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
+    """``_record`` of a binary op with one output whose vjp reads ``op.save`` only (no
+    ``save_for``, no outputs): the same node, built without the general loops."""
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    save = op.save
+    saved_in: tuple = ()
+    if save:
+        name = op.grad_name
+        saved_in = ((SavedTensor(a, name) if ta else a) if 0 in save else None,
+                    (SavedTensor(b, name) if tb else b) if 1 in save else None)
+    ctx = BackwardContext(saved_in, (), (a._data.shape if ta else None,
+                                         b._data.shape if tb else None),
+                          (a._dtype if ta else None, b._dtype if tb else None), {}, (na, nb))
+    d = t._dtype
+    node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
+                  ((t._data.shape, d),))
+    if d.category == 2:
+        t._requires_grad = True
+        t.grad_fn = node
+
+
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
+    if not params and not check and len(inputs) == 2 and op.kind == "pointwise" and \
+            op.num_outputs == 1:
+        return _eager_pointwise(op, inputs[0], inputs[1])
     spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
     if len(inputs) == 2:  # the common binary case without a list
         a, b = inputs

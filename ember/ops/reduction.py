@@ -47,7 +47,9 @@ def _float_reduce_meta(x, *, dims: tuple, keepdim: bool, **_: object) -> tuple: 
 
 def expand_reduced(g, shape: tuple, dims: tuple, keepdim: bool):  # noqa: ANN001, ANN201
     """Broadcast a reduced gradient back to ``shape``."""
-    if not keepdim:
+    if not keepdim and tuple(dims) != tuple(range(len(dims))):
+        # reduced leading dims (a full reduction: SumBackward0's ``grad.expand(sizes)``) come
+        # back by expand alone; others need their size-1 dims first
         g = g.reshape(reduced_shape(shape, dims, True))
     return g.expand(shape)
 
