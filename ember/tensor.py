@@ -681,6 +681,29 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
     return t
 
 
+def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
+    """``_eager_bind`` of a one-output unary pointwise op without params (exp, tanh, ...)."""
+    x = a._data
+    uf = op._ufunc
+    if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+            x.size < _parallel.MIN_ELEMENTS:
+        out = uf(x)
+    else:
+        out = op.eager(x)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = _dt._FROM_NP[out.dtype]
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and op.vjp is not None and a._requires_grad:
+        _record(op, (a,), {}, (t,), (True,))
+    return t
+
+
 def _edge(x: Tensor) -> tuple:
     if x._base is not None:
         refresh_view(x)
@@ -711,9 +734,11 @@ def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
 
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
-    if not params and not check and len(inputs) == 2 and op.kind == "pointwise" and \
-            op.num_outputs == 1:
-        return _eager_pointwise(op, inputs[0], inputs[1])
+    if not params and not check and op.kind == "pointwise" and op.num_outputs == 1:
+        if len(inputs) == 2:
+            return _eager_pointwise(op, inputs[0], inputs[1])
+        if len(inputs) == 1 and isinstance(inputs[0], Tensor):
+            return _eager_unary(op, inputs[0])
     spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
     if len(inputs) == 2:  # the common binary case without a list
         a, b = inputs

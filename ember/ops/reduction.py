@@ -176,7 +176,8 @@ def _sum_eager(x: np.ndarray, *, dims: tuple, keepdim: bool) -> np.ndarray:
     out = _parallel.reduce_sum(x, dims, keepdim, x.dtype)
     if out is not None:
         return out
-    return np.sum(x, axis=dims, keepdims=keepdim, dtype=x.dtype)
+    # np.sum's own Python wrapper costs ~1.3 us a call; for an ndarray it is this reduce
+    return np.add.reduce(x, axis=dims, dtype=x.dtype, keepdims=keepdim)
 
 
 def _sum_vjp(ctx, g):  # noqa: ANN001
