@@ -1,5 +1,5 @@
 """The eager fast paths of issue 21 (``Tensor.__add__``/``__sub__``/``__mul__``/``__truediv__``
-straight to ``tensor._eager_pointwise``, the binder calling a small array's ufunc, the inlined
+straight to ``_bind_fast._eager_pointwise``, the binder calling a small array's ufunc, the inlined
 autograd node of a binary op): every case they take, and the ones they must leave to the general
 path, give PyTorch's values, dtypes, errors and gradients."""
 
