@@ -57,9 +57,11 @@ class Known:
     and layout, each op reuses the cached node and its output specs (no ``meta``, no new node);
     when the call ends with the same outputs, the compiler reuses ``cap`` (the captured graph,
     its key and numbers) and ``entry`` (the compiled graph that ran) instead of capturing,
-    hashing and looking up a new graph.  Immutable once made, so threads share it."""
+    hashing and looking up a new graph.  Immutable once made (but for the ``used`` mark), so
+    threads share it."""
 
-    __slots__ = ("nodes", "refs", "simple", "n", "inputs", "out_refs", "cap", "entry", "run")
+    __slots__ = ("nodes", "refs", "simple", "n", "inputs", "out_refs", "cap", "entry", "run",
+                 "used")
 
     def __init__(self, nodes: list, inputs: list, out_refs: list, cap: Any, entry: Any) -> None:
         self.nodes = tuple(nodes)
@@ -81,6 +83,7 @@ class Known:
         self.cap = cap
         self.entry = entry
         self.run: Any = None   # the compiler's prepared call of ``entry`` (its business)
+        self.used = False      # set (only ever to True) once a call followed it to the end
 
 
 def _in_meta(a: np.ndarray) -> tuple:

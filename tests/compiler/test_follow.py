@@ -264,3 +264,29 @@ def test_fail_on_recompile_still_raises_after_following():
         f(e)   # a hit: fine
         with pytest.raises(ember.compiler.RecompileError):
             f(ember.ones(5))
+
+
+def test_graphs_that_never_repeat_stop_making_known_traces(monkeypatch):
+    """A scalar that changes every call makes every call diverge: after 8 unfollowed traces
+    the segment stops keeping them (no cost per call for nothing), and values stay right."""
+    made = [0]
+    real = api._lazy.Known
+
+    def counting(*a, **k):
+        made[0] += 1
+        return real(*a, **k)
+    monkeypatch.setattr(api._lazy, "Known", counting)
+
+    def fn(x, s):
+        return (x * s).exp()
+    f = ember.compile(fn, dynamic=True)
+    e, t = _pair([0.1, 0.2])
+    for k in range(20):
+        _close(f(e, 1.0 + k / 8), fn(t, 1.0 + k / 8))
+    assert 2 <= made[0] <= 10
+    # a graph that repeats again is followed again once a Known exists
+    made[0] = 0
+    g = ember.compile(lambda x: x * 2.0)
+    for _ in range(5):
+        g(e)
+    assert made[0] == 1

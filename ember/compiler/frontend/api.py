@@ -447,6 +447,7 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
     kn = trace.followed(out_refs)
     frame = trace.owner
     if kn is not None:  # the same graph as a call before: its capture and entry
+        kn.used = True
         run = kn.run
         if run is not None and kn.entry.backend is frame.compiler_fn and not _EVENTS and \
                 type(frame).realize is _Frame.realize:
@@ -459,16 +460,29 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
     frame.last_entry = None
     res = frame.realize(cap, trace.segment)
     e = frame.last_entry
-    if e is not None and cap.arrays is not None:
-        seg = frame.code.segments.get(trace.segment)
-        if seg is not None:  # later calls follow this trace (``_lazy.Known``)
-            # the capture without this call's arrays (the Known must not keep them alive)
-            kn = _lazy.Known(nodes, arrays, out_refs, cap.rebind(arrays, None), e)
-            kn.cap.arrays = None
-            if getattr(e.fn, "_ember_arrays", False):  # what ``_call`` does, prepared
-                kn.run = (e.fn, cap.in_orig, [cap.values[k] for k in e.graph.lifted], seg)
-            seg.known = kn
+    seg = frame.code.segments.get(trace.segment) if e is not None else None
+    if seg is not None and _worth_following(seg):  # later calls follow this trace
+        # the capture without this call's arrays (the Known must not keep them alive)
+        kn = _lazy.Known(nodes, arrays, out_refs, cap.rebind(arrays, None), e)
+        kn.cap.arrays = None
+        if getattr(e.fn, "_ember_arrays", False):  # what ``_call`` does, prepared
+            kn.run = (e.fn, cap.in_orig, [cap.values[k] for k in e.graph.lifted], seg)
+        seg.known = kn
     return res
+
+
+def _worth_following(seg: SegmentCache) -> bool:
+    """Whether to keep this call's trace for the next calls to follow.  A graph whose calls
+    never repeat exactly (a random op's offset moves every step, sizes alternate) would pay
+    for a new ``Known`` on every call: after 8 in a row that nobody followed to the end, the
+    segment makes one only every 64th call (``Known.used``: followed to the end at least
+    once; a followed one resets the count)."""
+    old = seg.known
+    if old is None or old.used:
+        seg.unfollowed = 0
+        return True
+    seg.unfollowed += 1
+    return seg.unfollowed <= 8 or seg.unfollowed % 64 == 0   # retried now and then
 
 
 _lazy.install_realizer(_realizer)
