@@ -1,13 +1,17 @@
 """Eager core against torch eager: per-op overhead, large elementwise ops, reductions, matmul.
 
 Run: ``python benchmarks/bench_eager.py`` (needs torch).  Prints a Markdown table of medians
-(ember and torch interleaved in one process) and ember/torch ratios.
+(ember and torch interleaved in one process) and ember/torch ratios.  Both libraries run with 2
+threads.  ``--small``: only the per-op overhead cases (4 floats); ``--cpu-time``: time CPU time
+of the calling thread instead of wall clock (steadier on a shared machine; the small cases run
+on that thread).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 # Both libraries run in one process: idle worker threads must sleep, not spin, or each
 # library's spinning pool steals the cores the other one is timed on.
@@ -17,6 +21,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")    # NumPy's OpenBLAS pool
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
+import common  # noqa: E402
 from common import compare, print_table  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,6 +35,9 @@ except ImportError:  # pragma: no cover
 
 def main() -> None:
     torch.set_num_threads(2)
+    ember.set_num_threads(2)
+    if "--cpu-time" in sys.argv:
+        common.CLOCK = time.thread_time
     rng = np.random.default_rng(0)
     small = rng.standard_normal(4).astype(np.float32)
     ea, eb = ember.tensor(small), ember.tensor(small)
@@ -50,6 +58,11 @@ def main() -> None:
         "add 4 floats, requires_grad": (lambda: eg + eb, lambda: tg + tb, 20000),
         "(a+b).sum().backward() 4 floats": (
             lambda: (eg + eb).sum().backward(), lambda: (tg + tb).sum().backward(), 2000),
+    }
+    if "--small" in sys.argv:
+        print_table(compare(cases))
+        return
+    cases |= {
         "add 2^22 floats": (lambda: eB + eB2, lambda: tB + tB2, 20),
         "mul 2^22 floats": (lambda: eB * eB2, lambda: tB * tB2, 20),
         "exp 2^22 floats": (lambda: eB.exp(), lambda: tB.exp(), 20),

@@ -50,6 +50,81 @@ class TNode:
         self.specs = specs  # ((shape, ember dtype), ...) one per output
 
 
+class Known:
+    """A trace recorded by an earlier call that reached a compiled graph, for the next calls of
+    the same code at the same graph position to follow (``Trace.match``): while a call records
+    the same ops on the same refs with the same parameters, on inputs of the same shapes, dtypes
+    and layout, each op reuses the cached node and its output specs (no ``meta``, no new node);
+    when the call ends with the same outputs, the compiler reuses ``cap`` (the captured graph,
+    its key and numbers) and ``entry`` (the compiled graph that ran) instead of capturing,
+    hashing and looking up a new graph.  Immutable once made (but for the ``used`` mark), so
+    threads share it."""
+
+    __slots__ = ("nodes", "refs", "simple", "n", "inputs", "out_refs", "cap", "entry", "run",
+                 "used")
+
+    def __init__(self, nodes: list, inputs: list, out_refs: list, cap: Any, entry: Any) -> None:
+        self.nodes = tuple(nodes)
+        refs = [[("n", i, j) for j in range(len(nd.specs))] for i, nd in enumerate(nodes)]
+        for nd in nodes:   # the very ref objects the nodes' args hold: compared by identity
+            for a in nd.args:
+                if a.__class__ is tuple and len(a) == 3 and a[0] == "n":
+                    refs[a[1]][a[2]] = a
+        self.refs = tuple(refs)
+        # what ``tensor._follow`` needs of each node it may record (one output, not a view):
+        # (node, op, args, params, output ref, shape, dtype, NumPy dtype); None for the others
+        self.simple = tuple((nd, nd.op, nd.args, nd.params, refs[i][0], nd.specs[0][0],
+                             nd.specs[0][1], nd.specs[0][1].np)
+                            if nd.op.kind != "view" and nd.op.num_outputs == 1 and
+                            len(nd.specs) == 1 else None for i, nd in enumerate(nodes))
+        self.n = len(nodes)
+        self.inputs = tuple(_in_meta(a) for a in inputs)
+        self.out_refs = list(out_refs)
+        self.cap = cap
+        self.entry = entry
+        self.run: Any = None   # the compiler's prepared call of ``entry`` (its business)
+        self.used = False      # set (only ever to True) once a call followed it to the end
+
+
+def _in_meta(a: np.ndarray) -> tuple:
+    """What a graph's key and numbers read of an input array."""
+    return (a.shape, a.dtype, a.flags.c_contiguous)
+
+
+def same(a: Any, b: Any) -> bool:
+    """``a == b`` with types compared too (``2`` is not ``2.0``): whether two op arguments or
+    parameters give one graph key and the same numbers (``graph.capture``)."""
+    if a is b:
+        return True
+    t = a.__class__
+    if t is not b.__class__:
+        return False
+    if t is tuple or t is list:
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if x is not y and not same(x, y):
+                return False
+        return True
+    if t is dict:
+        if len(a) != len(b):
+            return False
+        for (ka, va), (kb, vb) in zip(a.items(), b.items()):
+            if ka != kb or (va is not vb and not same(va, vb)):
+                return False
+        return True
+    if t is float or t is int or t is str or t is bool:
+        return a == b
+    if t is np.ndarray:
+        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if isinstance(a, np.generic):
+        return a.dtype == b.dtype and bool(a == b)
+    try:
+        return (a == b) is True
+    except Exception:  # noqa: BLE001 (an odd __eq__: not the same)
+        return False
+
+
 class _Storage:
     """The functionalized value of one mutated storage (tensors sharing a version counter)."""
 
@@ -212,6 +287,9 @@ for _n in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", 
 LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
+_IREFS = tuple(("i", k) for k in range(64))   # input refs, one object each (cheap to compare)
+
+
 # ------------------------------------------------------------------------------------ state
 class _State(threading.local):
     """Which trace records (None: eager) and the graph-break policy stack: one per thread, so
@@ -270,11 +348,16 @@ class Trace:
 
     def __init__(self, owner: Any) -> None:
         self.owner = owner                  # the compiled function's state (compiler-defined)
+        # ``owner.known_trace(segment)``: the trace a graph of this code last ran (``Known``)
+        self._known_of = getattr(owner, "known_trace", None) if owner is not None else None
         self.reset()
         self.breaks: list = []              # (reason, user_stack) per graph break this call
         self.segment = 0                    # graphs realized so far in this call
 
     def reset(self) -> None:
+        hook = self._known_of
+        # the cached trace this graph follows while it records the same ops (None: diverged)
+        self.known: Known | None = hook(self.__dict__.get("segment", 0)) if hook else None
         self.nodes: list[TNode] = []
         self.inputs: list[np.ndarray] = []
         self.input_ids: dict[int, int] = {}
@@ -290,7 +373,10 @@ class Trace:
         if k is None:
             k = self.input_ids[id(arr)] = len(self.inputs)
             self.inputs.append(arr)
-        return ("i", k)
+            kn = self.known
+            if kn is not None and (k >= len(kn.inputs) or kn.inputs[k] != _in_meta(arr)):
+                self.known = None
+        return _IREFS[k] if k < 64 else ("i", k)
 
     def ref_of(self, t: Any) -> tuple:
         """The ref of tensor ``t``'s current value (re-read from its storage if it was written
@@ -368,8 +454,39 @@ class Trace:
 
     def add_node(self, op: Any, args: tuple, params: dict, specs: tuple) -> list:
         i = len(self.nodes)
+        kn = self.known
+        if kn is not None:
+            if i < kn.n:
+                nd = kn.nodes[i]
+                if nd.op is op and same(nd.args, args) and same(nd.params, params) and \
+                        nd.specs == specs:
+                    self.nodes.append(nd)
+                    return kn.refs[i]
+            self.known = None
         self.nodes.append(TNode(op, args, params, specs))
         return [("n", i, j) for j in range(len(specs))]
+
+    def match(self, op: Any, args: tuple, params: dict) -> tuple | None:
+        """When the known trace's next node is ``op(*args, **params)``: record it (the cached
+        node itself) and return (its output refs, its specs); else forget the known trace and
+        return None (the caller records the op in full)."""
+        i = len(self.nodes)
+        kn = self.known
+        if kn is not None and i < kn.n:
+            nd = kn.nodes[i]
+            if nd.op is op and same(nd.args, args) and same(nd.params, params):
+                self.nodes.append(nd)
+                return kn.refs[i], nd.specs
+        self.known = None
+        return None
+
+    def followed(self, out_refs: list) -> Known | None:
+        """The known trace when this graph is exactly it (same nodes, inputs and outputs)."""
+        kn = self.known
+        if kn is not None and len(self.nodes) == kn.n and len(self.inputs) == \
+                len(kn.inputs) and out_refs == kn.out_refs:
+            return kn
+        return None
 
     # -- in-place writes ----------------------------------------------------------------------
     def write(self, t: Any, new: Any) -> bool:
@@ -435,15 +552,19 @@ class Trace:
         tensors = [t for t in (w() for w in self.tensors) if t is not None]
         storages = self.storages
         # tensors written through an alias are re-read first, so they are outputs too
-        for t in tensors:
-            p = t._data
-            if p.__class__ is LazyArray and p.value is None:
-                st = storages.get(id(t._version_counter))
-                if st is not None and st.version != p.sver:
-                    self._reread(t, st)
+        if storages:
+            for t in tensors:
+                p = t._data
+                if p.__class__ is LazyArray and p.value is None:
+                    st = storages.get(id(t._version_counter))
+                    if st is not None and st.version != p.sver:
+                        self._reread(t, st)
         lazies = [la for la in (w() for w in self.lazies) if la is not None and la.value is None]
         if not lazies and not storages:
             self.reset()
+            return
+        if not storages and all(la.owner is None for la in lazies):
+            self._realize_fresh(tensors, lazies)
             return
         direct: list = []
         seen: set = set()
@@ -524,6 +645,29 @@ class Trace:
         self.reset()
 
 
+    def _realize_fresh(self, tensors: list, lazies: list) -> None:
+        """``realize`` when nothing was written in place and every live value is its own
+        (no views): each is a graph output (the common case, made cheap)."""
+        self.out_split = (len(lazies), 0)
+        assert STATE.realizer is not None, "ember.compiler is not imported"
+        prev = STATE.trace
+        STATE.trace = None  # the backend runs eagerly
+        try:
+            results = STATE.realizer(self, self.nodes, self.inputs, [la.ref for la in lazies])
+        finally:
+            STATE.trace = prev
+        for la, v in zip(lazies, results):
+            if v.__class__ is not np.ndarray or v.dtype != la.dtype:
+                v = _as_array(v, la.dtype)
+            la.value = v
+        for t in tensors:
+            p = t._data
+            if p.__class__ is LazyArray and p.value is not None:
+                t._data = p.value
+        self.segment += 1
+        self.reset()
+
+
 def _strided(flat: np.ndarray, la: LazyArray, owner_geom: np.ndarray) -> np.ndarray:
     """``la``'s value as a view of ``flat``, the C-ordered elements of its owner's value (an
     ndarray whose ``.base`` chain reaches the storage, as eager views have)."""
@@ -574,5 +718,5 @@ def need_values(t: Any, reason: str) -> None:
         t._data = t._data.value
 
 
-__all__ = ["GraphBreakError", "LazyArray", "STATE", "Trace", "install_backward_owner",
+__all__ = ["GraphBreakError", "Known", "LazyArray", "STATE", "Trace", "install_backward_owner",
            "install_realizer", "need_values", "tracing", "user_stack"]

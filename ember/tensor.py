@@ -631,12 +631,21 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     if tr is not None:
         if not isinstance(tr, _lazy.Trace):  # another recorder (ember.export's tracer)
             return tr.bind(op, inputs, params)
+        if tr.known is not None:
+            out = _follow(tr, tr.known, op, inputs, params)
+            if out is not None:
+                return out
         return _lazy_bind(tr, op, inputs, params)
     return _eager_bind(op, inputs, params)
 
 
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
+    if not params and not check and op.kind == "pointwise" and op.num_outputs == 1:
+        if len(inputs) == 2:
+            return _eager_pointwise(op, inputs[0], inputs[1])
+        if len(inputs) == 1 and isinstance(inputs[0], Tensor):
+            return _eager_unary(op, inputs[0])
     spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
     if len(inputs) == 2:  # the common binary case without a list
         a, b = inputs
@@ -740,15 +749,23 @@ def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
         if x.__class__ in (list, tuple) and any(isinstance(y, Tensor) for y in x):
             tr.graph_break(f"{op.name} takes a nested list of tensors")
             return _eager_bind(op, inputs, params)
-    spec = op.meta(*inputs, **params)
-    specs = (spec,) if op.num_outputs == 1 else tuple(spec)
-    for shape, _ in specs:
-        if None in shape:
-            tr.graph_break(f"{op.name} has an output shape that depends on the data")
-            return _eager_bind(op, inputs, params)
-    ref_of = tr.ref_of
-    args = tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs])
-    refs = tr.add_node(op, args, params, specs)
+    hit = None
+    if tr.known is not None:  # an earlier call recorded this graph: follow it (no meta)
+        ref_of = tr.ref_of
+        hit = tr.match(op, tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs]),
+                       params)
+    if hit is not None:
+        refs, specs = hit
+    else:
+        spec = op.meta(*inputs, **params)
+        specs = (spec,) if op.num_outputs == 1 else tuple(spec)
+        for shape, _ in specs:
+            if None in shape:
+                tr.graph_break(f"{op.name} has an output shape that depends on the data")
+                return _eager_bind(op, inputs, params)
+        ref_of = tr.ref_of
+        args = tuple([ref_of(x) if isinstance(x, Tensor) else x for x in inputs])
+        refs = tr.add_node(op, args, params, specs)
     view = op.kind == "view"
     if view:
         src = inputs[0]
@@ -815,6 +832,9 @@ def refresh_view(view: Tensor) -> None:
 
 
 _registry.install_binder(bind)
+
+# the fast paths of the binder (a module of their own; they use the names above)
+from ember._bind_fast import _eager_pointwise, _eager_unary, _follow  # noqa: E402
 
 
 # ------------------------------------------------------------------------ methods

@@ -10,10 +10,11 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember._frontend.core import binary, check_tensor, is_scalar, prepare
+from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
 from ember.ops.registry import bind
-from ember.tensor import Tensor, tensor_method
+from ember.tensor import _LZ, Tensor, _eager_pointwise, tensor_method
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
            "positive", "pow", "rsub", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
@@ -206,13 +207,33 @@ def _binop(fn):  # noqa: ANN001, ANN202
     return lambda self, other: fn(other, self)
 
 
-Tensor.__add__ = add  # type: ignore[method-assign]
+def _fast_operator(op: Any, slow: Any, floats_only: bool = False, no_bool: bool = False
+                   ) -> Any:
+    """``self <op> other`` with a fast path for the most frequent eager case: two tensors of
+    one dtype and shape, or a floating tensor and a Python int/float (nothing to broadcast or
+    promote), outside any trace and without ``check_meta``; everything else is ``slow``."""
+    def operator(self: Tensor, other: Any) -> Tensor:
+        if _LZ.trace is None and not config.check_meta:
+            d = self._dtype
+            if isinstance(other, Tensor):
+                if other._dtype is d and self._data.shape == other._data.shape and \
+                        (not floats_only or d.category == 2) and not (no_bool and d is dt.bool):
+                    return _eager_pointwise(op, self, other)
+            elif (other.__class__ is float or other.__class__ is int) and d.category == 2:
+                return _eager_pointwise(op, self, float(other))
+        return slow(self, other)
+    operator.__name__ = f"__{op.name}__"
+    return operator
+
+
+Tensor.__add__ = _fast_operator(P.ADD, add)  # type: ignore[method-assign]
 Tensor.__radd__ = _binop(add)  # type: ignore[method-assign]
-Tensor.__sub__ = sub  # type: ignore[method-assign]
+Tensor.__sub__ = _fast_operator(P.SUB, sub, no_bool=True)  # type: ignore[method-assign]
 Tensor.__rsub__ = _binop(sub)  # type: ignore[method-assign]
-Tensor.__mul__ = mul  # type: ignore[method-assign]
+Tensor.__mul__ = _fast_operator(P.MUL, mul)  # type: ignore[method-assign]
 Tensor.__rmul__ = _binop(mul)  # type: ignore[method-assign]
-Tensor.__truediv__ = lambda self, other: div(self, other)  # type: ignore[method-assign]
+Tensor.__truediv__ = _fast_operator(  # type: ignore[method-assign]
+    P.DIV, lambda self, other: div(self, other), floats_only=True)
 # ``2.0 / t`` is ``reciprocal(t) * 2.0`` in PyTorch (Tensor.__rdiv__), not a division: the
 # last bit differs for about a quarter of float32 values
 Tensor.__rtruediv__ = lambda self, other: _rdiv(self, other)  # type: ignore[method-assign]

@@ -245,8 +245,10 @@ class OpNode(Node):
     def __init__(self, op: OpDef, next_functions: tuple, ctx: BackwardContext,
                  out_specs: tuple) -> None:
         # len(out_specs), not op.num_outputs: ops with a variable output count (split, unbind)
-        # declare num_outputs=0
-        super().__init__(next_functions, len(out_specs))
+        # declare num_outputs=0.  Node.__init__, inlined (one node per recorded op)
+        self.next_functions = next_functions
+        self._seq = next(_seq)
+        self._num_outputs = len(out_specs)
         self.op = op
         self.ctx = ctx
         self._freed = False

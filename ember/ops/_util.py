@@ -74,6 +74,9 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
             return tuple(o.astype(src) if o.dtype == np.float32 else o for o in out)
         return out.astype(src) if out.dtype == np.float32 else out
 
+    # the binder calls the ufunc itself for small float32/float64/integer inputs (the common
+    # per-op-overhead case: ``tensor._eager_bind``)
+    kernel._ufunc = fn if is_ufunc else None  # type: ignore[attr-defined]
     return kernel
 
 

@@ -92,6 +92,8 @@ class OpDef:
         if not self.grad_name:
             camel = "".join(p[:1].upper() + p[1:] for p in self.name.split("_"))
             object.__setattr__(self, "grad_name", f"{camel}Backward0")
+        # the NumPy ufunc a ``lowp`` eager kernel wraps (the binder's fast path), else None
+        object.__setattr__(self, "_ufunc", getattr(self.eager, "_ufunc", None))
 
     @property
     def c_selector(self) -> str | None:

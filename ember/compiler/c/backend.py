@@ -210,6 +210,16 @@ class CompiledGraph:
         return self._source
 
     def __call__(self, arrays: list, scalars: list = ()) -> list:
+        fast = self.__dict__.get("_fast")
+        if fast is None:
+            fast = self._fast = _fast_plan(self)
+        if fast is not False:
+            got = _run_fast(self, fast, arrays, scalars)
+            if got is not None:
+                return got
+        return self._call_general(arrays, scalars)
+
+    def _call_general(self, arrays: list, scalars: list) -> list:
         ints = [0] * self._n_ints
         for k, v in enumerate(scalars):
             ints[k] = int(v) if not (isinstance(v, float) and not math.isfinite(v)) else 0
@@ -297,6 +307,85 @@ class CompiledGraph:
             v = out if isinstance(out, np.ndarray) else out[src[2]]
         memo[r] = v
         return v
+
+
+# ------------------------------------------------------------------------------ fast calls
+def _fast_plan(cg: CompiledGraph) -> tuple | bool:
+    """How a call of a graph that is one C entry with static buffer shapes runs, prepared once:
+    (entry, per C argument (kind, index, dtype, shape), per output (from input?, index)), or
+    False when the graph needs the general path (externs, several entries, sizes known only
+    at run time, outputs that are views)."""
+    if len(cg._plan) != 1 or cg._plan[0][1] is None:
+        return False
+    step, bufs = cg._plan[0]
+    in_pos = {id(b): k for k, b in enumerate(cg._inputs)}
+    where = {}
+    args = []
+    for j, b in enumerate(bufs):
+        npd = b.dtype.np
+        if id(b) in where:   # the same buffer again: the same array
+            args.append((3, where[id(b)], npd, None))
+            continue
+        if id(b) in in_pos:
+            args.append((0, in_pos[id(b)], npd, None))
+        elif any(type(n) is not int for n in b.shape):
+            return False
+        elif id(b) in cg._slots:
+            args.append((1, cg._slots[id(b)], npd, b.shape))
+        elif b.strides is None and math.prod(b.shape) * npd.itemsize < _PAGE_ALIGN_FROM:
+            args.append((4, j, npd, b.shape))   # small: a plain np.empty (see _empty)
+        else:
+            args.append((2, j, npd, b))
+        where[id(b)] = j
+    outs = []
+    for r in cg.graph.outputs:
+        src = cg._sources[r]
+        if src[0] == "in":
+            outs.append((True, src[1]))
+        elif src[0] == "buf" and id(src[1]) in where and id(src[1]) not in in_pos:
+            outs.append((False, where[id(src[1])]))
+        else:
+            return False
+    return cg.entries[step.entry], tuple(args), tuple(outs)
+
+
+def _run_fast(cg: CompiledGraph, fast: tuple, arrays: list, scalars: list) -> list | None:
+    """One call by the prepared plan; None when an input is not C-contiguous of its buffer's
+    dtype (the general path copies it)."""
+    entry, args, outs = fast
+    call = []
+    arenas = None
+    for kind, k, npd, x in args:
+        if kind == 0:
+            a = arrays[k]
+            if a.dtype != npd or not a.flags.c_contiguous:
+                return None
+        elif kind == 4:
+            a = np.empty(x, npd)
+        elif kind == 2:
+            a = _allocate(x, None)
+        elif kind == 3:
+            a = call[k]
+        else:
+            if arenas is None:
+                arenas = [None] * len(cg._slot_bytes)
+            arena = arenas[k]
+            if arena is None:
+                arena = arenas[k] = _empty((cg._slot_bytes[k],), np.uint8)
+            a = arena[:npd.itemsize * math.prod(x)].view(npd).reshape(x)
+        call.append(a)
+    if scalars:
+        ints = [0] * cg._n_ints
+        for k, v in enumerate(scalars):
+            ints[k] = int(v) if not (isinstance(v, float) and not math.isfinite(v)) else 0
+        ints_t, floats = tuple(ints), tuple(float(v) for v in scalars)
+    else:
+        ints_t = floats = ()
+    try:
+        entry(tuple(call), ints_t, floats)
+    except EmberRuntimeError:
+        return cg.source_graph.run(arrays, list(scalars))
+    return [arrays[k] if inp else call[k] for inp, k in outs]
 
 
 # ------------------------------------------------------------------------------ fallbacks
@@ -552,7 +641,7 @@ def _empty(shape: tuple, dtype: Any) -> np.ndarray:
     page-aligned output starts before inputs at NumPy's offsets, at the same offset as ember's
     own buffers, and 64-byte aligned (no vector store splits a cache line)."""
     dt = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    nbytes = math.prod(shape) * dt.itemsize
     if nbytes < _PAGE_ALIGN_FROM:
         return np.empty(shape, dt)
     raw = np.empty(nbytes + _PAGE, np.uint8)
@@ -560,8 +649,8 @@ def _empty(shape: tuple, dtype: Any) -> np.ndarray:
     return raw[off:off + nbytes].view(dt).reshape(shape)
 
 
-def _allocate(b: Any, env: dict) -> np.ndarray:
-    shape = tuple(eval_size(n, env) for n in b.shape)
+def _allocate(b: Any, env: dict | None) -> np.ndarray:
+    shape = b.shape if env is None else tuple(eval_size(n, env) for n in b.shape)
     if b.strides is None:
         return _empty(shape, b.dtype.np)
     # eager's memory order: allocate the permuted shape C-contiguous, then transpose back

@@ -27,7 +27,7 @@ from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.compiler.frontend import _reasons
-from ember.compiler.frontend.backends import lookup_backend
+from ember.compiler.frontend.backends import _BACKENDS, lookup_backend
 from ember.compiler.frontend.cache import (  # noqa: F401 (names re-exported from api)
     _CACHES,
     CodeCache,
@@ -222,12 +222,20 @@ class _Frame:
         self.backend = cf.backend if cf is not None else backend
         self.dynamic = cf.dynamic if cf is not None else dynamic
         self.trace: Any = None
+        self.last_entry: Entry | None = None   # the compiled graph the last realize ran
         self.args: tuple = ()
         self.kwargs: dict = {}
         # force_backend (set_stance) replaces the function's backend; it cannot change during
         # a call (set_stance raises inside compiled code)
-        self.compiler_fn = lookup_backend(_STANCE.backend if _STANCE.backend is not None
-                                          else self.backend)
+        name = _STANCE.backend if _STANCE.backend is not None else self.backend
+        memo = cf.__dict__.get("_backend_memo") if cf is not None else None
+        if memo is not None and memo[0] is name and \
+                (type(name) is not str or _BACKENDS.get(name) is memo[1]):
+            self.compiler_fn = memo[1]   # looked up on an earlier call, still registered
+        else:
+            self.compiler_fn = lookup_backend(name)
+            if cf is not None:
+                cf._backend_memo = (name, self.compiler_fn)
 
     def realize(self, cap: Captured, segment: int) -> list:
         if _EVENTS:
@@ -235,8 +243,14 @@ class _Frame:
             for ev in _EVENTS:
                 ev.graphs.append(g)
         seg = self.code.segment(segment)
+        e = cap.hit
+        if e is not None and e.backend is self.compiler_fn:  # the trace followed a known one
+            seg.last_values[cap.key] = cap.values
+            self.last_entry = e
+            return _call(e, cap)
         e = self._lookup(seg, cap)
         if e is not None:
+            self.last_entry = e
             return _call(e, cap)
         if self.observe_only:
             seg.last_values[cap.key] = cap.values
@@ -254,7 +268,13 @@ class _Frame:
             seg.entries.setdefault(cap.key, []).append(e)
             seg.order.append((cap.key, e))
             seg.last_values[cap.key] = cap.values
+        self.last_entry = e
         return _call(e, cap)
+
+    def known_trace(self, segment: int) -> _lazy.Known | None:
+        """The trace that graph ``segment`` of this code last ran compiled (``_lazy.Known``)."""
+        seg = self.code.segments.get(segment)
+        return seg.known if seg is not None else None
 
     def _lookup(self, seg: SegmentCache, cap: Captured) -> Entry | None:
         """The cached entry that matches the capture (None on a miss)."""
@@ -424,8 +444,45 @@ def _call(e: Entry, cap: Captured) -> list:
 
 
 def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
+    kn = trace.followed(out_refs)
+    frame = trace.owner
+    if kn is not None:  # the same graph as a call before: its capture and entry
+        kn.used = True
+        run = kn.run
+        if run is not None and kn.entry.backend is frame.compiler_fn and not _EVENTS and \
+                type(frame).realize is _Frame.realize:
+            fn, in_orig, scalars, seg = run
+            seg.last_values[kn.cap.key] = kn.cap.values
+            frame.last_entry = kn.entry
+            return fn([arrays[k] for k in in_orig], scalars)
+        return frame.realize(kn.cap.rebind(arrays, kn.entry), trace.segment)
     cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype))
-    return trace.owner.realize(cap, trace.segment)
+    frame.last_entry = None
+    res = frame.realize(cap, trace.segment)
+    e = frame.last_entry
+    seg = frame.code.segments.get(trace.segment) if e is not None else None
+    if seg is not None and _worth_following(seg):  # later calls follow this trace
+        # the capture without this call's arrays (the Known must not keep them alive)
+        kn = _lazy.Known(nodes, arrays, out_refs, cap.rebind(arrays, None), e)
+        kn.cap.arrays = None
+        if getattr(e.fn, "_ember_arrays", False):  # what ``_call`` does, prepared
+            kn.run = (e.fn, cap.in_orig, [cap.values[k] for k in e.graph.lifted], seg)
+        seg.known = kn
+    return res
+
+
+def _worth_following(seg: SegmentCache) -> bool:
+    """Whether to keep this call's trace for the next calls to follow.  A graph whose calls
+    never repeat exactly (a random op's offset moves every step, sizes alternate) would pay
+    for a new ``Known`` on every call: after 8 in a row that nobody followed to the end, the
+    segment makes one only every 64th call (``Known.used``: followed to the end at least
+    once; a followed one resets the count)."""
+    old = seg.known
+    if old is None or old.used:
+        seg.unfollowed = 0
+        return True
+    seg.unfollowed += 1
+    return seg.unfollowed <= 8 or seg.unfollowed % 64 == 0   # retried now and then
 
 
 _lazy.install_realizer(_realizer)

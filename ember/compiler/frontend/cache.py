@@ -49,6 +49,9 @@ class SegmentCache:
     entries: dict = field(default_factory=dict)   # key -> [Entry]
     order: list = field(default_factory=list)     # (key, Entry) in compile order
     last_values: dict = field(default_factory=dict)  # key -> values of the last capture
+    # the trace that last ran compiled here, for the next calls to follow (``_lazy.Known``)
+    known: Any = None
+    unfollowed: int = 0   # Knowns made in a row that no call followed to the end
 
     @property
     def count(self) -> int:

@@ -304,7 +304,18 @@ class Captured:
     """
 
     __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "arrays", "in_orig",
-                 "_bounds")
+                 "_bounds", "hit")
+
+    def rebind(self, arrays: list, hit: Any) -> Captured:
+        """This capture over another call's input arrays (a trace that followed it exactly:
+        ``_lazy.Known``), with ``hit`` the entry that ran it last time."""
+        c = Captured()
+        c.nodes, c.inputs, c.outputs, c.key, c.values, c.kinds = \
+            self.nodes, self.inputs, self.outputs, self.key, self.values, self.kinds
+        c.in_orig, c._bounds = self.in_orig, self._bounds
+        c.arrays = [arrays[k] for k in self.in_orig]
+        c.hit = hit
+        return c
 
     @property
     def where(self) -> list:
@@ -398,7 +409,8 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any) -> Captur
     c = Captured()
     c.nodes, c.inputs, c.outputs, c.arrays = nodes, inputs, outputs, in_arrays
     c.in_orig = in_orig
-    c.key = (tuple(in_key), tuple(node_key), tuple(outputs))
+    c.key = GraphKey((tuple(in_key), tuple(node_key), tuple(outputs)))
+    c.hit = None
     c.values = values
     c.kinds = ["size"] * n_sizes + ["scalar"] * (len(values) - n_sizes)
     c._bounds = bounds
@@ -406,6 +418,17 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any) -> Captur
 
 
 TNodeLike = Node
+
+
+class GraphKey(tuple):
+    """A capture's structural key: a tuple that hashes once (the caches look it up several times
+    per call, and a reused capture's key is the very object the caches hold)."""
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_h")
+        if h is None:
+            h = self.__dict__["_h"] = tuple.__hash__(self)
+        return h
 
 
 def _remap(a: Any, in_map: dict, node_map: dict) -> Any:

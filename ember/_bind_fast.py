@@ -1,0 +1,175 @@
+"""The binder's fast paths (issue 21; ``docs/performance.md``), split from ``tensor.py``:
+
+* ``_eager_pointwise`` / ``_eager_unary``: an eager one-output pointwise op without params
+  (``a + b``, ``x.exp()``): small arrays that are not float16/bfloat16 go to the op's ufunc, the
+  output tensor and (with grad) the autograd node are built inline;
+* ``_follow``: under a trace, an op that is the next node of the trace an earlier call recorded
+  (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node).
+
+``ember.tensor`` imports this module at its end; these functions use its names.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ember import _lazy
+from ember import dtypes as _dt
+from ember.autograd.graph import BackwardContext, OpNode, SavedTensor
+from ember.ops import _parallel
+from ember.ops.registry import OpDef
+from ember.tensor import _STATE, Tensor, _new, _record, refresh_view
+
+_LazyArray = _lazy.LazyArray
+_same = _lazy.same
+_weakref = weakref.ref
+_LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
+
+
+def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
+    """``_eager_bind`` of a one-output binary pointwise op without params (add, mul, ...):
+    small arrays that are not float16/bfloat16 go straight to the op's ufunc, and the output
+    tensor is made inline."""
+    x = a._data if isinstance(a, Tensor) else a
+    y = b._data if isinstance(b, Tensor) else b
+    uf = op._ufunc
+    if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+            x.size < _parallel.MIN_ELEMENTS:
+        out = uf(x, y)
+    else:
+        out = op.eager(x, y)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = _dt._FROM_NP[out.dtype]
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and op.vjp is not None:
+        na = isinstance(a, Tensor) and a._requires_grad
+        nb = isinstance(b, Tensor) and b._requires_grad
+        if na or nb:
+            if op.save_for is not None or op.save_output:
+                _record(op, (a, b), {}, (t,), (na, nb))
+            elif op.save:
+                _record2(op, a, b, t, na, nb)
+            else:  # nothing saved (add, sub): _record2 inlined
+                ta, tb = na or isinstance(a, Tensor), nb or isinstance(b, Tensor)
+                ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
+                                      (a._dtype if ta else None, b._dtype if tb else None), {},
+                                      (na, nb))
+                d = t._dtype
+                node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
+                              ((out.shape, d),))
+                if d.category == 2:
+                    t._requires_grad = True
+                    t.grad_fn = node
+    return t
+
+
+def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
+    """``_eager_bind`` of a one-output unary pointwise op without params (exp, tanh, ...)."""
+    x = a._data
+    uf = op._ufunc
+    if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+            x.size < _parallel.MIN_ELEMENTS:
+        out = uf(x)
+    else:
+        out = op.eager(x)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = _dt._FROM_NP[out.dtype]
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and op.vjp is not None and a._requires_grad:
+        _record(op, (a,), {}, (t,), (True,))
+    return t
+
+
+def _edge(x: Tensor) -> tuple:
+    if x._base is not None:
+        refresh_view(x)
+    fn = x.grad_fn
+    return (fn, x._output_nr) if fn is not None else (x._accumulator(), 0)
+
+
+def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
+    """``_record`` of a binary op with one output whose vjp reads ``op.save`` only (no
+    ``save_for``, no outputs): the same node, built without the general loops."""
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    save = op.save
+    saved_in: tuple = ()
+    if save:
+        name = op.grad_name
+        saved_in = ((SavedTensor(a, name) if ta else a) if 0 in save else None,
+                    (SavedTensor(b, name) if tb else b) if 1 in save else None)
+    ctx = BackwardContext(saved_in, (), (a._data.shape if ta else None,
+                                         b._data.shape if tb else None),
+                          (a._dtype if ta else None, b._dtype if tb else None), {}, (na, nb))
+    d = t._dtype
+    node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
+                  ((t._data.shape, d),))
+    if d.category == 2:
+        t._requires_grad = True
+        t.grad_fn = node
+
+
+def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: dict
+            ) -> Tensor | None:
+    """Record a one-output, non-view op that is the next node of the known trace ``kn`` (the
+    same op on the same values with the same params): the cached node and its spec serve, and
+    only the output tensor is made.  None when it is not (``_lazy_bind`` then decides)."""
+    nodes = tr.nodes
+    i = len(nodes)
+    if i >= kn.n:
+        return None
+    step = kn.simple[i]
+    if step is None:
+        return None
+    nd, nop, args, nparams, ref, shape, dtype, npd = step
+    if nop is not op or len(args) != len(inputs):
+        return None
+    storages = tr.storages
+    for a, x in zip(args, inputs):
+        if isinstance(x, Tensor):
+            p = x._data
+            if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
+                continue
+            if tr.ref_of(x) != a:
+                return None
+        elif x is not a and not _same(x, a):
+            return None
+    if params is not nparams and (params or nparams) and not _same(params, nparams):
+        return None
+    if tr.known is not kn:  # ref_of met an input unlike the known trace's
+        return None
+    nodes.append(nd)
+    t = _new(Tensor)
+    t._dtype = dtype
+    t._version_counter = vc = [0]
+    la = _new(_LazyArray)   # LazyArray(tr, ref, shape, npd, None, None, vc, 0), inlined
+    la.trace, la.ref, la.shape, la.dtype, la.vc, la.sver = tr, ref, shape, npd, vc, 0
+    la.shadow = la.owner = la.value = None
+    tr.lazies.append(_weakref(la))
+    t._data = la
+    tr.tensors.append(_weakref(t))
+    if _STATE.inference:
+        t._inference = True
+    if _STATE.grad_enabled and op.vjp is not None:
+        for x in inputs:
+            if isinstance(x, Tensor) and x._requires_grad:
+                needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
+                _record(op, inputs, params, (t,), needs)
+                if t.grad_fn is not None:  # compiled autograd: backward over it is recorded
+                    t.grad_fn._compiled_by = tr.owner
+                break
+    return t
