@@ -383,7 +383,9 @@ def _run_fast(cg: CompiledGraph, fast: tuple, arrays: list, scalars: list) -> li
         ints_t = floats = ()
     try:
         entry(tuple(call), ints_t, floats)
-    except EmberRuntimeError:
+    except EmberRuntimeError as e:  # as the general path: eager raises eager's error; counted
+        cg.entry_errors += 1
+        cg.last_entry_error = e
         return cg.source_graph.run(arrays, list(scalars))
     return [arrays[k] if inp else call[k] for inp, k in outs]
 
