@@ -11,11 +11,12 @@ from __future__ import annotations
 import sys
 import time
 from importlib import resources
-from typing import TextIO
+from typing import Callable, TextIO
 
 import ember
 import ember.nn.functional as F
 from ember import nn
+from ember.errors import EmberValueError
 
 
 def load_text() -> str:
@@ -38,6 +39,20 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    def step(self, x: ember.Tensor, pos: ember.Tensor, k_buf: ember.Tensor,
+             v_buf: ember.Tensor, mask: ember.Tensor) -> ember.Tensor:
+        """One position with a KV cache: ``k``/``v`` written into the static ``(b, heads,
+        max_len, d/heads)`` buffers at ``pos`` (a 0-d int64 tensor), attention over the whole
+        buffer with ``mask`` (``(max_len,)`` bool: the positions ``<= pos``)."""
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        k_buf.index_copy_(2, pos.view(1), k)
+        v_buf.index_copy_(2, pos.view(1), v)
+        y = F.scaled_dot_product_attention(q, k_buf, v_buf, attn_mask=mask)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
         return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
@@ -64,12 +79,93 @@ class CharGPT(nn.Module):
         return F.linear(self.ln(x), self.tok.weight)  # tied input/output embeddings
 
     @ember.no_grad()
-    def generate(self, idx: ember.Tensor, n: int, temperature: float = 0.8) -> ember.Tensor:
+    def generate(self, idx: ember.Tensor, n: int, temperature: float = 0.8,
+                 greedy: bool = False) -> ember.Tensor:
+        """``n`` more tokens after ``idx`` (b, t), each from the logits of the whole window
+        (the last ``block`` tokens) recomputed; ``greedy`` takes the argmax instead of sampling.
+        ``generate_cached`` gives the same tokens with a KV cache."""
         for _ in range(n):
-            logits = self(idx[:, -self.block:])[:, -1] / temperature
-            nxt = ember.multinomial(F.softmax(logits, dim=-1), 1)
-            idx = ember.cat([idx, nxt], dim=1)
+            logits = self(idx[:, -self.block:])[:, -1]
+            idx = ember.cat([idx, next_token(logits, temperature, greedy)], dim=1)
         return idx
+
+    @ember.no_grad()
+    def decode_step(self, tok: ember.Tensor, pos: ember.Tensor, cache: KVCache) -> ember.Tensor:
+        """Logits (b, vocab) of the token ``tok`` (b, 1) at position ``pos`` (a 0-d int64
+        tensor), reading and extending ``cache`` in place.  Every call has the same shapes (the
+        position is a tensor, attention runs over the whole static buffer with a mask), so one
+        compiled graph serves every position.
+
+        >>> m = CharGPT(10, block=8); cache = KVCache(m, batch=1)
+        >>> m.decode_step(ember.tensor([[3]]), ember.tensor(0), cache).shape
+        ember.Size([1, 10])
+        """
+        x = self.tok(tok) + self.pos(pos)
+        mask = (cache.positions <= pos).view(1, 1, 1, -1)
+        for blk, k_buf, v_buf in zip(self.blocks, cache.k, cache.v):
+            x = blk.step(x, pos, k_buf, v_buf, mask)
+        return F.linear(self.ln(x), self.tok.weight)[:, -1]
+
+    @ember.no_grad()
+    def generate_cached(self, idx: ember.Tensor, n: int, temperature: float = 0.8,
+                        greedy: bool = False, compiled: bool = True) -> ember.Tensor:
+        """``generate`` with a KV cache: the prompt and then each new token go through
+        ``decode_step`` one position at a time (compiled once with ``ember.compile`` when
+        ``compiled``: one compiled call per token).  The sequence must fit in ``block``.
+
+        >>> m = CharGPT(10, block=8)
+        >>> m.generate_cached(ember.tensor([[1, 2]]), 3, greedy=True).shape
+        ember.Size([1, 5])
+        """
+        b, t = idx.shape
+        if t < 1 or t + n > self.block:
+            raise EmberValueError(f"[generate_cached] a prompt of {t} tokens and {n} new ones "
+                                  f"need {t + n} positions; expected 1 to block={self.block}")
+        step = self.compiled_decode_step() if compiled else self.decode_step
+        cache = KVCache(self, b)
+        logits = None
+        for p in range(t):
+            logits = step(idx[:, p:p + 1], ember.tensor(p), cache)
+        for p in range(t, t + n):
+            nxt = next_token(logits, temperature, greedy)
+            idx = ember.cat([idx, nxt], dim=1)
+            if p + 1 < t + n:
+                logits = step(nxt, ember.tensor(p), cache)
+        return idx
+
+    def compiled_decode_step(self) -> Callable:
+        """``decode_step`` compiled with ``ember.compile`` (made once per model)."""
+        fn = self.__dict__.get("_compiled_decode_step")
+        if fn is None:
+            fn = self.__dict__["_compiled_decode_step"] = ember.compile(self.decode_step)
+        return fn
+
+
+class KVCache:
+    """Static key/value buffers of a ``CharGPT``: per layer ``(batch, heads, block,
+    d/heads)`` tensors that ``CharGPT.decode_step`` writes in place at each position.
+
+    >>> cache = KVCache(CharGPT(10, block=8, d=16, heads=4), batch=2)
+    >>> cache.k[0].shape
+    ember.Size([2, 4, 8, 4])
+    """
+
+    def __init__(self, model: CharGPT, batch: int) -> None:
+        d = model.tok.weight.shape[1]
+        blk = model.blocks[0]
+        shape = (batch, blk.heads, model.block, d // blk.heads)
+        dtype = model.tok.weight.dtype
+        self.k = [ember.zeros(shape, dtype=dtype) for _ in model.blocks]
+        self.v = [ember.zeros(shape, dtype=dtype) for _ in model.blocks]
+        self.positions = ember.arange(model.block)
+
+
+def next_token(logits: ember.Tensor, temperature: float, greedy: bool) -> ember.Tensor:
+    """The next token (b, 1) from ``logits`` (b, vocab): the argmax, or a sample of
+    ``softmax(logits / temperature)``."""
+    if greedy:
+        return logits.argmax(-1, keepdim=True)
+    return ember.multinomial(F.softmax(logits / temperature, dim=-1), 1)
 
 
 def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,

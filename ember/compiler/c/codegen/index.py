@@ -260,8 +260,11 @@ def adv_index_source(k: AdvIndexKernel, openmp: bool) -> str:
         n_x *= m
     if openmp:
         lines.append("  " + omp_for(str(n_x), simd=True))
-    lines.append(f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {k.x.name}["
-                 f"{k.x_geom.offset} + {_dot('p', xshape, tuple(k.x_geom.strides))}];")
+    if tuple(k.x_geom.strides) == contiguous_strides(xshape):  # a straight copy: no div/mod
+        src = f"{k.x.name}[{k.x_geom.offset} + p]"
+    else:
+        src = f"{k.x.name}[{k.x_geom.offset} + {_dot('p', xshape, tuple(k.x_geom.strides))}]"
+    lines.append(f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {src};")
     vg = k.values_geom
     val = f"{k.values.name}[{vg.offset} + {_dot('p', res, tuple(vg.strides))}]"
     dst = f"{k.out.name}[{where}]"

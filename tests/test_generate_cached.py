@@ -1,0 +1,88 @@
+"""KV-cache generation of the char GPT (``ember.demo.CharGPT.generate_cached``, issue 21):
+the same tokens as the uncached ``generate``, one compiled graph for every position, and
+``index_copy_`` at a recorded (tensor) position lowered to C without a graph break."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember.demo import CharGPT, KVCache
+from ember.errors import EmberValueError
+
+
+def _model(seed: int = 0) -> CharGPT:
+    ember.manual_seed(seed)
+    return CharGPT(23, block=16, d=24, layers=2, heads=3).eval()
+
+
+def test_cached_equals_uncached_greedy_eager():
+    m = _model()
+    prompt = ember.tensor([[1, 5, 7], [2, 2, 9]])
+    want = m.generate(prompt, 10, greedy=True)
+    got = m.generate_cached(prompt, 10, greedy=True, compiled=False)
+    assert got.tolist() == want.tolist()
+
+
+def test_cached_equals_uncached_sampled_eager():
+    m = _model(1)
+    prompt = ember.tensor([[4]])
+    ember.manual_seed(7)
+    want = m.generate(prompt, 12, temperature=0.9)
+    ember.manual_seed(7)
+    got = m.generate_cached(prompt, 12, temperature=0.9, compiled=False)
+    assert got.tolist() == want.tolist()
+
+
+def test_cached_compiled_equals_uncached_and_never_recompiles():
+    m = _model(2)
+    prompt = ember.tensor([[3, 1]])
+    want = m.generate(prompt, 13, greedy=True)
+    step = m.compiled_decode_step()
+    cache = KVCache(m, 1)
+    step(prompt[:, :1], ember.tensor(0), cache)  # the one compile
+    with ember.compiler.set_stance("fail_on_recompile"):
+        got = m.generate_cached(prompt, 13, greedy=True)
+    assert got.tolist() == want.tolist()
+
+
+def test_decode_step_is_one_graph_without_breaks_or_externs():
+    m = _model(3)
+    cache = KVCache(m, 1)
+    out = ember.compiler.explain(m.decode_step)(ember.tensor([[2]]), ember.tensor(0), cache)
+    assert (out.graph_count, out.graph_break_count, out.extern_count) == (1, 0, 0)
+
+
+def test_decode_step_logits_match_full_forward():
+    m = _model(4)
+    seq = ember.tensor([[1, 2, 3, 4, 5, 6]])
+    full = m(seq).detach().numpy()
+    step = m.compiled_decode_step()
+    cache = KVCache(m, 1)
+    for p in range(seq.shape[1]):
+        logits = step(seq[:, p:p + 1], ember.tensor(p), cache)
+        np.testing.assert_allclose(logits.numpy(), full[:, p], rtol=1e-4, atol=1e-5)
+
+
+def test_index_copy_at_a_recorded_position_matches_torch():
+    torch = pytest.importorskip("torch")
+    buf = np.zeros((1, 2, 5, 3), np.float32)
+    src = np.arange(6, dtype=np.float32).reshape(1, 2, 1, 3) + 1
+
+    def f(b, pos, s):
+        b.index_copy_(2, pos.view(1), s)
+        return b * 2
+
+    eb = ember.tensor(buf.copy())
+    out = ember.compile(f)(eb, ember.tensor(3), ember.tensor(src))
+    tb = torch.tensor(buf.copy())
+    want = f(tb, torch.tensor(3), torch.tensor(src))
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
+    np.testing.assert_array_equal(eb.numpy(), tb.numpy())  # written back into the input
+
+
+def test_generate_cached_rejects_too_long():
+    m = _model()
+    with pytest.raises(EmberValueError, match=r"\[generate_cached\]"):
+        m.generate_cached(ember.tensor([[1, 2]]), 15)
