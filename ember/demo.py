@@ -170,8 +170,10 @@ def next_token(logits: ember.Tensor, temperature: float, greedy: bool) -> ember.
 
 def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
         out: TextIO | None = None, sample_chars: int = 300, d: int = 96, layers: int = 2,
-        heads: int = 4, lr: float = 3e-3) -> list[float]:
-    """Train for ``steps`` steps; returns the losses (the CLI prints progress and a sample)."""
+        heads: int = 4, lr: float = 3e-3, cached: bool = False) -> list[float]:
+    """Train for ``steps`` steps; returns the losses (the CLI prints progress and a sample).
+    ``cached`` samples with the KV cache (``generate_cached``, compiled; at most ``block``
+    positions) instead of recomputing the window for every character."""
     out = sys.stdout if out is None else out  # looked up per call: callers may redirect it
     ember.manual_seed(seed)
     text = load_text()
@@ -208,6 +210,13 @@ def run(steps: int = 1200, batch: int = 16, block: int = 64, seed: int = 0,
     print(file=out)
     if sample_chars:
         prompt = ember.tensor([[stoi[c] for c in "The "]], dtype=ember.int64)
-        sample = model.generate(prompt, sample_chars)[0].tolist()
+        if cached:
+            n = min(sample_chars, block - prompt.shape[1])
+            start = time.perf_counter()
+            sample = model.generate_cached(prompt, n)[0].tolist()
+            print(f"generated {n} characters with the KV cache in "
+                  f"{time.perf_counter() - start:.2f} s (first call compiles)", file=out)
+        else:
+            sample = model.generate(prompt, sample_chars)[0].tolist()
         print("sample:\n" + "".join(chars[i] for i in sample), file=out)
     return losses
