@@ -90,19 +90,21 @@ class CharGPT(nn.Module):
         return idx
 
     @ember.no_grad()
-    def decode_step(self, tok: ember.Tensor, pos: ember.Tensor, cache: KVCache) -> ember.Tensor:
+    def decode_step(self, tok: ember.Tensor, pos: ember.Tensor, keys: list[ember.Tensor],
+                    values: list[ember.Tensor]) -> ember.Tensor:
         """Logits (b, vocab) of the token ``tok`` (b, 1) at position ``pos`` (a 0-d int64
-        tensor), reading and extending ``cache`` in place.  Every call has the same shapes (the
-        position is a tensor, attention runs over the whole static buffer with a mask), so one
-        compiled graph serves every position.
+        tensor), reading and extending the KV cache in place (``keys``/``values``: a
+        ``KVCache``'s per-layer buffers).  Every call has the same shapes (the position is a
+        tensor, attention runs over the whole static buffer with a mask), so one compiled graph
+        serves every position.
 
         >>> m = CharGPT(10, block=8); cache = KVCache(m, batch=1)
-        >>> m.decode_step(ember.tensor([[3]]), ember.tensor(0), cache).shape
+        >>> m.decode_step(ember.tensor([[3]]), ember.tensor(0), cache.k, cache.v).shape
         ember.Size([1, 10])
         """
         x = self.tok(tok) + self.pos(pos)
-        mask = (cache.positions <= pos).view(1, 1, 1, -1)
-        for blk, k_buf, v_buf in zip(self.blocks, cache.k, cache.v):
+        mask = (ember.arange(keys[0].shape[2]) <= pos).view(1, 1, 1, -1)
+        for blk, k_buf, v_buf in zip(self.blocks, keys, values):
             x = blk.step(x, pos, k_buf, v_buf, mask)
         return F.linear(self.ln(x), self.tok.weight)[:, -1]
 
@@ -110,8 +112,8 @@ class CharGPT(nn.Module):
     def generate_cached(self, idx: ember.Tensor, n: int, temperature: float = 0.8,
                         greedy: bool = False, compiled: bool = True) -> ember.Tensor:
         """``generate`` with a KV cache: the prompt and then each new token go through
-        ``decode_step`` one position at a time (compiled once with ``ember.compile`` when
-        ``compiled``: one compiled call per token).  The sequence must fit in ``block``.
+        ``decode_step`` one position at a time (when ``compiled``: ``compiled_decode_step()``,
+        one replayed C call per token).  The sequence must fit in ``block``.
 
         >>> m = CharGPT(10, block=8)
         >>> m.generate_cached(ember.tensor([[1, 2]]), 3, greedy=True).shape
@@ -125,19 +127,24 @@ class CharGPT(nn.Module):
         cache = KVCache(self, b)
         logits = None
         for p in range(t):
-            logits = step(idx[:, p:p + 1], ember.tensor(p), cache)
+            logits = step(idx[:, p:p + 1].clone(), ember.tensor(p), cache.k, cache.v)  # one layout
         for p in range(t, t + n):
             nxt = next_token(logits, temperature, greedy)
             idx = ember.cat([idx, nxt], dim=1)
             if p + 1 < t + n:
-                logits = step(nxt, ember.tensor(p), cache)
+                logits = step(nxt, ember.tensor(p), cache.k, cache.v)
         return idx
 
-    def compiled_decode_step(self) -> Callable:
-        """``decode_step`` compiled with ``ember.compile`` (made once per model)."""
-        fn = self.__dict__.get("_compiled_decode_step")
+    def compiled_decode_step(self, mode: str | None = "reduce-overhead") -> Callable:
+        """``decode_step`` compiled with ``ember.compile(..., mode=mode)``, made once per model
+        and mode.  ``"reduce-overhead"`` (the default here: the step is pure apart from its
+        tensor work) records the first call and replays the graph on later ones without running
+        the Python: one C call per token.  ``mode=None`` runs the Python on lazy tensors every
+        call (the same graph, looked up in the cache)."""
+        fns = self.__dict__.setdefault("_compiled_decode_steps", {})
+        fn = fns.get(mode)
         if fn is None:
-            fn = self.__dict__["_compiled_decode_step"] = ember.compile(self.decode_step)
+            fn = fns[mode] = ember.compile(self.decode_step, mode=mode)
         return fn
 
 
@@ -157,7 +164,6 @@ class KVCache:
         dtype = model.tok.weight.dtype
         self.k = [ember.zeros(shape, dtype=dtype) for _ in model.blocks]
         self.v = [ember.zeros(shape, dtype=dtype) for _ in model.blocks]
-        self.positions = ember.arange(model.block)
 
 
 def next_token(logits: ember.Tensor, temperature: float, greedy: bool) -> ember.Tensor:

@@ -39,18 +39,37 @@ def test_cached_compiled_equals_uncached_and_never_recompiles():
     m = _model(2)
     prompt = ember.tensor([[3, 1]])
     want = m.generate(prompt, 13, greedy=True)
-    step = m.compiled_decode_step()
+    step = m.compiled_decode_step(mode=None)  # Python runs every call: the cache is consulted
     cache = KVCache(m, 1)
-    step(prompt[:, :1], ember.tensor(0), cache)  # the one compile
+    step(prompt[:, :1], ember.tensor(0), cache.k, cache.v)  # the one compile
     with ember.compiler.set_stance("fail_on_recompile"):
-        got = m.generate_cached(prompt, 13, greedy=True)
+        for p in range(1, 16):  # every later position hits the same graph
+            step(prompt[:, :1], ember.tensor(p), cache.k, cache.v)
+    m.__dict__["_compiled_decode_steps"] = {None: step}
+    got = m.generate_cached(prompt, 13, greedy=True)
     assert got.tolist() == want.tolist()
+
+
+def test_cached_generation_replays_one_graph_per_token():
+    m = _model(5)
+    prompt = ember.tensor([[3, 1, 4]])
+    ember.manual_seed(11)
+    want = m.generate(prompt, 12, temperature=0.7)
+    ember.manual_seed(11)
+    got = m.generate_cached(prompt, 12, temperature=0.7)
+    assert got.tolist() == want.tolist()
+    step = m.compiled_decode_step()
+    assert (step.record_count, step.replay_count) == (1, 3 + 12 - 1 - 1)
+    again = m.generate_cached(prompt, 12, greedy=True)  # a new cache: replays too
+    assert again.tolist() == m.generate(prompt, 12, greedy=True).tolist()
+    assert step.record_count == 1
 
 
 def test_decode_step_is_one_graph_without_breaks_or_externs():
     m = _model(3)
     cache = KVCache(m, 1)
-    out = ember.compiler.explain(m.decode_step)(ember.tensor([[2]]), ember.tensor(0), cache)
+    out = ember.compiler.explain(m.decode_step)(ember.tensor([[2]]), ember.tensor(0),
+                                                cache.k, cache.v)
     assert (out.graph_count, out.graph_break_count, out.extern_count) == (1, 0, 0)
 
 
@@ -61,7 +80,7 @@ def test_decode_step_logits_match_full_forward():
     step = m.compiled_decode_step()
     cache = KVCache(m, 1)
     for p in range(seq.shape[1]):
-        logits = step(seq[:, p:p + 1], ember.tensor(p), cache)
+        logits = step(seq[:, p:p + 1], ember.tensor(p), cache.k, cache.v)
         np.testing.assert_allclose(logits.numpy(), full[:, p], rtol=1e-4, atol=1e-5)
 
 
