@@ -9,13 +9,15 @@ the same decode step written with torch (``torch_decode_step`` below: ``index_co
 mask from the position).
 
 One generation = ``--tokens`` decode calls (default 256: a 1-token prompt and 255 greedy new
-tokens), batch 1, each call one compiled function (``CharGPT.compiled_decode_step`` /
-``torch.compile(torch_decode_step)``) followed by an eager ``argmax``.  Implementations run
-interleaved in one process (``--rounds`` generations each, medians); ember runs under
-``set_stance("fail_on_recompile")`` after its warm-up, so a recompile as the position grows would
-raise.  Before timing, the two libraries' token sequences are compared (greedy; random initial
-weights give near-uniform logits, so an argmax can differ at a near-tie: the count of equal
-tokens is printed).  ``--profile`` runs cProfile over one ember generation and splits the time
+tokens), batch 1, each call one compiled function followed by an eager ``argmax``: ember's
+``CharGPT.compiled_decode_step()`` in ``mode="reduce-overhead"`` (the first call records, later
+calls replay the graph: one C call, no Python of the step) and in the default mode (the step's
+Python runs on lazy tensors every call; timed under ``set_stance("fail_on_recompile")``, so a
+recompile as the position grows would raise), and ``torch.compile(torch_decode_step)``.
+Implementations run interleaved in one process (``--rounds`` generations each, medians).
+Before timing, the two libraries' token sequences are compared (greedy; random initial weights
+give near-uniform logits, so an argmax can differ at a near-tie: the count of equal tokens is
+printed).  ``--profile`` runs cProfile over one ember generation and splits the time
 per call into the C entry (``runtime.py`` ``__call__``) and the Python around it (recording the
 ops, capture, guards, realize).
 """
@@ -74,7 +76,7 @@ def ember_generate(m: demo.CharGPT, step, first: int, n: int) -> list:
     tok = ember.tensor([[first]])
     out = [first]
     for p in range(n - 1):
-        tok = step(tok, ember.tensor(p), cache).argmax(-1, keepdim=True)
+        tok = step(tok, ember.tensor(p), cache.k, cache.v).argmax(-1, keepdim=True)
         out.append(tok)
     return [int(t) if isinstance(t, int) else int(t.item()) for t in out]
 
@@ -93,7 +95,7 @@ def torch_generate(tm: TorchCharGPT, step, first: int, n: int) -> list:
     return [int(t) if isinstance(t, int) else int(t.item()) for t in out]
 
 
-def profile(m: demo.CharGPT, step, n: int) -> None:
+def profile(m: demo.CharGPT, step, n: int, label: str) -> None:
     """cProfile over one ember generation: per-call time in C and in Python around it."""
     prof = cProfile.Profile()
     prof.enable()
@@ -104,10 +106,16 @@ def profile(m: demo.CharGPT, step, n: int) -> None:
     c_time = sum(v[3] for k, v in st.stats.items()
                  if k[0].endswith(os.path.join("build", "runtime.py")) and k[2] == "__call__")
     calls = n - 1
-    print(f"\ncProfile (one generation, {calls} calls, profiler overhead included): "
+    print(f"\ncProfile, {label} (one generation, {calls} calls, profiler overhead included): "
           f"{fmt_time(total / calls)} per token, of which C entry {fmt_time(c_time / calls)}, "
           f"Python around it {fmt_time((total - c_time) / calls)}")
-    st.sort_stats("tottime").print_stats(15)
+    st.sort_stats("tottime").print_stats(12)
+
+
+def timed(fn) -> float:
+    s = time.perf_counter()
+    fn()
+    return time.perf_counter() - s
 
 
 def main() -> None:
@@ -126,36 +134,43 @@ def main() -> None:
     em = demo.CharGPT(vocab, block=BLOCK, d=D, layers=LAYERS, heads=HEADS).eval()
     tm = TorchCharGPT(vocab, BLOCK, D, LAYERS, HEADS).eval()
     copy_weights(em, tm)
-    estep = em.compiled_decode_step()
+    steps = {"ember compiled (C), reduce-overhead": em.compiled_decode_step(),
+             "ember compiled (C), default mode": em.compiled_decode_step(mode=None)}
     tstep = torch.compile(torch_decode_step)
-    t0 = time.perf_counter()
-    e_tokens = ember_generate(em, estep, 1, a.tokens)
-    t1 = time.perf_counter()
-    t_tokens = torch_generate(tm, tstep, 1, a.tokens)
-    t2 = time.perf_counter()
-    print(f"first generation (compiles): ember {t1 - t0:.1f} s, torch.compile {t2 - t1:.1f} s")
-    same = sum(x == y for x, y in zip(e_tokens, t_tokens))
-    print(f"greedy tokens equal to torch's: {same}/{len(e_tokens)}")
-    te, tt = [], []
-    with ember.compiler.set_stance("fail_on_recompile"):
-        for _ in range(a.rounds):
-            s = time.perf_counter()
-            ember_generate(em, estep, 1, a.tokens)
-            te.append(time.perf_counter() - s)
-            s = time.perf_counter()
-            torch_generate(tm, tstep, 1, a.tokens)
-            tt.append(time.perf_counter() - s)
-    me, mt = statistics.median(te), statistics.median(tt)
+    tokens = {}
+    for name, step in steps.items():
+        t = timed(lambda s=step, n=name: tokens.setdefault(n, ember_generate(em, s, 1, a.tokens)))
+        print(f"first generation (compiles): {name} {t:.1f} s")
+    t = timed(lambda: tokens.setdefault("torch", torch_generate(tm, tstep, 1, a.tokens)))
+    print(f"first generation (compiles): torch.compile {t:.1f} s")
+    for name in steps:
+        same = sum(x == y for x, y in zip(tokens[name], tokens["torch"]))
+        print(f"greedy tokens of {name} equal to torch's: {same}/{a.tokens}")
+    times: dict = {name: [] for name in list(steps) + ["torch.compile"]}
+    for _ in range(a.rounds):
+        for name, step in steps.items():
+            if step.mode is None:  # a recompile as the position grows would raise
+                with ember.compiler.set_stance("fail_on_recompile"):
+                    times[name].append(timed(lambda s=step: ember_generate(em, s, 1, a.tokens)))
+            else:  # (the stance turns replay off)
+                times[name].append(timed(lambda s=step: ember_generate(em, s, 1, a.tokens)))
+        times["torch.compile"].append(timed(lambda: torch_generate(tm, tstep, 1, a.tokens)))
+    ro = steps["ember compiled (C), reduce-overhead"]
+    print(f"reduce-overhead: {ro.record_count} recorded call(s), {ro.replay_count} replayed")
+    med = {k: statistics.median(v) for k, v in times.items()}
     calls = a.tokens - 1
-    print(f"\n{a.tokens} positions, batch 1, {a.threads} threads, {a.rounds} rounds (medians)")
-    print("| implementation | generation | per token | ember/torch.compile |")
+    print(f"\n{a.tokens} positions ({calls} decode calls), batch 1, {a.threads} threads, "
+          f"{a.rounds} rounds (medians)")
+    print("| implementation | generation | per token | / torch.compile |")
     print("|---|---|---|---|")
-    print(f"| ember compiled (C) | {fmt_time(me)} | {fmt_time(me / calls)} | {me / mt:.2f} |")
-    print(f"| torch.compile | {fmt_time(mt)} | {fmt_time(mt / calls)} | 1.00 |")
-    print(f"rounds: ember {[round(x, 3) for x in te]}, torch {[round(x, 3) for x in tt]}")
+    for name, m in med.items():
+        print(f"| {name} | {fmt_time(m)} | {fmt_time(m / calls)} | "
+              f"{m / med['torch.compile']:.2f} |")
+    print("rounds (s): " + "; ".join(f"{k}: {[round(x, 3) for x in v]}"
+                                     for k, v in times.items()))
     if a.profile:
-        with ember.compiler.set_stance("fail_on_recompile"):
-            profile(em, estep, a.tokens)
+        for name, step in steps.items():
+            profile(em, step, a.tokens, name)
 
 
 if __name__ == "__main__":
