@@ -105,3 +105,37 @@ def test_generate_cached_rejects_too_long():
     m = _model()
     with pytest.raises(EmberValueError, match=r"\[generate_cached\]"):
         m.generate_cached(ember.tensor([[1, 2]]), 15)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "strided_a", "packed_b", "batched"])
+def test_one_row_products_match_torch(dtype, layout):
+    """A single-row product (a decode step's linear layers) runs as BLAS gemv in C."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    K, N = 37, 29
+    a = rng.standard_normal((1, 2 * K)).astype(dtype)
+    w = rng.standard_normal((K, N, 2)).astype(dtype)
+    wt = rng.standard_normal((N, K)).astype(dtype)
+    ab = rng.standard_normal((3, 1, K)).astype(dtype)
+    wb = rng.standard_normal((3, K, N)).astype(dtype)
+
+    def f(lib, a, w, wt, ab, wb):
+        x = a[:, :K]
+        if layout == "nn":
+            return x @ w[:, :, 0].contiguous()
+        if layout == "nt":
+            return lib.nn.functional.linear(x, wt)
+        if layout == "strided_a":
+            return a[:, ::2] @ wt.t()
+        if layout == "packed_b":
+            return x @ w[:, :, 1]
+        return ab @ wb
+
+    args = (a, w, wt, ab, wb)
+    ember.compiler.reset()  # each case compiles (no recompile limit across the cases)
+    got = ember.compile(lambda *t: f(ember, *t))(*(ember.tensor(v) for v in args))
+    assert ember.compiler.c.backend.last_compiled().externs == []  # the product ran in C
+    want = f(torch, *(torch.tensor(v) for v in args))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol)
