@@ -139,3 +139,14 @@ def test_one_row_products_match_torch(dtype, layout):
     want = f(torch, *(torch.tensor(v) for v in args))
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.xfail(strict=True, reason="index_copy_ with an index recorded in the graph: the "
+                   "index_put kernel counts a negative index from the end, PyTorch raises")
+def test_index_copy_recorded_negative_index_raises():
+    def f(b, pos, s):
+        b.index_copy_(0, (pos - 5).view(1), s)
+        return b
+
+    with pytest.raises(IndexError):
+        ember.compile(f)(ember.zeros(4, 2), ember.tensor(3), ember.ones(1, 2))
