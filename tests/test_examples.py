@@ -38,3 +38,12 @@ def test_char_gpt_example_learns_under_autocast(dtype, capsys):
                                      "--sample", "0", "--dtype", dtype])
     first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
     assert last < first - 0.5, (first, last, losses)
+
+
+def test_char_gpt_example_generates_with_kv_cache(capsys):
+    _load("char_gpt").main(["--steps", "2", "--batch", "2", "--block", "16", "--d", "24",
+                            "--heads", "3", "--sample", "40", "--generate"])
+    out = capsys.readouterr().out
+    assert "generated 12 characters with the KV cache" in out
+    sample = out.split("sample:\n", 1)[1]
+    assert sample.startswith("The ") and len(sample) == 16 + 1  # block chars, print's newline

@@ -25,6 +25,7 @@ from ember import dtypes as dt
 from ember._frontend.autocast import autocast_op
 from ember._frontend.core import broadcast_shapes, check_tensor, expand_to, is_scalar, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace, inplace_method
+from ember._lazy import LazyArray
 from ember.autograd.grad_mode import is_grad_enabled
 from ember.errors import (
     DTypeRuntimeError,
@@ -507,12 +508,20 @@ def _dim_put(op: str, input: Tensor, dim: int, index: Tensor, source: Tensor,
     if op == "index_copy" and index._dtype is not dt.int64:
         raise DTypeRuntimeError(f"[{op}] index_copy_(): Expected a long tensor for index, but "
                                 f"got {_type_name(index._dtype)}")
-    arr = _index_arg(index, op, f"{op}(): Expected dtype int32/int64 for index")
+    lazy = index._data.__class__ is LazyArray
+    if lazy:  # a recorded index (a KV-cache position): its values are checked by the kernel
+        if index._dtype not in _INDEX_DTYPES:
+            raise DTypeRuntimeError(f"[{op}] {op}(): Expected dtype int32/int64 for index")
+        arr = index._data
+    else:
+        arr = _index_arg(index, op, f"{op}(): Expected dtype int32/int64 for index")
     if arr.ndim > 1:
         raise EmberIndexError(
             f"[{op}] {op}_(): Index is supposed to be a vector, but got dim: {arr.ndim} with "
             f"type: {_type_name(index._dtype)} and size: {list(arr.shape)}")
     d = wrap_dim(dim, input.ndim, op)
+    if lazy:
+        return _dim_put_lazy(op, input, d, index, source, accumulate)
     x = input if input.ndim else input.reshape(1)  # type: ignore[attr-defined]
     arr = arr.reshape(-1)
     src = source if source.ndim else source.reshape(1)  # type: ignore[attr-defined]
@@ -525,6 +534,24 @@ def _dim_put(op: str, input: Tensor, dim: int, index: Tensor, source: Tensor,
     _check_bounds(op, arr, x._data.shape[d], d, *bounds)
     out = bind(I.INDEX_PUT, x, _wrap(arr.reshape(1, -1), dt.int64), src, dims=(d,),
                accumulate=accumulate)
+    return out if input.ndim else out.reshape(())  # type: ignore[attr-defined]
+
+
+def _dim_put_lazy(op: str, input: Tensor, d: int, index: Tensor, source: Tensor,
+                  accumulate: bool) -> Tensor:
+    """``_dim_put`` with an index recorded in a trace: shapes are checked now, the index values
+    by the ``index_put`` kernel when it runs (negative values index from the end there)."""
+    x = input if input.ndim else input.reshape(1)  # type: ignore[attr-defined]
+    n = index._data.size
+    src = source if source.ndim else source.reshape(1)  # type: ignore[attr-defined]
+    want = list(x._data.shape)
+    want[d] = n
+    if list(src._data.shape) != want and not (input.ndim == 0 and source.ndim == 0):
+        raise ShapeError(f"[{op}] source tensor shape must match self tensor shape, excluding "
+                         f"the specified dimension. Got self.shape = {list(input.shape)} "
+                         f"source.shape = {list(source.shape)}")
+    idx = to_dtype(index, dt.int64).reshape(1, n)  # type: ignore[attr-defined]
+    out = bind(I.INDEX_PUT, x, idx, src, dims=(d,), accumulate=accumulate)
     return out if input.ndim else out.reshape(())  # type: ignore[attr-defined]
 
 

@@ -18,6 +18,11 @@ BLOCK_ROWS = 64
 _PRELUDE = csrc("attention.h.in")
 
 
+# an attention call with fewer multiply-adds than this (batch*heads * L * S * (E + Ev)) runs on
+# the calling thread: a decode step's (L = 1) work is smaller than the cost of starting threads
+SERIAL_BELOW = 1 << 21
+
+
 def prelude(program: Any) -> str:
     """The attention helpers of ``program``'s AttentionKernels ("" when it has none)."""
     # FlexAttentionKernels call the same per-thread product helper
@@ -46,7 +51,7 @@ def prelude(program: Any) -> str:
                     f"{t} beta, {t} *c, {it} ldc);")
         parts.append(_PRELUDE.format(
             T=t, s=s, blas_decl=decl, have_blas=int(fn is not None), blasfn=fn or "(void)",
-            maxd=MAX_BATCH_DIMS, br=BLOCK_ROWS,
+            maxd=MAX_BATCH_DIMS, br=BLOCK_ROWS, serial_below=SERIAL_BELOW,
             set_threads1=f"{setter}(1);" if setter else "",
             set_threads_back=f"{setter}(threads);" if setter else ""))
     return "\n".join(parts)
@@ -93,4 +98,4 @@ def kernel_source(k: AttentionKernel, ints_marker: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["BLOCK_ROWS", "kernel_source", "prelude"]
+__all__ = ["BLOCK_ROWS", "SERIAL_BELOW", "kernel_source", "prelude"]
