@@ -1,5 +1,5 @@
 """With dynamic sizes, the compiled exported program runs expand, split_with_sizes, basic
-indexing, ``reshape_copy`` and attention as C kernels over runtime sizes (no eager externs),
+indexing, ``reshape_copy``, embedding and attention (the char GPT whole) as C kernels over runtime sizes (no eager externs),
 and gives what the eager module gives at every size."""
 
 import numpy as np
@@ -48,6 +48,20 @@ class QKV(ember.nn.Module):
         return y.transpose(1, 2).reshape(b, t, c)
 
 
+class Embed(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = ember.nn.Embedding(10, 6)
+
+    def forward(self, idx):
+        return self.emb(idx) * 2 + self.emb(idx.t()).sum()
+
+
+def _char_gpt():
+    import ember.demo
+    return ember.demo.CharGPT(65, block=64, d=96, layers=2, heads=4).eval()
+
+
 CASES = {
     "expand": (Expand, lambda n: (ember.randn(n, 3),), {"x": {0: Dim.AUTO}}),
     "split": (Split, lambda n: (ember.randn(2 * n, 3),), {"x": {0: Dim.AUTO}}),
@@ -55,6 +69,11 @@ CASES = {
     "attention": (Attention, lambda n: tuple(ember.randn(2, 2, n, 8) for _ in range(3)),
                   {"q": {2: Dim.AUTO}, "k": {2: Dim.AUTO}, "v": {2: Dim.AUTO}}),
     "qkv": (QKV, lambda n: (ember.randn(2, n, 8),), {"x": {1: Dim.AUTO}}),
+    "embedding": (Embed, lambda n: (ember.randint(0, 10, (n, n + 2)),),
+                  {"idx": {0: Dim.AUTO, 1: Dim.AUTO}}),
+    # the token lookup, the (T, T) causal mask broadcast over (B, heads) and the head views
+    "char_gpt": (_char_gpt, lambda n: (ember.randint(0, 65, (n, n + 1)),),
+                 {"idx": {0: Dim.AUTO, 1: Dim("t", max=64)}}),
 }
 
 
@@ -79,3 +98,15 @@ def test_dynamic_program_lowers_without_externs(name):
                 assert g.shape == w.shape
                 np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
     assert cp.graph.num_scalars >= 1  # one size-generic entry
+
+
+def test_dynamic_embedding_index_out_of_range_raises_as_eager():
+    """The gather's range check makes the entry fail and the graph rerun eagerly, which
+    raises eager's error."""
+    m = Embed()
+    ep = export(m, (ember.randint(0, 10, (4, 6)),), dynamic_shapes=CASES["embedding"][2])
+    cp = compile_program(ep, backend="c")
+    bad = ember.randint(0, 10, (5, 7))
+    bad[2, 3] = 10
+    with ember.no_grad(), pytest.raises(IndexError):
+        cp(bad)

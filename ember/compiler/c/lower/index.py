@@ -2,15 +2,15 @@
 kernels; gather/scatter/advanced indexing/masked_fill (below).
 
 * ``embedding`` (``out[r, :] = weight[idx[r], :]``, the token lookup of a language model) is a
-  gather over the rows of ``idx`` (any static layout of ``idx`` and of the 2-D weight), rows
-  split over the threads.  An index outside ``[0, num_weights)`` makes the entry return 1 and the
+  gather over the rows of ``idx`` (any layout of ``idx``, runtime sizes included, and any static
+  layout of the 2-D weight), rows split over the threads.  An index outside ``[0, num_weights)`` makes the entry return 1 and the
   graph rerun eagerly, which raises eager's ``EmberIndexError``.  Lowered when the op does not
   scale its rows (``masked=False``, or ``masked`` without ``padding_idx`` and
   ``scale_grad_by_freq``); values are copied exactly (any storage dtype).
 * ``embedding_backward`` (``out = zeros(num_weights, D); out[idx[r], :] += g[r, :]``) is a
   scatter-add: column blocks are split over the threads and each block adds the rows in index
   order, so every element sums exactly as eager's ``np.add.at`` does (same order, same dtype:
-  the result is bit-identical).  float32/float64 without ``padding_idx``/``scale_grad_by_freq``
+  the result is bit-identical; runtime row counts included).  float32/float64 without ``padding_idx``/``scale_grad_by_freq``
   (eager accumulates float16/bfloat16 in float32 and rounds once: those stay eager).
 * ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
@@ -22,7 +22,7 @@ kernels; gather/scatter/advanced indexing/masked_fill (below).
   resolve as eager's; an index out of range reruns the graph eagerly, which raises).
 * ``masked_fill`` -> a select in the open pointwise group.
 
-Static sizes only; anything else stays an extern (a logged fallback).
+The others: static sizes only; anything else stays an extern (a logged fallback).
 """
 
 from __future__ import annotations
@@ -88,16 +88,21 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     src, idx = lw.in_memory(src_r), lw.in_memory(idx_r)
     if src is None or idx is None:
         return "an operand is not in memory"
-    if not _static(src.geom, idx.geom) or any(type(x) is not int for x in out_shape):
-        return "dynamic sizes"
+    # the index's sizes (batch, sequence) may be runtime ones (specs hold one call's sizes, so
+    # the gather's result is shaped from the index); the weight's and the rows' width are static
     if scatter:
+        if not all(type(x) is int for x in out_shape):
+            return "dynamic sizes"
         num, cols = out_shape
         if tuple(src.geom.shape) != tuple(idx.geom.shape) + (cols,):
             return "gradient shape"
     else:
         if len(src.geom.shape) != 2:
             return "weight is not 2-D"
+        if not _static(src.geom):
+            return "dynamic sizes"
         num, cols = src.geom.shape
+        out_shape = tuple(idx.geom.shape) + (cols,)
     lw.close_group()
     lw.open_segment()
     out = lw.buffer(dt, out_shape, "temp")
