@@ -1,6 +1,6 @@
 """With dynamic sizes, the compiled exported program runs expand, split_with_sizes, basic
-indexing, ``reshape_copy``, embedding and attention (the char GPT whole) as C kernels over runtime sizes (no eager externs),
-and gives what the eager module gives at every size."""
+indexing, ``reshape_copy``, cat, embedding and attention (the char GPT whole) as C kernels over
+runtime sizes (no eager externs), and gives what the eager module gives at every size."""
 
 import numpy as np
 import pytest
@@ -48,6 +48,11 @@ class QKV(ember.nn.Module):
         return y.transpose(1, 2).reshape(b, t, c)
 
 
+class Cat(ember.nn.Module):
+    def forward(self, x, y):
+        return ember.cat([x, y * 2], dim=0) + 1, ember.cat([x, x.unsqueeze(1).sum(1)], dim=1)
+
+
 class Embed(ember.nn.Module):
     def __init__(self):
         super().__init__()
@@ -69,6 +74,8 @@ CASES = {
     "attention": (Attention, lambda n: tuple(ember.randn(2, 2, n, 8) for _ in range(3)),
                   {"q": {2: Dim.AUTO}, "k": {2: Dim.AUTO}, "v": {2: Dim.AUTO}}),
     "qkv": (QKV, lambda n: (ember.randn(2, n, 8),), {"x": {1: Dim.AUTO}}),
+    "cat": (Cat, lambda n: (ember.randn(n, 3), ember.randn(n + 1, 3)),
+            {"x": {0: Dim.AUTO}, "y": {0: Dim.AUTO}}),
     "embedding": (Embed, lambda n: (ember.randint(0, 10, (n, n + 2)),),
                   {"idx": {0: Dim.AUTO, 1: Dim.AUTO}}),
     # the token lookup, the (T, T) causal mask broadcast over (B, heads) and the head views

@@ -2,16 +2,18 @@
 kernels; gather/scatter/advanced indexing/masked_fill (below).
 
 * ``embedding`` (``out[r, :] = weight[idx[r], :]``, the token lookup of a language model) is a
-  gather over the rows of ``idx`` (any layout of ``idx``, runtime sizes included, and any static
-  layout of the 2-D weight), rows split over the threads.  An index outside ``[0, num_weights)`` makes the entry return 1 and the
-  graph rerun eagerly, which raises eager's ``EmberIndexError``.  Lowered when the op does not
-  scale its rows (``masked=False``, or ``masked`` without ``padding_idx`` and
-  ``scale_grad_by_freq``); values are copied exactly (any storage dtype).
+  gather over the rows of ``idx`` (any layout of ``idx``, runtime sizes included, and any
+  static layout of the 2-D weight), rows split over the threads.  An index outside
+  ``[0, num_weights)`` makes the entry return 1 and the graph rerun eagerly, which raises
+  eager's ``EmberIndexError``.  Lowered when the op does not scale its rows (``masked=False``,
+  or ``masked`` without ``padding_idx`` and ``scale_grad_by_freq``); values are copied exactly
+  (any storage dtype).
 * ``embedding_backward`` (``out = zeros(num_weights, D); out[idx[r], :] += g[r, :]``) is a
   scatter-add: column blocks are split over the threads and each block adds the rows in index
   order, so every element sums exactly as eager's ``np.add.at`` does (same order, same dtype:
-  the result is bit-identical; runtime row counts included).  float32/float64 without ``padding_idx``/``scale_grad_by_freq``
-  (eager accumulates float16/bfloat16 in float32 and rounds once: those stay eager).
+  the result is bit-identical; runtime row counts included).  float32/float64 without
+  ``padding_idx``/``scale_grad_by_freq`` (eager accumulates float16/bfloat16 in float32 and
+  rounds once: those stay eager).
 * ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
   the gradient stored through the region's geometry.
