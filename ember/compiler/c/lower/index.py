@@ -52,12 +52,15 @@ from ember.compiler.c.lower.context import (
     LoweringContext,
     MemoryValue,
     c_scalar,
+    has_sym,
     is_ref,
     log,
     loop_index,
+    size_of,
 )
 from ember.compiler.c.lower.pointwise import fill_outputs
 from ember.compiler.c.lower.registry import lowering
+from ember.compiler.c.lower.view import basic_index_geometry
 from ember.compiler.frontend.graph import Sym
 from ember.ops import OPS
 from ember.ops.indexing import index_shape, np_basic_key
@@ -93,9 +96,10 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     # the index's sizes (batch, sequence) may be runtime ones (specs hold one call's sizes, so
     # the gather's result is shaped from the index); the weight's and the rows' width are static
     if scatter:
-        if not all(type(x) is int for x in out_shape):
+        num, cols = p["num_weights"], src.geom.shape[-1] if src.geom.shape else None
+        if type(num) is not int or type(cols) is not int:
             return "dynamic sizes"
-        num, cols = out_shape
+        out_shape = (num, cols)
         if tuple(src.geom.shape) != tuple(idx.geom.shape) + (cols,):
             return "gradient shape"
     else:
@@ -134,18 +138,27 @@ def _region(shape: tuple, spec: tuple) -> Geometry | None:
 @lowering(OPS.basic_index_backward)
 def lower_basic_index_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
     """Zeros of the input's shape, then the gradient stored at the basic index's region."""
-    out_shape, dt = n.specs[0]
-    out_shape = tuple(out_shape)
+    _, dt = n.specs[0]
+    out_shape = tuple(size_of(x) for x in n.params["shape"])  # (specs: one call's sizes)
     if not is_ref(n.args[0]) or dt.np.name not in STORAGE_CTYPES:
         return f"dtype {dt.name} (no C storage type)"
-    if any(type(x) is not int for x in out_shape) or 0 in out_shape:
-        return "dynamic sizes or an empty result"
+    if 0 in out_shape:
+        return "an empty result"
     g = lw.in_memory(n.args[0])
     if g is None:
         return "an operand is not in memory"
-    region = _region(out_shape, n.params["spec"])
-    if region is None or tuple(region.shape) != tuple(g.geom.shape) or not _static(g.geom):
-        return "index region not computable"
+    spec = n.params["spec"]
+    if has_sym(spec) or not _static(g.geom) or any(type(x) is not int for x in out_shape):
+        # runtime sizes (``weight[:t]`` at a runtime ``t``, ``h[1:]`` at a runtime batch):
+        # the region as the view rule computes it; the meta rule made its shape the gradient's
+        region = basic_index_geometry(spec, Geometry.contiguous(out_shape))
+        if region is None or len(region.shape) != len(g.geom.shape):
+            return "index region not computable"
+        region = Geometry(tuple(g.geom.shape), region.strides, region.offset)
+    else:
+        region = _region(out_shape, spec)
+        if region is None or tuple(region.shape) != tuple(g.geom.shape):
+            return "index region not computable"
     lw.close_group()
     lw.open_segment()
     out = lw.buffer(dt, out_shape, "temp")

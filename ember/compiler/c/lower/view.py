@@ -184,12 +184,19 @@ def _basic_index(n: Any, geom: Geometry, dt: Any) -> list | None:
     the Python that sizes buffers)."""
     if not has_sym(n.params) and not any(type(x) is not int for x in geom.shape):
         return _shadow_geometry(n, geom, dt)
+    g = basic_index_geometry(n.params["spec"], geom)
+    return None if g is None else [g]
+
+
+def basic_index_geometry(spec: tuple, geom: Geometry) -> Geometry | None:
+    """The geometry the basic index ``spec`` selects from ``geom`` (SizeExprs; None when a
+    symbolic slice has a step other than 1).  Also ``basic_index_backward``'s region."""
     shape, st = geom.shape, geom.strides
     off: Any = geom.offset
     out_shape: list = []
     out_st: list = []
     d = 0
-    for it in n.params["spec"]:
+    for it in spec:
         if it is None:
             out_shape.append(1)
             out_st.append(s_mul(shape[d], st[d]) if d < len(shape) else 1)
@@ -212,7 +219,7 @@ def _basic_index(n: Any, geom: Geometry, dt: Any) -> list | None:
         else:  # a select (non-negative, in range)
             off = s_add(off, s_mul(size_of(it), st[d]))
         d += 1
-    return [Geometry(tuple(out_shape) + tuple(shape[d:]), tuple(out_st) + tuple(st[d:]), off)]
+    return Geometry(tuple(out_shape) + tuple(shape[d:]), tuple(out_st) + tuple(st[d:]), off)
 
 
 def _split_with_sizes(n: Any, geom: Geometry, dt: Any) -> list | None:
@@ -278,4 +285,4 @@ _GEOMETRY = OpTable([(OPS.permute, _permute), (OPS.expand, _expand), (OPS.view, 
                      (OPS.basic_index, _basic_index),
                      (OPS.split_with_sizes, _split_with_sizes)])
 
-__all__ = ["as_view", "lower_view"]
+__all__ = ["as_view", "basic_index_geometry", "lower_view"]
