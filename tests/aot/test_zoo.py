@@ -13,9 +13,7 @@ from tests.export.test_zoo_vs_torch import CASES, E_MODELS, IDS, _inputs, _specs
 
 _LIMIT = ("the C backend lowers {} only for static sizes: with dynamic sizes they run as "
           "Python externs, which a package cannot hold")
-XFAIL = {"conv": _LIMIT.format("convolution and max_pool"),
-         "block": _LIMIT.format("split_with_sizes, reshape_copy and cat"),
-         "derived": _LIMIT.format("cat")}
+XFAIL = {"conv": _LIMIT.format("convolution and max_pool")}
 
 
 @pytest.mark.parametrize("dynamic", [True, False], ids=["dynamic", "static"])

@@ -13,6 +13,7 @@ from ember.compiler.c.ir.loop_ir import (
     compute_ctype,
     contiguous_strides,
     load_expr,
+    s_mul,
     store_expr,
 )
 
@@ -29,12 +30,13 @@ def _offset_expr(geom: Geometry, flat: str) -> str:
     for n, s in reversed(list(zip(shape, strides))):
         if n != 1 and s != 0:
             terms.append(f"(({flat}) / {inner} % {n}) * {s}")
-        inner *= n
+        inner = s_mul(inner, n)
     return "(" + " + ".join([str(geom.offset)] + terms) + ")"
 
 
-def kernel_source(k: IndexKernel, openmp: bool) -> str:
-    """The C function of one IndexKernel (stores, then loads, then ints/floats)."""
+def kernel_source(k: IndexKernel, openmp: bool, ints: str = "") -> str:
+    """The C function of one IndexKernel (stores, then loads, then ints/floats); ``ints``: the
+    line where the runtime-integer declarations go (the unit fills it)."""
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -42,15 +44,14 @@ def kernel_source(k: IndexKernel, openmp: bool) -> str:
     t = k.out.ctype
     lines = [f"/* {' '.join(k.ops)} ({'scatter-add' if k.scatter else 'gather'} of rows) */",
              f"static int {k.name}({', '.join(params)}) {{",
-             "  (void)ints; (void)floats;",
-             "  int bad_ = 0;"]
+             "  (void)ints; (void)floats;"] + ([ints] if ints else []) + ["  int bad_ = 0;"]
     rows, cols, num = k.rows, k.cols, k.num
     at = _offset_expr(k.idx_geom, "r")
     if not k.scatter:
         g = k.src_geom
         rs, cs = g.strides
         if openmp:
-            lines.append("  " + omp_for(str(rows * cols)) + " reduction(|: bad_)")
+            lines.append("  " + omp_for(str(s_mul(rows, cols))) + " reduction(|: bad_)")
         lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
                   f"    const int64_t w_ = {k.idx.name}[{at}];",
                   f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
@@ -70,7 +71,7 @@ def kernel_source(k: IndexKernel, openmp: bool) -> str:
                   f"    if (w_ < 0 || w_ >= {num}) return 1;",
                   "  }"]
         if openmp:
-            lines.append("  " + omp_for(str(rows * cols)))
+            lines.append("  " + omp_for(str(s_mul(rows, cols))))
         lines += [f"  for (int64_t b_ = 0; b_ < {blocks}; b_++) {{",
                   f"    const int64_t c0 = b_ * {SCATTER_BLOCK}, "
                   f"c1 = c0 + {SCATTER_BLOCK} < {cols} ? c0 + {SCATTER_BLOCK} : {cols};",
@@ -90,7 +91,7 @@ def _row_strides(g: Geometry, cols: int) -> tuple:
     when the leading dims fold into one (else ``_src_row`` unravels them)."""
     shape, st = tuple(g.shape), tuple(g.strides)
     lead = shape[:-1]
-    fold = all(st[d] == st[d + 1] * shape[d + 1] for d in range(len(lead) - 1)
+    fold = all(st[d] == s_mul(st[d + 1], shape[d + 1]) for d in range(len(lead) - 1)
                if shape[d] != 1) if lead else True
     return (st[-2] if lead and fold else None), st[-1]
 

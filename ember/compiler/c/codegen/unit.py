@@ -602,7 +602,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, FlexAttentionKernel):
         return flex.kernel_source(k, openmp)
     if isinstance(k, IndexKernel):
-        return index.kernel_source(k, openmp)
+        return _declare_ints(index.kernel_source(k, openmp, _INTS).splitlines(), program)
     if isinstance(k, DimIndexKernel):
         return index.dim_index_source(k, openmp)
     if isinstance(k, AdvIndexKernel):

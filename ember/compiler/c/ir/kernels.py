@@ -321,11 +321,8 @@ class IndexKernel:
     ops: list = field(default_factory=list)
 
     @property
-    def rows(self) -> int:
-        n = 1
-        for s in self.idx_geom.shape:
-            n *= s
-        return n
+    def rows(self) -> SizeExpr:
+        return numel(tuple(self.idx_geom.shape))
 
     def buffers(self) -> tuple[list, list]:
         return [self.src, self.idx], [self.out]

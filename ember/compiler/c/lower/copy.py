@@ -7,7 +7,9 @@ and strided-copy kernels, runtime sizes and parameters included where eager's la
 Both produce a fresh C-contiguous value, as eager does: ``reshape_copy`` is one kernel over the
 source's shape that loads through the source's geometry (any strides) and stores in C order;
 ``cat`` is one kernel per input storing its block of the output.  Values are copied exactly
-(float16/bfloat16 as their bits through float, which is exact).  Static sizes only.
+(float16/bfloat16 as their bits through float, which is exact).  Runtime sizes included: a
+``reshape_copy`` takes its sizes from its parameters, a ``cat`` sums its inputs' sizes along
+its dim (its pieces' offsets are those running sums).
 """
 
 from __future__ import annotations
@@ -70,15 +72,38 @@ def lower_copy(lw: LoweringContext, i: int, n: Any, cat: bool) -> str | None:
                   for x in tuple(m.geom.shape) + tuple(m.geom.strides) + (m.geom.offset,))
     if dynamic or any(type(x) is not int for x in out_shape) or has_sym(n.params):
         if cat:
-            return "dynamic sizes"
-        # reshape_copy: the sizes the parameters give (runtime ints); the kernel loops over
-        # the source's (runtime) shape and loads through its geometry
-        out_shape = tuple(_sz(x) for x in n.params["shape"])
-        if any(x == -1 for x in out_shape if type(x) is int):
-            return "dynamic sizes with an inferred (-1) dim"
+            out_shape = _cat_shape(mats, n.params.get("dim"))
+            if out_shape is None:
+                return "dynamic sizes (inputs of unequal rank, or a runtime dim)"
+        else:
+            # reshape_copy: the sizes the parameters give (runtime ints); the kernel loops
+            # over the source's (runtime) shape and loads through its geometry
+            out_shape = tuple(_sz(x) for x in n.params["shape"])
+            if any(x == -1 for x in out_shape if type(x) is int):
+                return "dynamic sizes with an inferred (-1) dim"
     if 0 in out_shape:
         fill_outputs(lw, i, n)
         return None
+    return _lower_pieces(lw, i, n, mats, out_shape, dt, cat)
+
+
+def _cat_shape(mats: list, dim: Any) -> tuple | None:
+    """The result's shape of a ``cat`` over runtime sizes: the first input's, with the inputs'
+    sizes along ``dim`` summed (the meta rule checked the other dims at export)."""
+    shapes = [tuple(m.geom.shape) for m in mats]
+    rank = len(shapes[0])
+    if type(dim) is not int or any(len(s) != rank for s in shapes) or not 0 <= dim < rank:
+        return None
+    along: Any = 0
+    for s in shapes:
+        along = s_add(along, s[dim])
+    return shapes[0][:dim] + (along,) + shapes[0][dim + 1:]
+
+
+def _lower_pieces(lw: LoweringContext, i: int, n: Any, mats: list, out_shape: tuple, dt: Any,
+                  cat: bool) -> str | None:
+    """One copy kernel per input into a fresh C-contiguous ``out_shape`` (runtime sizes
+    included: a piece's offset along the cat dim is the sum of the sizes before it)."""
     dim = 0
     if cat:
         dim = n.params.get("dim")
@@ -94,8 +119,8 @@ def lower_copy(lw: LoweringContext, i: int, n: Any, cat: bool) -> str | None:
         ost = contiguous_strides(out_shape)
         pieces, off = [], 0
         for m in mats:
-            pieces.append((m, off * ost[dim], ost))
-            off += m.geom.shape[dim]
+            pieces.append((m, s_mul(off, ost[dim]), ost))
+            off = s_add(off, m.geom.shape[dim])
     for m, offset, strides in pieces:
         shape = tuple(m.geom.shape)
         if 0 in shape:

@@ -2,16 +2,18 @@
 kernels; gather/scatter/advanced indexing/masked_fill (below).
 
 * ``embedding`` (``out[r, :] = weight[idx[r], :]``, the token lookup of a language model) is a
-  gather over the rows of ``idx`` (any static layout of ``idx`` and of the 2-D weight), rows
-  split over the threads.  An index outside ``[0, num_weights)`` makes the entry return 1 and the
-  graph rerun eagerly, which raises eager's ``EmberIndexError``.  Lowered when the op does not
-  scale its rows (``masked=False``, or ``masked`` without ``padding_idx`` and
-  ``scale_grad_by_freq``); values are copied exactly (any storage dtype).
+  gather over the rows of ``idx`` (any layout of ``idx``, runtime sizes included, and any
+  static layout of the 2-D weight), rows split over the threads.  An index outside
+  ``[0, num_weights)`` makes the entry return 1 and the graph rerun eagerly, which raises
+  eager's ``EmberIndexError``.  Lowered when the op does not scale its rows (``masked=False``,
+  or ``masked`` without ``padding_idx`` and ``scale_grad_by_freq``); values are copied exactly
+  (any storage dtype).
 * ``embedding_backward`` (``out = zeros(num_weights, D); out[idx[r], :] += g[r, :]``) is a
   scatter-add: column blocks are split over the threads and each block adds the rows in index
   order, so every element sums exactly as eager's ``np.add.at`` does (same order, same dtype:
-  the result is bit-identical).  float32/float64 without ``padding_idx``/``scale_grad_by_freq``
-  (eager accumulates float16/bfloat16 in float32 and rounds once: those stay eager).
+  the result is bit-identical; runtime row counts included).  float32/float64 without
+  ``padding_idx``/``scale_grad_by_freq`` (eager accumulates float16/bfloat16 in float32 and
+  rounds once: those stay eager).
 * ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
   the gradient stored through the region's geometry.
@@ -22,7 +24,7 @@ kernels; gather/scatter/advanced indexing/masked_fill (below).
   resolve as eager's; an index out of range reruns the graph eagerly, which raises).
 * ``masked_fill`` -> a select in the open pointwise group.
 
-Static sizes only; anything else stays an extern (a logged fallback).
+The others: static sizes only; anything else stays an extern (a logged fallback).
 """
 
 from __future__ import annotations
@@ -50,12 +52,15 @@ from ember.compiler.c.lower.context import (
     LoweringContext,
     MemoryValue,
     c_scalar,
+    has_sym,
     is_ref,
     log,
     loop_index,
+    size_of,
 )
 from ember.compiler.c.lower.pointwise import fill_outputs
 from ember.compiler.c.lower.registry import lowering
+from ember.compiler.c.lower.view import basic_index_geometry
 from ember.compiler.frontend.graph import Sym
 from ember.ops import OPS
 from ember.ops.indexing import index_shape, np_basic_key
@@ -88,16 +93,22 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     src, idx = lw.in_memory(src_r), lw.in_memory(idx_r)
     if src is None or idx is None:
         return "an operand is not in memory"
-    if not _static(src.geom, idx.geom) or any(type(x) is not int for x in out_shape):
-        return "dynamic sizes"
+    # the index's sizes (batch, sequence) may be runtime ones (specs hold one call's sizes, so
+    # the gather's result is shaped from the index); the weight's and the rows' width are static
     if scatter:
-        num, cols = out_shape
+        num, cols = p["num_weights"], src.geom.shape[-1] if src.geom.shape else None
+        if type(num) is not int or type(cols) is not int:
+            return "dynamic sizes"
+        out_shape = (num, cols)
         if tuple(src.geom.shape) != tuple(idx.geom.shape) + (cols,):
             return "gradient shape"
     else:
         if len(src.geom.shape) != 2:
             return "weight is not 2-D"
+        if not _static(src.geom):
+            return "dynamic sizes"
         num, cols = src.geom.shape
+        out_shape = tuple(idx.geom.shape) + (cols,)
     lw.close_group()
     lw.open_segment()
     out = lw.buffer(dt, out_shape, "temp")
@@ -127,18 +138,27 @@ def _region(shape: tuple, spec: tuple) -> Geometry | None:
 @lowering(OPS.basic_index_backward)
 def lower_basic_index_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
     """Zeros of the input's shape, then the gradient stored at the basic index's region."""
-    out_shape, dt = n.specs[0]
-    out_shape = tuple(out_shape)
+    _, dt = n.specs[0]
+    out_shape = tuple(size_of(x) for x in n.params["shape"])  # (specs: one call's sizes)
     if not is_ref(n.args[0]) or dt.np.name not in STORAGE_CTYPES:
         return f"dtype {dt.name} (no C storage type)"
-    if any(type(x) is not int for x in out_shape) or 0 in out_shape:
-        return "dynamic sizes or an empty result"
+    if 0 in out_shape:
+        return "an empty result"
     g = lw.in_memory(n.args[0])
     if g is None:
         return "an operand is not in memory"
-    region = _region(out_shape, n.params["spec"])
-    if region is None or tuple(region.shape) != tuple(g.geom.shape) or not _static(g.geom):
-        return "index region not computable"
+    spec = n.params["spec"]
+    if has_sym(spec) or not _static(g.geom) or any(type(x) is not int for x in out_shape):
+        # runtime sizes (``weight[:t]`` at a runtime ``t``, ``h[1:]`` at a runtime batch):
+        # the region as the view rule computes it; the meta rule made its shape the gradient's
+        region = basic_index_geometry(spec, Geometry.contiguous(out_shape))
+        if region is None or len(region.shape) != len(g.geom.shape):
+            return "index region not computable"
+        region = Geometry(tuple(g.geom.shape), region.strides, region.offset)
+    else:
+        region = _region(out_shape, spec)
+        if region is None or tuple(region.shape) != tuple(g.geom.shape):
+            return "index region not computable"
     lw.close_group()
     lw.open_segment()
     out = lw.buffer(dt, out_shape, "temp")

@@ -1,7 +1,8 @@
 """View ops (kind ``view``) -> a ``Geometry`` over the source's buffer: consumers load through
-index arithmetic and nothing is copied.  ``permute``, ``expand`` and ``view`` have their own
-geometry rules; any other view runs its eager kernel on a stand-in array of the source's layout
-and reads the resulting strides and offset back."""
+index arithmetic and nothing is copied.  ``permute``, ``expand``, ``view``, ``unsqueeze``,
+basic indexing and ``split_with_sizes`` have their own geometry rules (runtime sizes
+included); any other view runs its eager kernel on a stand-in array of the source's layout and
+reads the resulting strides and offset back."""
 
 from __future__ import annotations
 
@@ -77,12 +78,33 @@ def _expand(n: Any, geom: Geometry, dt: Any) -> list | None:
         j = k - lead
         if j < 0 or shape[j] == 1:
             strides.append(0 if m != 1 else 0)
-        elif shape[j] == m or m == -1:
-            strides.append(st[j])
+        elif shape[j] == m or m == -1 or type(shape[j]) is int:
+            strides.append(st[j])  # (a static source size the meta rule found equal)
         else:
-            return None
-    out = tuple(shape[k - lead] if m == -1 else m for k, m in enumerate(out))
+            # a runtime source size: kept, or broadcast when it is 1 at run time (a lifted
+            # parameter may be); C and Python read this expression the same
+            strides.append(f"(({shape[j]} != 1) * {st[j]})")
+    out = tuple(shape[k - lead] if m == -1 or (k >= lead and type(shape[k - lead]) is int
+                                               and shape[k - lead] != 1)
+                else m for k, m in enumerate(out))
     return [Geometry(out, tuple(strides), geom.offset)]
+
+
+def _unsqueeze(n: Any, geom: Geometry, dt: Any) -> list | None:
+    """New size-1 dims at the output positions ``dims`` with PyTorch's stride (size times
+    stride of the dim it goes before; 1 at the end); static geometries replay eager's."""
+    dims = n.params["dims"]
+    if has_sym(dims):
+        return None
+    if all(type(x) is int for x in tuple(geom.shape) + tuple(geom.strides) + (geom.offset,)):
+        return _shadow_geometry(n, geom, dt)
+    shape, st = list(geom.shape), list(geom.strides)
+    for d in sorted(dims):
+        if not 0 <= d <= len(shape):
+            return None
+        st.insert(d, s_mul(shape[d], st[d]) if d < len(shape) else 1)
+        shape.insert(d, 1)
+    return [Geometry(tuple(shape), tuple(st), geom.offset)]
 
 
 def _reshape_view(n: Any, geom: Geometry, dt: Any) -> list | None:
@@ -162,12 +184,19 @@ def _basic_index(n: Any, geom: Geometry, dt: Any) -> list | None:
     the Python that sizes buffers)."""
     if not has_sym(n.params) and not any(type(x) is not int for x in geom.shape):
         return _shadow_geometry(n, geom, dt)
+    g = basic_index_geometry(n.params["spec"], geom)
+    return None if g is None else [g]
+
+
+def basic_index_geometry(spec: tuple, geom: Geometry) -> Geometry | None:
+    """The geometry the basic index ``spec`` selects from ``geom`` (SizeExprs; None when a
+    symbolic slice has a step other than 1).  Also ``basic_index_backward``'s region."""
     shape, st = geom.shape, geom.strides
     off: Any = geom.offset
     out_shape: list = []
     out_st: list = []
     d = 0
-    for it in n.params["spec"]:
+    for it in spec:
         if it is None:
             out_shape.append(1)
             out_st.append(s_mul(shape[d], st[d]) if d < len(shape) else 1)
@@ -190,7 +219,7 @@ def _basic_index(n: Any, geom: Geometry, dt: Any) -> list | None:
         else:  # a select (non-negative, in range)
             off = s_add(off, s_mul(size_of(it), st[d]))
         d += 1
-    return [Geometry(tuple(out_shape) + tuple(shape[d:]), tuple(out_st) + tuple(st[d:]), off)]
+    return Geometry(tuple(out_shape) + tuple(shape[d:]), tuple(out_st) + tuple(st[d:]), off)
 
 
 def _split_with_sizes(n: Any, geom: Geometry, dt: Any) -> list | None:
@@ -252,7 +281,8 @@ def _derives_from(a: np.ndarray, root: np.ndarray) -> bool:
 
 
 _GEOMETRY = OpTable([(OPS.permute, _permute), (OPS.expand, _expand), (OPS.view, _reshape_view),
+                     (OPS.unsqueeze, _unsqueeze),
                      (OPS.basic_index, _basic_index),
                      (OPS.split_with_sizes, _split_with_sizes)])
 
-__all__ = ["as_view", "lower_view"]
+__all__ = ["as_view", "basic_index_geometry", "lower_view"]
