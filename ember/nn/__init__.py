@@ -1,10 +1,12 @@
 """Neural-network building blocks: ``Module`` and containers, ``Parameter``, ``init``,
 ``utils`` and ``functional``."""
 
+# data parallelism without GPUs (docs/devices.md)
 from ember.nn import (
     attention,  # noqa: F401
     functional,  # noqa: F401
     init,  # noqa: F401, E402
+    parallel,  # noqa: E402, F401
     utils,  # noqa: F401, E402
 )
 from ember.nn.modules import (  # noqa: F401
@@ -109,10 +111,8 @@ from ember.nn.modules.transformer import (  # noqa: F401
     TransformerEncoder,
     TransformerEncoderLayer,
 )
-from ember.nn.parameter import Parameter  # noqa: F401
-# data parallelism without GPUs (docs/devices.md)
-from ember.nn import parallel  # noqa: E402, F401
 from ember.nn.parallel import DataParallel  # noqa: E402, F401
+from ember.nn.parameter import Parameter  # noqa: F401
 
 # isort: split
 # image layers: padding, pixel shuffle, upsampling, fold (issue 13)
