@@ -18,7 +18,8 @@ from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve, exc
 from ember.errors import DTypeError, EmberRuntimeError, EmberValueError, ShapeError
 
 _OPS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
-        "broadcast", "reduce", "scatter", "gather", "all_to_all_single", "reduce_scatter")
+        "broadcast", "reduce", "scatter", "gather", "all_to_all_single", "reduce_scatter",
+        "all_to_all")
 _DTYPES = list(_dt.ALL_DTYPES)
 _SIG = 12  # op, dtype, ndim, up to 8 sizes, a spare
 
@@ -462,3 +463,65 @@ def _a2a_counts(input: Any, output: Any, a: np.ndarray, o: np.ndarray,  # noqa: 
         return [s * row_in for s in sin], [s * row_out for s in sout], None
     except (DTypeError, ShapeError) as e:
         return [0] * n, [0] * n, e
+
+
+def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], group: Any = None,
+               async_op: bool = False) -> Work | None:
+    """Rank r sends ``input_tensor_list[i]`` to rank i, which stores it in its
+    ``output_tensor_list[r]`` (PyTorch's list form; tensors may differ in size per pair, not
+    in dtype).
+
+    >>> out = [ember.empty(2) for _ in range(world)]            # doctest: +SKIP
+    >>> ins = [ember.full((2,), 10. * r + i) for i in range(world)]  # doctest: +SKIP
+    >>> dist.all_to_all(out, ins)                                    # doctest: +SKIP
+    """
+    pg = _resolve(group, "all_to_all")
+    n = pg.size()
+    err = _local(_check_a2a_lists, output_tensor_list, input_tensor_list, n)
+    probe = input_tensor_list[0].reshape(-1)[:0] if err is None else _empty_probe()
+    _check(pg, "all_to_all", probe, err)  # bad lists on any rank: every rank raises
+    ins = [np.ascontiguousarray(_arr(t)) for t in input_tensor_list]
+    outs = [np.ascontiguousarray(_arr(t)) for t in output_tensor_list]
+    cin, cout = [a.nbytes for a in ins], [a.nbytes for a in outs]
+    expect = np.empty(n, np.int64)
+    pg.comm.Alltoall(np.array(cin, np.int64), expect)
+    sent = [int(x) for x in expect]
+    if pg.comm.allreduce(int(sent != cout), op=_mpi_max()):  # sizes that do not pair up
+        raise EmberRuntimeError(f"[distributed.all_to_all] rank {pg.ranks[pg.rank()]} expects "
+                                f"tensors of {cout} bytes from the ranks, which send {sent}"
+                                if sent != cout else "[distributed.all_to_all] the ranks' "
+                                "tensor sizes do not pair up (another rank's error says where)")
+    send = np.concatenate([a.reshape(-1).view(np.uint8) for a in ins])
+    recv = np.empty(sum(cout), np.uint8)
+    pg.comm.Alltoallv([send, (cin, np.cumsum([0] + cin[:-1]).tolist())],
+                      [recv, (cout, np.cumsum([0] + cout[:-1]).tolist())])
+    start = 0
+    for t, a in zip(output_tensor_list, outs):
+        a.reshape(-1).view(np.uint8)[...] = recv[start:start + a.nbytes]
+        start += a.nbytes
+        _write(t, a)
+    return _done(async_op)
+
+
+def _check_a2a_lists(outs: Sequence[Any], ins: Sequence[Any], n: int) -> None:
+    for what, ts in (("input_tensor_list", ins), ("output_tensor_list", outs)):
+        if not isinstance(ts, (list, tuple)) or len(ts) != n:
+            raise EmberValueError(f"[distributed.all_to_all] {what} must hold world_size={n} "
+                                  f"tensors, got {len(ts) if hasattr(ts, '__len__') else ts!r}")
+    for i, t in enumerate(list(ins) + list(outs)):
+        if t.dtype != ins[0].dtype:
+            what = "input_tensor_list" if i < n else "output_tensor_list"
+            raise DTypeError(f"[distributed.all_to_all] {what}[{i % n}] has dtype {t.dtype}, "
+                             f"expected {ins[0].dtype}")
+
+
+def _empty_probe() -> Any:
+    import ember
+
+    return ember.empty(0)
+
+
+def _mpi_max() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX

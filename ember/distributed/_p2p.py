@@ -89,3 +89,53 @@ def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
          group_src: int | None = None) -> int:
     """Receive into ``tensor`` from ``src`` (any rank when ``None``); returns the sender."""
     return irecv(tensor, src, group, tag, group_src).result()
+
+
+class P2POp:
+    """One point-to-point operation for ``batch_isend_irecv`` (PyTorch's ``P2POp``): ``op`` is
+    ``isend`` or ``irecv``, ``peer`` the other rank (global; or ``group_peer`` its rank in
+    ``group``).
+
+    >>> ops = [dist.P2POp(dist.isend, a, 1), dist.P2POp(dist.irecv, b, 1)]  # doctest: +SKIP
+    >>> for w in dist.batch_isend_irecv(ops): w.wait()                     # doctest: +SKIP
+    """
+
+    def __init__(self, op: Any, tensor: Any, peer: int | None = None, group: Any = None,
+                 tag: int = 0, group_peer: int | None = None) -> None:
+        if op not in (isend, irecv):
+            raise EmberValueError("[distributed.P2POp] Invalid ``op``. Expected ``op`` to be of "
+                                  "type ``torch.distributed.isend`` or "
+                                  "``torch.distributed.irecv``.")
+        if peer is None and group_peer is None:
+            raise EmberValueError("[distributed.P2POp] give peer (a global rank) or group_peer")
+        self.op, self.tensor, self.peer, self.group = op, tensor, peer, group
+        self.tag, self.group_peer = tag, group_peer
+
+    def __repr__(self) -> str:
+        return (f"P2POp(op={self.op.__name__}, peer={self.peer}, group_peer={self.group_peer}, "
+                f"tag={self.tag}, shape={tuple(self.tensor.shape)}, dtype={self.tensor.dtype})")
+
+
+def batch_isend_irecv(p2p_op_list: list) -> list[Work]:
+    """Post every operation of ``p2p_op_list`` (``P2POp``s) at once and return their ``Work``s
+    (PyTorch's ``batch_isend_irecv``); MPI matches each send with its receive whatever the
+    order, so a ring exchange cannot deadlock.
+
+    >>> reqs = dist.batch_isend_irecv([send_op, recv_op])   # doctest: +SKIP
+    >>> for req in reqs: req.wait()                          # doctest: +SKIP
+    """
+    if not isinstance(p2p_op_list, (list, tuple)) or not p2p_op_list or not all(
+            isinstance(p, P2POp) for p in p2p_op_list):
+        raise EmberValueError("[distributed.batch_isend_irecv] expects a non-empty list of "
+                              "P2POp")
+    groups = {id(p.group) for p in p2p_op_list}
+    if len(groups) > 1:
+        raise EmberValueError("[distributed.batch_isend_irecv] every P2POp must use the same "
+                              "group")
+    works = []
+    for p in p2p_op_list:
+        if p.op is isend:
+            works.append(isend(p.tensor, p.peer, p.group, p.tag, p.group_peer))
+        else:
+            works.append(irecv(p.tensor, p.peer, p.group, p.tag, p.group_peer))
+    return works

@@ -128,3 +128,23 @@ def test_env_world_size_without_mpi_processes_is_a_clear_error():
                   "MASTER_PORT": "29511"})
     assert "ERROR [distributed.init_process_group] world_size is 2 but MPI started 1 " \
            "process(es)" in out
+
+
+def test_batch_isend_irecv_and_all_to_all_lists(lines):
+    """Checked against what torch.distributed gives for the same calls (gloo): the ring
+    exchange delivers the peer's tensor; all_to_all's output j on rank r is rank j's
+    input r."""
+    assert lines["R0 batch_waits"] == lines["R1 batch_waits"] == "[True, True]"
+    assert lines["R0 batch_got"] == "[2.0, 2.0, 2.0]"
+    assert lines["R1 batch_got"] == "[1.0, 1.0, 1.0]"
+    assert lines["R0 all_to_all"] == "[[0.0], [10.0, 10.0]]"
+    assert lines["R1 all_to_all"] == "[[1.0, 1.0], [11.0, 11.0, 11.0]]"
+    for r in (0, 1):
+        assert "Invalid ``op``" in lines[f"R{r} p2pop_error"]
+        assert "non-empty list of P2POp" in lines[f"R{r} batch_error"]
+        assert lines[f"R{r} a2a_after"] == "no error"
+    assert "output_tensor_list must hold world_size=2" in lines["R0 a2a_list_error"]
+    assert "rank(s) [0] passed invalid arguments" in lines["R1 a2a_list_error"]
+    assert "expects tensors of [4, 8] bytes from the ranks, which send [4, 4]" in lines[
+        "R1 a2a_size_error"]
+    assert "do not pair up" in lines["R0 a2a_size_error"]

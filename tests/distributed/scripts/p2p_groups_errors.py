@@ -59,6 +59,7 @@ def main() -> None:
     report("after_errors", error_of(lambda: dist.barrier()))
     async_collectives(r)
     object_collectives(r)
+    batched_and_all_to_all(r)
     dist.destroy_process_group()
     LINES.append(f"R{r} destroyed: {error_of(lambda: dist.get_rank())}")
     with open(f"{sys.argv[1]}/rank{r}.txt", "w") as f:
@@ -110,6 +111,31 @@ def object_collectives(r: int) -> None:
     report("short_list", error_of(lambda: dist.gather_object(r, [None] if r == 0 else None)))
     report("objects_after", error_of(lambda: dist.all_gather_object([0, 0], r)))
 
+
+
+
+def batched_and_all_to_all(r: int) -> None:
+    """batch_isend_irecv of a ring exchange (both ranks post the send first: MPI matches them),
+    the list form of all_to_all with a different size per pair, and their errors."""
+    peer = 1 - r
+    got = ember.zeros(3)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, ember.full((3,), float(r + 1)), peer),
+                                   dist.P2POp(dist.irecv, got, peer)])
+    report("batch_waits", [w.wait() for w in reqs])
+    report("batch_got", got.tolist())
+    # rank r sends r*10 + i (length i + 1 + r) to rank i
+    ins = [ember.full((i + 1 + r,), 10.0 * r + i) for i in range(2)]
+    outs = [ember.zeros(r + 1 + j) for j in range(2)]
+    dist.all_to_all(outs, ins)
+    report("all_to_all", [o.tolist() for o in outs])
+    report("p2pop_error", error_of(lambda: dist.P2POp(dist.send, ember.zeros(1), peer)))
+    report("batch_error", error_of(lambda: dist.batch_isend_irecv([])))
+    report("a2a_list_error", error_of(lambda: dist.all_to_all([ember.zeros(1)] * (1 + r),
+                                                              [ember.zeros(1)] * 2)))
+    # rank 1 expects 2 floats from rank 1 where rank 1 sends 1
+    report("a2a_size_error", error_of(lambda: dist.all_to_all(
+        [ember.zeros(1), ember.zeros(1 + r)], [ember.zeros(1), ember.zeros(1)])))
+    report("a2a_after", error_of(lambda: dist.barrier()))
 
 if __name__ == "__main__":
     main()
