@@ -18,6 +18,7 @@ from ember.distributed import _symmetric_memory  # noqa: F401 (registers ember.o
 from ember.distributed._collectives import (
     all_gather,
     all_gather_into_tensor,
+    all_gather_single,
     all_reduce,
     all_to_all,
     all_to_all_single,
@@ -25,6 +26,7 @@ from ember.distributed._collectives import (
     gather,
     reduce,
     reduce_scatter,
+    reduce_scatter_single,
     reduce_scatter_tensor,
     scatter,
 )
@@ -54,11 +56,11 @@ from ember.distributed._objects import all_gather_object, broadcast_object_list,
 from ember.distributed._p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
 
 __all__ = ["GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "Work", "all_gather",
-           "all_gather_into_tensor", "all_gather_object", "all_reduce", "all_to_all",
-           "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
+           "all_gather_into_tensor", "all_gather_object", "all_gather_single", "all_reduce",
+           "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
            "broadcast_object_list", "destroy_process_group", "gather", "gather_object",
            "get_backend", "get_global_rank", "get_group_rank", "get_process_group_ranks",
            "get_rank", "get_world_size", "group", "init_process_group", "irecv", "is_available",
            "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
-           "isend", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_tensor",
-           "scatter", "send"]
+           "isend", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_single",
+           "reduce_scatter_tensor", "scatter", "send"]

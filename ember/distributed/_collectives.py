@@ -525,3 +525,15 @@ def _mpi_max() -> Any:
     from mpi4py import MPI
 
     return MPI.MAX
+
+
+def all_gather_single(output_tensor: Any, input_tensor: Any, group: Any = None,
+                      async_op: bool = False) -> Work | None:
+    """PyTorch 2.13's name for ``all_gather_into_tensor`` (the same call)."""
+    return all_gather_into_tensor(output_tensor, input_tensor, group, async_op)
+
+
+def reduce_scatter_single(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
+                          group: Any = None, async_op: bool = False) -> Work | None:
+    """PyTorch 2.13's name for ``reduce_scatter_tensor`` (the same call)."""
+    return reduce_scatter_tensor(output, input, op, group, async_op)

@@ -139,6 +139,9 @@ def test_batch_isend_irecv_and_all_to_all_lists(lines):
     assert lines["R1 batch_got"] == "[1.0, 1.0, 1.0]"
     assert lines["R0 all_to_all"] == "[[0.0], [10.0, 10.0]]"
     assert lines["R1 all_to_all"] == "[[1.0, 1.0], [11.0, 11.0, 11.0]]"
+    # all_gather_single / reduce_scatter_single: torch 2.13's names of the *_tensor forms
+    assert lines["R0 single_forms"] == "([0.0, 0.0, 1.0, 1.0], [1.0, 3.0])"
+    assert lines["R1 single_forms"] == "([0.0, 0.0, 1.0, 1.0], [5.0, 7.0])"
     for r in (0, 1):
         assert "Invalid ``op``" in lines[f"R{r} p2pop_error"]
         assert "non-empty list of P2POp" in lines[f"R{r} batch_error"]

@@ -132,6 +132,11 @@ def batched_and_all_to_all(r: int) -> None:
     report("batch_error", error_of(lambda: dist.batch_isend_irecv([])))
     report("a2a_list_error", error_of(lambda: dist.all_to_all([ember.zeros(1)] * (1 + r),
                                                               [ember.zeros(1)] * 2)))
+    g = ember.zeros(4)
+    dist.all_gather_single(g, ember.full((2,), float(r)))
+    rs = ember.zeros(2)
+    dist.reduce_scatter_single(rs, ember.arange(4.0) + r)
+    report("single_forms", (g.tolist(), rs.tolist()))
     # rank 1 expects 2 floats from rank 1 where rank 1 sends 1
     report("a2a_size_error", error_of(lambda: dist.all_to_all(
         [ember.zeros(1), ember.zeros(1 + r)], [ember.zeros(1), ember.zeros(1)])))
