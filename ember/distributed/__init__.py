@@ -54,13 +54,14 @@ from ember.distributed._group import (
 )
 from ember.distributed._objects import all_gather_object, broadcast_object_list, gather_object
 from ember.distributed._p2p import P2POp, batch_isend_irecv, irecv, isend, recv, send
+from ember.distributed._store import DistStoreError, TCPStore
 
-__all__ = ["GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "Work", "all_gather",
-           "all_gather_into_tensor", "all_gather_object", "all_gather_single", "all_reduce",
-           "all_to_all", "all_to_all_single", "barrier", "batch_isend_irecv", "broadcast",
-           "broadcast_object_list", "destroy_process_group", "gather", "gather_object",
-           "get_backend", "get_global_rank", "get_group_rank", "get_process_group_ranks",
-           "get_rank", "get_world_size", "group", "init_process_group", "irecv", "is_available",
-           "is_gloo_available", "is_initialized", "is_mpi_available", "is_nccl_available",
-           "isend", "new_group", "recv", "reduce", "reduce_scatter", "reduce_scatter_single",
-           "reduce_scatter_tensor", "scatter", "send"]
+__all__ = ["DistStoreError", "GroupMember", "P2POp", "ProcessGroup", "ReduceOp", "TCPStore",
+           "Work", "all_gather", "all_gather_into_tensor", "all_gather_object",
+           "all_gather_single", "all_reduce", "all_to_all", "all_to_all_single", "barrier",
+           "batch_isend_irecv", "broadcast", "broadcast_object_list", "destroy_process_group",
+           "gather", "gather_object", "get_backend", "get_global_rank", "get_group_rank",
+           "get_process_group_ranks", "get_rank", "get_world_size", "group", "init_process_group",
+           "irecv", "is_available", "is_gloo_available", "is_initialized", "is_mpi_available",
+           "is_nccl_available", "isend", "new_group", "recv", "reduce", "reduce_scatter",
+           "reduce_scatter_single", "reduce_scatter_tensor", "scatter", "send"]
