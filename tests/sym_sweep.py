@@ -57,6 +57,14 @@ def _shapes(out: Any) -> list:
     return [tuple(o.shape) if isinstance(o, ember.Tensor) else None for o in outs]
 
 
+def core_op_names(names: Any) -> set[str]:
+    """ember's own OpDefs among ``names``: not users' custom ops (``ns.name.default``, which
+    tests define while the session runs) and not ``kernel_launch`` (a launch of a user's
+    ``@ember.kernel.jit`` function, registered when ember.kernel first records one; its shape
+    rule is the kernel's stores, tested in tests/kernel)."""
+    return {n for n in names if "." not in n and n != "kernel_launch"}
+
+
 def record_calls() -> dict[str, list[Call]]:
     from tests.opinfo import ALL_OPINFOS
     from tests.opinfo.core import to_ember
