@@ -31,6 +31,28 @@ class _DecomposingTracer(Tracer):
             self.active.pop()
 
 
+def rebind(ep: Any, env: dict, tracer: Any) -> Any:
+    """Bind ``ep``'s call nodes again through ``tracer`` (inside its context), placeholders
+    already in ``env`` (name -> tensor); each result goes into ``env``.  Returns ``get``, which
+    maps a graph argument (a Node, or a list/tuple holding Nodes) to its tensor."""
+
+    def get(x: Any) -> Any:
+        if isinstance(x, Node):
+            return env[x.name]
+        if isinstance(x, (list, tuple)) and any(isinstance(y, Node) for y in x):
+            return type(x)(get(y) for y in x)
+        return x
+
+    for n in ep.graph.nodes:
+        if n.op == "call_function":
+            args = [get(a) for a in n.args]
+            if n.target is operator.getitem:
+                env[n.name] = args[0][args[1]]
+            else:
+                env[n.name] = tracer.bind(n.target, tuple(args), dict(n.kwargs))
+    return get
+
+
 def decompose(ep: Any, table: dict | None) -> Any:
     """A copy of ``ep`` with its graph decomposed (see the module docstring)."""
     from ember.export.exported_program import ExportedProgram
@@ -49,23 +71,9 @@ def decompose(ep: Any, table: dict | None) -> Any:
             v = n.meta["val"]
             env[n.name] = _wrap(FakeArray(v.shape, v.dtype.np, p), v.dtype)
 
-    def get(x: Any) -> Any:
-        if isinstance(x, Node):
-            return env[x.name]
-        if isinstance(x, (list, tuple)) and any(isinstance(y, Node) for y in x):
-            return type(x)(get(y) for y in x)
-        return x
-
     with tracer, no_grad():
-        for n in ep.graph.nodes:
-            if n.op == "call_function":
-                args = [get(a) for a in n.args]
-                if n.target is operator.getitem:
-                    env[n.name] = args[0][args[1]]
-                else:
-                    env[n.name] = tracer.bind(n.target, tuple(args), dict(n.kwargs))
-            elif n.op == "output":
-                outs = tuple(tracer.node_of(get(a)) for a in n.args[0])
+        get = rebind(ep, env, tracer)
+        outs = tuple(tracer.node_of(get(a)) for a in ep.graph.output_node.args[0])
         renamed = {k: tracer.node_of(v).name for k, v in env.items()
                    if isinstance(v, Tensor)}
     graph.output(outs)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ember.autograd.grad_mode import enable_grad
+from ember.export._decomp import rebind
 from ember.export._trace import FakeArray, Tracer
 from ember.export.graph import Graph, Node
 from ember.tensor import Tensor, _record, _wrap
@@ -98,21 +99,8 @@ def _joint_graphs(ep: Any, wants: list[bool]) -> JointGraphs:
         env[n.name] = t
         primals.append(t)
 
-    def get(x: Any) -> Any:
-        if isinstance(x, Node):
-            return env[x.name]
-        if isinstance(x, (list, tuple)) and any(isinstance(y, Node) for y in x):
-            return type(x)(get(y) for y in x)
-        return x
-
     with tracer, enable_grad():
-        for n in ep.graph.nodes:
-            if n.op == "call_function":
-                args = [get(a) for a in n.args]
-                if n.target is operator.getitem:
-                    env[n.name] = args[0][args[1]]
-                else:
-                    env[n.name] = tracer.bind(n.target, tuple(args), dict(n.kwargs))
+        get = rebind(ep, env, tracer)
         outs = [get(a) for a in ep.graph.output_node.args[0]]
         user = {k for k, spec in enumerate(ep.graph_signature.output_specs)
                 if spec.kind.name == "USER_OUTPUT"}  # buffer mutations are not differentiated
