@@ -45,6 +45,20 @@ def _operand(m: Any, ndim: int) -> FlexOperand | None:
     return FlexOperand(m.buf, g.offset, strides, tuple(g.shape))
 
 
+def _params_reason(lw: Any, p: dict) -> str | None:
+    """Why the forward or backward node's parameters keep it out of C (a symbolic scale or
+    tile size, a mod C cannot express), else None."""
+    if type(p["scale"]) is not float:
+        return "symbolic scale"
+    if any(type(x) is not int for x in p["block"]):
+        return "symbolic tile sizes"
+    for expr in (p["score"], p["mask"]):
+        why = _mod_reason(lw, expr)
+        if why:
+            return why
+    return None
+
+
 def _mod_reason(lw: LoweringContext, expr: Any) -> str | None:
     if expr is None:
         return None
@@ -88,14 +102,9 @@ def lower_flex(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "BlockMask tensors that are not int32"
     if any(lw.dtype_of(a).np.name not in CTYPES for a in args[7:]):
         return "a captured tensor without a C type"
-    if type(p["scale"]) is not float:
-        return "symbolic scale"
-    if any(type(x) is not int for x in p["block"]):
-        return "symbolic tile sizes"
-    for expr in (p["score"], p["mask"]):
-        why = _mod_reason(lw, expr)
-        if why:
-            return why
+    why = _params_reason(lw, p)
+    if why:
+        return why
     mats = [None if a is None else lw.in_memory(a) for a in args]
     if any(m is None for a, m in zip(args, mats) if a is not None):
         return "an operand is not in memory"
@@ -157,14 +166,9 @@ def lower_flex_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "a captured tensor without a C type"
     if any(lw.dtype_of(caps[c]) != dt for c in p["grad_caps"]):
         return "a captured tensor needing a gradient in another dtype than q"
-    if type(p["scale"]) is not float:
-        return "symbolic scale"
-    if any(type(x) is not int for x in p["block"]):
-        return "symbolic tile sizes"
-    for expr in (p["score"], p["mask"]):
-        why = _mod_reason(lw, expr)
-        if why:
-            return why
+    why = _params_reason(lw, p)
+    if why:
+        return why
     why = grad_reason(p["score"], tuple(p["grad_caps"]))
     if why:
         return why
