@@ -167,7 +167,7 @@ def run_graph(graph: Any, values: dict, vals: dict, call_module: Any = None) -> 
             elif n.target.kind == "export_function":  # item, _assert_scalar
                 env[n.name] = n.target.run(n, args, vals)
                 continue
-            elif n.target.name == "view" and not args[0].is_contiguous():
+            elif "strided_reshape" in getattr(n.target, "tags", ()) and not args[0].is_contiguous():
                 # tracing saw values, not layouts (a fake tensor is contiguous): a reshape that
                 # traced as a view of a transposed value copies here, as eager reshape does
                 args[0] = args[0].contiguous()

@@ -83,7 +83,7 @@ def _scatter(tr: Any, op_node: Node, j: int | None, parent: Tensor, new: Tensor)
 
     placed = place(new)
     n_view, n_base = new.numel(), parent.numel()
-    if j is None and op.name in ("view", "permute", "reshape_copy") and \
+    if j is None and "bijective" in op.tags and \
             sym_eq_static(n_view, n_base) is True:
         return placed  # every element read once: the inverse view is the whole new value
     region = place(ember.ones_like(new, dtype=ember.float32))

@@ -58,6 +58,8 @@ TAGS = frozenset({
     "lowp_upcast",         # float16/bfloat16 computed in float32 and rounded
     "multi_output",
     "random",
+    "bijective",           # a view/movement whose output holds every input element exactly once
+    "strided_reshape",     # a view by a new shape: valid only for some input strides (view)
 })
 
 

@@ -122,6 +122,7 @@ def _view_eager(x: np.ndarray, *, shape: tuple) -> np.ndarray:
 VIEW = register(OpDef(
     "view", "view", _view_meta, _view_eager,
     lambda ctx, g: (g.reshape(ctx.input_shapes[0]),),
+    tags=frozenset({"bijective", "strided_reshape"}),
 ))
 
 
@@ -188,6 +189,7 @@ def _permute_vjp(ctx, g):  # noqa: ANN001
 
 PERMUTE = register(OpDef(
     "permute", "view", _permute_meta, lambda x, *, dims: np.transpose(x, dims), _permute_vjp,
+    tags=frozenset({"bijective"}),
 ))
 
 
@@ -447,6 +449,7 @@ RESHAPE_COPY = register(OpDef(
     "reshape_copy", "movement", _view_meta,
     lambda x, *, shape: np.array(x, copy=True, order="C").reshape(shape),
     lambda ctx, g: (g.reshape(ctx.input_shapes[0]),),
+    tags=frozenset({"bijective"}),
 ))
 
 # contiguous=False keeps the input's dim order (PyTorch's preserve_format; NumPy's order "K")
