@@ -153,3 +153,16 @@ def unflatten(struct: Any, it: Any) -> Any:
         return {k: unflatten(s, it) for k, s in body}
     vals = [unflatten(s, it) for s in body]
     return tuple(vals) if kind == "tuple" else vals
+
+
+def skeleton(struct: Any) -> Any:
+    """A :func:`structure` with constants' values dropped: where tensors and constants sit,
+    which two calls must share (a constant's value is checked separately)."""
+    if struct == "T":
+        return "T"
+    kind, body = struct
+    if kind == "const":
+        return "const"
+    if kind == "dict":
+        return ("dict", tuple((k, skeleton(v)) for k, v in body))
+    return (kind, tuple(skeleton(v) for v in body))

@@ -14,7 +14,7 @@ import inspect
 import types
 from typing import Any, Iterator
 
-from ember.export._inputs import leaves, structure, unflatten
+from ember.export._inputs import leaves, skeleton, structure, unflatten
 from ember.export._runtime import InputGuards, run_graph
 from ember.export.graph import Graph
 from ember.export.graph_signature import ExportGraphSignature, InputKind, OutputKind
@@ -106,7 +106,7 @@ class ExportedProgram:
         got = None if named is None else {k: structure(v) for k, v in named.items()}
         want = {k: s for k, s in structs.items()}
         if got is None or set(got) != set(want) or any(
-                _shape_of(got[k]) != _shape_of(want[k]) for k in want):
+                skeleton(got[k]) != skeleton(want[k]) for k in want):
             raise ValueError(
                 "Trying to flatten user inputs with exported input tree spec: \n"
                 f"{_describe(want)}\nbut actually got inputs with tree spec of: \n"
@@ -200,18 +200,6 @@ class ExportedProgram:
     __repr__ = __str__
 
 
-def _shape_of(s: Any) -> Any:
-    """A structure with constants' values dropped (only their presence is compared)."""
-    if s == "T":
-        return "T"
-    kind, body = s
-    if kind == "const":
-        return "const"
-    if kind == "dict":
-        return ("dict", tuple((k, _shape_of(v)) for k, v in body))
-    return (kind, tuple(_shape_of(v) for v in body))
-
-
 def _check_constants(want: Any, got: Any, path: str) -> None:
     """Non-tensor inputs were constants of the trace: ``Guard failed: n == 3`` otherwise."""
     if want == "T":
@@ -227,7 +215,7 @@ def _check_constants(want: Any, got: Any, path: str) -> None:
 
 
 def _describe(structs: dict) -> str:
-    return "TreeSpec(" + ", ".join(f"{k}={_shape_of(v)}" for k, v in structs.items()) + ")"
+    return "TreeSpec(" + ", ".join(f"{k}={skeleton(v)}" for k, v in structs.items()) + ")"
 
 
 def _forward_with(names: list) -> Any:

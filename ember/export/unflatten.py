@@ -22,7 +22,7 @@ import operator
 from typing import Any
 
 from ember.errors import EmberRuntimeError, EmberTypeError
-from ember.export._inputs import leaves, structure
+from ember.export._inputs import leaves, skeleton, structure
 from ember.export._inputs import unflatten as _unflatten
 from ember.export._runtime import Bindings, concrete, run_graph
 from ember.export.exported_program import ExportedModule, ExportedProgram, _forward_with
@@ -196,21 +196,10 @@ def _call(mod: Any, node: Node, args: list, vals: Any) -> tuple:
             "mutates)")
     a, kw = concrete(_unflatten(sig.in_spec, iter(args)), vals)
     out = mod(*a, **kw)
-    if _tensor_positions(structure(out)) != _tensor_positions(sig.out_spec):
+    if skeleton(structure(out)) != skeleton(sig.out_spec):
         raise TypeError(f"[unflatten] the module swapped in for {node.target} returned "
                         f"{structure(out)}; the preserved signature returns {sig.out_spec}")
     return tuple(leaves(out))
-
-
-def _tensor_positions(struct: Any) -> Any:
-    if struct == "T":
-        return "T"
-    kind, body = struct
-    if kind == "const":
-        return "const"
-    if kind == "dict":
-        return ("dict", tuple((k, _tensor_positions(v)) for k, v in body))
-    return (kind, tuple(_tensor_positions(v) for v in body))
 
 
 def _get_path(m: Any, path: str) -> Any:
