@@ -12,7 +12,11 @@ loops) and appends, in C:
 - ``run``: allocates the intermediate buffers and calls the unit's entries in order.
 
 A graph with an op that the C backend runs as a Python (eager NumPy) extern cannot be packaged:
-``ModelSourceError`` names the ops.  Mutations of buffers or inputs are refused the same way.
+``ModelSourceError`` names the ops.  A buffer the program mutates (BatchNorm's running stats in
+train mode, a step counter) is an ``ARG_MUTABLE`` argument: ``run`` computes its new value into
+a temporary and copies it over the argument's memory after every kernel has run (the loaders
+hand it a private writable copy of the weight blob).  Mutations of inputs or parameters are
+refused.
 """
 
 from __future__ import annotations
@@ -51,12 +55,16 @@ def dl_type(dtype: Any) -> tuple[int, int]:
                                f"code; AOT packages support {sorted(_DL)}") from None
 
 
+# argument kinds (model.h): a user input, a constant, a buffer the model updates in place
+ARG_USER, ARG_CONSTANT, ARG_MUTABLE = 0, 1, 2
+
+
 @dataclass
 class Arg:
     """One argument of the model interface (an input of the program's signature)."""
 
     name: str
-    kind: int                    # 0 user input, 1 constant
+    kind: int                    # ARG_USER, ARG_CONSTANT or ARG_MUTABLE
     dtype: Any
     shape: tuple                 # sympy exprs (user) or ints (constants)
     weight_file: str | None = None
@@ -72,6 +80,7 @@ class ModelSource:
     outputs: list                # [(dtype, ndim)]
     n_ints: int
     guard_texts: list = field(default_factory=list)
+    mutated: list = field(default_factory=list)   # FQNs of the buffers run() updates
 
 
 @contextlib.contextmanager
@@ -155,17 +164,20 @@ def _compiler_graph(ep: Any) -> tuple:
     from ember.export._compile import to_compiler_graph
     from ember.export.graph_signature import OutputKind
     from ember.ops.registry import REGISTRY
-    bad = [s for s in ep.graph_signature.output_specs if s.kind != OutputKind.USER_OUTPUT]
+    bad = [s for s in ep.graph_signature.output_specs
+           if s.kind not in (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION)]
     if bad:
         raise ModelSourceError(
             f"[aoti_compile_and_package] the program mutates {[s.target for s in bad]} "
-            f"({bad[0].kind.name}); AOT packages run inference graphs without mutations: "
-            f"export the model in eval() mode")
+            f"({bad[0].kind.name}); AOT packages update buffers in place but not inputs or "
+            f"parameters: clone the input inside the model, or make the state a buffer")
     try:
         graph, exprs, examples = to_compiler_graph(ep)
     except EmberNotImplementedError as e:
         raise ModelSourceError(str(e).replace("[compile_program]",
                                               "[aoti_compile_and_package]")) from None
+    from ember.aot._rewrite import channel_norms
+    graph = channel_norms(ep, graph, exprs)
     clone = REGISTRY["clone"]
     outs = []
     for r in graph.outputs:
@@ -217,39 +229,49 @@ def model_source(ep: Any, model_name: str = "model") -> ModelSource:
     program, exprs, graph = lower_program(ep)
     with no_blas():
         unit = generate(program, openmp=config.c_openmp)
+    from ember.export.graph_signature import OutputKind
+    sig = ep.graph_signature
+    mutated = [s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION]
     args, k_user = [], 0
-    for k, s in enumerate(ep.graph_signature.input_specs):
+    for k, s in enumerate(sig.input_specs):
         shape, dt = graph.inputs[k]
         if s.kind == InputKind.USER_INPUT:
-            args.append(Arg(s.arg.name, 0, dt, tuple(ep._guards.dims[k_user][1])))
+            args.append(Arg(s.arg.name, ARG_USER, dt, tuple(ep._guards.dims[k_user][1])))
             k_user += 1
         else:
             value = ep._lifted_value(s)
-            args.append(Arg(s.target, 1, dt, tuple(int(n) for n in value.shape),
+            kind = ARG_MUTABLE if s.target in mutated else ARG_CONSTANT
+            args.append(Arg(s.target, kind, dt, tuple(int(n) for n in value.shape),
                             f"weight_{k}", s.target))
     for a in args:
         dl_type(a.dtype)
-    outs = [program.sources[r][1] for r in graph.outputs]
-    for r, b in zip(graph.outputs, outs):
+    bufs = [program.sources[r][1] for r in graph.outputs]
+    for r, b in zip(graph.outputs, bufs):
         if program.sources[r][0] != "buf" or b.strides is not None:
             raise ModelSourceError(f"[aoti_compile_and_package] output {r} is not a fresh "
                                    f"C-contiguous buffer ({program.sources[r][0]}); please "
                                    f"report this graph")
-    wrapper = _Wrapper(program, exprs, ep, args, outs, model_name)
+    outs, writes = [], []  # user outputs; (new value, argument) of each mutated buffer
+    for s, b in zip(sig.output_specs, bufs):
+        if s.kind == OutputKind.BUFFER_MUTATION:
+            writes.append((b, next(i for i, a in enumerate(args) if a.target == s.target)))
+        else:
+            outs.append(b)
+    wrapper = _Wrapper(program, exprs, ep, args, outs, model_name, writes)
     header_hash = hashlib.sha256(MODEL_H.read_bytes()).hexdigest()[:16]
     text = (f"/* ember AOT model {model_name!s}: model.h {header_hash} */\n"
-            f"#include <ember/aot/model.h>\n{unit}\n{wrapper.text()}")
+            f"#include <ember/aot/model.h>\n#include <string.h>\n{unit}\n{wrapper.text()}")
     return ModelSource(text, args, [(b.dtype, len(b.shape)) for b in outs], len(exprs),
-                       wrapper.guard_texts)
+                       wrapper.guard_texts, mutated)
 
 
 class _Wrapper:
     """Writes the interface functions (see the module docstring)."""
 
     def __init__(self, program: Any, exprs: list, ep: Any, args: list, outs: list,
-                 model_name: str) -> None:
+                 model_name: str, writes: list = ()) -> None:
         self.program, self.exprs, self.ep, self.args, self.outs = program, exprs, ep, args, outs
-        self.model_name = model_name
+        self.model_name, self.writes = model_name, list(writes)
         self.guard_texts: list = []
 
     def _guard(self, cond: str, text: str) -> str:
@@ -261,7 +283,7 @@ class _Wrapper:
         names: dict = {}
         first: list = []
         for i, a in enumerate(self.args):
-            if a.kind == 1:
+            if a.kind != ARG_USER:
                 for d, n in enumerate(a.shape):
                     lines.append(self._guard(f"shapes[{i}][{d}] == INT64_C({n})",
                                              f"constant {a.name} has the wrong shape: expected "
@@ -334,6 +356,9 @@ class _Wrapper:
                     ptrs.append(f"tmp[{temps[id(b)]}]")
             body += [f"  {{ void *b[] = {{{', '.join(ptrs) or 'NULL'}}};",
                      f"    rc = {seg.entry}(b, ints, floats); if (rc) goto done; }}"]
+        for b, i in self.writes:  # mutated buffers take their new values, all reads done
+            body.append(f"  memcpy(args[{i}], tmp[{temps[id(b)]}], "
+                        f"(size_t)({_numel(b.shape)}) * {b.dtype.np.itemsize});")
         n_int = max(1, len(p.int_names))
         lines = ["static int ember_aot_run(void *const *args, void *const *outs, "
                  "const int64_t *ints) {", *self._int_locals(),
@@ -352,7 +377,7 @@ class _Wrapper:
             code, bits = dl_type(a.dtype)
             shape = "NULL"
             nbytes = -1
-            if a.kind == 1:
+            if a.kind != ARG_USER:
                 if a.shape:
                     lines.append(f"static const int64_t ember_aot_shape{i}[] = "
                                  f"{{{', '.join(str(n) for n in a.shape)}}};")

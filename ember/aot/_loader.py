@@ -18,6 +18,8 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,9 @@ from ember.aot._archive import Archive, PackageError, _err
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 
 MODEL_ABI = 1
-RUNTIME_ABI = 1
+RUNTIME_ABI = 2  # 2: arguments of kind ARG_MUTABLE (buffers the model updates in place)
+ARG_USER, ARG_CONSTANT, ARG_MUTABLE = 0, 1, 2
+_NO_LOCK = nullcontext()
 
 
 class IncompatiblePackageError(EmberRuntimeError):
@@ -137,6 +141,10 @@ class AOTIModel:
             raise IncompatiblePackageError(f"[aoti_load_package] {path}: model ABI "
                                            f"{iface.abi_version}, this runtime speaks {MODEL_ABI}")
         self._setup_args(ar, model_name)
+        # a model with mutable buffers runs one call at a time (each call reads and updates
+        # them); others share no state between calls
+        self._mutable = any(a[0] == ARG_MUTABLE for a in self._args)
+        self._lock = threading.Lock()
         self._setup_spec()
         self._frames()
         # the thread count follows ember.set_num_threads and is 1 in a fork()ed child (as
@@ -154,8 +162,10 @@ class AOTIModel:
             a = iface.args[i]
             dt = _dtype(a, self.path)
             name = a.name.decode()
+            if a.kind not in (ARG_USER, ARG_CONSTANT, ARG_MUTABLE):
+                raise _err(self.path, f"argument {name!r} has an unknown kind {a.kind}")
             self._args.append((a.kind, dt, a.ndim, name))
-            if a.kind == 1:
+            if a.kind != ARG_USER:
                 shape = tuple(a.shape[d] for d in range(a.ndim))
                 blob = f"data/weights/{model}/{a.weight_file.decode()}"
                 view = ar.view(blob)
@@ -164,6 +174,8 @@ class AOTIModel:
                                           f"expects {a.nbytes}")
                 arr = np.frombuffer(ar.map, dt.np, count=int(np.prod(shape, dtype=np.int64)),
                                     offset=ar.offset(blob)).reshape(shape)
+                if a.kind == ARG_MUTABLE:  # updated in place by every run: a private copy
+                    arr = arr.copy()
                 self._constants[name] = arr
         self._out_dtypes = [_dtype(iface.outputs[k], self.path)
                             for k in range(iface.n_outputs)]
@@ -183,7 +195,7 @@ class AOTIModel:
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise _err(self.path, f"metadata ember.call_spec is malformed ({type(e).__name__}: "
                                   f"{e})") from None
-        n_user = sum(1 for a in self._args if a[0] != 1)
+        n_user = sum(1 for a in self._args if a[0] == ARG_USER)
         if n_in != n_user or n_out != len(self._out_dtypes):
             raise _err(self.path, f"metadata ember.call_spec describes {n_in} inputs and {n_out} "
                                   f"outputs; the library has {n_user} and "
@@ -196,7 +208,22 @@ class AOTIModel:
 
     def get_constant_fqns(self) -> list:
         """The names of the model's constants (parameters and buffers), in argument order."""
-        return [name for kind, _, _, name in self._args if kind == 1]
+        return [name for kind, _, _, name in self._args if kind != ARG_USER]
+
+    def get_constant(self, fqn: str) -> Any:
+        """A copy of constant ``fqn``'s current value (a mutated buffer's latest state; an
+        ember extension).
+
+        >>> m.get_constant("bn.running_mean")
+        """
+        from ember.tensor import _wrap
+        if fqn not in self._constants:
+            raise EmberValueError(f"[get_constant] unknown constant {fqn!r}; the model has "
+                                  f"{self.get_constant_fqns()}")
+        kind = next(k for k, _, _, n in self._args if n == fqn)
+        dt = next(d for _, d, _, n in self._args if n == fqn)
+        with self._lock if kind == ARG_MUTABLE else _NO_LOCK:
+            return _wrap(np.array(self._constants[fqn], copy=True), dt)
 
     def load_constants(self, constants_map: dict, *, check_full_update: bool,
                        user_managed: bool = False, allow_h2d_copy: bool = False) -> None:
@@ -228,11 +255,11 @@ class AOTIModel:
         """Argument tables with the constants filled in, copied once per call (the calls of
         several threads never share them)."""
         n = len(self._args)
-        self._user_slots = [i for i, a in enumerate(self._args) if a[0] != 1]
+        self._user_slots = [i for i, a in enumerate(self._args) if a[0] == ARG_USER]
         ap, sp = (ctypes.c_void_p * max(1, n))(), (ctypes.c_void_p * max(1, n))()
         self._const_shapes = []
         for i, (kind, _, _, name) in enumerate(self._args):
-            if kind == 1:
+            if kind != ARG_USER:
                 a = self._constants[name]
                 shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
                 self._const_shapes.append(shape)
@@ -295,7 +322,8 @@ class AOTIModel:
             outs.append(np.empty(tuple(shape[:nd]), self._out_dtypes[k].np))
         op = (ctypes.c_void_p * max(1, len(outs)))(
             *[o.__array_interface__["data"][0] for o in outs])
-        rc = iface.run(ap, op, ints)
+        with self._lock if self._mutable else _NO_LOCK:
+            rc = iface.run(ap, op, ints)
         if rc:
             err = EmberRuntimeError(f"[AOTIModel] {self.model_name} failed (code {rc}): "
                                     f"{iface.message(rc).decode(errors='replace')}")

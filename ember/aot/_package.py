@@ -30,12 +30,15 @@ from typing import Any
 import numpy as np
 
 from ember.aot import _archive
-from ember.aot._codegen import INCLUDE_DIR, ModelSource, model_source
+from ember.aot._codegen import ARG_USER, INCLUDE_DIR, ModelSource, model_source
 from ember.config import config
 from ember.errors import EmberTypeError, EmberValueError
 
 MODEL_ABI = 1
+# the runtime ABI a package records is the oldest runtime that can run it: 1 for a plain
+# model; 2 when it needs what runtime 2 added (buffers updated in place: ARG_MUTABLE)
 RUNTIME_ABI = 1
+RUNTIME_ABI_MUTABLE = 2
 
 # gcc's predefined macros -> /proc/cpuinfo flags (what a library built with -march=X needs)
 _MACRO_FLAGS = {
@@ -113,7 +116,8 @@ def _metadata(ms: ModelSource, so: bytes, name: str, march: str, flags: tuple,
         "AOTI_DEVICE_KEY": "cpu", "AOTI_PLATFORM": sys.platform,
         "AOTI_MACHINE": platform.machine(), "AOTI_CPU_ISA": march,
         "ember.version": toolchain.ember_version(), "ember.model_abi": str(MODEL_ABI),
-        "ember.runtime_abi": str(RUNTIME_ABI),
+        "ember.runtime_abi": str(RUNTIME_ABI_MUTABLE if ms.mutated else RUNTIME_ABI),
+        "ember.mutated_buffers": json.dumps(ms.mutated),
         "ember.cpu_features": ",".join(cpu_features_for(tuple(f for f in flags
                                                               if f.startswith("-m")))),
         "ember.compiler": toolchain.CACHE.compiler().version,
@@ -162,7 +166,7 @@ def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, 
         files[f"{h}.wrapper.c"] = ms.source.encode()
     weights = {}
     for a in ms.args:
-        if a.kind != 1:
+        if a.kind == ARG_USER:
             continue
         arr = _weight_array(ep, a)
         files[a.weight_file] = arr
