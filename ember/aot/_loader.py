@@ -140,6 +140,10 @@ class AOTIModel:
         if iface.abi_version != MODEL_ABI:
             raise IncompatiblePackageError(f"[aoti_load_package] {path}: model ABI "
                                            f"{iface.abi_version}, this runtime speaks {MODEL_ABI}")
+        self._pyops = None
+        if self._meta.get("ember.needs_python") == "1":
+            from ember.aot._pyops import PythonOps
+            self._pyops = PythonOps(self._lib, self._meta, path)
         self._setup_args(ar, model_name)
         # a model with mutable buffers runs one call at a time (each call reads and updates
         # them); others share no state between calls
@@ -324,6 +328,8 @@ class AOTIModel:
             *[o.__array_interface__["data"][0] for o in outs])
         with self._lock if self._mutable else _NO_LOCK:
             rc = iface.run(ap, op, ints)
+        if rc and self._pyops is not None:
+            self._pyops.raise_pending()
         if rc:
             err = EmberRuntimeError(f"[AOTIModel] {self.model_name} failed (code {rc}): "
                                     f"{iface.message(rc).decode(errors='replace')}")

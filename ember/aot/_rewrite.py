@@ -100,4 +100,27 @@ def _rewrite(nodes: list, args: tuple, n: Any, shape: tuple) -> list:
     return [y, mean, rstd]
 
 
-__all__ = ["channel_norms"]
+
+def inline_kernel_ops(ep: Any) -> Any:
+    """``ep`` with its kernel ops (``ember.library.triton_op`` / ``kernel_op``) replaced by
+    their bodies: ember ops and ``kernel_launch`` nodes, whose kernels the C backend places in
+    the graph's translation unit, so they need no Python.  Every other op stays as it is
+    (``ep`` itself when there is no kernel op)."""
+    from ember.export._decomp import decompose
+    from ember.library._triton import TRITON_OPS
+    ops = {n.target: TRITON_OPS[n.target.name] for n in ep.graph.nodes
+           if n.op == "call_function" and getattr(n.target, "name", None) in TRITON_OPS}
+    if not ops:
+        return ep
+    table: dict = {op: None for op in REGISTRY.values() if op.decomp is not None}
+    for target, op in ops.items():
+        if op._mutated:
+            from ember.aot._codegen import ModelSourceError
+            raise ModelSourceError(f"[aoti_compile_and_package] kernel op {op._qualname} "
+                                   f"mutates {list(op._mutated)}; AOT packages inline kernel "
+                                   f"ops without mutated arguments")
+        table[target] = op._decomp
+    return decompose(ep, table)
+
+
+__all__ = ["channel_norms", "inline_kernel_ops"]
