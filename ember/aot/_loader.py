@@ -184,6 +184,10 @@ class AOTIModel:
         self._out_dtypes = [_dtype(iface.outputs[k], self.path)
                             for k in range(iface.n_outputs)]
         self._out_ndims = [iface.outputs[k].ndim for k in range(iface.n_outputs)]
+        self._out_np = [d.np for d in self._out_dtypes]
+        # the interface's functions, read once (a ctypes struct field is a new object per read)
+        self._bind, self._oshape, self._runfn = iface.bind_sizes, iface.output_shape, iface.run
+        self._tls = threading.local()
 
     def _setup_spec(self) -> None:
         """The inputs' and outputs' pytree structures (metadata ``ember.call_spec``); the
@@ -296,14 +300,20 @@ class AOTIModel:
 
     def _run_user(self, arrays: list) -> list:
         """Run on the user inputs' C-contiguous arrays (constants are the model's)."""
-        ap = type(self._ap).from_buffer_copy(self._ap)
-        sp = type(self._sp).from_buffer_copy(self._sp)
-        shapes = []
-        for i, a in zip(self._user_slots, arrays):
-            shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
-            shapes.append(shape)
-            ap[i], sp[i] = a.__array_interface__["data"][0], ctypes.addressof(shape)
-        return self._run(ap, sp)
+        f = getattr(self._tls, "frame", None)
+        if f is None or f.template is not self._ap:
+            f = self._tls.frame = _Frame(self)
+        elif f.busy:  # a nested call (from a custom op's Python): tables of its own
+            f = _Frame(self)
+        ap = f.ap
+        for i, shape, a in zip(self._user_slots, f.shapes, arrays):
+            ap[i] = a.__array_interface__["data"][0]
+            shape[:a.ndim] = a.shape
+        f.busy = True
+        try:
+            return self._run(ap, f.sp, f)
+        finally:
+            f.busy = False
 
     def run_arrays(self, arrays: list) -> list:
         """Run on every argument's array (constants included, C-contiguous, in order)."""
@@ -313,21 +323,22 @@ class AOTIModel:
         sp = (ctypes.c_void_p * max(1, len(shapes)))(*[ctypes.addressof(s) for s in shapes])
         return self._run(ap, sp)
 
-    def _run(self, ap: Any, sp: Any) -> list:
+    def _run(self, ap: Any, sp: Any, f: Any = None) -> list:
         iface = self._iface
-        ints = (ctypes.c_int64 * max(1, iface.n_ints))()
-        rc = iface.bind_sizes(sp, ints)
+        f = f if f is not None else _Frame(self, user=False)
+        ints = f.ints
+        rc = self._bind(sp, ints)
         if rc:
             raise AssertionError(iface.message(rc).decode(errors="replace"))
         outs = []
-        for k, nd in enumerate(self._out_ndims):
-            shape = (ctypes.c_int64 * max(1, nd))()
-            iface.output_shape(k, ints, shape)
-            outs.append(np.empty(tuple(shape[:nd]), self._out_dtypes[k].np))
-        op = (ctypes.c_void_p * max(1, len(outs)))(
-            *[o.__array_interface__["data"][0] for o in outs])
+        op = f.op
+        for k, (nd, dt, shape) in enumerate(zip(self._out_ndims, self._out_np, f.oshapes)):
+            self._oshape(k, ints, shape)
+            o = np.empty(tuple(shape[:nd]), dt)
+            op[k] = o.__array_interface__["data"][0]
+            outs.append(o)
         with self._lock if self._mutable else _NO_LOCK:
-            rc = iface.run(ap, op, ints)
+            rc = self._runfn(ap, op, ints)
         if rc and self._pyops is not None:
             self._pyops.raise_pending()
         if rc:
@@ -341,6 +352,28 @@ class AOTIModel:
 
     def __repr__(self) -> str:
         return f"AOTIModel({self.path!r}, model_name={self.model_name!r})"
+
+
+class _Frame:
+    """One thread's argument tables for calls of a model (reused call after call: a call
+    only writes its inputs' pointers and shapes): the arguments' pointers and shapes with the
+    constants filled in (``template``: the model's table they were copied from, replaced by
+    ``load_constants``), the runtime ints, the outputs' shapes and pointers."""
+
+    __slots__ = ("template", "ap", "sp", "shapes", "ints", "oshapes", "op", "busy")
+
+    def __init__(self, m: AOTIModel, user: bool = True) -> None:
+        self.template, self.busy = m._ap, False
+        self.ap = type(m._ap).from_buffer_copy(m._ap)
+        self.sp = type(m._sp).from_buffer_copy(m._sp)
+        self.shapes = []
+        for i in m._user_slots if user else ():
+            shape = (ctypes.c_int64 * max(1, m._args[i][2]))()
+            self.shapes.append(shape)
+            self.sp[i] = ctypes.addressof(shape)
+        self.ints = (ctypes.c_int64 * max(1, m._iface.n_ints))()
+        self.oshapes = [(ctypes.c_int64 * max(1, nd))() for nd in m._out_ndims]
+        self.op = (ctypes.c_void_p * max(1, len(m._out_ndims)))()
 
 
 _DL_DTYPES = {(2, 32): "float32", (2, 64): "float64", (2, 16): "float16", (4, 16): "bfloat16",
