@@ -148,7 +148,7 @@ class AOTIModel:
         # a model with mutable buffers runs one call at a time (each call reads and updates
         # them); others share no state between calls
         self._mutable = any(a[0] == ARG_MUTABLE for a in self._args)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a custom op calling the model
         self._setup_spec()
         self._frames()
         # the thread count follows ember.set_num_threads and is 1 in a fork()ed child (as

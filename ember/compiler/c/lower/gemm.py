@@ -143,10 +143,8 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
     x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
-    xitems = list(x.geom.shape) + list(x.geom.strides) + [x.geom.offset]
-    items = list(w.geom.shape) + list(w.geom.strides) + [w.geom.offset]
-    dyn = any(type(v) is not int for v in xitems)
-    if any(type(v) is not int for v in items) or has_sym(p) or (dyn and grad) \
+    dyn = not _static_geom(x.geom)  # runtime batch/spatial sizes: the forward only
+    if not _static_geom(w.geom) or has_sym(p) or (dyn and grad) \
             or type(x.geom.shape[1]) is not int:
         return f"{n.op.name} with dynamic sizes or parameters"
     wshape = tuple(p["weight_shape"]) if grad else tuple(w.geom.shape)
@@ -158,11 +156,9 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     nb, c = x.geom.shape[:2]
     o, g = wshape[0], p["groups"]
     kern = wshape[2:]
-    if dyn:  # runtime batch or spatial sizes: the result's sizes from the input's
-        out_shape = (nb, o) + tuple(_conv_size(x.geom.shape[2 + d], kern[d], p, d)
-                                    for d in range(len(kern)))
-    else:
-        out_shape = tuple(size_of(v) for v in n.specs[0][0])
+    out_shape = (nb, o) + tuple(_conv_size(x.geom.shape[2 + d], kern[d], p, d)
+                                for d in range(len(kern))) if dyn else \
+        tuple(size_of(v) for v in n.specs[0][0])  # (specs hold one call's sizes)
     spatial = tuple(w.geom.shape[2:]) if grad else out_shape[2:]
     if grad and nb == 0:
         return "conv_weight_grad of an empty batch"
@@ -201,6 +197,10 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
            f"{o // g}x{cgk} by {cgk}x{pp})", 3)
     return None
+
+
+def _static_geom(g: Geometry) -> bool:
+    return all(type(v) is int for v in (*g.shape, *g.strides, g.offset))
 
 
 def _conv_size(size: Any, k: int, p: dict, d: int) -> Any:
