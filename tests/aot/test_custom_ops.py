@@ -41,6 +41,16 @@ def _fail_fake(x):
     return ember.empty_like(x)
 
 
+@custom_op("aot_tests::accumulate", mutates_args=("acc",))
+def accumulate(acc: Tensor, x: Tensor) -> None:
+    acc.add_(x.sum(0))
+
+
+@accumulate.register_fake
+def _accumulate_fake(acc, x):
+    return None
+
+
 @triton_op("aot_tests::softmax", mutates_args=())
 def k_softmax(x: Tensor) -> Tensor:
     rows, cols = x.shape
@@ -149,3 +159,27 @@ def test_kernel_op_package_runs_without_python(tmp_path, crunner):
         np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-6)
     finally:
         crunner.lib.ember_aot_unload(h)
+
+
+def test_python_custom_op_that_mutates_a_buffer(tmp_path):
+    """A custom op that updates a buffer in place: the package's private copy of the buffer
+    follows ep.module()'s, call by call."""
+    class Acc(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("acc", ember.zeros(4))
+
+        def forward(self, x):
+            accumulate(self.acc, x)
+            return x * 2 + self.acc
+
+    ep = export(Acc(), (ember.randn(3, 4),), dynamic_shapes={"x": {0: Dim("b", max=64)}})
+    model = ember.aot.load_package(
+        ember.aot.compile_and_package(ep, package_path=str(tmp_path / "acc.pt2")))
+    assert model.get_metadata()["ember.mutated_buffers"] == '["acc"]'
+    ref = ep.module()
+    for b in (3, 5, 2):
+        x = ember.randn(b, 4)
+        np.testing.assert_allclose(model(x).numpy(), ref(x).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(model.get_constant("acc").numpy(),
+                               dict(ref.named_buffers())["acc"].detach().numpy(), rtol=1e-6)
