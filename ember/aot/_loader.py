@@ -147,7 +147,8 @@ class AOTIModel:
         self._setup_args(ar, model_name)
         # a model with mutable buffers runs one call at a time (each call reads and updates
         # them); others share no state between calls
-        self._mutable = any(a[0] == ARG_MUTABLE for a in self._args)
+        self._mutable_names = {a[3] for a in self._args if a[0] == ARG_MUTABLE}
+        self._mutable = bool(self._mutable_names)
         self._lock = threading.RLock()  # re-entered by a custom op calling the model
         self._setup_spec()
         self._frames()
@@ -253,8 +254,11 @@ class AOTIModel:
             if arr.shape != old.shape or arr.dtype != old.dtype:
                 raise EmberValueError(f"[load_constants] {k}: got {arr.dtype}{list(arr.shape)}"
                                       f", expected {old.dtype}{list(old.shape)}")
-            new[k] = np.ascontiguousarray(arr) if user_managed else \
+            a = np.ascontiguousarray(arr) if user_managed else \
                 np.array(arr, copy=True, order="C")
+            if k in self._mutable_names and not a.flags.writeable:
+                a = a.copy()  # runs write a mutable buffer: never into read-only memory
+            new[k] = a
         self._constants.update(new)
         self._frames()
 
