@@ -13,10 +13,11 @@ loops) and appends, in C:
 
 A graph with an op that the C backend runs as a Python (eager NumPy) extern cannot be packaged:
 ``ModelSourceError`` names the ops; custom ops (``ember.library.custom_op``) are the exception:
-``run`` calls them back through the Python loader (``_externs.py``).  A buffer the program mutates (BatchNorm's running stats in
-train mode, a step counter) is an ``ARG_MUTABLE`` argument: ``run`` computes its new value into
-a temporary and copies it over the argument's memory after every kernel has run (the loaders
-hand it a private writable copy of the weight blob).  Mutations of inputs or parameters are
+``run`` calls them back through the Python loader (``_externs.py``).  A buffer the program
+mutates (BatchNorm's running stats in train mode, a step counter) is an ``ARG_MUTABLE``
+argument: ``run`` computes its new value into a temporary and copies it over the argument's
+memory after every kernel has run (the loaders hand it a private writable copy of the weight
+blob).  Mutations of inputs or parameters are
 refused.
 """
 
