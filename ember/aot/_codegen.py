@@ -12,7 +12,13 @@ loops) and appends, in C:
 - ``run``: allocates the intermediate buffers and calls the unit's entries in order.
 
 A graph with an op that the C backend runs as a Python (eager NumPy) extern cannot be packaged:
-``ModelSourceError`` names the ops.  Mutations of buffers or inputs are refused the same way.
+``ModelSourceError`` names the ops; custom ops (``ember.library.custom_op``) are the exception:
+``run`` calls them back through the Python loader (``_externs.py``).  A buffer the program
+mutates (BatchNorm's running stats in train mode, a step counter) is an ``ARG_MUTABLE``
+argument: ``run`` computes its new value into a temporary and copies it over the argument's
+memory after every kernel has run (the loaders hand it a private writable copy of the weight
+blob).  Mutations of inputs or parameters are
+refused.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from ember.aot._externs import CALLBACK_C, EXTERN_CODE
 from ember.config import config
 from ember.errors import EmberNotImplementedError
 
@@ -51,12 +58,16 @@ def dl_type(dtype: Any) -> tuple[int, int]:
                                f"code; AOT packages support {sorted(_DL)}") from None
 
 
+# argument kinds (model.h): a user input, a constant, a buffer the model updates in place
+ARG_USER, ARG_CONSTANT, ARG_MUTABLE = 0, 1, 2
+
+
 @dataclass
 class Arg:
     """One argument of the model interface (an input of the program's signature)."""
 
     name: str
-    kind: int                    # 0 user input, 1 constant
+    kind: int                    # ARG_USER, ARG_CONSTANT or ARG_MUTABLE
     dtype: Any
     shape: tuple                 # sympy exprs (user) or ints (constants)
     weight_file: str | None = None
@@ -72,6 +83,8 @@ class ModelSource:
     outputs: list                # [(dtype, ndim)]
     n_ints: int
     guard_texts: list = field(default_factory=list)
+    mutated: list = field(default_factory=list)   # FQNs of the buffers run() updates
+    externs: dict = field(default_factory=dict)   # metadata of its Python custom ops
 
 
 @contextlib.contextmanager
@@ -155,17 +168,23 @@ def _compiler_graph(ep: Any) -> tuple:
     from ember.export._compile import to_compiler_graph
     from ember.export.graph_signature import OutputKind
     from ember.ops.registry import REGISTRY
-    bad = [s for s in ep.graph_signature.output_specs if s.kind != OutputKind.USER_OUTPUT]
+    bad = [s for s in ep.graph_signature.output_specs
+           if s.kind not in (OutputKind.USER_OUTPUT, OutputKind.BUFFER_MUTATION)]
     if bad:
         raise ModelSourceError(
             f"[aoti_compile_and_package] the program mutates {[s.target for s in bad]} "
-            f"({bad[0].kind.name}); AOT packages run inference graphs without mutations: "
-            f"export the model in eval() mode")
+            f"({bad[0].kind.name}); AOT packages update buffers in place but not inputs or "
+            f"parameters: clone the input inside the model, or make the state a buffer")
     try:
         graph, exprs, examples = to_compiler_graph(ep)
     except EmberNotImplementedError as e:
         raise ModelSourceError(str(e).replace("[compile_program]",
                                               "[aoti_compile_and_package]")) from None
+    from ember.aot import _externs
+    from ember.aot._rewrite import channel_norms
+    from ember.compiler.c.decompose import decompose
+    ext_shapes = _externs.output_shapes(ep, graph, exprs)
+    graph = decompose(_externs.contiguous_inputs(channel_norms(ep, graph, exprs)))
     clone = REGISTRY["clone"]
     outs = []
     for r in graph.outputs:
@@ -176,6 +195,13 @@ def _compiler_graph(ep: Any) -> tuple:
         graph.nodes.append(CNode(clone, (r,), {"contiguous": True}, (spec,)))
         outs.append(("n", len(graph.nodes) - 1, 0))
     graph.outputs = outs
+    # each custom op's result sizes by node index (custom ops keep their order through the
+    # rewrites); the library allocates them before calling the op
+    idx = [i for i, n in enumerate(graph.nodes) if _externs.is_python_op(n.op)]
+    graph.extern_shapes = dict(zip(idx, ext_shapes))  # type: ignore[attr-defined]
+    graph.num_scalars = len(exprs)
+    graph.scalar_kinds = ("size",) * len(exprs)
+    graph.lifted = list(range(len(exprs)))  # type: ignore[attr-defined]
     return graph, exprs
 
 
@@ -186,16 +212,24 @@ def lower_program(ep: Any) -> tuple:
     with no_blas():
         program = lower_and_schedule(graph)
     use_gemm_templates(program)
-    externs = split_fallbacks(program.stats.fallbacks)
-    if externs or program.externs():
+    from ember.aot._externs import ExternPlan, is_python_op, qualname
+    py = {qualname(st.node.op) for st in program.externs() if is_python_op(st.node.op)}
+    externs = [(op, why) for op, why in split_fallbacks(program.stats.fallbacks)
+               if op.removesuffix(".default").replace(".", "::", 1) not in py]
+    if externs or any(not is_python_op(st.node.op) for st in program.externs()):
         ops = ", ".join(f"{op} ({why})" for op, why in externs) or "?"
         raise ModelSourceError(
             f"[aoti_compile_and_package] the graph runs these ops as Python (eager NumPy) "
             f"fallbacks: {ops}; an AOT package runs without Python, so every op needs a C "
-            f"lowering. Remove or replace them, or run the model with ember.compile instead")
-    if len(program.int_names) != len(exprs):
+            f"lowering (only custom ops, ember.library.custom_op, may run Python, from a "
+            f"package loaded in Python). Remove or replace them, or run the model with "
+            f"ember.compile instead")
+    plan = ExternPlan(program, program.sources, graph.extern_shapes, len(exprs))
+    extra = [n for n in program.int_names[len(exprs):] if n not in plan.extra]
+    if extra or program.int_names[:len(exprs)] != [f"s{k}" for k in range(len(exprs))]:
         raise ModelSourceError(f"[aoti_compile_and_package] the program has runtime sizes "
                                f"{program.int_names} that are not input sizes ({exprs})")
+    program.extern_plan = plan  # type: ignore[attr-defined]
     return program, exprs, graph
 
 
@@ -217,39 +251,49 @@ def model_source(ep: Any, model_name: str = "model") -> ModelSource:
     program, exprs, graph = lower_program(ep)
     with no_blas():
         unit = generate(program, openmp=config.c_openmp)
+    from ember.export.graph_signature import OutputKind
+    sig = ep.graph_signature
+    mutated = [s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION]
     args, k_user = [], 0
-    for k, s in enumerate(ep.graph_signature.input_specs):
+    for k, s in enumerate(sig.input_specs):
         shape, dt = graph.inputs[k]
         if s.kind == InputKind.USER_INPUT:
-            args.append(Arg(s.arg.name, 0, dt, tuple(ep._guards.dims[k_user][1])))
+            args.append(Arg(s.arg.name, ARG_USER, dt, tuple(ep._guards.dims[k_user][1])))
             k_user += 1
         else:
             value = ep._lifted_value(s)
-            args.append(Arg(s.target, 1, dt, tuple(int(n) for n in value.shape),
+            kind = ARG_MUTABLE if s.target in mutated else ARG_CONSTANT
+            args.append(Arg(s.target, kind, dt, tuple(int(n) for n in value.shape),
                             f"weight_{k}", s.target))
     for a in args:
         dl_type(a.dtype)
-    outs = [program.sources[r][1] for r in graph.outputs]
-    for r, b in zip(graph.outputs, outs):
+    bufs = [program.sources[r][1] for r in graph.outputs]
+    for r, b in zip(graph.outputs, bufs):
         if program.sources[r][0] != "buf" or b.strides is not None:
             raise ModelSourceError(f"[aoti_compile_and_package] output {r} is not a fresh "
                                    f"C-contiguous buffer ({program.sources[r][0]}); please "
                                    f"report this graph")
-    wrapper = _Wrapper(program, exprs, ep, args, outs, model_name)
+    outs, writes = [], []  # user outputs; (new value, argument) of each mutated buffer
+    for s, b in zip(sig.output_specs, bufs):
+        if s.kind == OutputKind.BUFFER_MUTATION:
+            writes.append((b, next(i for i, a in enumerate(args) if a.target == s.target)))
+        else:
+            outs.append(b)
+    wrapper = _Wrapper(program, exprs, ep, args, outs, model_name, writes)
     header_hash = hashlib.sha256(MODEL_H.read_bytes()).hexdigest()[:16]
     text = (f"/* ember AOT model {model_name!s}: model.h {header_hash} */\n"
-            f"#include <ember/aot/model.h>\n{unit}\n{wrapper.text()}")
+            f"#include <ember/aot/model.h>\n#include <string.h>\n{unit}\n{wrapper.text()}")
     return ModelSource(text, args, [(b.dtype, len(b.shape)) for b in outs], len(exprs),
-                       wrapper.guard_texts)
+                       wrapper.guard_texts, mutated, program.extern_plan.metadata())
 
 
 class _Wrapper:
     """Writes the interface functions (see the module docstring)."""
 
     def __init__(self, program: Any, exprs: list, ep: Any, args: list, outs: list,
-                 model_name: str) -> None:
+                 model_name: str, writes: list = ()) -> None:
         self.program, self.exprs, self.ep, self.args, self.outs = program, exprs, ep, args, outs
-        self.model_name = model_name
+        self.model_name, self.writes = model_name, list(writes)
         self.guard_texts: list = []
 
     def _guard(self, cond: str, text: str) -> str:
@@ -261,7 +305,7 @@ class _Wrapper:
         names: dict = {}
         first: list = []
         for i, a in enumerate(self.args):
-            if a.kind == 1:
+            if a.kind != ARG_USER:
                 for d, n in enumerate(a.shape):
                     lines.append(self._guard(f"shapes[{i}][{d}] == INT64_C({n})",
                                              f"constant {a.name} has the wrong shape: expected "
@@ -299,7 +343,7 @@ class _Wrapper:
         return lines
 
     def output_shape(self) -> list:
-        lines = ["static void ember_aot_output_shape(int32_t k, const int64_t *ints, "
+        lines = ["static void ember_aot_output_shape(int32_t k, const int64_t *ints_in, "
                  "int64_t *shape) {", *self._int_locals(), "  switch (k) {"]
         for k, b in enumerate(self.outs):
             lines.append(f"  case {k}:")
@@ -309,8 +353,16 @@ class _Wrapper:
         return lines
 
     def _int_locals(self) -> list:
-        return [f"  const int64_t {n} = ints[{k}]; (void){n};"
-                for k, n in enumerate(self.program.int_names)]
+        """``ints`` (every runtime int of the program) from the bound ``ints_in``: the input
+        sizes, then the sizes of custom ops' results (known from the input sizes)."""
+        names = self.program.int_names
+        plan = self.program.extern_plan
+        lines = [f"  int64_t ints[{max(1, len(names))}];",
+                 f"  for (int i = 0; i < {len(self.exprs)}; i++) ints[i] = ints_in[i];"]
+        lines += [f"  ints[{k}] = {plan.extra[n]};" for k, n in enumerate(names)
+                  if k >= len(self.exprs)]
+        lines += [f"  const int64_t {n} = ints[{k}]; (void){n};" for k, n in enumerate(names)]
+        return lines
 
     def run(self) -> list:
         p = self.program
@@ -318,32 +370,47 @@ class _Wrapper:
         outputs = {id(b): k for k, b in enumerate(self.outs)}
         temps: dict = {}
         body: list = []
-        for seg in p.segments():
-            ptrs = []
-            for b in seg.buffers():
-                if id(b) in inputs:
-                    ptrs.append(f"args[{inputs[id(b)]}]")
-                elif id(b) in outputs:
-                    ptrs.append(f"outs[{outputs[id(b)]}]")
-                else:
-                    if id(b) not in temps:
-                        j = temps[id(b)] = len(temps)
-                        nbytes = f"({_numel(b.shape)}) * {b.dtype.np.itemsize}"
-                        body += [f"  tmp[{j}] = ember_aot_alloc({nbytes});",
-                                 f"  if (tmp[{j}] == NULL) {{ rc = {ENOMEM}; goto done; }}"]
-                    ptrs.append(f"tmp[{temps[id(b)]}]")
-            body += [f"  {{ void *b[] = {{{', '.join(ptrs) or 'NULL'}}};",
-                     f"    rc = {seg.entry}(b, ints, floats); if (rc) goto done; }}"]
+
+        def ptr(b: Any) -> str:
+            if id(b) in inputs:
+                return f"args[{inputs[id(b)]}]"
+            if id(b) in outputs:
+                return f"outs[{outputs[id(b)]}]"
+            if id(b) not in temps:
+                j = temps[id(b)] = len(temps)
+                nbytes = f"({_numel(b.shape)}) * {b.dtype.np.itemsize}"
+                body.extend([f"  tmp[{j}] = ember_aot_alloc({nbytes});",
+                             f"  if (tmp[{j}] == NULL) {{ rc = {ENOMEM}; goto done; }}"])
+            return f"tmp[{temps[id(b)]}]"
+
+        plan, n_ext = p.extern_plan, 0
+        for st in p.steps:
+            if hasattr(st, "kernels"):
+                ptrs = [ptr(b) for b in st.buffers()]
+                body += [f"  {{ void *b[] = {{{', '.join(ptrs) or 'NULL'}}};",
+                         f"    rc = {st.entry}(b, ints, floats); if (rc) goto done; }}"]
+                continue
+            bufs = [self._buffer(r) for r in st.ins]
+            body += plan.call(n_ext, [ptr(b) for b in bufs], [tuple(b.shape) for b in bufs],
+                              [ptr(b) for b in st.outs])
+            n_ext += 1
+        for b, i in self.writes:  # mutated buffers take their new values, all reads done
+            body.append(f"  memcpy(args[{i}], {ptr(b)}, "
+                        f"(size_t)({_numel(b.shape)}) * {b.dtype.np.itemsize});")
         n_int = max(1, len(p.int_names))
-        lines = ["static int ember_aot_run(void *const *args, void *const *outs, "
-                 "const int64_t *ints) {", *self._int_locals(),
-                 f"  double floats[{n_int}];",
-                 f"  for (int i = 0; i < {len(p.int_names)}; i++) floats[i] = (double)ints[i];",
-                 f"  void *tmp[{max(1, len(temps))}] = {{0}};", "  int rc = 0;",
-                 "  (void)args; (void)outs;", *body,
-                 "done:", f"  for (int i = 0; i < {len(temps)}; i++) free(tmp[i]);",
-                 "  return rc;", "}"]
-        return lines
+        return ["static int ember_aot_run(void *const *args, void *const *outs, "
+                "const int64_t *ints_in) {", *self._int_locals(),
+                f"  double floats[{n_int}];",
+                f"  for (int i = 0; i < {len(p.int_names)}; i++) floats[i] = (double)ints[i];",
+                f"  void *tmp[{max(1, len(temps))}] = {{0}};", "  int rc = 0;",
+                "  (void)args; (void)outs;", *body,
+                "done:", f"  for (int i = 0; i < {len(temps)}; i++) free(tmp[i]);",
+                "  return rc;", "}"]
+
+    def _buffer(self, r: tuple) -> Any:
+        """The buffer holding graph value ``r`` (an input, or a node's fresh buffer)."""
+        src = self.program.sources[r]
+        return self.program.inputs[src[1]] if src[0] == "in" else src[1]
 
     def tables(self) -> list:
         lines = []
@@ -352,7 +419,7 @@ class _Wrapper:
             code, bits = dl_type(a.dtype)
             shape = "NULL"
             nbytes = -1
-            if a.kind == 1:
+            if a.kind != ARG_USER:
                 if a.shape:
                     lines.append(f"static const int64_t ember_aot_shape{i}[] = "
                                  f"{{{', '.join(str(n) for n in a.shape)}}};")
@@ -375,10 +442,11 @@ class _Wrapper:
     def text(self) -> str:
         bind = self.bind_sizes()
         texts = ", ".join(_c_string(t) for t in self.guard_texts) or "NULL"
-        parts = [_HELPERS, *self.tables(), *bind, *self.output_shape(), *self.run(),
+        parts = [_HELPERS, CALLBACK_C, *self.tables(), *bind, *self.output_shape(),
+                 *self.run(),
                  f"static const char *const ember_aot_guard_texts[] = {{{texts}}};",
                  _MESSAGE.replace("@N@", str(len(self.guard_texts))).replace(
-                     "@ENOMEM@", str(ENOMEM)),
+                     "@ENOMEM@", str(ENOMEM)).replace("@EXTERN@", str(EXTERN_CODE)),
                  "static const ember_aot_model_v1 ember_aot_model = {",
                  f"  EMBER_AOT_MODEL_ABI_VERSION, {len(self.args)}, {len(self.outs)}, "
                  f"{len(self.exprs)},",
@@ -429,6 +497,8 @@ _MESSAGE = r"""
 static const char *ember_aot_message(int code) {
   if (code >= 1 && code <= @N@) return ember_aot_guard_texts[code - 1];
   if (code == @ENOMEM@) return "out of memory allocating an intermediate buffer";
+  if (code == @EXTERN@) return "a Python custom op failed, or the library was loaded without "
+                               "Python (only ember.aot.load_package runs custom ops)";
   if (code == 0) return "success";
   return "a kernel found invalid input (e.g. an index out of range)";
 }

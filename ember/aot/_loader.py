@@ -18,6 +18,8 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,9 @@ from ember.aot._archive import Archive, PackageError, _err
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 
 MODEL_ABI = 1
-RUNTIME_ABI = 1
+RUNTIME_ABI = 2  # 2: arguments of kind ARG_MUTABLE (buffers the model updates in place)
+ARG_USER, ARG_CONSTANT, ARG_MUTABLE = 0, 1, 2
+_NO_LOCK = nullcontext()
 
 
 class IncompatiblePackageError(EmberRuntimeError):
@@ -136,7 +140,16 @@ class AOTIModel:
         if iface.abi_version != MODEL_ABI:
             raise IncompatiblePackageError(f"[aoti_load_package] {path}: model ABI "
                                            f"{iface.abi_version}, this runtime speaks {MODEL_ABI}")
+        self._pyops = None
+        if self._meta.get("ember.needs_python") == "1":
+            from ember.aot._pyops import PythonOps
+            self._pyops = PythonOps(self._lib, self._meta, path)
         self._setup_args(ar, model_name)
+        # a model with mutable buffers runs one call at a time (each call reads and updates
+        # them); others share no state between calls
+        self._mutable_names = {a[3] for a in self._args if a[0] == ARG_MUTABLE}
+        self._mutable = bool(self._mutable_names)
+        self._lock = threading.RLock()  # re-entered by a custom op calling the model
         self._setup_spec()
         self._frames()
         # the thread count follows ember.set_num_threads and is 1 in a fork()ed child (as
@@ -154,8 +167,10 @@ class AOTIModel:
             a = iface.args[i]
             dt = _dtype(a, self.path)
             name = a.name.decode()
+            if a.kind not in (ARG_USER, ARG_CONSTANT, ARG_MUTABLE):
+                raise _err(self.path, f"argument {name!r} has an unknown kind {a.kind}")
             self._args.append((a.kind, dt, a.ndim, name))
-            if a.kind == 1:
+            if a.kind != ARG_USER:
                 shape = tuple(a.shape[d] for d in range(a.ndim))
                 blob = f"data/weights/{model}/{a.weight_file.decode()}"
                 view = ar.view(blob)
@@ -164,10 +179,16 @@ class AOTIModel:
                                           f"expects {a.nbytes}")
                 arr = np.frombuffer(ar.map, dt.np, count=int(np.prod(shape, dtype=np.int64)),
                                     offset=ar.offset(blob)).reshape(shape)
+                if a.kind == ARG_MUTABLE:  # updated in place by every run: a private copy
+                    arr = arr.copy()
                 self._constants[name] = arr
         self._out_dtypes = [_dtype(iface.outputs[k], self.path)
                             for k in range(iface.n_outputs)]
         self._out_ndims = [iface.outputs[k].ndim for k in range(iface.n_outputs)]
+        self._out_np = [d.np for d in self._out_dtypes]
+        # the interface's functions, read once (a ctypes struct field is a new object per read)
+        self._bind, self._oshape, self._runfn = iface.bind_sizes, iface.output_shape, iface.run
+        self._tls = threading.local()
 
     def _setup_spec(self) -> None:
         """The inputs' and outputs' pytree structures (metadata ``ember.call_spec``); the
@@ -183,7 +204,7 @@ class AOTIModel:
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise _err(self.path, f"metadata ember.call_spec is malformed ({type(e).__name__}: "
                                   f"{e})") from None
-        n_user = sum(1 for a in self._args if a[0] != 1)
+        n_user = sum(1 for a in self._args if a[0] == ARG_USER)
         if n_in != n_user or n_out != len(self._out_dtypes):
             raise _err(self.path, f"metadata ember.call_spec describes {n_in} inputs and {n_out} "
                                   f"outputs; the library has {n_user} and "
@@ -196,7 +217,22 @@ class AOTIModel:
 
     def get_constant_fqns(self) -> list:
         """The names of the model's constants (parameters and buffers), in argument order."""
-        return [name for kind, _, _, name in self._args if kind == 1]
+        return [name for kind, _, _, name in self._args if kind != ARG_USER]
+
+    def get_constant(self, fqn: str) -> Any:
+        """A copy of constant ``fqn``'s current value (a mutated buffer's latest state; an
+        ember extension).
+
+        >>> m.get_constant("bn.running_mean")
+        """
+        from ember.tensor import _wrap
+        if fqn not in self._constants:
+            raise EmberValueError(f"[get_constant] unknown constant {fqn!r}; the model has "
+                                  f"{self.get_constant_fqns()}")
+        kind = next(k for k, _, _, n in self._args if n == fqn)
+        dt = next(d for _, d, _, n in self._args if n == fqn)
+        with self._lock if kind == ARG_MUTABLE else _NO_LOCK:
+            return _wrap(np.array(self._constants[fqn], copy=True), dt)
 
     def load_constants(self, constants_map: dict, *, check_full_update: bool,
                        user_managed: bool = False, allow_h2d_copy: bool = False) -> None:
@@ -218,8 +254,11 @@ class AOTIModel:
             if arr.shape != old.shape or arr.dtype != old.dtype:
                 raise EmberValueError(f"[load_constants] {k}: got {arr.dtype}{list(arr.shape)}"
                                       f", expected {old.dtype}{list(old.shape)}")
-            new[k] = np.ascontiguousarray(arr) if user_managed else \
+            a = np.ascontiguousarray(arr) if user_managed else \
                 np.array(arr, copy=True, order="C")
+            if k in self._mutable_names and not a.flags.writeable:
+                a = a.copy()  # runs write a mutable buffer: never into read-only memory
+            new[k] = a
         self._constants.update(new)
         self._frames()
 
@@ -228,11 +267,11 @@ class AOTIModel:
         """Argument tables with the constants filled in, copied once per call (the calls of
         several threads never share them)."""
         n = len(self._args)
-        self._user_slots = [i for i, a in enumerate(self._args) if a[0] != 1]
+        self._user_slots = [i for i, a in enumerate(self._args) if a[0] == ARG_USER]
         ap, sp = (ctypes.c_void_p * max(1, n))(), (ctypes.c_void_p * max(1, n))()
         self._const_shapes = []
         for i, (kind, _, _, name) in enumerate(self._args):
-            if kind == 1:
+            if kind != ARG_USER:
                 a = self._constants[name]
                 shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
                 self._const_shapes.append(shape)
@@ -265,14 +304,20 @@ class AOTIModel:
 
     def _run_user(self, arrays: list) -> list:
         """Run on the user inputs' C-contiguous arrays (constants are the model's)."""
-        ap = type(self._ap).from_buffer_copy(self._ap)
-        sp = type(self._sp).from_buffer_copy(self._sp)
-        shapes = []
-        for i, a in zip(self._user_slots, arrays):
-            shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
-            shapes.append(shape)
-            ap[i], sp[i] = a.__array_interface__["data"][0], ctypes.addressof(shape)
-        return self._run(ap, sp)
+        f = getattr(self._tls, "frame", None)
+        if f is None or f.template is not self._ap:
+            f = self._tls.frame = _Frame(self)
+        elif f.busy:  # a nested call (from a custom op's Python): tables of its own
+            f = _Frame(self)
+        ap = f.ap
+        for i, shape, a in zip(self._user_slots, f.shapes, arrays):
+            ap[i] = a.__array_interface__["data"][0]
+            shape[:a.ndim] = a.shape
+        f.busy = True
+        try:
+            return self._run(ap, f.sp, f)
+        finally:
+            f.busy = False
 
     def run_arrays(self, arrays: list) -> list:
         """Run on every argument's array (constants included, C-contiguous, in order)."""
@@ -282,20 +327,24 @@ class AOTIModel:
         sp = (ctypes.c_void_p * max(1, len(shapes)))(*[ctypes.addressof(s) for s in shapes])
         return self._run(ap, sp)
 
-    def _run(self, ap: Any, sp: Any) -> list:
+    def _run(self, ap: Any, sp: Any, f: Any = None) -> list:
         iface = self._iface
-        ints = (ctypes.c_int64 * max(1, iface.n_ints))()
-        rc = iface.bind_sizes(sp, ints)
+        f = f if f is not None else _Frame(self, user=False)
+        ints = f.ints
+        rc = self._bind(sp, ints)
         if rc:
             raise AssertionError(iface.message(rc).decode(errors="replace"))
         outs = []
-        for k, nd in enumerate(self._out_ndims):
-            shape = (ctypes.c_int64 * max(1, nd))()
-            iface.output_shape(k, ints, shape)
-            outs.append(np.empty(tuple(shape[:nd]), self._out_dtypes[k].np))
-        op = (ctypes.c_void_p * max(1, len(outs)))(
-            *[o.__array_interface__["data"][0] for o in outs])
-        rc = iface.run(ap, op, ints)
+        op = f.op
+        for k, (nd, dt, shape) in enumerate(zip(self._out_ndims, self._out_np, f.oshapes)):
+            self._oshape(k, ints, shape)
+            o = np.empty(tuple(shape[:nd]), dt)
+            op[k] = o.__array_interface__["data"][0]
+            outs.append(o)
+        with self._lock if self._mutable else _NO_LOCK:
+            rc = self._runfn(ap, op, ints)
+        if rc and self._pyops is not None:
+            self._pyops.raise_pending()
         if rc:
             err = EmberRuntimeError(f"[AOTIModel] {self.model_name} failed (code {rc}): "
                                     f"{iface.message(rc).decode(errors='replace')}")
@@ -307,6 +356,28 @@ class AOTIModel:
 
     def __repr__(self) -> str:
         return f"AOTIModel({self.path!r}, model_name={self.model_name!r})"
+
+
+class _Frame:
+    """One thread's argument tables for calls of a model (reused call after call: a call
+    only writes its inputs' pointers and shapes): the arguments' pointers and shapes with the
+    constants filled in (``template``: the model's table they were copied from, replaced by
+    ``load_constants``), the runtime ints, the outputs' shapes and pointers."""
+
+    __slots__ = ("template", "ap", "sp", "shapes", "ints", "oshapes", "op", "busy")
+
+    def __init__(self, m: AOTIModel, user: bool = True) -> None:
+        self.template, self.busy = m._ap, False
+        self.ap = type(m._ap).from_buffer_copy(m._ap)
+        self.sp = type(m._sp).from_buffer_copy(m._sp)
+        self.shapes = []
+        for i in m._user_slots if user else ():
+            shape = (ctypes.c_int64 * max(1, m._args[i][2]))()
+            self.shapes.append(shape)
+            self.sp[i] = ctypes.addressof(shape)
+        self.ints = (ctypes.c_int64 * max(1, m._iface.n_ints))()
+        self.oshapes = [(ctypes.c_int64 * max(1, nd))() for nd in m._out_ndims]
+        self.op = (ctypes.c_void_p * max(1, len(m._out_ndims)))()
 
 
 _DL_DTYPES = {(2, 32): "float32", (2, 64): "float64", (2, 16): "float16", (4, 16): "bfloat16",

@@ -30,12 +30,16 @@ from typing import Any
 import numpy as np
 
 from ember.aot import _archive
-from ember.aot._codegen import INCLUDE_DIR, ModelSource, model_source
+from ember.aot._codegen import ARG_USER, INCLUDE_DIR, ModelSource, model_source
 from ember.config import config
 from ember.errors import EmberTypeError, EmberValueError
 
 MODEL_ABI = 1
+# the runtime ABI a package records is the oldest runtime that can run it: 1 for a plain
+# model; 2 when it needs what runtime 2 added (buffers updated in place: ARG_MUTABLE; Python
+# custom ops called back through ember_aot_set_extern_v1)
 RUNTIME_ABI = 1
+RUNTIME_ABI_2 = 2
 
 # gcc's predefined macros -> /proc/cpuinfo flags (what a library built with -march=X needs)
 _MACRO_FLAGS = {
@@ -113,7 +117,10 @@ def _metadata(ms: ModelSource, so: bytes, name: str, march: str, flags: tuple,
         "AOTI_DEVICE_KEY": "cpu", "AOTI_PLATFORM": sys.platform,
         "AOTI_MACHINE": platform.machine(), "AOTI_CPU_ISA": march,
         "ember.version": toolchain.ember_version(), "ember.model_abi": str(MODEL_ABI),
-        "ember.runtime_abi": str(RUNTIME_ABI),
+        "ember.runtime_abi": str(RUNTIME_ABI_2 if ms.mutated or ms.externs else RUNTIME_ABI),
+        "ember.mutated_buffers": json.dumps(ms.mutated),
+        "ember.needs_python": "1" if ms.externs else "0",
+        "ember.python_ops": "[]", **ms.externs,
         "ember.cpu_features": ",".join(cpu_features_for(tuple(f for f in flags
                                                               if f.startswith("-m")))),
         "ember.compiler": toolchain.CACHE.compiler().version,
@@ -146,7 +153,9 @@ def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, 
     cfg = _configs(options)
     march = str(cfg.get("aot_inductor.march", "native"))
     try:
-        ms = model_source(ep)
+        from ember.aot._rewrite import inline_kernel_ops
+        lowered = inline_kernel_ops(ep)  # the package's JSON keeps ep itself
+        ms = model_source(lowered)
         so_path, flags = build_library(ms, march)
     except Exception as e:
         from ember.aot._minifier_hook import dump_for_minifier
@@ -162,9 +171,9 @@ def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, 
         files[f"{h}.wrapper.c"] = ms.source.encode()
     weights = {}
     for a in ms.args:
-        if a.kind != 1:
+        if a.kind == ARG_USER:
             continue
-        arr = _weight_array(ep, a)
+        arr = _weight_array(lowered, a)
         files[a.weight_file] = arr
         weights[a.target] = {"file": a.weight_file, "dtype": a.dtype.name,
                              "shape": list(arr.shape), "nbytes": int(arr.nbytes)}

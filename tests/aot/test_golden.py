@@ -80,3 +80,37 @@ def test_loading_needs_no_compiler_code():
     loaded = set(out.stdout.split())
     assert not {m for m in loaded if m.split(".")[3:4] in (["lower"], ["codegen"])}, loaded
     assert "ember.compiler.c.build.toolchain" not in loaded, loaded
+
+
+GOLDEN_V2 = HERE / "golden_v2_mutable.pt2"  # runtime ABI 2: a buffer updated in place
+
+
+def test_golden_v2_mutable_buffer_from_python():
+    model = ember.aot.load_package(str(GOLDEN_V2))
+    meta = model.get_metadata()
+    assert meta["ember.runtime_abi"] == "2" and meta["ember.mutated_buffers"] == '["calls"]'
+    x = np.linspace(-3, 3, 20, dtype=np.float32).reshape(5, 4)
+    for k in (1, 2, 3):  # call k returns fc(x).relu() * k + 1
+        want = np.maximum(x @ weight().T + bias(), 0) * k + 1
+        np.testing.assert_allclose(model(ember.tensor(x)).numpy(), want, rtol=1e-6)
+    assert float(model.get_constant("calls").numpy()[0]) == 3.0
+    again = ember.aot.load_package(str(GOLDEN_V2))  # the package itself is unchanged
+    np.testing.assert_allclose(again(ember.tensor(x)).numpy(),
+                               np.maximum(x @ weight().T + bias(), 0) + 1, rtol=1e-6)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="builds libember_aot with gcc")
+def test_golden_v2_mutable_buffer_from_c():
+    from tests.aot.helpers import CRunner
+    c = CRunner()
+    rc, h, err = c.load(GOLDEN_V2)
+    assert rc == 0, err
+    try:
+        x = np.linspace(-3, 3, 28, dtype=np.float32).reshape(7, 4)
+        for k in (1, 2, 3):
+            rc, outs = c.run(h, [x])
+            assert rc == 0, c.error()
+            want = np.maximum(x @ weight().T + bias(), 0) * k + 1
+            np.testing.assert_allclose(outs[0], want, rtol=1e-6)
+    finally:
+        c.lib.ember_aot_unload(h)

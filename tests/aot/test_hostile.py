@@ -105,7 +105,7 @@ def _other_isa(src, dst):
 
 
 def _newer_runtime(src, dst):
-    edit_metadata(src, dst, {"ember.runtime_abi": "2"})
+    edit_metadata(src, dst, {"ember.runtime_abi": "99"})
 
 
 CASES = {  # name: (maker, Python message, C code, C message)
@@ -123,7 +123,7 @@ CASES = {  # name: (maker, Python message, C code, C message)
     "no_format": (_no_format, "archive_format", EFORMAT, "archive_format"),
     "other_machine": (_other_machine, "AOTI_MACHINE='aarch64'", ECOMPAT, "aarch64"),
     "other_isa": (_other_isa, "lacks: avx512_fake", ECOMPAT, "avx512_fake"),
-    "newer_runtime": (_newer_runtime, "runtime abi version 2", ECOMPAT, "runtime_abi"),
+    "newer_runtime": (_newer_runtime, "runtime abi version 99", ECOMPAT, "runtime_abi"),
 }
 
 

@@ -1,5 +1,6 @@
 """With dynamic sizes, the compiled exported program runs expand, split_with_sizes, basic
-indexing, ``reshape_copy``, cat, embedding and attention (the char GPT whole) as C kernels over
+indexing, ``reshape_copy``, cat, embedding, attention (the char GPT whole), convolution and
+max_pool as C kernels over
 runtime sizes (no eager externs), and gives what the eager module gives at every size."""
 
 import numpy as np
@@ -63,6 +64,20 @@ class Embed(ember.nn.Module):
         return self.emb(idx) * 2 + self.emb(idx.t()).sum()
 
 
+class ConvPool(ember.nn.Module):
+    """Strided, padded, grouped and dilated convolutions around a ceil-mode max_pool: every
+    result size is a runtime expression of the input's."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = ember.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2)
+        self.c2 = ember.nn.Conv2d(6, 4, (3, 2), dilation=(1, 2))
+
+    def forward(self, x):
+        h = ember.nn.functional.max_pool2d(self.c1(x), 3, stride=2, padding=1, ceil_mode=True)
+        return self.c2(h.relu()) + 1
+
+
 def _char_gpt():
     return ember.demo.CharGPT(65, block=64, d=96, layers=2, heads=4).eval()
 
@@ -78,6 +93,8 @@ CASES = {
             {"x": {0: Dim.AUTO}, "y": {0: Dim.AUTO}}),
     "embedding": (Embed, lambda n: (ember.randint(0, 10, (n, n + 2)),),
                   {"idx": {0: Dim.AUTO, 1: Dim.AUTO}}),
+    "conv_pool": (ConvPool, lambda n: (ember.randn(n + 1, 4, n + 9, 2 * n + 8),),
+                  {"x": {0: Dim.AUTO, 2: Dim.AUTO, 3: Dim.AUTO}}),
     # the token lookup, the (T, T) causal mask broadcast over (B, heads) and the head views
     "char_gpt": (_char_gpt, lambda n: (ember.randint(0, 65, (n, n + 1)),),
                  {"idx": {0: Dim.AUTO, 1: Dim("t", max=64)}}),

@@ -5,12 +5,14 @@
    strings) is checked against this machine (platform, CPU features, ABI versions); the model
    library's bytes must match the sha256 recorded there before they are written to a private
    temporary directory and dlopen'ed (the file and directory are removed right after).  Weights
-   are used in place from the map.  The model is called through its interface table
+   are used in place from the map; a buffer the model updates (EMBER_AOT_ARG_MUTABLE) gets a
+   private copy at load.  A package that calls Python custom ops is refused (ECOMPAT).  The model is called through its interface table
    (model.h), the same one the Python loader uses. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,8 +59,11 @@ struct ember_aot_model {
   int64_t n_meta;
   void *dl;
   const ember_aot_model_v1 *iface;
-  void **args; /* constants: pointers into the map; user args filled per call */
+  void **args; /* constants: pointers into the map (mutable buffers: owned copies) */
+  void **owned; /* the mutable buffers' private copies (freed by unload) */
   int64_t n_user;
+  int n_mutable;
+  char busy; /* a model with mutable buffers runs one call at a time */
 };
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -289,6 +294,11 @@ static int check_compat(ember_aot_model *m, const char *path, const char *model)
                   "supports versions up to %d: upgrade libember_aot", path, model, keys[i],
                   v ? v : "?", have[i]);
   }
+  const char *py = ember_aot_metadata(m, "ember.python_ops");
+  if (py && strcmp(py, "[]") != 0)
+    return fail(EMBER_AOT_ECOMPAT, "%s (model '%s') needs Python at run time: it calls the "
+                "Python custom ops %s; load it from Python with ember.aot.load_package (with "
+                "the ops registered), or replace them with kernel ops", path, model, py);
   const char *need = ember_aot_metadata(m, "ember.cpu_features");
   FILE *f = fopen("/proc/cpuinfo", "r");
   if (!need || !*need || !f) { if (f) fclose(f); return 0; }
@@ -361,11 +371,15 @@ static int bind_weights(ember_aot_model *m, const char *root, const char *model,
                         const char *path) {
   const ember_aot_model_v1 *f = m->iface;
   m->args = calloc((size_t)f->n_args + 1, sizeof(void *));
-  if (!m->args) return fail(EMBER_AOT_ENOMEM, "out of memory");
+  m->owned = calloc((size_t)f->n_args + 1, sizeof(void *));
+  if (!m->args || !m->owned) return fail(EMBER_AOT_ENOMEM, "out of memory");
   char name[1024];
   for (int32_t i = 0; i < f->n_args; i++) {
     const ember_aot_arg_info *a = &f->args[i];
-    if (a->kind != EMBER_AOT_ARG_CONSTANT) { m->n_user++; continue; }
+    if (a->kind == EMBER_AOT_ARG_USER) { m->n_user++; continue; }
+    if (a->kind != EMBER_AOT_ARG_CONSTANT && a->kind != EMBER_AOT_ARG_MUTABLE)
+      return fail(EMBER_AOT_EFORMAT, "%s: argument %s has an unknown kind %d", path, a->name,
+                  a->kind);
     snprintf(name, sizeof name, "%sdata/weights/%s/%s", root, model, a->weight_file);
     const entry *e = find(m, name);
     if (!e) return fail(EMBER_AOT_EFORMAT, "%s: missing weight entry %s (%s)", path, name, a->name);
@@ -373,6 +387,13 @@ static int bind_weights(ember_aot_model *m, const char *root, const char *model,
       return fail(EMBER_AOT_EFORMAT, "%s: weight %s has %llu bytes; the model expects %lld",
                   path, a->name, (unsigned long long)e->size, (long long)a->nbytes);
     m->args[i] = (void *)(m->map + e->offset);
+    if (a->kind == EMBER_AOT_ARG_MUTABLE) { /* updated by every run: a private copy */
+      if (posix_memalign(&m->owned[i], 64, e->size ? (size_t)e->size : 64) != 0)
+        return fail(EMBER_AOT_ENOMEM, "out of memory copying buffer %s", a->name);
+      memcpy(m->owned[i], m->map + e->offset, (size_t)e->size);
+      m->args[i] = m->owned[i];
+      m->n_mutable++;
+    }
   }
   return 0;
 }
@@ -499,7 +520,7 @@ int ember_aot_run(ember_aot_model *m, DLTensor *const *inputs, int64_t n_inputs,
   if (!shapes || !args || !outs || !ints) { rc = fail(EMBER_AOT_ENOMEM, "out of memory"); goto done; }
   for (int32_t i = 0, k = 0; i < f->n_args; i++) {
     const ember_aot_arg_info *a = &f->args[i];
-    if (a->kind == EMBER_AOT_ARG_CONSTANT) {
+    if (a->kind != EMBER_AOT_ARG_USER) {
       shapes[i] = a->shape;
       args[i] = m->args[i];
       continue;
@@ -535,7 +556,10 @@ int ember_aot_run(ember_aot_model *m, DLTensor *const *inputs, int64_t n_inputs,
     if (!t->data) { rc = fail(EMBER_AOT_ENOMEM, "out of memory for output %d", k); goto done; }
     outs[k] = t->data;
   }
+  if (m->n_mutable)
+    while (__atomic_test_and_set(&m->busy, __ATOMIC_ACQUIRE)) sched_yield();
   if ((rc = f->run(args, outs, ints))) rc = fail(EMBER_AOT_ERUN, "the model failed (code %d): %s", rc, f->message(rc));
+  if (m->n_mutable) __atomic_clear(&m->busy, __ATOMIC_RELEASE);
 done:
   if (rc && outputs)
     for (int64_t k = 0; k < n_outputs; k++) { ember_aot_free_output(outputs[k]); outputs[k] = NULL; }
@@ -552,6 +576,9 @@ void ember_aot_free_output(DLTensor *t) {
 
 void ember_aot_unload(ember_aot_model *m) {
   if (!m) return;
+  if (m->owned && m->iface) /* before dlclose: iface lives in the library */
+    for (int32_t i = 0; i < m->iface->n_args; i++) free(m->owned[i]);
+  free(m->owned);
   if (m->dl) dlclose(m->dl);
   for (int64_t i = 0; i < m->n_entries; i++) free(m->entries[i].name);
   free(m->entries);

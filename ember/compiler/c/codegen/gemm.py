@@ -293,8 +293,9 @@ def _tile_epilogue(k: GemmKernel) -> list:
     return out
 
 
-def im2col_kernel(k: Im2colKernel) -> str:
-    """The C of an Im2colKernel: loops in ``dst``'s memory order, one store each."""
+def im2col_kernel(k: Im2colKernel, ints: str = "") -> str:
+    """The C of an Im2colKernel: loops in ``dst``'s memory order, one store each; ``ints``:
+    the line where the runtime-integer declarations go (the unit fills it)."""
     if k.col2im:
         return _col2im_kernel(k)
     t = k.dst.ctype
@@ -303,7 +304,7 @@ def im2col_kernel(k: Im2colKernel) -> str:
     lines = [f"/* {' '.join(k.ops)}: im2col */",
              f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
              f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{",
-             "  (void)ints; (void)floats;",
+             *([ints] if ints else []), "  (void)ints; (void)floats;",
              f"  {t} *restrict d_ = {k.dst.name};"]
     ind = "  "
     lines.append(f"{ind}for (int64_t n = 0; n < {g.shape[0]}; n++)")

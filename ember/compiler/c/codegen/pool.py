@@ -3,28 +3,30 @@ backward (a per-row scatter-add in double).  The lowering: ``lower/pool.py``."""
 
 from __future__ import annotations
 
-from ember.compiler.c.codegen.index import _coord, _dot
+from ember.compiler.c.codegen.index import _dot
 from ember.compiler.c.codegen.omp import omp_for
 from ember.compiler.c.ir.kernels import PoolKernel
-from ember.compiler.c.ir.loop_ir import compute_ctype, load_expr, store_expr
+from ember.compiler.c.ir.loop_ir import SizeExpr, compute_ctype, load_expr, numel, store_expr
+
+_prod = numel  # sizes may be runtime ones (C text over the lifted ints)
 
 
-def _prod(xs: tuple) -> int:
-    n = 1
-    for m in xs:
-        n *= m
-    return n
+def _coord(flat: str, shape: tuple, r: int) -> str:
+    """C expression: coordinate ``r`` of C-order position ``flat`` in ``shape``."""
+    inner: SizeExpr = _prod(tuple(shape[r + 1:]))
+    return f"(({flat}) / {inner} % {shape[r]})" if inner != 1 else f"(({flat}) % {shape[r]})"
 
 
-def pool_source(k: PoolKernel, openmp: bool) -> str:
-    """The C function of one PoolKernel."""
+def pool_source(k: PoolKernel, openmp: bool, ints: str = "") -> str:
+    """The C function of one PoolKernel; ``ints``: the line where the runtime-integer
+    declarations go (the unit fills it)."""
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
     lines = [f"/* {' '.join(k.ops)} (max_pool{' backward' if k.scatter else ''}) */",
              f"static int {k.name}({', '.join(params)}) {{",
-             "  (void)ints; (void)floats;"]
+             *([ints] if ints else []), "  (void)ints; (void)floats;"]
     body = _backward(k, openmp) if k.scatter else _forward(k, openmp)
     return "\n".join(lines + body + ["}"]) + "\n"
 
@@ -42,7 +44,7 @@ def _forward(k: PoolKernel, openmp: bool) -> list:
         lines.append("  " + omp_for(str(n_out)))
     lines += [f"  for (int64_t q = 0; q < {n_out}; q++) {{",
               f"    const int64_t row_ = {k.x_geom.offset} + "
-              f"{_coord('q', oshape, 0)} * {st[0]} + {_coord('q', oshape, 1)} * {st[1]};",
+              f"{_coord('q', oshape, 0)} * ({st[0]}) + {_coord('q', oshape, 1)} * ({st[1]});",
               f"    {ct} best_ = 0; int64_t bpos_ = 0; int first_ = 1;"]
     ind = "    "
     for i in range(d):
@@ -51,10 +53,10 @@ def _forward(k: PoolKernel, openmp: bool) -> list:
         lines.append(f"{ind}const int64_t p{i} = {_coord('q', oshape, 2 + i)} * {k.stride[i]}"
                      f" - {k.padding[i]} + k{i} * {k.dilation[i]};")
     valid = " && ".join(f"p{i} >= 0 && p{i} < {k.spatial[i]}" for i in range(d))
-    at = " + ".join(["row_"] + [f"p{i} * {st[2 + i]}" for i in range(d)])
+    at = " + ".join(["row_"] + [f"p{i} * ({st[2 + i]})" for i in range(d)])
     pos = "p0"
     for i in range(1, d):
-        pos = f"({pos}) * {k.spatial[i]} + p{i}"
+        pos = f"({pos}) * ({k.spatial[i]}) + p{i}"
     lines += [f"{ind}const {ct} v_ = ({valid}) ? {load_expr(k.dtype, f'{k.x.name}[{at}]')} "
               f": ({ct}){k.fill};",
               f"{ind}if (first_ || v_ != v_ || (best_ == best_ && v_ > best_)) "

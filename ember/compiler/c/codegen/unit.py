@@ -590,7 +590,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, GemmKernel):
         return gemm_kernel(k, program, openmp)
     if isinstance(k, Im2colKernel):
-        return im2col_kernel(k)
+        return _declare_ints(im2col_kernel(k, _INTS).splitlines(), program)
     if isinstance(k, ReduceKernel):
         return _reduce_kernel(k, program, openmp)
     if isinstance(k, ScanKernel):
@@ -608,7 +608,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, AdvIndexKernel):
         return index.adv_index_source(k, openmp)
     if isinstance(k, PoolKernel):
-        return pool.pool_source(k, openmp)
+        return _declare_ints(pool.pool_source(k, openmp, _INTS).splitlines(), program)
     if isinstance(k, ResampleKernel):
         return _declare_ints(resample.resample_source(k, openmp, _INTS), program)
     if isinstance(k, SortKernel):

@@ -132,10 +132,12 @@ def numel(shape: tuple) -> SizeExpr:
 
 
 def eval_size(e: SizeExpr, env: dict) -> int:
-    """The value of a size expression given the runtime integer names."""
+    """The value of a size expression given the runtime integer names (C's ``/`` of
+    non-negative sizes, as convolution's output size uses it, is Python's ``//``)."""
     if type(e) is int:
         return e
-    return int(eval(e, {"__builtins__": {}}, env))  # noqa: S307 - our own +,* over names
+    # our own +, -, *, / over names
+    return int(eval(e.replace("/", "//"), {"__builtins__": {}}, env))  # noqa: S307
 
 
 # ------------------------------------------------------------------------------ buffers

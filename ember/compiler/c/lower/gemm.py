@@ -38,6 +38,8 @@ from ember.compiler.c.ir.loop_ir import (
     Op,
     Store,
     contiguous_strides,
+    numel,
+    s_add,
     s_mul,
 )
 from ember.compiler.c.lower.context import (
@@ -141,9 +143,9 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
     x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
-    items = list(x.geom.shape) + list(x.geom.strides) + [x.geom.offset] + list(w.geom.shape) \
-        + list(w.geom.strides) + [w.geom.offset]
-    if any(type(v) is not int for v in items) or has_sym(p):
+    dyn = not _static_geom(x.geom)  # runtime batch/spatial sizes: the forward only
+    if not _static_geom(w.geom) or has_sym(p) or (dyn and grad) \
+            or type(x.geom.shape[1]) is not int:
         return f"{n.op.name} with dynamic sizes or parameters"
     wshape = tuple(p["weight_shape"]) if grad else tuple(w.geom.shape)
     ws, wsh = w.geom.strides, w.geom.shape
@@ -151,18 +153,19 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
         return "conv_weight_grad: the gradient's spatial dims do not fold into one"
     if not grad and tuple(ws[1:]) != contiguous_strides(tuple(wsh[1:])):
         return "convolution weight not contiguous per output channel"
-    out_shape = tuple(size_of(v) for v in n.specs[0][0])
     nb, c = x.geom.shape[:2]
     o, g = wshape[0], p["groups"]
     kern = wshape[2:]
+    out_shape = (nb, o) + tuple(_conv_size(x.geom.shape[2 + d], kern[d], p, d)
+                                for d in range(len(kern))) if dyn else \
+        tuple(size_of(v) for v in n.specs[0][0])  # (specs hold one call's sizes)
     spatial = tuple(w.geom.shape[2:]) if grad else out_shape[2:]
     if grad and nb == 0:
         return "conv_weight_grad of an empty batch"
-    kk, pp = 1, 1
+    kk = 1
     for v in kern:
         kk *= v
-    for v in spatial:
-        pp *= v
+    pp = numel(spatial)
     cgk = (c // g) * kk
     lw.close_group()
     seg = lw.open_segment()
@@ -186,7 +189,7 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
         out = lw.buffer(dt, out_shape, "temp")
         a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * w.geom.strides[0]),
                        w.geom.strides[0], 1)
-        b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), pp, 1)
+        b = MatOperand(cols, 0, (s_mul(c * kk, pp), s_mul(cgk, pp)), pp, 1)
         seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk,
                                       ["convolution"]))
         lw.stats.kernels += 2
@@ -194,6 +197,23 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "
            f"{o // g}x{cgk} by {cgk}x{pp})", 3)
     return None
+
+
+def _static_geom(g: Geometry) -> bool:
+    return all(type(v) is int for v in (*g.shape, *g.strides, g.offset))
+
+
+def _conv_size(size: Any, k: int, p: dict, d: int) -> Any:
+    """Convolution's output size along spatial dim ``d`` for input size ``size`` (a runtime
+    size: C text, whose ``/`` of non-negative ints is floor division)."""
+    lo, hi = p["padding"][d]
+    span = lo + hi - p["dilation"][d] * (k - 1) - 1
+    if type(size) is int:
+        return (size + span) // p["stride"][d] + 1
+    inner = size if span == 0 else f"({size} + {span})" if span > 0 else f"({size} - {-span})"
+    if p["stride"][d] == 1:
+        return s_add(inner, 1)
+    return f"({inner} / {p['stride'][d]} + 1)"
 
 
 def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -> str | None:

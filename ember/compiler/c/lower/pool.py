@@ -3,7 +3,8 @@
 
 Every value is copied or summed as eager does it (the window scan keeps the first maximum and
 lets every NaN replace it; padding reads -inf, or the integer dtype's minimum), so both kernels
-are bit-identical to eager.  Static sizes only; anything else stays an extern.
+are bit-identical to eager.  ``max_pool`` also lowers over runtime batch and spatial sizes (its
+``out`` parameter holds the lifted result sizes); the backward needs static sizes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from ember.compiler.c.ir.kernels import PoolKernel
 from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry
-from ember.compiler.c.lower.context import LoweringContext, is_ref, log
+from ember.compiler.c.lower.context import LoweringContext, is_ref, log, size_of
 from ember.compiler.c.lower.index import _static
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
@@ -45,10 +46,14 @@ def lower_max_pool(lw: LoweringContext, i: int, n: Any) -> str | None:
     if x is None:
         return "an operand is not in memory"
     p = n.params
-    if not _static(x.geom) or any(type(m) is not int for m in tuple(vshape) + tuple(
-            v for k in ("kernel", "stride", "padding", "dilation", "out") for v in p[k])):
-        return "dynamic sizes"
+    if any(type(v) is not int for k in ("kernel", "stride", "padding", "dilation")
+           for v in p[k]):
+        return "runtime window parameters"
     xs = tuple(x.geom.shape)
+    if _static(x.geom) and all(type(m) is int for m in p["out"]):
+        vshape, ishape = tuple(vshape), tuple(ishape)
+    else:  # runtime sizes (exported programs, dynamic=True): shaped from the input and out
+        vshape = ishape = tuple(xs[:2]) + tuple(size_of(m) for m in p["out"])
     if len(xs) != 2 + len(p["kernel"]) or 0 in tuple(vshape) or 0 in xs:
         return "an empty input or result"
     lw.close_group()
@@ -57,7 +62,7 @@ def lower_max_pool(lw: LoweringContext, i: int, n: Any) -> str | None:
     idx = lw.buffer(n.specs[1][1], tuple(ishape), "temp")
     kname = lw.kernel_name()
     lw.add_kernel(PoolKernel(kname, False, dt, x.buf, x.geom, None, None, [vals, idx],
-                             xs[2:], tuple(p["out"]), tuple(p["kernel"]), tuple(p["stride"]),
+                             xs[2:], tuple(vshape[2:]), tuple(p["kernel"]), tuple(p["stride"]),
                              tuple(p["padding"]), tuple(p["dilation"]), fill, [n.op.name]))
     lw.bind(i, 0, vals, Geometry.contiguous(tuple(vshape)), dt)
     lw.bind(i, 1, idx, Geometry.contiguous(tuple(ishape)), n.specs[1][1])

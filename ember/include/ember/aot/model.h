@@ -24,15 +24,18 @@ extern "C" {
 
 #define EMBER_AOT_MODEL_ABI_VERSION 1
 
-enum { EMBER_AOT_ARG_USER = 0, EMBER_AOT_ARG_CONSTANT = 1 };
+/* EMBER_AOT_ARG_MUTABLE (runtime ABI 2): a buffer the model updates in place; run() writes its
+   new value over args[i] after every kernel has run, so the loader passes a private writable
+   copy of its weight blob (the same copy on every call) and runs one call at a time. */
+enum { EMBER_AOT_ARG_USER = 0, EMBER_AOT_ARG_CONSTANT = 1, EMBER_AOT_ARG_MUTABLE = 2 };
 
 typedef struct {
   const char *name;        /* FQN of a constant ("fc.weight"), or the user input's name */
-  int32_t kind;            /* EMBER_AOT_ARG_USER or EMBER_AOT_ARG_CONSTANT */
+  int32_t kind;            /* EMBER_AOT_ARG_USER, _CONSTANT or _MUTABLE */
   uint8_t dtype_code;      /* DLPack type code (kDLFloat, kDLInt, ...) */
   uint8_t dtype_bits;      /* DLPack bits */
   int32_t ndim;
-  const int64_t *shape;    /* constants: their (static) shape; user args: NULL */
+  const int64_t *shape;    /* constants (and mutable buffers): their static shape; else NULL */
   int64_t nbytes;          /* constants: bytes of the weight blob; user args: -1 */
   const char *weight_file; /* constants: blob name under data/weights/<model>/; else NULL */
 } ember_aot_arg_info;

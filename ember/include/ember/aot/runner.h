@@ -15,7 +15,9 @@
 extern "C" {
 #endif
 
-#define EMBER_AOT_RUNTIME_VERSION 1 /* the runtime ABI packages record (metadata) */
+/* the runtime ABI packages record (metadata): a package records the oldest runtime that runs
+   it; 2 added buffers the model updates in place (EMBER_AOT_ARG_MUTABLE in model.h) */
+#define EMBER_AOT_RUNTIME_VERSION 2
 
 enum {
   EMBER_AOT_OK = 0,
