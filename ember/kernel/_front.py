@@ -71,8 +71,11 @@ def _source_of(fn: Any) -> tuple[ast.FunctionDef, int, list[str]]:
 class Gen:
     """The code generator of one specialization (see the module docstring)."""
 
-    def __init__(self, jf: Any, bound: list) -> None:
+    def __init__(self, jf: Any, bound: list, fusion: dict | None = None) -> None:
         self.jf, self.bound = jf, bound
+        # param name -> a hook of the C backend's fusion pass (``c/kernel_fusion.py``): its
+        # loads/stores become the producer's/consumer's pointwise code
+        self.fusion = fusion or {}
         self.fdef, self.first, self.lines_src = _source_of(jf.fn)
         # the decorator lines come first in the source: line numbers count from the ``def``
         self.def_line = self.first + self.fdef.lineno - 1 - (
@@ -84,6 +87,7 @@ class Gen:
         self.env: dict[str, Val] = {}
         self.scopes: list[set] = [set()]
         self.stored: set = set()
+        self.loaded: set = set()
         self.params: list = []
         self.node: Any = self.fdef
         self.rest: list = []     # the statements after the current one in its list
@@ -205,7 +209,11 @@ class Gen:
             if dt not in TENSOR_DTYPES:
                 raise self.error(f"tensor argument {a.name} has dtype {dt}; kernels take "
                                  f"{', '.join(sorted(TENSOR_DTYPES))}")
-            self.params.append((a.name, "tensor", dt))
+            hook = self.fusion.get(a.name)
+            if hook is None:
+                self.params.append((a.name, "tensor", dt))
+            else:  # the fused pointwise code reads/writes these buffers instead
+                self.params.extend((n, "tensor", d) for n, d in hook.params)
             self.env[a.name] = Val(compute_dtype(dt), (), lambda i: "0", ptr=a.name,
                                    extra={"storage_dtype": dt})
             return
@@ -280,9 +288,22 @@ def _is_store(func: Any, fn: Any, store: Any) -> bool:
     return obj is store
 
 
-def kernel_c(jf: Any, bound: list) -> tuple[str, str, list, str]:
-    """(C source of the program and grid functions, grid function name, params, hash)."""
-    gen = Gen(jf, bound)
+def access(jf: Any, bound: list) -> tuple[frozenset, frozenset]:
+    """(parameters the specialization loads through, parameters it stores through)."""
+    key = jf.specialization(bound)
+    got = jf._access.get(key)
+    if got is None:
+        gen = Gen(jf, bound)
+        gen.run()
+        got = jf._access[key] = (frozenset(gen.loaded), frozenset(gen.stored))
+    return got
+
+
+def kernel_c(jf: Any, bound: list, fusion: dict | None = None) -> tuple[str, str, list, str]:
+    """(C source of the program and grid functions, grid function name, params, hash).
+    ``fusion``: param name -> a hook (``load(offset)``/``store(offset, value)`` C text and
+    the ``params`` it needs in place of the tensor), from the C backend's fusion pass."""
+    gen = Gen(jf, bound, fusion)
     body, params = gen.run()
     key = repr((jf.__name__, jf.specialization(bound), body))
     h = hashlib.sha256(key.encode()).hexdigest()[:12]
@@ -333,5 +354,5 @@ def store_value(dt: str, value: str) -> str:
     return store_expr(dt, value)
 
 
-__all__ = ["CompiledKernel", "Gen", "KernelTypeError", "compile_kernel", "kernel_c",
+__all__ = ["CompiledKernel", "Gen", "KernelTypeError", "access", "compile_kernel", "kernel_c",
            "stored_params"]

@@ -72,6 +72,7 @@ class JITFunction:
         self._compiled: dict = {}
         self._lock = threading.Lock()
         self._stored: frozenset | None = None
+        self._access: dict = {}   # specialization -> (loaded, stored) params (_front.access)
         self._digest: str | None = None
 
     def __repr__(self) -> str:
