@@ -692,3 +692,30 @@ def test_fake_impl_may_use_ops_and_inplace_but_not_data():
 
     err = opcheck(peek, (ember.randn(3),), raise_exception=False)["test_faketensor"]
     assert isinstance(err, RuntimeError) and "cannot read tensor data" in str(err)
+
+
+def test_fast_eager_path_keeps_the_general_paths_semantics():
+    # positional calls with no input requiring grad skip binding and flattening
+    # (CustomOpDef._call_fast); what the kernel sees and what the caller gets must not change
+    ns = _ns()
+    seen = []
+
+    @custom_op(f"{ns}::scale", mutates_args=())
+    def scale(x: Tensor, a: float) -> Tensor:
+        seen.append((ember.is_grad_enabled(), x.requires_grad))
+        return x * a
+
+    scale.register_autograd(lambda ctx, g: (g * ctx.a, None),
+                            setup_context=lambda ctx, inputs, output: setattr(ctx, "a",
+                                                                              inputs[1]))
+    x = ember.ones(3)
+    np.testing.assert_array_equal(scale(x, 2.0).numpy(), [2.0] * 3)       # fast path
+    np.testing.assert_array_equal(scale(x, a=3.0).numpy(), [3.0] * 3)     # general path
+    xg = ember.ones(3, requires_grad=True)
+    y = scale(xg, 4.0)                                                    # general: autograd
+    assert y.grad_fn is not None
+    y.sum().backward()
+    np.testing.assert_array_equal(xg.grad.numpy(), [4.0] * 3)
+    assert seen == [(False, False), (False, False), (False, False)]
+    with pytest.raises(TypeError, match="missing a required argument"):
+        scale(x)

@@ -65,6 +65,7 @@ class CustomOpDef:
         self._single = schema.returns == ("Tensor",) and not schema.returns_tuple \
             and not self._mutated
         self._opdef = self._build_opdef()
+        self._fast = _fast_plan(schema, self._mutated)
         # a redefinition replaces (as PyTorch)
         _registry.REGISTRY[self._opdef.name] = self._opdef
         PACKETS[self._qualname] = self
@@ -205,6 +206,12 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs and len(args) == fast[0] and \
+                _lazy.STATE.trace is None and not self._implicit:
+            got = self._call_fast(args, fast[1])
+            if got is not _SLOW:
+                return got
         values = self._bind_args(args, kwargs)
         if self._implicit:  # decomposes into its ember ops (autograd and tracing see them)
             pos, kw = self._unflatten(*self._flatten(values))
@@ -217,6 +224,34 @@ class CustomOpDef:
             if _triton.decomposes_now():  # ember.compile sees into a triton_op's body
                 return _triton.call_decomposed(self, tensors, params)
         return self._call_traced(tensors, params)
+
+    def _call_fast(self, args: tuple, tensor_pos: tuple) -> Any:
+        """An eager call with every argument given positionally, no input requiring grad and
+        nothing mutated: the kernel runs on the arguments as given (what binding, flattening
+        and detaching would pass it), then the outputs' aliasing is checked.  ``_SLOW`` when
+        the call needs the general path."""
+        tensors = []
+        for i in tensor_pos:
+            t = args[i]
+            if t.__class__ is not Tensor or t._requires_grad:
+                return _SLOW
+            tensors.append(t)
+        kernels = self._kernels
+        kernel = kernels.get("cpu") or kernels[None]
+        kernel = getattr(kernel, "stable_kernel", kernel)  # an extension's boxed kernel
+        st = _gm.STATE
+        prev = st.grad_enabled
+        st.grad_enabled = False
+        try:
+            out = kernel(*args)
+        finally:
+            st.grad_enabled = prev
+        if out.__class__ is Tensor and self._single:
+            self._check_aliasing(tensors, [out])
+        else:
+            self._check_aliasing(tensors, [r for r in self._returns(out)
+                                           if isinstance(r, Tensor)])
+        return out
 
     def _run_kernel(self, tensors: list, params: dict) -> Any:
         pos, kw = self._unflatten(tensors, params)
@@ -248,11 +283,15 @@ class CustomOpDef:
         return out
 
     def _check_aliasing(self, tensors: list, rets: list) -> None:
+        may, exact = np.may_share_memory, np.shares_memory
         for i, r in enumerate(rets):
-            others = [t for t in tensors] + rets[:i]
-            if any(r is t or np.shares_memory(r._data, t._data) for t in others):
-                raise EmberRuntimeError(_ALIAS_MSG.format(
-                    name=self._name, mod=f"<module {self._init_fn.__module__!r}>"))
+            a = r._data
+            for t in (tensors + rets[:i]) if i else tensors:
+                # may_share_memory compares bounds only: the exact (slower) test runs only
+                # when the bounds overlap
+                if r is t or (may(a, t._data) and exact(a, t._data)):
+                    raise EmberRuntimeError(_ALIAS_MSG.format(
+                        name=self._name, mod=f"<module {self._init_fn.__module__!r}>"))
 
     def _call_traced(self, tensors: list, params: dict) -> Any:
         flat = _registry.bind(self._opdef, *tensors, **params)
@@ -356,6 +395,21 @@ class _Ctx(FunctionCtx):
 
     def save_for_backward(self, *tensors: Any) -> None:
         self._saved = tensors
+
+
+_SLOW = object()
+# schema types an argument of the fast path may have (no lists, no optional tensors)
+_FAST_TYPES = frozenset({"Tensor", "SymInt", "int", "float", "bool", "str", "Scalar",
+                         "ScalarType", "Device", "SymInt?", "int?", "float?", "bool?",
+                         "str?", "ScalarType?", "Device?", "Scalar?"})
+
+
+def _fast_plan(schema: Schema, mutated: tuple) -> tuple | None:
+    """(argument count, positions of the tensors) for ``CustomOpDef._call_fast``; None when
+    the op takes lists, optional tensors or keyword-only arguments, or mutates."""
+    if mutated or any(a.kwarg_only or a.type not in _FAST_TYPES for a in schema.args):
+        return None
+    return len(schema.args), tuple(i for i, a in enumerate(schema.args) if a.type == "Tensor")
 
 
 def _layout(schema: Schema, params: dict) -> tuple:

@@ -34,7 +34,10 @@ class _Namespace:
 def __getattr__(name: str) -> _Namespace:
     if name.startswith("__") or not any(k.startswith(name + "::") for k in PACKETS):
         raise AttributeError(f"module 'ember.ops' has no attribute {name!r}")
-    return _Namespace(name)
+    # kept as a module attribute: ``ember.ops.ns.op(...)`` in a loop then costs two plain
+    # lookups, not a scan of every custom op (ops are never unregistered)
+    ns = globals()[name] = _Namespace(name)
+    return ns
 
 
 __all__ = ["OPS", "REGISTRY", "OpDef", "bind", "register"]
