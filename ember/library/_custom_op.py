@@ -164,8 +164,14 @@ class CustomOpDef:
         for a in self._schema.args:
             v = values[a.name]
             if a.is_tensor_list:
-                tensors.extend(v)
-                layout.append(len(v))
+                if v is None:  # Tensor[]? given None
+                    layout.append(-1)
+                elif a.type.startswith("Tensor?[]"):  # which elements are tensors
+                    tensors.extend(t for t in v if t is not None)
+                    layout.append(tuple(-1 if t is None else 0 for t in v))
+                else:
+                    tensors.extend(v)
+                    layout.append(len(v))
             elif a.is_tensor:
                 if v is None:
                     layout.append(-1)
@@ -186,8 +192,11 @@ class CustomOpDef:
         for a in self._schema.args:
             if a.is_tensor:
                 k = next(layout)
-                v: Any = None if k < 0 else next(it) if not a.is_tensor_list else \
-                    [next(it) for _ in range(k)]
+                if type(k) is tuple:  # Tensor?[]
+                    v: Any = [None if e < 0 else next(it) for e in k]
+                else:
+                    v = None if k < 0 else next(it) if not a.is_tensor_list else \
+                        [next(it) for _ in range(k)]
             else:
                 v = params[a.name]
                 v = list(v) if isinstance(v, tuple) and "[]" in a.type else v
@@ -198,7 +207,7 @@ class CustomOpDef:
         out, k = [], 0
         for a, n in zip([a for a in self._schema.args if a.is_tensor],
                         _layout(self._schema, params)):
-            width = max(n, 0) if a.is_tensor_list else (0 if n < 0 else 1)
+            width = _width(a, n)
             if a.mutable:
                 out.extend(range(k, k + width))
             k += width
@@ -238,7 +247,9 @@ class CustomOpDef:
             tensors.append(t)
         kernels = self._kernels
         kernel = kernels.get("cpu") or kernels[None]
-        kernel = getattr(kernel, "stable_kernel", kernel)  # an extension's boxed kernel
+        sk = getattr(kernel, "stable_kernel", None)
+        if sk is not None:  # an extension's boxed kernel: C, which checks its own results
+            return sk.invoke(args, self._alias_error)
         st = _gm.STATE
         prev = st.grad_enabled
         st.grad_enabled = False
@@ -290,8 +301,11 @@ class CustomOpDef:
                 # may_share_memory compares bounds only: the exact (slower) test runs only
                 # when the bounds overlap
                 if r is t or (may(a, t._data) and exact(a, t._data)):
-                    raise EmberRuntimeError(_ALIAS_MSG.format(
-                        name=self._name, mod=f"<module {self._init_fn.__module__!r}>"))
+                    self._alias_error()
+
+    def _alias_error(self) -> None:
+        raise EmberRuntimeError(_ALIAS_MSG.format(
+            name=self._name, mod=f"<module {self._init_fn.__module__!r}>"))
 
     def _call_traced(self, tensors: list, params: dict) -> Any:
         flat = _registry.bind(self._opdef, *tensors, **params)
@@ -371,7 +385,7 @@ class CustomOpDef:
         out = []
         for a, n in zip(self._schema.args, _expand_layout(self._schema, ctx.params)):
             if a.is_tensor_list:
-                out.append(any([next(it) for _ in range(n)]))
+                out.append(any([next(it) for _ in range(_width(a, n))]))
             elif a.is_tensor and n >= 0:
                 out.append(next(it))
             else:
@@ -383,7 +397,10 @@ class CustomOpDef:
         positional = [a for a in self._schema.args]
         for a, n, g in zip(positional, _expand_layout(self._schema, params), got):
             if a.is_tensor_list:
-                flat.extend(g if g is not None else [None] * n)
+                width = _width(a, n)
+                if type(n) is tuple and g is not None:  # Tensor?[]: the tensors' grads only
+                    g = [x for x, e in zip(g, n) if e >= 0]
+                flat.extend(g if g is not None else [None] * width)
             elif a.is_tensor and n >= 0:
                 flat.append(g)
         return tuple(flat)
@@ -410,6 +427,15 @@ def _fast_plan(schema: Schema, mutated: tuple) -> tuple | None:
     if mutated or any(a.kwarg_only or a.type not in _FAST_TYPES for a in schema.args):
         return None
     return len(schema.args), tuple(i for i, a in enumerate(schema.args) if a.type == "Tensor")
+
+
+def _width(a: Any, n: Any) -> int:
+    """How many flat tensors argument ``a`` with layout entry ``n`` holds."""
+    if type(n) is tuple:
+        return sum(1 for e in n if e >= 0)
+    if a.is_tensor_list:
+        return max(n, 0)
+    return 0 if n < 0 else 1
 
 
 def _layout(schema: Schema, params: dict) -> tuple:
