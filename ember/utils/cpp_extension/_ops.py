@@ -61,7 +61,9 @@ _STACK_SLOTS = 64  # a kernel with more arguments or results gets a stack of its
 # schema type -> how an argument goes on the stack
 _ARG_KIND = {"Tensor": "T", "Tensor?": "T?", "int": "i", "SymInt": "i", "float": "f",
              "bool": "b", "ScalarType": "d", "ScalarType?": "d?", "int[]": "l", "SymInt[]": "l",
-             "int?": "i?", "SymInt?": "i?", "float?": "f?", "bool?": "b?", "str": "s"}
+             "int?": "i?", "SymInt?": "i?", "float?": "f?", "bool?": "b?", "str": "s",
+             "Tensor[]": "L", "float[]": "F", "int[]?": "l?", "SymInt[]?": "l?",
+             "float[]?": "F?", "Tensor[]?": "L?"}
 _RET_KIND = {"Tensor": "T", "int": "i", "SymInt": "i", "float": "f", "bool": "b"}
 
 
@@ -286,6 +288,18 @@ class StableKernel:
             arr = (c_int64 * len(vals))(*vals)
             keep.append(arr)
             return ctypes.addressof(arr)
+        if kind == "F":  # a count, then the doubles' bits
+            vals = [len(v), *(_F64_BITS(_F64_PACK(float(x)))[0] for x in v)]
+            arr = (c_uint64 * len(vals))(*vals)
+            keep.append(arr)
+            return ctypes.addressof(arr)
+        if kind == "L":  # a count, then one borrowed handle per tensor (the shim fills them)
+            arr = (c_uint64 * (1 + len(v)))(len(v))
+            keep.append(arr)
+            at = ctypes.addressof(arr)
+            for j, t in enumerate(v):
+                self._tensor(i, t, at + 8 * (1 + j), meta, arrays)
+            return at
         buf = ctypes.create_string_buffer(str(v).encode())  # "s"
         keep.append(buf)
         return ctypes.addressof(buf)
