@@ -66,6 +66,8 @@ class CustomOpDef:
             and not self._mutated
         self._opdef = self._build_opdef()
         self._fast = _fast_plan(schema, self._mutated)
+        self._arg_names = tuple(a.name for a in schema.args)
+        self._kwarg_only = any(a.kwarg_only for a in schema.args)
         # a redefinition replaces (as PyTorch)
         _registry.REGISTRY[self._opdef.name] = self._opdef
         PACKETS[self._qualname] = self
@@ -150,6 +152,9 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ flattening
     def _bind_args(self, args: tuple, kwargs: dict) -> dict:
+        names = self._arg_names
+        if not kwargs and len(args) == len(names) and not self._kwarg_only:
+            return dict(zip(names, args))  # what Signature.bind gives, without its cost
         try:
             ba = self._signature.bind(*args, **kwargs)
         except TypeError as e:
