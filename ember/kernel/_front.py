@@ -71,8 +71,12 @@ def _source_of(fn: Any) -> tuple[ast.FunctionDef, int, list[str]]:
 class Gen:
     """The code generator of one specialization (see the module docstring)."""
 
-    def __init__(self, jf: Any, bound: list, fusion: dict | None = None) -> None:
+    def __init__(self, jf: Any, bound: list, fusion: dict | None = None,
+                 ints: dict | None = None) -> None:
         self.jf, self.bound = jf, bound
+        # int parameter -> its value, written into the C as a literal (a launch inside a
+        # compiled graph: the C compiler then folds masks and strides); typing is unchanged
+        self.ints = ints or {}
         # param name -> a hook of the C backend's fusion pass (``c/kernel_fusion.py``): its
         # loads/stores become the producer's/consumer's pointwise code
         self.fusion = fusion or {}
@@ -219,6 +223,10 @@ class Gen:
             return
         dt = "int64" if a.kind == "int" else "float32"
         self.params.append((a.name, a.kind, dt))
+        if a.kind == "int" and a.name in self.ints:
+            text = f"((int64_t){int(self.ints[a.name])}LL)"
+            self.env[a.name] = Val(dt, (), lambda i, t=text: t)
+            return
         self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}")
 
 
@@ -299,11 +307,13 @@ def access(jf: Any, bound: list) -> tuple[frozenset, frozenset]:
     return got
 
 
-def kernel_c(jf: Any, bound: list, fusion: dict | None = None) -> tuple[str, str, list, str]:
+def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
+             ints: dict | None = None) -> tuple[str, str, list, str]:
     """(C source of the program and grid functions, grid function name, params, hash).
     ``fusion``: param name -> a hook (``load(offset)``/``store(offset, value)`` C text and
-    the ``params`` it needs in place of the tensor), from the C backend's fusion pass."""
-    gen = Gen(jf, bound, fusion)
+    the ``params`` it needs in place of the tensor), from the C backend's fusion pass;
+    ``ints``: int parameters whose values are known (written as C literals)."""
+    gen = Gen(jf, bound, fusion, ints)
     body, params = gen.run()
     key = repr((jf.__name__, jf.specialization(bound), body))
     h = hashlib.sha256(key.encode()).hexdigest()[:12]

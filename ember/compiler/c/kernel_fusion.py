@@ -213,7 +213,7 @@ def _arg_positions(u: UserKernel, buf: Buffer) -> list:
 # -- prologue ---------------------------------------------------------------------------------
 def _prologue(program: Any, seg: Any, u: UserKernel, hooks: dict, visible: set) -> bool:
     from ember.kernel._front import access
-    loaded, stored = access(*u.launch)
+    loaded, stored = access(*u.launch[:2])
     for name, a in zip(u.names, u.args):
         if a[0] != "buf" or name in hooks or name not in loaded or name in stored:
             continue
@@ -263,7 +263,7 @@ def _producer_hook(program: Any, seg: Any, u: UserKernel, buf: Buffer,
 # -- epilogue ---------------------------------------------------------------------------------
 def _epilogue(program: Any, seg: Any, u: UserKernel, hooks: dict, visible: set) -> bool:
     from ember.kernel._front import access
-    loaded, stored = access(*u.launch)
+    loaded, stored = access(*u.launch[:2])
     for name, a in zip(u.names, u.args):
         if a[0] != "buf" or name in hooks or name not in stored or name in loaded:
             continue
@@ -335,8 +335,8 @@ def _consumer_hook(c: Kernel, u: UserKernel, buf: Buffer, name: str) -> Hook | N
 def _regenerate(u: UserKernel, hooks: dict) -> None:
     """Rebuild ``u``'s C and arguments with ``hooks``."""
     from ember.kernel._front import kernel_c
-    jf, bound = u.launch
-    source, grid_fn, params, _ = kernel_c(jf, bound, hooks)
+    jf, bound, ints = u.launch
+    source, grid_fn, params, _ = kernel_c(jf, bound, hooks, ints)
     by_name = dict(zip(u.names, u.args))
     for h in hooks.values():
         for (pname, _), b in zip(h.params, h.bufs):

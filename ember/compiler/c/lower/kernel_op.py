@@ -58,8 +58,10 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "symbolic scalar argument"
     if any(type(x) is not int for x in p["grid"]):
         return "symbolic grid"
+    # the values of int arguments are this graph's: literals in the C (masks and strides fold)
+    ints = {name: v for name, kind, v in p["args"] if kind == "int"}
     try:
-        source, grid_fn, cparams, _ = kernel_c(p["kernel"], bound_of(p["args"]))
+        source, grid_fn, cparams, _ = kernel_c(p["kernel"], bound_of(p["args"]), ints=ints)
     except Exception as e:  # noqa: BLE001 - eager raises the same error when it runs
         return f"kernel does not compile ({type(e).__name__})"
     ins = []
@@ -94,7 +96,7 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
             args.append(("lit", f"(float){c_literal(float(value))}"))
     kern = UserKernel(lw.kernel_name(), source, grid_fn, tuple(p["grid"]), args, outs, copies,
                       [f"kernel_launch({p['kernel'].__name__})"], names,
-                      (p["kernel"], bound_of(p["args"])))
+                      (p["kernel"], bound_of(p["args"]), ints))
     lw.add_kernel(kern)
     log("fusion", f"{kern.name}: ember.kernel {p['kernel'].__name__} grid {list(p['grid'])}",
         3)
