@@ -43,16 +43,6 @@ def _names(node: Any, ctx: type) -> set:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
 
 
-def _cheap_expr(value: Val) -> bool:
-    """A block that is an expression of loads and scalars (stored nowhere) with no math call:
-    recomputing it at each use (layer norm's ``x - mean``) costs less than storing it and
-    reading it back."""
-    if value.storage is not None or value.ptr is not None:
-        return False
-    text = value.fn(["c_"] * len(value.shape))
-    return "ember_" not in text and text.count("[") <= 4 and len(text) < 400
-
-
 def _inlinable(g: Any, name: str, node: Any, value: Val) -> bool:
     """A computed block used once (a plain load: used any number of times) later in the same
     statement list and not inside a loop, with nothing before its last use that stores to
@@ -61,7 +51,7 @@ def _inlinable(g: Any, name: str, node: Any, value: Val) -> bool:
     if not isinstance(node, ast.Assign) or len(node.targets) != 1 or g.defs.get(name, 0) != 1:
         return False
     want = g.uses.get(name, 0)
-    if want != 1 and not ((value.extra.get("load") or _cheap_expr(value)) and want <= 4):
+    if want != 1 and not (value.extra.get("load") and want <= 4):
         return False
     reads = _names(node.value, ast.Load)
     seen = 0

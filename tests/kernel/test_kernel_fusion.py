@@ -94,6 +94,8 @@ def test_the_benchmark_graph_is_one_kernel():
     got = ember.compile(lambda x: k_softmax(x * 2) + 1, fullgraph=True)(x)
     kernels, temps = _program()
     assert len(kernels) == 1 and len(temps) == 1
+    # the launch's int arguments (strides, n_cols = 40) are literals in the graph's C
+    assert "((int64_t)40LL)" in last_compiled().source
     np.testing.assert_allclose(got.numpy(), (torch.softmax(_t(x) * 2, -1) + 1).numpy(),
                                rtol=1e-6)
 
