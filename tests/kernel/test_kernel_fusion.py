@@ -181,3 +181,33 @@ def test_a_lifted_python_scalar_keeps_the_producer_apart():
         got = f(x, s)
         np.testing.assert_allclose(got.numpy(), torch.softmax(_t(x) * s, -1).numpy(),
                                    rtol=1e-6)
+
+
+@tl.jit
+def _axpy(out_ptr, x_ptr, a, n, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(out_ptr + offs, mask=m) + a * tl.load(x_ptr + offs, mask=m),
+             mask=m)
+
+
+@triton_op("kernel_fusion_tests::weighted_sum", mutates_args=())
+def k_weighted_sum(xs: list[Tensor], weights: list[float]) -> Tensor:
+    out = ember.zeros_like(xs[0])
+    n = out.numel()
+    for x, a in zip(xs, weights):
+        wrap_triton(_axpy)[(tl.cdiv(n, 64),)](out, x, a, n, BLOCK=64)
+    return out
+
+
+def test_a_kernel_op_with_list_arguments():
+    assert k_weighted_sum.schema == "(Tensor[] xs, float[] weights) -> Tensor"
+    xs = [ember.randn(100) for _ in range(3)]
+    ref = 0.5 * _t(xs[0]) - 2.0 * _t(xs[1]) + 3.0 * _t(xs[2])
+    np.testing.assert_allclose(k_weighted_sum(xs, [0.5, -2.0, 3.0]).numpy(), ref.numpy(),
+                               rtol=1e-5, atol=1e-6)
+    got = ember.compile(lambda a, b, c: k_weighted_sum([a, b, c], [0.5, -2.0, 3.0]),
+                        fullgraph=True)(*xs)
+    kernels, _ = _program()
+    assert sum(isinstance(k, UserKernel) for k in kernels) == 3
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
