@@ -113,19 +113,17 @@ class Hook:
 
 def fuse_user_kernels(program: Any, graph: Any, visible: set) -> int:
     """Fuse pointwise producers and consumers into each ``UserKernel`` of ``program`` (in
-    place); returns how many pointwise kernels were absorbed.  ``visible``: ids of buffers
-    Python reads (``schedule.python_visible``)."""
+    place); returns how many values no longer go through memory.  ``visible``: ids of
+    buffers Python reads (``schedule.python_visible``)."""
     fused = 0
     for seg in program.segments():
+        before = len(seg.kernels)
         for u in [k for k in seg.kernels if isinstance(k, UserKernel) and k.launch]:
             hooks: dict = {}
-            while True:
-                got = _prologue(program, seg, u, hooks, visible) or \
-                    _epilogue(program, seg, u, hooks, visible)
-                if not got:
-                    break
+            while _prologue(program, seg, u, hooks, visible) or \
+                    _epilogue(program, seg, u, hooks, visible):
                 fused += 1
-    program.stats.kernels -= fused  # type: ignore[attr-defined]
+        program.stats.kernels -= before - len(seg.kernels)  # type: ignore[attr-defined]
     return fused
 
 
