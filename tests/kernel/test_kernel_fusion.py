@@ -211,3 +211,13 @@ def test_a_kernel_op_with_list_arguments():
     kernels, _ = _program()
     assert sum(isinstance(k, UserKernel) for k in kernels) == 3
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_producer_that_also_stores_a_graph_output_keeps_that_store():
+    x = ember.randn(4, 30)
+    h, y = ember.compile(lambda x: (x * 2, k_softmax(x * 2 + 1)), fullgraph=True)(x)
+    kernels, _ = _program()
+    u = next(k for k in kernels if isinstance(k, UserKernel))
+    assert "add" in u.ops and len(kernels) == 2  # x * 2 + 1 in the load; x * 2 still stored
+    np.testing.assert_allclose(h.numpy(), x.numpy() * 2, rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), torch.softmax(_t(x) * 2 + 1, -1).numpy(), rtol=1e-6)
