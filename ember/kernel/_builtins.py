@@ -115,7 +115,8 @@ def arange(g: Any, node: Any, args: list, kwargs: dict) -> Val:
     if end <= start:
         raise g.error(f"arange needs start < end, got {start} and {end}", node)
     return Val("int64", (end - start,),
-               lambda i: f"({i[0]} + {start})" if start else f"({i[0]})")
+               lambda i: f"({i[0]} + {start})" if start else f"({i[0]})",
+               extra={"arange": end})
 
 
 def full(g: Any, node: Any, args: list, kwargs: dict) -> Val:

@@ -92,6 +92,10 @@ class Gen:
         self.scopes: list[set] = [set()]
         self.stored: set = set()
         self.loaded: set = set()
+        # (int param, bound): masks ``arange(s, bound) < param`` met; ``assume`` holds the
+        # params known to be >= a bound in this body (then those masks are all true)
+        self.versions: dict = {}
+        self.assume: dict = {}
         self.params: list = []
         self.node: Any = self.fdef
         self.rest: list = []     # the statements after the current one in its list
@@ -227,7 +231,8 @@ class Gen:
             text = f"((int64_t){int(self.ints[a.name])}LL)"
             self.env[a.name] = Val(dt, (), lambda i, t=text: t)
             return
-        self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}")
+        self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}",
+                               extra={"param": a.name} if a.kind == "int" else {})
 
 
 def scope_of(fn: Any) -> dict:
@@ -315,7 +320,15 @@ def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
     ``ints``: int parameters whose values are known (written as C literals)."""
     gen = Gen(jf, bound, fusion, ints)
     body, params = gen.run()
-    key = repr((jf.__name__, jf.specialization(bound), body))
+    full, cond = None, ""
+    if gen.versions:
+        # a second body for when every ``arange(.., B) < n`` mask is all true (n >= B):
+        # unmasked loads and stores, chosen per program at run time
+        ver = Gen(jf, bound, fusion, ints)
+        ver.assume = dict(gen.versions)
+        full, _ = ver.run()
+        cond = " && ".join(f"a_{n} >= {b}" for n, b in sorted(gen.versions.items()))
+    key = repr((jf.__name__, jf.specialization(bound), body, full))
     h = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = f"ek_{jf.__name__}_{h}"
     cparams = []
@@ -328,14 +341,19 @@ def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
     plist = ", ".join(cparams)
     pcall = ", ".join(f"a_{n}" for n, _, _ in params)
     grid_sig = "int64_t g0, int64_t g1, int64_t g2" + (f", {plist}" if plist else "")
+    head = (f"(int64_t pid0, int64_t pid1, int64_t pid2, {grid_sig}) {{\n"
+            "  (void)pid0; (void)pid1; (void)pid2; (void)g0; (void)g1; (void)g2;")
+    versioned = [] if full is None else [
+        f"__attribute__((noinline)) static void {base}_full{head}", full, "}"]
+    call = (f"(p_ % g0, (p_ / g0) % g1, p_ / (g0 * g1), g0, g1, g2"
+            f"{', ' + pcall if pcall else ''});")
+    run = f"    {base}_program{call}" if full is None else \
+        f"    if ({cond}) {base}_full{call} else {base}_program{call}"
     src = "\n".join([
         f"#ifndef EK_DEFINED_{base}", f"#define EK_DEFINED_{base}",
         f"/* ember.kernel {jf.__name__} ({jf.fn.__code__.co_filename}) */",
-        f"__attribute__((noinline)) static void {base}_program(int64_t pid0, int64_t pid1, "
-        f"int64_t pid2, "
-        f"{grid_sig}) {{",
-        "  (void)pid0; (void)pid1; (void)pid2; (void)g0; (void)g1; (void)g2;",
-        body, "}",
+        f"__attribute__((noinline)) static void {base}_program{head}",
+        body, "}", *versioned,
         f"static void {base}_grid({grid_sig}) {{",
         "  const int64_t total_ = g0 * g1 * g2;",
         "#ifdef _OPENMP",
@@ -347,8 +365,7 @@ def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
         f"{OMP_MIN_ITERATIONS})",
         "#endif",
         "  for (int64_t p_ = 0; p_ < total_; p_++) {",
-        f"    {base}_program(p_ % g0, (p_ / g0) % g1, p_ / (g0 * g1), g0, g1, g2"
-        f"{', ' + pcall if pcall else ''});",
+        run,
         "  }", "}", "#endif", ""])
     return src, f"{base}_grid", params, h
 

@@ -221,3 +221,16 @@ def test_a_producer_that_also_stores_a_graph_output_keeps_that_store():
     assert "add" in u.ops and len(kernels) == 2  # x * 2 + 1 in the load; x * 2 still stored
     np.testing.assert_allclose(h.numpy(), x.numpy() * 2, rtol=1e-6)
     np.testing.assert_allclose(y.numpy(), torch.softmax(_t(x) * 2 + 1, -1).numpy(), rtol=1e-6)
+
+
+def test_an_eager_launch_gets_an_unmasked_body_for_full_blocks():
+    # ``cols < n_cols`` with n_cols a runtime int: a second program body for n_cols >= BLOCK
+    # (all-true masks) is chosen at run time; both bodies must give torch's values
+    for cols in (64, 50, 1):
+        x = ember.randn(3, cols)
+        out = ember.empty_like(x)
+        sm.softmax_kernel[(3,)](out, x, x.stride(0), out.stride(0), cols, BLOCK=64)
+        np.testing.assert_allclose(out.numpy(), torch.softmax(_t(x), -1).numpy(), rtol=1e-6)
+    bound = sm.softmax_kernel.bind((out, x, 1, 1, 1), {"BLOCK": 64})
+    src = sm.softmax_kernel.compiled(bound).source
+    assert "_full(" in src and "if (a_n_cols >= 64)" in src
