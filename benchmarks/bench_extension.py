@@ -6,8 +6,10 @@ stable C ABI); a 4-element float32 tensor, so the time is the call, not the work
 - ``noop``: a kernel that reads its tensor argument and returns an int (no result tensor);
 - ``mul_scalar, direct``: ``ext.mul_scalar(x, c)`` (the module function: the boxed kernel,
   no custom-op dispatch);
-- ``mul_scalar, ember.ops``: ``ember.ops.ns.mul_scalar(x, c)`` (custom-op dispatch: argument
-  binding, autograd bookkeeping, output checks);
+- ``mul_scalar, ember.ops``: ``ember.ops.ns.mul_scalar(x, c)`` (custom-op dispatch: the fast
+  path for positional, no-autograd, non-mutating eager calls, and the output aliasing check),
+  written out each call and with the op bound once;
+- a Python custom op whose body is ``x * 2`` (the dispatch plus ember's own ``x * 2``);
 - ``x * c``: ember's own eager op, for scale.
 
 The PyTorch rows are the nearest PyTorch calls: ``torch.ops.aten.mul.Scalar`` (a C++ op through
@@ -66,10 +68,17 @@ def main() -> None:
     x, xt = ember.ones(4), torch.ones(4)
     op = ember.ops.bench_ext.mul_scalar
     aten_mul = torch.ops.aten.mul.Scalar
+
+    @ember.library.custom_op("bench_ext::twice", mutates_args=())
+    def twice(x: ember.Tensor) -> ember.Tensor:
+        return x * 2
+
     cases = {
         "ext.noop(x, c) (no result tensor)": lambda: ext.noop(x, 2.0),
         "ext.mul_scalar(x, c) (direct)": lambda: ext.mul_scalar(x, 2.0),
-        "ember.ops.bench_ext.mul_scalar(x, c)": lambda: op(x, 2.0),
+        "ember.ops.bench_ext.mul_scalar(x, c)": lambda: ember.ops.bench_ext.mul_scalar(x, 2.0),
+        "op = ember.ops.bench_ext.mul_scalar; op(x, c)": lambda: op(x, 2.0),
+        "Python custom op (x * 2 inside)": lambda: twice(x),
         "ember x * c": lambda: x * 2.0,
         "torch.ops.aten.mul.Scalar(x, c)": lambda: aten_mul(xt, 2.0),
         "torch x * c": lambda: xt * 2.0,

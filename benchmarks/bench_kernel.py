@@ -11,7 +11,7 @@ Cases (each a pair timed interleaved in one process, medians; ratio = kernel / b
 * ``graph``: ``softmax(x * 2) + 1`` with the softmax a kernel op vs ``ember.softmax``.
 
 Run: PYTHONPATH=. python -m benchmarks.bench_kernel [--rows 2048] [--cols 1024]
-     [--threads 1] [--cpu-best]
+     [--threads 1] [--cpu-best] [--cpu-calls 200]
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="ember.set_num_threads (0: keep)")
     ap.add_argument("--cpu-best", action="store_true",
                     help="also the best CPU time per call (steadier on a loaded machine)")
+    ap.add_argument("--cpu-calls", type=int, default=0,
+                    help="interleaved calls per case for --cpu-best (default 4 x rounds)")
     a = ap.parse_args()
     if a.threads:
         ember.set_num_threads(a.threads)
@@ -95,12 +97,13 @@ def main() -> None:
     for name, mk, mb, r in rows:
         print(f"| {name} | {fmt_time(mk)} | {fmt_time(mb)} | {r:.2f} |")
     if a.cpu_best:
-        print(f"\nCPU time (user + system) per call, best of {4 * a.rounds} interleaved calls")
+        calls = a.cpu_calls or 4 * a.rounds
+        print(f"\nCPU time (user + system) per call, best of {calls} interleaved calls")
         print("| case | ember.kernel | C backend / ember ops | ratio |")
         print("|---|---|---|---|")
         for name, (fk, fb, _) in cases.items():
             best = [1e9, 1e9]
-            for _ in range(4 * a.rounds):
+            for _ in range(calls):
                 for j, fn in enumerate((fk, fb)):
                     t0 = time.process_time()
                     fn()

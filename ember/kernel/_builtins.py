@@ -115,7 +115,8 @@ def arange(g: Any, node: Any, args: list, kwargs: dict) -> Val:
     if end <= start:
         raise g.error(f"arange needs start < end, got {start} and {end}", node)
     return Val("int64", (end - start,),
-               lambda i: f"({i[0]} + {start})" if start else f"({i[0]})")
+               lambda i: f"({i[0]} + {start})" if start else f"({i[0]})",
+               extra={"arange": end})
 
 
 def full(g: Any, node: Any, args: list, kwargs: dict) -> Val:
@@ -160,9 +161,12 @@ def load(g: Any, node: Any, args: list, kwargs: dict) -> Val:
     st = p.extra.get("storage_dtype", p.dtype)
     dt = p.dtype
     name = f"a_{p.ptr}"
+    g.loaded.add(p.ptr)
+    hook = g.fusion.get(p.ptr)
 
     def fn(idx: list) -> str:
-        ref = load_expr(st, f"{name}[{p.at(idx)}]")
+        ref = hook.load(p.at(idx)) if hook is not None else \
+            load_expr(st, f"{name}[{p.at(idx)}]")
         if mask is None:
             return ref
         alt = cast_expr(other, dt, idx) if other is not None else cast_expr(literal(0), dt, [])
@@ -185,9 +189,11 @@ def store(g: Any, node: Any, args: list, kwargs: dict) -> None:
                           f"the pointer block {list(p.shape)}", node)
     st = p.extra.get("storage_dtype", p.dtype)
     g.stored.add(p.ptr)
+    hook = g.fusion.get(p.ptr)
 
     def body(idx: list) -> list:
-        line = f"a_{p.ptr}[{p.at(idx)}] = {store_expr(st, v.at(idx))};"
+        line = hook.store(p.at(idx), cast_expr(v, p.dtype, idx)) if hook is not None else \
+            f"a_{p.ptr}[{p.at(idx)}] = {store_expr(st, v.at(idx))};"
         return [f"if ({mask.at(idx)}) {line}" if mask is not None else line]
 
     if p.shape:

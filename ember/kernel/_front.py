@@ -71,8 +71,15 @@ def _source_of(fn: Any) -> tuple[ast.FunctionDef, int, list[str]]:
 class Gen:
     """The code generator of one specialization (see the module docstring)."""
 
-    def __init__(self, jf: Any, bound: list) -> None:
+    def __init__(self, jf: Any, bound: list, fusion: dict | None = None,
+                 ints: dict | None = None) -> None:
         self.jf, self.bound = jf, bound
+        # int parameter -> its value, written into the C as a literal (a launch inside a
+        # compiled graph: the C compiler then folds masks and strides); typing is unchanged
+        self.ints = ints or {}
+        # param name -> a hook of the C backend's fusion pass (``c/kernel_fusion.py``): its
+        # loads/stores become the producer's/consumer's pointwise code
+        self.fusion = fusion or {}
         self.fdef, self.first, self.lines_src = _source_of(jf.fn)
         # the decorator lines come first in the source: line numbers count from the ``def``
         self.def_line = self.first + self.fdef.lineno - 1 - (
@@ -84,6 +91,11 @@ class Gen:
         self.env: dict[str, Val] = {}
         self.scopes: list[set] = [set()]
         self.stored: set = set()
+        self.loaded: set = set()
+        # (int param, bound): masks ``arange(s, bound) < param`` met; ``assume`` holds the
+        # params known to be >= a bound in this body (then those masks are all true)
+        self.versions: dict = {}
+        self.assume: dict = {}
         self.params: list = []
         self.node: Any = self.fdef
         self.rest: list = []     # the statements after the current one in its list
@@ -205,13 +217,22 @@ class Gen:
             if dt not in TENSOR_DTYPES:
                 raise self.error(f"tensor argument {a.name} has dtype {dt}; kernels take "
                                  f"{', '.join(sorted(TENSOR_DTYPES))}")
-            self.params.append((a.name, "tensor", dt))
+            hook = self.fusion.get(a.name)
+            if hook is None:
+                self.params.append((a.name, "tensor", dt))
+            else:  # the fused pointwise code reads/writes these buffers instead
+                self.params.extend((n, "tensor", d) for n, d in hook.params)
             self.env[a.name] = Val(compute_dtype(dt), (), lambda i: "0", ptr=a.name,
                                    extra={"storage_dtype": dt})
             return
         dt = "int64" if a.kind == "int" else "float32"
         self.params.append((a.name, a.kind, dt))
-        self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}")
+        if a.kind == "int" and a.name in self.ints:
+            text = f"((int64_t){int(self.ints[a.name])}LL)"
+            self.env[a.name] = Val(dt, (), lambda i, t=text: t)
+            return
+        self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}",
+                               extra={"param": a.name} if a.kind == "int" else {})
 
 
 def scope_of(fn: Any) -> dict:
@@ -280,11 +301,34 @@ def _is_store(func: Any, fn: Any, store: Any) -> bool:
     return obj is store
 
 
-def kernel_c(jf: Any, bound: list) -> tuple[str, str, list, str]:
-    """(C source of the program and grid functions, grid function name, params, hash)."""
-    gen = Gen(jf, bound)
+def access(jf: Any, bound: list) -> tuple[frozenset, frozenset]:
+    """(parameters the specialization loads through, parameters it stores through)."""
+    key = jf.specialization(bound)
+    got = jf._access.get(key)
+    if got is None:
+        gen = Gen(jf, bound)
+        gen.run()
+        got = jf._access[key] = (frozenset(gen.loaded), frozenset(gen.stored))
+    return got
+
+
+def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
+             ints: dict | None = None) -> tuple[str, str, list, str]:
+    """(C source of the program and grid functions, grid function name, params, hash).
+    ``fusion``: param name -> a hook (``load(offset)``/``store(offset, value)`` C text and
+    the ``params`` it needs in place of the tensor), from the C backend's fusion pass;
+    ``ints``: int parameters whose values are known (written as C literals)."""
+    gen = Gen(jf, bound, fusion, ints)
     body, params = gen.run()
-    key = repr((jf.__name__, jf.specialization(bound), body))
+    full, cond = None, ""
+    if gen.versions:
+        # a second body for when every ``arange(.., B) < n`` mask is all true (n >= B):
+        # unmasked loads and stores, chosen per program at run time
+        ver = Gen(jf, bound, fusion, ints)
+        ver.assume = dict(gen.versions)
+        full, _ = ver.run()
+        cond = " && ".join(f"a_{n} >= {b}" for n, b in sorted(gen.versions.items()))
+    key = repr((jf.__name__, jf.specialization(bound), body, full))
     h = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = f"ek_{jf.__name__}_{h}"
     cparams = []
@@ -297,14 +341,19 @@ def kernel_c(jf: Any, bound: list) -> tuple[str, str, list, str]:
     plist = ", ".join(cparams)
     pcall = ", ".join(f"a_{n}" for n, _, _ in params)
     grid_sig = "int64_t g0, int64_t g1, int64_t g2" + (f", {plist}" if plist else "")
+    head = (f"(int64_t pid0, int64_t pid1, int64_t pid2, {grid_sig}) {{\n"
+            "  (void)pid0; (void)pid1; (void)pid2; (void)g0; (void)g1; (void)g2;")
+    versioned = [] if full is None else [
+        f"__attribute__((noinline)) static void {base}_full{head}", full, "}"]
+    call = (f"(p_ % g0, (p_ / g0) % g1, p_ / (g0 * g1), g0, g1, g2"
+            f"{', ' + pcall if pcall else ''});")
+    run = f"    {base}_program{call}" if full is None else \
+        f"    if ({cond}) {base}_full{call} else {base}_program{call}"
     src = "\n".join([
         f"#ifndef EK_DEFINED_{base}", f"#define EK_DEFINED_{base}",
         f"/* ember.kernel {jf.__name__} ({jf.fn.__code__.co_filename}) */",
-        f"__attribute__((noinline)) static void {base}_program(int64_t pid0, int64_t pid1, "
-        f"int64_t pid2, "
-        f"{grid_sig}) {{",
-        "  (void)pid0; (void)pid1; (void)pid2; (void)g0; (void)g1; (void)g2;",
-        body, "}",
+        f"__attribute__((noinline)) static void {base}_program{head}",
+        body, "}", *versioned,
         f"static void {base}_grid({grid_sig}) {{",
         "  const int64_t total_ = g0 * g1 * g2;",
         "#ifdef _OPENMP",
@@ -316,8 +365,7 @@ def kernel_c(jf: Any, bound: list) -> tuple[str, str, list, str]:
         f"{OMP_MIN_ITERATIONS})",
         "#endif",
         "  for (int64_t p_ = 0; p_ < total_; p_++) {",
-        f"    {base}_program(p_ % g0, (p_ / g0) % g1, p_ / (g0 * g1), g0, g1, g2"
-        f"{', ' + pcall if pcall else ''});",
+        run,
         "  }", "}", "#endif", ""])
     return src, f"{base}_grid", params, h
 
@@ -333,5 +381,5 @@ def store_value(dt: str, value: str) -> str:
     return store_expr(dt, value)
 
 
-__all__ = ["CompiledKernel", "Gen", "KernelTypeError", "compile_kernel", "kernel_c",
+__all__ = ["CompiledKernel", "Gen", "KernelTypeError", "access", "compile_kernel", "kernel_c",
            "stored_params"]

@@ -66,12 +66,15 @@ class JITFunction:
         self.__doc__ = fn.__doc__
         self.signature = inspect.signature(fn)
         self.arg_names = list(self.signature.parameters)
+        self._plain = all(p.kind == p.POSITIONAL_OR_KEYWORD
+                          for p in self.signature.parameters.values())
         self.constexprs = {n for n, p in self.signature.parameters.items()
                            if _is_constexpr(p.annotation)}
         self.interpret = interpret
         self._compiled: dict = {}
         self._lock = threading.Lock()
         self._stored: frozenset | None = None
+        self._access: dict = {}   # specialization -> (loaded, stored) params (_front.access)
         self._digest: str | None = None
 
     def __repr__(self) -> str:
@@ -97,13 +100,21 @@ class JITFunction:
     def bind(self, args: tuple, kwargs: dict) -> list[Arg]:
         """The launch's arguments in parameter order, classified."""
         from ember.tensor import Tensor
-        try:
-            ba = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise EmberTypeError(f"[ember.kernel] {self.__name__}: {e}") from None
-        ba.apply_defaults()
+        names = self.arg_names
+        if self._plain and len(args) + len(kwargs) == len(names) and all(
+                n in kwargs for n in names[len(args):]):
+            values = dict(zip(names, args))   # every argument given: Signature.bind's result
+            values.update(kwargs)
+        else:
+            try:
+                ba = self.signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise EmberTypeError(f"[ember.kernel] {self.__name__}: {e}") from None
+            ba.apply_defaults()
+            values = ba.arguments
         out = []
-        for name, v in ba.arguments.items():
+        for name in names:
+            v = values[name]
             if name in self.constexprs:
                 out.append(Arg(name, "constexpr", v.value if isinstance(v, tl.constexpr) else v))
             elif isinstance(v, Tensor):

@@ -407,6 +407,20 @@ def _static(v: Any) -> Any:
     return v.const
 
 
+def _arange_below_param(g: Any, op: str, a: Val, b: Val) -> Val | None:
+    """``arange(s, B) < n`` (or ``n > arange(s, B)``) with ``n`` an int parameter: recorded
+    (the kernel gets a second body for ``n >= B``); in that body, an all-true block."""
+    if op == "Gt":
+        op, a, b = "Lt", b, a
+    end, name = a.extra.get("arange"), b.extra.get("param")
+    if op != "Lt" or end is None or name is None or b.shape:
+        return None
+    g.versions[name] = max(g.versions.get(name, end), end)
+    if g.assume.get(name, -1) >= end:
+        return Val("bool", a.shape, lambda idx: "1", cheap=True)
+    return None
+
+
 def compare(g: Any, op: str, a: Any, b: Any, node: Any) -> Val:
     ca, cb = _static(a), _static(b)
     if ca is not None and cb is not None:
@@ -426,6 +440,9 @@ def compare(g: Any, op: str, a: Any, b: Any, node: Any) -> Val:
     if shape is None:
         raise g.error(f"cannot broadcast blocks of shapes {list(a.shape)} and "
                       f"{list(b.shape)} for {CMPOPS[op]}", node)
+    bounded = _arange_below_param(g, op, a, b)
+    if bounded is not None:
+        return bounded
     dt = promote(a, b)
     sym = CMPOPS[op]
     return Val("bool", shape, lambda idx: f"({cast_expr(a, dt, idx)} {sym} "

@@ -65,6 +65,9 @@ class CustomOpDef:
         self._single = schema.returns == ("Tensor",) and not schema.returns_tuple \
             and not self._mutated
         self._opdef = self._build_opdef()
+        self._fast = _fast_plan(schema, self._mutated)
+        self._arg_names = tuple(a.name for a in schema.args)
+        self._kwarg_only = any(a.kwarg_only for a in schema.args)
         # a redefinition replaces (as PyTorch)
         _registry.REGISTRY[self._opdef.name] = self._opdef
         PACKETS[self._qualname] = self
@@ -149,6 +152,9 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ flattening
     def _bind_args(self, args: tuple, kwargs: dict) -> dict:
+        names = self._arg_names
+        if not kwargs and len(args) == len(names) and not self._kwarg_only:
+            return dict(zip(names, args))  # what Signature.bind gives, without its cost
         try:
             ba = self._signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -163,8 +169,14 @@ class CustomOpDef:
         for a in self._schema.args:
             v = values[a.name]
             if a.is_tensor_list:
-                tensors.extend(v)
-                layout.append(len(v))
+                if v is None:  # Tensor[]? given None
+                    layout.append(-1)
+                elif a.type.startswith("Tensor?[]"):  # which elements are tensors
+                    tensors.extend(t for t in v if t is not None)
+                    layout.append(tuple(-1 if t is None else 0 for t in v))
+                else:
+                    tensors.extend(v)
+                    layout.append(len(v))
             elif a.is_tensor:
                 if v is None:
                     layout.append(-1)
@@ -185,8 +197,11 @@ class CustomOpDef:
         for a in self._schema.args:
             if a.is_tensor:
                 k = next(layout)
-                v: Any = None if k < 0 else next(it) if not a.is_tensor_list else \
-                    [next(it) for _ in range(k)]
+                if type(k) is tuple:  # Tensor?[]
+                    v: Any = [None if e < 0 else next(it) for e in k]
+                else:
+                    v = None if k < 0 else next(it) if not a.is_tensor_list else \
+                        [next(it) for _ in range(k)]
             else:
                 v = params[a.name]
                 v = list(v) if isinstance(v, tuple) and "[]" in a.type else v
@@ -197,7 +212,7 @@ class CustomOpDef:
         out, k = [], 0
         for a, n in zip([a for a in self._schema.args if a.is_tensor],
                         _layout(self._schema, params)):
-            width = max(n, 0) if a.is_tensor_list else (0 if n < 0 else 1)
+            width = _width(a, n)
             if a.mutable:
                 out.extend(range(k, k + width))
             k += width
@@ -205,6 +220,12 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs and len(args) == fast[0] and \
+                _lazy.STATE.trace is None and not self._implicit:
+            got = self._call_fast(args, fast[1])
+            if got is not _SLOW:
+                return got
         values = self._bind_args(args, kwargs)
         if self._implicit:  # decomposes into its ember ops (autograd and tracing see them)
             pos, kw = self._unflatten(*self._flatten(values))
@@ -217,6 +238,36 @@ class CustomOpDef:
             if _triton.decomposes_now():  # ember.compile sees into a triton_op's body
                 return _triton.call_decomposed(self, tensors, params)
         return self._call_traced(tensors, params)
+
+    def _call_fast(self, args: tuple, tensor_pos: tuple) -> Any:
+        """An eager call with every argument given positionally, no input requiring grad and
+        nothing mutated: the kernel runs on the arguments as given (what binding, flattening
+        and detaching would pass it), then the outputs' aliasing is checked.  ``_SLOW`` when
+        the call needs the general path."""
+        tensors = []
+        for i in tensor_pos:
+            t = args[i]
+            if t.__class__ is not Tensor or t._requires_grad:
+                return _SLOW
+            tensors.append(t)
+        kernels = self._kernels
+        kernel = kernels.get("cpu") or kernels[None]
+        sk = getattr(kernel, "stable_kernel", None)
+        if sk is not None:  # an extension's boxed kernel: C, which checks its own results
+            return sk.invoke(args, self._alias_error)
+        st = _gm.STATE
+        prev = st.grad_enabled
+        st.grad_enabled = False
+        try:
+            out = kernel(*args)
+        finally:
+            st.grad_enabled = prev
+        if out.__class__ is Tensor and self._single:
+            self._check_aliasing(tensors, [out])
+        else:
+            self._check_aliasing(tensors, [r for r in self._returns(out)
+                                           if isinstance(r, Tensor)])
+        return out
 
     def _run_kernel(self, tensors: list, params: dict) -> Any:
         pos, kw = self._unflatten(tensors, params)
@@ -248,11 +299,18 @@ class CustomOpDef:
         return out
 
     def _check_aliasing(self, tensors: list, rets: list) -> None:
+        may, exact = np.may_share_memory, np.shares_memory
         for i, r in enumerate(rets):
-            others = [t for t in tensors] + rets[:i]
-            if any(r is t or np.shares_memory(r._data, t._data) for t in others):
-                raise EmberRuntimeError(_ALIAS_MSG.format(
-                    name=self._name, mod=f"<module {self._init_fn.__module__!r}>"))
+            a = r._data
+            for t in (tensors + rets[:i]) if i else tensors:
+                # may_share_memory compares bounds only: the exact (slower) test runs only
+                # when the bounds overlap
+                if r is t or (may(a, t._data) and exact(a, t._data)):
+                    self._alias_error()
+
+    def _alias_error(self) -> None:
+        raise EmberRuntimeError(_ALIAS_MSG.format(
+            name=self._name, mod=f"<module {self._init_fn.__module__!r}>"))
 
     def _call_traced(self, tensors: list, params: dict) -> Any:
         flat = _registry.bind(self._opdef, *tensors, **params)
@@ -332,7 +390,7 @@ class CustomOpDef:
         out = []
         for a, n in zip(self._schema.args, _expand_layout(self._schema, ctx.params)):
             if a.is_tensor_list:
-                out.append(any([next(it) for _ in range(n)]))
+                out.append(any([next(it) for _ in range(_width(a, n))]))
             elif a.is_tensor and n >= 0:
                 out.append(next(it))
             else:
@@ -344,7 +402,10 @@ class CustomOpDef:
         positional = [a for a in self._schema.args]
         for a, n, g in zip(positional, _expand_layout(self._schema, params), got):
             if a.is_tensor_list:
-                flat.extend(g if g is not None else [None] * n)
+                width = _width(a, n)
+                if type(n) is tuple and g is not None:  # Tensor?[]: the tensors' grads only
+                    g = [x for x, e in zip(g, n) if e >= 0]
+                flat.extend(g if g is not None else [None] * width)
             elif a.is_tensor and n >= 0:
                 flat.append(g)
         return tuple(flat)
@@ -356,6 +417,30 @@ class _Ctx(FunctionCtx):
 
     def save_for_backward(self, *tensors: Any) -> None:
         self._saved = tensors
+
+
+_SLOW = object()
+# schema types an argument of the fast path may have (no lists, no optional tensors)
+_FAST_TYPES = frozenset({"Tensor", "SymInt", "int", "float", "bool", "str", "Scalar",
+                         "ScalarType", "Device", "SymInt?", "int?", "float?", "bool?",
+                         "str?", "ScalarType?", "Device?", "Scalar?"})
+
+
+def _fast_plan(schema: Schema, mutated: tuple) -> tuple | None:
+    """(argument count, positions of the tensors) for ``CustomOpDef._call_fast``; None when
+    the op takes lists, optional tensors or keyword-only arguments, or mutates."""
+    if mutated or any(a.kwarg_only or a.type not in _FAST_TYPES for a in schema.args):
+        return None
+    return len(schema.args), tuple(i for i, a in enumerate(schema.args) if a.type == "Tensor")
+
+
+def _width(a: Any, n: Any) -> int:
+    """How many flat tensors argument ``a`` with layout entry ``n`` holds."""
+    if type(n) is tuple:
+        return sum(1 for e in n if e >= 0)
+    if a.is_tensor_list:
+        return max(n, 0)
+    return 0 if n < 0 else 1
 
 
 def _layout(schema: Schema, params: dict) -> tuple:

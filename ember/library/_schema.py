@@ -38,7 +38,8 @@ class Arg:
 
     @property
     def is_tensor_list(self) -> bool:
-        return self.type.startswith("Tensor[]")
+        """``Tensor[]``, ``Tensor?[]`` (elements may be None) or ``Tensor[]?``."""
+        return self.type.startswith(("Tensor[]", "Tensor?[]"))
 
     @property
     def mutable(self) -> bool:
@@ -89,21 +90,61 @@ def _default_str(v: Any) -> str:
     return repr(v)
 
 
-def _type_of(ann: Any, fn_sig: str, pname: str) -> str:
-    origin = typing.get_origin(ann)
-    targs = typing.get_args(ann)
-    if origin is typing.Union or type(ann).__name__ == "UnionType":
-        rest = [a for a in targs if a is not type(None)]
-        if len(rest) == 1 and len(targs) == 2:
-            return _type_of(rest[0], fn_sig, pname) + "?"
+# (schema type, "T[]" from list[T], "T?[]" from list[Optional[T]], "T[]?" from
+# Optional[list[T]]): PyTorch's table (torch/_library/infer_schema.py)
+_FORMS = {"Tensor": (True, True, False), "SymInt": (True, False, True),
+          "float": (True, False, True), "bool": (True, False, True), "str": (False,) * 3,
+          "Scalar": (True, False, False), "ScalarType": (False,) * 3, "Device": (False,) * 3}
+
+
+def _base(ann: Any) -> str | None:
     for py, name in _BASE:
         if ann is py:
             return name
+    return None
+
+
+def _optional_of(ann: Any) -> Any:
+    """``T`` for ``Optional[T]``, else None."""
+    if typing.get_origin(ann) is typing.Union or type(ann).__name__ == "UnionType":
+        targs = typing.get_args(ann)
+        rest = [a for a in targs if a is not type(None)]
+        if len(rest) == 1 and len(targs) == 2:
+            return rest[0]
+    return None
+
+
+def _sequence_of(ann: Any) -> Any:
+    """``T`` for ``list[T]``/``Sequence[T]`` (typing's or the builtin's), else None."""
+    origin = typing.get_origin(ann)
     if origin is list or str(origin) == "<class 'collections.abc.Sequence'>":
-        if len(targs) == 1:
-            for py, name in _BASE:
-                if targs[0] is py and name not in ("str", "Device"):
-                    return name + "[]"
+        targs = typing.get_args(ann)
+        return targs[0] if len(targs) == 1 else None
+    return None
+
+
+def _type_of(ann: Any, fn_sig: str, pname: str) -> str:
+    name = _base(ann)
+    if name is not None:
+        return name
+    inner = _optional_of(ann)
+    if inner is not None:
+        name = _base(inner)
+        if name is not None:
+            return name + "?"
+        elem = _sequence_of(inner)
+        name = _base(elem) if elem is not None else None
+        if name is not None and _FORMS[name][2]:
+            return name + "[]?"
+    elem = _sequence_of(ann)
+    if elem is not None:
+        name = _base(elem)
+        if name is not None and _FORMS[name][0]:
+            return name + "[]"
+        opt = _optional_of(elem)
+        name = _base(opt) if opt is not None else None
+        if name is not None and _FORMS[name][1]:
+            return name + "?[]"
     raise ValueError(f"infer_schema(func): Parameter {pname} has unsupported type {ann}. "
                      f"Got func with signature {fn_sig})")
 

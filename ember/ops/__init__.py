@@ -10,8 +10,31 @@ for _m in sorted(_pkgutil.iter_modules(__path__), key=lambda m: m.name):
     if not _m.name.startswith("_") and _m.name != "registry":
         _importlib.import_module(f"{__name__}.{_m.name}")
 
-# custom ops (ember.library) register here: "ns::name" -> the callable op
-PACKETS: dict = {}
+class _Packets(dict):
+    """``"ns::name"`` -> the custom op (``ember.library`` registers here).  Setting or deleting
+    an entry keeps the namespace objects' attributes in step, so ``ember.ops.ns.name`` is two
+    plain attribute lookups (an extension op's call overhead is a few microseconds)."""
+
+    def __setitem__(self, key: str, value: object) -> None:
+        super().__setitem__(key, value)
+        ns, _, name = key.partition("::")
+        obj = _NAMESPACES.get(ns)
+        if obj is not None:
+            obj.__dict__[name] = value
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        ns, _, name = key.partition("::")
+        obj = _NAMESPACES.get(ns)
+        if obj is not None:
+            obj.__dict__.pop(name, None)
+            if not any(k.startswith(ns + "::") for k in self):
+                del _NAMESPACES[ns]
+                globals().pop(ns, None)
+
+
+PACKETS: dict = _Packets()
+_NAMESPACES: dict = {}
 
 
 class _Namespace:
@@ -22,10 +45,12 @@ class _Namespace:
 
     def __getattr__(self, name: str):  # noqa: ANN204
         try:
-            return PACKETS[f"{self._ns}::{name}"]
+            op = PACKETS[f"{self._ns}::{name}"]
         except KeyError:
             raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute "
                                  f"'{name}'") from None
+        self.__dict__[name] = op  # later lookups are plain (PACKETS keeps it in step)
+        return op
 
     def __repr__(self) -> str:
         return f"<ember.ops.{self._ns}>"
@@ -34,7 +59,9 @@ class _Namespace:
 def __getattr__(name: str) -> _Namespace:
     if name.startswith("__") or not any(k.startswith(name + "::") for k in PACKETS):
         raise AttributeError(f"module 'ember.ops' has no attribute {name!r}")
-    return _Namespace(name)
+    # kept as a module attribute (PACKETS drops it with the namespace's last op)
+    ns = globals()[name] = _NAMESPACES[name] = _Namespace(name)
+    return ns
 
 
 __all__ = ["OPS", "REGISTRY", "OpDef", "bind", "register"]

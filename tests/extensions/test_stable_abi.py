@@ -401,3 +401,61 @@ def test_setuptools_build_extension(tmp_path):
     assert cpp_extension.load_library(so) == ["stable_setuptest::neg"]
     np.testing.assert_array_equal(ember.ops.stable_setuptest.neg(ember.ones(2)).numpy(),
                                   -np.ones(2, np.float32))
+
+
+LIST_SRC = r"""
+#include <optional>
+#include <vector>
+using ember::stable::Tensor;
+Tensor weighted_sum(std::vector<Tensor> xs, std::vector<double> w,
+                    std::optional<std::vector<Tensor>> extra) {
+  STD_EMBER_CHECK(!xs.empty() && xs.size() == w.size(), "weighted_sum: ", xs.size(),
+                  " tensors but ", w.size(), " weights");
+  Tensor y = ember::stable::empty_like(xs[0]);
+  float* q = y.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < y.numel(); i++) q[i] = 0.0f;
+  auto add = [&](const Tensor& x, double c) {
+    STD_EMBER_CHECK(x.scalar_type() == ember::stable::kFloat && x.is_contiguous() &&
+                    x.numel() == y.numel(), "weighted_sum: float32 contiguous tensors of one size");
+    const float* p = x.const_data_ptr<float>();
+    for (int64_t i = 0; i < y.numel(); i++) q[i] += static_cast<float>(c) * p[i];
+  };
+  for (size_t k = 0; k < xs.size(); k++) add(xs[k], w[k]);
+  if (extra) for (const Tensor& x : *extra) add(x, 1.0);
+  return y;
+}
+Tensor ident(const Tensor& x) { return x; }
+EMBER_STABLE_LIBRARY(stablelists, m) {
+  m.def("weighted_sum(Tensor[] xs, float[] w, Tensor[]? extra) -> Tensor");
+  m.def("ident(Tensor x) -> Tensor");
+}
+EMBER_STABLE_LIBRARY_IMPL(stablelists, CPU, m) {
+  m.impl("weighted_sum", EMBER_BOX(&weighted_sum));
+  m.impl("ident", EMBER_BOX(&ident));
+}
+"""
+
+
+@needs_cxx
+def test_tensor_list_and_float_list_arguments(tmp_path):
+    ext = cpp_extension.load_inline("stablelists", LIST_SRC, build_directory=str(tmp_path))
+    xs = [ember.randn(5), ember.randn(5), ember.randn(5)]
+    op = ember.ops.stablelists.weighted_sum
+    got = op(xs, [0.5, -2.0, 3.0], None)
+    ref = 0.5 * _t(xs[0]) - 2.0 * _t(xs[1]) + 3.0 * _t(xs[2])
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-6)
+    got = ext.weighted_sum(xs[:1], (2.0,), [xs[1], xs[2]])          # the direct path too
+    np.testing.assert_allclose(got.numpy(), (2 * _t(xs[0]) + _t(xs[1]) + _t(xs[2])).numpy(),
+                               rtol=1e-6)
+    view = ember.randn(2, 5)[1]  # a view: the kernel sees its storage offset
+    np.testing.assert_allclose(op([view], [1.0], None).numpy(), view.numpy(), rtol=1e-6)
+    with pytest.raises(EmberRuntimeError, match=r"\[stablelists::weighted_sum\] "
+                       r"weighted_sum: 2 tensors but 1 weights"):
+        op(xs[:2], [1.0], None)
+    with pytest.raises(TypeError, match="argument 'xs' must be a Tensor, got int"):
+        ext.weighted_sum([xs[0], 3], [1.0, 1.0], None)
+    # the custom-op contract: a result over an argument's memory is an aliasing error (the
+    # module function, with no custom-op dispatch, returns the view)
+    with pytest.raises(RuntimeError, match="may not alias any inputs"):
+        ember.ops.stablelists.ident(xs[0])
+    assert np.shares_memory(ext.ident(xs[0]).numpy(), xs[0].numpy())

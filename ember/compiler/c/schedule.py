@@ -30,6 +30,7 @@ from typing import Any
 from ember.compiler.c.fusion_plan import FusionPlan, plan
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
+    UserKernel,
 )
 from ember.compiler.c.ir.loop_ir import (
     Buffer,
@@ -52,6 +53,9 @@ from ember.compiler.frontend.graph import Graph
 def schedule(program: Program, graph: Graph) -> Program:
     """Run the scheduling passes over ``program`` (in place); returns it."""
     fuse_epilogues(program, graph)
+    from ember.compiler.c.kernel_fusion import fuse_user_kernels
+    if any(isinstance(k, UserKernel) for s in program.segments() for k in s.kernels):
+        fuse_user_kernels(program, graph, python_visible(program, graph))
     return program
 
 

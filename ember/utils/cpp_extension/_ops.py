@@ -50,13 +50,20 @@ def _buffers() -> tuple:
     GIL; a call never starts another one on its thread, so one set per thread is enough)."""
     bufs = getattr(_TLS, "bufs", None)
     if bufs is None:
-        bufs = _TLS.bufs = ((c_int64 * 128)(), (c_int64 * 4096)())
+        stack = (c_uint64 * _STACK_SLOTS)()
+        bufs = _TLS.bufs = ((c_int64 * 128)(), (c_int64 * 4096)(), stack,
+                            ctypes.addressof(stack))
     return bufs
+
+
+_STACK_SLOTS = 64  # a kernel with more arguments or results gets a stack of its own
 
 # schema type -> how an argument goes on the stack
 _ARG_KIND = {"Tensor": "T", "Tensor?": "T?", "int": "i", "SymInt": "i", "float": "f",
              "bool": "b", "ScalarType": "d", "ScalarType?": "d?", "int[]": "l", "SymInt[]": "l",
-             "int?": "i?", "SymInt?": "i?", "float?": "f?", "bool?": "b?", "str": "s"}
+             "int?": "i?", "SymInt?": "i?", "float?": "f?", "bool?": "b?", "str": "s",
+             "Tensor[]": "L", "float[]": "F", "int[]?": "l?", "SymInt[]?": "l?",
+             "float[]?": "F?", "Tensor[]?": "L?"}
 _RET_KIND = {"Tensor": "T", "int": "i", "SymInt": "i", "float": "f", "bool": "b"}
 
 
@@ -194,14 +201,22 @@ class StableKernel:
         return kernel
 
     def __call__(self, *args: Any) -> Any:
+        return self.invoke(args, None)
+
+    def invoke(self, args: tuple, alias_error: Callable | None) -> Any:
+        """Run the kernel on ``args`` (schema order).  ``alias_error``: raised when a result
+        lies over an argument's memory (the custom-op contract; results over memory the shim
+        allocated are new and alias nothing)."""
         if len(args) != self.nargs:
             raise EmberTypeError(f"[{self.qualname}] takes {self.nargs} arguments "
                                  f"({self.schema}), got {len(args)}")
-        stack = self.stack_type()
+        meta_arr, out, stack, base = _buffers()
+        if self.nargs > _STACK_SLOTS or self.nouts > _STACK_SLOTS:
+            stack = self.stack_type()
+            base = ctypes.addressof(stack)
         keep: list = []
         arrays: list = []
         meta: list = []
-        base = ctypes.addressof(stack)
         i = 0
         for kind in self.arg_kinds:
             v = args[i]
@@ -218,7 +233,6 @@ class StableKernel:
             else:
                 stack[i] = self._scalar(i, kind, v, meta, arrays, keep)
             i += 1
-        meta_arr, out = _buffers()
         n = len(meta)
         if n > 128:
             raise EmberTypeError(f"[{self.qualname}] at most 64 tensor arguments")
@@ -233,7 +247,7 @@ class StableKernel:
             nd = out[4]
             return _wrap(owned_array(out[0], out[1], out[3], nd, out[5], out[6],
                                      out[7:7 + 2 * nd]), DTYPE_OF[out[3]])
-        return self._results(stack, out, arrays)
+        return self._results(stack, out, arrays, alias_error)
 
     def _tensor(self, i: int, t: Any, address: int, meta: list, arrays: list) -> None:
         if not isinstance(t, Tensor):
@@ -274,19 +288,36 @@ class StableKernel:
             arr = (c_int64 * len(vals))(*vals)
             keep.append(arr)
             return ctypes.addressof(arr)
+        if kind == "F":  # a count, then the doubles' bits
+            vals = [len(v), *(_F64_BITS(_F64_PACK(float(x)))[0] for x in v)]
+            arr = (c_uint64 * len(vals))(*vals)
+            keep.append(arr)
+            return ctypes.addressof(arr)
+        if kind == "L":  # a count, then one borrowed handle per tensor (the shim fills them)
+            arr = (c_uint64 * (1 + len(v)))(len(v))
+            keep.append(arr)
+            at = ctypes.addressof(arr)
+            for j, t in enumerate(v):
+                self._tensor(i, t, at + 8 * (1 + j), meta, arrays)
+            return at
         buf = ctypes.create_string_buffer(str(v).encode())  # "s"
         keep.append(buf)
         return ctypes.addressof(buf)
 
-    def _results(self, stack: Any, out: Any, arrays: list) -> Any:
+    def _results(self, stack: Any, out: Any, arrays: list,
+                 alias_error: Callable | None = None) -> Any:
         rets: list = []
         pos = 0
+        fresh = set()
         for i, kind in enumerate(self.ret_kinds):
             v = stack[i]
             if kind == "T":
                 nd = out[pos + 4]
                 desc = out[pos + 1:pos + 7 + 2 * nd]
                 keep = arrays[desc[1]] if desc[1] >= 0 else None
+                if alias_error is not None and (keep is not None or desc[4] in fresh):
+                    alias_error()  # over an argument's memory, or another result's
+                fresh.add(desc[4])
                 rets.append(_wrap(array_of(desc, out[pos], keep), DTYPE_OF[desc[2]]))
                 pos += 7 + 2 * nd
             elif kind == "i":

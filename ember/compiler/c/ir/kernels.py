@@ -224,7 +224,9 @@ class UserKernel:
     argument: ``("buf", Buffer, offset)`` (a tensor; stored ones are the fresh ``outs``),
     or ``("lit", text)`` (a scalar argument, a C literal).  ``copies``: ``(out, src, offset)``
     pairs: each stored tensor starts as a copy of its input value, unless that value was
-    uninitialized (``empty``)."""
+    uninitialized (``empty``).  ``names``: the kernel parameter of each arg; ``launch``: the
+    kernel, its bound arguments and its int arguments' values, so that the fusion pass (``c/kernel_fusion.py``) can
+    regenerate ``source`` with pointwise neighbours inside its loads and stores."""
 
     name: str
     source: str
@@ -234,6 +236,8 @@ class UserKernel:
     outs: list
     copies: list
     ops: list = field(default_factory=list)
+    names: list = field(default_factory=list)
+    launch: Any = None
 
     def buffers(self) -> tuple[list, list]:
         loads = _distinct([a[1] for a in self.args if a[0] == "buf" and a[1] not in self.outs]

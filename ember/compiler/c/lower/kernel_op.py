@@ -58,8 +58,10 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
         return "symbolic scalar argument"
     if any(type(x) is not int for x in p["grid"]):
         return "symbolic grid"
+    # the values of int arguments are this graph's: literals in the C (masks and strides fold)
+    ints = {name: v for name, kind, v in p["args"] if kind == "int"}
     try:
-        source, grid_fn, cparams, _ = kernel_c(p["kernel"], bound_of(p["args"]))
+        source, grid_fn, cparams, _ = kernel_c(p["kernel"], bound_of(p["args"]), ints=ints)
     except Exception as e:  # noqa: BLE001 - eager raises the same error when it runs
         return f"kernel does not compile ({type(e).__name__})"
     ins = []
@@ -80,8 +82,10 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
         by_param[k] = buf
         if operands[k] is not None:  # None: a fresh (uninitialized) tensor, nothing to copy
             copies.append((buf, operands[k][0], operands[k][1]))
-    args, k = [], 0
-    for _name, kind, value in p["args"]:
+    args, names, k = [], [], 0
+    for name, kind, value in p["args"]:
+        if kind != "constexpr":
+            names.append(name)
         if kind == "tensor":
             args.append(("buf", by_param[k], 0) if k in by_param else
                         ("buf",) + tuple(operands[k][:2]))
@@ -91,7 +95,8 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
         elif kind == "float":
             args.append(("lit", f"(float){c_literal(float(value))}"))
     kern = UserKernel(lw.kernel_name(), source, grid_fn, tuple(p["grid"]), args, outs, copies,
-                      [f"kernel_launch({p['kernel'].__name__})"])
+                      [f"kernel_launch({p['kernel'].__name__})"], names,
+                      (p["kernel"], bound_of(p["args"]), ints))
     lw.add_kernel(kern)
     log("fusion", f"{kern.name}: ember.kernel {p['kernel'].__name__} grid {list(p['grid'])}",
         3)

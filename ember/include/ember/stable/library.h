@@ -51,6 +51,22 @@ inline IntHeaderOnlyArrayRef to(StableIValue v, tag<IntHeaderOnlyArrayRef>) {
   const int64_t* p = reinterpret_cast<const int64_t*>(v);
   return IntHeaderOnlyArrayRef(p + 1, static_cast<size_t>(p[0]));
 }
+inline std::vector<double> to(StableIValue v, tag<std::vector<double>>) {
+  const StableIValue* p = reinterpret_cast<const StableIValue*>(v);
+  std::vector<double> out(static_cast<size_t>(p[0]));
+  if (!out.empty()) std::memcpy(out.data(), p + 1, out.size() * sizeof(double));
+  return out;
+}
+/* Tensor[]: a count, then borrowed handles (the Tensors do not own them) */
+inline std::vector<Tensor> to(StableIValue v, tag<std::vector<Tensor>>) {
+  const StableIValue* p = reinterpret_cast<const StableIValue*>(v);
+  std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(p[0]));
+  for (StableIValue i = 0; i < p[0]; i++) {
+    out.push_back(Tensor::borrow(reinterpret_cast<EmberTensorHandle>(p[1 + i])));
+  }
+  return out;
+}
 template <class T>
 std::optional<T> to(StableIValue v, tag<std::optional<T>>) {
   if (v == 0) return std::nullopt;

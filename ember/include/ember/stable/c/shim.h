@@ -46,7 +46,9 @@ typedef int32_t EmberScalarType;
 
 /* one slot of a boxed kernel's stack: a tensor handle's bits, an int64, a double's bits, a bool
  * (0/1), a scalar type, or a pointer (optional: to a StableIValue or NULL for None; int list:
- * to an int64 count followed by the values; str: to a NUL-terminated string) */
+ * to an int64 count followed by the values; float list: to an int64 count followed by the
+ * doubles' bits; Tensor list: to an int64 count followed by that many borrowed tensor
+ * handles; str: to a NUL-terminated string) */
 typedef uint64_t StableIValue;
 
 typedef struct EmberTensorOpaque EmberTensorOpaque;
