@@ -1,9 +1,9 @@
 """``mode="max-autotune"`` for the C backend: pick how each GEMM runs by timing candidates.
 
 The candidates of a ``GemmKernel`` are BLAS (sgemm/dgemm then a fused epilogue pass) and the
-generated template's variants (``codegen.gemm.TEMPLATES``: micro-tile sizes, the epilogue
-applied per finished tile).  Each candidate is the kernel's own C (same shape, layout and
-epilogue) built into one small library and run on random data of the kernel's buffer sizes;
+generated template's variants (``codegen.gemm.TEMPLATES``, the micro-tiles for this CPU's
+vector ISA; the epilogue applied per finished block).  Each candidate is the kernel's own C
+(same shape, layout and epilogue) built into one small library and run on random data of the kernel's buffer sizes;
 the fastest (best of a few rounds) wins.  Choices are keyed by the kernel's canonical C
 (``codegen.gemm.canonical_source``: shape, dtype, layout, epilogue), the CPU and the candidate
 list, and kept in ``<config.cache_dir>/gemm_autotune.json`` (written atomically): a later
@@ -26,7 +26,8 @@ import numpy as np
 
 from ember.compiler.c.build import runtime, toolchain
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen.gemm import TEMPLATES, canonical_source, gemm_prelude
+from ember.compiler.c.codegen import gemm as gemm_codegen
+from ember.compiler.c.codegen.gemm import canonical_source, gemm_prelude
 from ember.compiler.c.codegen.unit import PRELUDE, _entry, _kernel
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
@@ -59,7 +60,7 @@ def _log(kind: str, message: str, level: int = 1) -> None:
 def candidates(k: GemmKernel) -> list[str]:
     """BLAS and the template variants of a float product; an integer product has one way
     (codegen.gemm's plain loop, whatever ``impl`` says), so nothing to time."""
-    return ["blas"] + list(TEMPLATES.get(k.dtype.np.name, ()))
+    return ["blas"] + list(gemm_codegen.TEMPLATES.get(k.dtype.np.name, ()))
 
 
 def tune_program(program: Program, extra_flags: tuple = ()) -> None:
