@@ -86,6 +86,9 @@ class Config:
     inject_bug_testing_only: str = os.environ.get("EMBER_INJECT_BUG_TESTING_ONLY", "")
     # ember.kernel: run @jit kernels in the NumPy interpreter instead of compiling them to C
     kernel_interpret: bool = os.environ.get("EMBER_KERNEL_INTERPRET", "") not in ("", "0")
+    # how the C backend runs float products outside max-autotune: "auto" (a measured rule per
+    # shape: codegen/gemm.py's template or BLAS), "template" or "blas" (EMBER_C_GEMM)
+    c_gemm: str = os.environ.get("EMBER_C_GEMM", "auto")
     # the compiled flex_attention backward: "single_pass" (default) or "two_pass"
     flex_backward: str = os.environ.get("EMBER_FLEX_BWD", "single_pass")
 

@@ -146,7 +146,7 @@ def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, 
     cfg = _configs(options)
     march = str(cfg.get("aot_inductor.march", "native"))
     try:
-        ms = model_source(ep)
+        ms = model_source(ep, march=march)
         so_path, flags = build_library(ms, march)
     except Exception as e:
         from ember.aot._minifier_hook import dump_for_minifier

@@ -110,7 +110,8 @@ def test_template_products_equal_torch(template_build, monkeypatch, dtype):
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float64], ids=["f32", "f64"])
 def test_template_layouts_and_epilogues_equal_torch(template_build, monkeypatch, dtype):
     """Transposed and sliced operands (A^T and B^T as the backward reads them), a linear layer
-    with bias and relu fused, a batched product with a broadcast operand, and K = 0."""
+    with bias and relu fused, a batched product with a broadcast operand, K = 0, and products
+    of a few rows in each of the small path's layouts."""
     rng = np.random.default_rng(8)
     npdt = np.float32 if dtype == ember.float32 else np.float64
     a = rng.standard_normal((300, 130)).astype(npdt)    # read as a^T: 130 x 300 (ars = 1)
@@ -124,17 +125,22 @@ def test_template_layouts_and_epilogues_equal_torch(template_build, monkeypatch,
     q = rng.standard_normal((40, 33)).astype(npdt)      # broadcast over p's batch
     e = rng.standard_normal((5, 0)).astype(npdt)
     z = rng.standard_normal((0, 7)).astype(npdt)
+    s3 = rng.standard_normal((3, 300)).astype(npdt)     # a few rows: B read in place
+    s2 = rng.standard_normal((300, 2)).astype(npdt)
 
-    def fn(a, b, c, d, x, w, bias, p, q, e, z, mod):
+    def fn(a, b, c, d, x, w, bias, p, q, e, z, s3, s2, mod):
         lin = mod.relu(mod.linear(x, w, bias))
-        return (a.t() @ b.t(), c[1:, ::2] @ d, lin, p @ q, e @ z)
+        return (a.t() @ b.t(), c[1:, ::2] @ d, lin, p @ q, e @ z,
+                mod.linear(s3, b, b[:, 0]), s2.t() @ b.t())
 
-    ev = [ember.tensor(v) for v in (a, b, c, d, x, w, bias, p, q, e, z)]
-    tv = [torch.tensor(v) for v in (a, b, c, d, x, w, bias, p, q, e, z)]
+    vals = (a, b, c, d, x, w, bias, p, q, e, z, s3, s2)
+    ev = [ember.tensor(v) for v in vals]
+    tv = [torch.tensor(v) for v in vals]
     f, _ = _compile_forced(monkeypatch, template_build, dtype,
                            lambda *xs: fn(*xs, F), *ev)
     want = fn(*tv, torch.nn.functional)
-    operands = [(a.T, b.T), (c[1:, ::2], d), (x.reshape(-1, 64), w.T), (p, q), (e, z)]
+    operands = [(a.T, b.T), (c[1:, ::2], d), (x.reshape(-1, 64), w.T), (p, q), (e, z),
+                (s3, b.T), (s2.T, b.T)]
     for threads in (1, 2):
         ember.set_num_threads(threads)
         got = f(*ev)
@@ -142,3 +148,39 @@ def test_template_layouts_and_epilogues_equal_torch(template_build, monkeypatch,
             if g.shape[-1] == 50:  # the linear layer: compare as rows
                 g, wt = g.reshape(-1, 50), wt.reshape(-1, 50)
             _check(g, wt, l, r)
+
+
+def test_default_mode_choice_follows_config_and_cached_autotune(monkeypatch, tmp_path):
+    """``config.c_gemm``: "template" and "blas" decide every product of a default-mode
+    compile; "auto" takes the choice max-autotune stored for the same kernel (no timing)."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(cbackend, "_load_plan", lambda key: None)
+    autotune.CHOICES.clear()
+    rng = np.random.default_rng(9)
+    x = ember.tensor(rng.standard_normal((40, 48), dtype=np.float32))
+    w = ember.tensor(rng.standard_normal((36, 48), dtype=np.float32))
+
+    def fn(x, w):
+        return F.relu(F.linear(x, w))
+
+    def impl_with(way, mode="default"):
+        monkeypatch.setattr(config, "c_gemm", way)
+        ember.compiler.reset()
+        got = ember.compile(fn, backend="c", fullgraph=True, dynamic=False, mode=mode)(x, w)
+        want = torch.relu(torch.tensor(x.numpy()) @ torch.tensor(w.numpy()).T)
+        _check(got, want, x.numpy(), w.numpy().T)
+        (k,) = [k for k in cbackend.last_compiled().program.kernels()
+                if type(k).__name__ == "GemmKernel"]
+        return k.impl
+
+    tile = gemm_codegen.TEMPLATES["float32"][0]
+    assert impl_with("template") == tile
+    assert impl_with("blas") == "blas"
+    assert impl_with("auto") == "blas"          # the measured rule: BLAS on this shape
+    monkeypatch.setattr(autotune, "FORCE", None)
+    monkeypatch.setattr(autotune, "_time", lambda k, p, f: {c: (0.0 if c == tile else 1.0)
+                                                              for c in autotune.candidates(k)})
+    assert impl_with("auto", mode="max-autotune") == tile   # stored in tmp_path
+    autotune.CHOICES.clear()                                 # read back from the file
+    assert impl_with("auto") == tile
+    autotune.CHOICES.clear()

@@ -36,8 +36,8 @@ from ember.ops import _parallel
 # template variants (micro-tile rows x cols) per dtype and vector ISA, the default first:
 # autotuning candidates.  A tile is whole 64-byte rows (so it builds for every ISA); its
 # accumulators (rows x vectors) fit the ISA's registers: 32 zmm with AVX-512, 16 ymm with AVX2.
-_TILES = {"avx512": {"float32": ("tmpl_12x32", "tmpl_8x32", "tmpl_6x64"),
-                     "float64": ("tmpl_12x16", "tmpl_8x16", "tmpl_6x32")},
+_TILES = {"avx512": {"float32": ("tmpl_14x32", "tmpl_12x32", "tmpl_8x48"),
+                     "float64": ("tmpl_14x16", "tmpl_12x16", "tmpl_8x24")},
           "avx2": {"float32": ("tmpl_6x16", "tmpl_4x16", "tmpl_3x32"),
                    "float64": ("tmpl_6x8", "tmpl_4x8", "tmpl_3x16")}}
 
@@ -57,7 +57,14 @@ def templates_for(march: str = "native") -> dict:
 
 
 TEMPLATES = templates_for()
-_KC = 256
+
+
+def template_wins(k: GemmKernel) -> bool:
+    """The measured rule (benchmarks/RESULTS.md, "GEMM template vs BLAS"): whether the
+    template beats single-threaded BLAS pieces on product ``k``."""
+    return False
+_KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
+SMALL_M = 4     # products of at most this many rows skip packing (gemm_small.h.in)
 MC_ROWS = 120   # rows of A per packed block (a multiple of the tile's rows)
 MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
 
@@ -69,6 +76,7 @@ _COMMON = "\n" + csrc("gemm_common.h.in")   # threads and EMBER_GEMM_MIN_FLOPS, 
 _PACK_A = "\n" + csrc("gemm_pack_a.h.in")
 _PACK_B = "\n" + csrc("gemm_pack_b.h.in")
 _MICRO = "\n" + csrc("gemm_micro.h.in")
+_SMALL = "\n" + csrc("gemm_small.h.in")
 # kernel bodies (lines, with /*@name@*/ lines standing for the blocks that ``_fill`` inserts)
 _TMPL_BODY = csrc("gemm_tmpl_body.c.in")     # the blocked loops around the micro-kernel
 _OMP_PIECES = csrc("gemm_omp_pieces.c.in")   # _pieces_with_epilogue
@@ -139,7 +147,7 @@ def gemm_prelude(program: Program) -> str:
             mr, nr = _tile(k.impl)
             assert nr * k.out.dtype.np.itemsize % 64 == 0, (k.impl, k.dtype)  # whole vectors
             for piece, tag in ((_PACK_A, ("a", mr)), (_PACK_B, ("b", nr)),
-                               (_MICRO, ("micro", mr, nr))):
+                               (_MICRO, ("micro", mr, nr)), (_SMALL, ("small",))):
                 if (tag, s) not in done:
                     done.add((tag, s))
                     parts.append(piece.format(T=t, s=s, S=s.upper(), mr=mr, nr=nr))
@@ -277,7 +285,7 @@ def _template_body(k: GemmKernel) -> list:
            f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * (size_t)(K_ > 0 ? K_ : 1) * "
            f"((N_ + {nr - 1}) / {nr} * {nr}));",
            "  if (pas_ == NULL || pb_ == NULL) { free(pas_); free(pb_); return; }"]
-    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t,
+    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t, small=SMALL_M,
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                  {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]})
     return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);"]
