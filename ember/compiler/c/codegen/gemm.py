@@ -284,11 +284,14 @@ def _template_body(k: GemmKernel) -> list:
            f"  {t} *pas_ = ({t} *)malloc(sizeof({t}) * {mc * _KC} * nth_);",
            f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * (size_t)(K_ > 0 ? K_ : 1) * "
            f"((N_ + {nr - 1}) / {nr} * {nr}));",
-           "  if (pas_ == NULL || pb_ == NULL) { free(pas_); free(pb_); return; }"]
+           f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
+           "  if (pas_ == NULL || pb_ == NULL || rdy_ == NULL) {",
+           "    free(pas_); free(pb_); free(rdy_); return;",
+           "  }"]
     body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t, small=SMALL_M,
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                  {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]})
-    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);"]
+    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);"]
 
 
 def _tile_epilogue(k: GemmKernel) -> list:
