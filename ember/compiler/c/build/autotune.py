@@ -7,8 +7,9 @@ vector ISA; the epilogue applied per finished block).  Each candidate is the ker
 kernel's buffer sizes; the fastest (best of a few rounds) wins.  Choices are keyed by the
 kernel's canonical C (``codegen.gemm.canonical_source``: shape, dtype, layout, epilogue), the
 CPU and the candidate list, and kept in ``<config.cache_dir>/gemm_autotune.json`` (written
-atomically): a later process reads the choice without timing.  Dynamic sizes keep BLAS (one library serves every
-size).  ``EMBER_LOGS=autotune`` or ``EMBER_DEBUG>=3`` prints the timings and choices.
+atomically): a later process reads the choice without timing, and default-mode compiles reuse
+it (``default_impl``).  Dynamic sizes keep BLAS (one library serves every size).
+``EMBER_LOGS=autotune`` or ``EMBER_DEBUG>=3`` prints the timings and choices.
 
 >>> f = ember.compile(fn, backend="c", mode="max-autotune")   # doctest: +SKIP
 """

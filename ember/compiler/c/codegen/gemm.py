@@ -9,10 +9,11 @@ sgemm/dgemm, or a plain loop when the process has no BLAS.
 
 ``gemm_kernel(k, program, openmp)`` is the kernel: a loop over the batch around the product,
 then the epilogue in one pass over the output (``impl="blas"``), or the template
-(``impl="tmpl_<mr>x<nr>"``): packed A/B panels, an ``mr x nr`` register-blocked micro-kernel
-whose inner loop gcc vectorizes (AVX2 at ``-march=native``), and the epilogue applied to each
-finished tile while it is in cache.  The template accumulates in its own order (no FMA:
-``-ffp-contract=off``), so it equals BLAS within rounding, not bit for bit.
+(``impl="tmpl_<mr>x<nr>"``): B packed once per product into k-major slivers, A per block, an
+``mr x nr`` register-blocked FMA micro-kernel as wide as the build's vector registers, blocks
+of rows claimed by OpenMP threads, and the epilogue applied to each finished block while it is
+in cache (docs/compiler.md, "The packed GEMM template").  The template accumulates in its own
+order, so it equals BLAS within rounding, not bit for bit.
 """
 
 from __future__ import annotations
