@@ -184,3 +184,5 @@ def test_default_mode_choice_follows_config_and_cached_autotune(monkeypatch, tmp
     autotune.CHOICES.clear()                                 # read back from the file
     assert impl_with("auto") == tile
     autotune.CHOICES.clear()
+    with pytest.raises(ember.errors.EmberValueError, match=r"\[compile\] config.c_gemm"):
+        impl_with("mkl")

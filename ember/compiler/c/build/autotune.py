@@ -38,6 +38,7 @@ from ember.compiler.c.ir.loop_ir import (
     Segment,
 )
 from ember.config import config
+from ember.errors import EmberValueError
 
 FILE_NAME = "gemm_autotune.json"
 MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
@@ -71,6 +72,9 @@ def default_impl(k: GemmKernel, program: Program, has_blas: bool = True) -> str:
     the template where ``codegen.gemm.template_wins`` (the rule measured in
     benchmarks/RESULTS.md) says so, and always when the process has no BLAS (the alternative is
     the reference triple loop)."""
+    if config.c_gemm not in ("auto", "template", "blas"):
+        raise EmberValueError(f"[compile] config.c_gemm (EMBER_C_GEMM) is {config.c_gemm!r}; "
+                              f"expected 'auto', 'template' or 'blas'")
     tiles = gemm_codegen.TEMPLATES.get(k.dtype.np.name)
     if not tiles or config.c_gemm == "blas":
         return "blas"
