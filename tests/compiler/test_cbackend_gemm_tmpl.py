@@ -131,7 +131,7 @@ def test_template_layouts_and_epilogues_equal_torch(template_build, monkeypatch,
     def fn(a, b, c, d, x, w, bias, p, q, e, z, s3, s2, mod):
         lin = mod.relu(mod.linear(x, w, bias))
         return (a.t() @ b.t(), c[1:, ::2] @ d, lin, p @ q, e @ z,
-                mod.linear(s3, b, b[:, 0]), s2.t() @ b.t())
+                mod.linear(s3, b, b[:, 0]), s2.t() @ b.t(), mod.linear(s3[1], b))
 
     vals = (a, b, c, d, x, w, bias, p, q, e, z, s3, s2)
     ev = [ember.tensor(v) for v in vals]
@@ -140,13 +140,13 @@ def test_template_layouts_and_epilogues_equal_torch(template_build, monkeypatch,
                            lambda *xs: fn(*xs, F), *ev)
     want = fn(*tv, torch.nn.functional)
     operands = [(a.T, b.T), (c[1:, ::2], d), (x.reshape(-1, 64), w.T), (p, q), (e, z),
-                (s3, b.T), (s2.T, b.T)]
+                (s3, b.T), (s2.T, b.T), (s3[1:2], b.T)]
     for threads in (1, 2):
         ember.set_num_threads(threads)
         got = f(*ev)
         for g, wt, (l, r) in zip(got, want, operands):
-            if g.shape[-1] == 50:  # the linear layer: compare as rows
-                g, wt = g.reshape(-1, 50), wt.reshape(-1, 50)
+            if g.shape[-1] == 50 or g.ndim == 1:  # linear layers: compare as rows
+                g, wt = g.reshape(-1, g.shape[-1]), wt.reshape(-1, wt.shape[-1])
             _check(g, wt, l, r)
 
 
