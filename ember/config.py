@@ -39,7 +39,9 @@ class Config:
     it off; a fork()ed child always runs them on one thread).  ``c_profile``: the C backend
     builds its entries with a timer around every kernel call (EMBER_C_PROFILE=1; a separate
     build: the timers are part of the source, hence of the cache key; see
-    ``ember.compiler.c.backend.profile``).
+    ``ember.compiler.c.backend.profile``).  ``c_gemm``: how compiled float products run
+    outside max-autotune (EMBER_C_GEMM): ``"auto"`` (a choice max-autotune stored for the
+    kernel, else BLAS when loaded, else the generated template), ``"template"`` or ``"blas"``.
     ``verify_ir``: the C backend checks its loop IR (``Program.verify``) after lowering, after
     scheduling and before codegen (EMBER_VERIFY_IR=1; tests set it); otherwise once, before
     codegen.
@@ -86,6 +88,9 @@ class Config:
     inject_bug_testing_only: str = os.environ.get("EMBER_INJECT_BUG_TESTING_ONLY", "")
     # ember.kernel: run @jit kernels in the NumPy interpreter instead of compiling them to C
     kernel_interpret: bool = os.environ.get("EMBER_KERNEL_INTERPRET", "") not in ("", "0")
+    # how the C backend runs float products outside max-autotune: "auto" (a measured rule per
+    # shape: codegen/gemm.py's template or BLAS), "template" or "blas" (EMBER_C_GEMM)
+    c_gemm: str = os.environ.get("EMBER_C_GEMM", "auto")
     # the compiled flex_attention backward: "single_pass" (default) or "two_pass"
     flex_backward: str = os.environ.get("EMBER_FLEX_BWD", "single_pass")
 

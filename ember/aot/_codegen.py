@@ -205,13 +205,14 @@ def _compiler_graph(ep: Any) -> tuple:
     return graph, exprs
 
 
-def lower_program(ep: Any) -> tuple:
-    """``(program, lifted exprs)``: the scheduled loop IR of ``ep`` built without BLAS."""
+def lower_program(ep: Any, march: str = "native") -> tuple:
+    """``(program, lifted exprs)``: the scheduled loop IR of ``ep`` built without BLAS (its
+    products run the GEMM template tiled for ``march``)."""
     from ember.compiler.c.backend import lower_and_schedule, split_fallbacks
     graph, exprs = _compiler_graph(ep)
     with no_blas():
         program = lower_and_schedule(graph)
-    use_gemm_templates(program)
+    use_gemm_templates(program, march)
     from ember.aot._externs import ExternPlan, is_python_op, qualname
     py = {qualname(st.node.op) for st in program.externs() if is_python_op(st.node.op)}
     externs = [(op, why) for op, why in split_fallbacks(program.stats.fallbacks)
@@ -233,22 +234,23 @@ def lower_program(ep: Any) -> tuple:
     return program, exprs, graph
 
 
-def use_gemm_templates(program: Any) -> None:
+def use_gemm_templates(program: Any, march: str = "native") -> None:
     """Float products run the generated GEMM template (packed panels, a register-blocked
-    micro-kernel) instead of BLAS, which a package cannot count on; without this they would
-    take the reference triple loop."""
-    from ember.compiler.c.codegen.gemm import TEMPLATES
+    micro-kernel tiled for ``march``'s vector registers) instead of BLAS, which a package
+    cannot count on; without this they would take the reference triple loop."""
+    from ember.compiler.c.codegen.gemm import templates_for
     from ember.compiler.c.ir.kernels import GemmKernel
+    tiles = templates_for(march)
     for k in program.kernels():
-        if isinstance(k, GemmKernel) and k.impl == "blas" and k.dtype.np.name in TEMPLATES:
-            k.impl = TEMPLATES[k.dtype.np.name][0]
+        if isinstance(k, GemmKernel) and k.dtype.np.name in tiles:
+            k.impl = tiles[k.dtype.np.name][0]
 
 
-def model_source(ep: Any, model_name: str = "model") -> ModelSource:
+def model_source(ep: Any, model_name: str = "model", march: str = "native") -> ModelSource:
     """The model library's C (unit + interface) and its argument table."""
     from ember.compiler.c.codegen.unit import generate
     from ember.export.graph_signature import InputKind
-    program, exprs, graph = lower_program(ep)
+    program, exprs, graph = lower_program(ep, march)
     with no_blas():
         unit = generate(program, openmp=config.c_openmp)
     from ember.export.graph_signature import OutputKind

@@ -155,7 +155,7 @@ def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, 
     try:
         from ember.aot._rewrite import inline_kernel_ops
         lowered = inline_kernel_ops(ep)  # the package's JSON keeps ep itself
-        ms = model_source(lowered)
+        ms = model_source(lowered, march=march)
         so_path, flags = build_library(ms, march)
     except Exception as e:
         from ember.aot._minifier_hook import dump_for_minifier

@@ -102,8 +102,10 @@ class CompiledGraph:
         program = self._program = lower_and_schedule(self.graph)
         if self.mode in autotune.MODES:  # how each GEMM runs: timed once per shape, cached
             autotune.tune_program(program, EXTRA_FLAGS)
-            if config.verify_ir:  # what codegen receives, checked again after the tuning
-                program.verify()
+        else:  # config.c_gemm: a measured rule per shape, or one way for all
+            autotune.default_program(program)
+        if config.verify_ir:  # what codegen receives, checked again after the choice
+            program.verify()
         self.stats = program.stats  # type: ignore[attr-defined]
         self._source = generate(program, openmp=config.c_openmp,
                                 profile=config.c_profile)
@@ -547,7 +549,7 @@ def _plan_key(graph: Graph) -> str | None:
         digest = _code_digest()
     except Exception:  # noqa: BLE001 - no text form, or no compiler (a graph without C
         return None    # segments still runs): simply not cached
-    return hashlib.sha256((digest + "\0" + text).encode()).hexdigest()
+    return hashlib.sha256((digest + "\0" + config.c_gemm + "\0" + text).encode()).hexdigest()
 
 
 def _plan_path(key: str) -> Path:

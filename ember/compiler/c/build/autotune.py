@@ -1,14 +1,15 @@
 """``mode="max-autotune"`` for the C backend: pick how each GEMM runs by timing candidates.
 
 The candidates of a ``GemmKernel`` are BLAS (sgemm/dgemm then a fused epilogue pass) and the
-generated template's variants (``codegen.gemm.TEMPLATES``: micro-tile sizes, the epilogue
-applied per finished tile).  Each candidate is the kernel's own C (same shape, layout and
-epilogue) built into one small library and run on random data of the kernel's buffer sizes;
-the fastest (best of a few rounds) wins.  Choices are keyed by the kernel's canonical C
-(``codegen.gemm.canonical_source``: shape, dtype, layout, epilogue), the CPU and the candidate
-list, and kept in ``<config.cache_dir>/gemm_autotune.json`` (written atomically): a later
-process reads the choice without timing.  Dynamic sizes keep BLAS (one library serves every
-size).  ``EMBER_LOGS=autotune`` or ``EMBER_DEBUG>=3`` prints the timings and choices.
+generated template's variants (``codegen.gemm.TEMPLATES``, the micro-tiles for this CPU's
+vector ISA; the epilogue applied per finished block).  Each candidate is the kernel's own C
+(same shape, layout and epilogue) built into one small library and run on random data of the
+kernel's buffer sizes; the fastest (best of a few rounds) wins.  Choices are keyed by the
+kernel's canonical C (``codegen.gemm.canonical_source``: shape, dtype, layout, epilogue), the
+CPU and the candidate list, and kept in ``<config.cache_dir>/gemm_autotune.json`` (written
+atomically): a later process reads the choice without timing, and default-mode compiles reuse
+it (``default_impl``).  Dynamic sizes keep BLAS (one library serves every size).
+``EMBER_LOGS=autotune`` or ``EMBER_DEBUG>=3`` prints the timings and choices.
 
 >>> f = ember.compile(fn, backend="c", mode="max-autotune")   # doctest: +SKIP
 """
@@ -26,7 +27,8 @@ import numpy as np
 
 from ember.compiler.c.build import runtime, toolchain
 from ember.compiler.c.build.runtime import C_PRELUDE
-from ember.compiler.c.codegen.gemm import TEMPLATES, canonical_source, gemm_prelude
+from ember.compiler.c.codegen import gemm as gemm_codegen
+from ember.compiler.c.codegen.gemm import canonical_source, gemm_prelude
 from ember.compiler.c.codegen.unit import PRELUDE, _entry, _kernel
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
@@ -36,6 +38,7 @@ from ember.compiler.c.ir.loop_ir import (
     Segment,
 )
 from ember.config import config
+from ember.errors import EmberValueError
 
 FILE_NAME = "gemm_autotune.json"
 MODES = frozenset({"max-autotune", "max-autotune-no-cudagraphs"})
@@ -59,7 +62,42 @@ def _log(kind: str, message: str, level: int = 1) -> None:
 def candidates(k: GemmKernel) -> list[str]:
     """BLAS and the template variants of a float product; an integer product has one way
     (codegen.gemm's plain loop, whatever ``impl`` says), so nothing to time."""
-    return ["blas"] + list(TEMPLATES.get(k.dtype.np.name, ()))
+    return ["blas"] + list(gemm_codegen.TEMPLATES.get(k.dtype.np.name, ()))
+
+
+def default_impl(k: GemmKernel, program: Program, has_blas: bool = True) -> str:
+    """How a product runs outside max-autotune (``config.c_gemm``): "blas", the template
+    ("template": the ISA's first tile), or "auto": the choice max-autotune made for this very
+    kernel when one is cached (memo or ``gemm_autotune.json``; nothing is timed here), else
+    the template where ``codegen.gemm.template_wins`` (the rule measured in
+    benchmarks/RESULTS.md) says so, and always when the process has no BLAS (the alternative is
+    the reference triple loop)."""
+    if config.c_gemm not in ("auto", "template", "blas"):
+        raise EmberValueError(f"[compile] config.c_gemm (EMBER_C_GEMM) is {config.c_gemm!r}; "
+                              f"expected 'auto', 'template' or 'blas'")
+    tiles = gemm_codegen.TEMPLATES.get(k.dtype.np.name)
+    if not tiles or config.c_gemm == "blas":
+        return "blas"
+    if config.c_gemm == "template" or not has_blas:
+        return tiles[0]
+    sizes = [k.m, k.n, k.k, *k.batch]
+    if all(type(x) is int for x in sizes):
+        key = _key(k, program)
+        got = CHOICES.get(key) or _read().get(key, {}).get("choice")
+        if got in candidates(k):
+            return got
+    return tiles[0] if gemm_codegen.template_wins(k) else "blas"
+
+
+def default_program(program: Program) -> None:
+    """Set ``impl`` of every GemmKernel of ``program`` by ``default_impl``."""
+    kernels = [k for k in program.kernels() if isinstance(k, GemmKernel)]
+    if not kernels:
+        return
+    from ember.compiler.c.build import blas
+    has_blas = blas.load_blas() is not None
+    for k in kernels:
+        k.impl = default_impl(k, program, has_blas)
 
 
 def tune_program(program: Program, extra_flags: tuple = ()) -> None:
@@ -177,4 +215,5 @@ def _write(key: str, entry: dict) -> None:
     toolchain._atomic_write(_path(), json.dumps(data, indent=1, sort_keys=True).encode())
 
 
-__all__ = ["CHOICES", "FILE_NAME", "MODES", "STATS", "candidates", "choose", "tune_program"]
+__all__ = ["CHOICES", "FILE_NAME", "MODES", "STATS", "candidates", "choose", "default_impl",
+           "default_program", "tune_program"]

@@ -9,10 +9,11 @@ sgemm/dgemm, or a plain loop when the process has no BLAS.
 
 ``gemm_kernel(k, program, openmp)`` is the kernel: a loop over the batch around the product,
 then the epilogue in one pass over the output (``impl="blas"``), or the template
-(``impl="tmpl_<mr>x<nr>"``): packed A/B panels, an ``mr x nr`` register-blocked micro-kernel
-whose inner loop gcc vectorizes (AVX2 at ``-march=native``), and the epilogue applied to each
-finished tile while it is in cache.  The template accumulates in its own order (no FMA:
-``-ffp-contract=off``), so it equals BLAS within rounding, not bit for bit.
+(``impl="tmpl_<mr>x<nr>"``): B packed once per product into k-major slivers, A per block, an
+``mr x nr`` register-blocked FMA micro-kernel as wide as the build's vector registers, blocks
+of rows claimed by OpenMP threads, and the epilogue applied to each finished block while it is
+in cache (docs/compiler.md, "The packed GEMM template").  The template accumulates in its own
+order, so it equals BLAS within rounding, not bit for bit.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ember.compiler.c.build import blas
+from ember.compiler.c.build import blas, toolchain
 from ember.compiler.c.codegen import csrc
 from ember.compiler.c.codegen.omp import omp_loops
 from ember.compiler.c.ir.kernels import (
@@ -33,10 +34,39 @@ from ember.compiler.c.ir.loop_ir import (
 )
 from ember.ops import _parallel
 
-# template variants (micro-tile rows x cols) per dtype: autotuning candidates
-TEMPLATES = {"float32": ("tmpl_4x16", "tmpl_6x16", "tmpl_8x8"),
-             "float64": ("tmpl_4x8", "tmpl_6x8", "tmpl_4x4")}
-_KC = 256
+# template variants (micro-tile rows x cols) per dtype and vector ISA, the default first:
+# autotuning candidates.  A tile is whole 64-byte rows (so it builds for every ISA); its
+# accumulators (rows x vectors) fit the ISA's registers: 32 zmm with AVX-512, 16 ymm with AVX2.
+_TILES = {"avx512": {"float32": ("tmpl_14x32", "tmpl_12x32", "tmpl_8x48"),
+                     "float64": ("tmpl_14x16", "tmpl_12x16", "tmpl_8x24")},
+          "avx2": {"float32": ("tmpl_6x16", "tmpl_4x16", "tmpl_3x32"),
+                   "float64": ("tmpl_6x8", "tmpl_4x8", "tmpl_3x16")}}
+
+
+def templates_for(march: str = "native") -> dict:
+    """The template variants per dtype for code built with ``-march=<march>`` ("native": this
+    machine): AVX-512 tiles for x86-64-v4 (or a native AVX-512 CPU), else AVX2-sized ones.
+
+    >>> templates_for("x86-64-v3")["float32"][0]
+    'tmpl_6x16'
+    """
+    if march == "native":
+        feats = toolchain.cpu_features().partition(":")[2].split(",")
+        return _TILES["avx512" if "avx512f" in feats else "avx2"]
+    return _TILES["avx512" if march in ("x86-64-v4", "sapphirerapids", "icelake-server",
+                                        "skylake-avx512", "znver4", "znver5") else "avx2"]
+
+
+TEMPLATES = templates_for()
+
+
+def template_wins(k: GemmKernel) -> bool:
+    """The measured rule (benchmarks/RESULTS.md, "GEMM template vs BLAS"): whether the
+    template beats single-threaded BLAS pieces on product ``k``."""
+    return False
+_KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
+SMALL_M = 4     # products of at most this many rows skip packing (gemm_small.h.in)
+MC_ROWS = 120   # rows of A per packed block (a multiple of the tile's rows)
 MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
 
 # the C helpers per dtype, a str.format template ({T}: the C type, {s}: f or d, ...)
@@ -47,6 +77,7 @@ _COMMON = "\n" + csrc("gemm_common.h.in")   # threads and EMBER_GEMM_MIN_FLOPS, 
 _PACK_A = "\n" + csrc("gemm_pack_a.h.in")
 _PACK_B = "\n" + csrc("gemm_pack_b.h.in")
 _MICRO = "\n" + csrc("gemm_micro.h.in")
+_SMALL = "\n" + csrc("gemm_small.h.in")
 # kernel bodies (lines, with /*@name@*/ lines standing for the blocks that ``_fill`` inserts)
 _TMPL_BODY = csrc("gemm_tmpl_body.c.in")     # the blocked loops around the micro-kernel
 _OMP_PIECES = csrc("gemm_omp_pieces.c.in")   # _pieces_with_epilogue
@@ -115,9 +146,9 @@ def gemm_prelude(program: Program) -> str:
             parts.append(_HELPERS.format(T=t, s=s, S=s.upper(), blasfn=fn or "ember_no_blas"))
         if k.impl.startswith("tmpl_"):
             mr, nr = _tile(k.impl)
-            assert nr % (32 // k.out.dtype.np.itemsize) == 0, (k.impl, k.dtype)  # whole vectors
+            assert nr * k.out.dtype.np.itemsize % 64 == 0, (k.impl, k.dtype)  # whole vectors
             for piece, tag in ((_PACK_A, ("a", mr)), (_PACK_B, ("b", nr)),
-                               (_MICRO, ("micro", mr, nr))):
+                               (_MICRO, ("micro", mr, nr)), (_SMALL, ("small",))):
                 if (tag, s) not in done:
                     done.add((tag, s))
                     parts.append(piece.format(T=t, s=s, S=s.upper(), mr=mr, nr=nr))
@@ -249,14 +280,19 @@ def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
 def _template_body(k: GemmKernel) -> list:
     mr, nr = _tile(k.impl)
     t, s = k.out.ctype, _suffix(k)
-    mc, nc = mr * 16, nr * 32
-    pre = [f"  {t} *pa_ = ({t} *)malloc(sizeof({t}) * {mc * _KC});",
-           f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * {nc * _KC});",
-           "  if (pa_ == NULL || pb_ == NULL) { free(pa_); free(pb_); return; }"]
-    body = _fill(_TMPL_BODY.format(nc=nc, mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t,
+    mc = mr * max(1, MC_ROWS // mr)
+    pre = ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
+           f"  {t} *pas_ = ({t} *)malloc(sizeof({t}) * {mc * _KC} * nth_);",
+           f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * (size_t)(K_ > 0 ? K_ : 1) * "
+           f"((N_ + {nr - 1}) / {nr} * {nr}));",
+           f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
+           "  if (pas_ == NULL || pb_ == NULL || rdy_ == NULL) {",
+           "    free(pas_); free(pb_); free(rdy_); return;",
+           "  }"]
+    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t, small=SMALL_M,
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
-                 {"epilogue": _tile_epilogue(k)})
-    return pre + _batch_loops(k, body) + ["  free(pa_);", "  free(pb_);"]
+                 {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]})
+    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);"]
 
 
 def _tile_epilogue(k: GemmKernel) -> list:

@@ -1,0 +1,188 @@
+"""The generated GEMM template (csrc/gemm_tmpl_body.c.in, gemm_micro.h.in) on each x86-64 level.
+
+Each level's build is made explicitly (``-march=<level>``, the level's tile from
+``codegen.gemm.templates_for``) and run where the host can run it (``toolchain.host_can_run``):
+the AVX-512 tile, the AVX2 tile, and the baseline (16-byte vectors) build.  Products whose
+sizes are not multiples of the tile, the packed block or the k block, of size 1 and 0,
+transposed and strided operands, batches, fused epilogues, on one and two threads, are checked
+against torch with the rigorous error bound of a K-term dot product,
+``|got - want| <= 2 (K + 2) eps (|A| |B|)``: a missing, doubled or misplaced term is far
+outside it.  No timing here (benchmarks/bench_linalg.py measures).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import ember
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import autotune
+from ember.compiler.c.build.toolchain import host_can_run
+from ember.compiler.c.codegen import gemm as gemm_codegen
+from ember.config import config
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
+                                reason="no C compiler")
+
+F = ember.nn.functional
+MARCHES = ["x86-64-v4", "x86-64-v3", "x86-64"]
+
+
+def _bound(a: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
+    k = a.shape[-1]
+    return 2 * (k + 2) * eps * (np.abs(a) @ np.abs(b)) + np.finfo(a.dtype).tiny
+
+
+def _check(got, want, a, b):
+    """``got`` (ember) equals ``want`` (torch) within the bound of the product ``a @ b``
+    (numpy operands as the product sees them)."""
+    g, w = got.detach().numpy(), want.detach().numpy()
+    assert g.shape == w.shape and g.dtype == w.dtype
+    eps = float(np.finfo(g.dtype).eps)
+    bound = _bound(a.astype(np.float64), b.astype(np.float64), eps)
+    bound = bound + 4 * eps * np.abs(w)  # the epilogue's own rounding (bias, relu)
+    assert np.all(np.abs(g.astype(np.float64) - w) <= bound), float(
+        np.max(np.abs(g.astype(np.float64) - w) - bound))
+
+
+@pytest.fixture(params=MARCHES)
+def template_build(request, monkeypatch, tmp_path):
+    """Every product of the compiled function runs the template built for one level."""
+    march = request.param
+    if not host_can_run(march):
+        pytest.skip(f"the host cannot run {march} code")
+    extra = (f"-march={march}",) + (("-mno-avx512f",) if march != "x86-64-v4" else ())
+    monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + extra)
+    monkeypatch.setattr(cbackend, "_load_plan", lambda key: None)
+    tiles = gemm_codegen.templates_for(march)
+    monkeypatch.setattr(gemm_codegen, "TEMPLATES", tiles)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))   # autotune choices stay here
+    autotune.CHOICES.clear()
+    yield tiles
+    autotune.CHOICES.clear()
+    ember.set_num_threads(ember.get_num_threads())
+
+
+def _compile_forced(monkeypatch, tiles, dtype, fn, *args):
+    impl = tiles[dtype.name][0]
+    monkeypatch.setattr(autotune, "FORCE", impl)
+    out = ember.compile(fn, backend="c", fullgraph=True, dynamic=False,
+                        mode="max-autotune")
+    got = out(*args)
+    cg = cbackend.last_compiled()
+    gemms = [k for k in cg.program.kernels() if type(k).__name__ == "GemmKernel"]
+    assert gemms and all(k.impl == impl for k in gemms), [k.impl for k in gemms]
+    return out, got
+
+
+# (M, K, N): tile edges (12/6 rows, 32/16 columns), the 120-row block, the 256 k block
+SHAPES = [(1, 1, 1), (1, 300, 70), (7, 5, 3), (13, 257, 33), (121, 513, 65), (250, 40, 1)]
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64], ids=["f32", "f64"])
+def test_template_products_equal_torch(template_build, monkeypatch, dtype):
+    rng = np.random.default_rng(7)
+    npdt = np.float32 if dtype == ember.float32 else np.float64
+    mats = []
+    for m, k, n in SHAPES:
+        mats.append(rng.standard_normal((m, k)).astype(npdt))
+        mats.append(rng.standard_normal((k, n)).astype(npdt))
+
+    def fn(*xs):
+        return tuple(xs[j] @ xs[j + 1] for j in range(0, len(xs), 2))
+
+    ex = [ember.tensor(x) for x in mats]
+    tx = [torch.tensor(x) for x in mats]
+    f, _ = _compile_forced(monkeypatch, template_build, dtype, fn, *ex)
+    want = fn(*tx)
+    for threads in (1, 2):
+        ember.set_num_threads(threads)
+        got = f(*ex)
+        for j, (g, w) in enumerate(zip(got, want)):
+            _check(g, w, mats[2 * j], mats[2 * j + 1])
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64], ids=["f32", "f64"])
+def test_template_layouts_and_epilogues_equal_torch(template_build, monkeypatch, dtype):
+    """Transposed and sliced operands (A^T and B^T as the backward reads them), a linear layer
+    with bias and relu fused, a batched product with a broadcast operand, K = 0, and products
+    of a few rows in each of the small path's layouts."""
+    rng = np.random.default_rng(8)
+    npdt = np.float32 if dtype == ember.float32 else np.float64
+    a = rng.standard_normal((300, 130)).astype(npdt)    # read as a^T: 130 x 300 (ars = 1)
+    b = rng.standard_normal((70, 300)).astype(npdt)     # b^T: 300 x 70 (brs = 1)
+    c = rng.standard_normal((131, 90)).astype(npdt)     # sliced: rows 1.., every 2nd column
+    d = rng.standard_normal((45, 38)).astype(npdt)
+    x = rng.standard_normal((3, 37, 64)).astype(npdt)   # linear over (3, 37) rows
+    w = rng.standard_normal((50, 64)).astype(npdt)
+    bias = rng.standard_normal((50,)).astype(npdt)
+    p = rng.standard_normal((4, 29, 40)).astype(npdt)
+    q = rng.standard_normal((40, 33)).astype(npdt)      # broadcast over p's batch
+    e = rng.standard_normal((5, 0)).astype(npdt)
+    z = rng.standard_normal((0, 7)).astype(npdt)
+    s3 = rng.standard_normal((3, 300)).astype(npdt)     # a few rows: B read in place
+    s2 = rng.standard_normal((300, 2)).astype(npdt)
+
+    def fn(a, b, c, d, x, w, bias, p, q, e, z, s3, s2, mod):
+        lin = mod.relu(mod.linear(x, w, bias))
+        return (a.t() @ b.t(), c[1:, ::2] @ d, lin, p @ q, e @ z,
+                mod.linear(s3, b, b[:, 0]), s2.t() @ b.t(), mod.linear(s3[1], b))
+
+    vals = (a, b, c, d, x, w, bias, p, q, e, z, s3, s2)
+    ev = [ember.tensor(v) for v in vals]
+    tv = [torch.tensor(v) for v in vals]
+    f, _ = _compile_forced(monkeypatch, template_build, dtype,
+                           lambda *xs: fn(*xs, F), *ev)
+    want = fn(*tv, torch.nn.functional)
+    operands = [(a.T, b.T), (c[1:, ::2], d), (x.reshape(-1, 64), w.T), (p, q), (e, z),
+                (s3, b.T), (s2.T, b.T), (s3[1:2], b.T)]
+    for threads in (1, 2):
+        ember.set_num_threads(threads)
+        got = f(*ev)
+        for g, wt, (l, r) in zip(got, want, operands):
+            if g.shape[-1] == 50 or g.ndim == 1:  # linear layers: compare as rows
+                g, wt = g.reshape(-1, g.shape[-1]), wt.reshape(-1, wt.shape[-1])
+            _check(g, wt, l, r)
+
+
+def test_default_mode_choice_follows_config_and_cached_autotune(monkeypatch, tmp_path):
+    """``config.c_gemm``: "template" and "blas" decide every product of a default-mode
+    compile; "auto" takes the choice max-autotune stored for the same kernel (no timing)."""
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    monkeypatch.setattr(cbackend, "_load_plan", lambda key: None)
+    autotune.CHOICES.clear()
+    rng = np.random.default_rng(9)
+    x = ember.tensor(rng.standard_normal((40, 48), dtype=np.float32))
+    w = ember.tensor(rng.standard_normal((36, 48), dtype=np.float32))
+
+    def fn(x, w):
+        return F.relu(F.linear(x, w))
+
+    def impl_with(way, mode="default"):
+        monkeypatch.setattr(config, "c_gemm", way)
+        ember.compiler.reset()
+        got = ember.compile(fn, backend="c", fullgraph=True, dynamic=False, mode=mode)(x, w)
+        want = torch.relu(torch.tensor(x.numpy()) @ torch.tensor(w.numpy()).T)
+        _check(got, want, x.numpy(), w.numpy().T)
+        (k,) = [k for k in cbackend.last_compiled().program.kernels()
+                if type(k).__name__ == "GemmKernel"]
+        return k.impl
+
+    tile = gemm_codegen.TEMPLATES["float32"][0]
+    assert impl_with("template") == tile
+    assert impl_with("blas") == "blas"
+    assert impl_with("auto") == "blas"          # the measured rule: BLAS on this shape
+    monkeypatch.setattr(autotune, "FORCE", None)
+    monkeypatch.setattr(autotune, "_time", lambda k, p, f: {c: (0.0 if c == tile else 1.0)
+                                                              for c in autotune.candidates(k)})
+    assert impl_with("auto", mode="max-autotune") == tile   # stored in tmp_path
+    autotune.CHOICES.clear()                                 # read back from the file
+    assert impl_with("auto") == tile
+    autotune.CHOICES.clear()
+    with pytest.raises(ember.errors.EmberValueError, match=r"\[compile\] config.c_gemm"):
+        impl_with("mkl")
