@@ -1,4 +1,4 @@
-"""Process memory settings.
+"""Process settings: malloc's thresholds, and the thread pools' wait policy (at the end).
 
 Large NumPy results are allocated with ``malloc``; glibc serves allocations above its mmap
 threshold with fresh ``mmap`` pages and unmaps them on free, so every large temporary pays a page
@@ -38,3 +38,29 @@ def tune_malloc() -> bool:
     ok = mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD) == 1 and ok
     _applied[0] = ok
     return ok
+
+
+# The thread pools' wait policy.  A compiled step alternates BLAS products (OpenBLAS's own
+# pthreads pool) with C kernels split over OpenMP threads (libgomp's pool).  By default both
+# pools keep their idle threads polling after their work (libgomp ~300k spins, OpenBLAS 2^28
+# cycles of sched_yield), so each pool's idle threads hold the cores the other pool needs
+# next.  ember makes both sleep at once unless the user chose: OMP_WAIT_POLICY=PASSIVE and
+# OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles, OpenBLAS's minimum).  Both libraries read these
+# variables once, when they load: libgomp with the first compiled library (after this), and
+# OpenBLAS with NumPy, so ``ember/__init__.py`` calls this before importing NumPy (a NumPy
+# imported earlier keeps its setting).  ``EMBER_WAIT_POLICY=keep`` leaves both unset.
+# Measured in docs/performance.md ("Thread pools: who waits how").
+WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def tune_wait_policy() -> dict:
+    """Set the pools' wait policy (``WAIT_POLICY``) where the environment does not; returns
+    what was set."""
+    import os
+    if os.environ.get("EMBER_WAIT_POLICY", "").lower() == "keep":
+        return {}
+    done = {}
+    for k, v in WAIT_POLICY.items():
+        if k not in os.environ:
+            os.environ[k] = done[k] = v
+    return done

@@ -6,9 +6,10 @@ non-temporal store writes whole lines straight to memory without reading them.  
 when the output does not fit in cache anyway (then the next kernel reads it from memory either
 way); for an output that fits, it evicts data the next kernel would have found in cache
 (measured on the AVX-512 Xeon VM of these sessions: a 1 MiB copy 5x slower with streaming
-stores, 16-64 MiB copies 1.2-1.4x faster; the crossover is between 4 and 16 MiB of output
-although the VM reports 480 MiB of L3: the host's cache, shared).  So a kernel streams its
-output when the output is at least ``STREAM_MIN_BYTES`` (8 MiB; ``EMBER_STREAM_STORE_BYTES``
+stores, 16-64 MiB copies 1.2-1.4x faster, and 16-32 MiB written then read back no slower;
+the crossover is between 4 and 16 MiB of output although the VM reports 480 MiB of L3: the
+host's cache, shared).  So a kernel streams its
+output when the output is at least ``STREAM_MIN_BYTES`` (16 MiB; ``EMBER_STREAM_STORE_BYTES``
 overrides it, ``0`` turns streaming off).
 
 How a kernel streams: it computes a tile of its output (a few KiB, or one row of a row
@@ -35,7 +36,7 @@ from typing import Any
 
 from ember.compiler.c.ir.loop_ir import Index, Kernel, Store, numel, store_expr
 
-STREAM_MIN_BYTES = int(os.environ.get("EMBER_STREAM_STORE_BYTES", str(8 << 20)))
+STREAM_MIN_BYTES = int(os.environ.get("EMBER_STREAM_STORE_BYTES", str(16 << 20)))
 """Outputs of at least this many bytes are written with non-temporal stores (0: never)."""
 
 TILE_BYTES = 8192
