@@ -8,10 +8,12 @@ when they load), one process per configuration per round, configurations interle
 process times ``--calls`` steps ``--reps`` times after a warm-up and reports the median wall
 time and CPU time (all threads) per step.  Configurations (environment of the child):
 
-* ``ember default``: nothing set: what ``import ember`` chooses (``ember/_parallel_env.py``);
+* ``ember default``: nothing set: what ``import ember`` chooses (``ember/_memory.py``:
+  ``OPENBLAS_THREAD_TIMEOUT=4``, libgomp's default);
 * ``libraries' defaults``: ``EMBER_WAIT_POLICY=keep``: libgomp spins ~300k iterations before
   sleeping, OpenBLAS's threads poll for 2^28 cycles;
 * ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` and ``OPENBLAS_THREAD_TIMEOUT=4``: both sleep at once;
+* ``OpenMP passive only`` / ``OpenBLAS timeout only``: one of the two;
 * ``short spin``: ``GOMP_SPINCOUNT=10000`` (libgomp spins ~10k iterations, then sleeps) and
   ``OPENBLAS_THREAD_TIMEOUT=4``;
 * ``active``: ``OMP_WAIT_POLICY=ACTIVE`` (libgomp spins without bound), OpenBLAS's default.
@@ -34,6 +36,8 @@ CONFIGS = {
     "ember default": {},
     "libraries' defaults": {"EMBER_WAIT_POLICY": "keep"},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"},
+    "OpenMP passive only": {"OMP_WAIT_POLICY": "PASSIVE", "EMBER_WAIT_POLICY": "keep"},
+    "OpenBLAS timeout only": {"OPENBLAS_THREAD_TIMEOUT": "4", "EMBER_WAIT_POLICY": "keep"},
     "short spin": {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "4",
                    "EMBER_WAIT_POLICY": "keep"},
     "active": {"OMP_WAIT_POLICY": "ACTIVE", "EMBER_WAIT_POLICY": "keep"},
@@ -44,7 +48,11 @@ _CHILD = r"""
 import json, os, statistics, sys, time
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, os.path.dirname(sys.argv[1]))
 import ember
-from bench_models import mlp_case
+seen = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")}
+from bench_models import mlp_case   # (it sets both defaults for the model benchmarks: undo)
+for k, v in seen.items():
+    if v is None:
+        os.environ.pop(k, None)
 threads, calls, reps = (int(a) for a in sys.argv[2:5])
 ember.set_num_threads(threads)
 step = ember.compile(mlp_case().ember_step, backend="c")
@@ -68,15 +76,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--only", default="", help="comma list of configurations to run")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     base = {k: v for k, v in os.environ.items() if k not in _VARS}
     base["PYTHONPATH"] = os.path.dirname(HERE)
-    res: dict = {k: {"wall": [], "cpu": []} for k in CONFIGS}
+    names = [n for n in CONFIGS if not a.only or n in a.only.split(",")]
+    res: dict = {k: {"wall": [], "cpu": []} for k in names}
     envs: dict = {}
     for _ in range(a.rounds):
-        for name, extra in CONFIGS.items():
+        for name in names:
+            extra = CONFIGS[name]
             out = subprocess.run([sys.executable, "-c", _CHILD, HERE, str(a.threads),
                                   str(a.calls), str(a.reps)], env={**base, **extra},
                                  capture_output=True, text=True, check=True)

@@ -41,16 +41,17 @@ def tune_malloc() -> bool:
 
 
 # The thread pools' wait policy.  A compiled step alternates BLAS products (OpenBLAS's own
-# pthreads pool) with C kernels split over OpenMP threads (libgomp's pool).  By default both
-# pools keep their idle threads polling after their work (libgomp ~300k spins, OpenBLAS 2^28
-# cycles of sched_yield), so each pool's idle threads hold the cores the other pool needs
-# next.  ember makes both sleep at once unless the user chose: OMP_WAIT_POLICY=PASSIVE and
-# OPENBLAS_THREAD_TIMEOUT=4 (2^4 cycles, OpenBLAS's minimum).  Both libraries read these
-# variables once, when they load: libgomp with the first compiled library (after this), and
-# OpenBLAS with NumPy, so ``ember/__init__.py`` calls this before importing NumPy (a NumPy
-# imported earlier keeps its setting).  ``EMBER_WAIT_POLICY=keep`` leaves both unset.
-# Measured in docs/performance.md ("Thread pools: who waits how").
-WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_THREAD_TIMEOUT": "4"}
+# pthreads pool) with C kernels split over OpenMP threads (libgomp's pool).  Left alone, both
+# keep their idle threads polling after their work: libgomp ~300k spins (a fraction of a
+# millisecond), OpenBLAS 2^28 cycles (~0.1 s) of sched_yield, so after a product OpenBLAS's
+# idle threads hold the cores the next OpenMP region needs.  ember makes OpenBLAS's threads
+# sleep at once (OPENBLAS_THREAD_TIMEOUT=4: 2^4 cycles, its minimum) and leaves libgomp's short
+# spin, which keeps the many short parallel regions of a step from paying a wake-up each
+# (OMP_WAIT_POLICY=PASSIVE measured slower, ACTIVE 4x slower: docs/performance.md, "Thread
+# pools: who waits how").  OpenBLAS reads the variable once, when NumPy loads it, so
+# ``ember/__init__.py`` calls this before importing NumPy (a NumPy imported earlier keeps its
+# setting).  A value the user set is kept; ``EMBER_WAIT_POLICY=keep`` sets nothing.
+WAIT_POLICY = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
 def tune_wait_policy() -> dict:
