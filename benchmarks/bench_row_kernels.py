@@ -7,7 +7,10 @@ from the trees given with ``--base`` (their ember, imported in a subprocess), bu
 the backend's flags, and a small C driver calls the entry functions on preallocated arrays,
 interleaved, with a ``memcpy`` of the same array as the memory floor.  It also checks that every
 tree's kernels give the same bits as the first tree's.
-Run: python -m benchmarks.bench_row_kernels [--base /path/to/other/tree] [--threads 1,2]
+``--no-stream`` adds this tree built with ``EMBER_STREAM_STORE_BYTES=0`` (plain stores instead
+of the non-temporal stores of large outputs, ``codegen/stream.py``).
+Run: python -m benchmarks.bench_row_kernels [--base /path/to/other/tree] [--no-stream]
+     [--threads 1,2]
 """
 
 from __future__ import annotations
@@ -98,8 +101,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", action="append", default=[], help="another tree to compare")
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--no-stream", action="store_true",
+                    help="also this tree with non-temporal stores off")
     a = ap.parse_args()
-    trees = [Path(__file__).resolve().parent.parent] + [Path(b).resolve() for b in a.base]
+    here = Path(__file__).resolve().parent.parent
+    trees = [here] + [Path(b).resolve() for b in a.base] + ([here] if a.no_stream else [])
     cc = os.environ.get("CC", "gcc")
     flags = [*toolchain.FLAGS, *toolchain.machine_flags(), toolchain.OPENMP_FLAG]
     with tempfile.TemporaryDirectory() as tmp:
@@ -108,6 +114,8 @@ def main() -> None:
             d = Path(tmp) / f"tree{j}"
             d.mkdir()
             env = dict(os.environ, PYTHONPATH=str(tree))
+            if a.no_stream and j == len(trees) - 1:
+                env["EMBER_STREAM_STORE_BYTES"] = "0"
             subprocess.run([sys.executable, "-c", _GEN, str(d)], env=env, check=True, cwd=tmp)
             for op in OPS:
                 so = d / f"{op}.so"

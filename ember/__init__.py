@@ -5,14 +5,18 @@
 
 from __future__ import annotations
 
-import numpy as _np
+from ember import _memory
+
+# before NumPy loads OpenBLAS: the thread pools' wait policy (ember/_memory.py)
+_memory.tune_wait_policy()
+
+import numpy as _np  # noqa: E402
 
 # PyTorch computes inf/nan silently; NumPy would warn on every such op.  Checking per op costs
 # ~0.75 us (np.errstate), so ember switches NumPy's floating-point warnings off once, here.
 _np.seterr(all="ignore")
 
 from ember.config import config as _config  # noqa: E402
-from ember import _memory  # noqa: E402
 
 if _config.malloc_tuning:
     _memory.tune_malloc()

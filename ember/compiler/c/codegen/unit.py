@@ -25,6 +25,7 @@ from ember.compiler.c.codegen import (
     resample,
     rnn,
     sort,
+    stream,
 )
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
@@ -54,6 +55,7 @@ from ember.compiler.c.ir.loop_ir import (
     ReduceKernel,
     RowKernel,
     Segment,
+    Store,
     contiguous_strides,
     is_lowp,
     load_expr,
@@ -97,6 +99,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
                              if f[2] > 1 else f[0])
         parts.append(_entry(seg, calls, slots if profile else None))
         slots += len(seg.kernels)
+    if prelude and any("ember_stream_store(" in f[0] for f in funcs.values()):
+        parts.insert(2, stream.HELPERS)
     return "\n".join(parts)
 
 
@@ -438,8 +442,21 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         lines.append(f"  double *acc_{b.name} = (double *)calloc({nch} * (n_{b.name} ? "
                      f"n_{b.name} : 1), sizeof(double));")
     total = " * ".join(f"(int64_t)({n})" for n in list(k.outer) + list(k.inner))
-    if openmp and outer and (chunked or not cols) \
-            and not few_iterations(list(k.outer) + list(k.inner)):
+    inner = list(zip(k.inner_vars(), k.inner))
+    last = k.passes[-1] if k.passes else None
+    # a large per-element output written row by row: rows go through a stack row and are
+    # streamed (codegen/stream.py)
+    srow = None if chunked or cols or len(inner) != 1 or last is None or last.accums else \
+        stream.row_store([st for st in last.body if isinstance(st, Store)], inner[0][0],
+                         outer, inner[0][1])
+    closed: list = []
+    threaded = openmp and outer and (chunked or not cols) \
+        and not few_iterations(list(k.outer) + list(k.inner))
+    if srow is not None:
+        opened, closed = stream.region(f"{omp_for(f'({total})')} reduction(|:err_)"
+                                       if threaded else None, "  ")
+        lines += opened
+    elif threaded:
         lines.append(f"  {omp_for(f'({total})')} reduction(|:err_)")
     body_lines = lines
     ind = "  "
@@ -461,7 +478,9 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         for v, n in outer:
             lines.append(f"{ind}for (int64_t {v} = 0; {v} < {n}; {v}++) {{")
             ind += "  "
-    inner = list(zip(k.inner_vars(), k.inner))
+    if srow is not None:
+        body_lines.append(f"{ind}{srow[0].buf.ctype} w_[{inner[0][1]}] "
+                          f"__attribute__((aligned(64)));")
     head: tuple = ()
     if outer and len(inner) == 1:  # the last pass fetches the next row (kept loop outer[-1])
         head, cond = next_row_prefetch(k.passes[-1].body, outer[-1][0], str(outer[-1][1]),
@@ -473,11 +492,17 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
                  None if a.index is None else str(a.index)) for a in p.accums]
         var, n = inner[-1]
         body = [f"acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
-                if isinstance(st, ColumnAccum) else str(st) for st in p.body]
+                if isinstance(st, ColumnAccum) else
+                f"w_[{var}] = {store_expr(st.buf.dtype, str(st.expr))};"
+                if srow is not None and st is srow[0] else str(st) for st in p.body]
         body_lines += lane_loop(var, str(n), body, accs, ind, tuple(inner[:-1]),
                                 head if p is k.passes[-1] else ())
         body_lines.extend(f"{ind}err_ |= ({st.expr}) != 0;" if isinstance(st, Check) else
                           f"{ind}{st}" for st in p.finals)
+        if srow is not None and p is last:
+            b = srow[0].buf
+            body_lines.append(f"{ind}ember_stream_store({b.name} + ({srow[1]}), w_, "
+                              f"(size_t)({inner[0][1]}) * sizeof({b.ctype}));")
     body_lines.extend(f"{ind}acc_{st.buf.name}[{st.index}] += (double)({st.expr});"
                       if isinstance(st, ColumnAccum) else f"{ind}{st}" for st in k.stores)
     helper = ""
@@ -495,6 +520,7 @@ def _reduce_kernel(k: ReduceKernel, program: Program, openmp: bool) -> str:
         for _ in outer:
             ind = ind[:-2]
             lines.append(f"{ind}}}")
+        lines += closed
     finals = {id(st.buf): st.final for st in cols if st.final}
     for b in scratch:  # (a final may read other sums: cross_entropy's mean divides by a count)
         val = finals.get(id(b), "{0}").format(f"acc_{b.name}[i]")
@@ -524,10 +550,21 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
              f"static void {k.name}({', '.join(params)}) {{", _INTS,
              "  (void)ints; (void)floats;"]
     lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
-    if openmp:
+    # a large output: each row is computed in a stack row, then streamed (codegen/stream.py)
+    streamed = not k.prologue and not lowp and type(k.rows) is int and \
+        type(k.cols) is int and k.cols * k.dst.dtype.np.itemsize <= stream.ROW_MAX_BYTES and \
+        stream.streams(k.rows * k.cols * k.dst.dtype.np.itemsize)
+    closed: list = []
+    if streamed:
+        opened, closed = stream.region(omp_for("R * C") if openmp else None, "  ")
+        lines += opened
+    elif openmp:
         lines.append(f"  {omp_for('R * C')}")
     body = ["for (int64_t r = 0; r < R; r++) {",
             f"  {st} *restrict y = {k.dst.name} + r * C;"]
+    if streamed:
+        body[1:] = [f"  {st} w_[{k.cols}] __attribute__((aligned(64)));",
+                    f"  {st} *restrict y = w_;"]
     if k.prologue:  # the fused producers write x into the output row once
         body.append("  int64_t rest_ = r; (void)rest_;")
         for d in range(len(k.lead) - 1, -1, -1):  # the row's leading indices, last dim fastest
@@ -578,8 +615,11 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body += [f"  const {t} ls = {round_expr(k.dst.dtype, f'ember_log({rounded})')};",
                  f"  for (int64_t c = 0; c < C; c++) y[c] = "
                  f"{store_expr(k.dst.dtype, f'({xv} - m) - ls')};"]
+    if streamed:
+        body.append(f"  ember_stream_store({k.dst.name} + r * C, w_, (size_t)C * sizeof({st}));")
     body.append("}")
     lines.extend("  " + b for b in body)
+    lines += closed
     lines.append("}")
     return _declare_ints(lines, program)
 
@@ -621,6 +661,10 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
+    st_stream = stream.pointwise_store(k)
+    if st_stream is not None:  # a large output: tiles in L1, streamed (codegen/stream.py)
+        return _declare_ints(stream.pointwise_source(k, st_stream, params, openmp, _INTS),
+                             program)
     checks = k.has_checks()  # input checks (lower_random's bernoulli): returns 1 when bad
     lines = [f"/* {' '.join(k.ops)} */",
              f"static {'int' if checks else 'void'} {k.name}({', '.join(params)}) {{", _INTS,
