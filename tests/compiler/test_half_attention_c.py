@@ -74,3 +74,28 @@ def test_half_sdpa_backward_stays_an_extern_with_a_reason():
     loss = ember.compile(f, backend="c")(x)
     loss.backward()
     assert x.grad is not None and x.grad.dtype == ember.bfloat16
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_linear_gelu_is_one_gemm_kernel(dtype):
+    """The product's rounding is a value of an open group, so GELU joins it and the chain runs
+    in the GEMM's epilogue: eager's two roundings (product, GELU), within one ulp of eager."""
+    rng = np.random.default_rng(5)
+    ed = getattr(ember, dtype)
+    x = ember.tensor(rng.standard_normal((37, 48)).astype(np.float32)).to(ed)
+    w = ember.tensor(rng.standard_normal((96, 48)).astype(np.float32) * 0.2).to(ed)
+    b = ember.tensor(rng.standard_normal(96).astype(np.float32)).to(ed)
+
+    def f(a, wt, bias):
+        return F.gelu(F.linear(a, wt, bias))
+
+    ember.compiler.reset()
+    got = ember.compile(f, backend="c", fullgraph=True)(x, w, b)
+    cg = cbackend.last_compiled()
+    gemms = [k for k in cg.program.kernels() if type(k).__name__ == "GemmKernel"]
+    assert len(gemms) == 1 and "gelu" in gemms[0].ops
+    assert not any(type(k).__name__ == "Kernel" and "gelu" in k.ops
+                   for k in cg.program.kernels())
+    want = f(x, w, b)
+    g, e = got.float().numpy().astype(np.float64), want.float().numpy().astype(np.float64)
+    assert np.all(np.abs(g - e) <= _ulp(e, dtype))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember import dtypes
 from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DIMS
 from ember.compiler.c.ir.kernels import (
     AttentionKernel,
@@ -37,8 +38,8 @@ from ember.compiler.c.ir.kernels import (
 from ember.compiler.c.ir.loop_ir import (
     Geometry,
 )
-from ember import dtypes
 from ember.compiler.c.lower import gemm as _gemm
+from ember.compiler.c.lower import half_operands
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
@@ -94,7 +95,7 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, refs: list, dt: Any) -> str
     why = _emit(lw, i, n, mats, dtypes.float32, False,
                 round_p=(2 if dt.np.name == "float16" else 1) if flash else 0)
     if why is None:
-        _gemm._round_to(lw, i, dt)
+        half_operands.round_to_group(lw, i, dt, f"to_{dt.np.name}")
     else:   # an extern after all: drop the conversions
         lw.stats.kernels -= len(seg.kernels) - before
         del seg.kernels[before:]
