@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import threading
 from typing import Any
 
 import ml_dtypes
@@ -45,11 +46,40 @@ def _convert(fn: Any, dst: np.ndarray, src: np.ndarray) -> None:
     n = src.size
     d, s = dst.reshape(-1), src.reshape(-1)
     threads = _parallel.get_num_threads()
-    if threads < 2 or n < _parallel.MIN_ELEMENTS:
+    # never from a task of the pool itself (its workers would wait on each other)
+    if threads < 2 or n < _parallel.MIN_ELEMENTS or \
+            threading.current_thread().name.startswith("ember"):
         fn(_native.ptr(d), s.ctypes.data, n)
         return
     _parallel._run([lambda lo=lo, hi=hi: fn(_native.ptr(d[lo:hi]), s[lo:].ctypes.data, hi - lo)
                     for lo, hi in _parallel._bounds(n, threads)])
+
+
+def convert_into(dst: np.ndarray, src: np.ndarray, threaded: bool = True) -> bool:
+    """``dst[...] = src`` for C-contiguous arrays of one shape, float16/bfloat16 -> float32 or
+    float32 -> float16/bfloat16 (round to nearest even); False (nothing written) when that
+    does not hold or there is no C kernel.  ``threaded``: split over ember's threads (not
+    from inside a task that already runs on them)."""
+    if src.shape != dst.shape or src.size < MIN_ELEMENTS or not (
+            src.flags.c_contiguous and dst.flags.c_contiguous and dst.flags.writeable):
+        return False
+    if dst.dtype == np.float32:
+        fname = _NAMES.get(src.dtype.num)
+        fname = fname and f"{fname}_to_f32"
+    elif src.dtype == np.float32:
+        fname = _NAMES.get(dst.dtype.num)
+        fname = fname and f"f32_to_{fname}"
+    else:
+        return False
+    lib = _NATIVE.lib() if fname else None
+    if lib is None:
+        return False
+    fn = getattr(lib, f"ember_eager_{fname}")
+    if threaded:
+        _convert(fn, dst, src)
+    else:
+        fn(dst.ctypes.data, src.ctypes.data, src.size)
+    return True
 
 
 def to_float32(a: np.ndarray) -> np.ndarray | None:
@@ -81,6 +111,22 @@ def from_float32(a: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
     return out
 
 
+def widen(a: np.ndarray) -> np.ndarray:
+    """``a.astype(float32)`` for any float16/bfloat16 array: a strided one is first copied
+    contiguous in its own dtype (a plain 2-byte copy), then converted in C."""
+    if a.size >= MIN_ELEMENTS and a.dtype.num in _NAMES:
+        fast = to_float32(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+        if fast is not None:
+            return fast
+    return a.astype(np.float32)
+
+
+def narrow(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``a.astype(dtype)`` (float32 to float16/bfloat16, nearest even) through C when it can."""
+    fast = from_float32(a, dtype) if a.flags.c_contiguous else None
+    return a.astype(dtype) if fast is None else fast
+
+
 def ufunc_blocks(fn: np.ufunc, arrays: tuple, src: np.dtype) -> np.ndarray | None:
     """``fn`` of float16/bfloat16 ``arrays`` computed in float32 and rounded to ``src`` once
     (what ``lowp`` does), block by block on every thread; None unless the array operands are
@@ -108,6 +154,8 @@ def ufunc_blocks(fn: np.ufunc, arrays: tuple, src: np.dtype) -> np.ndarray | Non
     out = np.empty(n, src)
     blocks = _parallel._bounds(n, -(-n // BLOCK))
     threads = min(_parallel.get_num_threads(), len(blocks))
+    if threading.current_thread().name.startswith("ember"):
+        threads = 1          # already a task of the pool
 
     addr = [a.ctypes.data if isinstance(a, np.ndarray) else None for a in flat]
     out_addr, isz = out.ctypes.data, src.itemsize
@@ -138,4 +186,5 @@ def ufunc_blocks(fn: np.ufunc, arrays: tuple, src: np.dtype) -> np.ndarray | Non
     return out.reshape(shape)
 
 
-__all__ = ["from_float32", "set_enabled", "to_float32", "ufunc_blocks"]
+__all__ = ["convert_into", "from_float32", "narrow", "set_enabled", "to_float32",
+           "ufunc_blocks", "widen"]

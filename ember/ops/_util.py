@@ -86,8 +86,7 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
 
 def _up(a: np.ndarray) -> np.ndarray:
     """``a`` in float32 (the C conversion for large contiguous float16/bfloat16 arrays)."""
-    fast = _half_c.to_float32(a)
-    return a.astype(np.float32) if fast is None else fast
+    return _half_c.widen(a) if a.dtype.num in _LOWP_NUMS else a.astype(np.float32)
 
 
 def _down(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
