@@ -395,15 +395,28 @@ def _lowp_product(a: np.ndarray, b32: np.ndarray, out: np.ndarray,
     the rounding to ``out``'s dtype (round to nearest even) happens once, right after the
     block's product.  Each block is one BLAS call over the same rows as the float32 path, so
     a half result is bit-for-bit the rounded float32 result of the same op."""
-    blk = np.matmul(a.astype(np.float32), b32)
+    from ember.ops import _half_c  # (it imports this module)
+
+    a32 = np.empty(a.shape, np.float32)
+    if not _half_c.convert_into(a32, a, threaded=False):
+        a32 = a.astype(np.float32)
+    blk = np.matmul(a32, b32)
     if bias32 is not None:
         blk += bias32
-    out[...] = blk
+    if not _half_c.convert_into(out, blk, threaded=False):
+        out[...] = blk
 
 
 def _to_float32(b: np.ndarray, threads: int) -> np.ndarray:
     """``b.astype(float32)`` (same memory layout), split over threads for large operands (the
     shared operand of a product, often a weight, is converted once per call)."""
+    from ember.ops import _half_c  # (it imports this module)
+
+    for view, back in ((b, False), (b.T, True)):   # a weight is often seen transposed
+        if view.flags.c_contiguous:
+            out = np.empty(view.shape, np.float32)
+            if _half_c.convert_into(out, view, threaded=True):
+                return out.T if back else out
     if threads < 2 or b.size < MIN_ELEMENTS or b.ndim < 2:
         return b.astype(np.float32)
     out = np.empty_like(b, dtype=np.float32)

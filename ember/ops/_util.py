@@ -9,7 +9,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, ShapeError
-from ember.ops import _parallel
+from ember.ops import _half_c, _parallel
 from ember.sym import SymInt
 
 # a SymInt is a scalar too: export records ``x * n`` with n a symbolic size as one node
@@ -68,16 +68,31 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
                 if out is not None:
                     return out
             return fn(*arrays, **params)
-        up = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in arrays]
+        if is_ufunc and not params and isinstance(a0, np.ndarray):
+            out = _half_c.ufunc_blocks(fn, arrays, src)
+            if out is not None:
+                return out
+        up = [_up(a) if isinstance(a, np.ndarray) else a for a in arrays]
         out = fn(*up, **params)
         if isinstance(out, tuple):
-            return tuple(o.astype(src) if o.dtype == np.float32 else o for o in out)
-        return out.astype(src) if out.dtype == np.float32 else out
+            return tuple(_down(o, src) if o.dtype == np.float32 else o for o in out)
+        return _down(out, src) if out.dtype == np.float32 else out
 
     # the binder calls the ufunc itself for small float32/float64/integer inputs (the common
     # per-op-overhead case: ``tensor._eager_bind``)
     kernel._ufunc = fn if is_ufunc else None  # type: ignore[attr-defined]
     return kernel
+
+
+def _up(a: np.ndarray) -> np.ndarray:
+    """``a`` in float32 (the C conversion for large contiguous float16/bfloat16 arrays)."""
+    return _half_c.widen(a) if a.dtype.num in _LOWP_NUMS else a.astype(np.float32)
+
+
+def _down(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """float32 ``a`` rounded to ``dtype`` (nearest even), as ``a.astype(dtype)``."""
+    fast = _half_c.from_float32(a, dtype)
+    return a.astype(dtype) if fast is None else fast
 
 
 _LOWP = (np.dtype(np.float16), dt.bfloat16.np)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
-from ember.ops import _parallel
+from ember.ops import _half_c, _parallel
 from ember.ops._util import lowp
 from ember.ops.linalg import MATMUL, mT
 from ember.ops.registry import OpDef, bind, register
@@ -184,10 +184,10 @@ def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | N
     if q.dtype.itemsize >= 4:
         return _sdpa_eager(q, k, v, mask, scale=scale)
     f = np.float32
-    m = None if mask is None else mask.astype(f)
-    q32, k32, v32 = q.astype(f), k.astype(f), v.astype(f)
+    m = None if mask is None else _half_c.widen(mask)
+    q32, k32, v32 = _half_c.widen(q), _half_c.widen(k), _half_c.widen(v)
     if not flash:
-        return _sdpa_eager(q32, k32, v32, m, scale=scale).astype(q.dtype)
+        return _half_c.narrow(_sdpa_eager(q32, k32, v32, m, scale=scale), q.dtype)
     # PyTorch's CPU flash kernel: float scores and softmax sums, but the unnormalized
     # probabilities are rounded to the input dtype before the product with v
     s = np.matmul(q32, np.swapaxes(k32, -1, -2))
@@ -199,8 +199,8 @@ def _sdpa_lowp(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | N
     mx = np.max(s, axis=-1, keepdims=True)
     e = np.exp(np.subtract(s, np.where(np.isfinite(mx), mx, 0), out=s), out=s)
     den = np.sum(e, axis=-1, keepdims=True)
-    num = np.matmul(e.astype(q.dtype).astype(f), v32)
-    return np.divide(num, den, out=num, where=den > 0).astype(q.dtype)
+    num = np.matmul(_half_c.widen(_half_c.narrow(e, q.dtype)), v32)
+    return _half_c.narrow(np.divide(num, den, out=num, where=den > 0), q.dtype)
 
 
 def _sdpa_bwd_meta(g, q, k, v, mask=None, *, scale: float) -> tuple:  # noqa: ANN001

@@ -76,6 +76,8 @@ def kernel_source(k: AttentionKernel, ints_marker: str | None = None) -> str:
              f"  job.nd = {len(k.batch)}; job.L = {k.L}; job.S = {k.S}; job.E = {k.E}; "
              f"job.Ev = {k.Ev}; job.backward = {int(k.backward)};",
              f"  job.scale = ({t}){k.scale!r};"]
+    if getattr(k, "round_p", 0):
+        lines.append(f"  job.round_p = {k.round_p};")
     for d, n in enumerate(k.batch):
         lines.append(f"  job.bshape[{d}] = {n};")
     for tag, x in (("q", k.q), ("k", k.k), ("v", k.v), ("m", k.mask), ("g", k.g)):

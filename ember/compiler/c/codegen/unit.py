@@ -19,6 +19,7 @@ from ember.compiler.c.codegen import (
     attention,
     csrc,
     flex,
+    half,
     index,
     kernel_op,
     pool,
@@ -74,7 +75,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
              attention.prelude(program), resample.prelude(program),
-             rnn.prelude(program)] if prelude else []
+             rnn.prelude(program), half.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -586,6 +587,11 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
     # the exp pass touches only x[c], y[c] and its lane (ivdep: gcc's alias check for y and
     # x, made per block of 16, and the loop's scalar copy go)
     xv = load_expr(k.dst.dtype, "x[c]")  # float16/bfloat16 widen to float
+    blocked = lowp and half.row_blocked(k)
+    if blocked:  # the row converted once into floats on the stack (codegen/half.py)
+        sfx = "f16" if k.dst.dtype.np.name == "float16" else "bf16"
+        body += [f"  float xf_[{k.cols}];", f"  ember_{sfx}_load_n(xf_, x, C);"]
+        xv = "xf_[c]"
     body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
     total = [("s", "double", "sum", "0.0", "(double)e")]
     head: tuple = ()
@@ -595,7 +601,9 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body.append(f"  const int pf_ = r + 1 < R{fits};")  # (see next_row_prefetch)
         head = tuple(f"if (pf_) __builtin_prefetch(x + C + c_b + {off // size}, 0, 3);"
                      for off in range(0, LANES * size, 64))
-    if k.op == "softmax" and not lowp:
+    if blocked:
+        body += half.row_tail(k.op, sfx, t, total, head, lane_loop, round_expr(k.dst.dtype, "{0}"))
+    elif k.op == "softmax" and not lowp:
         body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
                           total, "  ", head=head, ivdep=True)
         body += [f"  const {t} st = ({t})s;",
@@ -669,6 +677,9 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     lines = [f"/* {' '.join(k.ops)} */",
              f"static {'int' if checks else 'void'} {k.name}({', '.join(params)}) {{", _INTS,
              "  (void)ints; (void)floats;"] + (["  int err_ = 0;"] if checks else [])
+    blocked = half.blocked_kernel(k, openmp, lines) if type(k) is Kernel else None
+    if blocked is not None:  # float16 at unit stride: converted in blocks (codegen/half.py)
+        return _declare_ints(blocked, program)
     loops, ind = omp_loops(k.loops(), "  ", openmp and bool(k.ranges), checks)
     lines += loops
     lines.extend(f"{ind}{st}" for st in k.body)

@@ -277,6 +277,10 @@ class AttentionKernel:
     scale: float
     ops: list = field(default_factory=list)
     impl: str = "blas"
+    # float16/bfloat16 attention computed in float32 the way PyTorch's CPU flash kernel rounds
+    # (``ops/attention.py``'s ``_sdpa_lowp``): 1 bfloat16 / 2 float16 rounds the unnormalized
+    # probabilities before ``p v`` and divides by the row sum after; 0: plain float32
+    round_p: int = 0
 
     @property
     def out(self) -> Buffer:

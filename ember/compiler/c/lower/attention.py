@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ember import dtypes
 from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DIMS
 from ember.compiler.c.ir.kernels import (
     AttentionKernel,
@@ -37,11 +38,14 @@ from ember.compiler.c.ir.kernels import (
 from ember.compiler.c.ir.loop_ir import (
     Geometry,
 )
+from ember.compiler.c.lower import gemm as _gemm
+from ember.compiler.c.lower import half_operands
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 
 _FLOATS = ("float32", "float64")
+_HALVES = ("float16", "bfloat16")
 
 
 @lowering(OPS.scaled_dot_product_attention, backward=False)
@@ -55,8 +59,12 @@ def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     if "ember_exp" not in lw.helpers:
         return "C helper ember_exp not in the prelude"
     dt = lw.dtype_of(refs[0])
-    if dt.np.name not in _FLOATS or any(lw.dtype_of(r) != dt for r in refs):
-        return "not float32/float64 operands of one dtype"
+    if any(lw.dtype_of(r) != dt for r in refs):
+        return "operands of several dtypes"
+    if dt.np.name in _HALVES and not backward:
+        return _lower_half(lw, i, n, refs, dt)
+    if dt.np.name not in _FLOATS:
+        return "not float32/float64 operands (float16/bfloat16: forward only)"
     if any(s[1] != dt for s in n.specs):
         return "mixed dtypes"
     scale = n.params.get("scale")
@@ -65,6 +73,40 @@ def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
+    return _emit(lw, i, n, mats, dt, backward)
+
+
+def _lower_half(lw: LoweringContext, i: int, n: Any, refs: list, dt: Any) -> str | None:
+    """float16/bfloat16 forward as eager's ``_sdpa_lowp``: operands widened to float32 (exact),
+    the float32 kernel (rounding the unnormalized probabilities to ``dt`` before ``p v`` when
+    the op takes PyTorch's flash path), the result rounded once to ``dt``."""
+    if any(s[1] != dt for s in n.specs):
+        return "mixed dtypes"
+    if type(n.params.get("scale")) not in (int, float):
+        return "symbolic scale"
+    mats = [lw.in_memory(r) for r in refs]
+    if any(m is None for m in mats):
+        return "an operand is not in memory"
+    lw.close_group()
+    seg = lw.open_segment()
+    before = len(seg.kernels)
+    mats = [_gemm._to_float32(lw, m) for m in mats]
+    flash = bool(n.params.get("flash", False))
+    why = _emit(lw, i, n, mats, dtypes.float32, False,
+                round_p=(2 if dt.np.name == "float16" else 1) if flash else 0)
+    if why is None:
+        half_operands.round_to_group(lw, i, dt, f"to_{dt.np.name}")
+    else:   # an extern after all: drop the conversions
+        lw.stats.kernels -= len(seg.kernels) - before
+        del seg.kernels[before:]
+    return why
+
+
+def _emit(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, backward: bool,
+          round_p: int = 0) -> str | None:
+    """The AttentionKernel of node ``i`` over the in-memory operands ``mats``; None, or why
+    not."""
+    scale = n.params.get("scale")
     if backward:
         g, q, k, v, *rest = mats
     else:
@@ -104,7 +146,7 @@ def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     ak = AttentionKernel(kname, backward, operand(q), operand(k), operand(v),
                          None if mask is None else operand(mask),
                          None if g is None else operand(g), outs, batch, n_l, n_s, n_e, n_ev,
-                         float(scale), [n.op.name])
+                         float(scale), [n.op.name], round_p=round_p)
     lw.add_kernel(ak)
     log("fusion", f"{kname}: {n.op.name} as one attention kernel, batch {list(batch)}, "
            f"L={n_l} S={n_s} E={n_e} Ev={n_ev}", 3)

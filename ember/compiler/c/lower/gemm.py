@@ -42,6 +42,7 @@ from ember.compiler.c.ir.loop_ir import (
     s_add,
     s_mul,
 )
+from ember.compiler.c.lower import half_operands
 from ember.compiler.c.lower.context import (
     LoweringContext,
     MemoryValue,
@@ -95,7 +96,7 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     mats = [_to_float32(lw, m) if j in factors else m for j, m in enumerate(mats)]
     why = _lower_product(lw, i, n, form, mats, dtypes.float32)
     if why is None:
-        _round_to(lw, i, out_dt)
+        half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
     else:  # an extern after all (the product's checks add no kernel): drop the conversions
         lw.stats.kernels -= len(seg.kernels) - before
         del seg.kernels[before:]
@@ -275,18 +276,6 @@ def _to_float32(lw: LoweringContext, v: MemoryValue) -> MemoryValue:
     strides = tuple(0 if d != e else st for d, e, st in
                     zip(g.shape, shape, contiguous_strides(shape)))
     return MemoryValue(dst, Geometry(tuple(g.shape), strides, 0), dtypes.float32)
-
-
-def _round_to(lw: LoweringContext, i: int, dt: Any) -> None:
-    """Round node ``i``'s float32 result once to half dtype ``dt`` (a pointwise kernel over the
-    contiguous result; fuse_epilogues merges it into the producing GEMM's epilogue)."""
-    v = lw.vals[("n", i, 0)]
-    shape = tuple(v.geom.shape)
-    out = lw.buffer(dt, shape, "temp")
-    here = loop_index(Geometry.contiguous(shape), ["i"], True)
-    body: list = [Let("t0", "float", Load(v.buf, here)), Store(out, here, Local("t0"))]
-    lw.add_kernel(Kernel(lw.kernel_name(), shape, body, True, [f"to_{dt.np.name}"]))
-    lw.bind(i, 0, out, Geometry.contiguous(shape), dt)
 
 
 def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kernel:

@@ -1,0 +1,97 @@
+"""float16/bfloat16 against float32 measured in CPU time on one thread (what a loaded machine
+disturbs least): memory-bound ops on 2^24 elements (add, exact GELU, softmax over rows of 1024),
+eager and compiled, and with ``--minilm`` the MiniLM encoder (32 sentences) under bfloat16
+autocast against float32, eager and compiled.
+
+Run: ``python benchmarks/bench_lowp_cpu.py [--minilm] [--rounds 7] [--threads 1]``.  Variants
+are interleaved, medians; speedup = float32 time / half time in the same mode.  With
+``--threads 2`` it times wall clock instead (CPU time would count both threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+import numpy as np  # noqa: E402
+
+import ember  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+
+def _median_times(fns: dict, rounds: int, clock) -> dict:
+    for fn in fns.values():
+        fn()
+    res: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t = clock()
+            fn()
+            res[k].append(clock() - t)
+    return {k: statistics.median(v) for k, v in res.items()}
+
+
+def ops(rounds: int, clock) -> None:
+    F = ember.nn.functional
+    fns = {"add": lambda x: x + x, "gelu": F.gelu, "softmax": lambda x: F.softmax(x, -1)}
+    big = np.random.default_rng(0).standard_normal((1 << 14, 1 << 10)).astype(np.float32)
+    xs = {n: ember.tensor(big).to(getattr(ember, n)) for n in ("float32", "bfloat16", "float16")}
+    print("| op | mode | float32 | bfloat16 | float16 |\n|---|---|---|---|---|")
+    for op, fe in fns.items():
+        for mode, fn in (("compiled", ember.compile(fe)), ("eager", fe)):
+            t = _median_times({n: (lambda fn=fn, x=x: fn(x)) for n, x in xs.items()}, rounds,
+                              clock)
+            f32 = t["float32"]
+            print(f"| {op} | {mode} | {f32 * 1e3:.1f} ms | "
+                  + " | ".join(f"{t[n] * 1e3:.1f} ms ({f32 / t[n]:.2f}x)"
+                               for n in ("bfloat16", "float16")) + " |")
+
+
+def minilm(rounds: int, clock) -> None:
+    import bench_minilm as bm
+
+    mini = bm.load_example()
+    enc = mini.SentenceEncoder()
+    batch = enc.tokenizer(bm.sentences(32))
+    model, comp = enc.model, ember.compile(enc.model)
+
+    def run(m, autocast: bool):
+        with ember.no_grad(), ember.autocast("cpu", dtype=ember.bfloat16, enabled=autocast):
+            return m(**batch).float().numpy()
+
+    t = _median_times({(mode, ac): (lambda m=m, ac=ac: run(m, ac))
+                       for mode, m in (("compiled", comp), ("eager", model))
+                       for ac in (False, True)}, rounds, clock)
+    print("| MiniLM 32x92 | float32 | bf16 autocast | bf16 / f32 speed |\n|---|---|---|---|")
+    for mode in ("compiled", "eager"):
+        a, b = t[(mode, False)], t[(mode, True)]
+        print(f"| {mode} | {a * 1e3:.0f} ms | {b * 1e3:.0f} ms | {a / b:.2f}x |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minilm", action="store_true")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    ember.set_num_threads(a.threads)
+    clock = time.process_time if a.threads == 1 else time.perf_counter
+    print(f"threads {a.threads}, {'CPU time' if a.threads == 1 else 'wall clock'}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    ops(a.rounds, clock)
+    if a.minilm:
+        minilm(max(3, a.rounds // 2), clock)
+
+
+if __name__ == "__main__":
+    main()

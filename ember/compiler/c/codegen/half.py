@@ -1,0 +1,161 @@
+"""float16 pointwise kernels in blocks converted in vector registers (``csrc/half_block.h``).
+
+gcc 12 vectorizes no per-element float16 conversion (with F16C it emits one scalar
+``vcvtph2ps`` a value; the portable bit-manipulation helpers vectorize to ~20 operations a value
+each way), so a flat pointwise kernel that loads or stores float16 buffers at unit stride is
+strip-mined: per block of ``EMBER_HB`` elements its contiguous float16 loads are converted into
+float arrays on the stack (``ember_f16_load_n``: AVX-512/F16C ``vcvtph2ps``), the unchanged
+float body runs over the block as a ``simd`` loop reading those arrays, and its float16 stores
+go to a float array converted back at the end (``ember_f16_store_n``: ``vcvtps2ph``, round to
+nearest even).  The values are the same: each element is loaded exactly and rounded once, as
+before.  bfloat16 needs none of this (its load is a shift and its rounding integer arithmetic,
+which gcc vectorizes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ember.compiler.c.codegen import csrc
+from ember.compiler.c.codegen.omp import few_iterations, omp_for
+from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store
+
+HEADER = csrc("half_block.h")
+
+
+_SUFFIX = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def _half(buf: Any) -> str | None:
+    """``f16``/``bf16`` for a float16/bfloat16 buffer, else None."""
+    np_dtype = getattr(buf.dtype, "np", None)
+    return None if np_dtype is None else _SUFFIX.get(np_dtype.name)
+
+
+def _is_f16(buf: Any) -> bool:
+    return _half(buf) is not None
+
+
+def prelude(program: Any) -> str:
+    """``half_block.h`` when ``program`` has a kernel that converts float16 blocks."""
+    for k in program.kernels():
+        if type(k) is Kernel and _plan(k) is not None:
+            return HEADER
+        if isinstance(k, RowKernel) and row_blocked(k):
+            return HEADER
+    return ""
+
+
+def _unit(index: Any) -> bool:
+    return tuple(index.terms) == (("i", 1),)
+
+
+def _walk_loads(e: Any, out: list) -> None:
+    if isinstance(e, Load):
+        out.append(e)
+    elif isinstance(e, Op):
+        for a in e.args:
+            _walk_loads(a, out)
+
+
+def _plan(k: Kernel) -> Any:
+    """(loads, stores) of ``k`` to convert in blocks: ``{(buffer name, offset): slot}`` each,
+    or None when ``k`` is not a flat pointwise kernel touching float16 at unit stride."""
+    if not k.flat or not k.ranges or k.has_checks():
+        return None
+    lets = {st.name: st.ctype for st in k.body if isinstance(st, Let)}
+    loads: dict = {}
+    stores: dict = {}
+    for st in k.body:
+        found: list = []
+        _walk_loads(st.expr, found)
+        for ld in found:
+            if _is_f16(ld.buf) and _unit(ld.index):
+                loads.setdefault((ld.buf.name, str(ld.index.offset)), (ld.buf, len(loads)))
+        if (isinstance(st, Store) and _is_f16(st.buf) and _unit(st.index)
+                and isinstance(st.expr, Local) and lets.get(st.expr.name) == "float"):
+            stores.setdefault((st.buf.name, str(st.index.offset)), (st.buf, len(stores)))
+    if not loads and not stores:
+        return None
+    return loads, stores
+
+
+def _subst(e: Any, loads: dict) -> Any:
+    if isinstance(e, Load):
+        hit = loads.get((e.buf.name, str(e.index.offset))) if _unit(e.index) else None
+        return e if hit is None or not _is_f16(e.buf) else Local(f"hl{hit[1]}_[j_]")
+    if isinstance(e, Op):
+        return dataclasses.replace(e, args=tuple(_subst(a, loads) for a in e.args))
+    return e
+
+
+def blocked_kernel(k: Kernel, openmp: bool, head: list) -> list | None:
+    """The lines of ``k`` strip-mined over float16 blocks (``head``: its signature lines), or
+    None when ``k`` does not qualify."""
+    plan = _plan(k)
+    if plan is None:
+        return None
+    loads, stores = plan
+    n = str(k.loop_ranges()[0])
+    lines = list(head)
+    if openmp and not few_iterations([k.loop_ranges()[0]]):
+        lines.append("  " + omp_for(f"((int64_t)({n}))"))
+    lines.append(f"  for (int64_t ib_ = 0; ib_ < {n}; ib_ += EMBER_HB) {{")
+    lines.append(f"    const int64_t nb_ = {n} - ib_ < EMBER_HB ? {n} - ib_ : EMBER_HB;")
+    for (name, off), (buf, j) in loads.items():
+        lines.append(f"    float hl{j}_[EMBER_HB];")
+        lines.append(f"    ember_{_half(buf)}_load_n(hl{j}_, {name} + ({off}) + ib_, nb_);")
+    for _, j in stores.values():
+        lines.append(f"    float hs{j}_[EMBER_HB];")
+    lines.append("    #pragma omp simd")
+    lines.append("    for (int64_t j_ = 0; j_ < nb_; j_++) {")
+    lines.append("      const int64_t i = ib_ + j_; (void)i;")
+    for st in k.body:
+        if isinstance(st, Store):
+            hit = stores.get((st.buf.name, str(st.index.offset))) if _unit(st.index) else None
+            if hit is not None and _is_f16(st.buf) and isinstance(st.expr, Local):
+                lines.append(f"      hs{hit[1]}_[j_] = {st.expr};")
+                continue
+            st = dataclasses.replace(st, expr=_subst(st.expr, loads))
+        elif isinstance(st, Let):
+            st = dataclasses.replace(st, expr=_subst(st.expr, loads))
+        lines.append(f"      {st}")
+    lines.append("    }")
+    for (name, off), (buf, j) in stores.items():
+        lines.append(f"    ember_{_half(buf)}_store_n({name} + ({off}) + ib_, hs{j}_, nb_);")
+    lines.append("  }")
+    lines.append("}")
+    return lines
+
+
+def row_blocked(k: RowKernel) -> bool:
+    """Whether the float16 row kernel ``k`` converts each row once into a float array on the
+    stack (rows of at most ``ROW_MAX`` known columns)."""
+    return _is_f16(k.dst) and type(k.cols) is int and k.cols <= ROW_MAX
+
+
+ROW_MAX = 4096
+
+
+def row_tail(op: str, sfx: str, t: str, total: list, head: tuple, lane_loop: Any,
+             rnd: str) -> list:
+    """The exp/sum and output passes of a float16/bfloat16 row kernel over its float copy
+    ``xf_`` (``row_blocked``): the same float operations as the float32 kernel, then one
+    rounding per element by a block store.  ``rnd``: C rounding ``{0}`` to the dtype."""
+    if op == "softmax":   # keeps exp's values in xf_, as the float32 kernel keeps them in y
+        out = lane_loop("c", "C", [f"const {t} e = ember_exp(xf_[c] - m);", "xf_[c] = e;"],
+                        total, "  ", head=head, ivdep=True)
+        out += [f"  const {t} st = ({t})s;",
+                "  for (int64_t c = 0; c < C; c++) xf_[c] = xf_[c] / st;"]
+    else:                 # log_softmax: the row sum and its log rounded to the dtype
+        out = lane_loop("c", "C", [f"const {t} e = ember_exp(xf_[c] - m);"], total, "  ",
+                        head=head, ivdep=True)
+        ls_sum = rnd.format(f"({t})s")
+        out += [f"  const {t} ls_s = {ls_sum};",
+                f"  const {t} ls = {rnd.format('ember_log(ls_s)')};",
+                "  for (int64_t c = 0; c < C; c++) xf_[c] = (xf_[c] - m) - ls;"]
+    return out + [f"  ember_{sfx}_store_n(y, xf_, C);"]
+
+
+__all__ = ["HEADER", "ROW_MAX", "blocked_kernel", "prelude", "row_blocked", "row_tail"]
