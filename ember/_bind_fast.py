@@ -26,6 +26,7 @@ from ember.tensor import _STATE, Tensor, _new, _record, refresh_view
 _LazyArray = _lazy.LazyArray
 _same = _lazy.same
 _weakref = weakref.ref
+_NO: dict = {}  # the params of a param-less op's node (never written)
 _LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
 
 
@@ -51,17 +52,18 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
     if st.inference:
         t._inference = True
     if st.grad_enabled and op.vjp is not None:
-        na = isinstance(a, Tensor) and a._requires_grad
-        nb = isinstance(b, Tensor) and b._requires_grad
+        ta = isinstance(a, Tensor)
+        tb = isinstance(b, Tensor)
+        na = ta and a._requires_grad
+        nb = tb and b._requires_grad
         if na or nb:
             if op.save_for is not None or op.save_output:
                 _record(op, (a, b), {}, (t,), (na, nb))
             elif op.save:
                 _record2(op, a, b, t, na, nb)
             else:  # nothing saved (add, sub): _record2 inlined
-                ta, tb = na or isinstance(a, Tensor), nb or isinstance(b, Tensor)
                 ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
-                                      (a._dtype if ta else None, b._dtype if tb else None), {},
+                                      (a._dtype if ta else None, b._dtype if tb else None), _NO,
                                       (na, nb))
                 d = t._dtype
                 node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
@@ -99,7 +101,10 @@ def _edge(x: Tensor) -> tuple:
     if x._base is not None:
         refresh_view(x)
     fn = x.grad_fn
-    return (fn, x._output_nr) if fn is not None else (x._accumulator(), 0)
+    if fn is not None:
+        return (fn, x._output_nr)
+    acc = x._accum
+    return (acc if acc is not None else x._accumulator(), 0)
 
 
 def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:

@@ -835,6 +835,9 @@ _registry.install_binder(bind)
 
 # the fast paths of the binder (a module of their own; they use the names above)
 from ember._bind_fast import _eager_pointwise, _eager_unary, _follow  # noqa: E402
+from ember.autograd import engine as _engine  # noqa: E402
+
+_engine.Tensor, _engine._wrap = Tensor, _wrap
 
 
 # ------------------------------------------------------------------------ methods
