@@ -145,7 +145,11 @@ def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: 
         return None
     storages = tr.storages
     for a, x in zip(args, inputs):
-        if isinstance(x, Tensor):
+        c = x.__class__
+        if c is float:  # a Python scalar (the frequent ``x * 0.5``): _same, inlined
+            if a.__class__ is not float or x != a:
+                return None
+        elif isinstance(x, Tensor):
             p = x._data
             if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
                 continue
@@ -167,9 +171,10 @@ def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: 
     tr.lazies.append(_weakref(la))
     t._data = la
     tr.tensors.append(_weakref(t))
-    if _STATE.inference:
+    st = _STATE
+    if st.inference:
         t._inference = True
-    if _STATE.grad_enabled and op.vjp is not None:
+    if st.grad_enabled and op.vjp is not None:
         for x in inputs:
             if isinstance(x, Tensor) and x._requires_grad:
                 needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)

@@ -30,6 +30,7 @@ from ember.ops.registry import OpDef
 _STATE = _gm.STATE
 _LZ = _lazy.STATE
 _LazyArray = _lazy.LazyArray
+_Trace = _lazy.Trace
 
 
 class Size(tuple):
@@ -628,15 +629,16 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     verifies every kernel against its meta rule).
     """
     tr = _LZ.trace
-    if tr is not None:
-        if not isinstance(tr, _lazy.Trace):  # another recorder (ember.export's tracer)
-            return tr.bind(op, inputs, params)
-        if tr.known is not None:
-            out = _follow(tr, tr.known, op, inputs, params)
-            if out is not None:
-                return out
-        return _lazy_bind(tr, op, inputs, params)
-    return _eager_bind(op, inputs, params)
+    if tr is None:
+        return _eager_bind(op, inputs, params)
+    if tr.__class__ is not _Trace and not isinstance(tr, _Trace):
+        return tr.bind(op, inputs, params)  # another recorder (ember.export's tracer)
+    kn = tr.known
+    if kn is not None:
+        out = _follow(tr, kn, op, inputs, params)
+        if out is not None:
+            return out
+    return _lazy_bind(tr, op, inputs, params)
 
 
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
