@@ -21,7 +21,8 @@ from ember import dtypes as _dt
 from ember.autograd.graph import BackwardContext, OpNode, SavedTensor
 from ember.ops import _parallel
 from ember.ops.registry import OpDef
-from ember.tensor import _STATE, Tensor, _new, _record, refresh_view
+from ember.tensor import _STATE, Tensor, _new, _record, _saved_indices
+from ember.tensor import _edge_of as _edge
 
 _LazyArray = _lazy.LazyArray
 _same = _lazy.same
@@ -57,9 +58,9 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
         na = ta and a._requires_grad
         nb = tb and b._requires_grad
         if na or nb:
-            if op.save_for is not None or op.save_output:
+            if op.save_output:
                 _record(op, (a, b), {}, (t,), (na, nb))
-            elif op.save:
+            elif op.save or op.save_for is not None:
                 _record2(op, a, b, t, na, nb)
             else:  # nothing saved (add, sub): _record2 inlined
                 ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
@@ -97,21 +98,11 @@ def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
     return t
 
 
-def _edge(x: Tensor) -> tuple:
-    if x._base is not None:
-        refresh_view(x)
-    fn = x.grad_fn
-    if fn is not None:
-        return (fn, x._output_nr)
-    acc = x._accum
-    return (acc if acc is not None else x._accumulator(), 0)
-
-
 def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
-    """``_record`` of a binary op with one output whose vjp reads ``op.save`` only (no
-    ``save_for``, no outputs): the same node, built without the general loops."""
+    """``_record`` of a binary op with one output whose vjp reads inputs only (``op.save`` or
+    ``op.save_for``; no outputs): the same node, built without the general loops."""
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
-    save = op.save
+    save = _saved_indices(op, (na, nb))
     saved_in: tuple = ()
     if save:
         name = op.grad_name

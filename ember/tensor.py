@@ -643,29 +643,53 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
 
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
-    if not params and not check and op.kind == "pointwise" and op.num_outputs == 1:
+    pointwise = op.kind == "pointwise"
+    if pointwise and not params and not check and op.num_outputs == 1:
         if len(inputs) == 2:
             return _eager_pointwise(op, inputs[0], inputs[1])
         if len(inputs) == 1 and isinstance(inputs[0], Tensor):
             return _eager_unary(op, inputs[0])
-    spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
-    if len(inputs) == 2:  # the common binary case without a list
+    spec = None if (pointwise and not check) else op.meta(*inputs, **params)
+    n = len(inputs)
+    if n == 1:  # the common unary and binary cases without a list
+        a = inputs[0]
+        out = op.eager(a._data if isinstance(a, Tensor) else a, **params)
+    elif n == 2:
         a, b = inputs
         out = op.eager(a._data if isinstance(a, Tensor) else a,
                        b._data if isinstance(b, Tensor) else b, **params)
     else:
         out = op.eager(*[x._data if isinstance(x, Tensor) else x for x in inputs], **params)
-    if op.num_outputs == 1:
-        results: tuple = (_make_output(out, spec, op, inputs, check),)
+    single = op.num_outputs == 1
+    if single:
+        if spec is not None and not check and op.kind != "view":
+            # _make_output, inlined for the frequent one-output, non-view op
+            dtype = spec[1]
+            if out.__class__ is not np.ndarray and not isinstance(out, np.ndarray):
+                out = np.asarray(out, dtype=dtype.np)
+            t = _new(Tensor)
+            t._data = out
+            t._dtype = dtype
+            t._version_counter = [0]
+            if _STATE.inference:
+                t._inference = True
+            results: tuple = (t,)
+        else:
+            results = (_make_output(out, spec, op, inputs, check),)
     else:
         results = tuple(_make_output(o, s, op, inputs, check) for o, s in zip(out, spec))
     if _STATE.grad_enabled and op.vjp is not None:
-        for x in inputs:
+        if n == 1:
+            x = inputs[0]
             if isinstance(x, Tensor) and x._requires_grad:
-                needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
-                _record(op, inputs, params, results, needs)
-                break
-    return results[0] if op.num_outputs == 1 else results
+                _record(op, inputs, params, results, (True,))
+        else:
+            for x in inputs:
+                if isinstance(x, Tensor) and x._requires_grad:
+                    needs = tuple([isinstance(y, Tensor) and y._requires_grad for y in inputs])
+                    _record(op, inputs, params, results, needs)
+                    break
+    return results[0] if single else results
 
 
 def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: bool) -> Tensor:
@@ -697,29 +721,50 @@ def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: 
     return t
 
 
+_SAVES: dict = {}  # (id(op), needs) -> (op, indices of the inputs the node saves)
+
+
+def _saved_indices(op: OpDef, needs: tuple) -> tuple:
+    """The inputs ``op``'s node saves when ``needs`` says which inputs need a gradient
+    (``op.save``, or the union of ``op.save_for`` over those inputs), memoized."""
+    key = (id(op), needs)
+    hit = _SAVES.get(key)
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    save = op.save
+    if op.save_for is not None:
+        save = tuple(sorted({j for i, n in enumerate(needs) if n for j in op.save_for.get(i, ())}))
+    _SAVES[key] = (op, tuple(save))
+    return tuple(save)
+
+
+def _edge_of(x: Tensor) -> tuple:
+    """The autograd edge of ``x``: (its grad_fn, output index), or its leaf accumulator."""
+    if x._base is not None:
+        refresh_view(x)
+    fn = x.grad_fn
+    if fn is not None:
+        return (fn, x._output_nr)
+    acc = x._accum
+    return (acc if acc is not None else x._accumulator(), 0)
+
+
 def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
     edges = []
     shapes = []
     dtypes = []
     for x, n in zip(inputs, needs):
-        if n:
-            if x._base is not None:
-                refresh_view(x)
-            fn = x.grad_fn
-            edges.append((fn, x._output_nr) if fn is not None else (x._accumulator(), 0))
-        else:
-            edges.append(None)
         if isinstance(x, Tensor):
+            edges.append(_edge_of(x) if n else None)
             shapes.append(x._data.shape)
             dtypes.append(x._dtype)
         else:
+            edges.append(None)
             shapes.append(None)
             dtypes.append(None)
     name = op.grad_name
     saved_in: tuple = ()
-    save = op.save
-    if op.save_for is not None:
-        save = tuple(sorted({j for i, n in enumerate(needs) if n for j in op.save_for.get(i, ())}))
+    save = _saved_indices(op, needs)
     if save:
         lst: list = [None] * len(inputs)
         for i in save:
@@ -734,9 +779,17 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
         saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
                           if keep is True or i in keep else None for i, r in enumerate(results))
     ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
+    if len(results) == 1:
+        r = results[0]
+        d = r._dtype
+        node = OpNode(op, tuple(edges), ctx, ((r._data.shape, d),))
+        if d.category == 2:
+            r._requires_grad = True
+            r.grad_fn = node
+        return
     node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
     for i, r in enumerate(results):
-        if r._dtype.is_floating_point:
+        if r._dtype.category == 2:
             r._requires_grad = True
             r.grad_fn = node
             r._output_nr = i
