@@ -13,6 +13,8 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import EmberTypeError, ShapeError
+from ember.ops import pointwise as _P
+from ember.ops import shape as _S
 from ember.ops.registry import OpDef, bind
 from ember.sym import SymInt, sym_eq_static
 from ember.tensor import Tensor, _wrap
@@ -59,10 +61,9 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
 
 
 def to_dtype(x: Tensor, d: dt.dtype) -> Tensor:
-    from ember.ops.pointwise import CONVERT
     if x._dtype is d:
         return x
-    return bind(CONVERT, x, dtype=d)
+    return bind(_P.CONVERT, x, dtype=d)
 
 
 def scalar_for(value: Any, d: dt.dtype) -> Any:
@@ -84,10 +85,9 @@ _INT_RANGE = {d.name: (int(np.iinfo(d.np).min), 1 << (8 * d.itemsize)) for d in 
 
 
 def expand_to(x: Tensor, shape: tuple) -> Tensor:
-    from ember.ops.shape import EXPAND
     if len(x._data.shape) == len(shape) and x._data.shape == shape:
         return x
-    return bind(EXPAND, x, shape=shape)
+    return bind(_S.EXPAND, x, shape=shape)
 
 
 def check_tensor(x: Any, op: str, name: str = "input") -> Tensor:
