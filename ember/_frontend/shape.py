@@ -204,6 +204,12 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 def expand(input: Tensor, *sizes: Any, size: Any = None, implicit: bool = False) -> Tensor:
     """A broadcast view with ``size`` (-1 keeps a dim); ``implicit`` is accepted as PyTorch
     does (it only marks internal broadcasts)."""
+    if size is None and len(sizes) == 1 and sizes[0].__class__ is tuple:
+        for s in sizes[0]:  # a tuple of non-negative ints (a gradient's ``g.expand(shape)``)
+            if s.__class__ is not int or s < 0:
+                break
+        else:
+            return bind(S.EXPAND, input, shape=sizes[0])
     shape = size_args(_kw_sizes(sizes, size, "size", "expand"), "expand")
     lead = len(shape) - input.ndim
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s
