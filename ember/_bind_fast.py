@@ -94,7 +94,20 @@ def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
     if st.inference:
         t._inference = True
     if st.grad_enabled and op.vjp is not None and a._requires_grad:
-        _record(op, (a,), {}, (t,), (True,))
+        if op.save_for is not None:
+            _record(op, (a,), {}, (t,), (True,))
+        else:  # _record of a one-input, one-output op, inlined
+            name = op.grad_name
+            save, keep = op.save, op.save_output
+            saved_in = ((SavedTensor(a, name) if 0 in save else None),) if save else ()
+            saved_out = ((SavedTensor(t.detach(), name, is_output=True)
+                          if keep is True or 0 in keep else None),) if keep else ()
+            ctx = BackwardContext(saved_in, saved_out, (x.shape,), (a._dtype,), _NO, (True,))
+            d = t._dtype
+            node = OpNode(op, (_edge(a),), ctx, ((out.shape, d),))
+            if d.category == 2:
+                t._requires_grad = True
+                t.grad_fn = node
     return t
 
 
