@@ -14,9 +14,9 @@ from ember._lazy import Trace as _Trace
 from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
+from ember.ops import registry as _reg
 from ember.ops.registry import bind
 from ember.tensor import _LZ, Tensor, _eager_pointwise, tensor_method
-from ember.tensor import bind as _tbind
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
            "positive", "pow", "rsub", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
@@ -217,6 +217,9 @@ def _fast_operator(op: Any, slow: Any, floats_only: bool = False, no_bool: bool 
     a compiled call's trace it binds the primitive directly, exactly what ``binary`` binds for
     these arguments.  Everything else is ``slow``."""
     def operator(self: Tensor, other: Any) -> Tensor:
+        tr = _LZ.trace
+        if tr is not None and tr.__class__ is not _Trace:
+            return slow(self, other)  # export's tracer: symbolic sizes, compared by ``binary``
         d = self._dtype
         if isinstance(other, Tensor):
             if other._dtype is not d or self._data.shape != other._data.shape or \
@@ -227,13 +230,11 @@ def _fast_operator(op: Any, slow: Any, floats_only: bool = False, no_bool: bool 
             o = float(other)
         else:
             return slow(self, other)
-        tr = _LZ.trace
         if tr is None:
             if not config.check_meta:
                 return _eager_pointwise(op, self, o)
-        elif tr.__class__ is _Trace:
-            return _tbind(op, (self, o), {})
-        return slow(self, other)
+            return slow(self, other)
+        return _reg._binder(op, (self, o), {})
     operator.__name__ = f"__{op.name}__"
     return operator
 

@@ -15,13 +15,13 @@ from ember._frontend.core import check_tensor, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberValueError
+from ember.ops import registry as _reg
 from ember.ops._util import wrap_dim
 from ember.ops.nn_activation import ACTIVATIONS as _A
 from ember.ops.nn_activation import GLU as _GLU
 from ember.ops.nn_activation import PRELU as _PRELU
 from ember.ops.registry import bind
 from ember.tensor import Tensor, tensor_method
-from ember.tensor import bind as _tbind
 
 __all__ = [
     "celu", "celu_", "elu", "elu_", "gelu", "glu", "hardshrink", "hardsigmoid", "hardswish",
@@ -66,7 +66,7 @@ def _float_act(name: str, kernel: str, input: Tensor, inplace: bool, op: str | N
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(input, 0)`` elementwise (integer tensors too)."""
     if not inplace and isinstance(input, Tensor) and input._dtype is not dt.bool:
-        return _tbind(_RELU, (input,), {})  # what _apply binds (the frequent case, direct)
+        return _reg._binder(_RELU, (input,), {})  # what _apply binds (the frequent case, direct)
     check_tensor(input, "relu")
     if input._dtype is dt.bool:
         raise EmberRuntimeError("[relu] Boolean inputs not supported for relu")
