@@ -183,10 +183,11 @@ EXPAND = register(OpDef(
 
 # ---------------------------------------------------------------------------------- permute
 def _permute_meta(x, *, dims: tuple) -> tuple:  # noqa: ANN001
-    if sorted(dims) != list(range(len(x.shape))):
+    shape = tuple(x.shape)
+    if sorted(dims) != list(range(len(shape))):
         raise ShapeError(f"[permute] dims {list(dims)} are not a permutation of "
-                         f"{len(x.shape)} dimensions")
-    return tuple(x.shape[d] for d in dims), x.dtype
+                         f"{len(shape)} dimensions")
+    return tuple([shape[d] for d in dims]), x.dtype
 
 
 def _permute_vjp(ctx, g):  # noqa: ANN001
@@ -197,7 +198,7 @@ def _permute_vjp(ctx, g):  # noqa: ANN001
 
 
 PERMUTE = register(OpDef(
-    "permute", "view", _permute_meta, lambda x, *, dims: np.transpose(x, dims), _permute_vjp,
+    "permute", "view", _permute_meta, lambda x, *, dims: x.transpose(dims), _permute_vjp,
 ))
 
 
