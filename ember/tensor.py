@@ -19,7 +19,7 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
-from ember.autograd.graph import AccumulateGrad, BackwardContext, OpNode, SavedTensor
+from ember.autograd.graph import AccumulateGrad
 from ember.config import config
 from ember.device import CPU, check_device
 from ember.dtypes import dtype as DType
@@ -721,80 +721,6 @@ def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: 
     return t
 
 
-_SAVES: dict = {}  # (id(op), needs) -> (op, indices of the inputs the node saves)
-
-
-def _saved_indices(op: OpDef, needs: tuple) -> tuple:
-    """The inputs ``op``'s node saves when ``needs`` says which inputs need a gradient
-    (``op.save``, or the union of ``op.save_for`` over those inputs), memoized."""
-    key = (id(op), needs)
-    hit = _SAVES.get(key)
-    if hit is not None and hit[0] is op:
-        return hit[1]
-    save = op.save
-    if op.save_for is not None:
-        save = tuple(sorted({j for i, n in enumerate(needs) if n for j in op.save_for.get(i, ())}))
-    _SAVES[key] = (op, tuple(save))
-    return tuple(save)
-
-
-def _edge_of(x: Tensor) -> tuple:
-    """The autograd edge of ``x``: (its grad_fn, output index), or its leaf accumulator."""
-    if x._base is not None:
-        refresh_view(x)
-    fn = x.grad_fn
-    if fn is not None:
-        return (fn, x._output_nr)
-    acc = x._accum
-    return (acc if acc is not None else x._accumulator(), 0)
-
-
-def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
-    edges = []
-    shapes = []
-    dtypes = []
-    for x, n in zip(inputs, needs):
-        if isinstance(x, Tensor):
-            edges.append(_edge_of(x) if n else None)
-            shapes.append(x._data.shape)
-            dtypes.append(x._dtype)
-        else:
-            edges.append(None)
-            shapes.append(None)
-            dtypes.append(None)
-    name = op.grad_name
-    saved_in: tuple = ()
-    save = _saved_indices(op, needs)
-    if save:
-        lst: list = [None] * len(inputs)
-        for i in save:
-            if i >= len(inputs):  # ops with a variable input count (einsum) list them all
-                break
-            x = inputs[i]
-            lst[i] = SavedTensor(x, name) if isinstance(x, Tensor) else x
-        saved_in = tuple(lst)
-    saved_out: tuple = ()
-    if op.save_output:
-        keep = op.save_output
-        saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
-                          if keep is True or i in keep else None for i, r in enumerate(results))
-    ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
-    if len(results) == 1:
-        r = results[0]
-        d = r._dtype
-        node = OpNode(op, tuple(edges), ctx, ((r._data.shape, d),))
-        if d.category == 2:
-            r._requires_grad = True
-            r.grad_fn = node
-        return
-    node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
-    for i, r in enumerate(results):
-        if r._dtype.category == 2:
-            r._requires_grad = True
-            r.grad_fn = node
-            r._output_nr = i
-
-
 def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
     """Record ``op`` in the trace ``tr``: outputs get lazy payloads (ARCHITECTURE.md §4)."""
     if "data_dependent" in op.tags:
@@ -889,7 +815,7 @@ def refresh_view(view: Tensor) -> None:
 _registry.install_binder(bind)
 
 # the fast paths of the binder (a module of their own; they use the names above)
-from ember._bind_fast import _eager_pointwise, _eager_unary, _follow  # noqa: E402
+from ember._bind_fast import _eager_pointwise, _eager_unary, _follow, _record  # noqa: E402,I001
 from ember.autograd import engine as _engine  # noqa: E402
 
 _engine.Tensor, _engine._wrap = Tensor, _wrap
