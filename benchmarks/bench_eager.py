@@ -43,6 +43,8 @@ def main() -> None:
     ea, eb = ember.tensor(small), ember.tensor(small)
     ta, tb = torch.tensor(small), torch.tensor(small)
     eg, tg = ember.tensor(small, requires_grad=True), torch.tensor(small, requires_grad=True)
+    ew, tw = ember.tensor(small, requires_grad=True), torch.tensor(small, requires_grad=True)
+    ey, ty = (eg * ew).sum(), (tg * tw).sum()  # a 2-node graph (MulBackward0, SumBackward0)
 
     big = rng.standard_normal(1 << 22).astype(np.float32)
     eB, tB = ember.tensor(big), torch.tensor(big)
@@ -58,6 +60,10 @@ def main() -> None:
         "add 4 floats, requires_grad": (lambda: eg + eb, lambda: tg + tb, 20000),
         "(a+b).sum().backward() 4 floats": (
             lambda: (eg + eb).sum().backward(), lambda: (tg + tb).sum().backward(), 2000),
+        "(x*w).sum().backward() 4 floats": (
+            lambda: (eg * ew).sum().backward(), lambda: (tg * tw).sum().backward(), 2000),
+        "backward only, 2-node graph (retain_graph)": (
+            lambda: ey.backward(retain_graph=True), lambda: ty.backward(retain_graph=True), 2000),
     }
     if "--small" in sys.argv:
         print_table(compare(cases))

@@ -4,7 +4,8 @@
   (``a + b``, ``x.exp()``): small arrays that are not float16/bfloat16 go to the op's ufunc, the
   output tensor and (with grad) the autograd node are built inline;
 * ``_follow``: under a trace, an op that is the next node of the trace an earlier call recorded
-  (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node).
+  (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node);
+* ``_record``: the autograd node of any op (``ember.tensor`` re-exports it).
 
 ``ember.tensor`` imports this module at its end; these functions use its names.
 """
@@ -21,12 +22,87 @@ from ember import dtypes as _dt
 from ember.autograd.graph import BackwardContext, OpNode, SavedTensor
 from ember.ops import _parallel
 from ember.ops.registry import OpDef
-from ember.tensor import _STATE, Tensor, _new, _record, refresh_view
+from ember.tensor import _STATE, Tensor, _new, refresh_view
 
 _LazyArray = _lazy.LazyArray
 _same = _lazy.same
 _weakref = weakref.ref
+_NO: dict = {}  # the params of a param-less op's node (never written)
 _LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
+
+
+_SAVES: dict = {}  # (id(op), needs) -> (op, indices of the inputs the node saves)
+
+
+def _saved_indices(op: OpDef, needs: tuple) -> tuple:
+    """The inputs ``op``'s node saves when ``needs`` says which inputs need a gradient
+    (``op.save``, or the union of ``op.save_for`` over those inputs), memoized."""
+    key = (id(op), needs)
+    hit = _SAVES.get(key)
+    if hit is not None and hit[0] is op:
+        return hit[1]
+    save = op.save
+    if op.save_for is not None:
+        save = tuple(sorted({j for i, n in enumerate(needs) if n for j in op.save_for.get(i, ())}))
+    _SAVES[key] = (op, tuple(save))
+    return tuple(save)
+
+
+def _edge(x: Tensor) -> tuple:
+    """The autograd edge of ``x``: (its grad_fn, output index), or its leaf accumulator."""
+    if x._base is not None:
+        refresh_view(x)
+    fn = x.grad_fn
+    if fn is not None:
+        return (fn, x._output_nr)
+    acc = x._accum
+    return (acc if acc is not None else x._accumulator(), 0)
+
+
+def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
+    edges = []
+    shapes = []
+    dtypes = []
+    for x, n in zip(inputs, needs):
+        if isinstance(x, Tensor):
+            edges.append(_edge(x) if n else None)
+            shapes.append(x._data.shape)
+            dtypes.append(x._dtype)
+        else:
+            edges.append(None)
+            shapes.append(None)
+            dtypes.append(None)
+    name = op.grad_name
+    saved_in: tuple = ()
+    save = _saved_indices(op, needs)
+    if save:
+        lst: list = [None] * len(inputs)
+        for i in save:
+            if i >= len(inputs):  # ops with a variable input count (einsum) list them all
+                break
+            x = inputs[i]
+            lst[i] = SavedTensor(x, name) if isinstance(x, Tensor) else x
+        saved_in = tuple(lst)
+    saved_out: tuple = ()
+    if op.save_output:
+        keep = op.save_output
+        saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
+                          if keep is True or i in keep else None for i, r in enumerate(results))
+    ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
+    if len(results) == 1:
+        r = results[0]
+        d = r._dtype
+        node = OpNode(op, tuple(edges), ctx, ((r._data.shape, d),))
+        if d.category == 2:
+            r._requires_grad = True
+            r.grad_fn = node
+        return
+    node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
+    for i, r in enumerate(results):
+        if r._dtype.category == 2:
+            r._requires_grad = True
+            r.grad_fn = node
+            r._output_nr = i
 
 
 def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
@@ -51,17 +127,18 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
     if st.inference:
         t._inference = True
     if st.grad_enabled and op.vjp is not None:
-        na = isinstance(a, Tensor) and a._requires_grad
-        nb = isinstance(b, Tensor) and b._requires_grad
+        ta = isinstance(a, Tensor)
+        tb = isinstance(b, Tensor)
+        na = ta and a._requires_grad
+        nb = tb and b._requires_grad
         if na or nb:
-            if op.save_for is not None or op.save_output:
+            if op.save_output:
                 _record(op, (a, b), {}, (t,), (na, nb))
-            elif op.save:
+            elif op.save or op.save_for is not None:
                 _record2(op, a, b, t, na, nb)
             else:  # nothing saved (add, sub): _record2 inlined
-                ta, tb = na or isinstance(a, Tensor), nb or isinstance(b, Tensor)
                 ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
-                                      (a._dtype if ta else None, b._dtype if tb else None), {},
+                                      (a._dtype if ta else None, b._dtype if tb else None), _NO,
                                       (na, nb))
                 d = t._dtype
                 node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
@@ -91,22 +168,28 @@ def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
     if st.inference:
         t._inference = True
     if st.grad_enabled and op.vjp is not None and a._requires_grad:
-        _record(op, (a,), {}, (t,), (True,))
+        if op.save_for is not None:
+            _record(op, (a,), {}, (t,), (True,))
+        else:  # _record of a one-input, one-output op, inlined
+            name = op.grad_name
+            save, keep = op.save, op.save_output
+            saved_in = ((SavedTensor(a, name) if 0 in save else None),) if save else ()
+            saved_out = ((SavedTensor(t.detach(), name, is_output=True)
+                          if keep is True or 0 in keep else None),) if keep else ()
+            ctx = BackwardContext(saved_in, saved_out, (x.shape,), (a._dtype,), _NO, (True,))
+            d = t._dtype
+            node = OpNode(op, (_edge(a),), ctx, ((out.shape, d),))
+            if d.category == 2:
+                t._requires_grad = True
+                t.grad_fn = node
     return t
 
 
-def _edge(x: Tensor) -> tuple:
-    if x._base is not None:
-        refresh_view(x)
-    fn = x.grad_fn
-    return (fn, x._output_nr) if fn is not None else (x._accumulator(), 0)
-
-
 def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
-    """``_record`` of a binary op with one output whose vjp reads ``op.save`` only (no
-    ``save_for``, no outputs): the same node, built without the general loops."""
+    """``_record`` of a binary op with one output whose vjp reads inputs only (``op.save`` or
+    ``op.save_for``; no outputs): the same node, built without the general loops."""
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
-    save = op.save
+    save = _saved_indices(op, (na, nb))
     saved_in: tuple = ()
     if save:
         name = op.grad_name
@@ -140,7 +223,11 @@ def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: 
         return None
     storages = tr.storages
     for a, x in zip(args, inputs):
-        if isinstance(x, Tensor):
+        c = x.__class__
+        if c is float:  # a Python scalar (the frequent ``x * 0.5``): _same, inlined
+            if a.__class__ is not float or x != a:
+                return None
+        elif isinstance(x, Tensor):
             p = x._data
             if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
                 continue
@@ -162,9 +249,10 @@ def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: 
     tr.lazies.append(_weakref(la))
     t._data = la
     tr.tensors.append(_weakref(t))
-    if _STATE.inference:
+    st = _STATE
+    if st.inference:
         t._inference = True
-    if _STATE.grad_enabled and op.vjp is not None:
+    if st.grad_enabled and op.vjp is not None:
         for x in inputs:
             if isinstance(x, Tensor) and x._requires_grad:
                 needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)

@@ -549,7 +549,7 @@ class Trace:
 
     def realize(self, why: str = "end of the compiled call") -> None:
         """Run the recorded graph and give every live lazy tensor its values."""
-        tensors = [t for t in (w() for w in self.tensors) if t is not None]
+        tensors = [t for w in self.tensors if (t := w()) is not None]
         storages = self.storages
         # tensors written through an alias are re-read first, so they are outputs too
         if storages:
@@ -559,7 +559,7 @@ class Trace:
                     st = storages.get(id(t._version_counter))
                     if st is not None and st.version != p.sver:
                         self._reread(t, st)
-        lazies = [la for la in (w() for w in self.lazies) if la is not None and la.value is None]
+        lazies = [la for w in self.lazies if (la := w()) is not None and la.value is None]
         if not lazies and not storages:
             self.reset()
             return

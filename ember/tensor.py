@@ -19,7 +19,7 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
-from ember.autograd.graph import AccumulateGrad, BackwardContext, OpNode, SavedTensor
+from ember.autograd.graph import AccumulateGrad
 from ember.config import config
 from ember.device import CPU, check_device
 from ember.dtypes import dtype as DType
@@ -30,6 +30,7 @@ from ember.ops.registry import OpDef
 _STATE = _gm.STATE
 _LZ = _lazy.STATE
 _LazyArray = _lazy.LazyArray
+_Trace = _lazy.Trace
 
 
 class Size(tuple):
@@ -628,42 +629,67 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     verifies every kernel against its meta rule).
     """
     tr = _LZ.trace
-    if tr is not None:
-        if not isinstance(tr, _lazy.Trace):  # another recorder (ember.export's tracer)
-            return tr.bind(op, inputs, params)
-        if tr.known is not None:
-            out = _follow(tr, tr.known, op, inputs, params)
-            if out is not None:
-                return out
-        return _lazy_bind(tr, op, inputs, params)
-    return _eager_bind(op, inputs, params)
+    if tr is None:
+        return _eager_bind(op, inputs, params)
+    if tr.__class__ is not _Trace and not isinstance(tr, _Trace):
+        return tr.bind(op, inputs, params)  # another recorder (ember.export's tracer)
+    kn = tr.known
+    if kn is not None:
+        out = _follow(tr, kn, op, inputs, params)
+        if out is not None:
+            return out
+    return _lazy_bind(tr, op, inputs, params)
 
 
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
-    if not params and not check and op.kind == "pointwise" and op.num_outputs == 1:
+    pointwise = op.kind == "pointwise"
+    if pointwise and not params and not check and op.num_outputs == 1:
         if len(inputs) == 2:
             return _eager_pointwise(op, inputs[0], inputs[1])
         if len(inputs) == 1 and isinstance(inputs[0], Tensor):
             return _eager_unary(op, inputs[0])
-    spec = None if (op.kind == "pointwise" and not check) else op.meta(*inputs, **params)
-    if len(inputs) == 2:  # the common binary case without a list
+    spec = None if (pointwise and not check) else op.meta(*inputs, **params)
+    n = len(inputs)
+    if n == 1:  # the common unary and binary cases without a list
+        a = inputs[0]
+        out = op.eager(a._data if isinstance(a, Tensor) else a, **params)
+    elif n == 2:
         a, b = inputs
         out = op.eager(a._data if isinstance(a, Tensor) else a,
                        b._data if isinstance(b, Tensor) else b, **params)
     else:
         out = op.eager(*[x._data if isinstance(x, Tensor) else x for x in inputs], **params)
-    if op.num_outputs == 1:
-        results: tuple = (_make_output(out, spec, op, inputs, check),)
+    single = op.num_outputs == 1
+    if single:
+        if spec is not None and not check and op.kind != "view":
+            # _make_output, inlined for the frequent one-output, non-view op
+            dtype = spec[1]
+            if out.__class__ is not np.ndarray and not isinstance(out, np.ndarray):
+                out = np.asarray(out, dtype=dtype.np)
+            t = _new(Tensor)
+            t._data = out
+            t._dtype = dtype
+            t._version_counter = [0]
+            if _STATE.inference:
+                t._inference = True
+            results: tuple = (t,)
+        else:
+            results = (_make_output(out, spec, op, inputs, check),)
     else:
         results = tuple(_make_output(o, s, op, inputs, check) for o, s in zip(out, spec))
     if _STATE.grad_enabled and op.vjp is not None:
-        for x in inputs:
+        if n == 1:
+            x = inputs[0]
             if isinstance(x, Tensor) and x._requires_grad:
-                needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
-                _record(op, inputs, params, results, needs)
-                break
-    return results[0] if op.num_outputs == 1 else results
+                _record(op, inputs, params, results, (True,))
+        else:
+            for x in inputs:
+                if isinstance(x, Tensor) and x._requires_grad:
+                    needs = tuple([isinstance(y, Tensor) and y._requires_grad for y in inputs])
+                    _record(op, inputs, params, results, needs)
+                    break
+    return results[0] if single else results
 
 
 def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: bool) -> Tensor:
@@ -693,51 +719,6 @@ def _make_output(arr: Any, spec: tuple | None, op: OpDef, inputs: tuple, check: 
     if _STATE.inference:
         t._inference = True
     return t
-
-
-def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
-    edges = []
-    shapes = []
-    dtypes = []
-    for x, n in zip(inputs, needs):
-        if n:
-            if x._base is not None:
-                refresh_view(x)
-            fn = x.grad_fn
-            edges.append((fn, x._output_nr) if fn is not None else (x._accumulator(), 0))
-        else:
-            edges.append(None)
-        if isinstance(x, Tensor):
-            shapes.append(x._data.shape)
-            dtypes.append(x._dtype)
-        else:
-            shapes.append(None)
-            dtypes.append(None)
-    name = op.grad_name
-    saved_in: tuple = ()
-    save = op.save
-    if op.save_for is not None:
-        save = tuple(sorted({j for i, n in enumerate(needs) if n for j in op.save_for.get(i, ())}))
-    if save:
-        lst: list = [None] * len(inputs)
-        for i in save:
-            if i >= len(inputs):  # ops with a variable input count (einsum) list them all
-                break
-            x = inputs[i]
-            lst[i] = SavedTensor(x, name) if isinstance(x, Tensor) else x
-        saved_in = tuple(lst)
-    saved_out: tuple = ()
-    if op.save_output:
-        keep = op.save_output
-        saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
-                          if keep is True or i in keep else None for i, r in enumerate(results))
-    ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
-    node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
-    for i, r in enumerate(results):
-        if r._dtype.is_floating_point:
-            r._requires_grad = True
-            r.grad_fn = node
-            r._output_nr = i
 
 
 def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
@@ -834,7 +815,10 @@ def refresh_view(view: Tensor) -> None:
 _registry.install_binder(bind)
 
 # the fast paths of the binder (a module of their own; they use the names above)
-from ember._bind_fast import _eager_pointwise, _eager_unary, _follow  # noqa: E402
+from ember._bind_fast import _eager_pointwise, _eager_unary, _follow, _record  # noqa: E402,I001
+from ember.autograd import engine as _engine  # noqa: E402
+
+_engine.Tensor, _engine._wrap = Tensor, _wrap
 
 
 # ------------------------------------------------------------------------ methods

@@ -12,10 +12,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as dt
+from ember.config import config
 from ember.errors import EmberTypeError, ShapeError
+from ember.ops import pointwise as _P
+from ember.ops import shape as _S
+from ember.ops._parallel import MIN_ELEMENTS as _MIN_ELEMENTS
+from ember.ops._util import _LOWP_NUMS
 from ember.ops.registry import OpDef, bind
 from ember.sym import SymInt, sym_eq_static
-from ember.tensor import Tensor, _wrap
+from ember.tensor import _LZ, Tensor, _eager_pointwise, _wrap
+from ember.tensor import _STATE as _GM
 
 Scalar = (bool, int, float)
 
@@ -59,10 +65,9 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple:
 
 
 def to_dtype(x: Tensor, d: dt.dtype) -> Tensor:
-    from ember.ops.pointwise import CONVERT
     if x._dtype is d:
         return x
-    return bind(CONVERT, x, dtype=d)
+    return bind(_P.CONVERT, x, dtype=d)
 
 
 def scalar_for(value: Any, d: dt.dtype) -> Any:
@@ -84,10 +89,9 @@ _INT_RANGE = {d.name: (int(np.iinfo(d.np).min), 1 << (8 * d.itemsize)) for d in 
 
 
 def expand_to(x: Tensor, shape: tuple) -> Tensor:
-    from ember.ops.shape import EXPAND
     if len(x._data.shape) == len(shape) and x._data.shape == shape:
         return x
-    return bind(EXPAND, x, shape=shape)
+    return bind(_S.EXPAND, x, shape=shape)
 
 
 def check_tensor(x: Any, op: str, name: str = "input") -> Tensor:
@@ -127,6 +131,13 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
             and len(a._data.shape) == len(b._data.shape) and a._data.shape == b._data.shape
             and compute is None):
         return bind(op, a, b)
+    if compute is None and isinstance(a, Tensor) and isinstance(b, Tensor) and \
+            a._dtype is b._dtype:
+        # one dtype, two shapes (a bias add): nothing to promote; broadcast
+        shape = broadcast_shapes(name or op.name, a._data.shape, b._data.shape)
+        if _numpy_broadcasts(op, a, b, shape):
+            return _eager_pointwise(op, a, b)
+        return bind(op, expand_to(a, shape), expand_to(b, shape))
     if compute is None:
         # a floating tensor with a Python int/float keeps its dtype (the common ``x * 0.5``)
         ta, tb = type(a), type(b)
@@ -141,6 +152,25 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
         compute = dt.result_type(a, b)
     x, y = prepare(nm, (a, b), compute)
     return bind(op, x, y)
+
+
+def _numpy_broadcasts(op: OpDef, a: Tensor, b: Tensor, shape: tuple) -> bool:
+    """Whether ``op(a, b)`` may let the ufunc broadcast instead of binding two ``expand``s:
+    eagerly, no gradient to record, a small C-contiguous result of NumPy's ufunc (what the
+    expanded operands give, element for element, without the two view tensors)."""
+    if _LZ.trace is not None or config.check_meta or op._ufunc is None or \
+            a._dtype.np.num in _LOWP_NUMS:
+        return False
+    if _GM.grad_enabled and (a._requires_grad or b._requires_grad):
+        return False
+    x, y = a._data, b._data
+    if x.__class__ is not np.ndarray or y.__class__ is not np.ndarray or \
+            not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return False
+    n = 1
+    for s in shape:
+        n *= s
+    return n < _MIN_ELEMENTS
 
 
 def _sym_scalar_binary(op: OpDef, a: Any, b: Any, name: str | None,

@@ -21,6 +21,7 @@ from ember._frontend.pointwise import float_compute
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
 from ember.ops import pointwise_math as M
+from ember.ops import registry as _reg
 from ember.ops.registry import OpDef, bind
 from ember.tensor import Tensor, tensor_method
 
@@ -71,6 +72,8 @@ def float_unary(op: OpDef, input: Tensor, **params: Any) -> Tensor:
 
 def _make_unary(op: OpDef, *names: str):  # noqa: ANN202
     def fn(input: Tensor) -> Tensor:
+        if isinstance(input, Tensor) and input._dtype.category == 2:
+            return _reg._binder(op, (input,), {})  # what float_unary binds for a floating tensor
         return float_unary(op, input)
     fn.__name__ = names[0]
     fn.__doc__ = f"Elementwise ``{op.name}`` (integers are computed in the default float dtype)."

@@ -57,11 +57,16 @@ class return_types:  # noqa: N801 - mirrors torch.return_types
     cummin = _return_type("cummin")
 
 
+_ALL_DIMS = tuple(tuple(range(n)) for n in range(17))
+
+
 def norm_dims(dim: Any, ndim: int, op: str) -> tuple:
     """``dim`` (None, int or sequence) as a sorted tuple of non-negative dims; None and ()
     mean all dims.  Repeated dims raise PyTorch's error."""
     if dim is None:
-        return tuple(range(ndim))
+        # one shared tuple per rank: a compiled call that follows its last trace compares the
+        # params of a full reduction by identity (``_bind_fast._follow``)
+        return _ALL_DIMS[ndim] if ndim < len(_ALL_DIMS) else tuple(range(ndim))
     if not isinstance(dim, (tuple, list)):
         dim = operator.index(dim)  # ints, NumPy ints, 0-d integer tensors
         return (wrap_dim(dim, ndim, op),) if ndim else _check0(dim, op)

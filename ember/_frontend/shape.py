@@ -11,6 +11,7 @@ import numpy as np
 
 from ember._frontend.core import check_tensor
 from ember._lazy import LazyArray
+from ember.dtypes import dtype as _DType
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, ShapeError
 from ember.ops import shape as S
 from ember.ops._util import wrap_dim
@@ -28,6 +29,11 @@ def size_args(args: tuple, op: str) -> tuple:
     """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])``."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
+    for a in args:  # the common case, plain ints, as they are
+        if a.__class__ is not int:
+            break
+    else:
+        return args
     try:
         # symbolic sizes (export) pass through; int() would specialize them
         return tuple(a if isinstance(a, SymInt) else int(a) for a in args)
@@ -38,6 +44,17 @@ def size_args(args: tuple, op: str) -> tuple:
 
 def infer_shape(shape: tuple, numel: int, op: str) -> tuple:
     """Resolve one ``-1`` in ``shape``."""
+    if numel.__class__ is int:  # plain non-negative ints without -1: only the count to check
+        total = 1
+        for s in shape:
+            if s.__class__ is not int or s < 0:
+                break
+            total *= s
+        else:
+            if total != numel:
+                raise ShapeError(
+                    f"[{op}] shape '{list(shape)}' is invalid for input of size {numel}")
+            return shape
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise ShapeError(f"[{op}] only one dimension can be inferred")
@@ -73,9 +90,8 @@ def _kw_sizes(args: tuple, kw: Any, name: str, op: str) -> tuple:
 @tensor_method("view")
 def view(input: Tensor, *shape: Any, size: Any = None) -> Tensor:
     """A view with a new shape (no copy); fails if the strides do not allow it."""
-    from ember import dtypes as dt
     shape = _kw_sizes(shape, size, "size", "view")
-    if len(shape) == 1 and isinstance(shape[0], dt.dtype):
+    if len(shape) == 1 and isinstance(shape[0], _DType):
         raise ShapeError("[view] viewing as another dtype is not supported")
     shp = infer_shape(size_args(shape, "view"), input.numel(), "view")
     return bind(S.VIEW, input, shape=shp)
@@ -100,9 +116,10 @@ def reshape(input: Tensor, *args: Any, shape: Any = None) -> Tensor:
     check_tensor(input, "reshape")
     shape = _kw_sizes(args, shape, "shape", "reshape")
     shp = infer_shape(size_args(shape, "reshape"), input.numel(), "reshape")
-    if shp == input._data.shape:
-        return bind(S.VIEW, input, shape=shp)
-    if not _viewable(input._data, shp):
+    a = input._data
+    if shp == a.shape or (a.__class__ is np.ndarray and a.flags.c_contiguous):
+        return bind(S.VIEW, input, shape=shp)  # a C-contiguous array views any shape
+    if not _viewable(a, shp):
         return bind(S.RESHAPE_COPY, input, shape=shp)
     return bind(S.VIEW, input, shape=shp)
 
@@ -187,6 +204,12 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 def expand(input: Tensor, *sizes: Any, size: Any = None, implicit: bool = False) -> Tensor:
     """A broadcast view with ``size`` (-1 keeps a dim); ``implicit`` is accepted as PyTorch
     does (it only marks internal broadcasts)."""
+    if size is None and len(sizes) == 1 and sizes[0].__class__ is tuple:
+        for s in sizes[0]:  # a tuple of non-negative ints (a gradient's ``g.expand(shape)``)
+            if s.__class__ is not int or s < 0:
+                break
+        else:
+            return bind(S.EXPAND, input, shape=sizes[0])
     shape = size_args(_kw_sizes(sizes, size, "size", "expand"), "expand")
     lead = len(shape) - input.ndim
     shape = tuple(input.shape[i - lead] if s == -1 and i >= lead else s

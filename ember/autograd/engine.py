@@ -18,9 +18,12 @@ from ember.autograd import grad_mode as _gm
 from ember.autograd.graph import AccumulateGrad, Node, OpNode
 from ember.errors import EmberRuntimeError, ShapeError
 
+# set by ember.tensor once it is defined (it imports this package's graph module)
+Tensor: Any = None
+_wrap: Any = None
+
 
 def _as_list(x: Any) -> list:
-    from ember.tensor import Tensor
     if x is None:
         return []
     if isinstance(x, Tensor):
@@ -29,7 +32,11 @@ def _as_list(x: Any) -> list:
 
 
 def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
-    from ember.tensor import Tensor
+    if grad_tensors is None and len(tensors) == 1:
+        # the most frequent case, ``loss.backward()``: an implicit gradient of one scalar
+        t = tensors[0]
+        if t._requires_grad and t._dtype.category == 2 and t._data.size == 1:
+            return [_wrap(np.ones(t._data.shape, dtype=t._data.dtype), t._dtype)]
     grads = list(grad_tensors) if grad_tensors is not None else [None] * len(tensors)
     if len(grads) != len(tensors):
         raise EmberRuntimeError(
@@ -49,7 +56,6 @@ def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
                     f"grad can be implicitly created only for real scalar outputs but got "
                     f"{t.dtype!r}"
                 )
-            from ember.tensor import _wrap
             g = _wrap(np.ones(t._data.shape, dtype=t._data.dtype), t.dtype)
         elif not isinstance(g, Tensor):
             g = t.new_tensor(g)  # type: ignore[attr-defined]
@@ -199,9 +205,11 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     return tuple(result)
 
 
-def _collect(roots: list[Node]) -> tuple[dict[Node, list[Node]], list[Node]]:
-    """All nodes reachable from ``roots`` with their children (iterative DFS)."""
+def _collect(roots: list[Node]) -> tuple[dict[Node, list[Node]], dict[Node, int]]:
+    """All nodes reachable from ``roots`` with their children (iterative DFS), and the number
+    of edges into each node (a node reached through two edges counts twice)."""
     children: dict[Node, list[Node]] = {}
+    deps: dict[Node, int] = {}
     stack = list(roots)
     while stack:
         n = stack.pop()
@@ -209,50 +217,56 @@ def _collect(roots: list[Node]) -> tuple[dict[Node, list[Node]], list[Node]]:
             continue
         kids = [e[0] for e in n.next_functions if e is not None]
         children[n] = kids
-        stack.extend(k for k in kids if k not in children)
-    return children, list(children)
+        for k in kids:
+            deps[k] = deps.get(k, 0) + 1
+            if k not in children:
+                stack.append(k)
+    return children, deps
 
 
 def _run(tensors: list, grads: list, retain_graph: bool, create_graph: bool,
          capture: list | None, accumulate: bool) -> dict:
     root_edges = [t._grad_edge() for t in tensors]
-    children, nodes = _collect([e[0] for e in root_edges])
-    owner = _compiled_owner(nodes)
+    children, deps = _collect([e[0] for e in root_edges])
+    owner = _compiled_owner(children)
     if owner is not None:
         with _CompiledAutograd(owner):
-            return _execute(root_edges, children, nodes, grads, retain_graph, create_graph,
+            return _execute(root_edges, children, deps, grads, retain_graph, create_graph,
                             capture, accumulate)
-    return _execute(root_edges, children, nodes, grads, retain_graph, create_graph, capture,
+    return _execute(root_edges, children, deps, grads, retain_graph, create_graph, capture,
                     accumulate)
 
 
-def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_graph: bool,
-             create_graph: bool, capture: list | None, accumulate: bool) -> dict:
-
-    needed: set[Node] | None = None
-    capture_set = set(capture) if capture is not None else set()
-    if not accumulate:
-        # only nodes with a path to a captured edge need to run
-        targets = {e[0] for e in capture_set}
-        needed = set()
-        parents: dict[Node, list[Node]] = {n: [] for n in nodes}
-        for n, kids in children.items():
-            for k in kids:
-                parents[k].append(n)
-        stack = [t for t in targets if t in parents]
-        while stack:
-            n = stack.pop()
-            if n in needed:
-                continue
-            needed.add(n)
-            stack.extend(parents[n])
-
+def _needed(children: dict, capture_set: set) -> tuple[set, dict]:
+    """The nodes with a path to a captured edge (only they need to run), and the dependency
+    counts over the edges between them."""
+    targets = {e[0] for e in capture_set}
+    needed: set = set()
+    parents: dict[Node, list[Node]] = {n: [] for n in children}
+    for n, kids in children.items():
+        for k in kids:
+            parents[k].append(n)
+    stack = [t for t in targets if t in parents]
+    while stack:
+        n = stack.pop()
+        if n in needed:
+            continue
+        needed.add(n)
+        stack.extend(parents[n])
     deps: dict[Node, int] = {}
     for n, kids in children.items():
-        if needed is not None and n not in needed:
-            continue
-        for k in kids:
-            deps[k] = deps.get(k, 0) + 1
+        if n in needed:
+            for k in kids:
+                deps[k] = deps.get(k, 0) + 1
+    return needed, deps
+
+
+def _execute(root_edges: list, children: dict, deps: dict, grads: list, retain_graph: bool,
+             create_graph: bool, capture: list | None, accumulate: bool) -> dict:
+    needed: set[Node] | None = None
+    capture_set = set(capture) if capture is not None else None
+    if not accumulate:
+        needed, deps = _needed(children, capture_set)
 
     buffers: dict[Node, list] = {}
     for (node, nr), g in zip(root_edges, grads):
@@ -268,9 +282,10 @@ def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_
     prev = _gm.STATE.grad_enabled
     _gm.STATE.grad_enabled = create_graph
     rec = _lazy.STATE.recorder
+    heappush, heappop = heapq.heappush, heapq.heappop
     try:
         while ready:
-            _, _, node = heapq.heappop(ready)
+            node = heappop(ready)[2]
             if needed is not None and node not in needed:
                 continue
             grads_in = buffers.pop(node)
@@ -282,7 +297,7 @@ def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_
                 for nr in range(len(grads_in)):
                     if (node, nr) in capture_set and grads_in[nr] is not None:
                         captured[(node, nr)] = grads_in[nr]
-            if isinstance(node, AccumulateGrad):
+            if node.__class__ is AccumulateGrad:
                 if accumulate:
                     node.apply(tuple(grads_in), create_graph, stored)
                 continue
@@ -303,10 +318,15 @@ def _execute(root_edges: list, children: dict, nodes: list, grads: list, retain_
                 if needed is not None and child not in needed:
                     continue
                 if g is not None:
-                    _add_to_buffer(buffers, child, edge[1], g, create_graph)
-                deps[child] -= 1
-                if deps[child] == 0 and child in buffers:
-                    heapq.heappush(ready, (-child._seq, id(child), child))
+                    buf = buffers.get(child)
+                    if buf is None and child._num_outputs == 1 and edge[1] == 0:
+                        buffers[child] = [g]
+                    else:
+                        _add_to_buffer(buffers, child, edge[1], g, create_graph)
+                d = deps[child] - 1
+                deps[child] = d
+                if d == 0 and child in buffers:
+                    heappush(ready, (-child._seq, id(child), child))
     finally:
         _gm.STATE.grad_enabled = prev
     return captured
@@ -349,15 +369,16 @@ def _run_pre_hooks(node: Node, grads: list) -> list:
 
 def _apply(node: Node, grads_in: list, create_graph: bool) -> tuple:
     if isinstance(node, OpNode):
-        if None in grads_in:
-            grads_in = _materialize(node, grads_in)
+        for g in grads_in:
+            if g is None:
+                grads_in = _materialize(node, grads_in)
+                break
         out = node.apply(tuple(grads_in), create_graph)
         return _validate(node, out)
     return tuple(node.apply(tuple(grads_in), create_graph))
 
 
 def _materialize(node: OpNode, grads_in: list) -> list:
-    from ember.tensor import Tensor
     specs = node.out_specs
     res = []
     for g, (shape, dt) in zip(grads_in, specs):
@@ -368,25 +389,34 @@ def _materialize(node: OpNode, grads_in: list) -> list:
 
 
 def _validate(node: OpNode, grads: tuple) -> tuple:
-    ctx = node.ctx
-    n_in = len(node.next_functions)
-    if len(grads) != n_in:
+    nexts = node.next_functions
+    if len(grads) != len(nexts):
         raise EmberRuntimeError(
             f"function {node.name()} returned an incorrect number of gradients (expected "
-            f"{n_in}, got {len(grads)})"
+            f"{len(nexts)}, got {len(grads)})"
         )
-    out = list(grads)
+    ctx = node.ctx
+    out = None
     for i, g in enumerate(grads):
-        if g is None or node.next_functions[i] is None:
+        if g is None:
+            continue
+        if nexts[i] is None:
+            if out is None:
+                out = list(grads)
             out[i] = None
             continue
         shape = ctx.input_shapes[i]
-        if tuple(g.shape) != tuple(shape):
+        gs = g._data.shape
+        if gs != shape and tuple(gs) != tuple(shape):
             raise ShapeError(
                 f"Function {node.name()} returned an invalid gradient at index {i} - got "
                 f"{list(g.shape)} but expected shape compatible with {list(shape)}"
             )
         dt = ctx.input_dtypes[i]
-        if g.dtype is not dt:
+        if g._dtype is not dt:
+            if out is None:
+                out = list(grads)
             out[i] = g.to(dt)
+    if out is None:
+        return grads if grads.__class__ is tuple else tuple(grads)
     return tuple(out)

@@ -13,6 +13,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
 from ember import _lazy
+from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
 
 if TYPE_CHECKING:
@@ -130,13 +131,13 @@ class AccumulateGrad(Node):
                 if stored is not None:
                     stored.add(id(g._data))
                 var.grad = g
+        elif create_graph:
+            var.grad = var.grad + g
+        elif not _gm.STATE.grad_enabled:  # the engine runs a first-order backward without grad
+            var.grad = var.grad + g
         else:
-            if create_graph:
+            with _gm.no_grad():
                 var.grad = var.grad + g
-            else:
-                from ember.autograd.grad_mode import no_grad
-                with no_grad():
-                    var.grad = var.grad + g
         if self._post_acc_hooks:
             for hook in list(self._post_acc_hooks):
                 hook(var)

@@ -571,6 +571,16 @@ _ACTS = (
 ACTIVATIONS: dict[str, OpDef] = {a.name: _register(a) for a in _ACTS}
 
 
+def _relu_small(x: np.ndarray) -> np.ndarray:
+    """relu's kernel for the binder's small-array path (``_bind_fast._eager_unary``): what the
+    general kernel computes (``np.maximum`` raises no floating-point warning, keeps the dtype
+    and propagates NaN), without its ``errstate`` context and parameter handling."""
+    return np.maximum(x, 0)
+
+
+object.__setattr__(ACTIVATIONS["relu"], "_ufunc", _relu_small)
+
+
 # ------------------------------------------------------------------------------ glu
 def _glu_meta(x, *, dim: int) -> tuple:  # noqa: ANN001
     shape = list(x.shape)

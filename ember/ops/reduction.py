@@ -22,7 +22,14 @@ _NODIFF = frozenset({"nondifferentiable"})
 _LOWP = (np.dtype(np.float16), dt.bfloat16.np)
 
 
+_FULL = tuple(tuple(range(n)) for n in range(17))
+
+
 def reduced_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    """``shape`` reduced over ``dims``, the reduced dims kept with size 1 or dropped."""
+    n = len(shape)
+    if not keepdim and n < len(_FULL) and dims == _FULL[n]:  # a full reduction
+        return ()
     if keepdim:
         return tuple(1 if i in dims else n for i, n in enumerate(shape))
     return tuple(n for i, n in enumerate(shape) if i not in dims)

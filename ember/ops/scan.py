@@ -126,6 +126,12 @@ CUMMIN = register(OpDef("cummin", "scan", _cumext_meta, _cumext_eager(np.minimum
 
 
 # ---------------------------------------------------------------------------- softmax family
+def _max_keep(x: np.ndarray, dim: int) -> np.ndarray:
+    """``np.max(x, axis=dim, keepdims=True)`` for an ndarray: the reduce ``np.max`` calls,
+    without its ~1 us Python wrapper (the same for ``np.add.reduce`` and ``np.sum`` below)."""
+    return np.maximum.reduce(x, axis=dim, keepdims=True)
+
+
 def _softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     if x.size == 0:
         return x.copy()
@@ -134,12 +140,12 @@ def _softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     if dim == x.ndim - 1 and x.size >= _parallel.MIN_ELEMENTS and x.dtype.kind == "f":
         from ember.ops.attention import _safe_softmax_np  # row blocks over threads
         return _safe_softmax_np(x, safe=False)
-    e = np.subtract(x, np.max(x, axis=dim, keepdims=True))
+    e = np.subtract(x, _max_keep(x, dim))
     np.exp(e, out=e)
     if dim == x.ndim - 1 and e.flags.c_contiguous:
         e /= _parallel.last_dim_sum(e)  # BLAS row sums: 2-3x faster than np.sum
     else:
-        e /= np.sum(e, axis=dim, keepdims=True)
+        e /= np.add.reduce(e, axis=dim, keepdims=True)
     return e
 
 
@@ -152,8 +158,8 @@ def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     lowp_in = src in _LOWP
     if lowp_in:
         x = x.astype(np.float32)
-    s = np.subtract(x, np.max(x, axis=dim, keepdims=True))
-    total = np.sum(np.exp(s), axis=dim, keepdims=True)
+    s = np.subtract(x, _max_keep(x, dim))
+    total = np.add.reduce(np.exp(s), axis=dim, keepdims=True)
     if lowp_in and dim == x.ndim - 1:
         # PyTorch's last-dim CPU kernel keeps the row sum and its log in the input dtype
         total = total.astype(src).astype(np.float32)

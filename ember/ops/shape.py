@@ -148,8 +148,18 @@ def _expand_meta(x, *, shape: tuple) -> tuple:  # noqa: ANN001
 def _expand_eager(x: np.ndarray, *, shape: tuple) -> np.ndarray:
     if tuple(shape) == x.shape:
         return x.view()  # writable: nothing overlaps
-    if 1 not in shape:
-        return np.broadcast_to(x, shape)  # same strides as PyTorch when no dim has size 1
+    if 1 not in shape:  # the strides np.broadcast_to gives, as PyTorch when no dim has size 1
+        if x.__class__ is np.ndarray and x.flags.c_contiguous and x.size:
+            # built directly: np.broadcast_to's Python costs ~4x this (a full reduction's
+            # gradient, ``grad.expand(sizes)``, runs this in every backward)
+            lead = len(shape) - x.ndim
+            xs, st = x.shape, x.strides
+            strides = (0,) * lead + tuple(st[j] if xs[j] == shape[lead + j] else 0
+                                          for j in range(x.ndim))
+            v = np.ndarray(shape, x.dtype, x, 0, strides)
+            v.flags.writeable = False
+            return v
+        return np.broadcast_to(x, shape)
     # PyTorch's inferExpandGeometry: new dims of size 1 get size*stride of the next dim
     st = elem_strides(x)
     lead = len(shape) - x.ndim
@@ -174,10 +184,11 @@ EXPAND = register(OpDef(
 
 # ---------------------------------------------------------------------------------- permute
 def _permute_meta(x, *, dims: tuple) -> tuple:  # noqa: ANN001
-    if sorted(dims) != list(range(len(x.shape))):
+    shape = tuple(x.shape)
+    if sorted(dims) != list(range(len(shape))):
         raise ShapeError(f"[permute] dims {list(dims)} are not a permutation of "
-                         f"{len(x.shape)} dimensions")
-    return tuple(x.shape[d] for d in dims), x.dtype
+                         f"{len(shape)} dimensions")
+    return tuple([shape[d] for d in dims]), x.dtype
 
 
 def _permute_vjp(ctx, g):  # noqa: ANN001
@@ -188,7 +199,7 @@ def _permute_vjp(ctx, g):  # noqa: ANN001
 
 
 PERMUTE = register(OpDef(
-    "permute", "view", _permute_meta, lambda x, *, dims: np.transpose(x, dims), _permute_vjp,
+    "permute", "view", _permute_meta, lambda x, *, dims: x.transpose(dims), _permute_vjp,
     tags=frozenset({"bijective"}),
 ))
 

@@ -190,7 +190,7 @@ class CompiledFunction:
 
 def _grad_flags(args: tuple, kwargs: dict) -> tuple:
     """The requires_grad of each tensor argument, positional then by keyword."""
-    flags = tuple(a._requires_grad for a in args if isinstance(a, Tensor))
+    flags = tuple([a._requires_grad for a in args if isinstance(a, Tensor)])
     if kwargs:
         flags += tuple((k, v._requires_grad) for k, v in kwargs.items() if isinstance(v, Tensor))
     return flags

@@ -15,6 +15,7 @@ from ember._frontend.core import check_tensor, to_dtype
 from ember._frontend.inplace import _type_name, commit_inplace
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberNotImplementedError, EmberRuntimeError, EmberValueError
+from ember.ops import registry as _reg
 from ember.ops._util import wrap_dim
 from ember.ops.nn_activation import ACTIVATIONS as _A
 from ember.ops.nn_activation import GLU as _GLU
@@ -29,6 +30,7 @@ __all__ = [
     "tanh", "tanhshrink", "threshold", "threshold_",
 ]
 
+_RELU = _A["relu"]
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
@@ -63,6 +65,8 @@ def _float_act(name: str, kernel: str, input: Tensor, inplace: bool, op: str | N
 @tensor_method("relu")
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
     """``max(input, 0)`` elementwise (integer tensors too)."""
+    if not inplace and isinstance(input, Tensor) and input._dtype is not dt.bool:
+        return _reg._binder(_RELU, (input,), {})  # what _apply binds (the frequent case, direct)
     check_tensor(input, "relu")
     if input._dtype is dt.bool:
         raise EmberRuntimeError("[relu] Boolean inputs not supported for relu")
