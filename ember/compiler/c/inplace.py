@@ -24,10 +24,14 @@ An output ``O`` (the value of input ``I``) is donated when all of these hold:
 Inputs whose memory another input of the graph shares (a view and its base) are never in
 ``Graph.mutated`` (``frontend/api._mutations``).  The runtime falls back to a fresh output
 (and the caller's copy) when an input array is not C-contiguous of the buffer's dtype.
+
+``EMBER_C_INPLACE=0`` (read at import) turns donation off: every new value is a fresh output
+that the caller copies (for measuring what the in-place writes save).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ember.compiler.c.ir.kernels import AdvIndexKernel, GemmKernel
@@ -46,11 +50,14 @@ from ember.compiler.c.ir.loop_ir import (
 )
 
 
+ENABLED = os.environ.get("EMBER_C_INPLACE", "1") != "0"
+
+
 def donations(program: Program, graph: Any, mutated: tuple) -> list:
     """``[(output buffer, input index), ...]``: the outputs of ``mutated`` (``Graph.mutated``
     of ``graph``, the graph ``program`` was lowered from) that the kernels write into the
     input's memory (see the module docstring)."""
-    if not mutated:
+    if not mutated or not ENABLED:
         return []
     srcs = program.sources  # type: ignore[attr-defined]
     steps = _timeline(program)

@@ -452,17 +452,19 @@ def _mutations(trace: _lazy.Trace) -> tuple:
     if not nw:
         return ()
     ids = trace.input_ids
-    owners: dict = {}
-    for a in trace.inputs:
-        o = _memory_owner(a)
-        owners[id(o)] = owners.get(id(o), 0) + 1
+    owners: dict | None = None
+    if any(a.base is not None for a in trace.inputs):  # else each input owns its memory
+        owners = {}
+        for a in trace.inputs:
+            o = id(_memory_owner(a))
+            owners[o] = owners.get(o, 0) + 1
     out = []
     j = nd
     for st in trace.storages.values():
         if st.root is None:
             continue
         k = ids.get(id(st.root))
-        if k is not None and owners.get(id(_memory_owner(st.root))) == 1:
+        if k is not None and (owners is None or owners[id(_memory_owner(st.root))] == 1):
             out.append((j, k))
         j += 1
     return tuple(out)
