@@ -19,7 +19,8 @@ An output ``O`` (the value of input ``I``) is donated when all of these hold:
   it is overwritten, in the same iteration), or likewise in a reduction's per-output
   epilogue whose reduced loops do not read ``I``; or ``K`` is an ``index_put`` over all of
   ``I`` (its copy of ``I`` is skipped when the output is ``I``: a KV-cache write touches only the
-  written rows).
+  written rows).  A GEMM whose epilogue overwrites the product in ``O`` (``schedule._in_place``)
+  gets a temporary of its own for the product again, so the product never lands in ``I``.
 
 Inputs whose memory another input of the graph shares (a view and its base) are never in
 ``Graph.mutated`` (``frontend/api._mutations``).  The runtime falls back to a fresh output
@@ -41,6 +42,8 @@ from ember.compiler.c.ir.loop_ir import (
     Extern,
     Kernel,
     Let,
+    Load,
+    Op,
     Program,
     ReduceKernel,
     Store,
@@ -48,7 +51,6 @@ from ember.compiler.c.ir.loop_ir import (
     loads_of,
     locals_read,
 )
-
 
 ENABLED = os.environ.get("EMBER_C_INPLACE", "1") != "0"
 
@@ -75,10 +77,30 @@ def donations(program: Program, graph: Any, mutated: tuple) -> list:
         out, inp = src[1], program.inputs[k]
         if not _same_layout(out, inp) or out_uses.get(("buf", id(out))) != 1:
             continue
-        if _safe(steps, out, inp, k, srcs, graph):
+        kern = _safe(steps, out, inp, k, srcs, graph)
+        if kern is not None:
+            if isinstance(kern, GemmKernel) and kern.out is out:
+                _split_product(kern, out)
             done.append((out, k))
             taken.add(k)
     return done
+
+
+def _split_product(g: GemmKernel, out: Buffer) -> None:
+    """``g`` writes its raw product into ``out`` and its epilogue overwrites it
+    (``schedule._in_place``); ``out`` is to be the input its epilogue reads: the product goes
+    to a temporary of its own again (the memory plan gives it a shared slot)."""
+    raw = Buffer(f"{out.name}_p", out.dtype, out.shape, "temp")
+
+    def fix(e: Any) -> Any:
+        if isinstance(e, Load) and e.buf is out:
+            return Load(raw, e.index)
+        if isinstance(e, Op):
+            return Op(e.name, e.template, tuple(fix(a) for a in e.args), e.params)
+        return e
+    g.epilogue = [Let(st.name, st.ctype, fix(st.expr)) if isinstance(st, Let) else
+                  Store(st.buf, st.index, fix(st.expr)) for st in g.epilogue]
+    g.out = raw
 
 
 def _timeline(program: Program) -> list:
@@ -110,22 +132,23 @@ def _same_layout(out: Buffer, inp: Buffer) -> bool:
             and out.dtype == inp.dtype and tuple(out.shape) == tuple(inp.shape))
 
 
-def _safe(steps: list, out: Buffer, inp: Buffer, k: int, srcs: dict, graph: Any) -> bool:
+def _safe(steps: list, out: Buffer, inp: Buffer, k: int, srcs: dict, graph: Any) -> Any:
+    """The kernel that stores ``out`` when ``out`` may be computed in ``inp``, else None."""
     writers = [t for t, s in enumerate(steps)
                if (out in s.outs if isinstance(s, Extern) else out in s.buffers()[1])]
     if len(writers) != 1 or isinstance(steps[writers[0]], Extern):
-        return False
+        return None
     t = writers[0]
     for s in steps:
         if isinstance(s, Extern) and _extern_reads(s, ("buf", id(out)), srcs, graph):
-            return False   # an extern reads the new value from Python: keep it a plain output
+            return None   # an extern reads the new value from Python: keep it a plain output
     for s in steps[t + 1:]:
         if isinstance(s, Extern):
             if _extern_reads(s, ("in", k), srcs, graph):
-                return False
+                return None
         elif inp in s.buffers()[0]:
-            return False
-    return _kernel_ok(steps[t], out, inp)
+            return None
+    return steps[t] if _kernel_ok(steps[t], out, inp) else None
 
 
 def _extern_reads(step: Extern, where: tuple, srcs: dict, graph: Any) -> bool:
@@ -150,8 +173,10 @@ def _kernel_ok(kern: Any, out: Buffer, inp: Buffer) -> bool:
     if isinstance(kern, GemmKernel):
         if inp in (kern.a.buf, kern.b.buf):
             return False
-        if out is kern.out:
-            return inp not in kern.buffers()[0]
+        if out is kern.out and not any(isinstance(st, Store) and st.buf is out
+                                       for st in kern.epilogue):
+            return inp not in kern.buffers()[0]   # the product itself is the new value
+        # (an epilogue that overwrites the product in ``out``: ``_split_product``)
         return _pointwise_ok(kern.epilogue, out, inp)
     if isinstance(kern, Kernel):
         return _pointwise_ok(kern.body, out, inp)
