@@ -278,3 +278,21 @@ def test_step_with_zero_grad_last_moves_gemm_products_out_of_the_inputs(name):
     assert len(cg._donated) == len(cg.source_graph.mutated) > 0
     assert any(isinstance(k, GemmKernel) and k.out.name.endswith("_p")
                for k in cg.program.kernels())
+
+
+def test_one_value_written_into_two_inputs():
+    def body(a, b, x):
+        y = x * 2 + 1
+        a.copy_(y)
+        b.copy_(y)
+        return a.sum() + b.sum()
+
+    (ea, ta), (eb, tb), (ex, tx) = _pair((4, 5)), _pair((4, 5), 1), _pair((4, 5), 2)
+    f = ember.compile(body, backend=C)
+    for _ in range(2):
+        got, want = f(ea, eb, ex), body(ta, tb, tx)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    ea.add_(1)   # a and b hold their own memory after the call
+    ta.add_(1)
+    np.testing.assert_array_equal(eb.numpy(), tb.numpy())
+    np.testing.assert_array_equal(ea.numpy(), ta.numpy())

@@ -448,7 +448,7 @@ def _mutations(trace: _lazy.Trace) -> tuple:
     written back into input arrays (``Graph.mutated``), leaving out an input whose memory
     another input of the graph may share (a view and its base both read: a kernel computing the
     new value in place could change what another kernel reads)."""
-    nd, nw = trace.out_split
+    nd, nw = getattr(trace, "out_split", (0, 0))
     if not nw:
         return ()
     ids = trace.input_ids
@@ -484,7 +484,7 @@ def _memory_owner(a: np.ndarray) -> Any:
 def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
     kn = trace.followed(out_refs)
     frame = trace.owner
-    mut = _mutations(trace) if trace.out_split[1] else ()
+    mut = _mutations(trace) if trace.storages else ()
     if kn is not None and kn.cap.mut_raw != mut:
         kn = None  # the same graph, but other inputs may share memory: other compiled code
     if kn is not None:  # the same graph as a call before: its capture and entry
