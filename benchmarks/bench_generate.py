@@ -1,8 +1,9 @@
 """Token-by-token generation of the char GPT with a KV cache (issue 21): ember compiled against
 torch.compile of the same model, both with static KV buffers written in place.
 
-Run: ``python benchmarks/bench_generate.py [--tokens N] [--rounds R] [--threads T] [--profile]``
-(needs torch).  The model is ``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256;
+Run: ``python benchmarks/bench_generate.py [--tokens N] [--rounds R] [--threads T] [--profile]
+[--cpu-time]`` (needs torch; ``--cpu-time``: process CPU time instead of wall time, steadier on a
+loaded machine).  The model is ``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256;
 torch runs its mirror ``TorchCharGPT`` (``bench_models.py``) with ember's initial weights and
 the same decode step written with torch (``torch_decode_step`` below: ``index_copy_`` into
 ``(1, 6, 256, 64)`` buffers at a 0-d position tensor, attention over the whole buffer with a
@@ -112,10 +113,14 @@ def profile(m: demo.CharGPT, step, n: int, label: str) -> None:
     st.sort_stats("tottime").print_stats(12)
 
 
+_CLOCK = [time.perf_counter]
+
+
 def timed(fn) -> float:
-    s = time.perf_counter()
+    clock = _CLOCK[0]
+    s = clock()
     fn()
-    return time.perf_counter() - s
+    return clock() - s
 
 
 def main() -> None:
@@ -124,7 +129,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time.process_time instead of wall time (CPU time of all threads: "
+                         "less sensitive to other jobs on a loaded machine)")
     a = ap.parse_args()
+    if a.cpu_time:
+        _CLOCK[0] = time.process_time
     if not 2 <= a.tokens <= BLOCK:
         sys.exit(f"--tokens must be in 2..{BLOCK}")
     torch.set_num_threads(a.threads)
@@ -160,7 +170,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     calls = a.tokens - 1
     print(f"\n{a.tokens} positions ({calls} decode calls), batch 1, {a.threads} threads, "
-          f"{a.rounds} rounds (medians)")
+          f"{a.rounds} rounds (medians{' of CPU time' if a.cpu_time else ''})")
     print("| implementation | generation | per token | / torch.compile |")
     print("|---|---|---|---|")
     for name, m in med.items():

@@ -27,10 +27,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ember.compiler.c import inplace
 from ember.compiler.c.build import autotune, runtime, toolchain
 from ember.compiler.c.codegen import flex as flex_codegen
 from ember.compiler.c.codegen.unit import PRELUDE, generate
 from ember.compiler.c.decompose import decompose
+from ember.compiler.c.inplace import donations
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
 from ember.compiler.c.lower.context import log as lower_log
@@ -131,6 +133,7 @@ class CompiledGraph:
         self._int_names = list(program.int_names)
         self._sources = program.sources  # type: ignore[attr-defined]
         self._slots, self._slot_bytes = memory_plan(program, self.graph)
+        self._donated = {id(b): k for b, k in program.donated}  # type: ignore[attr-defined]
 
     def _from_plan(self, plan: dict) -> None:
         bufs = [Buffer(name, by_name(dt), tuple(shape), role,
@@ -152,6 +155,7 @@ class CompiledGraph:
                          else ("view", *v) for ref, kind, v in plan["sources"]}
         self._slots = {id(bufs[j]): slot for j, slot in plan["slots"]}
         self._slot_bytes = list(plan["slot_bytes"])
+        self._donated = {id(bufs[j]): k for j, k in plan["donated"]}
         self.stats = LowerStats(**plan["stats"])
         if plan["path"] is not None:
             self.path = Path(plan["path"])
@@ -227,6 +231,7 @@ class CompiledGraph:
             ints[k] = int(v) if not (isinstance(v, float) and not math.isfinite(v)) else 0
         floats = tuple(float(v) for v in scalars)
         py: dict = {}    # buffer id -> array as produced (Python-side uses)
+        donated = False  # an input was written in place (inplace.py)
         cv: dict = {}    # buffer id -> C-contiguous array of the buffer's dtype (C uses)
         arenas: list = [None] * len(self._slot_bytes)  # the memory plan's slots, this call's
         for b, a in zip(self._inputs, arrays):
@@ -241,7 +246,10 @@ class CompiledGraph:
                         src = py.get(id(b))
                         if src is None:  # a buffer this segment writes first
                             slot = self._slots.get(id(b))
-                            if slot is not None:  # shares memory with temps of other times
+                            a = _donated(self, b, arrays) if self._donated else None
+                            if a is not None:  # written into the input it replaces
+                                donated = True
+                            elif slot is not None:  # shares memory with temps of other times
                                 arena = arenas[slot]
                                 if arena is None:
                                     arena = arenas[slot] = _empty((self._slot_bytes[slot],),
@@ -269,7 +277,7 @@ class CompiledGraph:
                     # minifier can tell a spurious C error (eager ran fine) from a user's
                     self.entry_errors += 1
                     self.last_entry_error = e
-                    return self.source_graph.run(arrays, list(scalars))
+                    return _rerun(self, arrays, scalars, e, donated)
             else:
                 outs = self._extern(step, py, arrays, scalars)
                 for b, o in zip(step.outs, outs):
@@ -311,6 +319,31 @@ class CompiledGraph:
         return v
 
 
+def _donated(cg: CompiledGraph, b: Buffer, arrays: list) -> np.ndarray | None:
+    """The input array output buffer ``b`` is computed in (``inplace.py``), when ``b`` is a
+    donated output and that array is C-contiguous, writeable, of ``b``'s dtype; else None
+    (a fresh buffer: the caller copies it into the input)."""
+    k = cg._donated.get(id(b))
+    if k is None:
+        return None
+    a = arrays[k]
+    if a.__class__ is not np.ndarray or a.dtype != b.dtype.np or not a.flags.c_contiguous \
+            or not a.flags.writeable:
+        return None
+    return a
+
+
+def _rerun(cg: CompiledGraph, arrays: list, scalars: list, err: EmberRuntimeError,
+           donated: bool) -> list:
+    """A C entry found invalid input: run the graph with eager's kernels, which raise eager's
+    error.  When kernels had already written inputs in place, the inputs are not what the
+    graph started from: the C error is raised if eager's kernels find nothing wrong."""
+    out = cg.source_graph.run(arrays, list(scalars))
+    if donated:
+        raise err
+    return out
+
+
 # ------------------------------------------------------------------------------ fast calls
 def _fast_plan(cg: CompiledGraph) -> tuple | bool:
     """How a call of a graph that is one C entry with static buffer shapes runs, prepared once:
@@ -328,7 +361,9 @@ def _fast_plan(cg: CompiledGraph) -> tuple | bool:
         if id(b) in where:   # the same buffer again: the same array
             args.append((3, where[id(b)], npd, None))
             continue
-        if id(b) in in_pos:
+        if id(b) in cg._donated:    # computed in the input it replaces (inplace.py)
+            args.append((5, cg._donated[id(b)], npd, None))
+        elif id(b) in in_pos:
             args.append((0, in_pos[id(b)], npd, None))
         elif any(type(n) is not int for n in b.shape):
             return False
@@ -357,11 +392,17 @@ def _run_fast(cg: CompiledGraph, fast: tuple, arrays: list, scalars: list) -> li
     entry, args, outs = fast
     call = []
     arenas = None
+    donated = False
     for kind, k, npd, x in args:
         if kind == 0:
             a = arrays[k]
             if a.dtype != npd or not a.flags.c_contiguous:
                 return None
+        elif kind == 5:
+            a = arrays[k]
+            if a.dtype != npd or not a.flags.c_contiguous or not a.flags.writeable:
+                return None   # the general path computes a fresh output
+            donated = True
         elif kind == 4:
             a = np.empty(x, npd)
         elif kind == 2:
@@ -388,7 +429,7 @@ def _run_fast(cg: CompiledGraph, fast: tuple, arrays: list, scalars: list) -> li
     except EmberRuntimeError as e:  # as the general path: eager raises eager's error; counted
         cg.entry_errors += 1
         cg.last_entry_error = e
-        return cg.source_graph.run(arrays, list(scalars))
+        return _rerun(cg, arrays, scalars, e, donated)
     return [arrays[k] if inp else call[k] for inp, k in outs]
 
 
@@ -514,7 +555,7 @@ def _log(level: int, message: str) -> None:
 
 
 # ------------------------------------------------------------------------------ run plans
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 _DIGEST: dict = {}   # config.cc -> digest (memo per process)
 
 
@@ -523,12 +564,12 @@ def _code_digest() -> str:
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
     dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS,
-            config.inject_bug_testing_only, flex_codegen.variant())
+            config.inject_bug_testing_only, flex_codegen.variant(), inplace.ENABLED)
     got = _DIGEST.get(dkey)
     if got is None:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
                            f"{config.inject_bug_testing_only!r} "
-                           f"{EXTRA_FLAGS} {flex_codegen.variant()} "
+                           f"{EXTRA_FLAGS} {flex_codegen.variant()} inplace={inplace.ENABLED} "
                            f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
         # (C templates too; ember.kernel's compiler writes the C of kernel_launch nodes)
@@ -604,7 +645,9 @@ def _save_plan(key: str, cg: CompiledGraph) -> None:
             "steps": steps, "inputs": [ref(b) for b in cg._inputs],
             "int_names": cg._int_names, "sources": sources, "buffers": bufs,
             "slots": [[index[b], slot] for b, slot in cg._slots.items()],
-            "slot_bytes": cg._slot_bytes, "stats": dataclasses.asdict(cg.stats)}
+            "slot_bytes": cg._slot_bytes,
+            "donated": [[index[b], k] for b, k in cg._donated.items()],
+            "stats": dataclasses.asdict(cg.stats)}
     try:
         toolchain._atomic_write(_plan_path(key), json.dumps(plan).encode())
     except (OSError, TypeError, ValueError):
@@ -622,6 +665,7 @@ def lower_and_schedule(graph: Graph) -> Program:
     ``config.verify_ir`` (tests) after each pass (the plan's ``FusionPlan.verify`` too).
     Ops with a ``decomp`` and no C rule are expanded first (``decompose.py``): the program's
     node indices refer to ``decompose(graph)``, which is ``graph`` when nothing expands."""
+    mutated = graph.mutated
     graph = decompose(graph)
     fusion = plan_fusion(graph, _HELPERS)  # before lowering: order, recompute or store
     if config.verify_ir:
@@ -631,6 +675,8 @@ def lower_and_schedule(graph: Graph) -> Program:
         program.verify()
     schedule(program, graph)
     program.verify()
+    # outputs the kernels write straight into the inputs they replace (inplace.py)
+    program.donated = donations(program, graph, mutated)  # type: ignore[attr-defined]
     return program
 
 

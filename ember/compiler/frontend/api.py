@@ -443,9 +443,50 @@ def _call(e: Entry, cap: Captured) -> list:
     return [o._data if isinstance(o, Tensor) else np.asarray(o) for o in outs]
 
 
+def _mutations(trace: _lazy.Trace) -> tuple:
+    """``((output index, input index), ...)``: the outputs of the graph being realized that are
+    written back into input arrays (``Graph.mutated``), leaving out an input whose memory
+    another input of the graph may share (a view and its base both read: a kernel computing the
+    new value in place could change what another kernel reads)."""
+    nd, nw = getattr(trace, "out_split", (0, 0))
+    if not nw:
+        return ()
+    ids = trace.input_ids
+    owners: dict | None = None
+    if any(a.base is not None for a in trace.inputs):  # else each input owns its memory
+        owners = {}
+        for a in trace.inputs:
+            o = id(_memory_owner(a))
+            owners[o] = owners.get(o, 0) + 1
+    out = []
+    j = nd
+    for st in trace.storages.values():
+        if st.root is None:
+            continue
+        k = ids.get(id(st.root))
+        if k is not None and (owners is None or owners[id(_memory_owner(st.root))] == 1):
+            out.append((j, k))
+        j += 1
+    return tuple(out)
+
+
+def _memory_owner(a: np.ndarray) -> Any:
+    """The object that owns ``a``'s memory (the end of its ``.base`` chain)."""
+    while True:
+        b = a.base
+        if b is None:
+            return a
+        if b.__class__ is not np.ndarray:
+            return b
+        a = b
+
+
 def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> list:
     kn = trace.followed(out_refs)
     frame = trace.owner
+    mut = _mutations(trace) if trace.storages else ()
+    if kn is not None and kn.cap.mut_raw != mut:
+        kn = None  # the same graph, but other inputs may share memory: other compiled code
     if kn is not None:  # the same graph as a call before: its capture and entry
         kn.used = True
         run = kn.run
@@ -456,7 +497,7 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
             frame.last_entry = kn.entry
             return fn([arrays[k] for k in in_orig], scalars)
         return frame.realize(kn.cap.rebind(arrays, kn.entry), trace.segment)
-    cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype))
+    cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype), mut)
     frame.last_entry = None
     res = frame.realize(cap, trace.segment)
     e = frame.last_entry

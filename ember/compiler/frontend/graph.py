@@ -125,7 +125,15 @@ def _has_sym(x: Any) -> bool:
 
 
 class Graph:
-    """Inputs, nodes, outputs; see the module docstring."""
+    """Inputs, nodes, outputs; see the module docstring.
+
+    ``mutated``: ``((output index, input index), ...)``, the outputs that are the new values of
+    inputs written in place by the traced code (functionalized mutations, ``_lazy.Trace.write``):
+    the caller stores each such output into that input's memory after the call, so a backend
+    may compute it there directly and return the input array itself (the C backend does,
+    ``docs/compiler.md``, "In-place writes").  Empty for a pure graph."""
+
+    mutated: tuple = ()
 
     def __init__(self, inputs: list, nodes: list[Node], outputs: list, num_scalars: int = 0,
                  scalar_kinds: tuple = ()) -> None:
@@ -150,6 +158,9 @@ class Graph:
                  f"def {name}({', '.join(params)}):"]
         for k, (shape, dt) in enumerate(self.inputs):
             lines.append(f"    # x{k}: {dt.name}{list(shape)}")
+        if self.mutated:
+            lines.append("    # written in place: " + ", ".join(
+                f"output {o} -> x{k}" for o, k in self.mutated))
         for i, n in enumerate(self.nodes):
             args = ", ".join(_fmt_arg(a) for a in n.args)
             kw = ", ".join(f"{k}={_fmt(v)}" for k, v in n.params.items())
@@ -304,7 +315,7 @@ class Captured:
     """
 
     __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "arrays", "in_orig",
-                 "_bounds", "hit")
+                 "_bounds", "hit", "mutated", "mut_raw")
 
     def rebind(self, arrays: list, hit: Any) -> Captured:
         """This capture over another call's input arrays (a trace that followed it exactly:
@@ -313,6 +324,7 @@ class Captured:
         c.nodes, c.inputs, c.outputs, c.key, c.values, c.kinds = \
             self.nodes, self.inputs, self.outputs, self.key, self.values, self.kinds
         c.in_orig, c._bounds = self.in_orig, self._bounds
+        c.mutated, c.mut_raw = self.mutated, self.mut_raw
         c.arrays = [arrays[k] for k in self.in_orig]
         c.hit = hit
         return c
@@ -352,15 +364,22 @@ class Captured:
             specs = n.specs
             nodes.append(Node(n.op, args, params, specs))
         g = Graph(inputs, nodes, list(self.outputs), len(syms), tuple(kinds))
+        if self.mutated:
+            g.mutated = self.mutated
         g.lifted = syms  # type: ignore[attr-defined]
         return g
 
 
-def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any) -> Captured:
-    """Dead-code-eliminate ``tnodes`` to ``out_refs`` and renumber; compute key and slots."""
+def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
+            mutated: tuple = ()) -> Captured:
+    """Dead-code-eliminate ``tnodes`` to ``out_refs`` and renumber; compute key and slots.
+    ``mutated``: ``((output index, index into arrays), ...)``, outputs written back into those
+    inputs (``Graph.mutated``; such inputs stay graph inputs even when no node reads them)."""
     n_nodes = len(tnodes)
     live = [False] * n_nodes
     used = [False] * len(arrays)
+    for _, k in mutated:
+        used[k] = True
     for r in out_refs:
         if r[0] == "i":
             used[r[1]] = True
@@ -409,7 +428,15 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any) -> Captur
     c = Captured()
     c.nodes, c.inputs, c.outputs, c.arrays = nodes, inputs, outputs, in_arrays
     c.in_orig = in_orig
-    c.key = GraphKey((tuple(in_key), tuple(node_key), tuple(outputs)))
+    c.mut_raw = mutated
+    out_key = tuple(outputs)
+    if mutated:
+        pos = {k: j for j, k in enumerate(in_orig)}
+        c.mutated = tuple((o, pos[k]) for o, k in mutated)
+        out_key += (("mutated", c.mutated),)
+    else:
+        c.mutated = ()
+    c.key = GraphKey((tuple(in_key), tuple(node_key), out_key))
     c.hit = None
     c.values = values
     c.kinds = ["size"] * n_sizes + ["scalar"] * (len(values) - n_sizes)

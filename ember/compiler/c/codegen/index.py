@@ -263,7 +263,13 @@ def adv_index_source(k: AdvIndexKernel, openmp: bool) -> str:
     n_x = 1
     for m in xshape:
         n_x *= m
-    if tuple(k.x_geom.strides) == contiguous_strides(xshape) and n_x < PUT_MEMCPY_BELOW:
+    contiguous = tuple(k.x_geom.strides) == contiguous_strides(xshape)
+    if contiguous:
+        # the output computed in x's own memory (a KV cache written in place,
+        # compiler/c/inplace.py): x is not read, only the indexed elements are written
+        lines.append(f"  if ((uintptr_t){k.out.name} != (uintptr_t)({k.x.name} + "
+                     f"{k.x_geom.offset})) {{")
+    if contiguous and n_x < PUT_MEMCPY_BELOW:
         # a straight copy (a KV-cache buffer): memcpy on the calling thread; waking the
         # OpenMP team costs more than the copy (~30 µs for 400 KB), on a loaded machine ms
         lines.append(f"  memcpy({k.out.name}, {k.x.name} + {k.x_geom.offset}, "
@@ -273,6 +279,8 @@ def adv_index_source(k: AdvIndexKernel, openmp: bool) -> str:
             lines.append("  " + omp_for(str(n_x), simd=True))
         lines.append(f"  for (int64_t p = 0; p < {n_x}; p++) {k.out.name}[p] = {k.x.name}["
                      f"{k.x_geom.offset} + {_dot('p', xshape, tuple(k.x_geom.strides))}];")
+    if contiguous:
+        lines.append("  }")
     vg = k.values_geom
     val = f"{k.values.name}[{vg.offset} + {_dot('p', res, tuple(vg.strides))}]"
     dst = f"{k.out.name}[{where}]"
