@@ -41,49 +41,87 @@ def kernel_source(k: IndexKernel, openmp: bool, ints: str = "") -> str:
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
-    t = k.out.ctype
     lines = [f"/* {' '.join(k.ops)} ({'scatter-add' if k.scatter else 'gather'} of rows) */",
              f"static int {k.name}({', '.join(params)}) {{",
              "  (void)ints; (void)floats;"] + ([ints] if ints else []) + ["  int bad_ = 0;"]
-    rows, cols, num = k.rows, k.cols, k.num
     at = _offset_expr(k.idx_geom, "r")
-    if not k.scatter:
-        g = k.src_geom
-        rs, cs = g.strides
-        if openmp:
-            lines.append("  " + omp_for(str(s_mul(rows, cols))) + " reduction(|: bad_)")
-        lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
-                  f"    const int64_t w_ = {k.idx.name}[{at}];",
-                  f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
-                  f"    const {t} *restrict s_ = {k.src.name} + {g.offset} + w_ * {rs};",
-                  f"    {t} *restrict d_ = {k.out.name} + r * {cols};",
-                  "    #pragma omp simd",
-                  f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = s_[c * {cs}];",
-                  "  }"]
-    else:
-        g = k.src_geom
-        rs, cs = _row_strides(g, cols)
-        blocks = -(-cols // SCATTER_BLOCK)
-        lines += [f"  memset({k.out.name}, 0, sizeof({t}) * {num * cols});",
-                  f"  for (int64_t r = 0; r < {rows}; r++) {{  /* checked first: eager raises "
-                  "before writing */",
-                  f"    const int64_t w_ = {k.idx.name}[{at}];",
-                  f"    if (w_ < 0 || w_ >= {num}) return 1;",
-                  "  }"]
-        if openmp:
-            lines.append("  " + omp_for(str(s_mul(rows, cols))))
-        lines += [f"  for (int64_t b_ = 0; b_ < {blocks}; b_++) {{",
-                  f"    const int64_t c0 = b_ * {SCATTER_BLOCK}, "
-                  f"c1 = c0 + {SCATTER_BLOCK} < {cols} ? c0 + {SCATTER_BLOCK} : {cols};",
-                  f"    for (int64_t r = 0; r < {rows}; r++) {{  /* in order, as np.add.at */",
-                  f"      {t} *restrict d_ = {k.out.name} + {k.idx.name}[{at}] * {cols};",
-                  f"      const {t} *restrict s_ = {k.src.name} + {_src_row(g, 'r', rs)};",
-                  "      #pragma omp simd",
-                  f"      for (int64_t c = c0; c < c1; c++) d_[c] += s_[c * {cs}];",
-                  "    }",
-                  "  }"]
+    lines += _gather_lines(k, at, openmp) if not k.scatter else _scatter_lines(k, at, openmp)
     lines += ["  return bad_;", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _pad_row(k: IndexKernel, dst: str, src: str, op: str) -> str:
+    """C text: ``dst[c] op= src[c] * 0`` over the row's columns when the row is padding_idx's
+    (eager multiplies those rows by 0), else "" (no padding_idx)."""
+    if k.padding_idx is None:
+        return ""
+    dt = k.src.dtype
+    val = f"{load_expr(dt, src)} * 0"
+    if op == "=":
+        return (f"    if (w_ == {k.padding_idx}) {{ for (int64_t c = 0; c < {k.cols}; c++) "
+                f"{dst} = {store_expr(dt, val)}; continue; }}")
+    return (f"      if (w_ == {k.padding_idx}) {{ for (int64_t c = c0; c < c1; c++) "
+            f"{dst} += {val}; continue; }}")
+
+
+def _gather_lines(k: IndexKernel, at: str, openmp: bool) -> list:
+    g = k.src_geom
+    rs, cs = g.strides
+    t = k.out.ctype
+    rows, cols, num = k.rows, k.cols, k.num
+    lines = []
+    if openmp:
+        lines.append("  " + omp_for(str(s_mul(rows, cols))) + " reduction(|: bad_)")
+    lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
+              f"    const int64_t w_ = {k.idx.name}[{at}];",
+              f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
+              f"    const {t} *restrict s_ = {k.src.name} + {g.offset} + w_ * {rs};",
+              f"    {t} *restrict d_ = {k.out.name} + r * {cols};",
+              _pad_row(k, "d_[c]", f"s_[c * {cs}]", "="),
+              "    #pragma omp simd",
+              f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = s_[c * {cs}];",
+              "  }"]
+    return [ln for ln in lines if ln]
+
+
+def _scatter_lines(k: IndexKernel, at: str, openmp: bool) -> list:
+    g = k.src_geom
+    rs, cs = _row_strides(g, cols := k.cols)
+    t, dt = k.out.ctype, k.out.dtype
+    ct = compute_ctype(dt)
+    rows, num = k.rows, k.num
+    blocks = -(-cols // SCATTER_BLOCK)
+    acc = k.out.name if ct == t else "acc_"
+    lines = [f"  for (int64_t r = 0; r < {rows}; r++) {{  /* checked first: eager raises "
+             "before writing */",
+             f"    const int64_t w_ = {k.idx.name}[{at}];",
+             f"    if (w_ < 0 || w_ >= {num}) return 1;",
+             "  }"]
+    if acc == k.out.name:
+        lines.insert(0, f"  memset({k.out.name}, 0, sizeof({t}) * {num * cols});")
+    else:  # float16/bfloat16: eager accumulates in float32 and rounds once
+        lines += [f"  {ct} *acc_ = ({ct} *)calloc({num * cols}, sizeof({ct}));",
+                  "  if (!acc_) return 1;"]
+    if openmp:
+        lines.append("  " + omp_for(str(s_mul(rows, cols))))
+    lines += [f"  for (int64_t b_ = 0; b_ < {blocks}; b_++) {{",
+              f"    const int64_t c0 = b_ * {SCATTER_BLOCK}, "
+              f"c1 = c0 + {SCATTER_BLOCK} < {cols} ? c0 + {SCATTER_BLOCK} : {cols};",
+              f"    for (int64_t r = 0; r < {rows}; r++) {{  /* in order, as np.add.at */",
+              f"      const int64_t w_ = {k.idx.name}[{at}];",
+              f"      {ct} *restrict d_ = {acc} + w_ * {cols};",
+              f"      const {t} *restrict s_ = {k.src.name} + {_src_row(g, 'r', rs)};",
+              _pad_row(k, "d_[c]", f"s_[c * {cs}]", "+="),
+              "      #pragma omp simd",
+              f"      for (int64_t c = c0; c < c1; c++) d_[c] += "
+              f"{load_expr(dt, f's_[c * {cs}]')};",
+              "    }",
+              "  }"]
+    if acc != k.out.name:
+        lines += [f"  for (int64_t e = 0; e < {num * cols}; e++) "
+                  f"{k.out.name}[e] = {store_expr(dt, 'acc_[e]')};",
+                  "  free(acc_);"]
+    return [ln for ln in lines if ln]
 
 
 def _row_strides(g: Geometry, cols: int) -> tuple:
