@@ -366,6 +366,7 @@ class Trace:
         self.storages: dict[int, _Storage] = {}
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
+        self.params: set = set()            # input indices of nn.Parameters
 
     # -- values -----------------------------------------------------------------------------
     def input_ref(self, arr: np.ndarray) -> tuple:
@@ -396,6 +397,8 @@ class Trace:
         m = t.__dict__.get("_dyn_marks")
         if m:
             self.marks[r[1]] = m
+        elif getattr(t, "_is_param", False):
+            self.params.add(r[1])
         return r
 
     def frame(self, t: Any) -> tuple:

@@ -148,9 +148,9 @@ def _dot(flat: str, shape: tuple, strides: tuple, skip: int = -1) -> str:
     for d in reversed(range(len(shape))):
         n, s = shape[d], strides[d]
         if d != skip and n != 1 and s != 0:
-            terms.append(f"(({flat}) / {inner} % {n}) * {s}" if inner > 1 else
-                         f"(({flat}) % {n}) * {s}")
-        inner *= n
+            terms.append(f"(({flat}) / {inner} % {n}) * ({s})" if inner != 1 else
+                         f"(({flat}) % {n}) * ({s})")
+        inner = s_mul(inner, n)
     return " + ".join(terms) or "0"
 
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.ir.kernels import ResampleKernel
-from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry
-from ember.compiler.c.lower.context import LoweringContext, is_ref, log
+from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry, contiguous_strides
+from ember.compiler.c.lower.context import LoweringContext, MemoryValue, is_ref, log
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 from ember.ops import nn_resize as R
@@ -69,10 +69,14 @@ def lower_resample(lw: LoweringContext, i: int, n: Any, backward: bool) -> str |
     return emit_tap_kernel(lw, i, n, x, nd, out_shape, passes, backward)
 
 
-def tap_operand(lw: LoweringContext, n: Any, nd: int) -> tuple | str:
+def tap_operand(lw: LoweringContext, n: Any, nd: int, sizes: tuple | None = None,
+                out_sizes: tuple | None = None) -> tuple | str:
     """``(x, out_shape, dtype)`` of a one-input op run as a ``ResampleKernel`` over its ``nd``
     trailing dims, or why not: float (or uint8) storage, static trailing sizes and strides
-    (runtime leading dims are fine), nothing empty."""
+    (runtime leading dims are fine), nothing empty.  ``sizes``/``out_sizes``: the trailing
+    sizes of the input and result when the op's (static) params give them: a C-contiguous
+    input whose trailing sizes are runtime expressions (of one value: meta checked it) is then
+    read with these."""
     x_r = n.args[0]
     if not is_ref(x_r):
         return "a non-tensor operand"
@@ -86,6 +90,13 @@ def tap_operand(lw: LoweringContext, n: Any, nd: int) -> tuple | str:
     if x is None:
         return "an operand is not in memory"
     xs, st = tuple(x.geom.shape), tuple(x.geom.strides)
+    if out_sizes is not None:
+        out_shape = out_shape[:len(out_shape) - nd] + tuple(out_sizes)
+    if sizes is not None and any(type(m) is not int for m in xs[len(xs) - nd:]) \
+            and st == contiguous_strides(xs):
+        xs = xs[:len(xs) - nd] + tuple(sizes)
+        x = MemoryValue(x.buf, Geometry(xs, contiguous_strides(xs), x.geom.offset), x.dtype)
+        st = tuple(x.geom.strides)
     spatial = xs[len(xs) - nd:] + st[len(st) - nd:] + out_shape[len(out_shape) - nd:]
     if any(type(m) is not int for m in spatial):
         return "dynamic sizes"  # symbolic leading (batch, channel) dims are fine

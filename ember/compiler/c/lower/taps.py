@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.compiler.c.lower.context import LoweringContext
+from ember.compiler.c.lower.context import LoweringContext, has_sym
 from ember.compiler.c.lower.registry import lowering
 from ember.compiler.c.lower.resample import _compute_name, emit_tap_kernel, tap_operand
 from ember.ops import OPS
@@ -35,9 +35,10 @@ def lower_adaptive_avg_pool(lw: LoweringContext, i: int, n: Any) -> str | None:
     """``adaptive_avg_pool`` (either direction) as one ``ResampleKernel``."""
     p = n.params
     nd = len(p["in_size"])
-    if any(type(m) is not int for m in tuple(p["in_size"]) + tuple(p["out_size"])):
+    if has_sym(p["in_size"]) or has_sym(p["out_size"]):
         return "runtime pooled sizes"
-    got = tap_operand(lw, n, nd)
+    src, dst = (p["out_size"], p["in_size"]) if p["transpose"] else (p["in_size"], p["out_size"])
+    got = tap_operand(lw, n, nd, tuple(src), tuple(dst))
     if isinstance(got, str):
         return got
     x, out_shape, dt = got
@@ -56,6 +57,8 @@ def lower_index_pad(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     """``index_pad`` as one gathering ``ResampleKernel``; its backward as a weighted one."""
     p = n.params
     pads, nd = tuple(p["pads"]), len(p["pads"])
+    if has_sym(pads):
+        return "runtime pads"
     got = tap_operand(lw, n, nd)
     if isinstance(got, str):
         return got
