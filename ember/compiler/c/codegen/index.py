@@ -13,6 +13,7 @@ from ember.compiler.c.ir.loop_ir import (
     compute_ctype,
     contiguous_strides,
     load_expr,
+    round_expr,
     s_mul,
     store_expr,
 )
@@ -50,18 +51,28 @@ def kernel_source(k: IndexKernel, openmp: bool, ints: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pad_row(k: IndexKernel, dst: str, src: str, op: str) -> str:
-    """C text: ``dst[c] op= src[c] * 0`` over the row's columns when the row is padding_idx's
-    (eager multiplies those rows by 0), else "" (no padding_idx)."""
-    if k.padding_idx is None:
-        return ""
-    dt = k.src.dtype
-    val = f"{load_expr(dt, src)} * 0"
-    if op == "=":
-        return (f"    if (w_ == {k.padding_idx}) {{ for (int64_t c = 0; c < {k.cols}; c++) "
-                f"{dst} = {store_expr(dt, val)}; continue; }}")
-    return (f"      if (w_ == {k.padding_idx}) {{ for (int64_t c = c0; c < c1; c++) "
-            f"{dst} += {val}; continue; }}")
+def _scaled(k: IndexKernel) -> bool:
+    return k.padding_idx is not None or k.scale_freq
+
+
+def _factor(k: IndexKernel) -> str:
+    """C text of a row's double factor (eager's ``_grad_scale``): 0 at padding_idx, else
+    1/count of its index when scale_freq, else 1."""
+    one = "1.0 / (double)cnt_[w_]" if k.scale_freq else "1.0"
+    return one if k.padding_idx is None else f"(w_ == {k.padding_idx} ? 0.0 : {one})"
+
+
+def _count_lines(k: IndexKernel, at: str) -> list:
+    """Index counts for scale_freq (eager's bincount), the indices checked first."""
+    if not k.scale_freq:
+        return []
+    return [f"  int64_t *cnt_ = (int64_t *)calloc({k.num}, sizeof(int64_t));",
+            "  if (!cnt_) return 1;",
+            f"  for (int64_t r = 0; r < {k.rows}; r++) {{",
+            f"    const int64_t w_ = {k.idx.name}[{at}];",
+            f"    if (w_ < 0 || w_ >= {k.num}) {{ free(cnt_); return 1; }}",
+            "    cnt_[w_]++;",
+            "  }"]
 
 
 def _gather_lines(k: IndexKernel, at: str, openmp: bool) -> list:
@@ -69,7 +80,11 @@ def _gather_lines(k: IndexKernel, at: str, openmp: bool) -> list:
     rs, cs = g.strides
     t = k.out.ctype
     rows, cols, num = k.rows, k.cols, k.num
-    lines = []
+    dt = k.src.dtype
+    # eager's masked gather: (row * factor) in double, rounded to the dtype
+    elem = f"s_[c * {cs}]"
+    copy = store_expr(dt, f"(double){load_expr(dt, elem)} * f_") if _scaled(k) else elem
+    lines = _count_lines(k, at)
     if openmp:
         lines.append("  " + omp_for(str(s_mul(rows, cols))) + " reduction(|: bad_)")
     lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
@@ -77,10 +92,12 @@ def _gather_lines(k: IndexKernel, at: str, openmp: bool) -> list:
               f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
               f"    const {t} *restrict s_ = {k.src.name} + {g.offset} + w_ * {rs};",
               f"    {t} *restrict d_ = {k.out.name} + r * {cols};",
-              _pad_row(k, "d_[c]", f"s_[c * {cs}]", "="),
+              f"    const double f_ = {_factor(k)}; (void)f_;" if _scaled(k) else "",
               "    #pragma omp simd",
-              f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = s_[c * {cs}];",
+              f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = {copy};",
               "  }"]
+    if k.scale_freq:
+        lines.append("  free(cnt_);")
     return [ln for ln in lines if ln]
 
 
@@ -96,7 +113,11 @@ def _scatter_lines(k: IndexKernel, at: str, openmp: bool) -> list:
              "before writing */",
              f"    const int64_t w_ = {k.idx.name}[{at}];",
              f"    if (w_ < 0 || w_ >= {num}) return 1;",
-             "  }"]
+             "  }"] + _count_lines(k, at)
+    # eager scales the rows in the dtype (the factor rounded to it), then accumulates
+    val = load_expr(dt, f"s_[c * {cs}]")
+    if _scaled(k):
+        val = round_expr(dt, f"{val} * {round_expr(dt, f'({ct})f_')}")
     if acc == k.out.name:
         lines.insert(0, f"  memset({k.out.name}, 0, sizeof({t}) * {num * cols});")
     else:  # float16/bfloat16: eager accumulates in float32 and rounds once
@@ -111,16 +132,17 @@ def _scatter_lines(k: IndexKernel, at: str, openmp: bool) -> list:
               f"      const int64_t w_ = {k.idx.name}[{at}];",
               f"      {ct} *restrict d_ = {acc} + w_ * {cols};",
               f"      const {t} *restrict s_ = {k.src.name} + {_src_row(g, 'r', rs)};",
-              _pad_row(k, "d_[c]", f"s_[c * {cs}]", "+="),
+              f"      const double f_ = {_factor(k)}; (void)f_;" if _scaled(k) else "",
               "      #pragma omp simd",
-              f"      for (int64_t c = c0; c < c1; c++) d_[c] += "
-              f"{load_expr(dt, f's_[c * {cs}]')};",
+              f"      for (int64_t c = c0; c < c1; c++) d_[c] += {val};",
               "    }",
               "  }"]
     if acc != k.out.name:
         lines += [f"  for (int64_t e = 0; e < {num * cols}; e++) "
                   f"{k.out.name}[e] = {store_expr(dt, 'acc_[e]')};",
                   "  free(acc_);"]
+    if k.scale_freq:
+        lines.append("  free(cnt_);")
     return [ln for ln in lines if ln]
 
 

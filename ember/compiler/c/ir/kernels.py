@@ -308,9 +308,9 @@ class IndexKernel:
     of the 2-D ``src``); ``scatter=True``: ``out`` (``num x cols``, C-contiguous) zeroed, then
     ``out[idx[r], c] += src[r, c]`` for ``r`` in order (``src`` rows through ``src_geom``).
     ``idx_geom``: the index tensor's geometry (its elements are the rows ``r``, C order).
-    ``padding_idx``: rows whose index is it are multiplied by 0 (as eager's masked gather and
-    its scatter-add; NaN and inf stay NaN).  float16/bfloat16 scatter-adds accumulate in float
-    and round once (as eager)."""
+    ``padding_idx``: rows whose index is it are multiplied by 0, ``scale_freq``: every row by
+    1/count of its index (as eager's masked gather and its scatter-add).  float16/bfloat16
+    scatter-adds accumulate in float and round once (as eager)."""
 
     name: str
     scatter: bool
@@ -323,6 +323,7 @@ class IndexKernel:
     cols: int
     ops: list = field(default_factory=list)
     padding_idx: int | None = None
+    scale_freq: bool = False
 
     @property
     def rows(self) -> SizeExpr:

@@ -5,15 +5,15 @@ kernels; gather/scatter/advanced indexing/masked_fill (below).
   gather over the rows of ``idx`` (any layout of ``idx``, runtime sizes included, and any
   static layout of the 2-D weight), rows split over the threads.  An index outside
   ``[0, num_weights)`` makes the entry return 1 and the graph rerun eagerly, which raises
-  eager's ``EmberIndexError``.  Lowered unless ``masked`` rows are scaled by
-  ``scale_grad_by_freq``; a ``masked`` gather (the double backward) multiplies the rows of
-  ``padding_idx`` by 0, as eager; values are copied exactly (any storage dtype).
+  eager's ``EmberIndexError``.  A ``masked`` gather (the double backward) multiplies each row
+  by eager's factor (0 at ``padding_idx``, 1/count with ``scale_grad_by_freq``) in double and
+  rounds once, as eager; otherwise values are copied exactly (any storage dtype).
 * ``embedding_backward`` (``out = zeros(num_weights, D); out[idx[r], :] += g[r, :]``) is a
   scatter-add: column blocks are split over the threads and each block adds the rows in index
   order, so every element sums exactly as eager's ``np.add.at`` does (same order, same dtype:
-  the result is bit-identical; runtime row counts included).  Rows of ``padding_idx`` add
-  ``g * 0`` (as eager); float16/bfloat16 accumulate in a float scratch and round once (as
-  eager); ``scale_grad_by_freq`` stays an extern.
+  the result is bit-identical; runtime row counts included).  Rows are scaled as eager does
+  (``g * factor`` in the dtype: 0 at ``padding_idx``, 1/count with ``scale_grad_by_freq``);
+  float16/bfloat16 accumulate in a float scratch and round once (as eager).
 * ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
   the gradient stored through the region's geometry.
@@ -78,9 +78,9 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     if any(not is_ref(a) for a in n.args):
         return "a non-tensor operand"
     p = n.params
-    if p.get("scale_grad_by_freq") and (scatter or p.get("masked")):
-        return "scale_grad_by_freq scales the rows"
-    pad_idx = p.get("padding_idx") if scatter or p.get("masked") else None
+    scaled = scatter or bool(p.get("masked"))
+    pad_idx = p.get("padding_idx") if scaled else None
+    freq = bool(p.get("scale_grad_by_freq")) and scaled
     src_r, idx_r = n.args
     out_shape, dt = n.specs[0]
     out_shape = tuple(out_shape)
@@ -114,7 +114,7 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     out = lw.buffer(dt, out_shape, "temp")
     kname = lw.kernel_name()
     lw.add_kernel(IndexKernel(kname, scatter, src.buf, src.geom, idx.buf, idx.geom,
-                              out, int(num), int(cols), [n.op.name], pad_idx))
+                              out, int(num), int(cols), [n.op.name], pad_idx, freq))
     lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     log("fusion", f"{kname}: {n.op.name} as one {'scatter-add' if scatter else 'gather'} "
            f"kernel", 3)
