@@ -98,3 +98,26 @@ def test_dynamic_cnn_gradients_match_torch():
         for k, p in m.named_parameters():
             np.testing.assert_allclose(p.grad.numpy(), tw[k].grad.numpy(), rtol=1e-4,
                                        atol=1e-4, err_msg=k)
+
+
+@pytest.mark.parametrize("d", [1, 2])
+def test_avg_pool_dynamic_runs_in_c(monkeypatch, d):
+    """avg_pool (a convolution with a ones kernel, whose sizes stay static) and its backward
+    over runtime batch and spatial sizes: no extern, eager's values."""
+    externs: list = []
+    monkeypatch.setattr(cbackend, "warn_fallbacks", externs.extend)
+    pool = F.avg_pool2d if d == 2 else F.avg_pool1d
+
+    def fn(x):
+        y = pool(x, 3, stride=2, padding=1, count_include_pad=False)
+        return y, ember.autograd.grad([y.square().sum()], [x])[0]
+
+    f = ember.compile(fn, backend="c", dynamic=True)
+    rng = np.random.default_rng(2)
+    for n, s in ((2, 9), (5, 12)):
+        x = ember.tensor(rng.standard_normal((n, 3) + (s,) * d).astype(np.float32),
+                         requires_grad=True)
+        for g, w in zip(f(x), fn(x)):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-6,
+                                       atol=1e-6)
+    assert externs == [], externs
