@@ -366,6 +366,7 @@ class Trace:
         self.storages: dict[int, _Storage] = {}
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
+        self.params: set = set()            # input indices of nn.Parameters
 
     # -- values -----------------------------------------------------------------------------
     def input_ref(self, arr: np.ndarray) -> tuple:
@@ -396,6 +397,8 @@ class Trace:
         m = t.__dict__.get("_dyn_marks")
         if m:
             self.marks[r[1]] = m
+        elif getattr(t, "_is_param", False):
+            self.params.add(r[1])
         return r
 
     def frame(self, t: Any) -> tuple:
@@ -705,6 +708,14 @@ def storage_offset(t: Any) -> int:
     return (_ptr(own) - _ptr(root)) // own.itemsize
 
 
+def static_sizes(t: Any) -> Any:
+    """Mark every dim of ``t`` static (as ``mark_static``): a constant a frontend function
+    builds from structural numbers (``avg_pool``'s ones kernel) keeps its sizes under
+    ``dynamic=True``.  Returns ``t``."""
+    t._dyn_marks = dict.fromkeys(range(t.ndim), "static")
+    return t
+
+
 def tracing() -> bool:
     return STATE.trace is not None
 
@@ -719,4 +730,5 @@ def need_values(t: Any, reason: str) -> None:
 
 
 __all__ = ["GraphBreakError", "Known", "LazyArray", "STATE", "Trace", "install_backward_owner",
+           "static_sizes",
            "install_realizer", "need_values", "tracing", "user_stack"]

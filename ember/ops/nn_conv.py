@@ -67,6 +67,11 @@ def _float_or_int(name: str, *ts) -> None:  # noqa: ANN002
 
 
 # ---------------------------------------------------------------------------------- convolution
+# a window's numbers are structure under dynamic=True (PyTorch specializes them; the C kernels'
+# loops are built from them); sizes derived from the input (``out``, ``input_shape``) stay lifted
+_WINDOW = frozenset({"kernel", "stride", "padding", "dilation", "groups"})
+
+
 def _conv_params(p: dict) -> tuple:
     return p["stride"], p["padding"], p["dilation"], p["groups"]
 
@@ -194,19 +199,20 @@ def _conv_weight_grad_vjp(ctx, gg):  # noqa: ANN001
 
 CONV = register(OpDef(
     "convolution", "extern", _conv_meta, lowp(_conv_eager), _conv_vjp,
-    save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}),
+    save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), static_params=_WINDOW,
     doc="N-d cross-correlation of (N, C, *S) with (O, C/groups, *K).",
     grad_name="ConvolutionBackward0",
 ))
 CONV_INPUT_GRAD = register(OpDef(
     "conv_input_grad", "extern", _conv_input_grad_meta, lowp(_conv_input_grad_eager),
     _conv_input_grad_vjp, save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}),
+    static_params=_WINDOW,
     doc="Gradient of convolution w.r.t. its input (a transposed convolution).",
 ))
 CONV_WEIGHT_GRAD = register(OpDef(
     "conv_weight_grad", "extern", _conv_weight_grad_meta, lowp(_conv_weight_grad_eager),
     _conv_weight_grad_vjp, save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}),
-    doc="Gradient of convolution w.r.t. its weight.",
+    static_params=_WINDOW | {"weight_shape"}, doc="Gradient of convolution w.r.t. its weight.",
 ))
 
 
@@ -301,11 +307,13 @@ def _index_pad_bw_vjp(ctx, gg):  # noqa: ANN001
 
 INDEX_PAD = register(OpDef(
     "index_pad", "index", _index_pad_meta, _index_pad_eager, _index_pad_vjp,
+    static_params=frozenset({"pads"}),
     doc="reflect / replicate / circular padding of the trailing dims.",
 ))
 INDEX_PAD_BACKWARD = register(OpDef(
     "index_pad_backward", "index", _index_pad_bw_meta, lowp(_index_pad_bw_eager),
-    _index_pad_bw_vjp, doc="Adjoint of index_pad (scatter-add of the padded gradient).",
+    _index_pad_bw_vjp, static_params=frozenset({"pads"}),
+    doc="Adjoint of index_pad (scatter-add of the padded gradient).",
 ))
 
 
@@ -392,7 +400,7 @@ def _pool_gather_vjp(ctx, g):  # noqa: ANN001
 
 MAX_POOL = register(OpDef(
     "max_pool", "reduction", _max_pool_meta, lowp(_max_pool_eager), _max_pool_vjp,
-    num_outputs=2, save_output=True, tags=frozenset({"multi_output"}),
+    num_outputs=2, save_output=True, tags=frozenset({"multi_output"}), static_params=_WINDOW,
     doc="N-d max pooling: (values, flat spatial indices of the first maximum).",
     grad_name="MaxPool2DWithIndicesBackward0",
 ))
@@ -443,6 +451,7 @@ def _adaptive_vjp(ctx, g):  # noqa: ANN001
 
 ADAPTIVE_AVG_POOL = register(OpDef(
     "adaptive_avg_pool", "reduction", _adaptive_meta, lowp(_adaptive_eager), _adaptive_vjp,
+    static_params=frozenset({"in_size", "out_size"}),
     doc="Adaptive average pooling of the trailing dims (transpose=True is its adjoint).",
     grad_name="AdaptiveAvgPool2DBackward0",
 ))

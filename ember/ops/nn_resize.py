@@ -160,7 +160,14 @@ def transposed_taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale
     """The adjoint of a dim's taps as taps of its own: input ``j`` gathers the outputs ``o``
     that read it, in increasing ``o`` (PyTorch's accumulation order), padded with weight 0."""
     idx, w = taps(mode, n_in, n_out, align_corners, scale, dtype)
-    k = idx.shape[0]
+    return transpose_table(idx, w, n_in, dtype)
+
+
+def transpose_table(idx: np.ndarray, w: np.ndarray | None, n_in: int, dtype: str) -> tuple:
+    """The adjoint of a ``(K, n_out)`` tap table (``w`` None: a gather, weight 1) as a
+    ``(K', n_in)`` table: input ``j`` gathers the outputs that read it, in increasing output
+    order, padded with weight 0 (None when every input is read exactly once)."""
+    k, n_out = idx.shape
     src = idx.T.ravel()                       # (o, k) pairs, o-major
     outs = np.repeat(np.arange(n_out), k)
     ws = np.ones(src.size, dtype) if w is None else w.T.ravel()

@@ -87,6 +87,9 @@ class OpDef:
     decomp: Callable[..., Any] | None = None
     doc: str = ""
     grad_name: str = field(default="", compare=False)
+    # params whose numbers are structure, never lifted under dynamic=True (as PyTorch
+    # specializes a convolution's stride or a pad's widths): another value is another graph
+    static_params: frozenset[str] = field(default=frozenset(), compare=False)
 
     def __post_init__(self) -> None:
         assert self.kind in KINDS, (self.name, self.kind)

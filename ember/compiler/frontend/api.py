@@ -36,7 +36,7 @@ from ember.compiler.frontend.cache import (  # noqa: F401 (names re-exported fro
     _code_key,
     reset,
 )
-from ember.compiler.frontend.graph import STRUCTURAL_PARAMS, Captured, _skel, capture
+from ember.compiler.frontend.graph import Captured, _skel, capture, static_keys
 from ember.compiler.frontend.stance import (  # noqa: F401 (names re-exported from api)
     _EVENTS,
     _STANCE,
@@ -407,15 +407,20 @@ class _Frame:
 
 
 def _marked_slots(trace: Any, cap: Captured) -> tuple:
-    """Slots of dims marked with mark_dynamic / mark_static on the graph's tensor inputs."""
+    """Slots of dims marked with mark_dynamic / mark_static on the graph's tensor inputs (an
+    unmarked nn.Parameter's dims count as static: ``force_parameter_static_shapes``)."""
     dyn: set = set()
     static: set = set()
     marks = getattr(trace, "marks", None)
-    if not marks:
+    params = getattr(trace, "params", None) if compiler_config.force_parameter_static_shapes \
+        else None
+    if not marks and not params:
         return dyn, static
     slot = 0
     for k, (shape, _) in enumerate(cap.inputs):
         m = marks.get(cap.in_orig[k])
+        if not m and params and cap.in_orig[k] in params:
+            m = dict.fromkeys(range(len(shape)), "static")
         if m:
             for d, how in m.items():
                 if d < len(shape) and (how == "static" or shape[d] not in (0, 1)):
@@ -546,7 +551,7 @@ def _rng_slots(cap: Captured) -> frozenset:
             continue
         k = mid
         for name, v in params.items():
-            count = 0 if name in STRUCTURAL_PARAMS else len(_skel_numbers(v))
+            count = 0 if name in static_keys(n.op) else len(_skel_numbers(v))
             if name in _RNG_PARAMS and count == 1 and cap.kinds[k] == "scalar":
                 out.add(k)
             k += count

@@ -65,10 +65,17 @@ def _is_num(x: Any) -> bool:
 # and a norm's ``ord`` are structure, never lifted numbers, as in PyTorch (dynamo specializes
 # dims even under dynamic=True, and floats by default): a kernel's loop nest or formula depends
 # on them.  Another dim is another graph.
+# An op adds its own (``OpDef.static_params``: a convolution's window, a pad's widths).
 STRUCTURAL_PARAMS = frozenset({"dim", "dims", "ord"})
 
 
-def _skel(x: Any, values: list) -> Any:
+def static_keys(op: Any) -> frozenset:
+    """The params of ``op`` that are structure (never lifted numbers)."""
+    extra = getattr(op, "static_params", None)
+    return STRUCTURAL_PARAMS | extra if extra else STRUCTURAL_PARAMS
+
+
+def _skel(x: Any, values: list, static: frozenset = STRUCTURAL_PARAMS) -> Any:
     """The structure of a param with its numbers replaced by their type; numbers go to
     ``values`` in walk order (the values of ``STRUCTURAL_PARAMS`` stay in the structure)."""
     t = type(x)
@@ -78,7 +85,7 @@ def _skel(x: Any, values: list) -> Any:
     if t is tuple or t is list:
         return (t, tuple(_skel(y, values) for y in x))
     if t is dict:
-        return (dict, tuple((k, ("static", v) if k in STRUCTURAL_PARAMS else _skel(v, values))
+        return (dict, tuple((k, ("static", v) if k in static else _skel(v, values))
                             for k, v in x.items()))
     if isinstance(x, np.ndarray):
         return ("ndarray", x.shape, str(x.dtype), x.tobytes())
@@ -87,7 +94,7 @@ def _skel(x: Any, values: list) -> Any:
     return x
 
 
-def _subst(x: Any, it: Iterator) -> Any:
+def _subst(x: Any, it: Iterator, static: frozenset = STRUCTURAL_PARAMS) -> Any:
     t = type(x)
     if t is int or t is float:
         return next(it)
@@ -96,7 +103,7 @@ def _subst(x: Any, it: Iterator) -> Any:
     if t is list:
         return [_subst(y, it) for y in x]
     if t is dict:
-        return {k: v if k in STRUCTURAL_PARAMS else _subst(v, it) for k, v in x.items()}
+        return {k: v if k in static else _subst(v, it) for k, v in x.items()}
     return x
 
 
@@ -360,7 +367,7 @@ class Captured:
         for n in self.nodes:
             args = tuple(a if type(a) is tuple and a and a[0] in ("i", "n") else _subst(a, it)
                          for a in n.args)
-            params = _subst(n.params, it)
+            params = _subst(n.params, it, static_keys(n.op))
             specs = n.specs
             nodes.append(Node(n.op, args, params, specs))
         g = Graph(inputs, nodes, list(self.outputs), len(syms), tuple(kinds))
@@ -422,7 +429,7 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
         ak = tuple(a if type(a) is tuple else _skel(a, values) for a in n.args)
         mid = len(values)
         params = n.params
-        pk = _skel(params, values) if params else ()
+        pk = _skel(params, values, static_keys(n.op)) if params else ()
         bounds.append((start, mid))
         node_key.append((n.op.name, ak, pk))
     c = Captured()

@@ -28,14 +28,18 @@ class _Config:
     ``default_backend`` (the backend ``ember.compile`` uses when none is named, read when
     ``compile`` is called; EMBER_COMPILE_BACKEND, default ``"inductor"``, the C backend),
     ``warn_fallbacks`` (``ember.config.config.warn_fallbacks``: warn once per op when a compiled
-    graph runs it as an eager extern; EMBER_WARN_FALLBACKS=0 turns it off), and PyTorch's
-    minifier switches ``repro_after`` (None; ``"dynamo"`` or ``"aot"``: the C backend dumps a
-    minifier launcher on a failure, like EMBER_MINIFIER=1) and ``repro_level`` (which failures,
-    PyTorch's numbers: 1 compile errors, 2 and 3 also runtime errors, 4 also accuracy; None:
-    EMBER_REPRO_LEVEL, else 4); see ``ember.compiler.minifier``."""
+    graph runs it as an eager extern; EMBER_WARN_FALLBACKS=0 turns it off),
+    ``force_parameter_static_shapes`` (True: parameters' sizes are never lifted, as PyTorch's),
+    and PyTorch's minifier switches ``repro_after`` (None; ``"dynamo"`` or ``"aot"``: the C
+    backend dumps a minifier launcher on a failure, like EMBER_MINIFIER=1) and
+    ``repro_level`` (which failures, PyTorch's numbers: 1 compile errors, 2 and 3 also runtime
+    errors, 4 also accuracy; None: EMBER_REPRO_LEVEL, else 4); see ``ember.compiler.minifier``."""
 
     recompile_limit = 8
     automatic_dynamic_shapes = True
+    # as PyTorch: an nn.Parameter's sizes stay static under dynamic=True (a mark_dynamic on it
+    # still wins), so weights keep static shapes in the kernels
+    force_parameter_static_shapes = True
     # PyTorch's knobs that scripts set; stored only (ember never suppresses errors)
     suppress_errors = False
     verbose = False

@@ -13,6 +13,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor
+from ember._lazy import static_sizes
 from ember.autograd.grad_mode import is_grad_enabled, no_grad
 from ember.errors import (
     DTypeRuntimeError,
@@ -421,7 +422,7 @@ def _avg_pool(name: str, d: int, input: Tensor, kernel_size: Any, stride: Any, p
                  for n, kk, ss, pp, o in zip(spatial, k, s, p, out))
     n, c = x.shape[:2]
     flat = x.reshape((n * c, 1) + spatial)
-    ones = _wrap(np.ones((1, 1) + k, dtype=x._dtype.np), x._dtype)
+    ones = static_sizes(_wrap(np.ones((1, 1) + k, dtype=x._dtype.np), x._dtype))
     sums = bind(C.CONV, flat, ones, stride=s, padding=pads, dilation=(1,) * d, groups=1)
     if divisor_override is not None:
         div = np.array(int(divisor_override), dtype=np.float64)

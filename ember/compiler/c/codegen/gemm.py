@@ -31,6 +31,7 @@ from ember.compiler.c.ir.kernels import (
 from ember.compiler.c.ir.loop_ir import (
     Program,
     numel,
+    s_mul,
 )
 from ember.ops import _parallel
 
@@ -333,7 +334,7 @@ def im2col_kernel(k: Im2colKernel, ints: str = "") -> str:
     """The C of an Im2colKernel: loops in ``dst``'s memory order, one store each; ``ints``:
     the line where the runtime-integer declarations go (the unit fills it)."""
     if k.col2im:
-        return _col2im_kernel(k)
+        return _col2im_kernel(k, ints)
     t = k.dst.ctype
     g = k.geom
     d = len(k.kernel)
@@ -366,17 +367,17 @@ def im2col_kernel(k: Im2colKernel, ints: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _col2im_kernel(k: Im2colKernel) -> str:
+def _col2im_kernel(k: Im2colKernel, ints: str = "") -> str:
     t = k.dst.ctype
     g = k.geom
     d = len(k.kernel)
-    size = 1
+    size: Any = 1
     for v in g.shape[2:]:
-        size *= v
+        size = s_mul(size, v)
     lines = [f"/* {' '.join(k.ops)}: col2im */",
              f"static void {k.name}({t} *restrict {k.dst.name}, const {t} *restrict "
              f"{k.src.name}, const int64_t *restrict ints, const double *restrict floats) {{",
-             "  (void)ints; (void)floats;",
+             *([ints] if ints else []), "  (void)ints; (void)floats;",
              f"  const {t} *restrict s_ = {k.src.name};",
              f"  for (int64_t nc = 0; nc < (int64_t){g.shape[0]} * {g.shape[1]}; nc++) {{",
              f"    {t} *restrict y_ = {k.dst.name} + nc * {size};",
@@ -390,10 +391,10 @@ def _col2im_kernel(k: Im2colKernel) -> str:
         lines.append(f"{ind}const int64_t p{j} = o{j} * {k.stride[j]} - {k.pad_lo[j]} + k{j} * "
                      f"{k.dilation[j]};")
     inside = " && ".join(f"p{j} >= 0 && p{j} < {g.shape[2 + j]}" for j in range(d))
-    strides = [1] * d
+    strides: list = [1] * d
     for j in range(d - 2, -1, -1):
-        strides[j] = strides[j + 1] * g.shape[3 + j]
-    at = " + ".join(f"p{j} * {strides[j]}" for j in range(d))
+        strides[j] = s_mul(strides[j + 1], g.shape[3 + j])
+    at = " + ".join(f"p{j} * ({strides[j]})" for j in range(d))
     lines.append(f"{ind}if ({inside}) y_[{at}] += *s_;")
     lines.append(f"{ind}s_++;")
     for _ in range(d):

@@ -13,6 +13,7 @@ from ember.compiler.c.ir.loop_ir import (
     compute_ctype,
     contiguous_strides,
     load_expr,
+    round_expr,
     s_mul,
     store_expr,
 )
@@ -41,49 +42,108 @@ def kernel_source(k: IndexKernel, openmp: bool, ints: str = "") -> str:
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
     params += ["const int64_t *restrict ints", "const double *restrict floats"]
-    t = k.out.ctype
     lines = [f"/* {' '.join(k.ops)} ({'scatter-add' if k.scatter else 'gather'} of rows) */",
              f"static int {k.name}({', '.join(params)}) {{",
              "  (void)ints; (void)floats;"] + ([ints] if ints else []) + ["  int bad_ = 0;"]
-    rows, cols, num = k.rows, k.cols, k.num
     at = _offset_expr(k.idx_geom, "r")
-    if not k.scatter:
-        g = k.src_geom
-        rs, cs = g.strides
-        if openmp:
-            lines.append("  " + omp_for(str(s_mul(rows, cols))) + " reduction(|: bad_)")
-        lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
-                  f"    const int64_t w_ = {k.idx.name}[{at}];",
-                  f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
-                  f"    const {t} *restrict s_ = {k.src.name} + {g.offset} + w_ * {rs};",
-                  f"    {t} *restrict d_ = {k.out.name} + r * {cols};",
-                  "    #pragma omp simd",
-                  f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = s_[c * {cs}];",
-                  "  }"]
-    else:
-        g = k.src_geom
-        rs, cs = _row_strides(g, cols)
-        blocks = -(-cols // SCATTER_BLOCK)
-        lines += [f"  memset({k.out.name}, 0, sizeof({t}) * {num * cols});",
-                  f"  for (int64_t r = 0; r < {rows}; r++) {{  /* checked first: eager raises "
-                  "before writing */",
-                  f"    const int64_t w_ = {k.idx.name}[{at}];",
-                  f"    if (w_ < 0 || w_ >= {num}) return 1;",
-                  "  }"]
-        if openmp:
-            lines.append("  " + omp_for(str(s_mul(rows, cols))))
-        lines += [f"  for (int64_t b_ = 0; b_ < {blocks}; b_++) {{",
-                  f"    const int64_t c0 = b_ * {SCATTER_BLOCK}, "
-                  f"c1 = c0 + {SCATTER_BLOCK} < {cols} ? c0 + {SCATTER_BLOCK} : {cols};",
-                  f"    for (int64_t r = 0; r < {rows}; r++) {{  /* in order, as np.add.at */",
-                  f"      {t} *restrict d_ = {k.out.name} + {k.idx.name}[{at}] * {cols};",
-                  f"      const {t} *restrict s_ = {k.src.name} + {_src_row(g, 'r', rs)};",
-                  "      #pragma omp simd",
-                  f"      for (int64_t c = c0; c < c1; c++) d_[c] += s_[c * {cs}];",
-                  "    }",
-                  "  }"]
+    lines += _gather_lines(k, at, openmp) if not k.scatter else _scatter_lines(k, at, openmp)
     lines += ["  return bad_;", "}"]
     return "\n".join(lines) + "\n"
+
+
+def _scaled(k: IndexKernel) -> bool:
+    return k.padding_idx is not None or k.scale_freq
+
+
+def _factor(k: IndexKernel) -> str:
+    """C text of a row's double factor (eager's ``_grad_scale``): 0 at padding_idx, else
+    1/count of its index when scale_freq, else 1."""
+    one = "1.0 / (double)cnt_[w_]" if k.scale_freq else "1.0"
+    return one if k.padding_idx is None else f"(w_ == {k.padding_idx} ? 0.0 : {one})"
+
+
+def _count_lines(k: IndexKernel, at: str) -> list:
+    """Index counts for scale_freq (eager's bincount), the indices checked first."""
+    if not k.scale_freq:
+        return []
+    return [f"  int64_t *cnt_ = (int64_t *)calloc({k.num}, sizeof(int64_t));",
+            "  if (!cnt_) return 1;",
+            f"  for (int64_t r = 0; r < {k.rows}; r++) {{",
+            f"    const int64_t w_ = {k.idx.name}[{at}];",
+            f"    if (w_ < 0 || w_ >= {k.num}) {{ free(cnt_); return 1; }}",
+            "    cnt_[w_]++;",
+            "  }"]
+
+
+def _gather_lines(k: IndexKernel, at: str, openmp: bool) -> list:
+    g = k.src_geom
+    rs, cs = g.strides
+    t = k.out.ctype
+    rows, cols, num = k.rows, k.cols, k.num
+    dt = k.src.dtype
+    # eager's masked gather: (row * factor) in double, rounded to the dtype
+    elem = f"s_[c * {cs}]"
+    copy = store_expr(dt, f"(double){load_expr(dt, elem)} * f_") if _scaled(k) else elem
+    lines = _count_lines(k, at)
+    if openmp:
+        lines.append("  " + omp_for(str(s_mul(rows, cols))) + " reduction(|: bad_)")
+    lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
+              f"    const int64_t w_ = {k.idx.name}[{at}];",
+              f"    if (w_ < 0 || w_ >= {num}) {{ bad_ = 1; continue; }}",
+              f"    const {t} *restrict s_ = {k.src.name} + {g.offset} + w_ * {rs};",
+              f"    {t} *restrict d_ = {k.out.name} + r * {cols};",
+              f"    const double f_ = {_factor(k)}; (void)f_;" if _scaled(k) else "",
+              "    #pragma omp simd",
+              f"    for (int64_t c = 0; c < {cols}; c++) d_[c] = {copy};",
+              "  }"]
+    if k.scale_freq:
+        lines.append("  free(cnt_);")
+    return [ln for ln in lines if ln]
+
+
+def _scatter_lines(k: IndexKernel, at: str, openmp: bool) -> list:
+    g = k.src_geom
+    rs, cs = _row_strides(g, cols := k.cols)
+    t, dt = k.out.ctype, k.out.dtype
+    ct = compute_ctype(dt)
+    rows, num = k.rows, k.num
+    blocks = -(-cols // SCATTER_BLOCK)
+    acc = k.out.name if ct == t else "acc_"
+    lines = [f"  for (int64_t r = 0; r < {rows}; r++) {{  /* checked first: eager raises "
+             "before writing */",
+             f"    const int64_t w_ = {k.idx.name}[{at}];",
+             f"    if (w_ < 0 || w_ >= {num}) return 1;",
+             "  }"] + _count_lines(k, at)
+    # eager scales the rows in the dtype (the factor rounded to it), then accumulates
+    val = load_expr(dt, f"s_[c * {cs}]")
+    if _scaled(k):
+        val = round_expr(dt, f"{val} * {round_expr(dt, f'({ct})f_')}")
+    if acc == k.out.name:
+        lines.insert(0, f"  memset({k.out.name}, 0, sizeof({t}) * {num * cols});")
+    else:  # float16/bfloat16: eager accumulates in float32 and rounds once
+        lines += [f"  {ct} *acc_ = ({ct} *)calloc({num * cols}, sizeof({ct}));",
+                  "  if (!acc_) return 1;"]
+    if openmp:
+        lines.append("  " + omp_for(str(s_mul(rows, cols))))
+    lines += [f"  for (int64_t b_ = 0; b_ < {blocks}; b_++) {{",
+              f"    const int64_t c0 = b_ * {SCATTER_BLOCK}, "
+              f"c1 = c0 + {SCATTER_BLOCK} < {cols} ? c0 + {SCATTER_BLOCK} : {cols};",
+              f"    for (int64_t r = 0; r < {rows}; r++) {{  /* in order, as np.add.at */",
+              f"      const int64_t w_ = {k.idx.name}[{at}];",
+              f"      {ct} *restrict d_ = {acc} + w_ * {cols};",
+              f"      const {t} *restrict s_ = {k.src.name} + {_src_row(g, 'r', rs)};",
+              f"      const double f_ = {_factor(k)}; (void)f_;" if _scaled(k) else "",
+              "      #pragma omp simd",
+              f"      for (int64_t c = c0; c < c1; c++) d_[c] += {val};",
+              "    }",
+              "  }"]
+    if acc != k.out.name:
+        lines += [f"  for (int64_t e = 0; e < {num * cols}; e++) "
+                  f"{k.out.name}[e] = {store_expr(dt, 'acc_[e]')};",
+                  "  free(acc_);"]
+    if k.scale_freq:
+        lines.append("  free(cnt_);")
+    return [ln for ln in lines if ln]
 
 
 def _row_strides(g: Geometry, cols: int) -> tuple:
@@ -110,9 +170,9 @@ def _dot(flat: str, shape: tuple, strides: tuple, skip: int = -1) -> str:
     for d in reversed(range(len(shape))):
         n, s = shape[d], strides[d]
         if d != skip and n != 1 and s != 0:
-            terms.append(f"(({flat}) / {inner} % {n}) * {s}" if inner > 1 else
-                         f"(({flat}) % {n}) * {s}")
-        inner *= n
+            terms.append(f"(({flat}) / {inner} % {n}) * ({s})" if inner != 1 else
+                         f"(({flat}) % {n}) * ({s})")
+        inner = s_mul(inner, n)
     return " + ".join(terms) or "0"
 
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 from ember.compiler.c.codegen.index import _dot
 from ember.compiler.c.codegen.omp import omp_for
 from ember.compiler.c.ir.kernels import PoolKernel
-from ember.compiler.c.ir.loop_ir import SizeExpr, compute_ctype, load_expr, numel, store_expr
+from ember.compiler.c.ir.loop_ir import (
+    SizeExpr,
+    compute_ctype,
+    load_expr,
+    numel,
+    s_mul,
+    store_expr,
+)
 
 _prod = numel  # sizes may be runtime ones (C text over the lifted ints)
 
@@ -81,7 +88,7 @@ def _backward(k: PoolKernel, openmp: bool) -> list:
     out = k.outs[0]
     lines = ["  int bad_ = 0;"]
     if openmp:
-        lines.append("  " + omp_for(str(rows * per)) + " reduction(|: bad_)")
+        lines.append("  " + omp_for(str(s_mul(rows, per))) + " reduction(|: bad_)")
     lines += [f"  for (int64_t r = 0; r < {rows}; r++) {{",
               f"    double *acc_ = (double *)calloc({size}, sizeof(double));",
               "    if (!acc_) { bad_ = 1; continue; }",

@@ -315,7 +315,10 @@ class IndexKernel:
     """``scatter=False``: ``out[r, c] = src[idx[r] * src_rs + c * src_cs]`` (a gather of rows
     of the 2-D ``src``); ``scatter=True``: ``out`` (``num x cols``, C-contiguous) zeroed, then
     ``out[idx[r], c] += src[r, c]`` for ``r`` in order (``src`` rows through ``src_geom``).
-    ``idx_geom``: the index tensor's geometry (its elements are the rows ``r``, C order)."""
+    ``idx_geom``: the index tensor's geometry (its elements are the rows ``r``, C order).
+    ``padding_idx``: rows whose index is it are multiplied by 0, ``scale_freq``: every row by
+    1/count of its index (as eager's masked gather and its scatter-add).  float16/bfloat16
+    scatter-adds accumulate in float and round once (as eager)."""
 
     name: str
     scatter: bool
@@ -327,6 +330,8 @@ class IndexKernel:
     num: int
     cols: int
     ops: list = field(default_factory=list)
+    padding_idx: int | None = None
+    scale_freq: bool = False
 
     @property
     def rows(self) -> SizeExpr:

@@ -24,6 +24,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     rows,
     scan,
     sort,
+    taps,
     view,
 )
 from ember.compiler.c.lower.context import LoweringContext, LowerStats

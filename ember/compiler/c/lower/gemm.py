@@ -27,6 +27,7 @@ from ember.compiler.c.ir.kernels import (
 )
 from ember.compiler.c.ir.loop_ir import (
     CTYPES,
+    Accum,
     Buffer,
     Const,
     Geometry,
@@ -36,6 +37,8 @@ from ember.compiler.c.ir.loop_ir import (
     Load,
     Local,
     Op,
+    ReduceKernel,
+    ReducePass,
     Store,
     contiguous_strides,
     numel,
@@ -144,22 +147,27 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
     x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
-    dyn = not _static_geom(x.geom)  # runtime batch/spatial sizes: the forward only
-    if not _static_geom(w.geom) or has_sym(p) or (dyn and grad) \
-            or type(x.geom.shape[1]) is not int:
-        return f"{n.op.name} with dynamic sizes or parameters"
+    dyn = not _static_geom(x.geom)  # runtime batch/spatial sizes (the input's, the gradient's)
     wshape = tuple(p["weight_shape"]) if grad else tuple(w.geom.shape)
+    if (not _static_geom(w.geom) and not grad) or has_sym(p) \
+            or any(type(v) is not int for v in wshape):
+        return f"{n.op.name} with dynamic sizes or parameters"
     ws, wsh = w.geom.strides, w.geom.shape
-    if grad and any(ws[d] != ws[d + 1] * wsh[d + 1] for d in range(2, len(wsh) - 1)):
+    if grad and any(ws[d] != s_mul(ws[d + 1], wsh[d + 1]) for d in range(2, len(wsh) - 1)):
         return "conv_weight_grad: the gradient's spatial dims do not fold into one"
     if not grad and tuple(ws[1:]) != contiguous_strides(tuple(wsh[1:])):
         return "convolution weight not contiguous per output channel"
-    nb, c = x.geom.shape[:2]
+    # the channels are the weight's (a runtime channel size equals it: meta checked it)
+    nb, c = x.geom.shape[0], wshape[1] * p["groups"]
     o, g = wshape[0], p["groups"]
     kern = wshape[2:]
-    out_shape = (nb, o) + tuple(_conv_size(x.geom.shape[2 + d], kern[d], p, d)
-                                for d in range(len(kern))) if dyn else \
-        tuple(size_of(v) for v in n.specs[0][0])  # (specs hold one call's sizes)
+    if grad:
+        out_shape = wshape
+    elif dyn:
+        out_shape = (nb, o) + tuple(_conv_size(x.geom.shape[2 + d], kern[d], p, d)
+                                    for d in range(len(kern)))
+    else:
+        out_shape = tuple(size_of(v) for v in n.specs[0][0])  # (specs hold one call's sizes)
     spatial = tuple(w.geom.shape[2:]) if grad else out_shape[2:]
     if grad and nb == 0:
         return "conv_weight_grad of an empty batch"
@@ -179,12 +187,14 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     if grad:
         # eager: per (sample, group) g[n, g] (Og x P) @ cols[n, g]^T, then a sum over samples
         prod = lw.buffer(dt, (nb, o * cgk), "temp")
-        a = MatOperand(w.buf, w.geom.offset, (ws[0], (o // g) * ws[1]), ws[1], ws[-1])
-        b = MatOperand(cols, 0, (c * kk * pp, cgk * pp), 1, pp)
+        a = MatOperand(w.buf, w.geom.offset, (ws[0], s_mul(o // g, ws[1])), ws[1], ws[-1])
+        b = MatOperand(cols, 0, (s_mul(c * kk, pp), s_mul(cgk, pp)), 1, pp)
         seg.kernels.append(GemmKernel(kname, a, b, prod, (nb, g), o // g, cgk, pp,
                                       ["conv_weight_grad"]))
         out = lw.buffer(dt, out_shape, "temp")
-        seg.kernels.append(_batch_sum(f"kernel{int(kname[6:]) + 1}", prod, out, nb, o * cgk))
+        sname = f"kernel{int(kname[6:]) + 1}"
+        seg.kernels.append(_batch_sum(sname, prod, out, nb, o * cgk) if type(nb) is int
+                           else _runtime_batch_sum(sname, prod, out, nb, o * cgk))
         lw.stats.kernels += 3
     else:
         out = lw.buffer(dt, out_shape, "temp")
@@ -222,32 +232,34 @@ def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -
     the output gradient ``(Og x P)`` into columns, then col2im into the input's shape."""
     gy, w = mats
     p = n.params
-    items = list(gy.geom.shape) + list(gy.geom.strides) + [gy.geom.offset] \
-        + list(w.geom.shape) + list(w.geom.strides) + [w.geom.offset]
-    if any(type(v) is not int for v in items) or has_sym(p):
+    q = {k: v for k, v in p.items() if k != "input_shape"}
+    ishape = tuple(p["input_shape"])
+    if not _static_geom(w.geom) or has_sym(q):
         return "conv_input_grad with dynamic sizes or parameters"
     gs, gsh = gy.geom.strides, gy.geom.shape
     ws, wsh = w.geom.strides, tuple(w.geom.shape)
-    if any(gs[d] != gs[d + 1] * gsh[d + 1] for d in range(2, len(gsh) - 1)):
+    if any(gs[d] != s_mul(gs[d + 1], gsh[d + 1]) for d in range(2, len(gsh) - 1)):
         return "conv_input_grad: the gradient's spatial dims do not fold into one"
     if tuple(ws[1:]) != contiguous_strides(wsh[1:]):
         return "conv_input_grad: weight not contiguous per output channel"
-    in_shape = tuple(size_of(v) for v in n.specs[0][0])
+    # runtime sizes (dynamic=True): the batch from the gradient, the input's spatial sizes
+    # from the lifted parameter (specs hold one call's sizes)
+    in_shape = (gsh[0], wsh[1] * p["groups"]) + tuple(size_of(v) for v in ishape[2:]) \
+        if has_sym(ishape) or not _static_geom(gy.geom) \
+        else tuple(size_of(v) for v in n.specs[0][0])
     nb, c = in_shape[:2]
     o, g = wsh[0], p["groups"]
     kern, spatial = wsh[2:], tuple(gsh[2:])
-    kk, pp = 1, 1
+    kk, pp = 1, numel(spatial)
     for v in kern:
         kk *= v
-    for v in spatial:
-        pp *= v
     cgk = (c // g) * kk
     lw.close_group()
     seg = lw.open_segment()
     cols = lw.buffer(dt, (nb, c, kk, pp), "temp")
     kname = lw.kernel_name()
     a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * ws[0]), 1, ws[0])
-    b = MatOperand(gy.buf, gy.geom.offset, (gs[0], (o // g) * gs[1]), gs[1], gs[-1])
+    b = MatOperand(gy.buf, gy.geom.offset, (gs[0], s_mul(o // g, gs[1])), gs[1], gs[-1])
     seg.kernels.append(GemmKernel(kname, a, b, cols, (nb, g), cgk, pp, o // g,
                                   ["conv_input_grad"]))
     out = lw.buffer(dt, in_shape, "temp")
@@ -291,6 +303,20 @@ def _batch_sum(name: str, src: Buffer, dst: Buffer, nb: int, size: int) -> Kerne
         acc = f"t{j}"
     body.append(Store(dst, here, Local(acc)))
     return Kernel(name, tuple(dst.shape), body, True, ["sum"])
+
+
+def _runtime_batch_sum(name: str, src: Buffer, dst: Buffer, nb: Any, size: int) -> ReduceKernel:
+    """``dst = sum(src[0:nb])`` over a runtime batch ``nb`` (a reduction kernel: double lanes,
+    rounded once; eager's row-by-row float sum differs from it in the last bit at most)."""
+    ct = CTYPES[dst.dtype.np.name]
+    k = ReduceKernel(name, (size,), (nb,), ops=["sum"], kept_inner=True)
+    k.passes.append(ReducePass([Let("x0", ct, Load(src, Index(0, (("o0", 1), ("r0", size)))))],
+                               [Accum("a0", "sum", "double", "0",
+                                      Op("reduce", "((double)({0}))", (Local("x0"),)))],
+                               [Let("f0", ct, Op("reduce", f"(({ct})({{0}}))",
+                                                 (Local("a0"),)))]))
+    k.stores.append(Store(dst, Index(0, (("o0", 1),)), Local("f0")))
+    return k
 
 
 def _rows_operand(x: Any) -> tuple:

@@ -5,15 +5,15 @@ kernels; gather/scatter/advanced indexing/masked_fill (below).
   gather over the rows of ``idx`` (any layout of ``idx``, runtime sizes included, and any
   static layout of the 2-D weight), rows split over the threads.  An index outside
   ``[0, num_weights)`` makes the entry return 1 and the graph rerun eagerly, which raises
-  eager's ``EmberIndexError``.  Lowered when the op does not scale its rows (``masked=False``,
-  or ``masked`` without ``padding_idx`` and ``scale_grad_by_freq``); values are copied exactly
-  (any storage dtype).
+  eager's ``EmberIndexError``.  A ``masked`` gather (the double backward) multiplies each row
+  by eager's factor (0 at ``padding_idx``, 1/count with ``scale_grad_by_freq``) in double and
+  rounds once, as eager; otherwise values are copied exactly (any storage dtype).
 * ``embedding_backward`` (``out = zeros(num_weights, D); out[idx[r], :] += g[r, :]``) is a
   scatter-add: column blocks are split over the threads and each block adds the rows in index
   order, so every element sums exactly as eager's ``np.add.at`` does (same order, same dtype:
-  the result is bit-identical; runtime row counts included).  float32/float64 without
-  ``padding_idx``/``scale_grad_by_freq`` (eager accumulates float16/bfloat16 in float32 and
-  rounds once: those stay eager).
+  the result is bit-identical; runtime row counts included).  Rows are scaled as eager does
+  (``g * factor`` in the dtype: 0 at ``padding_idx``, 1/count with ``scale_grad_by_freq``);
+  float16/bfloat16 accumulate in a float scratch and round once (as eager).
 * ``basic_index_backward`` (zeros of the input's shape with the gradient written at the basic
   index, the backward of ``weight[:t]``) is two plain copy kernels: zeros over the output, then
   the gradient stored through the region's geometry.
@@ -78,16 +78,16 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     if any(not is_ref(a) for a in n.args):
         return "a non-tensor operand"
     p = n.params
-    if p.get("padding_idx") is not None or p.get("scale_grad_by_freq"):
-        if scatter or p.get("masked"):
-            return "padding_idx or scale_grad_by_freq scales the rows"
+    scaled = scatter or bool(p.get("masked"))
+    pad_idx = p.get("padding_idx") if scaled else None
+    freq = bool(p.get("scale_grad_by_freq")) and scaled
     src_r, idx_r = n.args
     out_shape, dt = n.specs[0]
     out_shape = tuple(out_shape)
     if lw.dtype_of(idx_r).name != "int64":
         return "index dtype is not int64"
-    if scatter and dt.np.name not in ("float32", "float64"):
-        return f"dtype {dt.name} (eager accumulates it in float32)"
+    if scatter and not dt.is_floating_point:
+        return f"dtype {dt.name}"
     if dt.np.name not in STORAGE_CTYPES or lw.dtype_of(src_r) != dt:
         return f"dtype {dt.name}"
     src, idx = lw.in_memory(src_r), lw.in_memory(idx_r)
@@ -114,7 +114,7 @@ def lower_embedding(lw: LoweringContext, i: int, n: Any, scatter: bool) -> str |
     out = lw.buffer(dt, out_shape, "temp")
     kname = lw.kernel_name()
     lw.add_kernel(IndexKernel(kname, scatter, src.buf, src.geom, idx.buf, idx.geom,
-                              out, int(num), int(cols), [n.op.name]))
+                              out, int(num), int(cols), [n.op.name], pad_idx, freq))
     lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     log("fusion", f"{kname}: {n.op.name} as one {'scatter-add' if scatter else 'gather'} "
            f"kernel", 3)

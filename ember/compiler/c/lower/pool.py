@@ -3,8 +3,8 @@
 
 Every value is copied or summed as eager does it (the window scan keeps the first maximum and
 lets every NaN replace it; padding reads -inf, or the integer dtype's minimum), so both kernels
-are bit-identical to eager.  ``max_pool`` also lowers over runtime batch and spatial sizes (its
-``out`` parameter holds the lifted result sizes); the backward needs static sizes.
+are bit-identical to eager.  Both lower over runtime batch and spatial sizes (``max_pool``'s
+``out`` parameter holds the lifted result sizes, ``pool_scatter``'s ``input_shape`` the input's).
 """
 
 from __future__ import annotations
@@ -84,11 +84,16 @@ def lower_pool_scatter(lw: LoweringContext, i: int, n: Any) -> str | None:
     g, idx = lw.in_memory(n.args[0]), lw.in_memory(n.args[1])
     if g is None or idx is None:
         return "an operand is not in memory"
-    if not _static(g.geom, idx.geom) or any(type(m) is not int for m in out_shape):
-        return "dynamic sizes"
     gs = tuple(g.geom.shape)
-    if (len(gs) < 2 or tuple(idx.geom.shape) != gs or gs[:2] != out_shape[:2]
-            or 0 in out_shape or 0 in gs):
+    if not _static(g.geom, idx.geom) or any(type(m) is not int for m in out_shape):
+        # runtime sizes (dynamic=True): (batch, channels) from the gradient, the input's
+        # spatial sizes from the (lifted) parameter; specs hold one call's sizes
+        out_shape = gs[:2] + tuple(size_of(m) for m in n.params["input_shape"][2:])
+    # (runtime sizes of the gradient and the indices may be different expressions of one size:
+    # meta checked that they agree)
+    same = all(a == b for a, b in zip(idx.geom.shape, gs) if type(a) is int and type(b) is int)
+    if (len(gs) < 2 or len(idx.geom.shape) != len(gs) or not same or 0 in out_shape
+            or 0 in gs):
         return "an empty or mismatched gradient"
     lw.close_group()
     lw.open_segment()

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ember.compiler.c.ir.kernels import ResampleKernel
-from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry
-from ember.compiler.c.lower.context import LoweringContext, is_ref, log
+from ember.compiler.c.ir.loop_ir import STORAGE_CTYPES, Geometry, contiguous_strides
+from ember.compiler.c.lower.context import LoweringContext, MemoryValue, is_ref, log
 from ember.compiler.c.lower.registry import lowering
 from ember.ops import OPS
 from ember.ops import nn_resize as R
@@ -57,6 +57,26 @@ def _plan(n: Any, backward: bool, xs: tuple, out_shape: tuple, cname: str) -> li
 @lowering(OPS.resample_backward, backward=True)
 def lower_resample(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | None:
     """``resample`` / ``resample_backward`` as one ``ResampleKernel``."""
+    nd = len(n.params["input_size"] if backward else n.params["size"])
+    got = tap_operand(lw, n, nd)
+    if isinstance(got, str):
+        return got
+    x, out_shape, dt = got
+    xs = tuple(x.geom.shape)
+    passes = _plan(n, backward, xs, out_shape, _compute_name(dt))
+    if isinstance(passes, str):
+        return passes
+    return emit_tap_kernel(lw, i, n, x, nd, out_shape, passes, backward)
+
+
+def tap_operand(lw: LoweringContext, n: Any, nd: int, sizes: tuple | None = None,
+                out_sizes: tuple | None = None) -> tuple | str:
+    """``(x, out_shape, dtype)`` of a one-input op run as a ``ResampleKernel`` over its ``nd``
+    trailing dims, or why not: float (or uint8) storage, static trailing sizes and strides
+    (runtime leading dims are fine), nothing empty.  ``sizes``/``out_sizes``: the trailing
+    sizes of the input and result when the op's (static) params give them: a C-contiguous
+    input whose trailing sizes are runtime expressions (of one value: meta checked it) is then
+    read with these."""
     x_r = n.args[0]
     if not is_ref(x_r):
         return "a non-tensor operand"
@@ -69,16 +89,30 @@ def lower_resample(lw: LoweringContext, i: int, n: Any, backward: bool) -> str |
     x = lw.in_memory(x_r)
     if x is None:
         return "an operand is not in memory"
-    nd = len(n.params["input_size"] if backward else n.params["size"])
     xs, st = tuple(x.geom.shape), tuple(x.geom.strides)
-    spatial = xs[len(xs) - nd:] + st[len(st) - nd:] + out_shape
+    if out_sizes is not None:
+        out_shape = out_shape[:len(out_shape) - nd] + tuple(out_sizes)
+    if sizes is not None and any(type(m) is not int for m in xs[len(xs) - nd:]) \
+            and st == contiguous_strides(xs):
+        xs = xs[:len(xs) - nd] + tuple(sizes)
+        x = MemoryValue(x.buf, Geometry(xs, contiguous_strides(xs), x.geom.offset), x.dtype)
+        st = tuple(x.geom.strides)
+    spatial = xs[len(xs) - nd:] + st[len(st) - nd:] + out_shape[len(out_shape) - nd:]
     if any(type(m) is not int for m in spatial):
         return "dynamic sizes"  # symbolic leading (batch, channel) dims are fine
     if 0 in xs or 0 in out_shape:
         return "an empty input or result"
-    passes = _plan(n, backward, xs, out_shape, _compute_name(dt))
-    if isinstance(passes, str):
-        return passes
+    return x, out_shape, dt
+
+
+def emit_tap_kernel(lw: LoweringContext, i: int, n: Any, x: Any, nd: int, out_shape: tuple,
+                    passes: list, backward: bool) -> str | None:
+    """Close the group and add one ``ResampleKernel`` running ``passes`` (``(dim, idx, w)``
+    over the ``nd`` trailing dims) from ``x`` into a new buffer bound to output 0 of node ``i``."""
+    if any(idx.size > MAX_TABLE for _d, idx, _w in passes):
+        return "index tables too long"
+    dt = n.specs[0][1]
+    xs = tuple(x.geom.shape)
     lead = xs[:len(xs) - nd]
     shape = lead + out_shape[len(out_shape) - nd:]
     lw.close_group()
@@ -89,8 +123,8 @@ def lower_resample(lw: LoweringContext, i: int, n: Any, backward: bool) -> str |
                                  out_shape[len(out_shape) - nd:], passes, backward,
                                  [n.op.name]))
     lw.bind(i, 0, out, Geometry.contiguous(shape), dt)
-    log("fusion", f"{kname}: {n.op.name} as one resampling kernel", 3)
+    log("fusion", f"{kname}: {n.op.name} as one separable-taps kernel", 3)
     return None
 
 
-__all__ = ["lower_resample"]
+__all__ = ["emit_tap_kernel", "lower_resample", "tap_operand"]
