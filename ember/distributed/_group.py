@@ -153,30 +153,92 @@ def wait_until(test: Callable[[], Any], limit_s: float) -> bool:
     return True
 
 
-def exchange(pg: ProcessGroup, op: str, mine: np.ndarray) -> np.ndarray:
-    """Every rank's ``mine`` (rows in group-rank order), by point-to-point messages on a
-    duplicate communicator, so a rank that never arrives is named after the group's timeout:
-    ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach all_reduce``."""
-    if pg.check_comm is None:
-        pg.check_comm = pg.comm.Dup()
-    comm, n, me = pg.check_comm, pg.size(), pg.rank()
-    every = np.empty((n, *mine.shape), mine.dtype)
+# ops of the signature exchange (a signature's first entry); its length; the fused-message
+# flag (the rank sent a fused all_reduce message to every peer: ember.distributed._checks) and
+# the failed flag (the rank's local argument checks failed), its last two entries
+OPS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
+       "broadcast", "reduce", "scatter", "gather", "all_to_all_single", "reduce_scatter",
+       "all_to_all", "barrier")
+SIG_LEN = 13
+FUSED, FAILED = 11, 12
+SIG_TAG = 11  # the tag of signature messages on ``check_comm``
+
+
+def exchange(pg: ProcessGroup, op: str, mine: np.ndarray, known: dict | None = None,
+             consumed: frozenset = frozenset()) -> np.ndarray:
+    """Every rank's signature ``mine`` (rows in group-rank order), by point-to-point messages
+    on a duplicate communicator, so a rank that never arrives is named after the group's
+    timeout: ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach
+    all_reduce``.  ``known``: peers' signatures already received (by a fused all_reduce that
+    met them instead of data); ``consumed``: peers whose fused message this rank received.  A
+    peer that flags a fused message this rank did not receive has it drained here, so no stale
+    message is left on the communicator."""
+    comm, n, me = check_comm(pg), pg.size(), pg.rank()
+    every = np.empty((n, SIG_LEN), np.int64)
     every[me] = mine
     if n == 1:
         return every
     from mpi4py import MPI
 
+    known = known or {}
+    for r, sig in known.items():
+        every[r] = sig
     peers = [r for r in range(n) if r != me]
-    recvs = [comm.Irecv(every[r], source=r, tag=11) for r in peers]
-    sends = [comm.Isend(mine, dest=r, tag=11) for r in peers]
+    waiting = [r for r in peers if r not in known]
+    recvs = [comm.Irecv(every[r], source=r, tag=SIG_TAG) for r in waiting]
+    sends = [comm.Isend(every[me], dest=r, tag=SIG_TAG) for r in peers]
     limit = pg.timeout.total_seconds()
     if not wait_until(lambda: MPI.Request.Testall(recvs), limit):
-        missing = [pg.ranks[r] for r, q in zip(peers, recvs) if not q.Test()]
+        missing = [pg.ranks[r] for r, q in zip(waiting, recvs) if not q.Test()]
         raise EmberRuntimeError(f"[distributed.{op}] timed out after {limit:g} s: rank(s) "
                                 f"{missing} did not reach {op} (dead, hung, or in another "
                                 "collective)")
     MPI.Request.Waitall(sends)
+    for r in peers:
+        if every[r, FUSED] and r not in consumed:
+            _drain(comm, r)
     return every
+
+
+def wait_data(pg: ProcessGroup, op: str, request: Any) -> None:
+    """Wait for a started MPI non-blocking collective (a blocking collective's data phase) at
+    most the group's timeout, then raise the named timeout error: a rank that died or hung
+    inside the collective never leaves the others waiting forever."""
+    limit = pg.timeout.total_seconds()
+    if wait_until(request.Test, limit):
+        return
+    tag = op if op.startswith("symm_mem.") else f"distributed.{op}"
+    raise EmberRuntimeError(f"[{tag}] timed out after {limit:g} s in the data phase: "
+                            f"{_suspects(pg)} did not complete {op} (dead or hung)")
+
+
+def _suspects(pg: ProcessGroup) -> str:
+    """The peers that sent this rank nothing since (a peer that finished the collective and
+    went on has sent its next signature or data on ``check_comm``): 'rank(s) [1]'."""
+    from mpi4py import MPI
+
+    comm, me = check_comm(pg), pg.rank()
+    quiet = [pg.ranks[r] for r in range(pg.size())
+             if r != me and not comm.Iprobe(source=r, tag=MPI.ANY_TAG)]
+    return f"rank(s) {quiet}" if quiet else "a peer"
+
+
+def check_comm(pg: ProcessGroup) -> Any:
+    """The group's communicator for signatures and fused all_reduce messages."""
+    if pg.check_comm is None:
+        pg.check_comm = pg.comm.Dup()
+    return pg.check_comm
+
+
+def _drain(comm: Any, src: int) -> None:
+    """Receive (and drop) ``src``'s oldest pending message: its fused all_reduce data, sent
+    before its signature."""
+    from mpi4py import MPI
+
+    status = MPI.Status()
+    comm.Probe(source=src, tag=MPI.ANY_TAG, status=status)
+    comm.Recv(np.empty(max(status.Get_count(MPI.BYTE), 1), np.uint8), source=src,
+              tag=status.Get_tag())
 
 
 def _mpi() -> Any:
@@ -409,5 +471,11 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
     pg = _resolve(group, "barrier")
     if async_op:
         return Work(pg.comm.Ibarrier(), timeout=pg.timeout.total_seconds(), op="barrier")
-    exchange(pg, "barrier", np.zeros(1, np.int64))  # names a rank that never arrives
+    sig = np.full(SIG_LEN, -1, np.int64)
+    sig[0], sig[FUSED], sig[FAILED] = OPS.index("barrier"), 0, 0
+    every = exchange(pg, "barrier", sig)  # names a rank that never arrives
+    if (every[:, 0] != sig[0]).any():  # a peer in another collective
+        others = [f"rank {pg.ranks[r]}: {OPS[s[0]]}" for r, s in enumerate(every)]
+        raise EmberRuntimeError("[distributed.barrier] the ranks called different collectives: "
+                                + "; ".join(others))
     return None

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as _dt
-from ember.distributed._group import ProcessGroup, _mpi, _resolve_name, _world
+from ember.distributed._group import ProcessGroup, _mpi, _resolve_name, _world, wait_data
 from ember.errors import EmberRuntimeError, EmberValueError, ShapeError
 from ember.ops._native import Native, csrc
 
@@ -223,7 +223,7 @@ def rendezvous(tensor: Any, group: Any) -> _SymmetricMemory:
         mine[:] = [alloc.seq, alloc.nbytes, alloc.seg, _HEAP.comm.Get_rank(),
                    _node_leader()]
     every = np.empty((pg.size(), 5), np.int64)
-    pg.comm.Allgather(mine, every)
+    wait_data(pg, "symm_mem.rendezvous", pg.comm.Iallgather(mine, every))
     _check_rendezvous(pg, every)
     alloc = found[0]
     if pg.group_name not in alloc.handles:
