@@ -101,6 +101,14 @@ def dist_env() -> dict[str, str]:
     return {n: os.environ[n] for n in names if n in os.environ}
 
 
+def symm_mem_backend() -> str | None:
+    """EMBER_SYMM_MEM_BACKEND: the symmetric heap's transport (``shm``/``MPI_SHM`` or
+    ``rma``/``MPI_RMA``; unset: automatic), read at the first ``symm_mem.empty``."""
+    value = os.environ.get("EMBER_SYMM_MEM_BACKEND", "").strip().upper()
+    return {"SHM": "MPI_SHM", "MPI_SHM": "MPI_SHM", "RMA": "MPI_RMA",
+            "MPI_RMA": "MPI_RMA"}.get(value)
+
+
 def minifier_env() -> dict[str, str]:
     """The minifier's variables (``ember.compiler.minifier``), read at each compile rather than
     at import, so a script can set them late: EMBER_MINIFIER (``1``: dump a launcher on a
