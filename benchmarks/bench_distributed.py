@@ -23,7 +23,7 @@ import ember.distributed as dist
 import ember.distributed._symmetric_memory as symm_mem
 
 BEST = True
-SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes of float32
+SIZES = [4 << 10, 16 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes of float32
 
 
 def _fmt(s: float) -> str:
@@ -151,6 +151,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|")
         for nbytes, t_mpi, t_ember, t_gloo in rows:
             size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+            size += " (fused)" if nbytes <= 16 << 10 else ""
             print(f"| {size} | {_fmt(t_mpi)} | {_fmt(t_ember)} | {_fmt(t_gloo)} | "
                   f"{t_ember / t_mpi:.2f} | {t_ember / t_gloo:.2f} |")
         t_mpi, t_one, t_two = one

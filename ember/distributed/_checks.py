@@ -120,8 +120,8 @@ def local_error(fn: Any, *args: Any) -> Exception | None:
 # ----------------------------------------------------------------- the fused small all_reduce
 
 _TAG_BASE = 100  # below: signature messages (SIG_TAG) and future use
-_TAG_SPAN = (1 << 15) - 1 - _TAG_BASE  # MPI guarantees tags up to 32767 (MPICH: 2**29 - 1)
-_FUSED: dict = {}  # (dtype, shape, op) -> _FusedPlan
+_TAG_UB: list = []  # MPI's largest tag (at least 32767; MPICH: 2**29 - 1), read once
+_FUSED: dict = {}  # (id(dtype), shape, id(op)) -> _FusedPlan (dtypes and ops are singletons)
 
 
 class _FusedPlan:
@@ -129,21 +129,36 @@ class _FusedPlan:
     flag, the tag (the signature's hash), the local argument error (None when valid), the
     NumPy ufunc (None: reduce with ``reduce_parts``)."""
 
-    __slots__ = ("sig", "tag", "error", "ufunc", "op", "dtype")
+    __slots__ = ("sig", "tag", "error", "ufunc", "op", "dtype", "nbytes", "direct", "rbuf")
 
     def __init__(self, dtype: Any, shape: tuple, op: ReduceOp, error: Exception | None,
                  ufunc: Any) -> None:
+        self.nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        # the two-rank path receives straight into an array of the tensor's shape and dtype
+        # when it can hold a peer's signature message (8 * SIG_LEN bytes) too
+        self.direct = self.nbytes >= 8 * SIG_LEN
+        self.rbuf = None  # the two-rank path's receive buffer (blocking: one call at a time)
         sig = _make_signature("all_reduce", dtype, shape)
         sig[FUSED], sig[FAILED] = 1, 1 if error is not None else 0
         self.sig, self.error, self.ufunc, self.op, self.dtype = sig, error, ufunc, op, dtype
         # the tag hashes the reduce op too: SUM on one rank and MAX on another is a mismatch
         key = sig.tobytes() + bytes([list(ReduceOp).index(op)])
-        self.tag = _TAG_BASE + zlib.crc32(key) % _TAG_SPAN
+        self.tag = _TAG_BASE + zlib.crc32(key) % (_tag_ub() - _TAG_BASE)
+
+
+def _tag_ub() -> int:
+    """The tag space: two different signatures share a tag with odds 1 / (its size), and then
+    still differ in size (the receive's count) unless they have as many bytes."""
+    if not _TAG_UB:
+        from mpi4py import MPI
+
+        _TAG_UB.append(int(MPI.COMM_WORLD.Get_attr(MPI.TAG_UB) or 32767))
+    return _TAG_UB[0]
 
 
 def fused_plan(dtype: Any, shape: tuple, op: ReduceOp, validate: Any,
                ufunc_of: Any) -> _FusedPlan:
-    key = (dtype, shape, op)
+    key = (id(dtype), shape, id(op))
     plan = _FUSED.get(key)
     if plan is None:
         if len(_FUSED) > 4096:
@@ -199,16 +214,24 @@ class _Round:
         return finished
 
 
-def fused_all_reduce(pg: ProcessGroup, tensor: Any, arr: np.ndarray, plan: _FusedPlan,
-                     async_op: bool) -> Work | None:
+def fused_all_reduce(pg: ProcessGroup, tensor: Any, arr: np.ndarray, op: ReduceOp,
+                     async_op: bool, validate: Any, ufunc_of: Any) -> Work | None:
     """All-reduce ``tensor`` (its array ``arr``, at most FUSED_MAX_BYTES) in one message round;
-    see the module docstring."""
-    buf = arr if arr.flags.c_contiguous and arr.flags.writeable else arr.copy(order="C")
-    data = buf.reshape(-1).view(np.uint8)
-    comm = pg.check_comm if pg.check_comm is not None else check_comm(pg)
-    if not async_op and pg.size() == 2 and plan.ufunc is not None:
-        _pair(pg, comm, tensor, arr, buf, data, plan)
+    see the module docstring.  ``validate``/``ufunc_of``: the collectives' argument check and
+    ufunc choice, for a new plan."""
+    plan = _FUSED.get((id(tensor._dtype), arr.shape, id(op)))
+    if plan is None:
+        plan = fused_plan(tensor._dtype, arr.shape, op, validate, ufunc_of)
+    flags = arr.flags
+    buf = arr if flags.c_contiguous and flags.writeable else arr.copy(order="C")
+    pair = pg.pair
+    if pair is None and pg.size() == 2:
+        pair = pg.pair = (check_comm(pg), pg.rank())
+    if pair is not None and not async_op and plan.ufunc is not None:
+        _pair(pg, pair, tensor, arr, buf, plan)
         return None
+    comm = check_comm(pg)
+    data = buf.reshape(-1).view(np.uint8)
     rnd = _Round(comm, pg.rank(), pg.size(), data, data.nbytes, plan.tag)
 
     def finish() -> None:
@@ -222,23 +245,30 @@ def fused_all_reduce(pg: ProcessGroup, tensor: Any, arr: np.ndarray, plan: _Fuse
     return None
 
 
-_STATUS: list = []  # one MPI.Status the blocking two-rank path reuses
+_MPI: list = []  # [mpi4py.MPI, BYTE, ANY_TAG, a Status the two-rank path reuses]
 
 
-def _pair(pg: ProcessGroup, comm: Any, tensor: Any, arr: np.ndarray, buf: np.ndarray,
-          data: np.ndarray, plan: _FusedPlan) -> None:
+def _mpi_consts() -> list:
+    if not _MPI:
+        from mpi4py import MPI
+
+        _MPI.extend([MPI, MPI.BYTE, MPI.ANY_TAG, MPI.Status()])
+    return _MPI
+
+
+def _pair(pg: ProcessGroup, pair: tuple, tensor: Any, arr: np.ndarray, buf: np.ndarray,
+          plan: _FusedPlan) -> None:
     """The two-rank blocking case of ``fused_all_reduce``, written out: one receive, one send,
     a spin on the receive, one ufunc (the latency path)."""
-    from mpi4py import MPI
-
-    me = comm.Get_rank()
-    nbytes = data.nbytes
-    rbuf = np.empty(max(nbytes, 8 * SIG_LEN), np.uint8)
-    if not _STATUS:
-        _STATUS.append(MPI.Status())
-    st = _STATUS[0]
-    recv = comm.Irecv(rbuf, source=1 - me, tag=MPI.ANY_TAG)
-    send = comm.Isend(data, dest=1 - me, tag=plan.tag)
+    MPI, byte, any_tag, st = _MPI or _mpi_consts()  # noqa: N806 (mpi4py's name)
+    comm, me = pair
+    nbytes = plan.nbytes
+    rbuf = plan.rbuf
+    if rbuf is None:
+        rbuf = plan.rbuf = (np.empty(buf.shape, buf.dtype) if plan.direct else
+                            np.empty(8 * SIG_LEN, np.uint8))
+    recv = comm.Irecv([rbuf, byte], 1 - me, any_tag)
+    send = comm.Isend([buf, byte], 1 - me, plan.tag)
     try:
         spins = 0
         while not recv.Test(st):
@@ -246,18 +276,17 @@ def _pair(pg: ProcessGroup, comm: Any, tensor: Any, arr: np.ndarray, buf: np.nda
             if spins > 1000:
                 limit = pg.timeout.total_seconds()
                 if not wait_until(lambda: recv.Test(st), limit):
-                    rnd = _Round.of(1 - me, recv, send, rbuf, st, False)
-                    _timed_out(pg, rnd, limit)
+                    _timed_out(pg, _Round.of(1 - me, recv, send, rbuf, st, False), limit)
                 break
     except MPI.Exception:  # MPI_ERR_TRUNCATE: the peer sent a bigger message
         st.Set_tag(-1)
     send.Wait()
-    if st.Get_tag() != plan.tag or st.Get_count(MPI.BYTE) != nbytes:
-        status = MPI.Status(st)
-        _mismatch(pg, _Round.of(1 - me, recv, send, rbuf, status, True), plan)
+    if st.Get_tag() != plan.tag or st.Get_count(byte) != nbytes:
+        raw = rbuf.reshape(-1).view(np.uint8)
+        _mismatch(pg, _Round.of(1 - me, recv, send, raw, MPI.Status(st), True), plan)
     if plan.error is not None:
         raise plan.error
-    part = rbuf[:nbytes].view(buf.dtype).reshape(buf.shape)
+    part = rbuf if plan.direct else rbuf[:nbytes].view(buf.dtype).reshape(buf.shape)
     if me == 0:
         plan.ufunc(buf, part, out=buf)
     else:

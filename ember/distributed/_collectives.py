@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as _dt
-from ember.distributed._checks import FUSED_MAX_BYTES, FUSED_MAX_RANKS, fused_all_reduce, fused_plan
+from ember.distributed._checks import FUSED_MAX_BYTES, FUSED_MAX_RANKS, fused_all_reduce
 from ember.distributed._checks import check as _check
 from ember.distributed._checks import local_error as _local
 from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve, wait_data
@@ -168,14 +168,15 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
     tensor([3.])
     """
     pg = _resolve(group, "all_reduce")
-    op = _op(op)
-    dtype = tensor.dtype
+    if op.__class__ is not ReduceOp:
+        op = _op(op)
     arr = tensor._data
     if arr.__class__ is not np.ndarray:
         arr = _arr(tensor)
-    if arr.nbytes <= FUSED_MAX_BYTES and 1 < pg.size() <= FUSED_MAX_RANKS:
-        plan = fused_plan(dtype, arr.shape, op, _validate_op, _fused_ufunc)
-        return fused_all_reduce(pg, tensor, arr, plan, async_op)
+    if arr.nbytes <= FUSED_MAX_BYTES and (pg.pair is not None or
+                                          1 < pg.size() <= FUSED_MAX_RANKS):
+        return fused_all_reduce(pg, tensor, arr, op, async_op, _validate_op, _fused_ufunc)
+    dtype = tensor.dtype
     _check(pg, "all_reduce", tensor, _local(_validate_op, op, dtype, "all_reduce"))
     mop = _mpi_op(op, dtype)
     if mop is None:

@@ -55,6 +55,7 @@ class ProcessGroup:
     timeout: datetime.timedelta = field(default_factory=lambda: datetime.timedelta(minutes=30))
     group_name: str = "0"  # PyTorch's registered name: "0" for the default group, then "1", ...
     check_comm: Any = None  # a duplicate of comm for the signature exchange (lazily made)
+    pair: Any = None  # (check_comm, rank) of a two-rank group: the fused all_reduce's fast path
 
     def rank(self) -> int:
         return int(self.comm.Get_rank())
@@ -137,20 +138,27 @@ class Work:
 
 def wait_until(test: Callable[[], Any], limit_s: float) -> bool:
     """Poll ``test()`` (an MPI ``Test``) until it is true (True) or ``limit_s`` passes (False):
-    spin first (low latency), then yield, then sleep a millisecond at a time (ranks may
-    outnumber cores)."""
+    spin first (low latency), then yield the core between polls (``sched_yield``, which
+    returns at once when no other process waits; ``time.sleep(0)`` would sleep the timer
+    slack, ~50 us), then sleep a millisecond at a time (ranks may outnumber cores)."""
     if test():
         return True
     start = time.monotonic()
     spins = 0
     while not test():
         spins += 1
-        if spins > 200:
+        if spins > 1000:  # MPICH's own blocking calls poll ~1000 times before yielding
             waited = time.monotonic() - start
             if waited > limit_s:
                 return False
-            time.sleep(0.001 if waited > 0.05 else 0)
+            if waited > 0.05:
+                time.sleep(0.001)
+            else:
+                _yield()
     return True
+
+
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 # ops of the signature exchange (a signature's first entry); its length; the fused-message
@@ -289,7 +297,9 @@ def _env_rank_size(rank: int, world_size: int, mpi_rank: int, mpi_size: int) -> 
             f"[distributed.init_process_group] world_size is {world_size} but MPI started "
             f"{mpi_size} process(es): launch the job with `python -m ember.distributed.run "
             f"--nproc-per-node {world_size} script.py` or `mpiexec -n {world_size} python "
-            "script.py`")
+            "script.py` (processes started on their own cannot join: MPICH 5.0's "
+            "MPI_Comm_connect/accept between singleton processes fails, pmodels/mpich#7805; "
+            "see docs/distributed.md)")
     if not 0 <= rank < world_size:
         raise EmberValueError(f"[distributed.init_process_group] rank {rank} is outside "
                               f"[0, {world_size})")
@@ -419,7 +429,7 @@ def destroy_process_group(group: Any = None) -> None:
     for pg in targets:
         if pg.check_comm is not None:
             pg.check_comm.Free()
-            pg.check_comm = None
+            pg.check_comm = pg.pair = None
         if pg.comm is not None:
             pg.comm.Free()
             pg.comm = None
