@@ -188,6 +188,8 @@ def exchange(pg: ProcessGroup, op: str, mine: np.ndarray, known: dict | None = N
         return every
     from mpi4py import MPI
 
+    if n == 2 and not known:
+        return _exchange_pair(pg, op, comm, every, me, consumed)
     known = known or {}
     for r, sig in known.items():
         every[r] = sig
@@ -229,6 +231,29 @@ def _suspects(pg: ProcessGroup) -> str:
     quiet = [pg.ranks[r] for r in range(pg.size())
              if r != me and not comm.Iprobe(source=r, tag=MPI.ANY_TAG)]
     return f"rank(s) {quiet}" if quiet else "a peer"
+
+
+def _exchange_pair(pg: ProcessGroup, op: str, comm: Any, every: np.ndarray, me: int,
+                   consumed: frozenset) -> np.ndarray:
+    """``exchange`` of a two-rank group, written out (one receive, one send, a spin)."""
+    peer = 1 - me
+    recv = comm.Irecv(every[peer], source=peer, tag=SIG_TAG)
+    send = comm.Isend(every[me], dest=peer, tag=SIG_TAG)
+    spins = 0
+    while not recv.Test():
+        spins += 1
+        if spins > 1000:
+            limit = pg.timeout.total_seconds()
+            if not wait_until(recv.Test, limit):
+                raise EmberRuntimeError(
+                    f"[distributed.{op}] timed out after {limit:g} s: rank(s) "
+                    f"{[pg.ranks[peer]]} did not reach {op} (dead, hung, or in another "
+                    "collective)")
+            break
+    send.Wait()
+    if every[peer, FUSED] and peer not in consumed:
+        _drain(comm, peer)
+    return every
 
 
 def check_comm(pg: ProcessGroup) -> Any:

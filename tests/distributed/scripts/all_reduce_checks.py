@@ -29,7 +29,7 @@ def error_of(fn) -> str:
 def works() -> str:
     """A fused and a checked all_reduce after an error: the group is still consistent."""
     n = dist.get_world_size()
-    small, big = ember.ones(3), ember.ones(5000)
+    small, big = ember.ones(3), ember.ones(10000)
     dist.all_reduce(small)
     dist.all_reduce(big)
     return str((small.tolist(), float(big[0]), float(big[-1]))) if \
@@ -60,7 +60,7 @@ def main(out: str) -> None:
     report("truncated", error_of(lambda: dist.all_reduce(ember.ones(3000 if odd else 2))))
     report("after_truncated", works())
     # fused on some ranks, checked (large) on the others
-    report("fused_vs_checked", error_of(lambda: dist.all_reduce(ember.ones(5000 if odd else 4))))
+    report("fused_vs_checked", error_of(lambda: dist.all_reduce(ember.ones(10000 if odd else 4))))
     report("after_mixed", works())
     # fused all_reduce against another collective and against a barrier
     report("vs_all_gather", error_of(
