@@ -228,7 +228,27 @@ def fused_all_reduce(pg: ProcessGroup, tensor: Any, arr: np.ndarray, op: ReduceO
     if pair is None and pg.size() == 2:
         pair = pg.pair = (check_comm(pg), pg.rank())
     if pair is not None and not async_op and plan.ufunc is not None:
-        _pair(pg, pair, tensor, arr, buf, plan)
+        # the two-rank blocking case, written out (the latency path): one receive, one send,
+        # a spin on the receive, one ufunc
+        comm, me = pair
+        rbuf = plan.rbuf
+        if rbuf is None:
+            rbuf = plan.rbuf = (np.empty(buf.shape, buf.dtype) if plan.direct else
+                                np.empty(8 * SIG_LEN, np.uint8))
+        byte, any_tag, st, _ = _MPI or _mpi_consts()
+        recv = comm.Irecv([rbuf, byte], 1 - me, any_tag)
+        send = comm.Isend([buf, byte], 1 - me, plan.tag)
+        _pair_wait(pg, pair, recv, send, rbuf, st, plan)
+        part = rbuf if plan.direct else rbuf[:plan.nbytes].view(buf.dtype).reshape(buf.shape)
+        if me:
+            plan.ufunc(part, buf, out=buf)  # rank order: rank 0's part first
+        else:
+            plan.ufunc(buf, part, out=buf)
+        if plan.op is ReduceOp.AVG:
+            np.divide(buf, 2, out=buf)
+        if buf is not arr:
+            arr[...] = buf
+        tensor._version_counter[0] += 1
         return None
     comm = check_comm(pg)
     data = buf.reshape(-1).view(np.uint8)
@@ -245,30 +265,23 @@ def fused_all_reduce(pg: ProcessGroup, tensor: Any, arr: np.ndarray, op: ReduceO
     return None
 
 
-_MPI: list = []  # [mpi4py.MPI, BYTE, ANY_TAG, a Status the two-rank path reuses]
+_MPI: list = []  # [BYTE, ANY_TAG, a Status the two-rank path reuses, mpi4py.MPI]
 
 
 def _mpi_consts() -> list:
     if not _MPI:
         from mpi4py import MPI
 
-        _MPI.extend([MPI, MPI.BYTE, MPI.ANY_TAG, MPI.Status()])
+        _MPI.extend([MPI.BYTE, MPI.ANY_TAG, MPI.Status(), MPI])
     return _MPI
 
 
-def _pair(pg: ProcessGroup, pair: tuple, tensor: Any, arr: np.ndarray, buf: np.ndarray,
-          plan: _FusedPlan) -> None:
-    """The two-rank blocking case of ``fused_all_reduce``, written out: one receive, one send,
-    a spin on the receive, one ufunc (the latency path)."""
-    MPI, byte, any_tag, st = _MPI or _mpi_consts()  # noqa: N806 (mpi4py's name)
-    comm, me = pair
-    nbytes = plan.nbytes
-    rbuf = plan.rbuf
-    if rbuf is None:
-        rbuf = plan.rbuf = (np.empty(buf.shape, buf.dtype) if plan.direct else
-                            np.empty(8 * SIG_LEN, np.uint8))
-    recv = comm.Irecv([rbuf, byte], 1 - me, any_tag)
-    send = comm.Isend([buf, byte], 1 - me, plan.tag)
+def _pair_wait(pg: ProcessGroup, pair: tuple, recv: Any, send: Any, rbuf: np.ndarray, st: Any,
+               plan: _FusedPlan) -> None:
+    """Wait for the two-rank round (at most the group's timeout), then check the peer's tag and
+    size: a mismatch raises on both ranks (``_mismatch``)."""
+    MPI = _MPI[3]  # noqa: N806 (mpi4py's name)
+    peer = 1 - pair[1]
     try:
         spins = 0
         while not recv.Test(st):
@@ -276,26 +289,16 @@ def _pair(pg: ProcessGroup, pair: tuple, tensor: Any, arr: np.ndarray, buf: np.n
             if spins > 1000:
                 limit = pg.timeout.total_seconds()
                 if not wait_until(lambda: recv.Test(st), limit):
-                    _timed_out(pg, _Round.of(1 - me, recv, send, rbuf, st, False), limit)
+                    _timed_out(pg, _Round.of(peer, recv, send, rbuf, st, False), limit)
                 break
     except MPI.Exception:  # MPI_ERR_TRUNCATE: the peer sent a bigger message
         st.Set_tag(-1)
     send.Wait()
-    if st.Get_tag() != plan.tag or st.Get_count(byte) != nbytes:
+    if st.Get_tag() != plan.tag or st.Get_count(_MPI[0]) != plan.nbytes:
         raw = rbuf.reshape(-1).view(np.uint8)
-        _mismatch(pg, _Round.of(1 - me, recv, send, raw, MPI.Status(st), True), plan)
+        _mismatch(pg, _Round.of(peer, recv, send, raw, MPI.Status(st), True), plan)
     if plan.error is not None:
         raise plan.error
-    part = rbuf if plan.direct else rbuf[:nbytes].view(buf.dtype).reshape(buf.shape)
-    if me == 0:
-        plan.ufunc(buf, part, out=buf)
-    else:
-        plan.ufunc(part, buf, out=buf)
-    if plan.op is ReduceOp.AVG:
-        np.divide(buf, 2, out=buf)
-    if buf is not arr:
-        arr[...] = buf
-    tensor._version_counter[0] += 1
 
 
 def _timed_out(pg: ProcessGroup, rnd: _Round, limit: float) -> None:
