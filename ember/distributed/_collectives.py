@@ -4,7 +4,9 @@ Tensors travel as raw bytes (so bfloat16, float16, bool and complex need no MPI 
 reductions run in NumPy on the gathered contributions, in rank order, so every rank computes
 bit-identical results.  Before each collective the ranks exchange a small signature (op, dtype,
 shape) and all raise the same clear error when they disagree, instead of hanging or summing
-garbage.  Results are written into the caller's tensors in place, as PyTorch does.
+garbage (a small ``all_reduce`` checks inside its one data round: ``_checks``).  Every data
+phase is a non-blocking MPI call waited at most the group's timeout.  Results are written into
+the caller's tensors in place, as PyTorch does.
 """
 
 from __future__ import annotations
@@ -159,9 +161,10 @@ def _inplace_buffer(t: Any) -> tuple[np.ndarray, np.ndarray]:
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
                async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` over the ranks of ``group``; every rank gets the result in place.
-    With ``async_op=True`` the reduction runs as an MPI non-blocking collective
-    (``Iallreduce``, or ``Iallgather`` and a NumPy reduction for bool and 16-bit floats); the
-    tensor holds the result after ``work.wait()``.
+    Up to ``FUSED_MAX_BYTES`` the data and the cross-rank check travel in one message round
+    (``_checks.fused_all_reduce``); larger tensors exchange signatures, then run MPI's
+    ``Iallreduce`` (or ``Iallgather`` and a NumPy reduction for bool and 16-bit floats).  With
+    ``async_op=True`` the tensor holds the result after ``work.wait()``.
 
     >>> t = ember.tensor([float(dist.get_rank() + 1)])   # doctest: +SKIP
     >>> dist.all_reduce(t); t                            # doctest: +SKIP

@@ -147,7 +147,9 @@ def _node_comm() -> Any:
         if _HEAP.rma:
             node.Free()
             node = world.Dup()
-        _HEAP.comm = node
+        leader = np.array([world.Get_rank()], np.int64)
+        wait_data(_world("symm_mem.empty"), "symm_mem.empty", node.Ibcast(leader, root=0))
+        _HEAP.comm, _HEAP.leader = node, int(leader[0])
     return _HEAP.comm
 
 
@@ -278,9 +280,8 @@ def rendezvous(tensor: Any, group: Any) -> _SymmetricMemory:
 
 
 def _node_leader() -> int:
-    """The global rank of this node's first rank: equal on ranks that share memory."""
-    if _HEAP.leader < 0:
-        _HEAP.leader = int(_HEAP.comm.bcast(_world("symm_mem").comm.Get_rank(), root=0))
+    """The global rank of this node's first rank: equal on ranks that share memory (found when
+    the heap is made, so ``rendezvous`` has no collective call that only some ranks make)."""
     return _HEAP.leader
 
 
