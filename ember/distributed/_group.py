@@ -322,9 +322,8 @@ def _env_rank_size(rank: int, world_size: int, mpi_rank: int, mpi_size: int) -> 
             f"[distributed.init_process_group] world_size is {world_size} but MPI started "
             f"{mpi_size} process(es): launch the job with `python -m ember.distributed.run "
             f"--nproc-per-node {world_size} script.py` or `mpiexec -n {world_size} python "
-            "script.py` (processes started on their own cannot join: MPICH 5.0's "
-            "MPI_Comm_connect/accept between singleton processes fails, pmodels/mpich#7805; "
-            "see docs/distributed.md)")
+            "script.py`, or set MASTER_ADDR and MASTER_PORT (and RANK) in every process "
+            "before MPI starts (ember then joins plain processes; see docs/distributed.md)")
     if not 0 <= rank < world_size:
         raise EmberValueError(f"[distributed.init_process_group] rank {rank} is outside "
                               f"[0, {world_size})")
@@ -355,6 +354,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if init_method not in (None, "env://") and not str(init_method).startswith(("tcp://",
                                                                                   "file://")):
         raise EmberValueError(f"[{op}] unsupported init_method {init_method!r}")
+    _join_plain(init_method, rank, world_size, timeout)
     MPI = _mpi()  # noqa: N806 (mpi4py's name)
     world = MPI.COMM_WORLD
     rank, world_size = _env_rank_size(rank, world_size, world.Get_rank(), world.Get_size())
@@ -372,6 +372,25 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         os.replace(path + ".tmp", path)  # the launcher never reads half a file
         atexit.register(_mark_done, os.path.join(run_dir, f"rank{rank}.done"))
     GroupMember.WORLD = group.WORLD = pg
+
+
+def _join_plain(init_method: str | None, rank: int, world_size: int,
+                timeout: datetime.timedelta | None) -> None:
+    """Plain processes (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``, no mpiexec):
+    join them into one MPI world through ember's PMI server (``_pmi``) before MPI starts."""
+    env = config.dist_env()
+    size = world_size if world_size > 0 else int(env.get("WORLD_SIZE", "1"))
+    from ember.distributed import _pmi
+
+    if not is_available() or not _pmi.needed(size):
+        return
+    addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if init_method and init_method.startswith("tcp://"):
+        addr, _, port = init_method[len("tcp://"):].rpartition(":")
+    if not addr or not port:
+        return  # init_process_group then says how to launch the ranks
+    me = rank if rank >= 0 else int(env.get("RANK", "0"))
+    _pmi.join(me, size, addr.strip("[]"), int(port), timeout or datetime.timedelta(minutes=30))
 
 
 def _resolve_name(group: Any, op: str) -> ProcessGroup:
