@@ -337,7 +337,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     """Create the default process group on MPI.  ``backend`` ``"mpi"``, ``"gloo"`` or ``None``
     (all run on MPI; ``get_backend()`` reports the name given, ``"undefined"`` for ``None`` as
     PyTorch does).  Ranks come from ``rank``/``world_size``, else ``RANK``/``WORLD_SIZE``, else
-    MPI's own numbering; they must agree with the processes MPI started.
+    MPI's own numbering; they must agree with the processes MPI started.  Plain processes
+    (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``, no mpiexec) are joined into one
+    MPI world first (``ember.distributed._pmi``).
 
     >>> dist.init_process_group("gloo")   # run under mpiexec -n 2 # doctest: +SKIP
     >>> dist.get_world_size()             # doctest: +SKIP
