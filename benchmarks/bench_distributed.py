@@ -21,9 +21,10 @@ import numpy as np
 import ember
 import ember.distributed as dist
 import ember.distributed._symmetric_memory as symm_mem
+from ember.distributed._checks import FUSED_MAX_BYTES
 
 BEST = True
-SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # bytes of float32
+SIZES = [4 << 10, 16 << 10, 32 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20]  # float32 bytes
 
 
 def _fmt(s: float) -> str:
@@ -151,6 +152,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|")
         for nbytes, t_mpi, t_ember, t_gloo in rows:
             size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+            size += " (fused)" if nbytes <= FUSED_MAX_BYTES else ""
             print(f"| {size} | {_fmt(t_mpi)} | {_fmt(t_ember)} | {_fmt(t_gloo)} | "
                   f"{t_ember / t_mpi:.2f} | {t_ember / t_gloo:.2f} |")
         t_mpi, t_one, t_two = one

@@ -102,8 +102,17 @@ def dist_env() -> dict[str, str]:
     """The launcher's variables for ``ember.distributed`` (torchrun's names, and the PMI ones
     ``mpiexec`` sets), read when a process group is created, not at import."""
     names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PMI_RANK",
-             "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "EMBER_RUN_DIR")
+             "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "EMBER_RUN_DIR",
+             "PMI_FD", "PMI_PORT", "PMIX_RANK", "HYDRA_CONTROL_FD")
     return {n: os.environ[n] for n in names if n in os.environ}
+
+
+def symm_mem_backend() -> str | None:
+    """EMBER_SYMM_MEM_BACKEND: the symmetric heap's transport (``shm``/``MPI_SHM`` or
+    ``rma``/``MPI_RMA``; unset: automatic), read at the first ``symm_mem.empty``."""
+    value = os.environ.get("EMBER_SYMM_MEM_BACKEND", "").strip().upper()
+    return {"SHM": "MPI_SHM", "MPI_SHM": "MPI_SHM", "RMA": "MPI_RMA",
+            "MPI_RMA": "MPI_RMA"}.get(value)
 
 
 def minifier_env() -> dict[str, str]:

@@ -4,7 +4,9 @@ Tensors travel as raw bytes (so bfloat16, float16, bool and complex need no MPI 
 reductions run in NumPy on the gathered contributions, in rank order, so every rank computes
 bit-identical results.  Before each collective the ranks exchange a small signature (op, dtype,
 shape) and all raise the same clear error when they disagree, instead of hanging or summing
-garbage.  Results are written into the caller's tensors in place, as PyTorch does.
+garbage (a small ``all_reduce`` checks inside its one data round: ``_checks``).  Every data
+phase is a non-blocking MPI call waited at most the group's timeout.  Results are written into
+the caller's tensors in place, as PyTorch does.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as _dt
-from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve, exchange
+from ember.distributed._checks import FUSED_MAX_BYTES, FUSED_MAX_RANKS, fused_all_reduce
+from ember.distributed._checks import check as _check
+from ember.distributed._checks import local_error as _local
+from ember.distributed._group import ProcessGroup, ReduceOp, Work, _resolve, wait_data
 from ember.errors import DTypeError, EmberRuntimeError, EmberValueError, ShapeError
 
-_OPS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
-        "broadcast", "reduce", "scatter", "gather", "all_to_all_single", "reduce_scatter",
-        "all_to_all")
 _DTYPES = list(_dt.ALL_DTYPES)
-_SIG = 12  # op, dtype, ndim, up to 8 sizes, a spare
 
 
 def _arr(t: Any) -> np.ndarray:
@@ -39,73 +40,10 @@ def _write(t: Any, values: np.ndarray) -> None:
     t._version_counter[0] += 1
 
 
-_SIGS: dict = {}  # (op, dtype, shape, failed) -> signature (hot path: built once)
-
-
-def _signature(op: str, t: Any, failed: bool = False) -> np.ndarray:
-    key = (op, t.dtype, tuple(t.shape), failed)
-    sig = _SIGS.get(key)
-    if sig is None:
-        if len(_SIGS) > 4096:
-            _SIGS.clear()
-        sig = _SIGS[key] = _make_signature(op, t)
-        sig[-1] = 1 if failed else 0
-        sig.flags.writeable = False
-    return sig
-
-
-def _make_signature(op: str, t: Any) -> np.ndarray:
-    sig = np.full(_SIG, -1, np.int64)
-    sig[0] = _OPS.index(op)
-    sig[1] = _DTYPES.index(t.dtype)
-    shape = tuple(t.shape)
-    sig[2] = len(shape)
-    if len(shape) <= 8:
-        sig[3:3 + len(shape)] = shape
-    else:
-        sig[3] = hash(shape) & 0x7FFFFFFF
-    return sig
-
-
-def _check(pg: ProcessGroup, op: str, t: Any, local: Exception | None = None) -> None:
-    """Every rank passes the same (op, dtype, shape) and its local argument checks (``local``
-    is the error they raised here), or every rank raises: no rank is left waiting."""
-    mine = _signature(op, t, local is not None)
-    allsig = exchange(pg, op, mine)
-    if local is None and allsig.tobytes() == mine.tobytes() * len(allsig):
-        return  # the common case, in one comparison
-    if local is not None:
-        raise local
-    if allsig[:, -1].any():
-        bad = [pg.ranks[r] for r in np.nonzero(allsig[:, -1])[0]]
-        raise EmberRuntimeError(f"[distributed.{op}] rank(s) {bad} passed invalid arguments "
-                                "(their error says which)")
-    if (allsig == mine).all():
-        return
-    lines = []
-    for r, s in enumerate(allsig):
-        rop, dt, nd = _OPS[s[0]], _DTYPES[s[1]], int(s[2])
-        shape = tuple(int(x) for x in s[3:3 + nd]) if nd <= 8 else "(>8 dims)"
-        lines.append(f"rank {pg.ranks[r]}: {rop} {dt} {shape}")
-    what = ("ops" if (allsig[:, 0] != allsig[0, 0]).any() else
-            "dtypes" if (allsig[:, 1] != allsig[0, 1]).any() else "shapes")
-    raise EmberRuntimeError(f"[distributed.{op}] the ranks passed different {what}: "
-                            + "; ".join(lines))
-
-
-def _local(check: Any, *args: Any) -> Exception | None:
-    """Run a local argument check; return its error instead of raising it."""
-    try:
-        check(*args)
-    except (EmberValueError, DTypeError, ShapeError) as e:
-        return e
-    return None
-
-
-def _allgather(pg: ProcessGroup, a: np.ndarray) -> np.ndarray:
+def _allgather(pg: ProcessGroup, a: np.ndarray, op: str) -> np.ndarray:
     """Every rank's array stacked on a new leading dim (all arrays have the same shape)."""
     out = np.empty((pg.size(), *a.shape), a.dtype)
-    pg.comm.Allgather(_bytes(a), _bytes(out).reshape(pg.size(), -1))
+    wait_data(pg, op, pg.comm.Iallgather(_bytes(a), _bytes(out).reshape(pg.size(), -1)))
     return out
 
 
@@ -126,25 +64,44 @@ def _kind(dtype: Any) -> str:
 
 def _reduce_stack(stack: np.ndarray, op: ReduceOp, dtype: Any, name: str) -> np.ndarray:
     """Reduce ``stack`` over its first dim in rank order with PyTorch's meaning of ``op``."""
+    return reduce_parts(list(stack), op, dtype, name)
+
+
+def reduce_parts(parts: Sequence[np.ndarray], op: ReduceOp, dtype: Any,
+                 name: str) -> np.ndarray:
+    """Reduce the ranks' ``parts`` (equal shapes) in rank order with PyTorch's meaning of
+    ``op``; 16-bit floats compute in float32 and round once."""
     _validate_op(op, dtype, name)
-    kind = _kind(dtype)
-    compute = stack.astype(np.float32) if dtype in (_dt.float16, _dt.bfloat16) else stack
-    if kind == "bool":
-        ufunc = {ReduceOp.SUM: np.logical_or, ReduceOp.MAX: np.logical_or,
-                 ReduceOp.BOR: np.logical_or, ReduceOp.PRODUCT: np.logical_and,
-                 ReduceOp.MIN: np.logical_and, ReduceOp.BAND: np.logical_and,
-                 ReduceOp.BXOR: np.logical_xor}[op]
-    else:
-        ufunc = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
-                 ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum,
-                 ReduceOp.BAND: np.bitwise_and, ReduceOp.BOR: np.bitwise_or,
-                 ReduceOp.BXOR: np.bitwise_xor}[op]
-    acc = compute[0].copy()
-    for part in compute[1:]:  # rank order: the same rounding on every rank
-        acc = ufunc(acc, part)
+    ufunc = _ufunc(op, dtype)
+    wide = dtype in (_dt.float16, _dt.bfloat16)
+    acc = parts[0].astype(np.float32) if wide else parts[0].copy()
+    for part in parts[1:]:  # rank order: the same rounding on every rank
+        acc = ufunc(acc, part.astype(np.float32) if wide else part)
     if op == ReduceOp.AVG:
-        acc = acc / stack.shape[0]
-    return acc.astype(stack.dtype)
+        acc = acc / len(parts)
+    return acc.astype(parts[0].dtype)
+
+
+def _ufunc(op: ReduceOp, dtype: Any) -> Any:
+    """The NumPy ufunc of ``op`` on ``dtype`` (bool: logical ops, as PyTorch)."""
+    if _kind(dtype) == "bool":
+        return {ReduceOp.SUM: np.logical_or, ReduceOp.MAX: np.logical_or,
+                ReduceOp.BOR: np.logical_or, ReduceOp.PRODUCT: np.logical_and,
+                ReduceOp.MIN: np.logical_and, ReduceOp.BAND: np.logical_and,
+                ReduceOp.BXOR: np.logical_xor}[op]
+    return {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
+            ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum,
+            ReduceOp.BAND: np.bitwise_and, ReduceOp.BOR: np.bitwise_or,
+            ReduceOp.BXOR: np.bitwise_xor}[op]
+
+
+def _fused_ufunc(op: ReduceOp, dtype: Any) -> Any:
+    """The in-place ufunc of a fused all_reduce, or None (16-bit floats and bool reduce with
+    ``reduce_parts``)."""
+    if dtype in (_dt.float16, _dt.bfloat16, _dt.bool) or dtype.is_complex and op in (
+            ReduceOp.MIN, ReduceOp.MAX):
+        return None
+    return _ufunc(op, dtype)
 
 
 _INTS = (_dt.uint8, _dt.int8, _dt.int16, _dt.int32, _dt.int64)
@@ -204,16 +161,24 @@ def _inplace_buffer(t: Any) -> tuple[np.ndarray, np.ndarray]:
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
                async_op: bool = False) -> Work | None:
     """Reduce ``tensor`` over the ranks of ``group``; every rank gets the result in place.
-    With ``async_op=True`` the reduction runs as an MPI non-blocking collective
-    (``Iallreduce``, or ``Iallgather`` and a NumPy reduction for bool and 16-bit floats); the
-    tensor holds the result after ``work.wait()``.
+    Up to ``FUSED_MAX_BYTES`` the data and the cross-rank check travel in one message round
+    (``_checks.fused_all_reduce``); larger tensors exchange signatures, then run MPI's
+    ``Iallreduce`` (or ``Iallgather`` and a NumPy reduction for bool and 16-bit floats).  With
+    ``async_op=True`` the tensor holds the result after ``work.wait()``.
 
     >>> t = ember.tensor([float(dist.get_rank() + 1)])   # doctest: +SKIP
     >>> dist.all_reduce(t); t                            # doctest: +SKIP
     tensor([3.])
     """
     pg = _resolve(group, "all_reduce")
-    op = _op(op)
+    if op.__class__ is not ReduceOp:
+        op = _op(op)
+    arr = tensor._data
+    if arr.__class__ is not np.ndarray:
+        arr = _arr(tensor)
+    if arr.nbytes <= FUSED_MAX_BYTES and (pg.pair is not None or
+                                          1 < pg.size() <= FUSED_MAX_RANKS):
+        return fused_all_reduce(pg, tensor, arr, op, async_op, _validate_op, _fused_ufunc)
     dtype = tensor.dtype
     _check(pg, "all_reduce", tensor, _local(_validate_op, op, dtype, "all_reduce"))
     mop = _mpi_op(op, dtype)
@@ -232,10 +197,6 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
         if buf is not arr:
             arr[...] = buf
         tensor._version_counter[0] += 1
-    if not async_op:  # every rank has arrived (the signature exchange): MPI's blocking call
-        pg.comm.Allreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
-        finish()
-        return None
     req = pg.comm.Iallreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
     return _start(async_op, req, finish, pg, "all_reduce")
 
@@ -332,7 +293,8 @@ def reduce_scatter(output: Any, input_list: list[Any], op: ReduceOp = ReduceOp.S
     err = _local(_check_list, "reduce_scatter", output, input_list, pg.size(), "input_list")
     _check(pg, "reduce_scatter", output, err)
     full = np.stack([_arr(t) for t in input_list])
-    red = _reduce_stack(_allgather(pg, full), _op(op), output.dtype, "reduce_scatter")
+    red = _reduce_stack(_allgather(pg, full, "reduce_scatter"), _op(op), output.dtype,
+                        "reduce_scatter")
     _write(output, red[pg.rank()])
     return _done(async_op)
 
@@ -372,8 +334,8 @@ def reduce(tensor: Any, dst: int | None = None, op: ReduceOp = ReduceOp.SUM, gro
     _check(pg, "reduce", tensor)
     a = _arr(tensor)
     stack = np.empty((pg.size(), *a.shape), a.dtype) if pg.rank() == root else None
-    pg.comm.Gather(_bytes(a), None if stack is None else _bytes(stack).reshape(pg.size(), -1),
-                   root=root)
+    wait_data(pg, "reduce", pg.comm.Igather(
+        _bytes(a), None if stack is None else _bytes(stack).reshape(pg.size(), -1), root=root))
     if stack is not None:
         _write(tensor, _reduce_stack(stack, _op(op), tensor.dtype, "reduce"))
     return _done(async_op)
@@ -389,8 +351,8 @@ def gather(tensor: Any, gather_list: list[Any] | None = None, dst: int | None = 
     _check(pg, "gather", tensor, err)
     a = _arr(tensor)
     stack = np.empty((pg.size(), *a.shape), a.dtype) if pg.rank() == root else None
-    pg.comm.Gather(_bytes(a), None if stack is None else _bytes(stack).reshape(pg.size(), -1),
-                   root=root)
+    wait_data(pg, "gather", pg.comm.Igather(
+        _bytes(a), None if stack is None else _bytes(stack).reshape(pg.size(), -1), root=root))
     if stack is not None:
         for out, part in zip(gather_list, stack):
             _write(out, part)
@@ -407,8 +369,8 @@ def scatter(tensor: Any, scatter_list: list[Any] | None = None, src: int | None 
     _check(pg, "scatter", tensor, err)
     a = np.ascontiguousarray(_arr(tensor))
     send = (np.stack([_arr(t) for t in scatter_list]) if pg.rank() == root else None)
-    pg.comm.Scatter(None if send is None else _bytes(send).reshape(pg.size(), -1), _bytes(a),
-                    root=root)
+    wait_data(pg, "scatter", pg.comm.Iscatter(
+        None if send is None else _bytes(send).reshape(pg.size(), -1), _bytes(a), root=root))
     _write(tensor, a)
     return _done(async_op)
 
@@ -437,14 +399,15 @@ def all_to_all_single(output: Any, input: Any,  # noqa: A002
     cin, cout, err = _a2a_counts(input, output, a, o, input_split_sizes, output_split_sizes, n)
     # each receiver checks that what is sent to it matches what it expects; all ranks agree
     expect = np.empty(n, np.int64)
-    pg.comm.Alltoall(np.array(cin, np.int64), expect)
+    wait_data(pg, "all_to_all_single", pg.comm.Ialltoall(np.array(cin, np.int64), expect))
     if err is None and list(expect) != cout:
         err = EmberRuntimeError(f"[distributed.all_to_all_single] rank {pg.ranks[pg.rank()]} "
                                 f"expects chunks of {cout} bytes but the ranks send "
                                 f"{list(expect)}")
     _check(pg, "all_to_all_single", input.reshape(-1)[:0], err)
-    pg.comm.Alltoallv([_bytes(a), (cin, np.cumsum([0] + cin[:-1]).tolist())],
-                      [_bytes(o), (cout, np.cumsum([0] + cout[:-1]).tolist())])
+    wait_data(pg, "all_to_all_single", pg.comm.Ialltoallv(
+        [_bytes(a), (cin, np.cumsum([0] + cin[:-1]).tolist())],
+        [_bytes(o), (cout, np.cumsum([0] + cout[:-1]).tolist())]))
     _write(output, o)
     return _done(async_op)
 
@@ -484,17 +447,20 @@ def all_to_all(output_tensor_list: list[Any], input_tensor_list: list[Any], grou
     outs = [np.ascontiguousarray(_arr(t)) for t in output_tensor_list]
     cin, cout = [a.nbytes for a in ins], [a.nbytes for a in outs]
     expect = np.empty(n, np.int64)
-    pg.comm.Alltoall(np.array(cin, np.int64), expect)
+    wait_data(pg, "all_to_all", pg.comm.Ialltoall(np.array(cin, np.int64), expect))
     sent = [int(x) for x in expect]
-    if pg.comm.allreduce(int(sent != cout), op=_mpi_max()):  # sizes that do not pair up
+    bad = np.array([int(sent != cout)], np.int64)
+    wait_data(pg, "all_to_all", pg.comm.Iallreduce(_in_place(), bad, op=_mpi_max()))
+    if bad[0]:  # sizes that do not pair up
         raise EmberRuntimeError(f"[distributed.all_to_all] rank {pg.ranks[pg.rank()]} expects "
                                 f"tensors of {cout} bytes from the ranks, which send {sent}"
                                 if sent != cout else "[distributed.all_to_all] the ranks' "
                                 "tensor sizes do not pair up (another rank's error says where)")
     send = np.concatenate([a.reshape(-1).view(np.uint8) for a in ins])
     recv = np.empty(sum(cout), np.uint8)
-    pg.comm.Alltoallv([send, (cin, np.cumsum([0] + cin[:-1]).tolist())],
-                      [recv, (cout, np.cumsum([0] + cout[:-1]).tolist())])
+    wait_data(pg, "all_to_all", pg.comm.Ialltoallv(
+        [send, (cin, np.cumsum([0] + cin[:-1]).tolist())],
+        [recv, (cout, np.cumsum([0] + cout[:-1]).tolist())]))
     start = 0
     for t, a in zip(output_tensor_list, outs):
         a.reshape(-1).view(np.uint8)[...] = recv[start:start + a.nbytes]
@@ -519,6 +485,12 @@ def _empty_probe() -> Any:
     import ember
 
     return ember.empty(0)
+
+
+def _in_place() -> Any:
+    from mpi4py import MPI
+
+    return MPI.IN_PLACE
 
 
 def _mpi_max() -> Any:

@@ -55,6 +55,7 @@ class ProcessGroup:
     timeout: datetime.timedelta = field(default_factory=lambda: datetime.timedelta(minutes=30))
     group_name: str = "0"  # PyTorch's registered name: "0" for the default group, then "1", ...
     check_comm: Any = None  # a duplicate of comm for the signature exchange (lazily made)
+    pair: Any = None  # (check_comm, rank) of a two-rank group: the fused all_reduce's fast path
 
     def rank(self) -> int:
         return int(self.comm.Get_rank())
@@ -137,46 +138,140 @@ class Work:
 
 def wait_until(test: Callable[[], Any], limit_s: float) -> bool:
     """Poll ``test()`` (an MPI ``Test``) until it is true (True) or ``limit_s`` passes (False):
-    spin first (low latency), then yield, then sleep a millisecond at a time (ranks may
-    outnumber cores)."""
+    spin first (low latency), then yield the core between polls (``sched_yield``, which
+    returns at once when no other process waits; ``time.sleep(0)`` would sleep the timer
+    slack, ~50 us), then sleep a millisecond at a time (ranks may outnumber cores)."""
     if test():
         return True
     start = time.monotonic()
     spins = 0
     while not test():
         spins += 1
-        if spins > 200:
+        if spins > 1000:  # MPICH's own blocking calls poll ~1000 times before yielding
             waited = time.monotonic() - start
             if waited > limit_s:
                 return False
-            time.sleep(0.001 if waited > 0.05 else 0)
+            if waited > 0.05:
+                time.sleep(0.001)
+            else:
+                _yield()
     return True
 
 
-def exchange(pg: ProcessGroup, op: str, mine: np.ndarray) -> np.ndarray:
-    """Every rank's ``mine`` (rows in group-rank order), by point-to-point messages on a
-    duplicate communicator, so a rank that never arrives is named after the group's timeout:
-    ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach all_reduce``."""
-    if pg.check_comm is None:
-        pg.check_comm = pg.comm.Dup()
-    comm, n, me = pg.check_comm, pg.size(), pg.rank()
-    every = np.empty((n, *mine.shape), mine.dtype)
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
+
+
+# ops of the signature exchange (a signature's first entry); its length; the fused-message
+# flag (the rank sent a fused all_reduce message to every peer: ember.distributed._checks) and
+# the failed flag (the rank's local argument checks failed), its last two entries
+OPS = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter_tensor",
+       "broadcast", "reduce", "scatter", "gather", "all_to_all_single", "reduce_scatter",
+       "all_to_all", "barrier")
+SIG_LEN = 13
+FUSED, FAILED = 11, 12
+SIG_TAG = 11  # the tag of signature messages on ``check_comm``
+
+
+def exchange(pg: ProcessGroup, op: str, mine: np.ndarray, known: dict | None = None,
+             consumed: frozenset = frozenset()) -> np.ndarray:
+    """Every rank's signature ``mine`` (rows in group-rank order), by point-to-point messages
+    on a duplicate communicator, so a rank that never arrives is named after the group's
+    timeout: ``[distributed.all_reduce] timed out after 30 s: rank(s) [1] did not reach
+    all_reduce``.  ``known``: peers' signatures already received (by a fused all_reduce that
+    met them instead of data); ``consumed``: peers whose fused message this rank received.  A
+    peer that flags a fused message this rank did not receive has it drained here, so no stale
+    message is left on the communicator."""
+    comm, n, me = check_comm(pg), pg.size(), pg.rank()
+    every = np.empty((n, SIG_LEN), np.int64)
     every[me] = mine
     if n == 1:
         return every
     from mpi4py import MPI
 
+    if n == 2 and not known:
+        return _exchange_pair(pg, op, comm, every, me, consumed)
+    known = known or {}
+    for r, sig in known.items():
+        every[r] = sig
     peers = [r for r in range(n) if r != me]
-    recvs = [comm.Irecv(every[r], source=r, tag=11) for r in peers]
-    sends = [comm.Isend(mine, dest=r, tag=11) for r in peers]
+    waiting = [r for r in peers if r not in known]
+    recvs = [comm.Irecv(every[r], source=r, tag=SIG_TAG) for r in waiting]
+    sends = [comm.Isend(every[me], dest=r, tag=SIG_TAG) for r in peers]
     limit = pg.timeout.total_seconds()
     if not wait_until(lambda: MPI.Request.Testall(recvs), limit):
-        missing = [pg.ranks[r] for r, q in zip(peers, recvs) if not q.Test()]
+        missing = [pg.ranks[r] for r, q in zip(waiting, recvs) if not q.Test()]
         raise EmberRuntimeError(f"[distributed.{op}] timed out after {limit:g} s: rank(s) "
                                 f"{missing} did not reach {op} (dead, hung, or in another "
                                 "collective)")
     MPI.Request.Waitall(sends)
+    for r in peers:
+        if every[r, FUSED] and r not in consumed:
+            _drain(comm, r)
     return every
+
+
+def wait_data(pg: ProcessGroup, op: str, request: Any) -> None:
+    """Wait for a started MPI non-blocking collective (a blocking collective's data phase) at
+    most the group's timeout, then raise the named timeout error: a rank that died or hung
+    inside the collective never leaves the others waiting forever."""
+    limit = pg.timeout.total_seconds()
+    if wait_until(request.Test, limit):
+        return
+    tag = op if op.startswith("symm_mem.") else f"distributed.{op}"
+    raise EmberRuntimeError(f"[{tag}] timed out after {limit:g} s in the data phase: "
+                            f"{_suspects(pg)} did not complete {op} (dead or hung)")
+
+
+def _suspects(pg: ProcessGroup) -> str:
+    """The peers that sent this rank nothing since (a peer that finished the collective and
+    went on has sent its next signature or data on ``check_comm``): 'rank(s) [1]'."""
+    from mpi4py import MPI
+
+    comm, me = check_comm(pg), pg.rank()
+    quiet = [pg.ranks[r] for r in range(pg.size())
+             if r != me and not comm.Iprobe(source=r, tag=MPI.ANY_TAG)]
+    return f"rank(s) {quiet}" if quiet else "a peer"
+
+
+def _exchange_pair(pg: ProcessGroup, op: str, comm: Any, every: np.ndarray, me: int,
+                   consumed: frozenset) -> np.ndarray:
+    """``exchange`` of a two-rank group, written out (one receive, one send, a spin)."""
+    peer = 1 - me
+    recv = comm.Irecv(every[peer], source=peer, tag=SIG_TAG)
+    send = comm.Isend(every[me], dest=peer, tag=SIG_TAG)
+    spins = 0
+    while not recv.Test():
+        spins += 1
+        if spins > 1000:
+            limit = pg.timeout.total_seconds()
+            if not wait_until(recv.Test, limit):
+                raise EmberRuntimeError(
+                    f"[distributed.{op}] timed out after {limit:g} s: rank(s) "
+                    f"{[pg.ranks[peer]]} did not reach {op} (dead, hung, or in another "
+                    "collective)")
+            break
+    send.Wait()
+    if every[peer, FUSED] and peer not in consumed:
+        _drain(comm, peer)
+    return every
+
+
+def check_comm(pg: ProcessGroup) -> Any:
+    """The group's communicator for signatures and fused all_reduce messages."""
+    if pg.check_comm is None:
+        pg.check_comm = pg.comm.Dup()
+    return pg.check_comm
+
+
+def _drain(comm: Any, src: int) -> None:
+    """Receive (and drop) ``src``'s oldest pending message: its fused all_reduce data, sent
+    before its signature."""
+    from mpi4py import MPI
+
+    status = MPI.Status()
+    comm.Probe(source=src, tag=MPI.ANY_TAG, status=status)
+    comm.Recv(np.empty(max(status.Get_count(MPI.BYTE), 1), np.uint8), source=src,
+              tag=status.Get_tag())
 
 
 def _mpi() -> Any:
@@ -227,7 +322,8 @@ def _env_rank_size(rank: int, world_size: int, mpi_rank: int, mpi_size: int) -> 
             f"[distributed.init_process_group] world_size is {world_size} but MPI started "
             f"{mpi_size} process(es): launch the job with `python -m ember.distributed.run "
             f"--nproc-per-node {world_size} script.py` or `mpiexec -n {world_size} python "
-            "script.py`")
+            "script.py`, or set MASTER_ADDR and MASTER_PORT (and RANK) in every process "
+            "before MPI starts (ember then joins plain processes; see docs/distributed.md)")
     if not 0 <= rank < world_size:
         raise EmberValueError(f"[distributed.init_process_group] rank {rank} is outside "
                               f"[0, {world_size})")
@@ -241,7 +337,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     """Create the default process group on MPI.  ``backend`` ``"mpi"``, ``"gloo"`` or ``None``
     (all run on MPI; ``get_backend()`` reports the name given, ``"undefined"`` for ``None`` as
     PyTorch does).  Ranks come from ``rank``/``world_size``, else ``RANK``/``WORLD_SIZE``, else
-    MPI's own numbering; they must agree with the processes MPI started.
+    MPI's own numbering; they must agree with the processes MPI started.  Plain processes
+    (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``, no mpiexec) are joined into one
+    MPI world first (``ember.distributed._pmi``).
 
     >>> dist.init_process_group("gloo")   # run under mpiexec -n 2 # doctest: +SKIP
     >>> dist.get_world_size()             # doctest: +SKIP
@@ -258,6 +356,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if init_method not in (None, "env://") and not str(init_method).startswith(("tcp://",
                                                                                   "file://")):
         raise EmberValueError(f"[{op}] unsupported init_method {init_method!r}")
+    _join_plain(init_method, rank, world_size, timeout)
     MPI = _mpi()  # noqa: N806 (mpi4py's name)
     world = MPI.COMM_WORLD
     rank, world_size = _env_rank_size(rank, world_size, world.Get_rank(), world.Get_size())
@@ -275,6 +374,25 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         os.replace(path + ".tmp", path)  # the launcher never reads half a file
         atexit.register(_mark_done, os.path.join(run_dir, f"rank{rank}.done"))
     GroupMember.WORLD = group.WORLD = pg
+
+
+def _join_plain(init_method: str | None, rank: int, world_size: int,
+                timeout: datetime.timedelta | None) -> None:
+    """Plain processes (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT``, no mpiexec):
+    join them into one MPI world through ember's PMI server (``_pmi``) before MPI starts."""
+    env = config.dist_env()
+    size = world_size if world_size > 0 else int(env.get("WORLD_SIZE", "1"))
+    from ember.distributed import _pmi
+
+    if not is_available() or not _pmi.needed(size):
+        return
+    addr, port = env.get("MASTER_ADDR"), env.get("MASTER_PORT")
+    if init_method and init_method.startswith("tcp://"):
+        addr, _, port = init_method[len("tcp://"):].rpartition(":")
+    if not addr or not port:
+        return  # init_process_group then says how to launch the ranks
+    me = rank if rank >= 0 else int(env.get("RANK", "0"))
+    _pmi.join(me, size, addr.strip("[]"), int(port), timeout or datetime.timedelta(minutes=30))
 
 
 def _resolve_name(group: Any, op: str) -> ProcessGroup:
@@ -357,7 +475,7 @@ def destroy_process_group(group: Any = None) -> None:
     for pg in targets:
         if pg.check_comm is not None:
             pg.check_comm.Free()
-            pg.check_comm = None
+            pg.check_comm = pg.pair = None
         if pg.comm is not None:
             pg.comm.Free()
             pg.comm = None
@@ -409,5 +527,11 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None) -
     pg = _resolve(group, "barrier")
     if async_op:
         return Work(pg.comm.Ibarrier(), timeout=pg.timeout.total_seconds(), op="barrier")
-    exchange(pg, "barrier", np.zeros(1, np.int64))  # names a rank that never arrives
+    sig = np.full(SIG_LEN, -1, np.int64)
+    sig[0], sig[FUSED], sig[FAILED] = OPS.index("barrier"), 0, 0
+    every = exchange(pg, "barrier", sig)  # names a rank that never arrives
+    if (every[:, 0] != sig[0]).any():  # a peer in another collective
+        others = [f"rank {pg.ranks[r]}: {OPS[s[0]]}" for r, s in enumerate(every)]
+        raise EmberRuntimeError("[distributed.barrier] the ranks called different collectives: "
+                                + "; ".join(others))
     return None

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ember.distributed._collectives import _group_src
-from ember.distributed._group import ProcessGroup, _resolve
+from ember.distributed._group import ProcessGroup, _resolve, wait_data
 from ember.errors import EmberRuntimeError, EmberValueError
 
 
@@ -59,11 +59,11 @@ def _fail(op: str, pg: ProcessGroup, sizes: np.ndarray, mine: Exception | None,
                                 "(their error says which)")
 
 
-def _sizes(pg: ProcessGroup, data: bytes, err: Exception | None,
+def _sizes(pg: ProcessGroup, op: str, data: bytes, err: Exception | None,
            local: Exception | None) -> np.ndarray:
     mine = -2 if local is not None else (-1 if err is not None else len(data))
     sizes = np.empty(pg.size(), np.int64)
-    pg.comm.Allgather(np.array([mine], np.int64), sizes)
+    wait_data(pg, op, pg.comm.Iallgather(np.array([mine], np.int64), sizes))
     return sizes
 
 
@@ -88,11 +88,11 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
     root = _group_src(pg, op, 0 if src is None and group_src is None else src, group_src)
     data, err = _dump(list(object_list)) if pg.rank() == root else (b"", None)
     size = np.array([-1 if err is not None else len(data)], np.int64)
-    pg.comm.Bcast(size, root=root)
+    wait_data(pg, op, pg.comm.Ibcast(size, root=root))
     _fail(op, pg, size if pg.rank() != root else np.zeros(1), err)
     buf = np.frombuffer(data, np.uint8).copy() if pg.rank() == root else np.empty(size[0],
                                                                                   np.uint8)
-    pg.comm.Bcast(buf, root=root)
+    wait_data(pg, op, pg.comm.Ibcast(buf, root=root))
     if pg.rank() != root:
         got = _undump(buf.tobytes())
         if len(got) != len(object_list):
@@ -105,12 +105,12 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
 def _allgather_bytes(pg: ProcessGroup, op: str, obj: Any,
                      local: Exception | None) -> list[bytes]:
     data, err = _dump(obj)
-    sizes = _sizes(pg, data, err, local)
+    sizes = _sizes(pg, op, data, err, local)
     _fail(op, pg, sizes, err, local)
     out = np.empty(int(sizes.sum()), np.uint8)
     displs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    pg.comm.Allgatherv(np.frombuffer(data, np.uint8),
-                       [out, (sizes.tolist(), displs.tolist())])
+    wait_data(pg, op, pg.comm.Iallgatherv(np.frombuffer(data, np.uint8),
+                                          [out, (sizes.tolist(), displs.tolist())]))
     return [out[d:d + s].tobytes() for d, s in zip(displs, sizes)]
 
 
@@ -139,12 +139,13 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
     local = (_list_error(op, "object_gather_list", object_gather_list, pg.size())
              if me_root else None)
     data, err = _dump(obj)
-    sizes = _sizes(pg, data, err, local)
+    sizes = _sizes(pg, op, data, err, local)
     _fail(op, pg, sizes, err, local)
     displs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     out = np.empty(int(sizes.sum()), np.uint8) if me_root else None
-    pg.comm.Gatherv(np.frombuffer(data, np.uint8),
-                    [out, (sizes.tolist(), displs.tolist())] if me_root else None, root=root)
+    wait_data(pg, op, pg.comm.Igatherv(
+        np.frombuffer(data, np.uint8),
+        [out, (sizes.tolist(), displs.tolist())] if me_root else None, root=root))
     if me_root:
         for r, (d, s) in enumerate(zip(displs, sizes)):
             object_gather_list[r] = _undump(out[d:d + s].tobytes())

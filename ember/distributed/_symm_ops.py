@@ -45,6 +45,11 @@ def _prepare(op: str, input: Any, group_name: Any, reduce_op: str | None = "sum"
 def _sync(hdl: Any, op: str) -> None:
     ch = hdl.channels - 1
     ns = hdl._timeout_ns(0)
+    if hdl._rma is not None:
+        peer = hdl._rma.barrier(ch, ns / 1e9)
+        if peer >= 0:
+            hdl._timed_out(op, peer, ch, ns)
+        return
     rc = _sm._lib(op).ember_symm_barrier(hdl._pads, hdl.rank, hdl.world_size, ch, ns)
     if rc:
         hdl._timed_out(op, -rc - 1, ch, ns)
@@ -96,6 +101,7 @@ class _Planned:
                           off // input.dtype.itemsize, input.numel(), _KIND[input.dtype],
                           0 if self.out is None else ptr(self.out))
         self.addr, self.op = ctypes.addressof(self.c), op
+        self.tin, self.tout, self.group = input, out, group_name
 
     def run(self, out_arr: np.ndarray | None) -> None:
         rc = self.fn(self.addr, None if out_arr is None else ptr(out_arr))
@@ -106,25 +112,38 @@ class _Planned:
         self.hdl._timed_out(self.op, -rc - 1, self.c.channel, self.c.timeout_ns)
 
 
+_LAST: dict = {}  # op -> the plan of its last call (a repeated call: identity tests only)
+
+
 def _plan(input: Any, reduce_op: str, group_name: Any, out: Any | None,  # noqa: A002
           op: str) -> _Planned:
-    # hot path: a plan for these tensors whose arrays are still theirs (``_data`` is the
-    # eager array; a lazy or replaced payload fails the identity test and is re-planned)
+    # hot path: the plan of the last call with these tensors, whose arrays are still theirs
+    # (``_data`` is the eager array; a lazy or replaced payload fails the identity test)
+    plan = _LAST.get(op)
+    if (plan is not None and plan.tin is input and plan.tout is out and
+            plan.inp is input._data and (out is None or plan.out is out._data) and
+            plan.group == group_name and reduce_op == "sum"):
+        return plan
     plan = _PLANS.get((id(input), id(out), group_name, op))
     if (plan is not None and plan.inp is input._data and reduce_op == "sum" and
             (out is None or plan.out is out._data)):
+        _LAST[op] = plan
         return plan
     if reduce_op != "sum":
         _prepare(op, input, group_name, reduce_op)  # raises
     if len(_PLANS) > 256:
         _PLANS.clear()
+        _LAST.clear()
     plan = _PLANS[(id(input), id(out), group_name, op)] = _Planned(input, group_name, out, op)
+    _LAST[op] = plan
     return plan
 
 
 def one_shot_all_reduce_out(input: Any, reduce_op: str, group_name: Any,  # noqa: A002
                             out: Any) -> Any:
     """Every rank reads every peer's ``input`` and writes the sum into ``out``."""
+    if _sm._HEAP.rma:
+        return _rma_one_shot("one_shot_all_reduce_out", input, reduce_op, group_name, out)
     plan = _plan(input, reduce_op, group_name, out, "one_shot_all_reduce_out")
     rc = plan.fn(plan.addr, None)  # the plan holds out's address
     if rc:
@@ -141,6 +160,9 @@ def one_shot_all_reduce(input: Any, reduce_op: str, group_name: Any) -> Any:  # 
     """
     import ember
 
+    if _sm._HEAP.rma:
+        out = ember.empty(tuple(input.shape), dtype=input.dtype)
+        return _rma_one_shot("one_shot_all_reduce", input, reduce_op, group_name, out)
     plan = _plan(input, reduce_op, group_name, None, "one_shot_all_reduce")
     res = np.empty(plan.inp.shape, plan.inp.dtype)
     plan.run(res)
@@ -159,6 +181,8 @@ def two_shot_all_reduce_(input: Any, reduce_op: str, group_name: Any) -> Any:  #
 
 
 def _two_shot(op: str, input: Any, reduce_op: str, group_name: Any) -> Any:  # noqa: A002
+    if _sm._HEAP.rma:
+        return _rma_two_shot(op, input, reduce_op, group_name, None)
     plan = _plan(input, reduce_op, group_name, None, op)
     rc = plan.two_shot(plan.addr)
     if rc:
@@ -172,6 +196,8 @@ def two_shot_all_reduce_out(input: Any, reduce_op: str, group_name: Any,  # noqa
     """Like ``two_shot_all_reduce_`` with the result in ``output``; ``input`` is clobbered (its
     r-th chunk holds the reduced chunk on rank r, as PyTorch's ``Tensor(a!) input`` says)."""
     op = "two_shot_all_reduce_out"
+    if _sm._HEAP.rma:
+        return _rma_two_shot(op, input, reduce_op, group_name, output)
     hdl, off = _prepare(op, input, group_name, reduce_op)
     arr = _out_array(op, output, input.dtype, input.numel()).reshape(-1)
     n, size = input.numel(), input.dtype.itemsize
@@ -203,9 +229,81 @@ def multimem_all_gather_out(input: Any, group_name: Any, out: Any) -> Any:  # no
     op = "multimem_all_gather_out"
     hdl, off = _prepare(op, input, group_name, reduce_op=None)
     arr = _out_array(op, out, input.dtype, input.numel() * hdl.world_size)
+    if hdl._rma is not None:
+        return _rma_all_gather(hdl, input, off, arr, out)
     _sync(hdl, op)
     _sm._lib(op).ember_symm_gather(hdl._bufs, hdl.world_size, off, arr.ctypes.data,
                                    input.numel() * input.dtype.itemsize)
+    _sync(hdl, op)
+    _bump(out)
+    return out
+
+
+# ------------------------------------------------ the same ops on MPI RMA windows (_symm_rma)
+
+def _rma_sum(hdl: Any, input: Any, off: int, lo: int, hi: int,  # noqa: A002
+             dst_ptr: int) -> None:
+    """Elements [lo, hi) of ``input``'s buffer summed over the ranks (peers' parts fetched
+    with ``Get``) into ``dst_ptr``, in rank order (the one-node kernels' rounding)."""
+    if hi <= lo:
+        return
+    size = input.dtype.itemsize
+    own = hdl.buffer_ptrs[hdl.rank]
+    ptrs, keep = hdl._rma.region_ptrs(own, off, hdl.buffer_size, lo * size, hi * size)
+    fn = getattr(_sm._lib("symm_mem"), f"ember_symm_sum_{_KERNEL[input.dtype]}")
+    fn(ptrs, hdl.world_size, 0, dst_ptr, hi - lo)
+    del keep
+
+
+def _rma_one_shot(op: str, input: Any, reduce_op: str, group_name: Any,  # noqa: A002
+                  out: Any) -> Any:
+    hdl, off = _prepare(op, input, group_name, reduce_op)
+    arr = _out_array(op, out, input.dtype, input.numel())
+    _sync(hdl, op)
+    _rma_sum(hdl, input, off, 0, input.numel(), arr.ctypes.data)
+    _sync(hdl, op)
+    _bump(out)
+    return out
+
+
+def _rma_two_shot(op: str, input: Any, reduce_op: str, group_name: Any,  # noqa: A002
+                  output: Any | None) -> Any:
+    """Rank r reduces chunk r into its own buffer (and ``output``), then every rank fetches
+    the other reduced chunks from their owners."""
+    hdl, off = _prepare(op, input, group_name, reduce_op)
+    n, size = input.numel(), input.dtype.itemsize
+    own = hdl.buffer_ptrs[hdl.rank] + off
+    arr = None if output is None else _out_array(op, output, input.dtype, n).reshape(-1)
+    lo, hi = _chunk(hdl, n, hdl.rank)
+    _sync(hdl, op)
+    _rma_sum(hdl, input, off, lo, hi, own + lo * size)
+    _sync(hdl, op)
+    mine = input.numpy(force=True).reshape(-1)
+    dst = mine if arr is None else arr
+    if arr is not None:
+        arr[lo:hi] = mine[lo:hi]
+    for r in range(hdl.world_size):
+        rlo, rhi = _chunk(hdl, n, r)
+        if r != hdl.rank and rhi > rlo:
+            hdl._rma.get(r, off + rlo * size, dst[rlo:rhi])
+    _sync(hdl, op)
+    _bump(input)
+    if output is None:
+        return input
+    _bump(output)
+    return output
+
+
+def _rma_all_gather(hdl: Any, input: Any, off: int, arr: np.ndarray,  # noqa: A002
+                    out: Any) -> Any:
+    op = "multimem_all_gather_out"
+    rows = arr.reshape(hdl.world_size, -1)
+    _sync(hdl, op)
+    for r in range(hdl.world_size):
+        if r == hdl.rank:
+            rows[r] = input.numpy(force=True).reshape(-1)
+        else:
+            hdl._rma.get(r, off, rows[r])
     _sync(hdl, op)
     _bump(out)
     return out

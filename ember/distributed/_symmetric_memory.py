@@ -27,8 +27,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ember import config
 from ember import dtypes as _dt
-from ember.distributed._group import ProcessGroup, _mpi, _resolve_name, _world
+from ember.distributed import _symm_rma as _rma
+from ember.distributed._group import ProcessGroup, _mpi, _resolve_name, _world, wait_data
 from ember.errors import EmberRuntimeError, EmberValueError, ShapeError
 from ember.ops._native import Native, csrc
 
@@ -93,29 +95,75 @@ class _Alloc:
 
 @dataclass
 class _Heap:
-    comm: Any = None          # the node's ranks (MPI.COMM_TYPE_SHARED)
+    comm: Any = None          # the node's ranks (MPI.COMM_TYPE_SHARED); RMA: every rank
     segments: list = field(default_factory=list)
     allocs: list = field(default_factory=list)
     leader: int = -1          # global rank of the node's first rank
+    rma: bool = False         # segments are MPI RMA windows (ember.distributed._symm_rma)
 
 
 _HEAP = _Heap()
+_BACKENDS = ("MPI_SHM", "MPI_RMA")
+_CHOICE: dict = {"backend": None}  # set_backend's choice (None: config, then automatic)
+
+
+def set_backend(name: str) -> None:
+    """Choose the symmetric heap's transport before the first ``empty`` (PyTorch's
+    ``set_backend``): ``"MPI_SHM"`` (MPI shared-memory windows: ranks on one node map each
+    other's buffers) or ``"MPI_RMA"`` (MPI RMA windows: works across nodes; peers' memory is
+    reached with one-sided puts and gets).  By default: ``EMBER_SYMM_MEM_BACKEND``, else SHM
+    when every rank is on one node, else RMA.
+
+    >>> symm_mem.set_backend("MPI_RMA")   # doctest: +SKIP
+    """
+    if name not in _BACKENDS:
+        raise EmberValueError(f"[symm_mem.set_backend] backend must be one of {_BACKENDS}, "
+                              f"got {name!r}")
+    if _HEAP.comm is not None:
+        raise EmberRuntimeError("[symm_mem.set_backend] the symmetric heap exists already: "
+                                "choose the backend before the first symm_mem.empty")
+    _CHOICE["backend"] = name
+
+
+def get_backend(device: Any = None) -> str:
+    """The symmetric heap's transport: ``"MPI_SHM"`` or ``"MPI_RMA"`` (the choice, or what
+    the first ``empty`` picked)."""
+    if _HEAP.comm is not None:
+        return "MPI_RMA" if _HEAP.rma else "MPI_SHM"
+    return _CHOICE["backend"] or config.symm_mem_backend() or "MPI_SHM"
 
 
 def _node_comm() -> Any:
+    """The heap's communicator (collective on first use): the node's ranks, or with RMA the
+    default group's ranks (in its rank order)."""
     if _HEAP.comm is None:
         MPI = _mpi()  # noqa: N806 (mpi4py's name)
-        _world("symm_mem.empty")
-        _HEAP.comm = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+        world = _world("symm_mem.empty").comm
+        node = world.Split_type(MPI.COMM_TYPE_SHARED)
+        choice = _CHOICE["backend"] or config.symm_mem_backend()
+        # every node is smaller than the world on every rank, or none is: all ranks agree
+        _HEAP.rma = choice == "MPI_RMA" or (choice is None and
+                                            node.Get_size() != world.Get_size())
+        if _HEAP.rma:
+            node.Free()
+            node = world.Dup()
+        leader = np.array([world.Get_rank()], np.int64)
+        wait_data(_world("symm_mem.empty"), "symm_mem.empty", node.Ibcast(leader, root=0))
+        _HEAP.comm, _HEAP.leader = node, int(leader[0])
     return _HEAP.comm
 
 
 def _new_segment(size: int) -> None:
-    """Collective over the node: every rank adds a segment of ``size`` bytes."""
+    """Collective over the heap's ranks: every rank adds a segment of ``size`` bytes."""
     MPI = _mpi()  # noqa: N806
     comm = _node_comm()
-    win = MPI.Win.Allocate_shared(size, 1, comm=comm)
-    bases = [win.Shared_query(r)[0].address for r in range(comm.Get_size())]
+    if _HEAP.rma:
+        win, base = _rma.allocate(comm, size)
+        me = comm.Get_rank()
+        bases = [base if r == me else 0 for r in range(comm.Get_size())]
+    else:
+        win = MPI.Win.Allocate_shared(size, 1, comm=comm)
+        bases = [win.Shared_query(r)[0].address for r in range(comm.Get_size())]
     _HEAP.segments.append(_Segment(win, bases, size))
 
 
@@ -223,7 +271,7 @@ def rendezvous(tensor: Any, group: Any) -> _SymmetricMemory:
         mine[:] = [alloc.seq, alloc.nbytes, alloc.seg, _HEAP.comm.Get_rank(),
                    _node_leader()]
     every = np.empty((pg.size(), 5), np.int64)
-    pg.comm.Allgather(mine, every)
+    wait_data(pg, "symm_mem.rendezvous", pg.comm.Iallgather(mine, every))
     _check_rendezvous(pg, every)
     alloc = found[0]
     if pg.group_name not in alloc.handles:
@@ -232,9 +280,8 @@ def rendezvous(tensor: Any, group: Any) -> _SymmetricMemory:
 
 
 def _node_leader() -> int:
-    """The global rank of this node's first rank: equal on ranks that share memory."""
-    if _HEAP.leader < 0:
-        _HEAP.leader = int(_HEAP.comm.bcast(_world("symm_mem").comm.Get_rank(), root=0))
+    """The global rank of this node's first rank: equal on ranks that share memory (found when
+    the heap is made, so ``rendezvous`` has no collective call that only some ranks make)."""
     return _HEAP.leader
 
 
@@ -271,6 +318,8 @@ class _SymmetricMemory:
         self._pads = (_P * self.world_size)(*self.signal_pad_ptrs)
         self._bufs = (_P * self.world_size)(*self.buffer_ptrs)
         self.channels = alloc.pad_size // 4 // self.world_size
+        self._rma = (_rma.RmaHandle(seg.win, node_ranks, alloc.pad_off, alloc.data_off,
+                                    self.world_size, self.rank) if _HEAP.rma else None)
 
     @property
     def group_name(self) -> str:
@@ -300,7 +349,40 @@ class _SymmetricMemory:
         """
         sizes = tuple(sizes)
         off = self._region("get_buffer", rank, sizes, dtype, storage_offset, self.buffer_size)
+        if self._rma is not None and rank != self.rank:
+            raise _rma.no_peer_memory("get_buffer", rank)
         return _view(self.buffer_ptrs[rank] + off, sizes, dtype)
+
+    def put(self, rank: int, tensor: Any, storage_offset: int = 0) -> None:
+        """Copy ``tensor`` into rank ``rank``'s buffer at element ``storage_offset`` (of
+        ``tensor``'s dtype); done at the peer on return (ember's extension: it works on both
+        backends; publish it to the peer with ``put_signal``).
+
+        >>> hdl.put(1, ember.ones(4))   # doctest: +SKIP
+        """
+        src = np.ascontiguousarray(tensor.numpy(force=True))
+        off = self._region("put", rank, tuple(src.shape), tensor.dtype, storage_offset,
+                           self.buffer_size)
+        if self._rma is not None:
+            self._rma.put(rank, off, src)
+        elif src.nbytes:
+            ctypes.memmove(self.buffer_ptrs[rank] + off, src.ctypes.data, src.nbytes)
+
+    def get(self, rank: int, sizes: Sequence[int], dtype: Any, storage_offset: int = 0) -> Any:
+        """A new tensor copied from rank ``rank``'s buffer (ember's extension, both backends).
+
+        >>> hdl.get(1, (4,), ember.float32)   # doctest: +SKIP
+        """
+        import ember
+
+        sizes = tuple(sizes)
+        off = self._region("get", rank, sizes, dtype, storage_offset, self.buffer_size)
+        dst = np.empty(sizes, dtype.np)
+        if self._rma is not None:
+            self._rma.get(rank, off, dst)
+        elif dst.nbytes:
+            ctypes.memmove(dst.ctypes.data, self.buffer_ptrs[rank] + off, dst.nbytes)
+        return ember.from_numpy(dst)
 
     def get_signal_pad(self, rank: int, sizes: Sequence[int] = (), dtype: Any = None,
                        storage_offset: int = 0) -> Any:
@@ -310,6 +392,8 @@ class _SymmetricMemory:
         sizes = tuple(sizes) or (self.signal_pad_size // dtype.itemsize - storage_offset,)
         off = self._region("get_signal_pad", rank, sizes, dtype, storage_offset,
                            self.signal_pad_size)
+        if self._rma is not None and rank != self.rank:
+            raise _rma.no_peer_memory("get_signal_pad", rank)
         return _view(self.signal_pad_ptrs[rank] + off, sizes, dtype)
 
     def _timeout_ns(self, timeout_ms: int) -> int:
@@ -335,6 +419,11 @@ class _SymmetricMemory:
         every rank after it.  ``timeout_ms=0``: the process group's timeout."""
         ch = self._channel("barrier", channel)
         ns = self._timeout_ns(timeout_ms)
+        if self._rma is not None:
+            peer = self._rma.barrier(ch, ns / 1e9)
+            if peer >= 0:
+                self._timed_out("barrier", peer, ch, ns)
+            return
         rc = _lib("barrier").ember_symm_barrier(self._pads, self.rank, self.world_size, ch, ns)
         if rc:
             self._timed_out("barrier", -rc - 1, ch, ns)
@@ -353,6 +442,10 @@ class _SymmetricMemory:
         ``wait_signal``); waits while the previous signal on this channel is unconsumed."""
         dst, ch = self._peer("put_signal", dst_rank), self._channel("put_signal", channel)
         ns = self._timeout_ns(timeout_ms)
+        if self._rma is not None:
+            if not self._rma.signal(dst, ch, ns / 1e9):
+                self._timed_out("put_signal", dst, ch, ns)
+            return
         if _lib("put_signal").ember_symm_put_signal(self._slot(dst, ch, self.rank), ns):
             self._timed_out("put_signal", dst, ch, ns)
 
@@ -360,6 +453,10 @@ class _SymmetricMemory:
         """Wait for (and consume) ``src_rank``'s signal on ``channel`` (acquire)."""
         src, ch = self._peer("wait_signal", src_rank), self._channel("wait_signal", channel)
         ns = self._timeout_ns(timeout_ms)
+        if self._rma is not None:
+            if not self._rma.wait(src, ch, ns / 1e9):
+                self._timed_out("wait_signal", src, ch, ns)
+            return
         if _lib("wait_signal").ember_symm_wait_signal(self._slot(self.rank, ch, src), ns):
             self._timed_out("wait_signal", src, ch, ns)
 
@@ -399,13 +496,17 @@ def is_symm_mem_enabled_for_group(group_name: str) -> bool:
 def _reset() -> None:
     """Forget the heap (``destroy_process_group``): windows are freed collectively."""
     for seg in _HEAP.segments:
-        seg.win.Free()
+        if _HEAP.rma:
+            _rma.free(seg.win)
+        else:
+            seg.win.Free()
     if _HEAP.comm is not None:
         _HEAP.comm.Free()
     _HEAP.__init__()
 
 
-__all__ = ["empty", "enable_symm_mem_for_group", "get_signal_pad_size", "is_nvshmem_available",
+__all__ = ["empty", "enable_symm_mem_for_group", "get_backend", "get_signal_pad_size",
+           "is_nvshmem_available", "set_backend",
            "is_symm_mem_enabled_for_group", "is_symm_mem_tensor", "rendezvous",
            "set_signal_pad_size"]
 

@@ -32,13 +32,27 @@ class _Packets(dict):
                 del _NAMESPACES[ns]
                 globals().pop(ns, None)
 
+    def pop(self, key: str, *default: object) -> object:
+        if key in self:
+            value = self[key]
+            del self[key]
+            return value
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def clear(self) -> None:
+        for key in list(self):
+            del self[key]
+
 
 PACKETS: dict = _Packets()
 _NAMESPACES: dict = {}
 
 
 class _Namespace:
-    """``ember.ops.<ns>``: the custom ops of namespace ``ns`` as attributes."""
+    """``ember.ops.<ns>``: the custom ops of namespace ``ns`` as attributes (each kept in the
+    instance once found: ``ember.ops.ns.op`` is a plain attribute read after the first)."""
 
     def __init__(self, ns: str) -> None:
         self._ns = ns
@@ -57,6 +71,9 @@ class _Namespace:
 
 
 def __getattr__(name: str) -> _Namespace:
+    ns = _NAMESPACES.get(name)
+    if ns is not None:
+        return ns
     if name.startswith("__") or not any(k.startswith(name + "::") for k in PACKETS):
         raise AttributeError(f"module 'ember.ops' has no attribute {name!r}")
     # kept as a module attribute (PACKETS drops it with the namespace's last op)

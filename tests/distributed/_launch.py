@@ -18,9 +18,11 @@ def free_port() -> int:
 
 
 def launch(script: str, *args: str, nproc: int = 2, timeout: float = 90,
-           master_port: int = 29500) -> subprocess.CompletedProcess:
-    """Run tests/distributed/scripts/<script> on ``nproc`` ranks; returns the finished process."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+           master_port: int = 29500, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run tests/distributed/scripts/<script> on ``nproc`` ranks (with extra environment
+    variables ``env``); returns the finished process."""
+    env = dict(os.environ, **(env or {}),
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "ember.distributed.run", "--nproc-per-node", str(nproc),
            "--master-port", str(master_port),
            os.path.join(HERE, "scripts", script), *args]

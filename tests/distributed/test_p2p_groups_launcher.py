@@ -123,11 +123,45 @@ def test_one_process_without_a_launcher():
     assert "AGAIN mpi" in out
 
 
-def test_env_world_size_without_mpi_processes_is_a_clear_error():
-    out = _plain({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                  "MASTER_PORT": "29511"})
-    assert "ERROR [distributed.init_process_group] world_size is 2 but MPI started 1 " \
-           "process(es)" in out
+def _plain_ranks(n: int, started: int, timeout_s: float = 60) -> list[str]:
+    """Start ``started`` of ``n`` ranks of scripts/plain.py as plain processes (env:// only);
+    their outputs."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.distributed._launch import HERE, ROOT, free_port
+    port = str(free_port())
+    procs = []
+    for r in range(started):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=port, PYTHONPATH=ROOT)
+        procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "scripts", "plain.py"),
+                                       str(timeout_s)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        outs.append(out)
+    return outs
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_env_plain_processes_join_one_world(n):
+    outs = _plain_ranks(n, n)
+    objs = str([{"rank": r} for r in range(n)])
+    for r, out in enumerate(outs):
+        total = float(sum(range(1, n + 1)))
+        assert f"PLAIN {r} {n} {[total] * 3} {float(n)} {objs}" in out, out
+
+
+def test_env_plain_process_without_its_peers_times_out_clearly():
+    start = time.monotonic()
+    (out,) = _plain_ranks(2, 1, timeout_s=3)
+    assert time.monotonic() - start < 60
+    assert ("ERROR [distributed.init_process_group] rank 0 could not join the other 1 rank(s) "
+            "through MASTER_ADDR=127.0.0.1 MASTER_PORT=") in out, out
 
 
 def test_batch_isend_irecv_and_all_to_all_lists(lines):

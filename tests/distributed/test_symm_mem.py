@@ -1,5 +1,7 @@
 """Symmetric memory (ember.distributed._symmetric_memory, ember.ops.symm_mem) on 2 and 3 real
-ranks, against NumPy references."""
+ranks, against NumPy references, on both transports: MPI shared-memory windows (one node) and
+MPI RMA windows (forced on one node with EMBER_SYMM_MEM_BACKEND=rma), which must give the same
+results."""
 
 from __future__ import annotations
 
@@ -17,13 +19,15 @@ _NP = {"float32": np.float32, "float64": np.float64, "bfloat16": ml_dtypes.bfloa
        "float16": np.float16}
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+@pytest.fixture(scope="module", params=[(2, "shm"), (3, "shm"), (2, "rma"), (3, "rma")],
+                ids=["2ranks-shm", "3ranks-shm", "2ranks-rma", "3ranks-rma"])
 def run(request, tmp_path_factory):
     if NATIVE.lib() is None:
         pytest.skip("symmetric memory needs its C kernels (no C compiler, or EMBER_EAGER_C=0)")
-    n = request.param
-    out = tmp_path_factory.mktemp(f"symm{n}")
-    proc = launch("symm_mem.py", str(out), nproc=n, timeout=240)
+    n, backend = request.param
+    out = tmp_path_factory.mktemp(f"symm{n}{backend}")
+    proc = launch("symm_mem.py", str(out), nproc=n, timeout=240,
+                  env={"EMBER_SYMM_MEM_BACKEND": backend})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = []
     for r in range(n):
@@ -32,7 +36,7 @@ def run(request, tmp_path_factory):
             key, value = line.split(": ", 1)
             d[key] = value
         lines.append(d)
-    return n, lines, [dict(np.load(out / f"rank{r}.npz")) for r in range(n)]
+    return n, lines, [dict(np.load(out / f"rank{r}.npz")) for r in range(n)], backend
 
 
 def _sum(dt: str, n: int) -> np.ndarray:
@@ -50,8 +54,19 @@ def _sum(dt: str, n: int) -> np.ndarray:
 
 
 def test_handle_and_peer_buffers(run):
-    n, lines, res = run
+    n, lines, res, backend = run
     for r in range(n):
+        nxt = (r + 1) % n
+        assert lines[r]["get"] == str(inp(nxt)[2:5].tolist())
+        if backend == "rma":
+            for key, op in (("peer_view", "get_buffer"), ("peer_pad", "get_signal_pad")):
+                assert lines[r][key] == (
+                    f"EmberRuntimeError: [symm_mem.{op}] rank {nxt}'s memory cannot be mapped "
+                    "into this process: the symmetric heap is on MPI RMA windows (ranks on "
+                    "several nodes, or set_backend('MPI_RMA')); copy with hdl.put(rank, "
+                    "tensor) / hdl.get(rank, sizes, dtype), or use the symm_mem ops")
+        else:
+            assert "peer_view" not in lines[r]
         assert lines[r]["handle"] == str((r, n, N_ELEMS * 4, n, n))
         assert lines[r]["own_ptr"] == "True"
         assert lines[r]["is_symm"] == "(True, True, False)"
@@ -65,7 +80,7 @@ def test_handle_and_peer_buffers(run):
 
 
 def test_put_wait_signal_ordering(run):
-    n, lines, _ = run
+    n, lines, _, _ = run
     for r in range(n):
         want = [k * n + r for k in range(ROUNDS)] + ([ROUNDS * n] if r == 0 else [])
         assert lines[r]["token_seen"] == str(want)
@@ -78,7 +93,7 @@ def test_put_wait_signal_ordering(run):
 
 @pytest.mark.parametrize("dt", ["float32", "float64", "bfloat16", "float16"])
 def test_symm_mem_ops(run, dt):
-    n, lines, res = run
+    n, lines, res, _ = run
     want = _sum(dt, n)
     mine = [inp(r).astype(_NP[dt]).astype(np.float64) for r in range(n)]
     for r in range(n):
@@ -90,7 +105,7 @@ def test_symm_mem_ops(run, dt):
 
 
 def test_op_errors_and_rendezvous_order(run):
-    n, lines, _ = run
+    n, lines, _, _ = run
     for r in range(n):
         assert lines[r]["op_bad_reduce"].startswith(
             "EmberValueError: [symm_mem.one_shot_all_reduce] reduce_op must be 'sum'")

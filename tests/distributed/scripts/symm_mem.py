@@ -1,6 +1,7 @@
 """Symmetric memory on N ranks: the handle, peer buffers, signal ordering, timeouts, the ops and
 the rendezvous errors.  Each rank saves arrays to OUT/rank<r>.npz and one line per check
-("name: value") to OUT/rank<r>.txt."""
+("name: value") to OUT/rank<r>.txt.  Under EMBER_SYMM_MEM_BACKEND=rma (MPI RMA windows) the
+peers' memory is reached with ``hdl.put``/``hdl.get`` instead of ``get_buffer`` views."""
 
 import sys
 
@@ -33,6 +34,19 @@ def error_of(fn) -> str:
     return "no error"
 
 
+def rma() -> bool:
+    return symm_mem.get_backend() == "MPI_RMA"
+
+
+def peer_store(hdl, rank: int, view, index: int, value, dtype) -> None:
+    """Rank ``rank``'s buffer[index] = value: a store through the ``get_buffer`` view, or a
+    ``put`` on RMA windows."""
+    if view is None:
+        hdl.put(rank, ember.tensor([value], dtype=dtype), storage_offset=index)
+    else:
+        view[index] = value
+
+
 def save(key: str, t: ember.Tensor) -> None:
     RES[key] = t.numpy().astype(np.float64)
 
@@ -51,9 +65,18 @@ def handle_and_buffers(r: int, n: int) -> None:
     report("signal_pad", (tuple(pad.shape), str(pad.dtype)))  # slots may be in use already
     hdl.barrier(timeout_ms=60000)
     nxt = (r + 1) % n
-    save("peer_read", hdl.get_buffer(nxt, (N_ELEMS,), ember.float32))
-    # a store through get_buffer lands in the peer's own tensor
-    hdl.get_buffer(nxt, (4,), ember.float32, storage_offset=N_ELEMS - 4)[0] = 1000.0 + r
+    report("get", hdl.get(nxt, (3,), ember.float32, storage_offset=2).tolist())
+    if rma():
+        report("peer_view", error_of(lambda: hdl.get_buffer(nxt, (4,), ember.float32)))
+        report("peer_pad", error_of(lambda: hdl.get_signal_pad(nxt)))
+        save("peer_read", hdl.get(nxt, (N_ELEMS,), ember.float32))
+        view = None
+    else:
+        save("peer_read", hdl.get_buffer(nxt, (N_ELEMS,), ember.float32))
+        view = hdl.get_buffer(nxt, (4,), ember.float32, storage_offset=N_ELEMS - 4)
+    # a store through get_buffer (or a put) lands in the peer's own tensor
+    peer_store(hdl, nxt, None if view is None else view[:1], 0 if view is not None else
+               N_ELEMS - 4, 1000.0 + r, ember.float32)
     hdl.barrier(timeout_ms=60000)
     report("written_by_prev", float(t[N_ELEMS - 4]))
     report("bad_region", error_of(lambda: hdl.get_buffer(0, (N_ELEMS + 1,), ember.float32)))
@@ -69,13 +92,13 @@ def ordering(r: int, n: int) -> None:
     hdl = symm_mem.rendezvous(buf, dist.group.WORLD)
     hdl.barrier(timeout_ms=60000)
     nxt, prv = (r + 1) % n, (r - 1) % n
-    peer = hdl.get_buffer(nxt, (2 * ROUNDS + 2,), ember.int64)
+    peer = None if rma() else hdl.get_buffer(nxt, (2 * ROUNDS + 2,), ember.int64)
     seen = []
     for k in range(ROUNDS):
         if not (r == 0 and k == 0):
             hdl.wait_signal(prv, channel=0, timeout_ms=60000)
         seen.append(int(buf[0]))
-        peer[0] = int(buf[0]) + 1
+        peer_store(hdl, nxt, peer, 0, int(buf[0]) + 1, ember.int64)
         hdl.put_signal(nxt, channel=0, timeout_ms=60000)
     if r == 0:
         hdl.wait_signal(prv, channel=0, timeout_ms=60000)
@@ -83,7 +106,7 @@ def ordering(r: int, n: int) -> None:
     report("token_seen", seen)
     stream = []
     for k in range(ROUNDS):
-        peer[ROUNDS + 1 + k] = 10 * k + r + 1   # store, then release
+        peer_store(hdl, nxt, peer, ROUNDS + 1 + k, 10 * k + r + 1, ember.int64)  # then release
         hdl.put_signal(nxt, channel=1, timeout_ms=60000)
         hdl.wait_signal(prv, channel=1, timeout_ms=60000)
         stream.append(int(buf[ROUNDS + 1 + k]) - 10 * k)
