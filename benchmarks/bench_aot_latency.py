@@ -102,25 +102,33 @@ def main() -> None:
     ember.set_num_threads(1)
     pkg, tpkg, idx = _packages()
     em, tm = ember.aot.load_package(pkg), torch._inductor.aoti_load_package(tpkg)
+    os.environ["EMBER_AOT_PREPACK"] = "0"   # the same package, B packed per call
+    em0 = ember.aot.load_package(pkg)
+    del os.environ["EMBER_AOT_PREPACK"]
     exe = _c_exe()
     ex, tx = ember.tensor(idx), torch.from_numpy(idx)
-    res: dict = {"ember (Python)": [], "ember (C runner)": [], "torch AOTI (Python)": []}
+
+    def c_run(prepack: str) -> tuple:
+        out = subprocess.run([exe, pkg, str(a.calls), "1"], capture_output=True, text=True,
+                             check=True, env={**os.environ, "EMBER_NUM_THREADS": "1",
+                                              "EMBER_AOT_PREPACK": prepack})
+        return tuple(float(v) for v in out.stdout.split())
+
+    runs = {"ember (Python)": lambda: _timed(lambda: em(ex), a.calls),
+            "ember (Python), B packed per call": lambda: _timed(lambda: em0(ex), a.calls),
+            "ember (C runner)": lambda: c_run("1"),
+            "ember (C runner), B packed per call": lambda: c_run("0"),
+            "torch AOTI (Python)": lambda: _timed(lambda: tm(tx), a.calls)}
+    res: dict = {k: [] for k in runs}
+    names = list(runs)
     with torch.inference_mode():
         diff = float(np.abs(em(ex).numpy() - tm(tx).numpy()).max())
+        assert np.array_equal(em(ex).numpy(), em0(ex).numpy())
         for _ in range(3):
-            em(ex), tm(tx)
-        for r in range(a.rounds):
-            order = [0, 1, 2][r % 3:] + [0, 1, 2][:r % 3]
-            for j in order:
-                if j == 0:
-                    res["ember (Python)"].append(_timed(lambda: em(ex), a.calls))
-                elif j == 1:
-                    res["torch AOTI (Python)"].append(_timed(lambda: tm(tx), a.calls))
-                else:
-                    out = subprocess.run([exe, pkg, str(a.calls), "1"], capture_output=True,
-                                         text=True, check=True,
-                                         env={**os.environ, "EMBER_NUM_THREADS": "1"})
-                    res["ember (C runner)"].append(tuple(float(v) for v in out.stdout.split()))
+            em(ex), em0(ex), tm(tx)
+        for r in range(a.rounds):   # variants in turn, the first one rotating
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                res[name].append(runs[name]())
     tw, tc = (statistics.median(x[i] for x in res["torch AOTI (Python)"]) for i in (0, 1))
     print(f"char GPT b1x64, 1 thread, {a.rounds} rounds x {a.calls} calls, medians; "
           f"max |ember - torch| = {diff:.1e}; load avg {os.getloadavg()[0]:.1f}")

@@ -149,10 +149,11 @@ class AOTIModel:
         # by load_constants; off for good once a constant is user-managed memory, which its
         # owner may change in place)
         self._prepack = getattr(self._lib, "ember_aot_prepack_v1", None)
-        self._user_memory = False
+        # EMBER_AOT_PREPACK=0: pack per call (no second copy of the products' weights)
+        self._user_memory = os.environ.get("EMBER_AOT_PREPACK", "1") == "0"
         if self._prepack is not None:
             self._prepack.argtypes, self._prepack.restype = [ctypes.c_int], None
-            self._prepack(1)
+            self._prepack(0 if self._user_memory else 1)
         # a model with mutable buffers runs one call at a time (each call reads and updates
         # them); others share no state between calls
         self._mutable_names = {a[3] for a in self._args if a[0] == ARG_MUTABLE}
