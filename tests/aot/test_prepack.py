@@ -134,3 +134,13 @@ def test_c_runner_packs_once(package):
                                        rtol=1e-5, atol=1e-5)
     finally:
         c.lib.ember_aot_unload(h)
+
+
+def test_prepack_off_by_environment(package, monkeypatch):
+    ep, path = package
+    monkeypatch.setenv("EMBER_AOT_PREPACK", "0")
+    model = ember.aot.load_package(path)
+    assert model._user_memory          # packs per call: no second copy of the weights
+    x = ember.randn(33, 40)
+    np.testing.assert_allclose(model(x).numpy(), ep.module()(x).detach().numpy(), rtol=1e-5,
+                               atol=1e-5)

@@ -294,8 +294,10 @@ def _template_body(k: GemmKernel) -> list:
     mc = mr * max(1, MC_ROWS // mr)
     npad = f"((N_ + {nr - 1}) / {nr} * {nr})"
     if k.prepack >= 0:   # B is a package constant: its panels packed once (gemm_prepack.h.in)
-        pre = [f"  const {t} *pbpre_ = ember_pp_get_{nr}_{s}({k.prepack}, {k.b.buf.name} + "
-               f"{k.b.offset}, {k.b.rs}, {k.b.cs}, K_, N_, {_KC}, {npad});"]
+        # (not for M <= SMALL_M: that path reads B in place, and a packed copy costs memory)
+        pre = [f"  const {t} *pbpre_ = M_ <= {SMALL_M} ? NULL : ember_pp_get_{nr}_{s}("
+               f"{k.prepack}, {k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, K_, N_, {_KC}, "
+               f"{npad});"]
         done = ["  ember_pp_done(pbpre_);"]
     else:
         pre, done = [f"  const {t} *pbpre_ = NULL;"], []
