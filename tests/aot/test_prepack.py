@@ -144,3 +144,17 @@ def test_prepack_off_by_environment(package, monkeypatch):
     x = ember.randn(33, 40)
     np.testing.assert_allclose(model(x).numpy(), ep.module()(x).detach().numpy(), rtol=1e-5,
                                atol=1e-5)
+
+
+def test_two_loads_keep_their_own_weights(package):
+    _, path = package
+    a, b = ember.aot.load_package(path), ember.aot.load_package(path)
+    rng = np.random.default_rng(2)
+    new = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in _state(a).items()}
+    b.load_constants({k: ember.tensor(v) for k, v in new.items()}, check_full_update=True)
+    x = ember.randn(21, 40)
+    for _ in range(3):   # alternating: each keeps (or repacks) its own packed weights
+        np.testing.assert_allclose(a(x).numpy(), _torch_ref(_state(a), x.numpy()), rtol=1e-4,
+                                   atol=1e-4)
+        np.testing.assert_allclose(b(x).numpy(), _torch_ref(new, x.numpy()), rtol=1e-4,
+                                   atol=1e-4)
