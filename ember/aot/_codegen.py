@@ -246,16 +246,33 @@ def use_gemm_templates(program: Any, march: str = "native") -> None:
             k.impl = tiles[k.dtype.np.name][0]
 
 
+def prepack_constant_operands(program: Any, constant_inputs: list) -> None:
+    """Give every template product whose B operand is a package constant (the same memory for
+    every batch entry) a slot: its packed panels are made once and reused by every run
+    (codegen/csrc/gemm_prepack.h.in) once a loader switches that on (``ember_aot_prepack_v1``;
+    loaders call it again after ``load_constants``, which drops the packed copies)."""
+    from ember.compiler.c.ir.kernels import GemmKernel
+    const = {id(program.inputs[k]) for k in constant_inputs}
+    slot = 0
+    for k in program.kernels():
+        if (isinstance(k, GemmKernel) and k.impl.startswith("tmpl_") and id(k.b.buf) in const
+                and not any(k.b.batch_strides)):
+            k.prepack, slot = slot, slot + 1
+
+
 def model_source(ep: Any, model_name: str = "model", march: str = "native") -> ModelSource:
     """The model library's C (unit + interface) and its argument table."""
     from ember.compiler.c.codegen.unit import generate
     from ember.export.graph_signature import InputKind
     program, exprs, graph = lower_program(ep, march)
-    with no_blas():
-        unit = generate(program, openmp=config.c_openmp)
     from ember.export.graph_signature import OutputKind
     sig = ep.graph_signature
     mutated = [s.target for s in sig.output_specs if s.kind == OutputKind.BUFFER_MUTATION]
+    prepack_constant_operands(program, [k for k, s in enumerate(sig.input_specs)
+                                        if s.kind != InputKind.USER_INPUT
+                                        and s.target not in mutated])
+    with no_blas():
+        unit = generate(program, openmp=config.c_openmp)
     args, k_user = [], 0
     for k, s in enumerate(sig.input_specs):
         shape, dt = graph.inputs[k]
@@ -456,7 +473,8 @@ class _Wrapper:
                  "ember_aot_output_shape,",
                  "  ember_aot_run, ember_set_num_threads, ember_aot_message};",
                  "EMBER_EXPORT const ember_aot_model_v1 *ember_aot_model_get_v1(void) "
-                 "{ return &ember_aot_model; }"]
+                 "{ return &ember_aot_model; }",
+                 _PREPACK_EXPORT]
         return "\n".join(parts) + "\n"
 
 
@@ -475,6 +493,12 @@ def _size(n: Any) -> str:
 def _numel(shape: tuple) -> str:
     return " * ".join(f"(int64_t)({n})" for n in shape) or "1"
 
+
+# packed constant B operands (codegen/csrc/gemm_prepack.h.in): on (1) or off (0), and drop
+# every packed copy; the loaders call it after loading and after load_constants
+_PREPACK_EXPORT = """#ifdef EMBER_PP_SLOTS
+EMBER_EXPORT void ember_aot_prepack_v1(int on) { ember_pp_reset(on); }
+#endif"""
 
 _HELPERS = r"""
 /* ---- ember AOT model interface (ember/aot/_codegen.py) ---- */

@@ -145,6 +145,15 @@ class AOTIModel:
             from ember.aot._pyops import PythonOps
             self._pyops = PythonOps(self._lib, self._meta, path)
         self._setup_args(ar, model_name)
+        # products whose B is a constant pack it once and reuse it (switched on here, reset
+        # by load_constants; off for good once a constant is user-managed memory, which its
+        # owner may change in place)
+        self._prepack = getattr(self._lib, "ember_aot_prepack_v1", None)
+        # EMBER_AOT_PREPACK=0: pack per call (no second copy of the products' weights)
+        self._user_memory = os.environ.get("EMBER_AOT_PREPACK", "1") == "0"
+        if self._prepack is not None:
+            self._prepack.argtypes, self._prepack.restype = [ctypes.c_int], None
+            self._prepack(0 if self._user_memory else 1)
         # a model with mutable buffers runs one call at a time (each call reads and updates
         # them); others share no state between calls
         self._mutable_names = {a[3] for a in self._args if a[0] == ARG_MUTABLE}
@@ -261,6 +270,9 @@ class AOTIModel:
             new[k] = a
         self._constants.update(new)
         self._frames()
+        self._user_memory = self._user_memory or user_managed
+        if self._prepack is not None:  # drop the copies packed from the old constants
+            self._prepack(0 if self._user_memory else 1)
 
     # ------------------------------------------------------------------ calling
     def _frames(self) -> None:

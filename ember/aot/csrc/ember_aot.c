@@ -361,6 +361,10 @@ static int load_library(ember_aot_model *m, const entry *so, const char *path) {
   if (!get) return fail(EMBER_AOT_ELOAD, "%s: %s exports no ember_aot_model_get_v1", path,
                         so->name);
   m->iface = get();
+  /* products whose B is a constant pack it once per load (the runner never changes them) */
+  void (*prepack)(int) = (void (*)(int))dlsym(m->dl, "ember_aot_prepack_v1");
+  const char *pp = getenv("EMBER_AOT_PREPACK");   /* "0": pack per call (less memory) */
+  if (prepack) prepack(!(pp && strcmp(pp, "0") == 0));
   if (!m->iface || m->iface->abi_version != EMBER_AOT_MODEL_ABI_VERSION)
     return fail(EMBER_AOT_ECOMPAT, "%s: model ABI %d; this runtime speaks %d", path,
                 m->iface ? m->iface->abi_version : -1, EMBER_AOT_MODEL_ABI_VERSION);

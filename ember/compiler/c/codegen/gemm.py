@@ -79,6 +79,9 @@ _PACK_A = "\n" + csrc("gemm_pack_a.h.in")
 _PACK_B = "\n" + csrc("gemm_pack_b.h.in")
 _MICRO = "\n" + csrc("gemm_micro.h.in")
 _SMALL = "\n" + csrc("gemm_small.h.in")
+# B operands packed once per load (AOT packages): the slots, and the getter per tile width
+_PREPACK = "\n" + csrc("gemm_prepack.h.in")
+_PREPACK_GET = "\n" + csrc("gemm_prepack_get.h.in")
 # kernel bodies (lines, with /*@name@*/ lines standing for the blocks that ``_fill`` inserts)
 _TMPL_BODY = csrc("gemm_tmpl_body.c.in")     # the blocked loops around the micro-kernel
 _OMP_PIECES = csrc("gemm_omp_pieces.c.in")   # _pieces_with_epilogue
@@ -153,6 +156,14 @@ def gemm_prelude(program: Program) -> str:
                 if (tag, s) not in done:
                     done.add((tag, s))
                     parts.append(piece.format(T=t, s=s, S=s.upper(), mr=mr, nr=nr))
+            if k.prepack >= 0:
+                if "prepack" not in done:
+                    done.add("prepack")
+                    nslots = 1 + max(x.prepack for x in kernels)
+                    parts.append(_PREPACK.format(nslots=nslots))
+                if ("pp", nr, s) not in done:
+                    done.add(("pp", nr, s))
+                    parts.append(_PREPACK_GET.format(T=t, s=s, nr=nr))
     return "\n".join(parts)
 
 
@@ -282,18 +293,28 @@ def _template_body(k: GemmKernel) -> list:
     mr, nr = _tile(k.impl)
     t, s = k.out.ctype, _suffix(k)
     mc = mr * max(1, MC_ROWS // mr)
-    pre = ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
-           f"  {t} *pas_ = ({t} *)malloc(sizeof({t}) * {mc * _KC} * nth_);",
-           f"  {t} *pb_ = ({t} *)malloc(sizeof({t}) * (size_t)(K_ > 0 ? K_ : 1) * "
-           f"((N_ + {nr - 1}) / {nr} * {nr}));",
-           f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
-           "  if (pas_ == NULL || pb_ == NULL || rdy_ == NULL) {",
-           "    free(pas_); free(pb_); free(rdy_); return;",
-           "  }"]
+    npad = f"((N_ + {nr - 1}) / {nr} * {nr})"
+    if k.prepack >= 0:   # B is a package constant: its panels packed once (gemm_prepack.h.in)
+        # (not for M <= SMALL_M: that path reads B in place, and a packed copy costs memory)
+        pre = [f"  const {t} *pbpre_ = M_ <= {SMALL_M} ? NULL : ember_pp_get_{nr}_{s}("
+               f"{k.prepack}, {k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, K_, N_, {_KC}, "
+               f"{npad});"]
+        done = ["  ember_pp_done(pbpre_);"]
+    else:
+        pre, done = [f"  const {t} *pbpre_ = NULL;"], []
+    pre += ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
+            f"  {t} *pas_ = ({t} *)malloc(sizeof({t}) * {mc * _KC} * nth_);",
+            f"  {t} *pb_ = pbpre_ ? NULL : ({t} *)malloc(sizeof({t}) * (size_t)(K_ > 0 ? K_ "
+            f": 1) * {npad});",
+            f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
+            "  if (pas_ == NULL || (pb_ == NULL && pbpre_ == NULL) || rdy_ == NULL) {",
+            "    free(pas_); free(pb_); free(rdy_);", *done, "    return;",
+            "  }"]
     body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t, small=SMALL_M,
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                  {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]})
-    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);"]
+    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);",
+                                          *done]
 
 
 def _tile_epilogue(k: GemmKernel) -> list:

@@ -62,6 +62,7 @@ class GemmKernel:
     epilogue: list = field(default_factory=list)
     epi_flat: bool = False
     impl: str = "blas"
+    prepack: int = -1   # AOT: slot of B's packed copy (B is a package constant), -1: none
 
     @property
     def dtype(self) -> Any:
