@@ -191,7 +191,8 @@ class RealValues:
                 self.env[n.name] = n.target.run(n, args, self.vals)
                 continue
             else:
-                if "strided_reshape" in getattr(n.target, "tags", ()) and not args[0].is_contiguous():
+                tags = getattr(n.target, "tags", ())
+                if "strided_reshape" in tags and not args[0].is_contiguous():
                     args[0] = args[0].contiguous()
                 self.env[n.name] = bind(n.target, *args, **concrete(n.kwargs, self.vals))
             _bind_unbacked(n, self.env[n.name], self.vals)

@@ -226,8 +226,9 @@ class UserKernel:
     or ``("lit", text)`` (a scalar argument, a C literal).  ``copies``: ``(out, src, offset)``
     pairs: each stored tensor starts as a copy of its input value, unless that value was
     uninitialized (``empty``).  ``names``: the kernel parameter of each arg; ``launch``: the
-    kernel, its bound arguments and its int arguments' values, so that the fusion pass (``c/kernel_fusion.py``) can
-    regenerate ``source`` with pointwise neighbours inside its loads and stores."""
+    kernel, its bound arguments and its int arguments' values, so that the fusion pass
+    (``c/kernel_fusion.py``) can regenerate ``source`` with pointwise neighbours inside its
+    loads and stores."""
 
     name: str
     source: str
