@@ -24,6 +24,7 @@ from ember.config import config
 from ember.device import CPU, check_device
 from ember.dtypes import dtype as DType
 from ember.errors import EmberRuntimeError, EmberTypeError, ShapeError
+from ember.ops import _layout
 from ember.ops import registry as _registry
 from ember.ops.registry import OpDef
 
@@ -111,7 +112,7 @@ class Tensor:
     def size(self, dim: int | None = None) -> Any:
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[_wrap_dim(dim, self._data.ndim, "size")]
+        return self._data.shape[_layout.wrap_dim(dim, self._data.ndim, "size")]
 
     @property
     def dtype(self) -> DType:
@@ -173,10 +174,10 @@ class Tensor:
         # views carry PyTorch's exact geometry (the view kernels build it); fresh arrays get
         # PyTorch's strides for their size-1/empty dims, which NumPy leaves unspecified
         if self._base is None and (self._data.size == 0 or 1 in self._data.shape):
-            st = _canonical_strides(self._data.shape, st)
+            st = _layout.canonical_strides(self._data.shape, st)
         if dim is None:
             return st
-        return st[_wrap_dim(dim, self._data.ndim, "stride")]
+        return st[_layout.wrap_dim(dim, self._data.ndim, "stride")]
 
     def is_contiguous(self, memory_format: Any = _dt.contiguous_format) -> bool:
         shape, strides = self._data.shape, self.stride()
@@ -187,12 +188,12 @@ class Tensor:
                 return False
             order = (0, *range(2, rank), 1)  # N, spatial..., C
             shape, strides = tuple(shape[i] for i in order), tuple(strides[i] for i in order)
-        return _is_contiguous(shape, strides)
+        return _layout.is_contiguous(shape, strides)
 
     def storage_offset(self) -> int:
         if self._data.__class__ is _LazyArray:
             return _lazy.storage_offset(self)
-        return _storage_offset(self._data)
+        return _layout.storage_offset(self._data)
 
     def data_ptr(self) -> int:
         if self._data.__class__ is _LazyArray:
@@ -515,7 +516,7 @@ class _StorageView:
     def __init__(self, t: Tensor) -> None:
         if t._data.__class__ is _LazyArray:
             _lazy.need_values(t, "Tensor.untyped_storage()")
-        root = _storage_root(t._data)
+        root = _layout.storage_root(t._data)
         self._root = root
         self._ptr = int(root.__array_interface__["data"][0])
         self._nbytes = root.nbytes
@@ -569,55 +570,6 @@ def _wrap(arr: np.ndarray, dtype: DType) -> Tensor:
         else:
             arr.trace.register_tensor(t)
     return t
-
-
-# ------------------------------------------------------------------------ layout helpers
-def _wrap_dim(dim: int, ndim: int, op: str) -> int:
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        from ember.errors import EmberIndexError
-        raise EmberIndexError(
-            f"[{op}] Dimension out of range (expected to be in range of [{-n}, {n - 1}], but "
-            f"got {dim})"
-        )
-    return dim + n if dim < 0 else dim
-
-
-def _canonical_strides(shape: tuple, strides: tuple) -> tuple:
-    """Strides of size-1 (and empty) dims are free in NumPy; report PyTorch's values for
-    them: the contiguous stride where the tensor is otherwise contiguous."""
-    out = list(strides)
-    expected = 1
-    for i in range(len(shape) - 1, -1, -1):
-        if shape[i] == 1 or 0 in shape:
-            out[i] = expected
-        expected *= max(shape[i], 1)
-    return tuple(out)
-
-
-def _is_contiguous(shape: tuple, strides: tuple) -> bool:
-    if 0 in shape:
-        return True  # PyTorch: every empty tensor is contiguous
-    expected = 1
-    for n, s in zip(reversed(shape), reversed(strides)):
-        if n != 1 and s != expected:
-            return False
-        expected *= n
-    return True
-
-
-def _storage_root(arr: np.ndarray) -> np.ndarray:
-    while isinstance(arr.base, np.ndarray):
-        arr = arr.base
-    return arr
-
-
-def _storage_offset(arr: np.ndarray) -> int:
-    root = _storage_root(arr)
-    start = root.__array_interface__["data"][0]
-    if root.ndim and any(s < 0 for s in root.strides):
-        start += sum((n - 1) * s for n, s in zip(root.shape, root.strides) if s < 0)
-    return (arr.__array_interface__["data"][0] - start) // arr.itemsize
 
 
 # ------------------------------------------------------------------------ the binder

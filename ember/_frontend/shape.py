@@ -497,8 +497,8 @@ def as_strided(input: Tensor, size: Sequence[int], stride: Sequence[int],
     check_tensor(input, "as_strided")
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     off = input.storage_offset() if storage_offset is None else int(storage_offset)
-    from ember.tensor import _storage_root
-    nbytes = _storage_root(input._data).nbytes
+    from ember.ops._layout import storage_root
+    nbytes = storage_root(input._data).nbytes
     item = input.element_size()
     need = 0 if 0 in size else (off + 1 + sum((n - 1) * s for n, s in zip(size, stride))) * item
     if need > nbytes and len(size) == len(stride):

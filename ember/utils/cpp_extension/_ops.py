@@ -24,7 +24,8 @@ from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.library import Library
 from ember.library._custom_op import PACKETS
 from ember.library._schema import Schema
-from ember.tensor import Tensor, _storage_offset, _wrap
+from ember.ops._layout import storage_offset
+from ember.tensor import Tensor, _wrap
 from ember.utils.cpp_extension import _host
 from ember.utils.cpp_extension._host import (
     CODE_OF,
@@ -259,7 +260,7 @@ class StableKernel:
             raise EmberTypeError(f"[{self.qualname}] argument {self.names[i]!r} has dtype "
                                  f"{t.dtype}, which the stable ABI does not carry")
         if a.base is not None:  # a view: the kernel sees its storage offset
-            code |= _storage_offset(a) << 8
+            code |= storage_offset(a) << 8
         meta += (address, code)
         # bfloat16 has no buffer-protocol format: lend its bits as uint16
         arrays.append(a.view(np.uint16) if code & 0xff == 15 else a)
