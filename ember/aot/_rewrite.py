@@ -14,6 +14,7 @@ import operator
 from typing import Any
 
 from ember.compiler.frontend.graph import Graph, Node, Sym
+from ember.ops.nn_norm import LAYER_NORM
 from ember.ops.registry import REGISTRY
 
 
@@ -45,7 +46,7 @@ def channel_norms(ep: Any, graph: Graph, exprs: list) -> Graph:
     ``exprs`` (the lifted sizes) grows when a new size expression is needed."""
     calls = [n for n in ep.graph.nodes
              if n.op == "call_function" and n.target is not operator.getitem]
-    todo = {i for i, n in enumerate(graph.nodes) if n.op.name == "layer_norm"
+    todo = {i for i, n in enumerate(graph.nodes) if n.op is LAYER_NORM
             and not _trailing(n.params.get("dims"), len(n.specs[0][0]))}
     if not todo or len(calls) != len(graph.nodes):
         return graph
