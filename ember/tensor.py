@@ -24,7 +24,7 @@ from ember.config import config
 from ember.device import CPU, check_device
 from ember.dtypes import dtype as DType
 from ember.errors import EmberRuntimeError, EmberTypeError, ShapeError
-from ember.ops import _layout
+from ember.ops import _layout, _util
 from ember.ops import registry as _registry
 from ember.ops.registry import OpDef
 
@@ -112,7 +112,7 @@ class Tensor:
     def size(self, dim: int | None = None) -> Any:
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[_layout.wrap_dim(dim, self._data.ndim, "size")]
+        return self._data.shape[_util.wrap_dim(dim, self._data.ndim, "size")]
 
     @property
     def dtype(self) -> DType:
@@ -177,7 +177,7 @@ class Tensor:
             st = _layout.canonical_strides(self._data.shape, st)
         if dim is None:
             return st
-        return st[_layout.wrap_dim(dim, self._data.ndim, "stride")]
+        return st[_util.wrap_dim(dim, self._data.ndim, "stride")]
 
     def is_contiguous(self, memory_format: Any = _dt.contiguous_format) -> bool:
         shape, strides = self._data.shape, self.stride()

@@ -1,21 +1,9 @@
-"""Layout arithmetic of a tensor's NumPy array: dims, PyTorch's strides, contiguity and the
-storage a view lies in (``ember.tensor`` re-exports these for its methods)."""
+"""Layout arithmetic of a tensor's NumPy array: PyTorch's strides, contiguity and the
+storage a view lies in (behind ``Tensor.stride``, ``is_contiguous`` and ``storage_offset``)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from ember.errors import EmberIndexError
-
-
-def wrap_dim(dim: int, ndim: int, op: str) -> int:
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise EmberIndexError(
-            f"[{op}] Dimension out of range (expected to be in range of [{-n}, {n - 1}], but "
-            f"got {dim})"
-        )
-    return dim + n if dim < 0 else dim
 
 
 def canonical_strides(shape: tuple, strides: tuple) -> tuple:
