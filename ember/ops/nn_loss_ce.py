@@ -169,13 +169,19 @@ def _nll_bwd_vjp(ctx: Any, gg: Any) -> tuple:
     return (bind(NLL_LOSS, gg, t, w, **p), None, None)
 
 
+# A loss's ignore_index and label_smoothing are constants of the user's code: another value is
+# another graph (as dynamo specializes them), never a lifted runtime number.
+_LOSS_STATIC = frozenset({"ignore_index", "label_smoothing", "reduction"})
+
 NLL_LOSS = register(OpDef(
     "nll_loss", "composite", _loss_meta("nll_loss"), _nll_eager, _nll_vjp, save=(1, 2),
     doc="Negative log likelihood of class-index targets.",
+    static_params=_LOSS_STATIC,
 ))
 NLL_LOSS_BACKWARD = register(OpDef(
     "nll_loss_backward", "composite", _nll_bwd_meta, _nll_bwd_eager, _nll_bwd_vjp, save=(1, 2),
     doc="Gradient of nll_loss with respect to its input.",
+    static_params=_LOSS_STATIC,
 ))
 
 
@@ -307,14 +313,17 @@ CROSS_ENTROPY = register(OpDef(
     "cross_entropy", "composite", _loss_meta("cross_entropy"), _ce_eager, _ce_vjp, save=(0, 1, 2),
     grad_name="NllLossBackward0",
     doc="log_softmax + nll_loss of class-index targets in one kernel (label smoothing).",
+    static_params=_LOSS_STATIC,
 ))
 CROSS_ENTROPY_BACKWARD = register(OpDef(
     "cross_entropy_backward", "composite", _grad_meta, _ce_bwd_eager, _ce_bwd_vjp,
     save=(0, 1, 2, 3), doc="(softmax - smoothed one-hot) * weights / normaliser.",
+    static_params=_LOSS_STATIC,
 ))
 CROSS_ENTROPY_HVP = register(OpDef(
     "cross_entropy_hvp", "composite", _ce_hvp_meta, _ce_hvp_eager, _ce_hvp_vjp,
     doc="Second derivative of cross_entropy applied to a vector.",
+    static_params=_LOSS_STATIC,
 ))
 
 
@@ -455,9 +464,11 @@ CROSS_ENTROPY_SOFT = register(OpDef(
     "cross_entropy_soft", "composite", _soft_meta, _soft_eager, _soft_vjp, save=(0, 1, 2),
     decomp=_soft_decomp,
     doc="Cross entropy against class probabilities (label smoothing, class weights).",
+    static_params=_LOSS_STATIC,
 ))
 CROSS_ENTROPY_SOFT_BACKWARD = register(OpDef(
     "cross_entropy_soft_backward", "composite", _soft_bwd_meta, _soft_bwd_eager, _soft_bwd_vjp,
     num_outputs=2, save=(0, 1, 2, 3), tags=frozenset({"multi_output"}), decomp=_soft_bwd_decomp,
     doc="Gradients of cross_entropy_soft with respect to input and target.",
+    static_params=_LOSS_STATIC,
 ))

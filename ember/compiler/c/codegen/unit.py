@@ -174,6 +174,7 @@ def profile_block(program: Program) -> str:
 _BUF_NAME = re.compile(r"\b(?:buf|in)\d+\b")
 _SCALAR_READ = re.compile(r"\b(ints|floats)\[(\d+)\]")
 _SCALAR_PARAMS = "const int64_t *restrict ints, const double *restrict floats"
+_PASS_SCALARS = re.compile(r"\bints, floats\b")
 
 
 def _by_value_scalars(text: str) -> tuple:
@@ -195,7 +196,11 @@ def _by_value_scalars(text: str) -> tuple:
         params.append(f"const {'int64_t' if kind == 'ints' else 'double'} {name}")
         args.append(read)
     body = _SCALAR_READ.sub(lambda m: names[m.group(0)], body)
-    body = body.replace("  (void)ints; (void)floats;\n", "", 1)
+    body = body.replace("  (void)ints; (void)floats;\n", "")
+    # a kernel split into a row helper and its driver (chunked reductions): the driver's head
+    # and its call of the helper pass the same by-value scalars
+    body = body.replace(_SCALAR_PARAMS, ", ".join(params))
+    body = _PASS_SCALARS.sub(", ".join(names.values()), body)
     head = head.replace(_SCALAR_PARAMS, ", ".join(params))
     return head + brace + body, tuple(args)
 

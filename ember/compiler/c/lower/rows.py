@@ -309,6 +309,12 @@ def lower_norm_backward(lw: LoweringContext, i: int, n: Any) -> str | None:
     return None
 
 
+def _eps_share(eps: float, n_cls: Any) -> str:
+    """label_smoothing's share of one class, ``eps / C`` in double, as a C constant (or, with a
+    runtime class count, the same quotient computed in C)."""
+    return repr(eps / n_cls) if type(n_cls) is int else f"({eps!r} / (double)({n_cls}))"
+
+
 @lowering(OPS.cross_entropy, backward=False)
 @lowering(OPS.cross_entropy_backward, backward=True)
 def lower_cross_entropy(lw: LoweringContext, i: int, n: Any, backward: bool) -> str | None:
@@ -383,7 +389,7 @@ def lower_cross_entropy(lw: LoweringContext, i: int, n: Any, backward: bool) -> 
         smooth = nest.final(1, t, _op(f"(({t})({{0}} - (double)({n_cls}) * ((double){{1}} + "
                                       f"(double){{2}})))", sx, m, ls))
         loss = nest.final(1, t, _op(f"({{0}} + ({{1}} ? -{{2}} : ({t})0) * "
-                                    f"({t}){eps / n_cls!r})", loss, valid, smooth))
+                                    f"({t}){_eps_share(eps, n_cls)})", loss, valid, smooth))
     out_shape = tuple(shape[:-1]) if red == "none" else ()
     buf = _out(lw, i, 0, out_shape, contiguous_strides(out_shape), n.specs[0][1])
     if red == "none":
@@ -440,13 +446,16 @@ def _ce_grad(lw: LoweringContext, i: int, n: Any, nest: _Nest, m: str, ls: str, 
         gs = nest.final(1, t, _op("({0} / {1})", gs, den))
     gs = nest.final(1, t, _op(f"({{0}} * ({t}){{1}})", gs, valid))
     wt = f"(({t}){{0}})"
-    es = eps / n_cls * n_cls if type(n_cls) is int else eps  # eager: eps / C * sum(w = 1)
-    a = nest.final(1, t, _op(f"((({t}){1.0 - eps!r} * {wt}) + ({t}){es!r})", valid))
+    # eager: eps / C * sum(w = 1)
+    es = (repr(eps / n_cls * n_cls) if type(n_cls) is int
+          else f"({_eps_share(eps, n_cls)} * (double)({n_cls}))")
+    a = nest.final(1, t, _op(f"((({t}){1.0 - eps!r} * {wt}) + ({t}){es})", valid))
     bt = nest.final(1, t, _op(f"(({t}){1.0 - eps!r} * {wt})", valid))
     cls = nest.dim_vars[-1]
     lp = nest.let(2, t, _op("(({0} - {1}) - {2})", nest.value, m, ls))
     pr = nest.let(2, t, _op("ember_exp({0})", lp))
-    b = nest.let(2, t, _op(f"((({cls} == {{0}}) ? {{1}} : ({t})0) + ({t}){eps / n_cls!r})"
+    share = _eps_share(eps, n_cls)
+    b = nest.let(2, t, _op(f"((({cls} == {{0}}) ? {{1}} : ({t})0) + ({t}){share})"
                            if eps else f"(({cls} == {{0}}) ? {{1}} : ({t})0)", safe, bt))
     gr = nest.let(2, t, _op("({0} * (({1} * {2}) - {3}))", gs, a, pr, b))
     shape = tuple(k.outer) + (n_cls,)
