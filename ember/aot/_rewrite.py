@@ -1,7 +1,9 @@
 """Graph rewrites that let more exported programs become Python-free model libraries.
 
 ``channel_norms``: ``layer_norm`` over dims that are not the trailing ones (what BatchNorm in
-train mode records: statistics over ``(N, H, W)`` per channel) has no C lowering; it becomes
+train mode records: statistics over ``(N, H, W)`` per channel) lowers to C only when its
+weight's broadcast dims are literal 1s, which an exported program with dynamic dims does not
+give (the view's sizes are lifted); so for packages it becomes
 ``permute`` (the normalized dims last) + a contiguous ``clone`` + ``layer_norm`` over the
 trailing dims (the fused row kernel, no weight) + ``permute`` back, then ``* weight`` and
 ``+ bias`` broadcast with ``expand`` in the original layout (eager's order of operations), and

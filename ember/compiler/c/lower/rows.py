@@ -144,14 +144,27 @@ def _same_shape(a: tuple, b: tuple) -> bool:
                                     for x, y in zip(a, b))
 
 
+def _norm_param_ok(a: tuple, shape: tuple, dims: tuple) -> bool:
+    """A norm's weight/bias of shape ``a`` can be indexed right-aligned against the input's
+    ``shape``: the normalized shape when ``dims`` are the trailing dims (a runtime size counts
+    as agreeing, as in ``_same_shape``), else a broadcast whose every dim is a literal 1 or the
+    input's very size (a runtime size that differs from the input's might be a 1 at run time)."""
+    nd = len(shape)
+    if dims == tuple(range(nd - len(dims), nd)) and _same_shape(a, shape[nd - len(dims):]):
+        return True
+    off = nd - len(a)
+    return off >= 0 and all(m == 1 or m == shape[off + j] for j, m in enumerate(a))
+
+
 # -- layer_norm / rms_norm ----------------------------------------------------------------------
 @lowering(OPS.layer_norm, centered=True)
 @lowering(OPS.rms_norm, centered=False)
 def lower_norm(lw: LoweringContext, i: int, n: Any, centered: bool) -> str | None:
-    """layer_norm (``centered``: y, mean, rstd) / rms_norm (y, rstd) over trailing dims of a
-    C-ordered float32/float64 (or float16/bfloat16) value, with weight/bias of the normalized
-    shape: one kernel (statistics passes, then the normalized row), the formulas of the eager
-    kernels."""
+    """layer_norm (``centered``: y, mean, rstd) / rms_norm (y, rstd) over ``dims`` of a
+    C-ordered float32/float64 (or float16/bfloat16) value, with weight/bias that broadcast
+    against it (layer norm's of the normalized shape; batch norm's ``(C, 1, 1)`` over the kept
+    channel dim): one kernel (statistics passes over the normalized dims per kept index, then
+    the normalized values), the formulas of the eager kernels."""
     reason = check_inputs(lw, n, row=True, lowp_row=True)
     if reason is not None:
         return reason
@@ -161,17 +174,18 @@ def lower_norm(lw: LoweringContext, i: int, n: Any, centered: bool) -> str | Non
     shape = v.shape if isinstance(v, PointwiseValue) else v.geom.shape
     strides = v.strides if isinstance(v, PointwiseValue) else v.geom.strides
     nd = len(shape)
-    if type(dims) is not tuple or not dims or dims != tuple(range(nd - len(dims), nd)):
-        return "not over trailing dims"
+    if type(dims) is not tuple or not dims or list(dims) != sorted(set(dims)) or \
+            dims[0] < 0 or dims[-1] >= nd:
+        return f"dims={dims!r}"
     if type(eps) not in (int, float, Sym):
         return f"eps={eps!r}"
     if not c_ordered(strides, shape) or any(m == 0 for m in shape):
         return "permuted or empty input"
     params = [a for a in n.args[1:]]
-    norm_shape = shape[nd - len(dims):]
+    norm_shape = tuple(shape[d] for d in dims)
     for a in params:
-        if a is not None and (not is_ref(a) or not _same_shape(lw.shape_of(a), norm_shape)):
-            return "weight/bias not of the normalized shape"
+        if a is not None and (not is_ref(a) or not _norm_param_ok(lw.shape_of(a), shape, dims)):
+            return "weight/bias do not broadcast against the input"
 
     def allowed(u: Any) -> bool:
         return u is n
@@ -196,12 +210,12 @@ def lower_norm(lw: LoweringContext, i: int, n: Any, centered: bool) -> str | Non
     y = nest.let(k, t, _op("({0} - {1})", nest.value, mean) if centered
                  else Local(nest.value))
     y = nest.let(k, t, _op("({0} * {1})", y, rstd))
-    pvars = nest.dim_vars[nd - len(dims):]
     for a, fmt in zip(params, ("({0} * {1})", "({0} + {1})")):
         if a is not None:
             pv = lw.vals[a]
             if not hasattr(pv, "geom") or pv.buf is None:
                 return "weight/bias not in memory"  # (cannot happen: parameters are inputs)
+            pvars = nest.dim_vars[nd - len(pv.geom.shape):]  # right-aligned broadcast
             w = nest.let(k, t, Load(pv.buf, _index(pv.geom, pvars)))
             y = nest.let(k, t, _op(fmt, y, w))
     contig = contiguous_strides(shape)
@@ -210,7 +224,7 @@ def lower_norm(lw: LoweringContext, i: int, n: Any, centered: bool) -> str | Non
                                     Local(y)))
     stat = tuple(1 if d in dims else shape[d] for d in range(nd))
     st = contiguous_strides(stat)
-    sidx = Index(0, tuple((f"o{d}", st[d]) for d in range(nd - len(dims)) if stat[d] != 1))
+    sidx = Index(0, tuple((nest.dim_vars[d], st[d]) for d in range(nd) if stat[d] != 1))
     outs = [mean, rstd] if centered else [rstd]
     for j, val in enumerate(outs, start=1):
         buf = _out(lw, i, j, stat, st, n.specs[j][1])
