@@ -72,12 +72,7 @@ def test_channel_norm_training_compiles_to_c_and_matches_torch(name, monkeypatch
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_channel_norm_training_dynamic_matches_torch(name, monkeypatch):
-    _run(name, True, monkeypatch)
-
-
-@pytest.mark.xfail(strict=True, reason="under dynamic=True the 1s of the weight's (C, 1, 1) view "
-                   "are lifted runtime ints (params get no 0/1 specialization yet), so the "
-                   "norm cannot tell a broadcast dim and stays an eager extern")
-def test_batch_norm_dynamic_runs_in_c(monkeypatch):
-    assert _run("batchnorm2d", True, monkeypatch) == []
+def test_channel_norm_training_dynamic_compiles_to_c_and_matches_torch(name, monkeypatch):
+    """Under dynamic=True the (C, 1, 1) view's 1s stay literal (ints of 0 and 1 specialize,
+    as in PyTorch), so the norm still knows its broadcast dims."""
+    assert _run(name, True, monkeypatch) == []

@@ -263,8 +263,9 @@ class _Frame:
                 got = self._recompile_policy(seg, cap, segment)
                 if got is not None:
                     return got
-            generic = self._generic(seg, cap) | _rng_slots(cap)
-            e = self._compile(cap, generic)
+            rng = _rng_slots(cap)
+            e = self._compile(cap, self._generic(seg, cap) | rng)
+            e.rng = rng
             seg.entries.setdefault(cap.key, []).append(e)
             seg.order.append((cap.key, e))
             seg.last_values[cap.key] = cap.values
@@ -352,13 +353,14 @@ class _Frame:
         """Which numbers the new entry lifts to runtime arguments.  Marks win over
         ``dynamic=`` (as in PyTorch): mark_dynamic dims are generic even with dynamic=False,
         mark_static dims specialized even with dynamic=True."""
-        kinds, values = cap.kinds, cap.values
+        values = cap.values
         dyn, static = _marked_slots(self.trace, cap)
         if self.dynamic is False:
             return frozenset(dyn - static)
-        if self.dynamic is True:
+        if self.dynamic is True:  # ints of 0 and 1 (sizes and int params) specialize, as
+            # PyTorch's do; floats stay lifted
             return frozenset(k for k, v in enumerate(values)
-                             if kinds[k] == "scalar" or v not in (0, 1)) - static
+                             if not (type(v) is int and v in (0, 1))) - static
         gen: set = set(dyn)
         if compiler_config.automatic_dynamic_shapes:
             prev = seg.last_values.get(cap.key)
@@ -368,11 +370,12 @@ class _Frame:
             for old in olds:
                 for k, (a, b) in enumerate(zip(old, values)):
                     if a != b or type(a) is not type(b):
-                        if kinds[k] == "size" and b in (0, 1):
+                        if type(b) is int and b in (0, 1):
                             continue
                         gen.add(k)
             for e in seg.entries.get(cap.key, []):
-                gen |= {k for k in e.generic if not (kinds[k] == "size" and values[k] in (0, 1))}
+                gen |= {k for k in e.generic if not (type(values[k]) is int
+                                                     and values[k] in (0, 1))}
         return frozenset(gen - static)
 
     def _compile(self, cap: Captured, generic: frozenset) -> Entry:

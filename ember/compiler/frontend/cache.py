@@ -29,13 +29,15 @@ class Entry:
     kinds: tuple
     compile_time: float
     backend: Any = None      # the compiler function that made ``fn`` (entries are per backend)
+    rng: frozenset = frozenset()  # random ops' seed/offset slots: any value is a runtime arg
 
     def matches(self, values: list) -> bool:
-        gen = self.generic
-        kinds = self.kinds
+        gen, rng = self.generic, self.rng
         for k, (mine, theirs) in enumerate(zip(self.values, values)):
             if k in gen:
-                if kinds[k] == "size" and theirs in (0, 1):
+                # ints of 0 and 1 always specialize (as in PyTorch): a lifted int is never one,
+                # so kernels may take a lifted size as no broadcast
+                if type(theirs) is int and theirs in (0, 1) and k not in rng:
                     return False
             elif mine != theirs or type(mine) is not type(theirs):
                 return False

@@ -144,16 +144,15 @@ def _same_shape(a: tuple, b: tuple) -> bool:
                                     for x, y in zip(a, b))
 
 
-def _norm_param_ok(a: tuple, shape: tuple, dims: tuple) -> bool:
+def _norm_param_ok(a: tuple, shape: tuple) -> bool:
     """A norm's weight/bias of shape ``a`` can be indexed right-aligned against the input's
-    ``shape``: the normalized shape when ``dims`` are the trailing dims (a runtime size counts
-    as agreeing, as in ``_same_shape``), else a broadcast whose every dim is a literal 1 or the
-    input's very size (a runtime size that differs from the input's might be a 1 at run time)."""
-    nd = len(shape)
-    if dims == tuple(range(nd - len(dims), nd)) and _same_shape(a, shape[nd - len(dims):]):
-        return True
-    off = nd - len(a)
-    return off >= 0 and all(m == 1 or m == shape[off + j] for j, m in enumerate(a))
+    ``shape``: right-aligned, each dim a literal 1 (broadcast) or the input's size.  A runtime
+    size on either side counts as agreeing: ints of 0 and 1 always specialize (a lifted size is
+    at least 2, so never a broadcast 1), and the op's meta, run on every traced call, has
+    checked that the two agree."""
+    off = len(shape) - len(a)
+    return off >= 0 and all(m == 1 or m == shape[off + j] or type(m) is not int or type(
+        shape[off + j]) is not int for j, m in enumerate(a))
 
 
 # -- layer_norm / rms_norm ----------------------------------------------------------------------
@@ -184,7 +183,7 @@ def lower_norm(lw: LoweringContext, i: int, n: Any, centered: bool) -> str | Non
     params = [a for a in n.args[1:]]
     norm_shape = tuple(shape[d] for d in dims)
     for a in params:
-        if a is not None and (not is_ref(a) or not _norm_param_ok(lw.shape_of(a), shape, dims)):
+        if a is not None and (not is_ref(a) or not _norm_param_ok(lw.shape_of(a), shape)):
             return "weight/bias do not broadcast against the input"
 
     def allowed(u: Any) -> bool:
