@@ -197,9 +197,32 @@ def _as_strided_backward(g: np.ndarray, *, src: tuple, dst: tuple) -> np.ndarray
     return acc[pd]
 
 
+def _dense(geom: tuple) -> bool:
+    """A (shape, strides, offset) geometry that walks its storage positions in C order without
+    gaps (size-1 dims' strides do not matter)."""
+    shape, strides, _ = geom
+    step = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != step:
+            return False
+        step *= n
+    return True
+
+
+def _as_strided_backward_decomp(g, *, src: tuple, dst: tuple):  # noqa: ANN001, ANN202
+    """When both geometries are dense over the same positions in the same order (an in-place
+    op on a reshaped view of a contiguous result: group norm's output, then ReLU(inplace)),
+    the scatter and gather are a reshape; otherwise None (the op stays as it is)."""
+    if src[2] == dst[2] and _dense(src) and _dense(dst) and \
+            int(np.prod(src[0])) == int(np.prod(dst[0])):
+        return g.reshape(tuple(dst[0]))
+    return None
+
+
 AS_STRIDED_BACKWARD = register(OpDef(
     "as_strided_backward", "movement", _as_strided_backward_meta, _as_strided_backward,
     # a linear map whose transpose swaps the two geometries
     lambda ctx, h: (bind(AS_STRIDED_BACKWARD, h, src=ctx.params["dst"],
                          dst=ctx.params["src"]),),
+    decomp=_as_strided_backward_decomp,
 ))

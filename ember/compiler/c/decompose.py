@@ -10,7 +10,8 @@ decomposition changes only how the forward is lowered).
 
 A node is kept as it is (an extern) when its params or args hold lifted numbers (``Sym``), its
 input sizes are symbolic, or its decomposition cannot be recorded (a graph break, a concrete
-constant tensor, an in-place write, a result whose shape or dtype differ from the node's).
+constant tensor, an in-place write, a result whose shape or dtype differ from the node's), or
+when ``decomp`` returns None (it has no decomposition for these params).
 
 >>> g2 = decompose(graph)                                              # doctest: +SKIP
 >>> [n.op.name for n in g2.nodes]                                      # doctest: +SKIP
@@ -112,6 +113,8 @@ def _record(n: Node, arg_specs: list) -> tuple | None:
     try:
         with no_grad():
             res = n.op.decomp(*ins, **n.params)
+        if res is None:
+            return None  # the decomposition declines these params: keep the op
         res = (res,) if isinstance(res, Tensor) else tuple(res)
         outs = [_fresh(tr, t) for t in res]
     except GraphBreakError:
