@@ -53,7 +53,8 @@ class CustomOpDef:
                  mutates_args: Any = ()) -> None:
         self._namespace, self._name, self._schema = namespace, name, schema
         self._init_fn = fn
-        self._kernels: dict[str | None, Callable] = {None: fn}
+        self._stable_call: Any = _UNRESOLVED  # see _resolve_stable_call
+        self._kernels = {None: fn}
         self._fake: Callable | None = None
         self._implicit = False  # a CompositeImplicitAutograd kernel: called as plain code
         self._triton = False    # a triton_op: ember.compile decomposes it into its body
@@ -71,6 +72,37 @@ class CustomOpDef:
         # a redefinition replaces (as PyTorch)
         _registry.REGISTRY[self._opdef.name] = self._opdef
         PACKETS[self._qualname] = self
+
+    # ------------------------------------------------------------------ kernels
+    @property
+    def _kernels(self) -> dict:
+        """device type (None: any) -> kernel; every change drops the cached stable call."""
+        return self.__kernels
+
+    @_kernels.setter
+    def _kernels(self, table: dict) -> None:
+        self.__kernels = _KernelTable(self, table)
+        self._stable_call = _UNRESOLVED
+
+    @property
+    def _implicit(self) -> bool:
+        return self.__implicit
+
+    @_implicit.setter
+    def _implicit(self, on: bool) -> None:
+        self.__implicit = on
+        self._stable_call = _UNRESOLVED
+
+    def _resolve_stable_call(self) -> Any:
+        """The C fast call of an extension's boxed kernel (``StableKernel.op_fast_call``) when
+        eager fast calls can take it, else None; cached until the kernels change."""
+        kernel = self._kernel()
+        sk = getattr(kernel, "stable_kernel", None)
+        call = None
+        if sk is not None and self._fast is not None and not self._implicit:
+            call = sk.op_fast_call(self._alias_error)
+        self._stable_call = call
+        return call
 
     # ------------------------------------------------------------------ identity
     @property
@@ -220,6 +252,14 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        sc = self._stable_call
+        if sc is not None and not kwargs and _lazy.STATE.trace is None:
+            if sc is _UNRESOLVED:
+                sc = self._resolve_stable_call()
+            if sc is not None:
+                got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
+                if got is not NotImplemented:
+                    return got
         fast = self._fast
         if fast is not None and not kwargs and len(args) == fast[0] and \
                 _lazy.STATE.trace is None and not self._implicit:
@@ -420,6 +460,57 @@ class _Ctx(FunctionCtx):
 
 
 _SLOW = object()
+_UNRESOLVED = object()
+
+
+class _KernelTable(dict):
+    """``CustomOpDef._kernels``: a dict that tells its op when it changes (the op caches the
+    C fast call of its kernel)."""
+
+    def __init__(self, op: CustomOpDef, table: dict) -> None:
+        super().__init__(table)
+        self._op = op
+
+    def _changed(self) -> None:
+        self._op._stable_call = _UNRESOLVED
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._changed()
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._changed()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._changed()
+
+    def pop(self, *args: Any) -> Any:
+        try:
+            return super().pop(*args)
+        finally:
+            self._changed()
+
+    def popitem(self) -> Any:
+        try:
+            return super().popitem()
+        finally:
+            self._changed()
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        try:
+            return super().setdefault(key, default)
+        finally:
+            self._changed()
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def __ior__(self, other: Any) -> _KernelTable:
+        self.update(other)
+        return self
 # schema types an argument of the fast path may have (no lists, no optional tensors)
 _FAST_TYPES = frozenset({"Tensor", "SymInt", "int", "float", "bool", "str", "Scalar",
                          "ScalarType", "Device", "SymInt?", "int?", "float?", "bool?",

@@ -11,6 +11,7 @@ arrays over the memory the shim allocated, released with the array."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import struct
 import threading
@@ -26,7 +27,7 @@ from ember.library._custom_op import PACKETS
 from ember.library._schema import Schema
 from ember.ops._layout import storage_offset
 from ember.tensor import Tensor, _wrap
-from ember.utils.cpp_extension import _host
+from ember.utils.cpp_extension import _fast, _host
 from ember.utils.cpp_extension._host import (
     CODE_OF,
     DTYPE_OF,
@@ -184,6 +185,31 @@ class StableKernel:
         self.one_tensor = self.ret_kinds == ("T",) and not schema.returns_tuple
         SHIM.lib  # noqa: B018 (loads the shim)
         self._call = SHIM.call
+        self.plan = _fast.plan(self.head, self.arg_kinds, self._ret_mode(), self, qualname)
+
+    def _ret_mode(self) -> int:
+        if not self.schema.returns:
+            return _fast.RET_NONE
+        if self.schema.returns_tuple or len(self.ret_kinds) != 1:
+            return _fast.RET_OTHER
+        return {"T": _fast.RET_TENSOR, "i": _fast.RET_INT, "f": _fast.RET_FLOAT,
+                "b": _fast.RET_BOOL}.get(self.ret_kinds[0], _fast.RET_OTHER)
+
+    def fast_function(self) -> Callable:
+        """The cheapest callable of the kernel (positional arguments): ``fastcall.call`` bound
+        to this kernel's plan, or the kernel itself when the C fast path is not available."""
+        module = _fast.MODULE.get()
+        if module is None or self.plan is None:
+            return self
+        return functools.partial(module.call, self.plan)
+
+    def op_fast_call(self, alias_error: Callable) -> Callable | None:
+        """``CustomOpDef``'s eager fast path: ``f(*args)`` runs the kernel, or returns
+        ``NotImplemented`` when the call needs the general path (None: no C fast path)."""
+        module = _fast.MODULE.get()
+        if module is None or self.plan is None:
+            return None
+        return functools.partial(module.call_op, self.plan, alias_error)
 
     def _kind(self, t: str, table: dict, what: str) -> str:
         if t not in table:
@@ -202,6 +228,9 @@ class StableKernel:
         return kernel
 
     def __call__(self, *args: Any) -> Any:
+        module = _fast.MODULE.get()
+        if module is not None and self.plan is not None:
+            return module.call(self.plan, *args)
         return self.invoke(args, None)
 
     def invoke(self, args: tuple, alias_error: Callable | None) -> Any:
