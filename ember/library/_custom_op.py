@@ -340,13 +340,17 @@ class CustomOpDef:
 
     def _check_aliasing(self, tensors: list, rets: list) -> None:
         may, exact = np.may_share_memory, np.shares_memory
+        roots = [_storage_root(t._data) for t in tensors]
         for i, r in enumerate(rets):
             a = r._data
-            for t in (tensors + rets[:i]) if i else tensors:
+            root = _storage_root(a)
+            for t, t_root in zip(tensors + rets[:i], roots):
+                # one storage (PyTorch compares storages: disjoint views of one buffer alias);
                 # may_share_memory compares bounds only: the exact (slower) test runs only
                 # when the bounds overlap
-                if r is t or (may(a, t._data) and exact(a, t._data)):
+                if r is t or root is t_root or (may(a, t._data) and exact(a, t._data)):
                     self._alias_error()
+            roots.append(root)
 
     def _alias_error(self) -> None:
         raise EmberRuntimeError(_ALIAS_MSG.format(
@@ -413,7 +417,10 @@ class CustomOpDef:
                 self._setup_context(uctx, pos, kw, output)
             else:
                 self._setup_context(uctx, pos, output)
-        got = self._backward(uctx, *grads)
+        if self._schema.returns == ("Tensor[]",) and not self._schema.returns_tuple:
+            got = self._backward(uctx, list(grads))  # one list of grads, as PyTorch
+        else:
+            got = self._backward(uctx, *grads)
         got = got if isinstance(got, tuple) else (got,)
         return self._flat_grads(got, ctx.params)
 
@@ -523,6 +530,13 @@ def _fast_plan(schema: Schema, mutated: tuple) -> tuple | None:
     if mutated or any(a.kwarg_only or a.type not in _FAST_TYPES for a in schema.args):
         return None
     return len(schema.args), tuple(i for i, a in enumerate(schema.args) if a.type == "Tensor")
+
+
+def _storage_root(a: Any) -> Any:
+    """The array that owns ``a``'s memory (``a`` itself unless it is a view)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def _width(a: Any, n: Any) -> int:

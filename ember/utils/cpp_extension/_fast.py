@@ -24,8 +24,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 _NAME = "_ember_stable_fastcall"
-# Plan: head[5], nargs, ret (int64 each), then 64 argument kind characters
-_PLAN = struct.Struct("<7q64s")
+# Plan: head[6] (StableKernel.head), nargs, ret (int64 each), then 64 argument kind characters
+_PLAN = struct.Struct("<8q64s")
 RET_NONE, RET_TENSOR, RET_INT, RET_FLOAT, RET_BOOL, RET_OTHER = 0, 1, 2, 3, 4, -1
 
 
@@ -97,7 +97,7 @@ def plan(head: Any, kinds: tuple, ret: int, sk: Any, qualname: str) -> tuple | N
     """What ``fastcall.call`` reads about one kernel; None for more than 64 arguments."""
     if len(kinds) > 64:
         return None
-    packed = _PLAN.pack(*head[:5], len(kinds), ret,
+    packed = _PLAN.pack(*head[:6], len(kinds), ret,
                         "".join(k if len(k) == 1 else "?" for k in kinds).encode())
     return (packed, sk, qualname)
 

@@ -20,7 +20,7 @@ typedef int32_t (*ReleaseFn)(void* handle);
 
 /* ret: 0 none, 1 one tensor, 2 int, 3 float, 4 bool, -1 anything else (always invoke) */
 typedef struct {
-  int64_t head[5];
+  int64_t head[6];
   int64_t nargs;
   int64_t ret;
   char kinds[64];
