@@ -54,6 +54,7 @@ class CustomOpDef:
         self._namespace, self._name, self._schema = namespace, name, schema
         self._init_fn = fn
         self._stable_call: Any = _UNRESOLVED  # see _resolve_stable_call
+        self._fast_kernel: Callable | None = None
         self._kernels = {None: fn}
         self._fake: Callable | None = None
         self._implicit = False  # a CompositeImplicitAutograd kernel: called as plain code
@@ -94,15 +95,16 @@ class CustomOpDef:
         self._stable_call = _UNRESOLVED
 
     def _resolve_stable_call(self) -> Any:
-        """The C fast call of an extension's boxed kernel (``StableKernel.op_fast_call``) when
-        eager fast calls can take it, else None; cached until the kernels change."""
+        """Resolve the eager fast path once per change of the kernels: ``_stable_call`` (the C
+        fast call of an extension's boxed kernel, ``StableKernel.op_fast_call``, else None) and
+        ``_fast_kernel`` (the kernel ``_call_fast`` runs; None when calls take the general
+        path).  Returns ``_stable_call``."""
         kernel = self._kernel()
+        fast = self._fast is not None and not self._implicit
         sk = getattr(kernel, "stable_kernel", None)
-        call = None
-        if sk is not None and self._fast is not None and not self._implicit:
-            call = sk.op_fast_call(self._alias_error)
-        self._stable_call = call
-        return call
+        self._fast_kernel = kernel if fast else None
+        self._stable_call = sk.op_fast_call(self._alias_error) if fast and sk else None
+        return self._stable_call
 
     # ------------------------------------------------------------------ identity
     @property
@@ -253,19 +255,17 @@ class CustomOpDef:
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         sc = self._stable_call
-        if sc is not None and not kwargs and _lazy.STATE.trace is None:
-            if sc is _UNRESOLVED:
-                sc = self._resolve_stable_call()
+        if sc is _UNRESOLVED:
+            sc = self._resolve_stable_call()
+        if not kwargs and _lazy.STATE.trace is None:
             if sc is not None:
                 got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
                 if got is not NotImplemented:
                     return got
-        fast = self._fast
-        if fast is not None and not kwargs and len(args) == fast[0] and \
-                _lazy.STATE.trace is None and not self._implicit:
-            got = self._call_fast(args, fast[1])
-            if got is not _SLOW:
-                return got
+            elif self._fast_kernel is not None and len(args) == self._fast[0]:
+                got = self._call_fast(args, self._fast[1])
+                if got is not _SLOW:
+                    return got
         values = self._bind_args(args, kwargs)
         if self._implicit:  # decomposes into its ember ops (autograd and tracing see them)
             pos, kw = self._unflatten(*self._flatten(values))
@@ -290,8 +290,7 @@ class CustomOpDef:
             if t.__class__ is not Tensor or t._requires_grad:
                 return _SLOW
             tensors.append(t)
-        kernels = self._kernels
-        kernel = kernels.get("cpu") or kernels[None]
+        kernel = self._fast_kernel
         sk = getattr(kernel, "stable_kernel", None)
         if sk is not None:  # an extension's boxed kernel: C, which checks its own results
             return sk.invoke(args, self._alias_error)
@@ -339,18 +338,25 @@ class CustomOpDef:
         return out
 
     def _check_aliasing(self, tensors: list, rets: list) -> None:
+        """Raise when a result is an input, or lies on an input's or an earlier result's
+        storage (PyTorch compares storages: disjoint views of one buffer alias too)."""
         may, exact = np.may_share_memory, np.shares_memory
-        roots = [_storage_root(t._data) for t in tensors]
+        seen = tensors
         for i, r in enumerate(rets):
             a = r._data
-            root = _storage_root(a)
-            for t, t_root in zip(tensors + rets[:i], roots):
-                # one storage (PyTorch compares storages: disjoint views of one buffer alias);
+            root = a if a.base is None else _root(a)
+            for t in seen:
+                d = t._data
+                if r is t or d is root:
+                    self._alias_error()
+                if d.base is not None:
+                    d = _root(d)
                 # may_share_memory compares bounds only: the exact (slower) test runs only
                 # when the bounds overlap
-                if r is t or root is t_root or (may(a, t._data) and exact(a, t._data)):
+                if d is root or (may(a, t._data) and exact(a, t._data)):
                     self._alias_error()
-            roots.append(root)
+            if len(rets) > 1:
+                seen = tensors + rets[:i + 1]
 
     def _alias_error(self) -> None:
         raise EmberRuntimeError(_ALIAS_MSG.format(
@@ -532,8 +538,8 @@ def _fast_plan(schema: Schema, mutated: tuple) -> tuple | None:
     return len(schema.args), tuple(i for i, a in enumerate(schema.args) if a.type == "Tensor")
 
 
-def _storage_root(a: Any) -> Any:
-    """The array that owns ``a``'s memory (``a`` itself unless it is a view)."""
+def _root(a: Any) -> Any:
+    """The array that owns a view's memory."""
     while isinstance(a.base, np.ndarray):
         a = a.base
     return a
