@@ -276,7 +276,9 @@ EmberStableError ember_stable_tensor_list_new(uint64_t count, StableIValue** out
 
 EmberStableError ember_stable_tensor_list_release(StableIValue* list) {
   if (!list) return 0;
-  for (uint64_t i = 0; i < list[0]; i++) ember_stable_tensor_release((EmberTensorHandle)list[1 + i]);
+  for (uint64_t i = 0; i < list[0]; i++) {
+    ember_stable_tensor_release((EmberTensorHandle)list[1 + i]);
+  }
   free(list);
   return 0;
 }
