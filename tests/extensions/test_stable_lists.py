@@ -212,3 +212,25 @@ def test_version_3_apis_compile_out_for_target_2(tmp_path):
                        r".from\(const std::vector<ember::stable::Tensor>"):
         cpp_extension.load_inline("stable3_as_v2", src, build_directory=str(tmp_path),
                                   extra_cflags=["-DEMBER_TARGET_VERSION=2"])
+
+
+def test_opcheck_and_export_with_lists(ext):
+    ember.library.register_fake("stable3::chunk_copy",
+                                lambda x, chunks: [ember.empty_like(c) for c in
+                                                   x.chunk(chunks)])
+    ember.library.register_fake("stable3::opt_sum", lambda xs, like: ember.empty_like(like))
+    x = ember.randn(4, 3)
+    ok = {"test_schema": "SUCCESS", "test_autograd_registration": "SUCCESS",
+          "test_faketensor": "SUCCESS", "test_aot_dispatch_dynamic": "SUCCESS"}
+    assert ember.library.opcheck(ember.ops.stable3.chunk_copy, (x, 2)) == ok
+    assert ember.library.opcheck(ember.ops.stable3.opt_sum, ([x, None], x)) == ok
+
+    class M(ember.nn.Module):
+        def forward(self, x):
+            a, b = ember.ops.stable3.chunk_copy(x, 2)
+            return a + b
+
+    ep = ember.export.export(M(), (x,))
+    assert "ember.ops.stable3.chunk_copy.default" in ep.graph_module.code
+    np.testing.assert_allclose(ep.module()(x).numpy(), (_t(x)[:2] + _t(x)[2:]).numpy(),
+                               rtol=1e-6)
