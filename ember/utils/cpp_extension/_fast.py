@@ -71,8 +71,12 @@ class FastModule:
         spec = importlib.util.spec_from_file_location(
             _NAME, str(path), loader=importlib.machinery.ExtensionFileLoader(_NAME, str(path)))
         assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        except (ImportError, OSError) as e:  # e.g. built for another interpreter
+            self.error = f"{type(e).__name__}: {e}"
+            return None
         assert module.plan_size() == _PLAN.size, (module.plan_size(), _PLAN.size)
         self._init(module)
         return module
