@@ -14,18 +14,22 @@ stable C ABI); a 4-element float32 tensor, so the time is the call, not the work
 
 The PyTorch rows are the nearest PyTorch calls: ``torch.ops.aten.mul.Scalar`` (a C++ op through
 the dispatcher from Python) and ``x * c``.  All rows run interleaved in one process; on a loaded
-machine the best round is the closer estimate of the unloaded cost.  Run:
-``PYTHONPATH=$PWD python benchmarks/bench_extension.py``.
+machine the best round is the closer estimate of the unloaded cost, and ``--cpu`` times this
+thread's CPU time (``time.thread_time``) instead of the wall clock.  Run:
+``PYTHONPATH=$PWD python benchmarks/bench_extension.py [--cpu] [--rounds N] [--number N]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import common  # noqa: E402
 import torch  # noqa: E402
 from common import fmt_time, time_per_call  # noqa: E402
 
@@ -64,6 +68,13 @@ def _rounds(cases: dict, rounds: int, number: int) -> dict:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cpu", action="store_true", help="time CPU time (time.thread_time)")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--number", type=int, default=500)
+    opts = ap.parse_args()
+    if opts.cpu:
+        common.CLOCK = time.thread_time
     ext = cpp_extension.load_inline("bench_ext", SRC)
     x, xt = ember.ones(4), torch.ones(4)
     op = ember.ops.bench_ext.mul_scalar
@@ -85,9 +96,10 @@ def main() -> None:
     }
     for fn in cases.values():
         fn()
-    times = _rounds(cases, rounds=200, number=500)
-    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; 200 interleaved "
-          "rounds of 500 calls")
+    times = _rounds(cases, rounds=opts.rounds, number=opts.number)
+    clock = "thread CPU time" if opts.cpu else "wall time"
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores; {clock}, "
+          f"{opts.rounds} interleaved rounds of {opts.number} calls")
     print("| call | median | best round |")
     print("|---|---|---|")
     for name, ts in times.items():

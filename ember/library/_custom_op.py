@@ -53,7 +53,9 @@ class CustomOpDef:
                  mutates_args: Any = ()) -> None:
         self._namespace, self._name, self._schema = namespace, name, schema
         self._init_fn = fn
-        self._kernels: dict[str | None, Callable] = {None: fn}
+        self._stable_call: Any = _UNRESOLVED  # see _resolve_stable_call
+        self._fast_kernel: Callable | None = None
+        self._kernels = {None: fn}
         self._fake: Callable | None = None
         self._implicit = False  # a CompositeImplicitAutograd kernel: called as plain code
         self._triton = False    # a triton_op: ember.compile decomposes it into its body
@@ -71,6 +73,38 @@ class CustomOpDef:
         # a redefinition replaces (as PyTorch)
         _registry.REGISTRY[self._opdef.name] = self._opdef
         PACKETS[self._qualname] = self
+
+    # ------------------------------------------------------------------ kernels
+    @property
+    def _kernels(self) -> dict:
+        """device type (None: any) -> kernel; every change drops the cached stable call."""
+        return self.__kernels
+
+    @_kernels.setter
+    def _kernels(self, table: dict) -> None:
+        self.__kernels = _KernelTable(self, table)
+        self._stable_call = _UNRESOLVED
+
+    @property
+    def _implicit(self) -> bool:
+        return self.__implicit
+
+    @_implicit.setter
+    def _implicit(self, on: bool) -> None:
+        self.__implicit = on
+        self._stable_call = _UNRESOLVED
+
+    def _resolve_stable_call(self) -> Any:
+        """Resolve the eager fast path once per change of the kernels: ``_stable_call`` (the C
+        fast call of an extension's boxed kernel, ``StableKernel.op_fast_call``, else None) and
+        ``_fast_kernel`` (the kernel ``_call_fast`` runs; None when calls take the general
+        path).  Returns ``_stable_call``."""
+        kernel = self._kernel()
+        fast = self._fast is not None and not self._implicit
+        sk = getattr(kernel, "stable_kernel", None)
+        self._fast_kernel = kernel if fast else None
+        self._stable_call = sk.op_fast_call(self._alias_error) if fast and sk else None
+        return self._stable_call
 
     # ------------------------------------------------------------------ identity
     @property
@@ -220,12 +254,18 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast = self._fast
-        if fast is not None and not kwargs and len(args) == fast[0] and \
-                _lazy.STATE.trace is None and not self._implicit:
-            got = self._call_fast(args, fast[1])
-            if got is not _SLOW:
-                return got
+        sc = self._stable_call
+        if sc is _UNRESOLVED:
+            sc = self._resolve_stable_call()
+        if not kwargs and _lazy.STATE.trace is None:
+            if sc is not None:
+                got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
+                if got is not NotImplemented:
+                    return got
+            elif self._fast_kernel is not None and len(args) == self._fast[0]:
+                got = self._call_fast(args, self._fast[1])
+                if got is not _SLOW:
+                    return got
         values = self._bind_args(args, kwargs)
         if self._implicit:  # decomposes into its ember ops (autograd and tracing see them)
             pos, kw = self._unflatten(*self._flatten(values))
@@ -250,8 +290,7 @@ class CustomOpDef:
             if t.__class__ is not Tensor or t._requires_grad:
                 return _SLOW
             tensors.append(t)
-        kernels = self._kernels
-        kernel = kernels.get("cpu") or kernels[None]
+        kernel = self._fast_kernel
         sk = getattr(kernel, "stable_kernel", None)
         if sk is not None:  # an extension's boxed kernel: C, which checks its own results
             return sk.invoke(args, self._alias_error)
@@ -299,14 +338,25 @@ class CustomOpDef:
         return out
 
     def _check_aliasing(self, tensors: list, rets: list) -> None:
+        """Raise when a result is an input, or lies on an input's or an earlier result's
+        storage (PyTorch compares storages: disjoint views of one buffer alias too)."""
         may, exact = np.may_share_memory, np.shares_memory
+        seen = tensors
         for i, r in enumerate(rets):
             a = r._data
-            for t in (tensors + rets[:i]) if i else tensors:
+            root = a if a.base is None else _root(a)
+            for t in seen:
+                d = t._data
+                if r is t or d is root:
+                    self._alias_error()
+                if d.base is not None:
+                    d = _root(d)
                 # may_share_memory compares bounds only: the exact (slower) test runs only
                 # when the bounds overlap
-                if r is t or (may(a, t._data) and exact(a, t._data)):
+                if d is root or (may(a, t._data) and exact(a, t._data)):
                     self._alias_error()
+            if len(rets) > 1:
+                seen = tensors + rets[:i + 1]
 
     def _alias_error(self) -> None:
         raise EmberRuntimeError(_ALIAS_MSG.format(
@@ -373,7 +423,10 @@ class CustomOpDef:
                 self._setup_context(uctx, pos, kw, output)
             else:
                 self._setup_context(uctx, pos, output)
-        got = self._backward(uctx, *grads)
+        if self._schema.returns == ("Tensor[]",) and not self._schema.returns_tuple:
+            got = self._backward(uctx, list(grads))  # one list of grads, as PyTorch
+        else:
+            got = self._backward(uctx, *grads)
         got = got if isinstance(got, tuple) else (got,)
         return self._flat_grads(got, ctx.params)
 
@@ -420,6 +473,57 @@ class _Ctx(FunctionCtx):
 
 
 _SLOW = object()
+_UNRESOLVED = object()
+
+
+class _KernelTable(dict):
+    """``CustomOpDef._kernels``: a dict that tells its op when it changes (the op caches the
+    C fast call of its kernel)."""
+
+    def __init__(self, op: CustomOpDef, table: dict) -> None:
+        super().__init__(table)
+        self._op = op
+
+    def _changed(self) -> None:
+        self._op._stable_call = _UNRESOLVED
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._changed()
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        self._changed()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self._changed()
+
+    def pop(self, *args: Any) -> Any:
+        try:
+            return super().pop(*args)
+        finally:
+            self._changed()
+
+    def popitem(self) -> Any:
+        try:
+            return super().popitem()
+        finally:
+            self._changed()
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        try:
+            return super().setdefault(key, default)
+        finally:
+            self._changed()
+
+    def clear(self) -> None:
+        super().clear()
+        self._changed()
+
+    def __ior__(self, other: Any) -> _KernelTable:
+        self.update(other)
+        return self
 # schema types an argument of the fast path may have (no lists, no optional tensors)
 _FAST_TYPES = frozenset({"Tensor", "SymInt", "int", "float", "bool", "str", "Scalar",
                          "ScalarType", "Device", "SymInt?", "int?", "float?", "bool?",
@@ -432,6 +536,13 @@ def _fast_plan(schema: Schema, mutated: tuple) -> tuple | None:
     if mutated or any(a.kwarg_only or a.type not in _FAST_TYPES for a in schema.args):
         return None
     return len(schema.args), tuple(i for i, a in enumerate(schema.args) if a.type == "Tensor")
+
+
+def _root(a: Any) -> Any:
+    """The array that owns a view's memory."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
 
 
 def _width(a: Any, n: Any) -> int:

@@ -289,7 +289,8 @@ def test_target_version_compiles_out_newer_apis(tmp_path):
     with pytest.raises(CompileError, match="empty"):
         cpp_extension.load_inline("v2_as_v1", V2_SRC, build_directory=str(tmp_path),
                                   extra_cflags=["-DEMBER_TARGET_VERSION=1"])
-    ext = cpp_extension.load_inline("v2_api", V2_SRC, build_directory=str(tmp_path / "v2"))
+    ext = cpp_extension.load_inline("v2_api", V2_SRC, build_directory=str(tmp_path / "v2"),
+                                    extra_cflags=["-DEMBER_TARGET_VERSION=2"])
     assert _ops.target_versions(ext.__file__) == [2, 2]
     x = ember.arange(6, dtype=ember.float32)
     got = ember.ops.stable_v2test.grid(x, 2)

@@ -38,8 +38,9 @@ class ExtensionModule:
             if expose is not None and op not in expose:
                 continue
             kernel = PACKETS[qual]._kernel()
-            # the StableKernel itself (positional arguments): the shortest path to the kernel
-            setattr(self, op, getattr(kernel, "stable_kernel", kernel))
+            # the kernel's C fast path (positional arguments): the shortest path to the kernel
+            sk = getattr(kernel, "stable_kernel", None)
+            setattr(self, op, kernel if sk is None else sk.fast_function())
 
     def __repr__(self) -> str:
         return f"<ember extension {self.__name__!r} from {self.__file__!r}: {self.ops}>"

@@ -133,6 +133,7 @@ def _declare(lib: ctypes.CDLL) -> None:
                                              POINTER(c_void_p), POINTER(c_void_p)]
     lib.ember_stable_py_set_host.argtypes = [HOST_AMAX, HOST_PAD]
     lib.ember_stable_abi_version.restype = c_uint64
+    lib.ember_stable_py_list_free.argtypes = [c_void_p]
 
 
 SHIM = Shim()

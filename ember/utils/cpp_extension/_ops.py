@@ -11,6 +11,7 @@ arrays over the memory the shim allocated, released with the array."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import struct
 import threading
@@ -26,7 +27,7 @@ from ember.library._custom_op import PACKETS
 from ember.library._schema import Schema
 from ember.ops._layout import storage_offset
 from ember.tensor import Tensor, _wrap
-from ember.utils.cpp_extension import _host
+from ember.utils.cpp_extension import _fast, _host
 from ember.utils.cpp_extension._host import (
     CODE_OF,
     DTYPE_OF,
@@ -64,8 +65,9 @@ _ARG_KIND = {"Tensor": "T", "Tensor?": "T?", "int": "i", "SymInt": "i", "float":
              "bool": "b", "ScalarType": "d", "ScalarType?": "d?", "int[]": "l", "SymInt[]": "l",
              "int?": "i?", "SymInt?": "i?", "float?": "f?", "bool?": "b?", "str": "s",
              "Tensor[]": "L", "float[]": "F", "int[]?": "l?", "SymInt[]?": "l?",
-             "float[]?": "F?", "Tensor[]?": "L?"}
-_RET_KIND = {"Tensor": "T", "int": "i", "SymInt": "i", "float": "f", "bool": "b"}
+             "float[]?": "F?", "Tensor[]?": "L?", "Tensor?[]": "O"}
+_RET_KIND = {"Tensor": "T", "int": "i", "SymInt": "i", "float": "f", "bool": "b",
+             "Tensor[]": "L"}
 
 
 def target_versions(path: str | Path) -> list[int]:
@@ -177,13 +179,40 @@ class StableKernel:
         self.arg_kinds = tuple(self._kind(a.type, _ARG_KIND, "argument") for a in schema.args)
         self.ret_kinds = tuple(self._kind(r, _RET_KIND, "return") for r in schema.returns)
         self.out_mask = sum(1 << i for i, k in enumerate(self.ret_kinds) if k == "T")
+        list_mask = sum(1 << i for i, k in enumerate(self.ret_kinds) if k == "L")
         self.nargs, self.nouts = len(schema.args), len(schema.returns)
         self.stack_type = c_uint64 * max(self.nargs, self.nouts, 1)
         self.names = tuple(a.name for a in schema.args)
-        self.head = (c_int64 * 5)(kernel, invoker or 0, self.nargs, self.nouts, self.out_mask)
+        self.head = (c_int64 * 6)(kernel, invoker or 0, self.nargs, self.nouts, self.out_mask,
+                                  list_mask)
         self.one_tensor = self.ret_kinds == ("T",) and not schema.returns_tuple
         SHIM.lib  # noqa: B018 (loads the shim)
         self._call = SHIM.call
+        self.plan = _fast.plan(self.head, self.arg_kinds, self._ret_mode(), self, qualname)
+
+    def _ret_mode(self) -> int:
+        if not self.schema.returns:
+            return _fast.RET_NONE
+        if self.schema.returns_tuple or len(self.ret_kinds) != 1:
+            return _fast.RET_OTHER
+        return {"T": _fast.RET_TENSOR, "i": _fast.RET_INT, "f": _fast.RET_FLOAT,
+                "b": _fast.RET_BOOL}.get(self.ret_kinds[0], _fast.RET_OTHER)
+
+    def fast_function(self) -> Callable:
+        """The cheapest callable of the kernel (positional arguments): ``fastcall.call`` bound
+        to this kernel's plan, or the kernel itself when the C fast path is not available."""
+        module = _fast.MODULE.get()
+        if module is None or self.plan is None:
+            return self
+        return functools.partial(module.call, self.plan)
+
+    def op_fast_call(self, alias_error: Callable) -> Callable | None:
+        """``CustomOpDef``'s eager fast path: ``f(*args)`` runs the kernel, or returns
+        ``NotImplemented`` when the call needs the general path (None: no C fast path)."""
+        module = _fast.MODULE.get()
+        if module is None or self.plan is None:
+            return None
+        return functools.partial(module.call_op, self.plan, alias_error)
 
     def _kind(self, t: str, table: dict, what: str) -> str:
         if t not in table:
@@ -202,6 +231,9 @@ class StableKernel:
         return kernel
 
     def __call__(self, *args: Any) -> Any:
+        module = _fast.MODULE.get()
+        if module is not None and self.plan is not None:
+            return module.call(self.plan, *args)
         return self.invoke(args, None)
 
     def invoke(self, args: tuple, alias_error: Callable | None) -> Any:
@@ -294,12 +326,13 @@ class StableKernel:
             arr = (c_uint64 * len(vals))(*vals)
             keep.append(arr)
             return ctypes.addressof(arr)
-        if kind == "L":  # a count, then one borrowed handle per tensor (the shim fills them)
-            arr = (c_uint64 * (1 + len(v)))(len(v))
+        if kind in ("L", "O"):  # a count, then one borrowed handle per tensor (the shim fills
+            arr = (c_uint64 * (1 + len(v)))(len(v))  # them); Tensor?[]: 0 for None
             keep.append(arr)
             at = ctypes.addressof(arr)
             for j, t in enumerate(v):
-                self._tensor(i, t, at + 8 * (1 + j), meta, arrays)
+                if t is not None or kind == "L":
+                    self._tensor(i, t, at + 8 * (1 + j), meta, arrays)
             return at
         buf = ctypes.create_string_buffer(str(v).encode())  # "s"
         keep.append(buf)
@@ -309,27 +342,39 @@ class StableKernel:
                  alias_error: Callable | None = None) -> Any:
         rets: list = []
         pos = 0
-        fresh = set()
+        storages: list = []  # (argument index, storage base) of every tensor result
         for i, kind in enumerate(self.ret_kinds):
             v = stack[i]
             if kind == "T":
                 nd = out[pos + 4]
                 desc = out[pos + 1:pos + 7 + 2 * nd]
-                keep = arrays[desc[1]] if desc[1] >= 0 else None
-                if alias_error is not None and (keep is not None or desc[4] in fresh):
-                    alias_error()  # over an argument's memory, or another result's
-                fresh.add(desc[4])
-                rets.append(_wrap(array_of(desc, out[pos], keep), DTYPE_OF[desc[2]]))
+                rets.append(self._result(desc, out[pos], arrays, storages))
                 pos += 7 + 2 * nd
+            elif kind == "L":  # [list, count]: new handles, described one by one
+                items = (c_uint64 * out[pos + 1]).from_address(out[pos] + 8)
+                rets.append([self._result(_host.describe(h), h, arrays, storages)
+                             for h in items])
+                SHIM.lib.ember_stable_py_list_free(c_void_p(out[pos]))
+                pos += 2
             elif kind == "i":
                 rets.append(v - (1 << 64) if v >= 1 << 63 else v)
             elif kind == "f":
                 rets.append(struct.unpack("<d", struct.pack("<Q", v))[0])
             else:
                 rets.append(bool(v))
+        if alias_error is not None:  # over an argument's memory, or another result's
+            bases = [b for _, b in storages]
+            if any(k >= 0 for k, _ in storages) or len(set(bases)) < len(bases):
+                alias_error()
         if not self.schema.returns:
             return None
         return tuple(rets) if self.schema.returns_tuple else rets[0]
+
+    def _result(self, desc: list, handle: int, arrays: list, storages: list) -> Tensor:
+        """A tensor over a result handle (owned: released with its array)."""
+        keep = arrays[desc[1]] if desc[1] >= 0 else None
+        storages.append((desc[1], desc[4]))
+        return _wrap(array_of(desc, handle, keep), DTYPE_OF[desc[2]])
 
 
 __all__ = ["StableKernel", "check_abi", "load_library", "target_versions"]

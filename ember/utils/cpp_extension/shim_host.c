@@ -248,24 +248,48 @@ static EmberStableError lend(void* arrays, int64_t* meta, int64_t ntin, Storage*
   return 0;
 }
 
-/* One call of a boxed kernel.  head = [kernel, invoker, num_args, num_outputs, out_mask]
- * (bit i of out_mask: result i is a tensor).  `arrays` is a tuple of the tensor arguments'
- * arrays; meta has two int64 per array: the address to write its handle to, and
- * (storage offset << 8 | scalar type).  On return meta[2k] is how many handles the kernel kept
- * to array k's memory (0 unless it stored one away: Python then keeps the memory alive).
- * Tensor results are described into `out` as [handle, describe...] records. */
+/* One call of a boxed kernel.  head = [kernel, invoker, num_args, num_outputs, out_mask,
+ * list_mask] (bit i of out_mask: result i is a tensor; of list_mask: a Tensor[] list).
+ * `arrays` is a tuple of the tensor arguments' arrays; meta has two int64 per array: the
+ * address to write its handle to, and (storage offset << 8 | scalar type).  On return meta[2k]
+ * is how many handles the kernel kept to array k's memory (0 unless it stored one away: Python
+ * then keeps the memory alive).  A tensor result is described into `out` as a
+ * [handle, describe...] record, a list as [list, count] (Python describes its handles and frees
+ * the list with ember_stable_py_list_free).  On an error every result is released. */
+static EmberStableError check_list(StableIValue* list, int64_t* out_refs) {
+  if (!list) return fail(EMBER_STABLE_FAILURE, "the kernel returned no Tensor[] list");
+  for (uint64_t j = 0; j < list[0]; j++) {
+    EmberTensorHandle h = (EmberTensorHandle)list[1 + j];
+    if (!h) return fail(EMBER_STABLE_FAILURE, "the kernel returned an undefined tensor in "
+                        "its Tensor[] result (element %llu)", (unsigned long long)j);
+    if (h->storage->lent) out_refs[h->storage->arg_index]++;
+  }
+  return 0;
+}
+
+static void release_results(StableIValue* stack, uint64_t num_outputs, uint64_t out_mask,
+                            uint64_t list_mask) {
+  for (uint64_t i = 0; i < num_outputs && i < 64; i++) {
+    if (out_mask >> i & 1) ember_stable_tensor_release((EmberTensorHandle)stack[i]);
+    if (list_mask >> i & 1) ember_stable_tensor_list_release((StableIValue*)stack[i]);
+  }
+}
+
+EXPORT void ember_stable_py_list_free(StableIValue* list) { free(list); }
+
 EXPORT EmberStableError ember_stable_py_call(const int64_t* head, StableIValue* stack,
                                              void* arrays, int64_t* meta, int64_t* out) {
   EmberBoxedKernel kernel = (EmberBoxedKernel)head[0];
   EmberBoxedInvoker invoker = (EmberBoxedInvoker)head[1];
   uint64_t num_args = (uint64_t)head[2], num_outputs = (uint64_t)head[3];
-  uint64_t out_mask = (uint64_t)head[4];
+  uint64_t out_mask = (uint64_t)head[4], list_mask = (uint64_t)head[5];
   int64_t ntin = PyTuple_Size(arrays);
   Storage* storages[64] = {0};
   EmberTensorHandle handles[64] = {0};
   int64_t out_refs[64] = {0};
   if (ntin > 64) return fail(EMBER_STABLE_INVALID_ARGUMENT, "at most 64 tensor arguments");
   EmberStableError err = lend(arrays, meta, ntin, storages, handles);
+  int ran = 0;  /* the kernel ran and succeeded: its results are valid handles */
   if (!err) {
     void* gil = PyEval_SaveThread();
     ember_stable_clear_error();
@@ -276,9 +300,19 @@ EXPORT EmberStableError ember_stable_py_call(const int64_t* head, StableIValue* 
       err = last_code;
     }
     PyEval_RestoreThread(gil);
+    ran = !err;
   }
   for (int64_t k = 0; k < ntin; k++) ember_stable_tensor_release(handles[k]);
   for (uint64_t i = 0, pos = 0; !err && i < num_outputs && i < 64; i++) {
+    if (list_mask >> i & 1) {
+      StableIValue* list = (StableIValue*)stack[i];
+      err = check_list(list, out_refs);
+      if (err) break;
+      out[pos] = (int64_t)list;
+      out[pos + 1] = (int64_t)list[0];
+      pos += 2;
+      continue;
+    }
     if (!(out_mask >> i & 1)) continue;
     EmberTensorHandle h = (EmberTensorHandle)stack[i];
     if (!h) {
@@ -288,6 +322,10 @@ EXPORT EmberStableError ember_stable_py_call(const int64_t* head, StableIValue* 
     out[pos] = (int64_t)h;
     pos += 1 + (uint64_t)ember_stable_py_describe(h, out + pos + 1);
     if (h->storage->lent) out_refs[h->storage->arg_index]++;
+  }
+  if (err && ran) {  /* a bad result: nothing reaches Python, release what the kernel gave */
+    memset(out_refs, 0, sizeof out_refs);
+    release_results(stack, num_outputs, out_mask, list_mask);
   }
   for (int64_t k = 0; k < ntin; k++) {
     if (!storages[k]) {  /* never lent (an earlier argument failed) */

@@ -261,3 +261,24 @@ EmberStableError ember_stable_reshape(EmberTensorHandle self, const int64_t* siz
   ember_stable_tensor_release(copy);
   return e;
 }
+
+/* ------------------------------------------------------------------ version 3: tensor lists */
+EmberStableError ember_stable_tensor_list_new(uint64_t count, StableIValue** out) {
+  if (!out) return fail(EMBER_STABLE_INVALID_ARGUMENT, "tensor_list_new: NULL out");
+  if (count > ((uint64_t)1 << 32))
+    return fail(EMBER_STABLE_INVALID_ARGUMENT, "tensor_list_new: %llu tensors is too many",
+                (unsigned long long)count);
+  *out = calloc((size_t)count + 1, sizeof(StableIValue));
+  if (!*out) return fail(EMBER_STABLE_OUT_OF_MEMORY, "out of memory");
+  (*out)[0] = count;
+  return 0;
+}
+
+EmberStableError ember_stable_tensor_list_release(StableIValue* list) {
+  if (!list) return 0;
+  for (uint64_t i = 0; i < list[0]; i++) {
+    ember_stable_tensor_release((EmberTensorHandle)list[1 + i]);
+  }
+  free(list);
+  return 0;
+}

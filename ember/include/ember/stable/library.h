@@ -67,6 +67,23 @@ inline std::vector<Tensor> to(StableIValue v, tag<std::vector<Tensor>>) {
   }
   return out;
 }
+#if EMBER_TARGET_VERSION >= EMBER_STABLE_VERSION_3
+/* Tensor?[] (version 3): a count, then borrowed handles, 0 for None */
+inline std::vector<std::optional<Tensor>> to(StableIValue v,
+                                             tag<std::vector<std::optional<Tensor>>>) {
+  const StableIValue* p = reinterpret_cast<const StableIValue*>(v);
+  std::vector<std::optional<Tensor>> out;
+  out.reserve(static_cast<size_t>(p[0]));
+  for (StableIValue i = 0; i < p[0]; i++) {
+    if (p[1 + i] == 0) {
+      out.emplace_back(std::nullopt);
+    } else {
+      out.emplace_back(Tensor::borrow(reinterpret_cast<EmberTensorHandle>(p[1 + i])));
+    }
+  }
+  return out;
+}
+#endif
 template <class T>
 std::optional<T> to(StableIValue v, tag<std::optional<T>>) {
   if (v == 0) return std::nullopt;
@@ -87,6 +104,24 @@ inline StableIValue from(double v) {
   return s;
 }
 inline StableIValue from(ScalarType v) { return static_cast<StableIValue>(v); }
+#if EMBER_TARGET_VERSION >= EMBER_STABLE_VERSION_3
+/* a Tensor[] result (version 3): a list the caller of the kernel owns, with new handles */
+inline StableIValue from(const std::vector<Tensor>& tensors) {
+  StableIValue* list;
+  EMBER_ERROR_CODE_CHECK(ember_stable_tensor_list_new(tensors.size(), &list));
+  for (size_t i = 0; i < tensors.size(); i++) {
+    EmberTensorHandle h;
+    EmberStableError e = ember_stable_tensor_new_handle(tensors[i].get(), &h);
+    if (e != EMBER_STABLE_SUCCESS) {
+      ember_stable_tensor_list_release(list);
+      throw Error(e, std::string("Tensor[] result, element ") + std::to_string(i) + ": " +
+                         ember_stable_get_last_error_message());
+    }
+    list[1 + i] = reinterpret_cast<StableIValue>(h);
+  }
+  return reinterpret_cast<StableIValue>(list);
+}
+#endif
 
 template <class T> struct Outputs { static constexpr uint64_t count = 1; };
 template <> struct Outputs<void> { static constexpr uint64_t count = 0; };

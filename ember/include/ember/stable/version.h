@@ -7,13 +7,17 @@
  *   1  tensor handle and accessors, amax, narrow, pad, new_empty, new_zeros, empty_like, fill_,
  *      zero_, copy_, clone, transpose, DeviceGuard, Stream, boxed kernels, registration, errors
  *   2  ember_stable_empty, ember_stable_reshape (ember::stable::empty, reshape)
+ *   3  ember_stable_tensor_list_new, ember_stable_tensor_list_release: Tensor[] results of
+ *      boxed kernels (EMBER_BOX of a function returning std::vector<Tensor>); Tensor?[]
+ *      arguments (to<std::vector<std::optional<Tensor>>>)
  */
 #ifndef EMBER_STABLE_VERSION_H
 #define EMBER_STABLE_VERSION_H
 
 #define EMBER_STABLE_VERSION_1 1
 #define EMBER_STABLE_VERSION_2 2
-#define EMBER_STABLE_ABI_VERSION EMBER_STABLE_VERSION_2
+#define EMBER_STABLE_VERSION_3 3
+#define EMBER_STABLE_ABI_VERSION EMBER_STABLE_VERSION_3
 
 #ifndef EMBER_TARGET_VERSION
 #define EMBER_TARGET_VERSION EMBER_STABLE_ABI_VERSION

@@ -48,7 +48,10 @@ typedef int32_t EmberScalarType;
  * (0/1), a scalar type, or a pointer (optional: to a StableIValue or NULL for None; int list:
  * to an int64 count followed by the values; float list: to an int64 count followed by the
  * doubles' bits; Tensor list: to an int64 count followed by that many borrowed tensor
- * handles; str: to a NUL-terminated string) */
+ * handles; optional-Tensor list (Tensor?[], version 3): the same, with 0 for None; str: to a
+ * NUL-terminated string).  A Tensor[] result (version 3) is a list from
+ * ember_stable_tensor_list_new: a count followed by that many new handles, all owned by the
+ * caller of the kernel, which frees the list. */
 typedef uint64_t StableIValue;
 
 typedef struct EmberTensorOpaque EmberTensorOpaque;
@@ -166,6 +169,17 @@ EMBER_STABLE_API EmberStableError ember_stable_empty(const int64_t* sizes, int64
 EMBER_STABLE_API EmberStableError ember_stable_reshape(EmberTensorHandle self,
                                                        const int64_t* sizes, int64_t ndim,
                                                        EmberTensorHandle* out);
+#endif
+
+/* ---------------------------------------------------------------- version 3 */
+#if EMBER_TARGET_VERSION >= EMBER_STABLE_VERSION_3
+/* a Tensor[] result: (*out)[0] = count, (*out)[1..count] = 0 for the kernel to fill with new
+ * handles (ember_stable_tensor_new_handle); stack[i] = (StableIValue)*out returns it, and ember
+ * then owns the list and its handles.  A list that is not returned is freed with
+ * ember_stable_tensor_list_release, which also releases the handles in it. */
+EMBER_STABLE_API EmberStableError ember_stable_tensor_list_new(uint64_t count,
+                                                               StableIValue** out);
+EMBER_STABLE_API EmberStableError ember_stable_tensor_list_release(StableIValue* list);
 #endif
 
 #endif
