@@ -121,7 +121,7 @@ def lower_kernel_launch(lw: LoweringContext, i: int, n: Any) -> str | None:
             k += 1
         elif a.kind in ("int", "float"):
             args.append(("lit", _scalar_text(a.value, a.kind)))
-    grid = tuple(_scalar_text(g, "int") for g in p["grid"])
+    grid = tuple(size_of(g) for g in p["grid"])   # an int, or the runtime size s<k>
     kern = UserKernel(lw.kernel_name(), source, grid_fn, grid, args, outs, copies,
                       [f"kernel_launch({p['kernel'].__name__})"], names,
                       (p["kernel"], bound, ints))
