@@ -221,11 +221,19 @@ class CustomOpDef:
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
-        if fast is not None and not kwargs and len(args) == fast[0] and \
-                _lazy.STATE.trace is None and not self._implicit:
-            got = self._call_fast(args, fast[1])
-            if got is not _SLOW:
-                return got
+        if fast is not None and not kwargs and len(args) == fast[0]:
+            tr = _lazy.STATE.trace
+            if tr is None:
+                if not self._implicit:
+                    got = self._call_fast(args, fast[1])
+                    if got is not _SLOW:
+                        return got
+            elif self._triton and tr.__class__ is _lazy.Trace:
+                # a kernel op on a cache hit of ember.compile: its recorded body, replayed
+                from ember.library import _triton
+                got = _triton.replay(self, tr, args, fast[1])
+                if got is not _SLOW:
+                    return got
         values = self._bind_args(args, kwargs)
         if self._implicit:  # decomposes into its ember ops (autograd and tracing see them)
             pos, kw = self._unflatten(*self._flatten(values))
