@@ -21,6 +21,7 @@ ember ops and launches of ``ember.kernel`` kernels wrapped by ``wrap_triton``:
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
+from weakref import ref as _weakref
 
 from ember import _lazy
 from ember.autograd import grad_mode as _gm
@@ -124,7 +125,7 @@ def _record_autograd(op: CustomOpDef, tensors: list, params: dict, rets: list) -
 # again on such calls (a ``print`` in it prints while tracing only).
 
 class _Replay:
-    __slots__ = ("kn", "i0", "i1", "in_refs", "order", "consts", "params", "outs")
+    __slots__ = ("kn", "i0", "i1", "in_refs", "order", "consts", "params", "outs", "kind")
 
     def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
@@ -167,13 +168,23 @@ def _remember(op: CustomOpDef, tr: Any, kn: Any, before: tuple, tensors: list, p
             return  # not a tensor, a view, or realized: not replayable
         outs.append((p.ref, p.shape, p.dtype, r._dtype))
     replays = op.__dict__.setdefault("_replays", {})
-    if len(replays) > 64:
+    if len(replays) > 16:
         replays.clear()
     fast_n, tensor_pos = op._fast
     consts = tuple(i for i in range(fast_n) if i not in tensor_pos)
     replays[(id(kn), i0)] = _Replay(kn=kn, i0=i0, i1=i1, in_refs=in_refs, order=tuple(order),
                           consts=tuple((i, op._arg_names[i]) for i in consts),
-                          params=dict(params), outs=tuple(outs))
+                          params=dict(params), outs=tuple(outs), kind=_return_kind(op))
+
+
+def _return_kind(op: CustomOpDef) -> int:
+    """How the op returns its outputs: 0 none, 1 one tensor, 2 a tuple, 3 a list."""
+    sch = op._schema
+    if not sch.returns:
+        return 0
+    if sch.returns_tuple:
+        return 2
+    return 3 if sch.returns[0] == "Tensor[]" else 1
 
 
 def replay(op: CustomOpDef, tr: Any, args: tuple, tensor_pos: tuple) -> Any:
@@ -182,37 +193,41 @@ def replay(op: CustomOpDef, tr: Any, args: tuple, tensor_pos: tuple) -> Any:
     if kn is None or tr.storages:
         return _SLOW
     i0 = len(tr.nodes)
-    rec = op.__dict__.get("_replays", {}).get((id(kn), i0))
+    rec = op.__dict__.get("_replays", _NONE).get((id(kn), i0))
     if rec is None or rec.kn is not kn:
         return _SLOW
     params = rec.params
     for i, name in rec.consts:
-        v = args[i]
-        if v is not params[name] and not _lazy.same(v, params[name]):
+        v, w = args[i], params[name]
+        if v is not w and not _lazy.same(v, w):
             return _SLOW
-    tensors = [args[i] for i in tensor_pos]
-    for t in tensors:
-        if t.__class__ is not Tensor:
-            return _SLOW
+    lazy_cls, ids = _lazy.LazyArray, tr.input_ids
     for k in rec.order:  # register new graph inputs in the order the body did
-        t = tensors[k]
-        if t._data.__class__ is _lazy.LazyArray or id(t._data) in tr.input_ids:
+        t = args[tensor_pos[k]]
+        if t.__class__ is not Tensor or t._data.__class__ is lazy_cls or id(t._data) in ids:
             return _SLOW
         tr.ref_of(t)
     if tr.known is not kn:
         return _SLOW
-    for t, r in zip(tensors, rec.in_refs):
-        if _ref_now(tr, t) != r:
+    for i, r in zip(tensor_pos, rec.in_refs):
+        t = args[i]
+        if t.__class__ is not Tensor:
+            return _SLOW
+        p = t._data
+        if p.__class__ is lazy_cls:
+            if p.value is not None or p.trace is not tr or (p.ref is not r and p.ref != r):
+                return _SLOW
+        elif r[0] != "i" or ids.get(id(p)) != r[1]:
             return _SLOW
     tr.nodes.extend(kn.nodes[i0:rec.i1])
     outs = [_lazy_out(tr, *o) for o in rec.outs]
-    _record_autograd(op, tensors, params, outs)
-    sch = op._schema
-    if not sch.returns:
-        return None
-    if sch.returns_tuple:
-        return tuple(outs)
-    return outs if sch.returns[0] == "Tensor[]" else outs[0]
+    if _gm.STATE.grad_enabled:
+        _record_autograd(op, [args[i] for i in tensor_pos], params, outs)
+    kind = rec.kind
+    return outs[0] if kind == 1 else tuple(outs) if kind == 2 else outs if kind == 3 else None
+
+
+_NONE: dict = {}
 
 
 def _lazy_out(tr: Any, ref: Any, shape: tuple, np_dtype: Any, dtype: Any) -> Tensor:
@@ -220,7 +235,7 @@ def _lazy_out(tr: Any, ref: Any, shape: tuple, np_dtype: Any, dtype: Any) -> Ten
     t._dtype = dtype
     t._version_counter = vc = [0]
     t._data = tr.lazy(ref, shape, np_dtype, None, None, vc, 0)
-    tr.register_tensor(t)
+    tr.tensors.append(_weakref(t))
     if _gm.STATE.inference:
         t._inference = True
     return t
