@@ -168,3 +168,18 @@ def test_a_size_passed_as_constexpr_specializes():
     # the constexpr guarded the size: another size is refused by the input guards
     with pytest.raises(AssertionError, match="Guard failed"):
         ep2.module()(ember.randn(5))
+
+
+def test_blocks_at_an_offset_get_an_unmasked_body(mode):
+    # ``pid * BLOCK + arange(0, BLOCK) < n``: programs whose whole block is in range run a
+    # second body without masks (chosen per program: pid * 64 + 64 <= n); the last, partial
+    # block keeps its masks.  Both bodies must give torch's values.
+    for n in (64, 100, 1, 200):
+        x, y = ember.randn(n), ember.randn(n)
+        out = ember.empty_like(x)
+        axpy_kernel[(tl.cdiv(n, 64),)](x, y, out, n, -0.5, BLOCK=64)
+        np.testing.assert_allclose(out.numpy(), (-0.5 * _t(x) + _t(y)).numpy(), rtol=1e-6)
+    if mode == "c":
+        bound = axpy_kernel.bind((x, y, out, 1, 1.0), {"BLOCK": 64})
+        src = axpy_kernel.compiled(bound).source
+        assert "_full(" in src and "((pid0 * 64LL) + 64 <= a_n)" in src
