@@ -164,8 +164,9 @@ def _remember(op: CustomOpDef, tr: Any, kn: Any, before: tuple, tensors: list, p
     outs = []
     for r in op._returns(out):
         p = getattr(r, "_data", None)
-        if p.__class__ is not _lazy.LazyArray or p.owner is not None or p.value is not None:
-            return  # not a tensor, a view, or realized: not replayable
+        if p.__class__ is not _lazy.LazyArray or p.owner is not None or p.value is not None \
+                or not (p.ref[0] == "n" and i0 <= p.ref[1] < i1):
+            return  # not a tensor, a view, realized, or not made by the body: not replayable
         outs.append((p.ref, p.shape, p.dtype, r._dtype))
     replays = op.__dict__.setdefault("_replays", {})
     if len(replays) > 16:
