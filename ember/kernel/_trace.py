@@ -7,7 +7,9 @@ PyTorch's ``triton_kernel_wrapper_functional``); each stored tensor is then writ
 ``copy_`` (which the compiler folds into the node's output).  The C backend lowers the node to
 a ``UserKernel`` (``ember/compiler/c/lower/kernel_op.py``): the kernel's own C inside the
 graph's translation unit.  Its ``eager`` rule (the interpreter or the kernel's library) runs
-it where no C lowering applies and in an ``ExportedProgram``.
+it where no C lowering applies and in an ``ExportedProgram``.  The grid and the int/float
+arguments are numbers a graph may lift (sizes under dynamic shapes: ``SymInt``s under export,
+runtime ``Sym``s in a size-generic compiled graph); the rest of the params is structure.
 """
 
 from __future__ import annotations
