@@ -97,8 +97,9 @@ def call_decomposed(op: CustomOpDef, tensors: list, params: dict) -> Any:
     rets = [r for r in op._returns(out) if isinstance(r, Tensor)]
     for i in op._mutated_indices(params):
         tensors[i]._version_counter[0] += 1
-    if kn is not None and tr.known is kn and op._fast is not None:
-        _remember(op, tr, kn, before, tensors, params, out)
+    if kn is not None and tr.known is kn and op._fast is not None and \
+            op.__dict__.get("_replays", _NONE).get((id(kn), before[0])) is None:
+        _remember(op, tr, kn, before, tensors, params, out)   # (once per place)
     _record_autograd(op, tensors, params, rets)
     return out
 
