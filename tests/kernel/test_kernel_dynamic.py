@@ -183,3 +183,36 @@ def test_blocks_at_an_offset_get_an_unmasked_body(mode):
         bound = axpy_kernel.bind((x, y, out, 1, 1.0), {"BLOCK": 64})
         src = axpy_kernel.compiled(bound).source
         assert "_full(" in src and "((pid0 * 64LL) + 64 <= a_n)" in src
+
+
+@tl.jit
+def add_into(x_ptr, y_ptr, n, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m),
+             mask=m)
+
+
+@triton_op("kernel_dyn_tests::add_", mutates_args={"x"})
+def add_(x: Tensor, y: Tensor) -> None:
+    n = x.numel()
+    wrap_triton(add_into)[(tl.cdiv(n, 64),)](x, y, n, BLOCK=64)
+
+
+def test_a_mutating_kernel_op_in_a_size_generic_graph():
+    # the stored tensor starts as a copy of its value (a memcpy of a runtime size)
+    cb = CountingC()
+
+    def f(x, y):
+        add_(x, y)
+        return x * 2
+
+    cf = ember.compile(f, backend=cb, dynamic=True)
+    for n in (5, 100, 300):
+        x0, y = ember.randn(n), ember.randn(n)
+        x = x0.clone()
+        out = cf(x, y)
+        want = _t(x0) + _t(y)
+        np.testing.assert_allclose(x.numpy(), want.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(out.numpy(), (2 * want).numpy(), rtol=1e-6)
+    assert cb.count == 1 and last_compiled().extern_count == 0, last_compiled().externs
