@@ -166,7 +166,7 @@ class CompiledProgram:
     graph, ``exprs`` the lifted sizes, ``compiled`` what the backend returned."""
 
     def __init__(self, ep: Any, *, backend: Any = "inductor", mode: str | None = None) -> None:
-        self.ep = ep
+        self.ep = ep = inline_kernel_ops(ep)
         self._run, self.exprs = build(ep, backend, mode)
         self.graph, self.compiled = self._run.graph, self._run.compiled
         self._arrays = self._run._arrays
@@ -191,7 +191,9 @@ class CompiledProgram:
             state = {s.target: ep._lifted_value(s) for s in ep.graph_signature.input_specs
                      if s.kind != InputKind.USER_INPUT}
         it = iter(flat)
-        tensors = [next(it) if s.kind == InputKind.USER_INPUT else state[s.target]
+        # (a kernel op's body may add constants that the caller's ``state`` lacks)
+        tensors = [next(it) if s.kind == InputKind.USER_INPUT else
+                   state[s.target] if s.target in state else ep._lifted_value(s)
                    for s in ep.graph_signature.input_specs]
         outs = self._run(tensors, scalars)
         return _finish(ep, outs, state, flat)
@@ -212,6 +214,21 @@ class _Runner:
                     for a, r in zip(res, self.graph.outputs)]
         res = self.compiled(*tensors, *scalars)
         return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def inline_kernel_ops(ep: Any) -> Any:
+    """``ep`` with its kernel ops (``triton_op``/``kernel_op``, none mutating) replaced by their
+    bodies, so the C backend places their kernels in the graph's C (``ep`` when it has none);
+    every other op stays as it is."""
+    from ember.library._triton import TRITON_OPS
+    ops = {n.target: TRITON_OPS[n.target.name] for n in ep.graph.nodes
+           if n.op == "call_function" and getattr(n.target, "name", None) in TRITON_OPS}
+    ops = {t: op for t, op in ops.items() if not op._mutated}
+    if not ops:
+        return ep
+    table: dict = {op: None for op in REGISTRY.values() if op.decomp is not None}
+    table.update({t: op._decomp for t, op in ops.items()})
+    return ep.run_decompositions(table)
 
 
 def build(ep: Any, backend: Any, mode: str | None) -> tuple[_Runner, list]:
@@ -324,4 +341,5 @@ def compile_program(ep: Any, *, backend: Any = "inductor", mode: str | None = No
     return CompiledProgram(ep, backend=backend, mode=mode)
 
 
-__all__ = ["CompiledProgram", "DirectCall", "compile_program", "to_compiler_graph"]
+__all__ = ["CompiledProgram", "DirectCall", "compile_program", "inline_kernel_ops",
+           "to_compiler_graph"]

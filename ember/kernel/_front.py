@@ -92,10 +92,10 @@ class Gen:
         self.scopes: list[set] = [set()]
         self.stored: set = set()
         self.loaded: set = set()
-        # (int param, bound): masks ``arange(s, bound) < param`` met; ``assume`` holds the
-        # params known to be >= a bound in this body (then those masks are all true)
+        # C conditions under which a mask ``offset + arange(s, B) < n`` met is all true
+        # (``n >= B``, ``pid0 * 64 + 64 <= n``); ``assume``: those that hold in this body
         self.versions: dict = {}
-        self.assume: dict = {}
+        self.assume: set = set()
         self.params: list = []
         self.node: Any = self.fdef
         self.rest: list = []     # the statements after the current one in its list
@@ -229,7 +229,8 @@ class Gen:
         self.params.append((a.name, a.kind, dt))
         if a.kind == "int" and a.name in self.ints:
             text = f"((int64_t){int(self.ints[a.name])}LL)"
-            self.env[a.name] = Val(dt, (), lambda i, t=text: t)
+            self.env[a.name] = Val(dt, (), lambda i, t=text: t,
+                                   extra={"int_value": int(self.ints[a.name])})
             return
         self.env[a.name] = Val(dt, (), lambda i, n=a.name: f"a_{n}",
                                extra={"param": a.name} if a.kind == "int" else {})
@@ -325,9 +326,9 @@ def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
         # a second body for when every ``arange(.., B) < n`` mask is all true (n >= B):
         # unmasked loads and stores, chosen per program at run time
         ver = Gen(jf, bound, fusion, ints)
-        ver.assume = dict(gen.versions)
+        ver.assume = set(gen.versions)
         full, _ = ver.run()
-        cond = " && ".join(f"a_{n} >= {b}" for n, b in sorted(gen.versions.items()))
+        cond = " && ".join(f"({c})" for c in sorted(gen.versions))
     key = repr((jf.__name__, jf.specialization(bound), body, full))
     h = hashlib.sha256(key.encode()).hexdigest()[:12]
     base = f"ek_{jf.__name__}_{h}"
@@ -345,10 +346,10 @@ def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
             "  (void)pid0; (void)pid1; (void)pid2; (void)g0; (void)g1; (void)g2;")
     versioned = [] if full is None else [
         f"__attribute__((noinline)) static void {base}_full{head}", full, "}"]
-    call = (f"(p_ % g0, (p_ / g0) % g1, p_ / (g0 * g1), g0, g1, g2"
-            f"{', ' + pcall if pcall else ''});")
-    run = f"    {base}_program{call}" if full is None else \
-        f"    if ({cond}) {base}_full{call} else {base}_program{call}"
+    call = f"(pid0, pid1, pid2, g0, g1, g2{', ' + pcall if pcall else ''});"
+    run = ("    const int64_t pid0 = p_ % g0, pid1 = (p_ / g0) % g1, pid2 = p_ / (g0 * g1);\n" +
+           (f"    {base}_program{call}" if full is None else
+            f"    if ({cond}) {base}_full{call} else {base}_program{call}"))
     src = "\n".join([
         f"#ifndef EK_DEFINED_{base}", f"#define EK_DEFINED_{base}",
         f"/* ember.kernel {jf.__name__} ({jf.fn.__code__.co_filename}) */",

@@ -27,6 +27,7 @@ from ember import dtypes as _dt
 from ember.config import config
 from ember.errors import EmberTypeError, EmberValueError
 from ember.kernel import language as tl
+from ember.sym import SymInt
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,17 @@ class JITFunction:
         for name in names:
             v = values[name]
             if name in self.constexprs:
-                out.append(Arg(name, "constexpr", v.value if isinstance(v, tl.constexpr) else v))
+                v = v.value if isinstance(v, tl.constexpr) else v
+                # a size passed as a constexpr specializes (guarded, as PyTorch does)
+                out.append(Arg(name, "constexpr", int(v) if isinstance(v, SymInt) else v))
             elif isinstance(v, Tensor):
                 out.append(Arg(name, "tensor", v))
             elif isinstance(v, (bool, np.bool_)):
                 out.append(Arg(name, "int", int(v)))
             elif isinstance(v, (int, np.integer)):
                 out.append(Arg(name, "int", int(v)))
+            elif isinstance(v, SymInt):   # a size under export: recorded, never run
+                out.append(Arg(name, "int", v))
             elif isinstance(v, (float, np.floating)):
                 out.append(Arg(name, "float", float(v)))
             elif v is None:
@@ -137,11 +142,14 @@ class JITFunction:
         if callable(grid):
             grid = grid({a.name: a.value for a in bound})
         grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-        if not 1 <= len(grid) <= 3 or any(not isinstance(g, (int, np.integer)) or g < 0
-                                          for g in grid):
+        if not 1 <= len(grid) <= 3 or any(
+                not (isinstance(g, SymInt) or isinstance(g, (int, np.integer)) and g >= 0)
+                for g in grid):
             raise EmberValueError(f"[ember.kernel] {self.__name__}: the grid must be 1 to 3 "
                                   f"non-negative ints, got {grid!r}")
-        return tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
+        # a SymInt (a size under export) stays symbolic: the launch is recorded, not run
+        return tuple(g if isinstance(g, SymInt) else int(g) for g in grid) + \
+            (1,) * (3 - len(grid))
 
     # -- launching -----------------------------------------------------------------------------
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
+import re
 from typing import Any
 
 from ember import dtypes as _dt
@@ -374,7 +375,7 @@ def binop(g: Any, op: str, a: Any, b: Any, node: Any) -> Val:
         return f"({x} {sym} {y})"
 
     weak = a.weak and b.weak
-    return Val(dt, shape, fn, weak=weak, cheap=a.cheap and b.cheap)
+    return _arange_offset(g, op, a, b, Val(dt, shape, fn, weak=weak, cheap=a.cheap and b.cheap))
 
 
 def _pointer_arith(g: Any, op: str, a: Val, b: Val, node: Any) -> Val:
@@ -407,16 +408,65 @@ def _static(v: Any) -> Any:
     return v.const
 
 
-def _arange_below_param(g: Any, op: str, a: Val, b: Val) -> Val | None:
-    """``arange(s, B) < n`` (or ``n > arange(s, B)``) with ``n`` an int parameter: recorded
-    (the kernel gets a second body for ``n >= B``); in that body, an all-true block."""
+_IDENT = re.compile(r"(?<!\w)[A-Za-z_]\w*")
+# what a program-uniform C expression may name (besides the int parameters ``a_<name>``)
+_UNIFORM = frozenset({"pid0", "pid1", "pid2", "g0", "g1", "g2", "int64_t",
+                      "ember_div_floor_i", "ember_remainder_i"})
+
+
+def _uniform(g: Any, v: Any) -> str | None:
+    """C text of ``v`` when it is an int scalar that one program sees as one value (made of
+    the program ids, the grid, int parameters and literals), so that the grid loop can
+    evaluate it before running the program; else None."""
+    if isinstance(v, Obj) or v.ptr or v.shape or is_float(v.dtype) or v.dtype == "bool":
+        return None
+    text = cast_expr(v, "int64", [])
+    ints = {f"a_{n}" for n, k, _ in g.params if k == "int"}
+    return text if all(w in _UNIFORM or w in ints for w in _IDENT.findall(text)) else None
+
+
+def _arange_info(v: Any) -> tuple | None:
+    """(program-uniform offset, end) of ``offset + arange(s, end)`` (offset "0" when none)."""
+    if isinstance(v, Obj):
+        return None
+    if "arange" in v.extra:
+        return "0", v.extra["arange"]
+    return v.extra.get("arange_off")
+
+
+def _arange_offset(g: Any, op: str, a: Any, b: Any, out: Val) -> Val:
+    """``out`` (= a + b) remembering ``offset + arange(s, end)`` for the masks below."""
+    if op == "Add":
+        for x, y in ((a, b), (b, a)):
+            info = _arange_info(x)
+            off = _uniform(g, y) if info is not None else None
+            if off is not None:
+                total = off if info[0] == "0" else f"({info[0]} + {off})"
+                out.extra = {"arange_off": (total, info[1])}
+                break
+    return out
+
+
+def _arange_below(g: Any, op: str, a: Any, b: Any) -> Val | None:
+    """``o + arange(s, B) < n`` (or ``n > ...``) with ``o`` and ``n`` the same for a whole
+    program (``pid * BLOCK``, int parameters, literals): an all-true block when that is known
+    now (``n`` a literal, no offset), else the condition ``o + B <= n`` is recorded (the
+    kernel gets a second body, run for the programs where it holds) and, in that body, an
+    all-true block."""
     if op == "Gt":
         op, a, b = "Lt", b, a
-    end, name = a.extra.get("arange"), b.extra.get("param")
-    if op != "Lt" or end is None or name is None or b.shape:
+    info = _arange_info(a)
+    if op != "Lt" or info is None or isinstance(b, Obj) or b.shape:
         return None
-    g.versions[name] = max(g.versions.get(name, end), end)
-    if g.assume.get(name, -1) >= end:
+    known = b.extra.get("int_value")
+    if info[0] == "0" and known is not None:
+        return Val("bool", a.shape, lambda idx: "1", cheap=True) if info[1] <= known else None
+    bound = _uniform(g, b)
+    if bound is None:
+        return None
+    cond = f"{bound} >= {info[1]}" if info[0] == "0" else f"{info[0]} + {info[1]} <= {bound}"
+    g.versions[cond] = True
+    if cond in g.assume:
         return Val("bool", a.shape, lambda idx: "1", cheap=True)
     return None
 
@@ -440,7 +490,7 @@ def compare(g: Any, op: str, a: Any, b: Any, node: Any) -> Val:
     if shape is None:
         raise g.error(f"cannot broadcast blocks of shapes {list(a.shape)} and "
                       f"{list(b.shape)} for {CMPOPS[op]}", node)
-    bounded = _arange_below_param(g, op, a, b)
+    bounded = _arange_below(g, op, a, b)
     if bounded is not None:
         return bounded
     dt = promote(a, b)

@@ -257,13 +257,22 @@ class CustomOpDef:
         sc = self._stable_call
         if sc is _UNRESOLVED:
             sc = self._resolve_stable_call()
-        if not kwargs and _lazy.STATE.trace is None:
-            if sc is not None:
-                got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
-                if got is not NotImplemented:
-                    return got
-            elif self._fast_kernel is not None and len(args) == self._fast[0]:
-                got = self._call_fast(args, self._fast[1])
+        if not kwargs:
+            tr = _lazy.STATE.trace
+            if tr is None:
+                if sc is not None:
+                    got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
+                    if got is not NotImplemented:
+                        return got
+                elif self._fast_kernel is not None and len(args) == self._fast[0]:
+                    got = self._call_fast(args, self._fast[1])
+                    if got is not _SLOW:
+                        return got
+            elif self._triton and tr.__class__ is _lazy.Trace and self._fast is not None \
+                    and len(args) == self._fast[0]:
+                # a kernel op on a cache hit of ember.compile: its recorded body, replayed
+                from ember.library import _triton
+                got = _triton.replay(self, tr, args, self._fast[1])
                 if got is not _SLOW:
                     return got
         values = self._bind_args(args, kwargs)

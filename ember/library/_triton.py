@@ -21,12 +21,13 @@ ember ops and launches of ``ember.kernel`` kernels wrapped by ``wrap_triton``:
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
+from weakref import ref as _weakref
 
 from ember import _lazy
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
-from ember.library._custom_op import CustomOpDef, custom_op
-from ember.tensor import Tensor, _record
+from ember.library._custom_op import _SLOW, CustomOpDef, custom_op
+from ember.tensor import Tensor, _new, _record
 
 # OpDef name -> the triton op (export's ``decompose_custom_triton_ops`` looks them up)
 TRITON_OPS: dict[str, CustomOpDef] = {}
@@ -84,13 +85,26 @@ wrap_kernel = wrap_triton
 
 def call_decomposed(op: CustomOpDef, tensors: list, params: dict) -> Any:
     """Run the triton op's body on lazy tensors (``ember.compile``): its kernel launches become
-    graph nodes; an autograd formula registered on the op is recorded around them."""
+    graph nodes; an autograd formula registered on the op is recorded around them.  When the
+    trace follows a known one (a cache hit), what the body recorded is remembered, so later
+    calls at the same place replay it (``replay``) instead of running the body's Python."""
+    tr = _lazy.STATE.trace
+    kn = tr.known
+    before = (len(tr.nodes), len(tr.inputs), bool(tr.storages))
     pos, kw = op._unflatten([t.detach() for t in tensors], params)
     with _gm.no_grad():
         out = op._kernel()(*pos, **kw)
     rets = [r for r in op._returns(out) if isinstance(r, Tensor)]
     for i in op._mutated_indices(params):
         tensors[i]._version_counter[0] += 1
+    if kn is not None and tr.known is kn and op._fast is not None and \
+            op.__dict__.get("_replays", _NONE).get((id(kn), before[0])) is None:
+        _remember(op, tr, kn, before, tensors, params, out)   # (once per place)
+    _record_autograd(op, tensors, params, rets)
+    return out
+
+
+def _record_autograd(op: CustomOpDef, tensors: list, params: dict, rets: list) -> None:
     if _gm.STATE.grad_enabled and rets:
         needs = tuple(t._requires_grad for t in tensors)
         if any(needs):
@@ -99,7 +113,134 @@ def call_decomposed(op: CustomOpDef, tensors: list, params: dict) -> Any:
                                         "autograd formula was registered "
                                         "(register_autograd)")
             _record(op.opdef, tuple(tensors), params, tuple(rets), needs)
-    return out
+
+
+# -- replaying a kernel op's body on cache hits ---------------------------------------------
+# A kernel op's body is a function of its inputs' metadata and its other arguments (PyTorch's
+# triton_op contract: it may compute sizes and launch kernels, never read tensor values).  On a
+# call that follows the known trace, the body's nodes are the known trace's next nodes; when a
+# later call reaches the same place with the same input values (refs, hence shapes, dtypes and
+# layouts) and the same other arguments, it appends those nodes and makes the output tensors
+# directly: a few microseconds instead of the body's Python (binding, ``empty_like``, strides,
+# the launch's argument handling).  As with ``torch.compile``, the body's Python does not run
+# again on such calls (a ``print`` in it prints while tracing only).
+
+class _Replay:
+    __slots__ = ("kn", "i0", "i1", "in_refs", "order", "consts", "params", "outs", "kind")
+
+    def __init__(self, **kw: Any) -> None:
+        for k, v in kw.items():
+            setattr(self, k, v)
+
+
+def _ref_now(tr: Any, t: Tensor) -> Any:
+    """The ref of ``t``'s value in ``tr`` without registering anything: None when it has none
+    yet (an input the trace has not seen) or cannot be told cheaply."""
+    p = t._data
+    if p.__class__ is _lazy.LazyArray:
+        return p.ref if p.value is None and p.trace is tr else False
+    k = tr.input_ids.get(id(p))
+    return None if k is None else ("i", k)
+
+
+def _remember(op: CustomOpDef, tr: Any, kn: Any, before: tuple, tensors: list, params: dict,
+              out: Any) -> None:
+    """Keep what the body recorded at this place of ``kn`` (when it can be replayed)."""
+    i0, n_in, had_storages = before
+    i1 = len(tr.nodes)
+    if had_storages or tr.storages or i1 > kn.n:
+        return
+    new_inputs = tr.inputs[n_in:]
+    order = []   # the op's tensors the body registered as graph inputs, in that order
+    for a in new_inputs:
+        k = next((k for k, t in enumerate(tensors) if t._data is a), None)
+        if k is None:
+            return  # the body made a graph input of its own (a constant)
+        order.append(k)
+    in_refs = tuple(_ref_now(tr, t) for t in tensors)
+    if any(r is None or r is False for r in in_refs) or any(
+            t._data.__class__ is not _lazy.LazyArray and not t._data.flags.c_contiguous
+            for t in tensors):
+        return
+    outs = []
+    for r in op._returns(out):
+        p = getattr(r, "_data", None)
+        if p.__class__ is not _lazy.LazyArray or p.owner is not None or p.value is not None \
+                or not (p.ref[0] == "n" and i0 <= p.ref[1] < i1):
+            return  # not a tensor, a view, realized, or not made by the body: not replayable
+        outs.append((p.ref, p.shape, p.dtype, r._dtype))
+    replays = op.__dict__.setdefault("_replays", {})
+    if len(replays) > 16:
+        replays.clear()
+    fast_n, tensor_pos = op._fast
+    consts = tuple(i for i in range(fast_n) if i not in tensor_pos)
+    replays[(id(kn), i0)] = _Replay(kn=kn, i0=i0, i1=i1, in_refs=in_refs, order=tuple(order),
+                          consts=tuple((i, op._arg_names[i]) for i in consts),
+                          params=dict(params), outs=tuple(outs), kind=_return_kind(op))
+
+
+def _return_kind(op: CustomOpDef) -> int:
+    """How the op returns its outputs: 0 none, 1 one tensor, 2 a tuple, 3 a list."""
+    sch = op._schema
+    if not sch.returns:
+        return 0
+    if sch.returns_tuple:
+        return 2
+    return 3 if sch.returns[0] == "Tensor[]" else 1
+
+
+def replay(op: CustomOpDef, tr: Any, args: tuple, tensor_pos: tuple) -> Any:
+    """The op's outputs recorded without running its body (see above), or ``_SLOW``."""
+    kn = tr.known
+    if kn is None or tr.storages:
+        return _SLOW
+    i0 = len(tr.nodes)
+    rec = op.__dict__.get("_replays", _NONE).get((id(kn), i0))
+    if rec is None or rec.kn is not kn:
+        return _SLOW
+    params = rec.params
+    for i, name in rec.consts:
+        v, w = args[i], params[name]
+        if v is not w and not _lazy.same(v, w):
+            return _SLOW
+    lazy_cls, ids = _lazy.LazyArray, tr.input_ids
+    for k in rec.order:  # register new graph inputs in the order the body did
+        t = args[tensor_pos[k]]
+        if t.__class__ is not Tensor or t._data.__class__ is lazy_cls or id(t._data) in ids:
+            return _SLOW
+        tr.ref_of(t)
+    if tr.known is not kn:
+        return _SLOW
+    for i, r in zip(tensor_pos, rec.in_refs):
+        t = args[i]
+        if t.__class__ is not Tensor:
+            return _SLOW
+        p = t._data
+        if p.__class__ is lazy_cls:
+            if p.value is not None or p.trace is not tr or (p.ref is not r and p.ref != r):
+                return _SLOW
+        elif r[0] != "i" or ids.get(id(p)) != r[1]:
+            return _SLOW
+    tr.nodes.extend(kn.nodes[i0:rec.i1])
+    outs = [_lazy_out(tr, *o) for o in rec.outs]
+    if _gm.STATE.grad_enabled:
+        _record_autograd(op, [args[i] for i in tensor_pos], params, outs)
+    kind = rec.kind
+    return outs[0] if kind == 1 else tuple(outs) if kind == 2 else outs if kind == 3 else None
+
+
+_NONE: dict = {}
+
+
+def _lazy_out(tr: Any, ref: Any, shape: tuple, np_dtype: Any, dtype: Any) -> Tensor:
+    t = _new(Tensor)
+    t._dtype = dtype
+    t._version_counter = vc = [0]
+    t._data = tr.lazy(ref, shape, np_dtype, None, None, vc, 0)
+    tr.tensors.append(_weakref(t))
+    if _gm.STATE.inference:
+        t._inference = True
+    return t
 
 
 def decomposes_now() -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ember
+import ember.kernel as tl
 from ember import Tensor
 from ember.aot import PackageError
 from ember.export import Dim, export
@@ -69,6 +70,34 @@ class PyNet(ember.nn.Module):
         h = self.fc(x).relu()
         # a non-contiguous argument (copied for the op), a graph input, int/float params
         return shift(h.t().contiguous().t(), 3, 0.5) + h, shift(x, 1, 2.0)
+
+
+@triton_op("aot_tests::axpy", mutates_args=())
+def k_axpy(x: Tensor, y: Tensor, a: float) -> Tensor:
+    out = ember.empty_like(x)
+    n = x.numel()
+    wrap_triton(axpy_kernel)[(tl.cdiv(n, 64),)](x, y, out, n, a, BLOCK=64)
+    return out
+
+
+@tl.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, n, a, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, a * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m),
+             mask=m)
+
+
+class DynKernelNet(ember.nn.Module):
+    """Kernel launches whose grids (rows; cdiv(numel, 64)) and int arguments follow the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = ember.nn.Linear(8, 24)
+
+    def forward(self, x):
+        h = k_softmax(self.fc(x))
+        return k_axpy(h, h * h, 3.0)
 
 
 class KernelNet(ember.nn.Module):
@@ -183,3 +212,29 @@ def test_python_custom_op_that_mutates_a_buffer(tmp_path):
         np.testing.assert_allclose(model(x).numpy(), ref(x).detach().numpy(), rtol=1e-6)
     np.testing.assert_allclose(model.get_constant("acc").numpy(),
                                dict(ref.named_buffers())["acc"].detach().numpy(), rtol=1e-6)
+
+
+def test_kernel_op_package_with_a_dynamic_batch(tmp_path, crunner):
+    """The grid and int arguments are symbolic in the package's C: one library serves every
+    batch size, from Python and from the C runner."""
+    torch = pytest.importorskip("torch")
+    ember.manual_seed(0)
+    m = DynKernelNet()
+    ep = export(m, (ember.randn(4, 8),), dynamic_shapes={"x": {0: Dim("b", max=512)}})
+    path = ember.aot.compile_and_package(ep, package_path=str(tmp_path / "dyn.pt2"))
+    model = ember.aot.load_package(path)
+    assert model.get_metadata()["ember.needs_python"] == "0"
+    tw, tb = (torch.from_numpy(p.detach().numpy().copy()) for p in (m.fc.weight, m.fc.bias))
+    rc, h, err = crunner.load(path)
+    assert rc == 0, err
+    try:
+        for b in (1, 3, 17, 300):
+            x = ember.randn(b, 8)
+            th = torch.softmax(torch.from_numpy(x.numpy()) @ tw.T + tb, -1)
+            want = (3.0 * th + th * th).numpy()
+            np.testing.assert_allclose(model(x).numpy(), want, rtol=1e-5, atol=1e-6)
+            rc, outs = crunner.run(h, [x.numpy()])
+            assert rc == 0, crunner.error()
+            np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-6)
+    finally:
+        crunner.lib.ember_aot_unload(h)

@@ -233,4 +233,4 @@ def test_an_eager_launch_gets_an_unmasked_body_for_full_blocks():
         np.testing.assert_allclose(out.numpy(), torch.softmax(_t(x), -1).numpy(), rtol=1e-6)
     bound = sm.softmax_kernel.bind((out, x, 1, 1, 1), {"BLOCK": 64})
     src = sm.softmax_kernel.compiled(bound).source
-    assert "_full(" in src and "if (a_n_cols >= 64)" in src
+    assert "_full(" in src and "if ((a_n_cols >= 64))" in src

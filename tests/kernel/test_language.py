@@ -7,8 +7,10 @@ import pytest
 
 import ember
 import ember.kernel as tl
+from ember import Tensor
 from ember.errors import EmberIndexError, EmberTypeError
 from ember.kernel._front import KernelTypeError
+from ember.library import triton_op, wrap_triton
 
 
 @tl.jit
@@ -323,3 +325,44 @@ def test_carried_pointer_blocks(mode):
                                                             BK=8)
     ref = a.numpy().astype(np.float32) @ b.numpy().astype(np.float32)
     np.testing.assert_allclose(c.numpy().astype(np.float32), ref, rtol=2e-3, atol=2e-2)
+
+
+@tl.jit
+def store_past(x_ptr, out_ptr, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < 10, other=0.0) * 2)
+
+
+def test_a_kernel_writing_past_its_output_is_stopped_in_the_interpreter():
+    # the output is a view into a larger tensor: the store's 11th lane would write the next
+    # element of the base; the interpreter refuses the whole store, naming the line, before
+    # writing anything, so the neighbours keep their values
+    base = ember.full((12,), 7.0)
+    out = base[1:11]
+    x = ember.randn(10)
+    k = tl.jit(store_past.fn, interpret=True)
+    with pytest.raises(EmberIndexError, match=r"store_past line \d+.*out-of-bounds store of "
+                                              r"out_ptr: offset 10 is outside \[0, 10\)"):
+        k[(1,)](x, out, BLOCK=16)
+    np.testing.assert_array_equal(base.numpy(), np.full(12, 7.0, np.float32))
+    # masked, the same kernel is fine: masked-off lanes are never touched
+    k2 = tl.jit(masked_copy.fn, interpret=True)
+    k2[(1,)](x, out, 10, BLOCK=16)
+    np.testing.assert_array_equal(base.numpy()[[0, 11]], [7.0, 7.0])
+    np.testing.assert_array_equal(out.numpy(), x.numpy())
+
+
+def test_an_out_of_bounds_kernel_op_under_env_interpret(monkeypatch):
+    # EMBER_KERNEL_INTERPRET=1 (config.kernel_interpret) runs kernel ops' launches in the
+    # interpreter: the bad access raises from the op call with the kernel's line
+    from ember.config import config
+
+    @triton_op("kernel_lang_tests::bad_copy", mutates_args=())
+    def bad_copy(x: Tensor) -> Tensor:
+        out = ember.empty_like(x)
+        wrap_triton(copy_kernel)[(1,)](x, out, x.numel(), BLOCK=16)
+        return out
+
+    monkeypatch.setattr(config, "kernel_interpret", True)
+    with pytest.raises(EmberIndexError, match=r"copy_kernel line \d+.*out-of-bounds load"):
+        bad_copy(ember.randn(10))

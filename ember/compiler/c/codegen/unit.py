@@ -669,7 +669,7 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
     if isinstance(k, SearchKernel):
         return sort.search_source(k, openmp)
     if isinstance(k, UserKernel):
-        return kernel_op.kernel_source(k)
+        return _declare_ints(kernel_op.kernel_source(k, _INTS).splitlines(), program)
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
