@@ -263,9 +263,8 @@ class _Frame:
                 got = self._recompile_policy(seg, cap, segment)
                 if got is not None:
                     return got
-            rng = _rng_slots(cap)
-            e = self._compile(cap, self._generic(seg, cap) | rng)
-            e.rng = rng
+            e = self._compile(cap, self._generic(seg, cap) | _rng_slots(cap))
+            e.pin01 = _pinned01(cap)
             seg.entries.setdefault(cap.key, []).append(e)
             seg.order.append((cap.key, e))
             seg.last_values[cap.key] = cap.values
@@ -357,10 +356,11 @@ class _Frame:
         dyn, static = _marked_slots(self.trace, cap)
         if self.dynamic is False:
             return frozenset(dyn - static)
-        if self.dynamic is True:  # ints of 0 and 1 (sizes and int params) specialize, as
-            # PyTorch's do; floats stay lifted
+        pin = _pinned01(cap)
+        if self.dynamic is True:  # sizes (and view shapes' ints) of 0 and 1 specialize, as in
+            # PyTorch
             return frozenset(k for k, v in enumerate(values)
-                             if not (type(v) is int and v in (0, 1))) - static
+                             if not (k in pin and v in (0, 1))) - static
         gen: set = set(dyn)
         if compiler_config.automatic_dynamic_shapes:
             prev = seg.last_values.get(cap.key)
@@ -370,12 +370,11 @@ class _Frame:
             for old in olds:
                 for k, (a, b) in enumerate(zip(old, values)):
                     if a != b or type(a) is not type(b):
-                        if type(b) is int and b in (0, 1):
+                        if k in pin and b in (0, 1):
                             continue
                         gen.add(k)
             for e in seg.entries.get(cap.key, []):
-                gen |= {k for k in e.generic if not (type(values[k]) is int
-                                                     and values[k] in (0, 1))}
+                gen |= {k for k in e.generic if not (k in pin and values[k] in (0, 1))}
         return frozenset(gen - static)
 
     def _compile(self, cap: Captured, generic: frozenset) -> Entry:
@@ -538,6 +537,21 @@ _lazy.install_realizer(_realizer)
 
 
 _RNG_PARAMS = ("seed", "offset")
+
+
+def _pinned01(cap: Captured) -> frozenset:
+    """The slots whose 0 and 1 always specialize: the sizes, and the ints of a view op's shape
+    (``w.view(C, 1, 1)``: in PyTorch those are constants of the code or sizes, both
+    specialized at 0 and 1), so a lifted one is never a broadcast 1.  Other ints (a kernel's
+    grid, a loop counter) are lifted whatever their value."""
+    kinds, values = cap.kinds, cap.values
+    got = {k for k, kd in enumerate(kinds) if kd == "size"}
+    bounds = getattr(cap, "_bounds", None) or ()
+    for i, ((_, mid), n) in enumerate(zip(bounds, cap.nodes)):
+        if n.op.kind == "view":
+            end = bounds[i + 1][0] if i + 1 < len(bounds) else len(values)
+            got.update(k for k in range(mid, end) if type(values[k]) is int)
+    return frozenset(got)
 
 
 def _rng_slots(cap: Captured) -> frozenset:

@@ -29,15 +29,15 @@ class Entry:
     kinds: tuple
     compile_time: float
     backend: Any = None      # the compiler function that made ``fn`` (entries are per backend)
-    rng: frozenset = frozenset()  # random ops' seed/offset slots: any value is a runtime arg
+    pin01: frozenset = frozenset()  # sizes and view-shape ints: a 0 or 1 there never matches
 
     def matches(self, values: list) -> bool:
-        gen, rng = self.generic, self.rng
+        gen, pin = self.generic, self.pin01
         for k, (mine, theirs) in enumerate(zip(self.values, values)):
             if k in gen:
-                # ints of 0 and 1 always specialize (as in PyTorch): a lifted int is never one,
-                # so kernels may take a lifted size as no broadcast
-                if type(theirs) is int and theirs in (0, 1) and k not in rng:
+                # sizes (and the ints of a view's shape) of 0 and 1 always specialize, as in
+                # PyTorch: a lifted size is never a broadcast 1
+                if k in pin and type(theirs) is int and theirs in (0, 1):
                     return False
             elif mine != theirs or type(mine) is not type(theirs):
                 return False
