@@ -18,7 +18,10 @@ from ember.library._custom_op import PACKETS
 from ember.utils import cpp_extension
 from ember.utils.cpp_extension import _fast
 
-torch = pytest.importorskip("torch")
+try:  # the oracle for the cache-invalidation sequence; the rest runs without it (3.13)
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
 
 SRC = r"""
 using ember::stable::Tensor;
@@ -82,8 +85,6 @@ def _sk(name: str):
     return PACKETS[f"fastcall::{name}"]._kernel().stable_kernel
 
 
-def _t(x: ember.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.array(x.numpy()))
 
 
 def _same(a, b) -> None:
@@ -114,9 +115,8 @@ def test_fast_and_ctypes_paths_agree(ext, layout):
         fast = getattr(ext, name)(*args)
         _same(fast, _sk(name).invoke(args, None))
         _same(fast, getattr(ember.ops.fastcall, name)(*args))
-    tx = _t(x)
     np.testing.assert_allclose(ext.affine(x, 1.5, -2, True).numpy(),
-                               (-(tx * 1.5 - 2)).numpy(), rtol=1e-6)
+                               -(x.numpy() * np.float32(1.5) - 2), rtol=1e-6)
     assert ext.offset(x) == x.storage_offset() * 100 + x.stride(0)
     assert ext.echo(2 ** 63 + 5) == -(2 ** 63) + 5   # masked to 64 bits, as the ctypes path
 
@@ -218,6 +218,8 @@ def test_cached_fast_call_follows_kernel_changes_like_torch(ext):
     op._kernels.setdefault(None, lambda x: x * 0)
     np.testing.assert_array_equal(op(x).numpy(), np.zeros(3, np.float32))
 
+    if torch is None:
+        return
     # torch.library: a kernel registered after the first call is used by the next call
     top = torch.library.custom_op("ember_oracle_fc::victim", lambda x: x.clone(),
                                   mutates_args=(), schema="(Tensor x) -> Tensor")
