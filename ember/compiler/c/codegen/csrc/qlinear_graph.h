@@ -1,0 +1,114 @@
+
+/* qlinear_dynamic inside a compiled graph (ember/compiler/c/codegen/qlinear.py, lowering
+   lower/qlinear.py): the eager kernel's packed int8 product (ember/ops/csrc/qlinear_eager.c,
+   included above with its names prefixed ember_q8_) driven from C.  Per call: min/max of the
+   input (whole, or per row), ATen's ChooseQuantizationParams in the same float64/float32
+   steps as ember/ops/qlinear.py's choose_qparams (so the codes and the output bits equal
+   eager's), then row blocks (or, for few rows, column ranges) over the threads; each block
+   quantizes its rows into a uint8 panel and runs the VNNI / vpmaddubsw register tiles with the
+   dequantize + bias epilogue. */
+#ifndef EMBER_Q8_GRAPH_H
+#define EMBER_Q8_GRAPH_H
+#define EMBER_Q8_SMALL 6.1e-5f
+
+/* ChooseQuantizationParams over [0, qmax] (qmax 127 with reduce_range): scale and zero point */
+static void ember_q8_qparams(float mn, float mx, int qmax, float *scale_out, float *zp_out) {
+  const int qmin = 0;
+  mn = mn < 0.0f ? mn : 0.0f;
+  mx = mx > 0.0f ? mx : 0.0f;
+  double scale = ((double)mx - (double)mn) / (double)(qmax - qmin);
+  {
+    volatile float s32 = (float)scale;          /* numpy: float32(scale) == 0 or inf(1/s) */
+    volatile float inv = 1.0f / s32;
+    if (s32 == 0.0f || isinf(inv)) scale = 0.1;
+  }
+  if (scale < (double)EMBER_Q8_SMALL) {
+    const float org = (float)scale;
+    scale = (double)EMBER_Q8_SMALL;
+    const float lim = EMBER_Q8_SMALL * (float)(qmax - qmin);
+    if (mn == 0.0f) {
+      mx = lim;
+    } else if (mx == 0.0f) {
+      mn = -lim;
+    } else {
+      const float amp = EMBER_Q8_SMALL / org;
+      mn = mn * amp;
+      mx = mx * amp;
+    }
+  }
+  const double fmn = (double)mn / scale, fmx = (double)mx / scale;
+  const double z_min = qmin - fmn, z_max = qmax - fmx;
+  const double e_min = fabs((double)qmin) - fabs(fmn), e_max = fabs((double)qmax) - fabs(fmx);
+  const double z0 = e_min < e_max ? z_min : z_max;
+  const double zp = z0 < qmin ? qmin : z0 > qmax ? qmax : nearbyint(z0);
+  *scale_out = (float)scale;
+  *zp_out = (float)zp;
+}
+
+/* out (n, m) = qlinear_dynamic(x (n, k) rows ldx apart, packed weight wp (k padded to kp,
+   mp packed columns)); returns 1 on a NaN input (eager raises there) or out of memory */
+static int ember_q8_linear(const float *x, int64_t n, int64_t k, int64_t ldx, int per_row,
+                           int reduce_range, const int8_t *wp, int64_t kp,
+                           const int32_t *colsum, const float *wscale, const float *bias,
+                           float *out, int64_t m, int64_t mp) {
+  if (n <= 0) return 0;
+  const int qmax = reduce_range ? 127 : 255;
+  float *rp = (float *)malloc((size_t)n * 5 * sizeof(float));
+  if (!rp) return 1;
+  float *lo = rp, *hi = rp + n, *rinv = rp + 2 * n, *rzp = rp + 3 * n, *rscale = rp + 4 * n;
+  int64_t nans = ember_eager_minmax_rows(x, n, k, ldx, lo, hi);
+  if (nans) {
+    free(rp);
+    return 1;
+  }
+  if (!per_row) {
+    float a = INFINITY, b = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+      a = lo[i] < a ? lo[i] : a;
+      b = hi[i] > b ? hi[i] : b;
+    }
+    float s, z;
+    ember_q8_qparams(k > 0 ? a : 0.0f, k > 0 ? b : 0.0f, qmax, &s, &z);
+    for (int64_t i = 0; i < n; i++) {
+      rscale[i] = s;
+      rzp[i] = z;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++)
+      ember_q8_qparams(k > 0 ? lo[i] : 0.0f, k > 0 ? hi[i] : 0.0f, qmax, rscale + i, rzp + i);
+  }
+  for (int64_t i = 0; i < n; i++) rinv[i] = 1.0f / rscale[i];
+  /* the same split as the eager driver (ember/ops/_qlinear_c.py): rows in parts of at least
+     64, else column ranges of whole 48-column tiles */
+  const int threads = ember_num_threads > 1 ? ember_num_threads : 1;
+  int64_t parts = 1, step = n, by_rows = 1;
+  if (threads > 1 && n >= 128) {
+    parts = n / 64 < threads ? n / 64 : threads;
+    step = (n + parts - 1) / parts;
+  } else if (threads > 1 && mp >= 96) {
+    int64_t tiles = mp / 48, t = tiles < threads ? tiles : threads;
+    step = (tiles + t - 1) / t * 48;
+    parts = (m + step - 1) / step;
+    by_rows = 0;
+  }
+  int fails = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) if(parts > 1) reduction(+:fails)
+#endif
+  for (int64_t p = 0; p < parts; p++) {
+    int64_t n0 = 0, n1 = n, m0 = 0, m1 = m;
+    if (by_rows) {
+      n0 = p * step;
+      n1 = n0 + step < n ? n0 + step : n;
+    } else {
+      m0 = p * step;
+      m1 = m0 + step < m ? m0 + step : m;
+    }
+    if (n0 < n1 && m0 < m1)
+      fails += ember_eager_qlinear_packed(x, ldx, n0, n1, k, rinv, rzp, rscale, (float)qmax, wp,
+                                          kp, colsum, wscale, bias, out, m, m0, m1) != 0;
+  }
+  free(rp);
+  return fails != 0;
+}
+#endif
