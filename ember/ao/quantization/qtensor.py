@@ -23,8 +23,7 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.creation import tensor
 from ember.errors import DTypeError, EmberValueError
-from ember.ops._fma import fma
-from ember.ops.qlinear import quantize_array  # noqa: F401  (re-exported)
+from ember.ops.qlinear import quantize_array
 from ember.tensor import Tensor
 
 _RANGE = {"qint8": (-128, 127), "quint8": (0, 255), "qint32": (-2**31, 2**31 - 1)}

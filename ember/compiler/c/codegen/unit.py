@@ -77,7 +77,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
              attention.prelude(program), resample.prelude(program),
-             rnn.prelude(program), half.prelude(program), qlinear.prelude(program)] if prelude else []
+             rnn.prelude(program), half.prelude(program),
+             qlinear.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
