@@ -70,6 +70,21 @@ def test_strided_input_read_in_place() -> None:
     np.testing.assert_array_equal(got.numpy(), q[0](base[:, 7:103]).numpy())
 
 
+def test_dynamic_row_count() -> None:
+    """A new batch size recompiles once into a shape-generic graph: the row count is a runtime
+    size of the same C kernel."""
+    q = Q.quantize_dynamic(_model(), _SCHEMES["per_token"], dtype=ember.qint8)
+    ember.compiler.reset()
+    f = ember.compile(q[0], backend="c")
+    for n in (5, 7, 9, 130):
+        x = ember.randn(n, 3, 96)
+        got = f(x)
+        cg = cbackend.last_compiled()
+        assert cg.stats.externs == 0
+        np.testing.assert_array_equal(got.numpy(), q[0](x).numpy())
+    assert "ember_q8_linear(in0 + 0, s" in cg.source      # the rows: a runtime size
+
+
 def test_matches_torch_quantize_dynamic() -> None:
     torch = pytest.importorskip("torch")
     m = _model()
