@@ -121,7 +121,8 @@ def main() -> None:
     for name, ts in times.items():
         m = statistics.median(ts)
         lo, mean = quality[name]
-        print(f"| {name} | {fmt_time(m)} | {base / m:.2f}x | {base_c / m:.2f}x | {tq / m:.2f}x | "
+        eager = "n/a" if base != base else f"{base / m:.2f}x"
+        print(f"| {name} | {fmt_time(m)} | {eager} | {base_c / m:.2f}x | {tq / m:.2f}x | "
               f"{lo:.4f} | {mean:.4f} |")
     print("(ratios are speedups: time of the reference / time of the row)")
 

@@ -3,14 +3,15 @@
 and the C backend lowers it (``ember/compiler/c/lower/qlinear.py``) instead of breaking there.
 
 ``qlinear_dynamic(x, wdata, colsum, wscale, bias, m=, k=, per_row=, reduce_range=,
-has_bias=)``: ``x`` (N, K) float32; ``wdata`` the int8 weight packed once at quantize time
-(``ember/ops/_qlinear_c.pack_weight``: (Mp/16, Kp/4, 16, 4)); ``colsum`` (Mp,) int32 the
-weight rows' code sums; ``wscale`` and ``bias`` (Mp,) float32 (padded; ``bias`` is ignored
-unless ``has_bias``).  Per call: the input's min/max (whole input, or per row with
-``per_row``) give uint8 scales and zero points by ATen's ``ChooseQuantizationParams``
-(``reduce_range``: codes in [0, 127]); ``out = fma(float(sum_k (xq - zx) * wq), sx * sw,
-bias)``, (N, M) float32.  The eager kernel is ``_qlinear_c`` (C, packed, VNNI) or, without a C
-compiler, exact float32 BLAS over 1024-wide slices of K (see ``ember.ao.quantization``).
+has_bias=)``: ``x`` (..., K) float32 (its leading dims are the N rows); ``wdata`` the int8
+weight packed once at quantize time (``ember/ops/_qlinear_c.pack_weight``: (Mp/16, Kp/4,
+16, 4)); ``colsum`` (Mp,) int32 the weight rows' code sums; ``wscale`` and ``bias`` (Mp,)
+float32 (padded; ``bias`` is ignored unless ``has_bias``).  Per call: the input's min/max
+(whole input, or per row with ``per_row``) give uint8 scales and zero points by ATen's
+``ChooseQuantizationParams`` (``reduce_range``: codes in [0, 127]);
+``out = fma(float(sum_k (xq - zx) * wq), sx * sw, bias)``, (..., M) float32.  The eager
+kernel is ``_qlinear_c`` (C, packed, VNNI) or, without a C compiler, exact float32 BLAS over
+1024-wide slices of K (see ``ember.ao.quantization``).
 Not differentiable (PyTorch's dynamic quantized Linear is inference only).
 """
 
@@ -156,28 +157,29 @@ def linear_packed(x: np.ndarray, w: _qlinear_c.Packed, wscale: Any, bias: np.nda
 
 def _meta(x, wdata, colsum, wscale, bias, *, m: int, k: int, per_row: bool,  # noqa: ANN001
           reduce_range: bool, has_bias: bool) -> tuple:
-    """(N, m) float32 from x (N, k) float32 and the packed weight's tensors."""
+    """(..., m) float32 from x (..., k) float32 and the packed weight's tensors."""
     if x.dtype is not dt.float32 or wdata.dtype is not dt.int8 or colsum.dtype is not dt.int32 \
             or wscale.dtype is not dt.float32 or bias.dtype is not dt.float32:
         raise DTypeError(f"[qlinear_dynamic] expected float32 x, int8 wdata, int32 colsum, "
                          f"float32 wscale and bias; got {x.dtype}, {wdata.dtype}, "
                          f"{colsum.dtype}, {wscale.dtype}, {bias.dtype}")
-    if len(x.shape) != 2 or x.shape[1] != k or len(wdata.shape) != 4:
-        raise ShapeError(f"[qlinear_dynamic] expected x (N, {k}) and a packed 4-D weight, got "
+    if len(x.shape) < 1 or x.shape[-1] != k or len(wdata.shape) != 4:
+        raise ShapeError(f"[qlinear_dynamic] expected x (..., {k}) and a packed 4-D weight, got "
                          f"{tuple(x.shape)} and {tuple(wdata.shape)}")
     mp = wdata.shape[0] * _qlinear_c.BLOCK
     if mp < m or any(tuple(t.shape) != (mp,) for t in (colsum, wscale, bias)):
         raise ShapeError(f"[qlinear_dynamic] colsum, wscale and bias must have shape ({mp},) "
                          f"for a packed weight of {m} columns")
-    return (x.shape[0], m), dt.float32
+    return tuple(x.shape[:-1]) + (m,), dt.float32
 
 
 def _eager(x: np.ndarray, wdata: np.ndarray, colsum: np.ndarray, wscale: np.ndarray,
            bias: np.ndarray, *, m: int, k: int, per_row: bool, reduce_range: bool,
            has_bias: bool) -> np.ndarray:
     w = _qlinear_c.Packed(np.ascontiguousarray(wdata), np.ascontiguousarray(colsum), m, k)
-    return linear_packed(x, w, wscale[:m], bias[:m] if has_bias else None, reduce_range,
-                         per_row)
+    out = linear_packed(x.reshape(math.prod(x.shape[:-1]), k), w, wscale[:m],
+                        bias[:m] if has_bias else None, reduce_range, per_row)
+    return out.reshape(x.shape[:-1] + (m,))
 
 
 QLINEAR_DYNAMIC = register(OpDef(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.compiler.c.ir.loop_ir import Geometry
+from ember.compiler.c.ir.loop_ir import Geometry, numel, s_mul
 from ember.compiler.c.ir.qlinear import QLinearKernel
 from ember.compiler.c.lower.context import LoweringContext, is_ref, log
 from ember.compiler.c.lower.registry import lowering
@@ -33,18 +33,26 @@ def lower_qlinear(lw: LoweringContext, i: int, n: Any) -> str | None:
     if any(v is None for v in mats):
         return "an operand is not in memory"
     x = mats[0]
-    rows, k = x.geom.shape
-    if k != p["k"] or (k > 1 and x.geom.strides[1] != 1):
+    shape, strides = tuple(x.geom.shape), tuple(x.geom.strides)
+    k = shape[-1]
+    if k != p["k"] or (k > 1 and strides[-1] != 1):
         return "an input without a unit column stride"
+    lead = shape[:-1]
+    rows = numel(lead)
+    # the leading dims must collapse into rows one stride apart (a view is read in place)
+    for d in range(len(lead) - 1):
+        if lead[d] != 1 and strides[d] != s_mul(strides[d + 1], lead[d + 1]):
+            return "an input whose leading dims are not rows of one stride"
+    ldx = next((strides[d] for d in range(len(lead) - 1, -1, -1) if lead[d] != 1), k)
     for v in mats[1:]:
         if not v.geom.is_contiguous() or any(type(s) is not int for s in v.geom.shape):
             return "a packed-weight operand that is not a contiguous static buffer"
     wshape = tuple(mats[1].geom.shape)
     lw.close_group()
     lw.open_segment()
-    out = lw.buffer(x.dtype, (rows, p["m"]), "temp")
-    lw.bind(i, 0, out, Geometry.contiguous((rows, p["m"])), x.dtype)
-    ldx = x.geom.strides[0] if rows != 1 else k
+    out_shape = lead + (p["m"],)
+    out = lw.buffer(x.dtype, out_shape, "temp")
+    lw.bind(i, 0, out, Geometry.contiguous(out_shape), x.dtype)
     kern = QLinearKernel(lw.kernel_name(), x.buf, x.geom.offset, ldx, rows, k, p["m"],
                          wshape[0] * 16, wshape[1] * 4, mats[1].buf, mats[2].buf, mats[3].buf,
                          mats[4].buf, p["has_bias"], p["per_row"], p["reduce_range"], out,

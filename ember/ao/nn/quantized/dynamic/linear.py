@@ -154,10 +154,9 @@ class Linear(Module):
         p = self._packed_params
         # one op (ember/ops/qlinear.py): eager runs the packed C kernel; ember.compile
         # records it and the C backend lowers it into the graph (no graph break)
-        out = bind(QLINEAR_DYNAMIC, x.detach().reshape(-1, self.in_features), *p._qargs,
-                   m=self.out_features, k=self.in_features, per_row=self.per_row_input,
-                   reduce_range=not self.per_row_input, has_bias=p._bias_np is not None)
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return bind(QLINEAR_DYNAMIC, x.detach(), *p._qargs, m=self.out_features,
+                    k=self.in_features, per_row=self.per_row_input,
+                    reduce_range=not self.per_row_input, has_bias=p._bias_np is not None)
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)

@@ -45,20 +45,29 @@ static void ember_q8_qparams(float mn, float mx, int qmax, float *scale_out, flo
   *zp_out = (float)zp;
 }
 
-/* out (n, m) = qlinear_dynamic(x (n, k) rows ldx apart, packed weight wp (k padded to kp,
-   mp packed columns)); returns 1 on a NaN input (eager raises there) or out of memory */
-static int ember_q8_linear(const float *x, int64_t n, int64_t k, int64_t ldx, int per_row,
-                           int reduce_range, const int8_t *wp, int64_t kp,
-                           const int32_t *colsum, const float *wscale, const float *bias,
-                           float *out, int64_t m, int64_t mp) {
-  if (n <= 0) return 0;
+/* One call's plan: the rows' quantization parameters and how the work is split */
+typedef struct {
+  float *rp, *rinv, *rzp, *rscale;
+  int64_t parts, step, by_rows;
+  int threads;
+  float qmax;
+} ember_q8_plan;
+
+/* min/max (whole input, or per row), the rows' scales and zero points, and the split (as the
+   eager driver, ember/ops/_qlinear_c.py: rows in parts of at least 64, else column ranges of
+   whole 48-column tiles); returns 1 on a NaN input (eager raises there) or out of memory */
+static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t k, int64_t ldx,
+                          int per_row, int reduce_range, int64_t m, int64_t mp) {
   const int qmax = reduce_range ? 127 : 255;
-  float *rp = (float *)malloc((size_t)n * 5 * sizeof(float));
-  if (!rp) return 1;
-  float *lo = rp, *hi = rp + n, *rinv = rp + 2 * n, *rzp = rp + 3 * n, *rscale = rp + 4 * n;
-  int64_t nans = ember_eager_minmax_rows(x, n, k, ldx, lo, hi);
-  if (nans) {
-    free(rp);
+  pl->qmax = (float)qmax;
+  pl->rp = (float *)malloc((size_t)(n > 0 ? n : 1) * 5 * sizeof(float));
+  if (!pl->rp) return 1;
+  float *lo = pl->rp, *hi = pl->rp + n;
+  pl->rinv = pl->rp + 2 * n;
+  pl->rzp = pl->rp + 3 * n;
+  pl->rscale = pl->rp + 4 * n;
+  if (ember_eager_minmax_rows(x, n, k, ldx, lo, hi)) {
+    free(pl->rp);
     return 1;
   }
   if (!per_row) {
@@ -70,45 +79,42 @@ static int ember_q8_linear(const float *x, int64_t n, int64_t k, int64_t ldx, in
     float s, z;
     ember_q8_qparams(k > 0 ? a : 0.0f, k > 0 ? b : 0.0f, qmax, &s, &z);
     for (int64_t i = 0; i < n; i++) {
-      rscale[i] = s;
-      rzp[i] = z;
+      pl->rscale[i] = s;
+      pl->rzp[i] = z;
     }
   } else {
     for (int64_t i = 0; i < n; i++)
-      ember_q8_qparams(k > 0 ? lo[i] : 0.0f, k > 0 ? hi[i] : 0.0f, qmax, rscale + i, rzp + i);
+      ember_q8_qparams(k > 0 ? lo[i] : 0.0f, k > 0 ? hi[i] : 0.0f, qmax, pl->rscale + i,
+                       pl->rzp + i);
   }
-  for (int64_t i = 0; i < n; i++) rinv[i] = 1.0f / rscale[i];
-  /* the same split as the eager driver (ember/ops/_qlinear_c.py): rows in parts of at least
-     64, else column ranges of whole 48-column tiles */
+  for (int64_t i = 0; i < n; i++) pl->rinv[i] = 1.0f / pl->rscale[i];
   const int threads = ember_num_threads > 1 ? ember_num_threads : 1;
-  int64_t parts = 1, step = n, by_rows = 1;
+  pl->threads = threads;
+  pl->parts = 1;
+  pl->step = n;
+  pl->by_rows = 1;
   if (threads > 1 && n >= 128) {
-    parts = n / 64 < threads ? n / 64 : threads;
-    step = (n + parts - 1) / parts;
+    pl->parts = n / 64 < threads ? n / 64 : threads;
+    pl->step = (n + pl->parts - 1) / pl->parts;
   } else if (threads > 1 && mp >= 96) {
     int64_t tiles = mp / 48, t = tiles < threads ? tiles : threads;
-    step = (tiles + t - 1) / t * 48;
-    parts = (m + step - 1) / step;
-    by_rows = 0;
+    pl->step = (tiles + t - 1) / t * 48;
+    pl->parts = (m + pl->step - 1) / pl->step;
+    pl->by_rows = 0;
   }
-  int fails = 0;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) if(parts > 1) reduction(+:fails)
-#endif
-  for (int64_t p = 0; p < parts; p++) {
-    int64_t n0 = 0, n1 = n, m0 = 0, m1 = m;
-    if (by_rows) {
-      n0 = p * step;
-      n1 = n0 + step < n ? n0 + step : n;
-    } else {
-      m0 = p * step;
-      m1 = m0 + step < m ? m0 + step : m;
-    }
-    if (n0 < n1 && m0 < m1)
-      fails += ember_eager_qlinear_packed(x, ldx, n0, n1, k, rinv, rzp, rscale, (float)qmax, wp,
-                                          kp, colsum, wscale, bias, out, m, m0, m1) != 0;
+  return 0;
+}
+
+/* part p's rows [*n0, *n1) and columns [*m0, *m1) */
+static inline void ember_q8_part(const ember_q8_plan *pl, int64_t p, int64_t n, int64_t m,
+                                 int64_t *n0, int64_t *n1, int64_t *m0, int64_t *m1) {
+  *n0 = 0; *n1 = n; *m0 = 0; *m1 = m;
+  if (pl->by_rows) {
+    *n0 = p * pl->step;
+    *n1 = *n0 + pl->step < n ? *n0 + pl->step : n;
+  } else {
+    *m0 = p * pl->step;
+    *m1 = *m0 + pl->step < m ? *m0 + pl->step : m;
   }
-  free(rp);
-  return fails != 0;
 }
 #endif
