@@ -67,7 +67,7 @@ class QLinearKernel:
         return loads, stores
 
     def has_checks(self) -> bool:
-        return True  # returns 1 on a NaN input (eager raises) or when out of memory
+        return True  # returns 1 on a NaN input or out of memory: the graph reruns eagerly
 
     def __str__(self) -> str:
         scheme = "per row" if self.per_row else "per tensor"

@@ -55,7 +55,7 @@ typedef struct {
 
 /* min/max (whole input, or per row), the rows' scales and zero points, and the split (as the
    eager driver, ember/ops/_qlinear_c.py: rows in parts of at least 64, else column ranges of
-   whole 48-column tiles); returns 1 on a NaN input (eager raises there) or out of memory */
+   whole 48-column tiles); returns 1 on a NaN input or out of memory (the graph then reruns with eager kernels) */
 static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t k, int64_t ldx,
                           int per_row, int reduce_range, int64_t m, int64_t mp) {
   const int qmax = reduce_range ? 127 : 255;
@@ -66,7 +66,15 @@ static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t 
   pl->rinv = pl->rp + 2 * n;
   pl->rzp = pl->rp + 3 * n;
   pl->rscale = pl->rp + 4 * n;
-  if (ember_eager_minmax_rows(x, n, k, ldx, lo, hi)) {
+  const int threads = ember_num_threads > 1 ? ember_num_threads : 1;
+  int64_t nans = 0;
+  /* one read of the input: split over the threads when it is large */
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) if(threads > 1 && n * k >= 65536) \
+    reduction(+:nans)
+#endif
+  for (int64_t i = 0; i < n; i++) nans += ember_eager_minmax(x + i * ldx, k, lo + i, hi + i);
+  if (nans) {
     free(pl->rp);
     return 1;
   }
@@ -88,7 +96,6 @@ static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t 
                        pl->rzp + i);
   }
   for (int64_t i = 0; i < n; i++) pl->rinv[i] = 1.0f / pl->rscale[i];
-  const int threads = ember_num_threads > 1 ? ember_num_threads : 1;
   pl->threads = threads;
   pl->parts = 1;
   pl->step = n;
