@@ -45,16 +45,17 @@ def prelude(program: Any) -> str:
     return _SOURCE
 
 
-# rows a thread multiplies before it runs the fused epilogue on them: a multiple of every
-# register tile's row count (8, 6, 4), small enough that the block's outputs stay in L2
+# rows a thread takes at a time (their scales, product, epilogue): a multiple of every register
+# tile's row count (8, 6, 4), small enough that the block's rows and outputs stay in L2
 EPI_ROWS = 48
 
 
 def kernel_source(k: QLinearKernel, ints_marker: str) -> list:
     """The lines of the C function of one QLinearKernel (stores, then loads, then ints and
     floats; returns 1 on a NaN input): the plan (``ember_q8_begin``), then each thread's part
-    of the product, and with an epilogue, block by block of ``EPI_ROWS`` rows, each block's
-    epilogue right after its product."""
+    of the product; with per-row scales or an epilogue, block by block of ``EPI_ROWS`` rows:
+    the block's scales (one min/max read per row, then the product quantizes the rows while
+    they are in cache), its product, its epilogue."""
     loads, stores = k.buffers()
     params = [f"{b.ctype} *restrict {b.name}" for b in stores]
     params += [f"const {b.ctype} *restrict {b.name}" for b in loads]
@@ -63,7 +64,7 @@ def kernel_source(k: QLinearKernel, ints_marker: str) -> list:
     bias = k.bias.name if k.has_bias else "NULL"
     x = f"{k.x.name} + {k.x_offset}"
     n = f"(int64_t)({k.n})"
-    block = EPI_ROWS if k.epilogue else n
+    block = EPI_ROWS if k.epilogue or k.per_row else n
     call = (f"ember_q8_qlinear_packed({x}, {k.ldx}, r0_, r1_, {k.k}, pl_.rinv, pl_.rzp, "
             f"pl_.rscale, pl_.qmax, {k.wdata.name}, {k.kp}, {k.colsum.name}, "
             f"{k.wscale.name}, {bias}, {k.out.name}, {k.m}, m0_, m1_)")
@@ -85,8 +86,11 @@ def kernel_source(k: QLinearKernel, ints_marker: str) -> list:
              f"    ember_q8_part(&pl_, p_, n_, {k.m}, &n0_, &n1_, &m0_, &m1_);",
              "    if (n0_ >= n1_ || m0_ >= m1_) continue;",
              f"    for (int64_t r0_ = n0_; r0_ < n1_; r0_ += {block}) {{",
-             f"      const int64_t r1_ = n1_ - r0_ < {block} ? n1_ : r0_ + {block};",
-             f"      fails_ += {call} != 0;"]
+             f"      const int64_t r1_ = n1_ - r0_ < {block} ? n1_ : r0_ + {block};"]
+    if k.per_row:  # the block's scales, read while its rows are in cache for the product
+        lines.append(f"      if (pl_.rows_inline) fails_ += ember_q8_rows(&pl_, {x}, {k.ldx}, "
+                     f"{k.k}, r0_, r1_);")
+    lines.append(f"      fails_ += {call} != 0;")
     lines += [f"      {ln}" for ln in _block_epilogue(k)]
     lines += ["    }", "  }", "  free(pl_.rp);", "  return fails_ != 0;", "}"]
     return lines

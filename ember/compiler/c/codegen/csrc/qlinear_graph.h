@@ -48,14 +48,31 @@ static void ember_q8_qparams(float mn, float mx, int qmax, float *scale_out, flo
 /* One call's plan: the rows' quantization parameters and how the work is split */
 typedef struct {
   float *rp, *rinv, *rzp, *rscale;
-  int64_t parts, step, by_rows;
+  int64_t parts, step, by_rows, rows_inline;
   int threads;
   float qmax;
 } ember_q8_plan;
 
-/* min/max (whole input, or per row), the rows' scales and zero points, and the split (as the
-   eager driver, ember/ops/_qlinear_c.py: rows in parts of at least 64, else column ranges of
-   whole 48-column tiles); returns 1 on a NaN input or out of memory (the graph then reruns with eager kernels) */
+/* per-row scales (per token) of rows [r0, r1), computed by the thread that quantizes them
+   right after (the rows stay in cache between the two reads); 1 on a NaN */
+static inline int ember_q8_rows(ember_q8_plan *pl, const float *x, int64_t ldx, int64_t k,
+                                int64_t r0, int64_t r1) {
+  int nans = 0;
+  for (int64_t i = r0; i < r1; i++) {
+    float lo, hi;
+    nans |= ember_eager_minmax(x + i * ldx, k, &lo, &hi);
+    ember_q8_qparams(k > 0 ? lo : 0.0f, k > 0 ? hi : 0.0f, (int)pl->qmax, pl->rscale + i,
+                     pl->rzp + i);
+    pl->rinv[i] = 1.0f / pl->rscale[i];
+  }
+  return nans;
+}
+
+/* the split (as the eager driver, ember/ops/_qlinear_c.py: rows in parts of at least 64, else
+   column ranges of whole 48-column tiles) and the rows' scales and zero points: here for a
+   per-tensor scale (min/max of the whole input) or a column split; per-row scales of a row
+   split are left to the threads, block by block (rows_inline: ember_q8_rows); returns 1 on a
+   NaN input or out of memory (the graph then reruns with eager kernels) */
 static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t k, int64_t ldx,
                           int per_row, int reduce_range, int64_t m, int64_t mp) {
   const int qmax = reduce_range ? 127 : 255;
@@ -67,35 +84,6 @@ static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t 
   pl->rzp = pl->rp + 3 * n;
   pl->rscale = pl->rp + 4 * n;
   const int threads = ember_num_threads > 1 ? ember_num_threads : 1;
-  int64_t nans = 0;
-  /* one read of the input: split over the threads when it is large */
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) if(threads > 1 && n * k >= 65536) \
-    reduction(+:nans)
-#endif
-  for (int64_t i = 0; i < n; i++) nans += ember_eager_minmax(x + i * ldx, k, lo + i, hi + i);
-  if (nans) {
-    free(pl->rp);
-    return 1;
-  }
-  if (!per_row) {
-    float a = INFINITY, b = -INFINITY;
-    for (int64_t i = 0; i < n; i++) {
-      a = lo[i] < a ? lo[i] : a;
-      b = hi[i] > b ? hi[i] : b;
-    }
-    float s, z;
-    ember_q8_qparams(k > 0 ? a : 0.0f, k > 0 ? b : 0.0f, qmax, &s, &z);
-    for (int64_t i = 0; i < n; i++) {
-      pl->rscale[i] = s;
-      pl->rzp[i] = z;
-    }
-  } else {
-    for (int64_t i = 0; i < n; i++)
-      ember_q8_qparams(k > 0 ? lo[i] : 0.0f, k > 0 ? hi[i] : 0.0f, qmax, pl->rscale + i,
-                       pl->rzp + i);
-  }
-  for (int64_t i = 0; i < n; i++) pl->rinv[i] = 1.0f / pl->rscale[i];
   pl->threads = threads;
   pl->parts = 1;
   pl->step = n;
@@ -109,6 +97,38 @@ static int ember_q8_begin(ember_q8_plan *pl, const float *x, int64_t n, int64_t 
     pl->parts = (m + pl->step - 1) / pl->step;
     pl->by_rows = 0;
   }
+  pl->rows_inline = per_row && pl->by_rows;
+  if (per_row && !pl->by_rows && ember_q8_rows(pl, x, ldx, k, 0, n)) {
+    free(pl->rp);
+    return 1;
+  }
+  if (!per_row) {
+    /* one scale for the whole input: its min/max first (one read, over the threads when it
+       is large), then the row blocks quantize with it */
+    int64_t nans = 0;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(threads) if(threads > 1 && n * k >= 65536) \
+    reduction(+:nans)
+#endif
+    for (int64_t i = 0; i < n; i++) nans += ember_eager_minmax(x + i * ldx, k, lo + i, hi + i);
+    if (nans) {
+      free(pl->rp);
+      return 1;
+    }
+    float a = INFINITY, b = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+      a = lo[i] < a ? lo[i] : a;
+      b = hi[i] > b ? hi[i] : b;
+    }
+    float s, z;
+    ember_q8_qparams(k > 0 ? a : 0.0f, k > 0 ? b : 0.0f, qmax, &s, &z);
+    for (int64_t i = 0; i < n; i++) {
+      pl->rscale[i] = s;
+      pl->rzp[i] = z;
+      pl->rinv[i] = 1.0f / s;
+    }
+  }
+
   return 0;
 }
 
