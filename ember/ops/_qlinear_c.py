@@ -69,6 +69,12 @@ def pack_weight(codes: np.ndarray) -> Packed:
     return Packed(data, pad.sum(axis=1, dtype=np.int64).astype(np.int32), m, k)
 
 
+def unpack_weight(w: Packed) -> np.ndarray:
+    """The int8 codes (M, K) of a packed weight (the NumPy path's operand)."""
+    nb, k4 = w.data.shape[:2]
+    return w.data.transpose(0, 2, 1, 3).reshape(nb * BLOCK, k4 * 4)[:w.m, :w.k]
+
+
 def minmax(x: np.ndarray) -> tuple[float, float] | None:
     """(min, max) of a C-contiguous float32 array with at least one element, NaN-propagating
     like NumPy's, or None when the kernel is off."""
@@ -162,4 +168,4 @@ def run(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, qmax: int, w: 
 
 
 __all__ = ["Packed", "available", "minmax", "minmax_rows", "pack_weight", "quantize_u8", "run",
-           "set_enabled"]
+           "set_enabled", "unpack_weight"]

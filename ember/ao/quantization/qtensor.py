@@ -23,25 +23,13 @@ import numpy as np
 from ember import dtypes as dt
 from ember._frontend.creation import tensor
 from ember.errors import DTypeError, EmberValueError
-from ember.ops._fma import fma
+from ember.ops.qlinear import quantize_array
 from ember.tensor import Tensor
 
 _RANGE = {"qint8": (-128, 127), "quint8": (0, 255), "qint32": (-2**31, 2**31 - 1)}
 
 per_tensor_affine, per_channel_affine = "per_tensor_affine", "per_channel_affine"
 per_tensor_symmetric, per_channel_symmetric = "per_tensor_symmetric", "per_channel_symmetric"
-
-
-def quantize_array(x: np.ndarray, scale: Any, zero_point: Any, qmin: int, qmax: int,
-                   np_dtype: Any) -> np.ndarray:
-    """float32 ``x`` to integer codes (fbgemm's legacy rounding: zero point added before
-    rounding); ``scale``/``zero_point`` scalars or arrays broadcasting against ``x``."""
-    x = np.asarray(x, np.float32)
-    inv = np.float32(1.0) / np.asarray(scale, dtype=np.float32)
-    zp = np.asarray(zero_point, np.float32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        v = np.rint(fma(x, np.broadcast_to(inv, x.shape), np.broadcast_to(zp, x.shape)))
-    return np.clip(v, qmin, qmax).astype(np_dtype)
 
 
 class QuantizedTensor:

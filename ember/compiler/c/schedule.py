@@ -46,6 +46,7 @@ from ember.compiler.c.ir.loop_ir import (
     Store,
     reads_flat_index,
 )
+from ember.compiler.c.ir.qlinear import QLinearKernel
 from ember.compiler.c.lower.context import log, loop_index
 from ember.compiler.frontend.graph import Graph
 
@@ -93,7 +94,7 @@ def _producer(kernels: list, j: int) -> GemmKernel | None:
     writes = set(id(b) for b in k_out)
     for p in range(j - 1, -1, -1):
         g = kernels[p]
-        if isinstance(g, GemmKernel) and id(g.out) in reads:
+        if isinstance(g, (GemmKernel, QLinearKernel)) and id(g.out) in reads:
             return g if _fusable(g, k) else None
         g_in, g_out = g.buffers()
         if any(id(b) in reads or id(b) in writes for b in g_out):
@@ -186,7 +187,7 @@ def _in_place(g: GemmKernel, program: Program, outside: set) -> None:
     for st in body:
         if (isinstance(st, Store) and st.buf.role == "temp" and st.buf.strides is None
                 and st.buf.dtype == x.dtype and tuple(st.buf.shape) == tuple(x.shape)
-                and st.index == here and id(st.buf) not in (id(g.a.buf), id(g.b.buf))):
+                and st.index == here and all(st.buf is not b for b in _operands(g))):
             target = st.buf
             break
     if target is None:
@@ -201,6 +202,11 @@ def _in_place(g: GemmKernel, program: Program, outside: set) -> None:
     g.epilogue = [Let(st.name, st.ctype, fix(st.expr)) if isinstance(st, Let) else
                   Store(st.buf, st.index, fix(st.expr)) for st in body]
     g.out = target
+
+
+def _operands(g: Any) -> list:
+    """The buffers a kernel with an epilogue reads for its product."""
+    return g.operand_buffers() if isinstance(g, QLinearKernel) else [g.a.buf, g.b.buf]
 
 
 def _loads_of(e: Any, buf: Buffer) -> list:

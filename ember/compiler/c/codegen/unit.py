@@ -23,6 +23,7 @@ from ember.compiler.c.codegen import (
     index,
     kernel_op,
     pool,
+    qlinear,
     resample,
     rnn,
     sort,
@@ -64,6 +65,7 @@ from ember.compiler.c.ir.loop_ir import (
     round_expr,
     store_expr,
 )
+from ember.compiler.c.ir.qlinear import QLinearKernel
 from ember.compiler.c.ir.rnn import LstmKernel
 
 
@@ -75,7 +77,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
     ``profile`` times every kernel call of the entries (``profile_block``; EMBER_C_PROFILE)."""
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(program),
              attention.prelude(program), resample.prelude(program),
-             rnn.prelude(program), half.prelude(program)] if prelude else []
+             rnn.prelude(program), half.prelude(program),
+             qlinear.prelude(program)] if prelude else []
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -126,6 +129,8 @@ def profile_label(seg: Segment, k: Kernel) -> str:
             kind = "reduction, reduced loops outside"
     elif isinstance(k, Im2colKernel):
         kind = "col2im" if k.col2im else "im2col"
+    elif isinstance(k, QLinearKernel):
+        kind = f"int8 linear n={k.n} k={k.k} m={k.m}{' per row' if k.per_row else ''}"
     elif isinstance(k, LstmKernel):
         kind = f"{k.mode.lower()}{' backward' if k.backward else ''} T={k.T} B={k.B} H={k.H}"
     elif isinstance(k, AttentionKernel):
@@ -652,6 +657,8 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
         return _declare_ints(attention.kernel_source(k, _INTS).splitlines(), program)
     if isinstance(k, LstmKernel):
         return rnn.kernel_source(k)
+    if isinstance(k, QLinearKernel):
+        return _declare_ints(qlinear.kernel_source(k, _INTS), program)
     if isinstance(k, FlexAttentionKernel):
         return flex.kernel_source(k, openmp)
     if isinstance(k, IndexKernel):
@@ -726,6 +733,7 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
         args += list(scalars) if scalars else ["ints", "floats"]
         call = f"{name}({', '.join(args)})"
         checks = (isinstance(k, (ReduceKernel, AttentionKernel, FlexAttentionKernel, LstmKernel,
+                                 QLinearKernel,
                                  IndexKernel, DimIndexKernel, AdvIndexKernel, PoolKernel,
                                  SortKernel, SearchKernel, ResampleKernel))
                   and k.has_checks()) or (

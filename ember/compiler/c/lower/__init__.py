@@ -17,6 +17,7 @@ from ember.compiler.c.lower import (  # noqa: F401 - each registers its rules
     kernel_op,
     pointwise,
     pool,
+    qlinear,
     random,
     reduce,
     resample,

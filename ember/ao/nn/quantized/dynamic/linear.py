@@ -20,6 +20,8 @@ from ember.ao.quantization.observer import default_dynamic_qconfig, per_token_af
 from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_channel, quantize_per_tensor
 from ember.errors import DTypeError, EmberTypeError, ShapeError
 from ember.nn.modules.module import Module
+from ember.ops.qlinear import QLINEAR_DYNAMIC
+from ember.ops.registry import bind
 from ember.tensor import Tensor
 
 
@@ -36,6 +38,21 @@ def quantize_weight(weight: Tensor, qconfig: Any, op: str) -> QuantizedTensor:
     if observer.qscheme.startswith("per_channel"):
         return quantize_per_channel(w, scale.double(), zp, 0, dt.qint8)
     return quantize_per_tensor(w, float(scale), int(zp), dt.qint8)
+
+
+def _op_tensors(w: kern.PackedWeight, bias: np.ndarray | None) -> tuple:
+    """The ``qlinear_dynamic`` operands of a packed weight, made once: (packed codes, column
+    sums, scales, bias), the last three padded to the packed width.  Plain tensors held in a
+    tuple (not buffers: the state dict keeps PyTorch's keys); a compiled graph reads them as
+    runtime arguments."""
+    p = w.packed
+    mp = p.colsum.shape[0]
+    scale = np.zeros(mp, np.float32)
+    scale[:p.m] = np.broadcast_to(np.asarray(w.scale, np.float32), (p.m,))
+    b = np.zeros(mp, np.float32)
+    if bias is not None:
+        b[:p.m] = bias
+    return (tensor(p.data), tensor(p.colsum), tensor(scale), tensor(b))
 
 
 class LinearPackedParams(Module):
@@ -62,6 +79,7 @@ class LinearPackedParams(Module):
                                          else np.float32(s))
         self._bias_np = None if bias is None else \
             np.ascontiguousarray(bias.detach().numpy(), dtype=np.float32)
+        self._qargs = _op_tensors(self._packed, self._bias_np)
 
     def _weight_bias(self) -> tuple:
         return self._weight, self._bias
@@ -134,11 +152,11 @@ class Linear(Module):
             raise ShapeError(f"[quantized.dynamic.Linear] input of shape {tuple(x.shape)} does "
                              f"not end in in_features={self.in_features}")
         p = self._packed_params
-        a = np.ascontiguousarray(x.detach().numpy(), dtype=np.float32)
-        out = kern.linear_dynamic(a.reshape(-1, self.in_features), p._packed, p._bias_np,
-                                  reduce_range=not self.per_row_input,
-                                  per_row=self.per_row_input)
-        return tensor(out.reshape(*x.shape[:-1], self.out_features))
+        # one op (ember/ops/qlinear.py): eager runs the packed C kernel; ember.compile
+        # records it and the C backend lowers it into the graph (no graph break)
+        return bind(QLINEAR_DYNAMIC, x.detach(), *p._qargs, m=self.out_features,
+                    k=self.in_features, per_row=self.per_row_input,
+                    reduce_range=not self.per_row_input, has_bias=p._bias_np is not None)
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
