@@ -19,7 +19,8 @@ import numpy as np
 
 from ember import _lazy
 from ember import dtypes as _dt
-from ember.autograd.graph import BackwardContext, OpNode, SavedTensor
+from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
+from ember.autograd.graph import _seq as _node_seq
 from ember.ops import _parallel
 from ember.ops.registry import OpDef
 from ember.tensor import _STATE, Tensor, _new, refresh_view
@@ -27,6 +28,7 @@ from ember.tensor import _STATE, Tensor, _new, refresh_view
 _LazyArray = _lazy.LazyArray
 _same = _lazy.same
 _weakref = weakref.ref
+_next = next
 _NO: dict = {}  # the params of a param-less op's node (never written)
 _LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
 
@@ -88,16 +90,17 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
         keep = op.save_output
         saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
                           if keep is True or i in keep else None for i, r in enumerate(results))
-    ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
     if len(results) == 1:
         r = results[0]
         d = r._dtype
-        node = OpNode(op, tuple(edges), ctx, ((r._data.shape, d),))
+        node = op_node(op, tuple(edges), saved_in, saved_out, tuple(shapes), tuple(dtypes),
+                       params, needs, ((r._data.shape, d),))
         if d.category == 2:
             r._requires_grad = True
             r.grad_fn = node
         return
-    node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
+    node = op_node(op, tuple(edges), saved_in, saved_out, tuple(shapes), tuple(dtypes), params,
+                   needs, tuple((r._data.shape, r._dtype) for r in results))
     for i, r in enumerate(results):
         if r._dtype.category == 2:
             r._requires_grad = True
@@ -136,16 +139,75 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
                 _record(op, (a, b), {}, (t,), (na, nb))
             elif op.save or op.save_for is not None:
                 _record2(op, a, b, t, na, nb)
-            else:  # nothing saved (add, sub): _record2 inlined
-                ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
-                                      (a._dtype if ta else None, b._dtype if tb else None), _NO,
-                                      (na, nb))
+            else:  # nothing saved (add, sub): op_node inlined, one object per op
                 d = t._dtype
-                node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
-                              ((out.shape, d),))
+                n = _new(OpNode)
+                n.next_functions = ((_edge(a) if na else None), (_edge(b) if nb else None))
+                n._seq = _next(_node_seq)
+                n._num_outputs = 1
+                n.op = op
+                n.out_specs = ((out.shape, d),)
+                n._saved_inputs = n._saved_outputs = ()
+                n.input_shapes = (x.shape if ta else None, y.shape if tb else None)
+                n.input_dtypes = (a._dtype if ta else None, b._dtype if tb else None)
+                n.params = _NO
+                n.needs_input_grad = (na, nb)
+                n._owner = None
                 if d.category == 2:
                     t._requires_grad = True
-                    t.grad_fn = node
+                    t.grad_fn = n
+    return t
+
+
+def _eager_same(op: OpDef, a: Tensor, b: Any, plain: bool) -> Tensor:
+    """``a <op> b`` for ``Tensor.__add__`` and co. (``_frontend.pointwise._fast_operator``):
+    ``b`` is a tensor of ``a``'s shape and dtype or a Python float, grad-capable ops only.
+    ``plain``: the op's node saves nothing (add, sub), so it is a ``SameShapeNode``, the
+    cheapest node there is; others go through ``_record2``."""
+    x = a._data
+    tb = b.__class__ is not float
+    y = b._data if tb else b
+    uf = op._ufunc
+    if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+            x.size < _parallel.MIN_ELEMENTS:
+        out = uf(x, y)
+    else:
+        out = op.eager(x, y)
+    if out.__class__ is not np.ndarray:
+        out = np.asarray(out)
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = d = _dt._FROM_NP[out.dtype]
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if not st.grad_enabled:
+        return t
+    na = a._requires_grad
+    nb = tb and b._requires_grad
+    if not (na or nb):
+        return t
+    if not plain or d is not a._dtype:
+        _record2(op, a, b, t, na, nb)
+        return t
+    n = _new(SameShapeNode)
+    if na:
+        if a._base is None and a.grad_fn is None and a._accum is not None:
+            ea = (a._accum, 0)  # a leaf seen before: _edge, inlined
+        else:
+            ea = _edge(a)
+        n.next_functions = (ea, _edge(b) if nb else None)
+    else:
+        n.next_functions = (None, _edge(b))
+    n._seq = _next(_node_seq)
+    n.op = op
+    n._spec = (out.shape, d)
+    n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
+    n._owner = None
+    if d.category == 2:
+        t._requires_grad = True
+        t.grad_fn = n
     return t
 
 
@@ -176,9 +238,9 @@ def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
             saved_in = ((SavedTensor(a, name) if 0 in save else None),) if save else ()
             saved_out = ((SavedTensor(t.detach(), name, is_output=True)
                           if keep is True or 0 in keep else None),) if keep else ()
-            ctx = BackwardContext(saved_in, saved_out, (x.shape,), (a._dtype,), _NO, (True,))
             d = t._dtype
-            node = OpNode(op, (_edge(a),), ctx, ((out.shape, d),))
+            node = op_node(op, (_edge(a),), saved_in, saved_out, (x.shape,), (a._dtype,), _NO,
+                           (True,), ((out.shape, d),))
             if d.category == 2:
                 t._requires_grad = True
                 t.grad_fn = node
@@ -195,12 +257,11 @@ def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
         name = op.grad_name
         saved_in = ((SavedTensor(a, name) if ta else a) if 0 in save else None,
                     (SavedTensor(b, name) if tb else b) if 1 in save else None)
-    ctx = BackwardContext(saved_in, (), (a._data.shape if ta else None,
-                                         b._data.shape if tb else None),
-                          (a._dtype if ta else None, b._dtype if tb else None), {}, (na, nb))
     d = t._dtype
-    node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
-                  ((t._data.shape, d),))
+    node = op_node(op, (_edge(a) if na else None, _edge(b) if nb else None), saved_in, (),
+                   (a._data.shape if ta else None, b._data.shape if tb else None),
+                   (a._dtype if ta else None, b._dtype if tb else None), {}, (na, nb),
+                   ((t._data.shape, d),))
     if d.category == 2:
         t._requires_grad = True
         t.grad_fn = node

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
+from ember._bind_fast import _eager_same
 from ember._frontend.core import binary, check_tensor, is_scalar, prepare
 from ember._lazy import Trace as _Trace
 from ember.config import config
@@ -16,7 +17,7 @@ from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
 from ember.ops import registry as _reg
 from ember.ops.registry import bind
-from ember.tensor import _LZ, Tensor, _eager_pointwise, tensor_method
+from ember.tensor import _LZ, Tensor, tensor_method
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
            "positive", "pow", "rsub", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
@@ -213,9 +214,10 @@ def _fast_operator(op: Any, slow: Any, floats_only: bool = False, no_bool: bool 
                    ) -> Any:
     """``self <op> other`` with a fast path for the most frequent case: two tensors of one
     dtype and shape, or a floating tensor and a Python int/float (nothing to broadcast or
-    promote).  Eagerly (without ``check_meta``) such a call goes to ``_eager_pointwise``; under
-    a compiled call's trace it binds the primitive directly, exactly what ``binary`` binds for
-    these arguments.  Everything else is ``slow``."""
+    promote).  Eagerly (without ``check_meta``) such a call goes to ``_bind_fast._eager_same``;
+    under a compiled call's trace it binds the primitive directly, exactly what ``binary`` binds
+    for these arguments.  Everything else is ``slow``."""
+    plain = not (op.save or op.save_for is not None or op.save_output)
     def operator(self: Tensor, other: Any) -> Tensor:
         tr = _LZ.trace
         if tr is not None and tr.__class__ is not _Trace:
@@ -232,7 +234,7 @@ def _fast_operator(op: Any, slow: Any, floats_only: bool = False, no_bool: bool 
             return slow(self, other)
         if tr is None:
             if not config.check_meta:
-                return _eager_pointwise(op, self, o)
+                return _eager_same(op, self, o, plain)
             return slow(self, other)
         return _reg._binder(op, (self, o), {})
     operator.__name__ = f"__{op.name}__"
