@@ -3,8 +3,8 @@
 * ``_eager_pointwise`` / ``_eager_unary``: an eager one-output pointwise op without params
   (``a + b``, ``x.exp()``): small arrays that are not float16/bfloat16 go to the op's ufunc, the
   output tensor and (with grad) the autograd node are built inline;
-* ``_follow``: under a trace, an op that is the next node of the trace an earlier call recorded
-  (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node);
+* ``bind``: the binder; under a trace, an op that is the next node of the trace an earlier
+  call recorded (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node);
 * ``_record``: the autograd node of any op (``ember.tensor`` re-exports it).
 
 ``ember.tensor`` imports this module at its end; these functions use its names.
@@ -23,9 +23,10 @@ from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
 from ember.autograd.graph import _seq as _node_seq
 from ember.ops import _parallel
 from ember.ops.registry import OpDef
-from ember.tensor import _STATE, Tensor, _new, refresh_view
+from ember.tensor import _LZ, _STATE, Tensor, _eager_bind, _lazy_bind, _new, refresh_view
 
 _LazyArray = _lazy.LazyArray
+_Trace = _lazy.Trace
 _same = _lazy.same
 _weakref = weakref.ref
 _next = next
@@ -267,46 +268,71 @@ def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
         t.grad_fn = node
 
 
-def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: dict
-            ) -> Tensor | None:
-    """Record a one-output, non-view op that is the next node of the known trace ``kn`` (the
-    same op on the same values with the same params): the cached node and its spec serve, and
-    only the output tensor is made.  None when it is not (``_lazy_bind`` then decides)."""
+def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
+    """The binder (``ember.ops.registry.bind`` calls it; ``ember.tensor`` installs it): run
+    ``op`` eagerly and, when needed, record its autograd node; under a compiled call's trace,
+    record it (``tensor._lazy_bind``).
+
+    Pointwise primitives skip ``meta`` eagerly: their frontend has already broadcast and
+    promoted, and the output dtype is read off the kernel's result (tests run with
+    ``check_meta``, which verifies every kernel against its meta rule).
+
+    Under a trace that follows a known one (``_lazy.Known``: the trace an earlier call of the
+    same code recorded), a one-output, non-view op that is the known trace's next node (the
+    same op on the same values with the same params) reuses the cached node and its spec: no
+    ``meta``, no new node; only the output tensor and its lazy payload are made (inlined here:
+    one Python call less per recorded op).
+    """
+    tr = _LZ.trace
+    if tr is None:
+        return _eager_bind(op, inputs, params)
+    if tr.__class__ is not _Trace and not isinstance(tr, _Trace):
+        return tr.bind(op, inputs, params)  # another recorder (ember.export's tracer)
+    kn = tr.known
+    if kn is None:
+        return _lazy_bind(tr, op, inputs, params)
     nodes = tr.nodes
     i = len(nodes)
     if i >= kn.n:
-        return None
+        return _lazy_bind(tr, op, inputs, params)
     step = kn.simple[i]
-    if step is None:
-        return None
-    nd, nop, args, nparams, ref, shape, dtype, npd = step
-    if nop is not op or len(args) != len(inputs):
-        return None
+    if step is None or step[1] is not op:
+        return _lazy_bind(tr, op, inputs, params)
+    nd, _, args, nparams, ref, shape, dtype, npd = step
+    if len(args) != len(inputs):
+        return _lazy_bind(tr, op, inputs, params)
     storages = tr.storages
     for a, x in zip(args, inputs):
         c = x.__class__
         if c is float:  # a Python scalar (the frequent ``x * 0.5``): _same, inlined
             if a.__class__ is not float or x != a:
-                return None
-        elif isinstance(x, Tensor):
+                return _lazy_bind(tr, op, inputs, params)
+        elif c is Tensor or isinstance(x, Tensor):
             p = x._data
             if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
                 continue
             if tr.ref_of(x) != a:
-                return None
+                return _lazy_bind(tr, op, inputs, params)
         elif x is not a and not _same(x, a):
-            return None
+            return _lazy_bind(tr, op, inputs, params)
     if params is not nparams and (params or nparams) and not _same(params, nparams):
-        return None
+        return _lazy_bind(tr, op, inputs, params)
     if tr.known is not kn:  # ref_of met an input unlike the known trace's
-        return None
+        return _lazy_bind(tr, op, inputs, params)
     nodes.append(nd)
     t = _new(Tensor)
     t._dtype = dtype
     t._version_counter = vc = [0]
     la = _new(_LazyArray)   # LazyArray(tr, ref, shape, npd, None, None, vc, 0), inlined
-    la.trace, la.ref, la.shape, la.dtype, la.vc, la.sver = tr, ref, shape, npd, vc, 0
-    la.shadow = la.owner = la.value = None
+    la.trace = tr
+    la.ref = ref
+    la.shape = shape
+    la.dtype = npd
+    la.vc = vc
+    la.sver = 0
+    la.shadow = None
+    la.owner = None
+    la.value = None
     tr.lazies.append(_weakref(la))
     t._data = la
     tr.tensors.append(_weakref(t))
