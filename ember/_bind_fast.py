@@ -21,7 +21,9 @@ from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
 from ember.autograd.graph import _seq as _node_seq
+from ember.config import config
 from ember.ops import _parallel
+from ember.ops import registry as _registry
 from ember.ops.registry import OpDef
 from ember.tensor import _LZ, _STATE, Tensor, _eager_bind, _lazy_bind, _new, refresh_view
 
@@ -160,56 +162,100 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
     return t
 
 
-def _eager_same(op: OpDef, a: Tensor, b: Any, plain: bool) -> Tensor:
-    """``a <op> b`` for ``Tensor.__add__`` and co. (``_frontend.pointwise._fast_operator``):
-    ``b`` is a tensor of ``a``'s shape and dtype or a Python float, grad-capable ops only.
-    ``plain``: the op's node saves nothing (add, sub), so it is a ``SameShapeNode``, the
-    cheapest node there is; others go through ``_record2``."""
-    x = a._data
-    tb = b.__class__ is not float
-    y = b._data if tb else b
-    uf = op._ufunc
-    if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
-            x.size < _parallel.MIN_ELEMENTS:
-        out = uf(x, y)
-    else:
-        out = op.eager(x, y)
-    if out.__class__ is not np.ndarray:
-        out = np.asarray(out)
-    t = _new(Tensor)
-    t._data = out
-    t._dtype = d = _dt._FROM_NP[out.dtype]
-    t._version_counter = [0]
-    st = _STATE
-    if st.inference:
-        t._inference = True
-    if not st.grad_enabled:
-        return t
-    na = a._requires_grad
-    nb = tb and b._requires_grad
-    if not (na or nb):
-        return t
-    if not plain or d is not a._dtype:
-        _record2(op, a, b, t, na, nb)
-        return t
-    n = _new(SameShapeNode)
-    if na:
-        if a._base is None and a.grad_fn is None and a._accum is not None:
-            ea = (a._accum, 0)  # a leaf seen before: _edge, inlined
+def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool = False
+                  ) -> Any:
+    """``Tensor.__add__`` and co.: ``self <op> other`` with a fast path for the most frequent
+    case, two tensors of one dtype and shape, or a floating tensor and a Python int/float
+    (nothing to broadcast or promote).  Eagerly (without ``check_meta``) the op runs here: the
+    ufunc, the output tensor and, with grad, the node (add/sub: a ``SameShapeNode``, the
+    cheapest there is; mul/div: ``_record2``), in one Python call.  Under a compiled call's
+    trace it binds the primitive directly, exactly what ``binary`` binds for these arguments.
+    Everything else is ``slow`` (the general frontend)."""
+    plain = not (op.save or op.save_for is not None or op.save_output)
+
+    def operator(self: Tensor, other: Any) -> Tensor:
+        tr = _LZ.trace
+        if tr is not None:
+            return _traced_operator(op, slow, floats_only, no_bool, tr, self, other)
+        d = self._dtype
+        x = self._data
+        if isinstance(other, Tensor):
+            y = other._data
+            # ranks 0 and 1: equal sizes are equal shapes (no tuples to build)
+            if other._dtype is not d or x.ndim != y.ndim or x.size != y.size or \
+                    (x.ndim > 1 and x.shape != y.shape) or (floats_only and d.category != 2) \
+                    or (no_bool and d is _dt.bool) or config.check_meta:
+                return slow(self, other)
+            tb = True
+        elif (other.__class__ is float or other.__class__ is int) and d.category == 2 and \
+                not config.check_meta:
+            y = float(other)
+            tb = False
         else:
-            ea = _edge(a)
-        n.next_functions = (ea, _edge(b) if nb else None)
+            return slow(self, other)
+        uf = op._ufunc
+        if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+                x.size < _parallel.MIN_ELEMENTS:
+            out = uf(x, y)
+        else:
+            out = op.eager(x, y)
+        if out.__class__ is not np.ndarray:
+            out = np.asarray(out)
+        t = _new(Tensor)
+        t._data = out
+        t._dtype = d = _dt._FROM_NP[out.dtype]
+        t._version_counter = [0]
+        st = _STATE
+        if st.inference:
+            t._inference = True
+        if not st.grad_enabled:
+            return t
+        na = self._requires_grad
+        nb = tb and other._requires_grad
+        if not (na or nb):
+            return t
+        if not plain or d is not self._dtype:
+            _record2(op, self, other if tb else y, t, na, nb)
+            return t
+        n = _new(SameShapeNode)  # nothing saved, no params (add, sub)
+        if na:
+            acc = self._accum
+            if acc is not None and self.grad_fn is None and self._base is None:
+                ea = (acc, 0)  # a leaf seen before: _edge, inlined
+            else:
+                ea = _edge(self)
+            n.next_functions = (ea, _edge(other) if nb else None)
+        else:
+            n.next_functions = (None, _edge(other))
+        n._seq = _next(_node_seq)
+        n.op = op
+        n._spec = (out.shape, d)
+        n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
+        n._owner = None
+        if d.category == 2:
+            t._requires_grad = True
+            t.grad_fn = n
+        return t
+    operator.__name__ = f"__{op.name}__"
+    return operator
+
+
+def _traced_operator(op: OpDef, slow: Any, floats_only: bool, no_bool: bool, tr: Any,
+                     a: Tensor, b: Any) -> Tensor:
+    """``fast_operator`` under a trace: bind the primitive when ``binary`` would bind just it."""
+    if tr.__class__ is not _Trace:
+        return slow(a, b)  # export's tracer: symbolic sizes, compared by ``binary``
+    d = a._dtype
+    if isinstance(b, Tensor):
+        if b._dtype is not d or a._data.shape != b._data.shape or \
+                (floats_only and d.category != 2) or (no_bool and d is _dt.bool):
+            return slow(a, b)
+        o = b
+    elif (b.__class__ is float or b.__class__ is int) and d.category == 2:
+        o = float(b)
     else:
-        n.next_functions = (None, _edge(b))
-    n._seq = _next(_node_seq)
-    n.op = op
-    n._spec = (out.shape, d)
-    n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
-    n._owner = None
-    if d.category == 2:
-        t._requires_grad = True
-        t.grad_fn = n
-    return t
+        return slow(a, b)
+    return _registry._binder(op, (a, o), {})
 
 
 def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
