@@ -5,6 +5,8 @@
   output tensor and (with grad) the autograd node are built inline;
 * ``bind``: the binder; under a trace, an op that is the next node of the trace an earlier
   call recorded (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node);
+* ``fast_operator``: ``Tensor.__add__`` / ``__sub__`` / ``__mul__`` / ``__truediv__``, whose
+  eager same-shape case runs in one Python call;
 * ``_record``: the autograd node of any op (``ember.tensor`` re-exports it).
 
 ``ember.tensor`` imports this module at its end; these functions use its names.

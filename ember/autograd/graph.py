@@ -189,7 +189,9 @@ class SavedTensor:
 
 
 class BackwardContext:
-    """What a ``vjp`` sees: saved tensors, input shapes/dtypes, params, output count."""
+    """What a ``vjp`` sees: saved tensors, input shapes/dtypes, params, output count.  An
+    ``OpNode`` carries these fields itself (it is its own context); this class serves code that
+    calls a ``vjp`` without a node (``ember.export``)."""
 
     __slots__ = ("_saved_inputs", "_saved_outputs", "input_shapes", "input_dtypes", "params",
                  "needs_input_grad", "_owner")
@@ -304,7 +306,7 @@ class SameShapeNode(OpNode):
     tensors (add, sub), on operands of the output's shape and dtype (or a Python number): the
     output spec and which operands are tensors / need a gradient are stored, and the context
     fields (``input_shapes``, ``input_dtypes``, ``needs_input_grad``, ``out_specs``) are derived
-    from them when the backward reads them.  Built by ``ember._bind_fast._eager_same``."""
+    from them when the backward reads them.  Built by ``ember._bind_fast.fast_operator``."""
 
     __slots__ = ("_spec", "_mask")  # (shape, dtype); bits: 1/2 operand is a tensor, 4/8 needs
     _num_outputs = 1
