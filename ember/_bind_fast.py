@@ -177,21 +177,30 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
 
     def operator(self: Tensor, other: Any) -> Tensor:
         tr = _LZ.trace
-        if tr is not None:
-            return _traced_operator(op, slow, floats_only, no_bool, tr, self, other)
         d = self._dtype
         x = self._data
         if isinstance(other, Tensor):
             y = other._data
-            # ranks 0 and 1: equal sizes are equal shapes (no tuples to build)
-            if other._dtype is not d or x.ndim != y.ndim or x.size != y.size or \
-                    (x.ndim > 1 and x.shape != y.shape) or (floats_only and d.category != 2) \
-                    or (no_bool and d is _dt.bool) or config.check_meta:
+            if other._dtype is not d or (floats_only and d.category != 2) or \
+                    (no_bool and d is _dt.bool):
                 return slow(self, other)
+            if tr is None:  # ranks 0 and 1: equal sizes are equal shapes (no tuples to build)
+                if x.ndim != y.ndim or x.size != y.size or (x.ndim > 1 and x.shape != y.shape) \
+                        or config.check_meta:
+                    return slow(self, other)
+            elif tr.__class__ is not _Trace or x.shape != y.shape:
+                return slow(self, other)  # export's tracer: symbolic sizes, for ``binary``
+            else:  # under a compiled call's trace: bind what ``binary`` would bind
+                return _registry._binder(op, (self, other), {})
             tb = True
-        elif (other.__class__ is float or other.__class__ is int) and d.category == 2 and \
-                not config.check_meta:
+        elif (other.__class__ is float or other.__class__ is int) and d.category == 2:
             y = float(other)
+            if tr is not None:
+                if tr.__class__ is not _Trace:
+                    return slow(self, other)
+                return _registry._binder(op, (self, y), {})
+            if config.check_meta:
+                return slow(self, other)
             tb = False
         else:
             return slow(self, other)
@@ -240,24 +249,6 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
         return t
     operator.__name__ = f"__{op.name}__"
     return operator
-
-
-def _traced_operator(op: OpDef, slow: Any, floats_only: bool, no_bool: bool, tr: Any,
-                     a: Tensor, b: Any) -> Tensor:
-    """``fast_operator`` under a trace: bind the primitive when ``binary`` would bind just it."""
-    if tr.__class__ is not _Trace:
-        return slow(a, b)  # export's tracer: symbolic sizes, compared by ``binary``
-    d = a._dtype
-    if isinstance(b, Tensor):
-        if b._dtype is not d or a._data.shape != b._data.shape or \
-                (floats_only and d.category != 2) or (no_bool and d is _dt.bool):
-            return slow(a, b)
-        o = b
-    elif (b.__class__ is float or b.__class__ is int) and d.category == 2:
-        o = float(b)
-    else:
-        return slow(a, b)
-    return _registry._binder(op, (a, o), {})
 
 
 def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
