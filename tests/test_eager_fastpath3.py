@@ -146,3 +146,10 @@ def test_no_grad_and_inference_skip_the_node() -> None:
     with ember.inference_mode():
         c = a + a
         assert c.grad_fn is None and c.is_inference()
+
+
+@pytest.mark.xfail(strict=True, reason="``2.5 - t`` runs sub(2.5, t) and names its node "
+                   "SubBackward0; PyTorch's __rsub__ gives RsubBackward1 (not the fast path)")
+def test_rsub_scalar_node_name() -> None:
+    ea, ta = ember.tensor(X, requires_grad=True), torch.tensor(X, requires_grad=True)
+    assert (2.5 - ea).grad_fn.name() == (2.5 - ta).grad_fn.name()
