@@ -3,8 +3,10 @@
 * ``_eager_pointwise`` / ``_eager_unary``: an eager one-output pointwise op without params
   (``a + b``, ``x.exp()``): small arrays that are not float16/bfloat16 go to the op's ufunc, the
   output tensor and (with grad) the autograd node are built inline;
-* ``_follow``: under a trace, an op that is the next node of the trace an earlier call recorded
-  (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node);
+* ``bind``: the binder; under a trace, an op that is the next node of the trace an earlier
+  call recorded (``_lazy.Known``) reuses that node and its spec (no ``meta``, no new node);
+* ``fast_operator``: ``Tensor.__add__`` / ``__sub__`` / ``__mul__`` / ``__truediv__``, whose
+  eager same-shape case runs in one Python call;
 * ``_record``: the autograd node of any op (``ember.tensor`` re-exports it).
 
 ``ember.tensor`` imports this module at its end; these functions use its names.
@@ -19,14 +21,19 @@ import numpy as np
 
 from ember import _lazy
 from ember import dtypes as _dt
-from ember.autograd.graph import BackwardContext, OpNode, SavedTensor
+from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
+from ember.autograd.graph import _seq as _node_seq
+from ember.config import config
 from ember.ops import _parallel
+from ember.ops import registry as _registry
 from ember.ops.registry import OpDef
-from ember.tensor import _STATE, Tensor, _new, refresh_view
+from ember.tensor import _LZ, _STATE, Tensor, _eager_bind, _lazy_bind, _new, refresh_view
 
 _LazyArray = _lazy.LazyArray
+_Trace = _lazy.Trace
 _same = _lazy.same
 _weakref = weakref.ref
+_next = next
 _NO: dict = {}  # the params of a param-less op's node (never written)
 _LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
 
@@ -88,16 +95,17 @@ def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple
         keep = op.save_output
         saved_out = tuple(SavedTensor(r.detach(), name, is_output=True)
                           if keep is True or i in keep else None for i, r in enumerate(results))
-    ctx = BackwardContext(saved_in, saved_out, tuple(shapes), tuple(dtypes), params, needs)
     if len(results) == 1:
         r = results[0]
         d = r._dtype
-        node = OpNode(op, tuple(edges), ctx, ((r._data.shape, d),))
+        node = op_node(op, tuple(edges), saved_in, saved_out, tuple(shapes), tuple(dtypes),
+                       params, needs, ((r._data.shape, d),))
         if d.category == 2:
             r._requires_grad = True
             r.grad_fn = node
         return
-    node = OpNode(op, tuple(edges), ctx, tuple((r._data.shape, r._dtype) for r in results))
+    node = op_node(op, tuple(edges), saved_in, saved_out, tuple(shapes), tuple(dtypes), params,
+                   needs, tuple((r._data.shape, r._dtype) for r in results))
     for i, r in enumerate(results):
         if r._dtype.category == 2:
             r._requires_grad = True
@@ -136,17 +144,111 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
                 _record(op, (a, b), {}, (t,), (na, nb))
             elif op.save or op.save_for is not None:
                 _record2(op, a, b, t, na, nb)
-            else:  # nothing saved (add, sub): _record2 inlined
-                ctx = BackwardContext((), (), (x.shape if ta else None, y.shape if tb else None),
-                                      (a._dtype if ta else None, b._dtype if tb else None), _NO,
-                                      (na, nb))
+            else:  # nothing saved (add, sub): op_node inlined, one object per op
                 d = t._dtype
-                node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
-                              ((out.shape, d),))
+                n = _new(OpNode)
+                n.next_functions = ((_edge(a) if na else None), (_edge(b) if nb else None))
+                n._seq = _next(_node_seq)
+                n._num_outputs = 1
+                n.op = op
+                n.out_specs = ((out.shape, d),)
+                n._saved_inputs = n._saved_outputs = ()
+                n.input_shapes = (x.shape if ta else None, y.shape if tb else None)
+                n.input_dtypes = (a._dtype if ta else None, b._dtype if tb else None)
+                n.params = _NO
+                n.needs_input_grad = (na, nb)
+                n._owner = None
                 if d.category == 2:
                     t._requires_grad = True
-                    t.grad_fn = node
+                    t.grad_fn = n
     return t
+
+
+def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool = False
+                  ) -> Any:
+    """``Tensor.__add__`` and co.: ``self <op> other`` with a fast path for the most frequent
+    case, two tensors of one dtype and shape, or a floating tensor and a Python int/float
+    (nothing to broadcast or promote).  Eagerly (without ``check_meta``) the op runs here: the
+    ufunc, the output tensor and, with grad, the node (add/sub: a ``SameShapeNode``, the
+    cheapest there is; mul/div: ``_record2``), in one Python call.  Under a compiled call's
+    trace it binds the primitive directly, exactly what ``binary`` binds for these arguments.
+    Everything else is ``slow`` (the general frontend)."""
+    plain = not (op.save or op.save_for is not None or op.save_output)
+
+    def operator(self: Tensor, other: Any) -> Tensor:
+        tr = _LZ.trace
+        d = self._dtype
+        x = self._data
+        if isinstance(other, Tensor):
+            y = other._data
+            if other._dtype is not d or (floats_only and d.category != 2) or \
+                    (no_bool and d is _dt.bool):
+                return slow(self, other)
+            if tr is None:  # ranks 0 and 1: equal sizes are equal shapes (no tuples to build)
+                if x.ndim != y.ndim or x.size != y.size or (x.ndim > 1 and x.shape != y.shape) \
+                        or config.check_meta:
+                    return slow(self, other)
+            elif tr.__class__ is not _Trace or x.shape != y.shape:
+                return slow(self, other)  # export's tracer: symbolic sizes, for ``binary``
+            else:  # under a compiled call's trace: bind what ``binary`` would bind
+                return _registry._binder(op, (self, other), {})
+            tb = True
+        elif (other.__class__ is float or other.__class__ is int) and d.category == 2:
+            y = float(other)
+            if tr is not None:
+                if tr.__class__ is not _Trace:
+                    return slow(self, other)
+                return _registry._binder(op, (self, y), {})
+            if config.check_meta:
+                return slow(self, other)
+            tb = False
+        else:
+            return slow(self, other)
+        uf = op._ufunc
+        if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
+                x.size < _parallel.MIN_ELEMENTS:
+            out = uf(x, y)
+        else:
+            out = op.eager(x, y)
+        if out.__class__ is not np.ndarray:
+            out = np.asarray(out)
+        t = _new(Tensor)
+        t._data = out
+        t._dtype = d = _dt._FROM_NP[out.dtype]
+        t._version_counter = [0]
+        st = _STATE
+        if st.inference:
+            t._inference = True
+        if not st.grad_enabled:
+            return t
+        na = self._requires_grad
+        nb = tb and other._requires_grad
+        if not (na or nb):
+            return t
+        if not plain or d is not self._dtype:
+            _record2(op, self, other if tb else y, t, na, nb)
+            return t
+        n = _new(SameShapeNode)  # nothing saved, no params (add, sub)
+        if na:
+            acc = self._accum
+            if acc is not None and self.grad_fn is None and self._base is None:
+                ea = (acc, 0)  # a leaf seen before: _edge, inlined
+            else:
+                ea = _edge(self)
+            n.next_functions = (ea, _edge(other) if nb else None)
+        else:
+            n.next_functions = (None, _edge(other))
+        n._seq = _next(_node_seq)
+        n.op = op
+        n._spec = (out.shape, d)
+        n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
+        n._owner = None
+        if d.category == 2:
+            t._requires_grad = True
+            t.grad_fn = n
+        return t
+    operator.__name__ = f"__{op.name}__"
+    return operator
 
 
 def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
@@ -176,9 +278,9 @@ def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
             saved_in = ((SavedTensor(a, name) if 0 in save else None),) if save else ()
             saved_out = ((SavedTensor(t.detach(), name, is_output=True)
                           if keep is True or 0 in keep else None),) if keep else ()
-            ctx = BackwardContext(saved_in, saved_out, (x.shape,), (a._dtype,), _NO, (True,))
             d = t._dtype
-            node = OpNode(op, (_edge(a),), ctx, ((out.shape, d),))
+            node = op_node(op, (_edge(a),), saved_in, saved_out, (x.shape,), (a._dtype,), _NO,
+                           (True,), ((out.shape, d),))
             if d.category == 2:
                 t._requires_grad = True
                 t.grad_fn = node
@@ -195,57 +297,81 @@ def _record2(op: OpDef, a: Any, b: Any, t: Tensor, na: bool, nb: bool) -> None:
         name = op.grad_name
         saved_in = ((SavedTensor(a, name) if ta else a) if 0 in save else None,
                     (SavedTensor(b, name) if tb else b) if 1 in save else None)
-    ctx = BackwardContext(saved_in, (), (a._data.shape if ta else None,
-                                         b._data.shape if tb else None),
-                          (a._dtype if ta else None, b._dtype if tb else None), {}, (na, nb))
     d = t._dtype
-    node = OpNode(op, (_edge(a) if na else None, _edge(b) if nb else None), ctx,
-                  ((t._data.shape, d),))
+    node = op_node(op, (_edge(a) if na else None, _edge(b) if nb else None), saved_in, (),
+                   (a._data.shape if ta else None, b._data.shape if tb else None),
+                   (a._dtype if ta else None, b._dtype if tb else None), {}, (na, nb),
+                   ((t._data.shape, d),))
     if d.category == 2:
         t._requires_grad = True
         t.grad_fn = node
 
 
-def _follow(tr: _lazy.Trace, kn: _lazy.Known, op: OpDef, inputs: tuple, params: dict
-            ) -> Tensor | None:
-    """Record a one-output, non-view op that is the next node of the known trace ``kn`` (the
-    same op on the same values with the same params): the cached node and its spec serve, and
-    only the output tensor is made.  None when it is not (``_lazy_bind`` then decides)."""
+def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
+    """The binder (``ember.ops.registry.bind`` calls it; ``ember.tensor`` installs it): run
+    ``op`` eagerly and, when needed, record its autograd node; under a compiled call's trace,
+    record it (``tensor._lazy_bind``).
+
+    Pointwise primitives skip ``meta`` eagerly: their frontend has already broadcast and
+    promoted, and the output dtype is read off the kernel's result (tests run with
+    ``check_meta``, which verifies every kernel against its meta rule).
+
+    Under a trace that follows a known one (``_lazy.Known``: the trace an earlier call of the
+    same code recorded), a one-output, non-view op that is the known trace's next node (the
+    same op on the same values with the same params) reuses the cached node and its spec: no
+    ``meta``, no new node; only the output tensor and its lazy payload are made (inlined here:
+    one Python call less per recorded op).
+    """
+    tr = _LZ.trace
+    if tr is None:
+        return _eager_bind(op, inputs, params)
+    if tr.__class__ is not _Trace and not isinstance(tr, _Trace):
+        return tr.bind(op, inputs, params)  # another recorder (ember.export's tracer)
+    kn = tr.known
+    if kn is None:
+        return _lazy_bind(tr, op, inputs, params)
     nodes = tr.nodes
     i = len(nodes)
     if i >= kn.n:
-        return None
+        return _lazy_bind(tr, op, inputs, params)
     step = kn.simple[i]
-    if step is None:
-        return None
-    nd, nop, args, nparams, ref, shape, dtype, npd = step
-    if nop is not op or len(args) != len(inputs):
-        return None
+    if step is None or step[1] is not op:
+        return _lazy_bind(tr, op, inputs, params)
+    nd, _, args, nparams, ref, shape, dtype, npd = step
+    if len(args) != len(inputs):
+        return _lazy_bind(tr, op, inputs, params)
     storages = tr.storages
     for a, x in zip(args, inputs):
         c = x.__class__
         if c is float:  # a Python scalar (the frequent ``x * 0.5``): _same, inlined
             if a.__class__ is not float or x != a:
-                return None
-        elif isinstance(x, Tensor):
+                return _lazy_bind(tr, op, inputs, params)
+        elif c is Tensor or isinstance(x, Tensor):
             p = x._data
             if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
                 continue
             if tr.ref_of(x) != a:
-                return None
+                return _lazy_bind(tr, op, inputs, params)
         elif x is not a and not _same(x, a):
-            return None
+            return _lazy_bind(tr, op, inputs, params)
     if params is not nparams and (params or nparams) and not _same(params, nparams):
-        return None
+        return _lazy_bind(tr, op, inputs, params)
     if tr.known is not kn:  # ref_of met an input unlike the known trace's
-        return None
+        return _lazy_bind(tr, op, inputs, params)
     nodes.append(nd)
     t = _new(Tensor)
     t._dtype = dtype
     t._version_counter = vc = [0]
     la = _new(_LazyArray)   # LazyArray(tr, ref, shape, npd, None, None, vc, 0), inlined
-    la.trace, la.ref, la.shape, la.dtype, la.vc, la.sver = tr, ref, shape, npd, vc, 0
-    la.shadow = la.owner = la.value = None
+    la.trace = tr
+    la.ref = ref
+    la.shape = shape
+    la.dtype = npd
+    la.vc = vc
+    la.sver = 0
+    la.shadow = None
+    la.owner = None
+    la.value = None
     tr.lazies.append(_weakref(la))
     t._data = la
     tr.tensors.append(_weakref(t))

@@ -71,7 +71,7 @@ class Known:
                 if a.__class__ is tuple and len(a) == 3 and a[0] == "n":
                     refs[a[1]][a[2]] = a
         self.refs = tuple(refs)
-        # what ``tensor._follow`` needs of each node it may record (one output, not a view):
+        # what ``_bind_fast.bind`` reads of each node a followed op may reuse (one output, no view):
         # (node, op, args, params, output ref, shape, dtype, NumPy dtype); None for the others
         self.simple = tuple((nd, nd.op, nd.args, nd.params, refs[i][0], nd.specs[0][0],
                              nd.specs[0][1], nd.specs[0][1].np)

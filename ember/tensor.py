@@ -573,26 +573,7 @@ def _wrap(arr: np.ndarray, dtype: DType) -> Tensor:
 
 
 # ------------------------------------------------------------------------ the binder
-def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
-    """Run ``op`` eagerly and, when needed, record its autograd node.
-
-    Pointwise primitives skip ``meta`` here: their frontend has already broadcast and promoted,
-    and the output dtype is read off the kernel's result (tests run with ``check_meta``, which
-    verifies every kernel against its meta rule).
-    """
-    tr = _LZ.trace
-    if tr is None:
-        return _eager_bind(op, inputs, params)
-    if tr.__class__ is not _Trace and not isinstance(tr, _Trace):
-        return tr.bind(op, inputs, params)  # another recorder (ember.export's tracer)
-    kn = tr.known
-    if kn is not None:
-        out = _follow(tr, kn, op, inputs, params)
-        if out is not None:
-            return out
-    return _lazy_bind(tr, op, inputs, params)
-
-
+# ``bind`` (the installed binder) is ``ember._bind_fast.bind``, re-exported below
 def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     check = config.check_meta
     pointwise = op.kind == "pointwise"
@@ -764,10 +745,10 @@ def refresh_view(view: Tensor) -> None:
     view._requires_grad = True
 
 
-_registry.install_binder(bind)
+# the binder and its fast paths (a module of their own; they use the names above)
+from ember._bind_fast import _eager_pointwise, _eager_unary, _record, bind  # noqa: E402,I001
 
-# the fast paths of the binder (a module of their own; they use the names above)
-from ember._bind_fast import _eager_pointwise, _eager_unary, _follow, _record  # noqa: E402,I001
+_registry.install_binder(bind)
 from ember.autograd import engine as _engine  # noqa: E402
 
 _engine.Tensor, _engine._wrap = Tensor, _wrap

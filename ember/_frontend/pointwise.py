@@ -9,14 +9,12 @@ from typing import Any
 import numpy as np
 
 from ember import dtypes as dt
+from ember._bind_fast import fast_operator
 from ember._frontend.core import binary, check_tensor, is_scalar, prepare
-from ember._lazy import Trace as _Trace
-from ember.config import config
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.ops import pointwise as P
-from ember.ops import registry as _reg
 from ember.ops.registry import bind
-from ember.tensor import _LZ, Tensor, _eager_pointwise, tensor_method
+from ember.tensor import Tensor, tensor_method
 
 __all__ = ["abs", "absolute", "add", "div", "divide", "mul", "multiply", "neg", "negative",
            "positive", "pow", "rsub", "sgn", "sign", "square", "sub", "subtract", "true_divide"]
@@ -209,34 +207,7 @@ def _binop(fn):  # noqa: ANN001, ANN202
     return lambda self, other: fn(other, self)
 
 
-def _fast_operator(op: Any, slow: Any, floats_only: bool = False, no_bool: bool = False
-                   ) -> Any:
-    """``self <op> other`` with a fast path for the most frequent case: two tensors of one
-    dtype and shape, or a floating tensor and a Python int/float (nothing to broadcast or
-    promote).  Eagerly (without ``check_meta``) such a call goes to ``_eager_pointwise``; under
-    a compiled call's trace it binds the primitive directly, exactly what ``binary`` binds for
-    these arguments.  Everything else is ``slow``."""
-    def operator(self: Tensor, other: Any) -> Tensor:
-        tr = _LZ.trace
-        if tr is not None and tr.__class__ is not _Trace:
-            return slow(self, other)  # export's tracer: symbolic sizes, compared by ``binary``
-        d = self._dtype
-        if isinstance(other, Tensor):
-            if other._dtype is not d or self._data.shape != other._data.shape or \
-                    (floats_only and d.category != 2) or (no_bool and d is dt.bool):
-                return slow(self, other)
-            o = other
-        elif (other.__class__ is float or other.__class__ is int) and d.category == 2:
-            o = float(other)
-        else:
-            return slow(self, other)
-        if tr is None:
-            if not config.check_meta:
-                return _eager_pointwise(op, self, o)
-            return slow(self, other)
-        return _reg._binder(op, (self, o), {})
-    operator.__name__ = f"__{op.name}__"
-    return operator
+_fast_operator = fast_operator  # ``Tensor.__add__`` and co. (``ember._bind_fast``)
 
 
 Tensor.__add__ = _fast_operator(P.ADD, add)  # type: ignore[method-assign]

@@ -65,7 +65,7 @@ def norm_dims(dim: Any, ndim: int, op: str) -> tuple:
     mean all dims.  Repeated dims raise PyTorch's error."""
     if dim is None:
         # one shared tuple per rank: a compiled call that follows its last trace compares the
-        # params of a full reduction by identity (``_bind_fast._follow``)
+        # params of a full reduction by identity (``_bind_fast.bind``)
         return _ALL_DIMS[ndim] if ndim < len(_ALL_DIMS) else tuple(range(ndim))
     if not isinstance(dim, (tuple, list)):
         dim = operator.index(dim)  # ints, NumPy ints, 0-d integer tensors

@@ -395,9 +395,12 @@ def _validate(node: OpNode, grads: tuple) -> tuple:
             f"function {node.name()} returned an incorrect number of gradients (expected "
             f"{len(nexts)}, got {len(grads)})"
         )
-    ctx = node.ctx
+    shapes = node.input_shapes  # the node is its own context; read once (may be derived)
+    dtypes = node.input_dtypes
     out = None
-    for i, g in enumerate(grads):
+    i = -1
+    for g in grads:
+        i += 1
         if g is None:
             continue
         if nexts[i] is None:
@@ -405,14 +408,14 @@ def _validate(node: OpNode, grads: tuple) -> tuple:
                 out = list(grads)
             out[i] = None
             continue
-        shape = ctx.input_shapes[i]
+        shape = shapes[i]
         gs = g._data.shape
         if gs != shape and tuple(gs) != tuple(shape):
             raise ShapeError(
                 f"Function {node.name()} returned an invalid gradient at index {i} - got "
                 f"{list(g.shape)} but expected shape compatible with {list(shape)}"
             )
-        dt = ctx.input_dtypes[i]
+        dt = dtypes[i]
         if g._dtype is not dt:
             if out is None:
                 out = list(grads)

@@ -189,7 +189,9 @@ class SavedTensor:
 
 
 class BackwardContext:
-    """What a ``vjp`` sees: saved tensors, input shapes/dtypes, params, output count."""
+    """What a ``vjp`` sees: saved tensors, input shapes/dtypes, params, output count.  An
+    ``OpNode`` carries these fields itself (it is its own context); this class serves code that
+    calls a ``vjp`` without a node (``ember.export``)."""
 
     __slots__ = ("_saved_inputs", "_saved_outputs", "input_shapes", "input_dtypes", "params",
                  "needs_input_grad", "_owner")
@@ -239,24 +241,42 @@ class BackwardContext:
 
 
 class OpNode(Node):
-    """Backward node of one registry op."""
+    """Backward node of one registry op; it is also the op's ``BackwardContext`` (``ctx`` is the
+    node itself): one object per recorded op, built by ``ember._bind_fast`` slot by slot."""
 
-    __slots__ = ("op", "ctx", "_freed", "out_specs", "alias")
+    __slots__ = ("op", "out_specs", "_saved_inputs", "_saved_outputs", "input_shapes",
+                 "input_dtypes", "params", "needs_input_grad", "_owner")
+    # rare: set per instance (in ``__dict__``) only when used
+    _freed = False
+    # the name PyTorch gives this use of the op when it differs from ``op.grad_name``
+    # (batch norm runs the layer-norm op: NativeBatchNormBackward0); see ``rename``
+    alias: str | None = None
 
     def __init__(self, op: OpDef, next_functions: tuple, ctx: BackwardContext,
                  out_specs: tuple) -> None:
         # len(out_specs), not op.num_outputs: ops with a variable output count (split, unbind)
-        # declare num_outputs=0.  Node.__init__, inlined (one node per recorded op)
+        # declare num_outputs=0.  Node.__init__, inlined
         self.next_functions = next_functions
         self._seq = next(_seq)
         self._num_outputs = len(out_specs)
         self.op = op
-        self.ctx = ctx
-        self._freed = False
         self.out_specs = out_specs  # ((shape, dtype), ...) to build zero grads of unused outputs
-        # the name PyTorch gives this use of the op when it differs from ``op.grad_name``
-        # (batch norm runs the layer-norm op: NativeBatchNormBackward0); see ``rename``
-        self.alias: str | None = None
+        self._saved_inputs = ctx._saved_inputs
+        self._saved_outputs = ctx._saved_outputs
+        self.input_shapes = ctx.input_shapes
+        self.input_dtypes = ctx.input_dtypes
+        self.params = ctx.params
+        self.needs_input_grad = ctx.needs_input_grad
+        self._owner = None
+
+    @property
+    def ctx(self) -> OpNode:
+        """What the op's ``vjp`` sees (``BackwardContext``'s fields): this node."""
+        return self
+
+    create_graph = BackwardContext.create_graph
+    inputs = BackwardContext.inputs
+    outputs = BackwardContext.outputs
 
     def name(self) -> str:
         return self.alias or self.op.grad_name
@@ -264,19 +284,77 @@ class OpNode(Node):
     def apply(self, grads: tuple, create_graph: bool) -> tuple:
         if self._freed:
             SavedTensor.unpack(_FREED)
-        ctx = self.ctx
-        ctx._owner = self if create_graph else None
+        self._owner = self if create_graph else None
         try:
-            return self.op.vjp(ctx, *grads)
+            return self.op.vjp(self, *grads)
         finally:
-            ctx._owner = None
+            self._owner = None
 
     def release(self) -> None:
-        if self.op.save or self.op.save_for or self.op.save_output:
+        op = self.op
+        if op.save or op.save_for or op.save_output:
             self._freed = True
-            self.ctx._saved_inputs = ()
-            self.ctx._saved_outputs = ()
+            self._saved_inputs = ()
+            self._saved_outputs = ()
 
+
+_NO_PARAMS: dict = {}  # the params of a param-less op's node (never written)
+
+
+class SameShapeNode(OpNode):
+    """The ``OpNode`` of a one-output binary op without params whose ``vjp`` reads no saved
+    tensors (add, sub), on operands of the output's shape and dtype (or a Python number): the
+    output spec and which operands are tensors / need a gradient are stored, and the context
+    fields (``input_shapes``, ``input_dtypes``, ``needs_input_grad``, ``out_specs``) are derived
+    from them when the backward reads them.  Built by ``ember._bind_fast.fast_operator``."""
+
+    __slots__ = ("_spec", "_mask")  # (shape, dtype); bits: 1/2 operand is a tensor, 4/8 needs
+    _num_outputs = 1
+    params = _NO_PARAMS
+    _saved_inputs = ()
+    _saved_outputs = ()
+
+    @property
+    def out_specs(self) -> tuple:  # type: ignore[override]
+        return (self._spec,)
+
+    @property
+    def input_shapes(self) -> tuple:  # type: ignore[override]
+        s, m = self._spec[0], self._mask
+        return (s if m & 1 else None, s if m & 2 else None)
+
+    @property
+    def input_dtypes(self) -> tuple:  # type: ignore[override]
+        d, m = self._spec[1], self._mask
+        return (d if m & 1 else None, d if m & 2 else None)
+
+    @property
+    def needs_input_grad(self) -> tuple:  # type: ignore[override]
+        m = self._mask
+        return (bool(m & 4), bool(m & 8))
+
+
+_new = object.__new__
+
+
+def op_node(op: OpDef, edges: tuple, saved_in: tuple, saved_out: tuple, shapes: tuple,
+            dtypes: tuple, params: dict, needs: tuple, out_specs: tuple) -> OpNode:
+    """An ``OpNode`` from its fields (what ``OpNode(op, edges, BackwardContext(...), specs)``
+    builds, without the context object)."""
+    n = _new(OpNode)
+    n.next_functions = edges
+    n._seq = next(_seq)
+    n._num_outputs = len(out_specs)
+    n.op = op
+    n.out_specs = out_specs
+    n._saved_inputs = saved_in
+    n._saved_outputs = saved_out
+    n.input_shapes = shapes
+    n.input_dtypes = dtypes
+    n.params = params
+    n.needs_input_grad = needs
+    n._owner = None
+    return n
 
 
 def rename(t: Any, name: str) -> None:
