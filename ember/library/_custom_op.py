@@ -40,6 +40,9 @@ _ALIAS_MSG = ("{name} (with implementation in {mod}): The output of this custom 
 _SAVE_ALL = tuple(range(4096))
 
 
+_TRITON: Any = None  # ember.library._triton once imported (a triton_op exists)
+
+
 class CustomOpDef:
     """A custom op: call it like the function; ``register_fake``/``register_autograd``/
     ``register_kernel`` add rules.  Reachable as ``ember.ops.<ns>.<name>`` (and ``.default``).
@@ -271,8 +274,8 @@ class CustomOpDef:
             elif self._triton and tr.__class__ is _lazy.Trace and self._fast is not None \
                     and len(args) == self._fast[0]:
                 # a kernel op on a cache hit of ember.compile: its recorded body, replayed
-                from ember.library import _triton
-                got = _triton.replay(self, tr, args, self._fast[1])
+                # (_TRITON: the module, set when it is imported, as a triton_op needs it)
+                got = _TRITON.replay(self, tr, args, self._fast[1])
                 if got is not _SLOW:
                     return got
         values = self._bind_args(args, kwargs)

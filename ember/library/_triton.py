@@ -20,12 +20,14 @@ ember ops and launches of ``ember.kernel`` kernels wrapped by ``wrap_triton``:
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Iterable
 from weakref import ref as _weakref
 
 from ember import _lazy
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
+from ember.library import _custom_op
 from ember.library._custom_op import _SLOW, CustomOpDef, custom_op
 from ember.tensor import Tensor, _new, _record
 
@@ -236,11 +238,18 @@ def _lazy_out(tr: Any, ref: Any, shape: tuple, np_dtype: Any, dtype: Any) -> Ten
     t = _new(Tensor)
     t._dtype = dtype
     t._version_counter = vc = [0]
-    t._data = tr.lazy(ref, shape, np_dtype, None, None, vc, 0)
+    la = _new(_LazyArray)   # tr.lazy(ref, shape, np_dtype, None, None, vc, 0), inlined
+    la.trace, la.ref, la.shape, la.dtype, la.vc, la.sver = tr, ref, shape, np_dtype, vc, 0
+    la.shadow = la.owner = la.value = None
+    tr.lazies.append(_weakref(la))
+    t._data = la
     tr.tensors.append(_weakref(t))
     if _gm.STATE.inference:
         t._inference = True
     return t
+
+
+_LazyArray = _lazy.LazyArray
 
 
 def decomposes_now() -> bool:
@@ -250,3 +259,5 @@ def decomposes_now() -> bool:
 
 __all__ = ["TRITON_OPS", "TraceableKernel", "kernel_op", "triton_op", "wrap_kernel",
            "wrap_triton"]
+
+_custom_op._TRITON = sys.modules[__name__]  # CustomOpDef.__call__ reaches replay through it
