@@ -360,10 +360,16 @@ def kernel_c(jf: Any, bound: list, fusion: dict | None = None,
         "#ifdef _OPENMP",
         # small grids stay on one thread (a fork/join costs microseconds, far more on a
         # loaded machine): the C backend's threshold on elements, a program counted as its
-        # largest block
-        "  #pragma omp parallel for num_threads(ember_num_threads) "
-        f"if(ember_num_threads > 1 && total_ > 1 && total_ * {gen.work} >= "
-        f"{OMP_MIN_ITERATIONS})",
+        # largest block; tested before the parallel region, so that a serial grid does not
+        # enter OpenMP's runtime at all (an ``if`` clause still does)
+        f"  if (ember_num_threads > 1 && total_ > 1 && total_ * {gen.work} >= "
+        f"{OMP_MIN_ITERATIONS}) {{",
+        "    #pragma omp parallel for num_threads(ember_num_threads)",
+        "    for (int64_t p_ = 0; p_ < total_; p_++) {",
+        "\n".join("  " + line for line in run.split("\n")),
+        "    }",
+        "    return;",
+        "  }",
         "#endif",
         "  for (int64_t p_ = 0; p_ < total_; p_++) {",
         run,

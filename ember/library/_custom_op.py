@@ -40,6 +40,10 @@ _ALIAS_MSG = ("{name} (with implementation in {mod}): The output of this custom 
 _SAVE_ALL = tuple(range(4096))
 
 
+_TRITON: Any = None  # ember.library._triton once imported (a triton_op exists)
+_Trace = _lazy.Trace
+
+
 class CustomOpDef:
     """A custom op: call it like the function; ``register_fake``/``register_autograd``/
     ``register_kernel`` add rules.  Reachable as ``ember.ops.<ns>.<name>`` (and ``.default``).
@@ -59,6 +63,7 @@ class CustomOpDef:
         self._fake: Callable | None = None
         self._implicit = False  # a CompositeImplicitAutograd kernel: called as plain code
         self._triton = False    # a triton_op: ember.compile decomposes it into its body
+        self._replay_n = -1     # a triton_op's positional arity for _triton.replay
         self._backward: Callable | None = None
         self._setup_context: Callable | None = None
         self._mutated = tuple(a.name for a in schema.args if a.mutable)
@@ -254,25 +259,24 @@ class CustomOpDef:
 
     # ------------------------------------------------------------------ calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        sc = self._stable_call
-        if sc is _UNRESOLVED:
-            sc = self._resolve_stable_call()
-        if not kwargs:
-            tr = _lazy.STATE.trace
-            if tr is None:
-                if sc is not None:
-                    got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
-                    if got is not NotImplemented:
-                        return got
-                elif self._fast_kernel is not None and len(args) == self._fast[0]:
-                    got = self._call_fast(args, self._fast[1])
-                    if got is not _SLOW:
-                        return got
-            elif self._triton and tr.__class__ is _lazy.Trace and self._fast is not None \
-                    and len(args) == self._fast[0]:
+        tr = _lazy.STATE.trace
+        if tr is not None:
+            if len(args) == self._replay_n and not kwargs and tr.__class__ is _Trace:
                 # a kernel op on a cache hit of ember.compile: its recorded body, replayed
-                from ember.library import _triton
-                got = _triton.replay(self, tr, args, self._fast[1])
+                # (_TRITON: the module, set when it is imported, as a triton_op needs it)
+                got = _TRITON.replay(self, tr, args, self._fast[1])
+                if got is not _SLOW:
+                    return got
+        elif not kwargs:
+            sc = self._stable_call
+            if sc is _UNRESOLVED:
+                sc = self._resolve_stable_call()
+            if sc is not None:
+                got = sc(*args)  # NotImplemented: a tensor requires grad, or the arity differs
+                if got is not NotImplemented:
+                    return got
+            elif self._fast_kernel is not None and len(args) == self._fast[0]:
+                got = self._call_fast(args, self._fast[1])
                 if got is not _SLOW:
                     return got
         values = self._bind_args(args, kwargs)

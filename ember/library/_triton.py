@@ -20,12 +20,14 @@ ember ops and launches of ``ember.kernel`` kernels wrapped by ``wrap_triton``:
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Iterable
 from weakref import ref as _weakref
 
 from ember import _lazy
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
+from ember.library import _custom_op
 from ember.library._custom_op import _SLOW, CustomOpDef, custom_op
 from ember.tensor import Tensor, _new, _record
 
@@ -42,6 +44,8 @@ def triton_op(name: str, fn: Callable | None = None, /, *, mutates_args: Iterabl
         op = custom_op(name, f, mutates_args=mutates_args, schema=schema)
         op.register_fake(f)
         op._triton = True  # type: ignore[attr-defined]
+        # the argument count of a call that may replay the body (replay); -1: none may
+        op._replay_n = op._fast[0] if op._fast is not None else -1
         TRITON_OPS[op.opdef.name] = op
         return op
 
@@ -126,7 +130,7 @@ def _record_autograd(op: CustomOpDef, tensors: list, params: dict, rets: list) -
 # again on such calls (a ``print`` in it prints while tracing only).
 
 class _Replay:
-    __slots__ = ("kn", "i0", "i1", "in_refs", "order", "consts", "params", "outs", "kind")
+    __slots__ = ("kn", "nodes", "new_inputs", "old_inputs", "consts", "params", "outs", "kind")
 
     def __init__(self, **kw: Any) -> None:
         for k, v in kw.items():
@@ -150,9 +154,8 @@ def _remember(op: CustomOpDef, tr: Any, kn: Any, before: tuple, tensors: list, p
     i1 = len(tr.nodes)
     if had_storages or tr.storages or i1 > kn.n:
         return
-    new_inputs = tr.inputs[n_in:]
     order = []   # the op's tensors the body registered as graph inputs, in that order
-    for a in new_inputs:
+    for a in tr.inputs[n_in:]:
         k = next((k for k, t in enumerate(tensors) if t._data is a), None)
         if k is None:
             return  # the body made a graph input of its own (a constant)
@@ -174,9 +177,12 @@ def _remember(op: CustomOpDef, tr: Any, kn: Any, before: tuple, tensors: list, p
         replays.clear()
     fast_n, tensor_pos = op._fast
     consts = tuple(i for i in range(fast_n) if i not in tensor_pos)
-    replays[(id(kn), i0)] = _Replay(kn=kn, i0=i0, i1=i1, in_refs=in_refs, order=tuple(order),
-                          consts=tuple((i, op._arg_names[i]) for i in consts),
-                          params=dict(params), outs=tuple(outs), kind=_return_kind(op))
+    new_inputs = tuple((tensor_pos[k], in_refs[k]) for k in order)
+    old_inputs = tuple((tensor_pos[k], r) for k, r in enumerate(in_refs) if k not in order)
+    replays[(id(kn), i0)] = _Replay(
+        kn=kn, nodes=tuple(kn.nodes[i0:i1]), new_inputs=new_inputs, old_inputs=old_inputs,
+        consts=tuple((i, op._arg_names[i]) for i in consts), params=dict(params),
+        outs=tuple(outs), kind=_return_kind(op))
 
 
 def _return_kind(op: CustomOpDef) -> int:
@@ -194,38 +200,54 @@ def replay(op: CustomOpDef, tr: Any, args: tuple, tensor_pos: tuple) -> Any:
     kn = tr.known
     if kn is None or tr.storages:
         return _SLOW
-    i0 = len(tr.nodes)
+    nodes = tr.nodes
+    i0 = len(nodes)
     rec = op.__dict__.get("_replays", _NONE).get((id(kn), i0))
     if rec is None or rec.kn is not kn:
         return _SLOW
     params = rec.params
     for i, name in rec.consts:
         v, w = args[i], params[name]
-        if v is not w and not _lazy.same(v, w):
+        if v is not w and not _same(v, w):
             return _SLOW
-    lazy_cls, ids = _lazy.LazyArray, tr.input_ids
-    for k in rec.order:  # register new graph inputs in the order the body did
-        t = args[tensor_pos[k]]
-        if t.__class__ is not Tensor or t._data.__class__ is lazy_cls or id(t._data) in ids:
+    ids = tr.input_ids
+    for i, r in rec.new_inputs:  # register new graph inputs in the order the body did
+        t = args[i]
+        if t.__class__ is not Tensor or t._data.__class__ is _LazyArray or id(t._data) in ids \
+                or tr.ref_of(t) != r:   # now the graph input that the body's was
             return _SLOW
-        tr.ref_of(t)
     if tr.known is not kn:
         return _SLOW
-    for i, r in zip(tensor_pos, rec.in_refs):
+    for i, r in rec.old_inputs:
         t = args[i]
         if t.__class__ is not Tensor:
             return _SLOW
         p = t._data
-        if p.__class__ is lazy_cls:
+        if p.__class__ is _LazyArray:
             if p.value is not None or p.trace is not tr or (p.ref is not r and p.ref != r):
                 return _SLOW
         elif r[0] != "i" or ids.get(id(p)) != r[1]:
             return _SLOW
-    tr.nodes.extend(kn.nodes[i0:rec.i1])
-    outs = [_lazy_out(tr, *o) for o in rec.outs]
-    if _gm.STATE.grad_enabled:
-        _record_autograd(op, [args[i] for i in tensor_pos], params, outs)
+    nodes.extend(rec.nodes)
+    st = _gm.STATE
     kind = rec.kind
+    if kind == 1 and not st.grad_enabled:  # one output, no autograd: the common case, inlined
+        ref, shape, np_dtype, dtype = rec.outs[0]
+        t = _new(Tensor)
+        t._dtype = dtype
+        t._version_counter = vc = [0]
+        la = _new(_LazyArray)   # tr.lazy(ref, shape, np_dtype, None, None, vc, 0), inlined
+        la.trace, la.ref, la.shape, la.dtype, la.vc, la.sver = tr, ref, shape, np_dtype, vc, 0
+        la.shadow = la.owner = la.value = None
+        tr.lazies.append(_weakref(la))
+        t._data = la
+        tr.tensors.append(_weakref(t))
+        if st.inference:
+            t._inference = True
+        return t
+    outs = [_lazy_out(tr, *o) for o in rec.outs]
+    if st.grad_enabled:
+        _record_autograd(op, [args[i] for i in tensor_pos], params, outs)
     return outs[0] if kind == 1 else tuple(outs) if kind == 2 else outs if kind == 3 else None
 
 
@@ -243,6 +265,9 @@ def _lazy_out(tr: Any, ref: Any, shape: tuple, np_dtype: Any, dtype: Any) -> Ten
     return t
 
 
+_LazyArray, _same = _lazy.LazyArray, _lazy.same
+
+
 def decomposes_now() -> bool:
     """True under ``ember.compile``'s recorder (not export's, not a fake impl's)."""
     return isinstance(_lazy.STATE.trace, _lazy.Trace)
@@ -250,3 +275,5 @@ def decomposes_now() -> bool:
 
 __all__ = ["TRITON_OPS", "TraceableKernel", "kernel_op", "triton_op", "wrap_kernel",
            "wrap_triton"]
+
+_custom_op._TRITON = sys.modules[__name__]  # CustomOpDef.__call__ reaches replay through it

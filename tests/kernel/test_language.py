@@ -366,3 +366,27 @@ def test_an_out_of_bounds_kernel_op_under_env_interpret(monkeypatch):
     monkeypatch.setattr(config, "kernel_interpret", True)
     with pytest.raises(EmberIndexError, match=r"copy_kernel line \d+.*out-of-bounds load"):
         bad_copy(ember.randn(10))
+
+
+@tl.jit
+def scaled_add(x_ptr, y_ptr, out_ptr, n, a, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, a * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m),
+             mask=m)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_grid_serial_and_threaded(threads):
+    # small grids run on the calling thread without entering OpenMP; one past the threshold
+    # (32768 elements of work) splits over the threads: every program runs once either way
+    saved = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        for n in (100, 70001):
+            x, y, out = ember.randn(n), ember.randn(n), ember.full((n,), 7.0)
+            scaled_add[(tl.cdiv(n, 256),)](x, y, out, n, 1.5, BLOCK=256)
+            np.testing.assert_allclose(out.numpy(), 1.5 * x.numpy() + y.numpy(), rtol=1e-6,
+                                       atol=1e-6)
+    finally:
+        ember.set_num_threads(saved)
