@@ -1,0 +1,80 @@
+"""all_reduce through the shared-memory staging window on 2 and 3 real ranks: every reduce op
+and dtype against NumPy references computed here in rank order (16-bit floats in float32,
+rounded once; integers wrapping as NumPy's do)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+from tests.distributed._launch import free_port, launch  # noqa: E402
+from tests.distributed.scripts.shm_all_reduce import DTYPES, SHAPES, make, ops_of  # noqa: E402
+
+_NP_OP = {"SUM": np.add, "AVG": np.add, "PRODUCT": np.multiply, "MIN": np.minimum,
+          "MAX": np.maximum, "BAND": np.bitwise_and, "BOR": np.bitwise_or,
+          "BXOR": np.bitwise_xor}
+_BOOL_OP = {"SUM": np.logical_or, "PRODUCT": np.logical_and, "MIN": np.logical_and,
+            "MAX": np.logical_or, "BAND": np.logical_and, "BOR": np.logical_or,
+            "BXOR": np.logical_xor}
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+def results(request, tmp_path_factory):
+    n = request.param
+    out = tmp_path_factory.mktemp(f"shm{n}")
+    proc = launch("shm_all_reduce.py", str(out), nproc=n, timeout=300,
+                  master_port=free_port())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return n, [dict(np.load(out / f"rank{r}.npz")) for r in range(n)]
+
+
+def _reference(dt: str, op: str, parts: list) -> np.ndarray:
+    wide = dt in ("float16", "bfloat16")
+    parts = [p.astype(np.float32) if wide else p for p in parts]
+    f = _BOOL_OP[op] if dt == "bool" else _NP_OP[op]
+    acc = parts[0]
+    for p in parts[1:]:  # rank order
+        acc = f(acc, p)
+    if op == "AVG":
+        acc = acc / np.array(len(parts), acc.dtype)
+    if dt == "bfloat16":
+        return acc.astype(ml_dtypes.bfloat16).astype(np.float32)
+    return acc.astype(np.float16 if dt == "float16" else acc.dtype)
+
+
+def _cases() -> list:
+    return [(dt, op, shape) for dt in DTYPES for op in ops_of(dt) for shape in SHAPES]
+
+
+def test_every_rank_used_the_window(results):
+    n, res = results
+    assert all(bool(d["has_shm"]) for d in res)
+
+
+@pytest.mark.parametrize("dt,op,shape", _cases())
+def test_all_reduce_ops_and_dtypes(results, dt, op, shape):
+    n, res = results
+    want = _reference(dt, op, [make(dt, r, SHAPES[shape]) for r in range(n)])
+    for d in res:
+        np.testing.assert_array_equal(d[f"{shape}-{op}-{dt}"], want)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_strided_tensor_gets_the_result_in_place(results, dt):
+    n, res = results
+    want = _reference(dt, "MAX", [make(dt, r, (3, 4)) for r in range(n)])
+    for d in res:
+        np.testing.assert_array_equal(d[f"strided-MAX-{dt}"], want)
+
+
+def test_async_rounds_in_flight_and_other_paths(results):
+    n, res = results
+    tri = sum(range(n))
+    for r, d in enumerate(res):
+        np.testing.assert_array_equal(d["async"], [[n * i + tri] * 5 for i in range(4)])
+        np.testing.assert_array_equal(d["big"], [n * (n + 1) / 2] * 2)
+        if r < 2:
+            np.testing.assert_array_equal(d["sub"], [3.0] * 3)
