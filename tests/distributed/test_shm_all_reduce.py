@@ -78,3 +78,13 @@ def test_async_rounds_in_flight_and_other_paths(results):
         np.testing.assert_array_equal(d["big"], [n * (n + 1) / 2] * 2)
         if r < 2:
             np.testing.assert_array_equal(d["sub"], [3.0] * 3)
+
+
+def test_async_mismatch_raises_on_wait_on_every_rank(results):
+    n, res = results
+    same = "; ".join(f"rank {r}: all_reduce ember.float32 (2,)" for r in range(n - 1))
+    for d in res:
+        assert str(d["async_mismatch"]) == (
+            "EmberRuntimeError: [distributed.all_reduce] the ranks passed different shapes: "
+            f"{same}; rank {n - 1}: all_reduce ember.float32 (3,)")
+        np.testing.assert_array_equal(d["after_async_mismatch"], [float(n)] * 2)

@@ -70,6 +70,17 @@ def main(out: str) -> None:
     for w in reversed(works):
         assert w.wait() is True and w.is_completed()
     res["async"] = np.stack([t.numpy() for t in ts])
+    # a mismatch in an async round is raised by wait() on every rank; the group goes on
+    odd = r == dist.get_world_size() - 1
+    w = dist.all_reduce(ember.ones(3 if odd else 2), async_op=True)
+    try:
+        w.wait()
+        res["async_mismatch"] = np.array("no error")
+    except RuntimeError as e:
+        res["async_mismatch"] = np.array(f"{type(e).__name__}: {e}")
+    t = ember.ones(2)
+    dist.all_reduce(t)
+    res["after_async_mismatch"] = t.numpy()
     # above the window's size: the checked MPI path
     big = ember.full((dist.group.WORLD.shm.cap // 4 + 1,), float(r + 1))
     dist.all_reduce(big)
