@@ -1,11 +1,10 @@
 """``ember.ops.symm_mem``: PyTorch's symmetric-memory collectives as C kernels over the peers'
 buffer pointers (``symm_mem.c``), registered in ``ember.ops``'s op namespace ``symm_mem``.
 
-Each op synchronizes with a barrier on the signal pad's last channel (reserved for the ops:
-an epoch barrier, ``ember_symm_epoch_barrier``) before it reads the peers' buffers and after,
-so no rank overwrites its input while a peer still reads it.  Reductions (``reduce_op="sum"``,
-the only one PyTorch accepts) read the ranks in order: every rank gets bit-identical results;
-float16/bfloat16 accumulate in float32.
+Each op synchronizes with a barrier on the signal pad's last channel (reserved for the ops)
+before it reads the peers' buffers and after, so no rank overwrites its input while a peer
+still reads it.  Reductions (``reduce_op="sum"``, the only one PyTorch accepts) read the ranks
+in order: every rank gets bit-identical results; float16/bfloat16 accumulate in float32.
 
 >>> out = ember.ops.symm_mem.one_shot_all_reduce(t, "sum", "0")   # doctest: +SKIP
 """
@@ -51,7 +50,7 @@ def _sync(hdl: Any, op: str) -> None:
         if peer >= 0:
             hdl._timed_out(op, peer, ch, ns)
         return
-    rc = _sm._lib(op).ember_symm_epoch_barrier(hdl._pads, hdl.rank, hdl.world_size, ch, ns)
+    rc = _sm._lib(op).ember_symm_barrier(hdl._pads, hdl.rank, hdl.world_size, ch, ns)
     if rc:
         hdl._timed_out(op, -rc - 1, ch, ns)
 

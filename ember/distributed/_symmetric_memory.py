@@ -45,9 +45,8 @@ _REDUCE_ARGS = [ctypes.POINTER(_P), ctypes.c_int, _I64, _P, _I64]
 NATIVE = Native("symm_mem", csrc("symm_mem.c"), {
     "ember_symm_put_signal": (ctypes.c_int, [_P, _I64]),
     "ember_symm_wait_signal": (ctypes.c_int, [_P, _I64]),
-    **{name: (ctypes.c_int, [ctypes.POINTER(_P), ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                             _I64])
-       for name in ("ember_symm_barrier", "ember_symm_epoch_barrier")},
+    "ember_symm_barrier": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.c_int, ctypes.c_int,
+                                          ctypes.c_int, _I64]),
     **{f"ember_symm_sum_{k}": (None, _REDUCE_ARGS) for k in ("f32", "f64", "bf16", "f16")},
     "ember_symm_gather": (None, _REDUCE_ARGS),
     "ember_symm_scatter_copy": (None, _REDUCE_ARGS),

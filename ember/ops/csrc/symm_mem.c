@@ -72,37 +72,6 @@ int ember_symm_barrier(int32_t **pads, int rank, int world, int channel, int64_t
     return 0;
 }
 
-/* The ops' barrier on their reserved channel (the pad's last): each rank bumps its own epoch
- * counter, its slot (channel, rank) on its own pad (no put_signal writes there), and waits
- * until every peer's counter has reached the same epoch.  One store and plain loads: no
- * read-modify-write of a line another core is spinning on.  The release store publishes this
- * rank's earlier stores; the acquire loads make the peers' visible.  0, or -(peer + 1). */
-int ember_symm_epoch_barrier(int32_t **pads, int rank, int world, int channel,
-                             int64_t timeout_ns) {
-    int32_t *mine = pads[rank] + (int64_t)channel * world + rank;
-    uint32_t epoch = (uint32_t)__atomic_load_n(mine, __ATOMIC_RELAXED) + 1u;
-    __atomic_store_n(mine, (int32_t)epoch, __ATOMIC_RELEASE);
-    int64_t dl = 0;
-    for (int k = 1; k < world; ++k) {
-        int peer = (rank + k) % world;
-        int32_t *theirs = pads[peer] + (int64_t)channel * world + peer;
-        for (long spin = 0;
-             (int32_t)((uint32_t)__atomic_load_n(theirs, __ATOMIC_ACQUIRE) - epoch) < 0;
-             ++spin) {
-            if (spin < 100) {
-                cpu_relax();
-                continue;
-            }
-            sched_yield();
-            if ((spin & 63) == 0 && timeout_ns > 0) {
-                if (!dl) dl = deadline(timeout_ns);
-                else if (now_ns() > dl) return -(peer + 1);
-            }
-        }
-    }
-    return 0;
-}
-
 static inline float bf16_to_f(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -185,7 +154,7 @@ void ember_symm_scatter_copy(void **dsts, int n, int64_t off, const void *src, i
  * barrier.  kind: 0 f32, 1 f64, 2 bf16, 3 f16.  0, or -(peer + 1) on a timeout. */
 int ember_symm_one_shot(int32_t **pads, void **bufs, int rank, int world, int channel,
                         int64_t timeout_ns, int64_t off, void *out, int64_t count, int kind) {
-    int rc = ember_symm_epoch_barrier(pads, rank, world, channel, timeout_ns);
+    int rc = ember_symm_barrier(pads, rank, world, channel, timeout_ns);
     if (rc) return rc;
     switch (kind) {
         case 0: ember_symm_sum_f32(bufs, world, off, out, count); break;
@@ -193,7 +162,7 @@ int ember_symm_one_shot(int32_t **pads, void **bufs, int rank, int world, int ch
         case 2: ember_symm_sum_bf16(bufs, world, off, out, count); break;
         default: ember_symm_sum_f16(bufs, world, off, out, count); break;
     }
-    return ember_symm_epoch_barrier(pads, rank, world, channel, timeout_ns);
+    return ember_symm_barrier(pads, rank, world, channel, timeout_ns);
 }
 
 /* The arguments of a one-shot all-reduce, packed once by Python (one pointer per call). */
@@ -214,7 +183,7 @@ int ember_symm_one_shot_plan(const ember_symm_plan *p, void *out) {
  * buffer and writes it into every buffer; barrier.  0, or -(peer + 1) on a timeout. */
 int ember_symm_two_shot_plan(const ember_symm_plan *p) {
     int world = (int)p->world, rank = (int)p->rank;
-    int rc = ember_symm_epoch_barrier(p->pads, rank, world, (int)p->channel, p->timeout_ns);
+    int rc = ember_symm_barrier(p->pads, rank, world, (int)p->channel, p->timeout_ns);
     if (rc) return rc;
     int64_t size = (p->count + world - 1) / world;
     int64_t lo = rank * size < p->count ? rank * size : p->count;
@@ -225,5 +194,5 @@ int ember_symm_two_shot_plan(const ember_symm_plan *p) {
         case 2: rb_bf16(p->bufs, world, p->off, lo, hi); break;
         default: rb_f16(p->bufs, world, p->off, lo, hi); break;
     }
-    return ember_symm_epoch_barrier(p->pads, rank, world, (int)p->channel, p->timeout_ns);
+    return ember_symm_barrier(p->pads, rank, world, (int)p->channel, p->timeout_ns);
 }
