@@ -49,7 +49,7 @@ def save(res: dict, key: str, t: ember.Tensor) -> None:
 
 def main(out: str) -> None:
     dist.init_process_group("gloo")
-    r, n = dist.get_rank(), dist.get_world_size()
+    r = dist.get_rank()
     res: dict = {"has_shm": np.array(dist.group.WORLD.shm is not None)}
     for dt in DTYPES:
         for name, shape in SHAPES.items():
