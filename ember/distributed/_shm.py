@@ -282,8 +282,14 @@ class _Round:
         self.state: Any = None  # None: pending; True: reduced; an exception: failed
 
     def Test(self) -> bool:  # noqa: N802 (MPI's name: what Work polls)
-        return self.state is not None or self.shm.lib.ember_shm_wait(
-            self.shm.addr, self.seq, 0) == 0
+        """True when every rank has posted the round, or when a peer sent a checked
+        collective's signature (``complete`` then tells whether it is a mismatch)."""
+        shm = self.shm
+        if self.state is not None or shm.lib.ember_shm_wait(shm.addr, self.seq, 0) == 0:
+            return True
+        from mpi4py import MPI
+
+        return bool(check_comm(shm.pg).Iprobe(source=MPI.ANY_SOURCE, tag=SIG_TAG))
 
     def complete(self) -> None:
         if self.state is None:

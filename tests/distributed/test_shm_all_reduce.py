@@ -88,3 +88,16 @@ def test_async_mismatch_raises_on_wait_on_every_rank(results):
             "EmberRuntimeError: [distributed.all_reduce] the ranks passed different shapes: "
             f"{same}; rank {n - 1}: all_reduce ember.float32 (3,)")
         np.testing.assert_array_equal(d["after_async_mismatch"], [float(n)] * 2)
+
+
+def test_async_round_against_another_collective(results):
+    n, res = results
+    for r, d in enumerate(res):
+        msg = str(d["async_vs_all_gather"])
+        if r == n - 1:
+            assert "[distributed.all_gather] the ranks passed different ops" in msg
+        else:
+            assert msg.startswith("EmberRuntimeError: [distributed.all_reduce] the ranks passed "
+                                  "different ops"), msg
+            assert msg.endswith(f"rank {n - 1}: all_gather ember.float32 (2,)")
+        np.testing.assert_array_equal(d["after_async_vs_all_gather"], [float(n)] * 2)

@@ -81,6 +81,19 @@ def main(out: str) -> None:
     t = ember.ones(2)
     dist.all_reduce(t)
     res["after_async_mismatch"] = t.numpy()
+    # an async round facing a peer in another collective: both raise, no wait for the timeout
+    try:
+        if odd:
+            dist.all_gather([ember.zeros(2) for _ in range(dist.get_world_size())],
+                            ember.ones(2))
+        else:
+            dist.all_reduce(ember.ones(2), async_op=True).wait()
+        res["async_vs_all_gather"] = np.array("no error")
+    except RuntimeError as e:
+        res["async_vs_all_gather"] = np.array(f"{type(e).__name__}: {e}")
+    t = ember.ones(2)
+    dist.all_reduce(t)
+    res["after_async_vs_all_gather"] = t.numpy()
     # above the window's size: the checked MPI path
     big = ember.full((dist.group.WORLD.shm.cap // 4 + 1,), float(r + 1))
     dist.all_reduce(big)
