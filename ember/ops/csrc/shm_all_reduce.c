@@ -146,10 +146,10 @@ static inline uint16_t f_to_bf16(float f) {
             for (int r = 1; r < n; ++r) {                                                    \
                 const T *s = (const T *)src[r] + i0;                                         \
                 switch (op) {                                                                \
-                    case O_PROD: APPLY(FMUL, LOAD)                                                 \
-                    case O_MIN: APPLY(FMIN, LOAD)                                                  \
-                    case O_MAX: APPLY(FMAX, LOAD)                                                  \
-                    default: APPLY(FADD, LOAD)                                                     \
+                    case O_PROD: APPLY(FMUL, LOAD)                                           \
+                    case O_MIN: APPLY(FMIN, LOAD)                                            \
+                    case O_MAX: APPLY(FMAX, LOAD)                                            \
+                    default: APPLY(FADD, LOAD)                                               \
                 }                                                                            \
             }                                                                                \
             if (op == O_AVG)                                                                 \
@@ -175,13 +175,13 @@ FLOAT_REDUCE(red_bf16, uint16_t, float, bf16_to_f, f_to_bf16)
             for (int r = 1; r < n; ++r) {                                                    \
                 const T *s = (const T *)src[r] + i0;                                         \
                 switch (op) {                                                                \
-                    case O_PROD: APPLY(IMUL_##NAME, ID)                                          \
-                    case O_MIN: APPLY(IMIN, ID)                                                  \
-                    case O_MAX: APPLY(IMAX, ID)                                                  \
-                    case O_BAND: APPLY(IAND, ID)                                                 \
-                    case O_BOR: APPLY(IOR, ID)                                                   \
-                    case O_BXOR: APPLY(IXOR, ID)                                                 \
-                    default: APPLY(IADD_##NAME, ID)                                              \
+                    case O_PROD: APPLY(IMUL_##NAME, ID)                                      \
+                    case O_MIN: APPLY(IMIN, ID)                                              \
+                    case O_MAX: APPLY(IMAX, ID)                                              \
+                    case O_BAND: APPLY(IAND, ID)                                             \
+                    case O_BOR: APPLY(IOR, ID)                                               \
+                    case O_BXOR: APPLY(IXOR, ID)                                             \
+                    default: APPLY(IADD_##NAME, ID)                                          \
                 }                                                                            \
             }                                                                                \
             memcpy(o + i0, acc, (size_t)m * sizeof(T));                                      \
