@@ -101,3 +101,17 @@ def test_async_round_against_another_collective(results):
                                   "different ops"), msg
             assert msg.endswith(f"rank {n - 1}: all_gather ember.float32 (2,)")
         np.testing.assert_array_equal(d["after_async_vs_all_gather"], [float(n)] * 2)
+
+
+def test_a_missing_rank_is_named_after_the_timeout(results):
+    n, res = results
+    for r, d in enumerate(res[:-1]):
+        msg = str(d["timeout"])
+        assert msg.startswith("EmberRuntimeError: [distributed.all_reduce] timed out after 1 s: "
+                              "rank(s) ["), msg
+        named = msg.split("rank(s) [", 1)[1].split("]", 1)[0]
+        # the odd rank is named (a peer that timed out too may be, having withdrawn its round)
+        assert str(n - 1) in named.split(", ") and str(r) not in named.split(", "), msg
+        assert msg.endswith("did not reach all_reduce (dead, hung, or in another collective)")
+    for d in res:
+        np.testing.assert_array_equal(d["after_timeout"], [float(n)] * 2)

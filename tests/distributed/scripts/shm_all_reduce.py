@@ -2,7 +2,9 @@
 every reduce op on every dtype, contiguous, strided and multi-block tensors, async rounds in
 flight together, and a tensor above the window's size; each rank saves OUT/rank<r>.npz."""
 
+import datetime
 import sys
+import time
 
 import ml_dtypes
 import numpy as np
@@ -104,6 +106,22 @@ def main(out: str) -> None:
         t = ember.full((3,), float(r + 1))
         dist.all_reduce(t, group=sub)
         res["sub"] = t.numpy()
+    # a rank that never arrives is named after the group's timeout; the group goes on
+    quick = dist.new_group(list(range(dist.get_world_size())),
+                           timeout=datetime.timedelta(seconds=1))
+    if odd:
+        time.sleep(4)  # past the others' timeout
+        res["timeout"] = np.array("skipped")
+    else:
+        try:
+            dist.all_reduce(ember.ones(2), group=quick)
+            res["timeout"] = np.array("no error")
+        except RuntimeError as e:
+            res["timeout"] = np.array(f"{type(e).__name__}: {e}")
+    dist.barrier()
+    t = ember.ones(2)
+    dist.all_reduce(t, group=quick)
+    res["after_timeout"] = t.numpy()
     dist.barrier()
     np.savez(f"{out}/rank{r}.npz", **res)
     dist.destroy_process_group()
