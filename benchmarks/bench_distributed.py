@@ -152,7 +152,9 @@ def main() -> None:
         print("|---|---|---|---|---|---|")
         for nbytes, t_mpi, t_ember, t_gloo in rows:
             size = f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
-            size += " (fused)" if nbytes <= FUSED_MAX_BYTES else ""
+            shm = dist.group.WORLD.shm
+            size += (" (shm)" if shm is not None and nbytes <= shm.cap else
+                     " (fused)" if shm is None and nbytes <= FUSED_MAX_BYTES else "")
             print(f"| {size} | {_fmt(t_mpi)} | {_fmt(t_ember)} | {_fmt(t_gloo)} | "
                   f"{t_ember / t_mpi:.2f} | {t_ember / t_gloo:.2f} |")
         t_mpi, t_one, t_two = one

@@ -115,6 +115,13 @@ def symm_mem_backend() -> str | None:
             "MPI_RMA": "MPI_RMA"}.get(value)
 
 
+def dist_shm_max_bytes() -> int:
+    """EMBER_DIST_SHM_MAX_BYTES: the largest ``all_reduce`` (bytes per rank) that groups on
+    one node run through their shared-memory staging window (``ember.distributed._shm``); 0
+    turns the window off.  Read when a process group is created."""
+    return max(0, _env_int("EMBER_DIST_SHM_MAX_BYTES", 1 << 20))
+
+
 def minifier_env() -> dict[str, str]:
     """The minifier's variables (``ember.compiler.minifier``), read at each compile rather than
     at import, so a script can set them late: EMBER_MINIFIER (``1``: dump a launcher on a

@@ -176,6 +176,9 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
     arr = tensor._data
     if arr.__class__ is not np.ndarray:
         arr = _arr(tensor)
+    shm = pg.shm
+    if shm is not None and arr.nbytes <= shm.cap:
+        return shm.all_reduce(tensor, arr, op, async_op, _validate_op)
     if arr.nbytes <= FUSED_MAX_BYTES and (pg.pair is not None or
                                           1 < pg.size() <= FUSED_MAX_RANKS):
         return fused_all_reduce(pg, tensor, arr, op, async_op, _validate_op, _fused_ufunc)
@@ -189,16 +192,21 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
         return _start(async_op, req, lambda: _write(
             tensor, _reduce_stack(stack, op, tensor.dtype, "all_reduce")), pg, "all_reduce")
     arr, buf = _inplace_buffer(tensor)
-    n = pg.size()
+    req = pg.comm.Iallreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
+    return _start(async_op, req, _finisher(tensor, arr, buf, op, pg.size()), pg, "all_reduce")
 
+
+def _finisher(tensor: Any, arr: np.ndarray, buf: np.ndarray, op: ReduceOp | None,
+              n: int) -> Any:
+    """The completion of an MPI reduction into ``buf``: divide by ``n`` for AVG, copy into
+    ``arr`` (``tensor``'s array) when MPI wrote a copy, bump ``tensor``'s version."""
     def finish() -> None:
         if op == ReduceOp.AVG:
             np.divide(buf, n, out=buf)
         if buf is not arr:
             arr[...] = buf
         tensor._version_counter[0] += 1
-    req = pg.comm.Iallreduce(_IN_PLACE[0], buf.reshape(-1), op=mop)
-    return _start(async_op, req, finish, pg, "all_reduce")
+    return finish
 
 
 def _check_list(name: str, ref: Any, tensors: Sequence[Any], n: int, what: str) -> None:
@@ -250,12 +258,8 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     a = np.ascontiguousarray(_arr(input_tensor))
     arr, buf = _inplace_buffer(output_tensor)  # MPI writes the output's memory when it can
     req = pg.comm.Iallgather(_bytes(a), _bytes(buf).reshape(pg.size(), -1))
-
-    def finish() -> None:
-        if buf is not arr:
-            arr[...] = buf
-        output_tensor._version_counter[0] += 1
-    return _start(async_op, req, finish, pg, "all_gather_into_tensor")
+    return _start(async_op, req, _finisher(output_tensor, arr, buf, None, pg.size()), pg,
+                  "all_gather_into_tensor")
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,  # noqa: A002
@@ -275,15 +279,8 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM, 
             pg, "reduce_scatter_tensor")
     arr, buf = _inplace_buffer(output)
     req = pg.comm.Ireduce_scatter_block(a.reshape(-1), buf.reshape(-1), op=mop)
-    n = pg.size()
-
-    def finish() -> None:
-        if op == ReduceOp.AVG:
-            np.divide(buf, n, out=buf)
-        if buf is not arr:
-            arr[...] = buf
-        output._version_counter[0] += 1
-    return _start(async_op, req, finish, pg, "reduce_scatter_tensor")
+    return _start(async_op, req, _finisher(output, arr, buf, op, pg.size()), pg,
+                  "reduce_scatter_tensor")
 
 
 def reduce_scatter(output: Any, input_list: list[Any], op: ReduceOp = ReduceOp.SUM,

@@ -56,6 +56,7 @@ class ProcessGroup:
     group_name: str = "0"  # PyTorch's registered name: "0" for the default group, then "1", ...
     check_comm: Any = None  # a duplicate of comm for the signature exchange (lazily made)
     pair: Any = None  # (check_comm, rank) of a two-rank group: the fused all_reduce's fast path
+    shm: Any = None  # the all_reduce staging window of a group on one node (_shm.ShmAllReduce)
 
     def rank(self) -> int:
         return int(self.comm.Get_rank())
@@ -366,6 +367,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     pg = ProcessGroup(comm, ranks, name, group_name or "default_pg",
                       timeout or datetime.timedelta(minutes=30))
     _STATE.world, _STATE.names = pg, 1
+    pg.shm = _attach_shm(pg)
     run_dir = config.dist_env().get("EMBER_RUN_DIR")
     if run_dir:  # the launcher names a rank that dies by its pid
         path = os.path.join(run_dir, f"rank{rank}.pid")
@@ -460,8 +462,17 @@ def new_group(ranks: list[int] | None = None, timeout: datetime.timedelta | None
         return GroupMember.NON_GROUP_MEMBER
     pg = ProcessGroup(comm, ranks, backend or world.backend, group_desc or "",
                       timeout or world.timeout, name)
+    pg.shm = _attach_shm(pg)
     _STATE.groups.append(pg)
     return pg
+
+
+def _attach_shm(pg: ProcessGroup) -> Any:
+    """The group's all_reduce staging window (collective over the group; None when its ranks
+    span nodes or it is turned off)."""
+    from ember.distributed import _shm
+
+    return _shm.attach(pg)
 
 
 def destroy_process_group(group: Any = None) -> None:
@@ -473,6 +484,9 @@ def destroy_process_group(group: Any = None) -> None:
         if symm is not None:
             symm._reset()  # its windows are collective over the node, like this call
     for pg in targets:
+        if pg.shm is not None:
+            pg.shm.free()
+            pg.shm = None
         if pg.check_comm is not None:
             pg.check_comm.Free()
             pg.check_comm = pg.pair = None

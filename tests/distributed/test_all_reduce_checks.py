@@ -1,5 +1,7 @@
-"""all_reduce's fused small path (data and signature check in one message round) and its
-mismatch errors against every other path, on 2 and 3 real ranks."""
+"""all_reduce's small paths and their mismatch errors against every other path, on 2 and 3
+real ranks: the shared-memory staging window (groups on one node, the default here) and, with
+the window turned off (EMBER_DIST_SHM_MAX_BYTES=0, as for ranks on several nodes), the fused
+point-to-point round (data and signature check in one message round)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,13 @@ pytest.importorskip("mpi4py")
 from tests.distributed._launch import free_port, launch  # noqa: E402
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+@pytest.fixture(scope="module", params=[(2, "1048576"), (3, "1048576"), (2, "0"), (3, "0")],
+                ids=["2ranks", "3ranks", "2ranks-p2p", "3ranks-p2p"])
 def run(request, tmp_path_factory):
-    n = request.param
+    n, shm = request.param
     out = tmp_path_factory.mktemp(f"arc{n}")
     proc = launch("all_reduce_checks.py", str(out), nproc=n, timeout=240,
-                  master_port=free_port())
+                  master_port=free_port(), env={"EMBER_DIST_SHM_MAX_BYTES": shm})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = []
     for r in range(n):
@@ -25,6 +28,7 @@ def run(request, tmp_path_factory):
             key, value = line.split(": ", 1)
             d[key] = value
         lines.append(d)
+        assert d["has_shm"] == str(shm != "0")  # the path under test
     return n, lines
 
 
