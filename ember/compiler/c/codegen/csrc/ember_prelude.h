@@ -462,12 +462,29 @@ EMBER_INLINE float ember_normal_cdff(float x) {
     float lo = (float)((double)a * a - hi);                          /* exact in double */
 #endif
     float ex = ember_expf(hi * -0.5f);
-    ex = ex + (lo * -0.5f) * ex;                                     /* exp(-a*a / 2) */
+    /* exp(-a*a / 2); one fma: the product alone would be subnormal for |x| > ~11.5 (an assist) */
+    ex = EMBER_FMAF(lo * -0.5f, ex, ex);
     float e = ((t * 0.5f) * ex) * p;      /* erfc(a / sqrt 2) / 2; R last (the longest chain) */
     float r = ember__self(x > 0.0f, 1.0f - e, e);   /* eager's (2 - erfc) / 2: halving is exact */
     return ember__self(x != x, x, r);
 }
 EMBER_INLINE double ember_normal_cdfd(double x) { return 0.5 * ember_erfcd(x * -0.70710678118654752440); }
+/* exact GELU, x * Phi(x) (the erf form's C template and eager's one-pass kernel).  float:
+ * below EMBER_GELU_FLUSHF the result is returned as -0, which is what PyTorch's CPU kernels
+ * give there (their 1 + erf(x / sqrt 2) cancels to 0 below about -5.5, in every float dtype):
+ * x * Phi(x) < 3e-37 there, and Phi's intermediates (exp(-x*x / 2), its product with t) would
+ * reach float's subnormal range below about -13, where each operation on a subnormal costs
+ * a microcode assist (inputs there ran ~6x slower).  Phi is evaluated at max(x, flush), so no
+ * intermediate is ever subnormal; NaN propagates (x < flush is false).  As torch's float,
+ * float16 and bfloat16 kernels, +-inf give NaN (x * 0 for -inf, x - x for +inf).
+ * double: x * Phi(x) (torch's double kernel: inf for +inf, NaN for -inf). */
+#define EMBER_GELU_FLUSHF -12.9f
+EMBER_INLINE float ember_gelu_erff(float x) {
+    float xc = ember__self(x < EMBER_GELU_FLUSHF, EMBER_GELU_FLUSHF, x);
+    float r = ember__self(x < EMBER_GELU_FLUSHF, x * 0.0f, xc * ember_normal_cdff(xc));
+    return ember__self(x > 3.40282347e38f, x - x, r);
+}
+EMBER_INLINE double ember_gelu_erfd(double x) { return x * ember_normal_cdfd(x); }
 
 /* erfinv as the eager kernel: Winitzki's closed form, then two Halley steps on erf (or on
  * erfc for |y| > 0.5, where 1 - |y| is exact). */
@@ -891,6 +908,7 @@ EMBER_INLINE double ember_fmodd(double a, double b) { return fmod(a, b); }
 #define ember_erf(x) EMBER__G1(ember_erf, x)
 #define ember_erfc(x) EMBER__G1(ember_erfc, x)
 #define ember_normal_cdf(x) EMBER__G1(ember_normal_cdf, x)
+#define ember_gelu_erf(x) EMBER__G1(ember_gelu_erf, x)
 #define ember_erfinv(x) EMBER__G1(ember_erfinv, x)
 #define ember_logit(x, eps) _Generic((x), float: ember_logitf, default: ember_logitd)(x, eps)
 #define ember_xlogy(a, b) EMBER__G2F(ember_xlogy, a, b)
