@@ -257,3 +257,24 @@ def test_streamed_half_pointwise_converts_in_blocks(monkeypatch, dtype):
     nan = np.isnan(want.float().numpy())
     np.testing.assert_array_equal(got.numpy().view(np.uint16)[~nan],
                                   want.view(torch.int16).numpy().view(np.uint16)[~nan])
+
+
+def test_gelu_core_is_x_times_phi():
+    """The prelude's ember_gelu_erff (GELU's lean copy of Phi) gives x * ember_normal_cdff(x)
+    bit for bit above the flush point, -0 below it, NaN for NaN and +-inf."""
+    from ember.compiler.c.codegen.prelude import PRELUDE, build_test_lib
+    if shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    lib = build_test_lib(PRELUDE + r"""
+void both(const float *x, float *g, float *ref, long n) {
+    for (long i = 0; i < n; i++) { g[i] = ember_gelu_erff(x[i]);
+                                   ref[i] = x[i] * ember_normal_cdff(x[i]); } }""")
+    x = np.concatenate([np.linspace(-14, 14, 400_001, dtype=np.float32),
+                        _vals(100_000, 5.0), np.float32([-12.9, 13.0, 1e30, -1e30])])
+    g, ref = np.empty_like(x), np.empty_like(x)
+    lib.both(_P(x.ctypes.data), _P(g.ctypes.data), _P(ref.ctypes.data), ctypes.c_long(x.size))
+    live = (x >= np.float32(-12.9)) & np.isfinite(x)
+    np.testing.assert_array_equal(g[live].view(np.uint32), ref[live].view(np.uint32))
+    deep = (x < np.float32(-12.9)) & np.isfinite(x)
+    assert np.all(g[deep] == 0) and np.all(np.signbit(g[deep]))
+    assert np.isnan(g[~np.isfinite(x)]).all()
