@@ -98,7 +98,7 @@ def softmax_last(x: np.ndarray) -> np.ndarray | None:
         if sfx == "f32":
             fn(ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols)
         else:
-            w = np.empty(cols, np.float32)
+            w = np.empty(2 * cols, np.float32)   # the float row and its softmax
             fn(ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols, w.ctypes.data)
 
     _split(rows, run, max(1, CHUNK // cols))
