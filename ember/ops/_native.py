@@ -40,6 +40,24 @@ def csrc(name: str) -> str:
         return f.read()
 
 
+def compiler_csrc(name: str) -> str:
+    """The text of the C backend's ``ember/compiler/c/codegen/csrc/<name>`` (its prelude and
+    float16 block helpers), read as a file so that eager kernels run the same C math without
+    importing the compiler (a higher layer)."""
+    with open(os.path.join(_HERE, os.pardir, "compiler", "c", "codegen", "csrc", name)) as f:
+        return f.read()
+
+
+def wide_vectors() -> tuple:
+    """``-mprefer-vector-width=512`` where the CPU has AVX-512F (gcc 12 prefers 256-bit
+    vectors there; the C backend's ``toolchain.machine_flags`` makes the same choice), for
+    eager kernels that rely on gcc's vectorizer."""
+    feats = _cpu_flags().split()
+    if "avx512f" in feats and platform.machine() in ("x86_64", "AMD64"):
+        return ("-mprefer-vector-width=512",)
+    return ()
+
+
 def _cpu_flags() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -48,7 +66,7 @@ def _cpu_flags() -> str:
         return ""
 
 
-def _build(path: str, source: str) -> None:
+def _build(path: str, source: str, flags: tuple = ()) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=os.path.dirname(path))
     os.close(fd)
@@ -57,8 +75,8 @@ def _build(path: str, source: str) -> None:
         with open(src, "w") as f:
             f.write(source)
         try:
-            subprocess.run([*config.cc.split(), *FLAGS, src, "-o", tmp, "-lm"], check=True,
-                           capture_output=True, timeout=120)
+            subprocess.run([*config.cc.split(), *FLAGS, *flags, src, "-o", tmp, "-lm"],
+                           check=True, capture_output=True, timeout=120)
         finally:
             os.unlink(src)
         os.replace(tmp, path)     # atomic: concurrent processes never load a partial file
@@ -72,8 +90,9 @@ class Native:
     ``symbols`` (``{function: (restype, argtypes)}``); ``enabled``: its own switch (ANDed with
     ``config.eager_c``)."""
 
-    def __init__(self, name: str, source: str, symbols: dict, enabled: bool = True) -> None:
-        self.name, self.source, self.symbols = name, source, symbols
+    def __init__(self, name: str, source: str, symbols: dict, enabled: bool = True,
+                 flags: tuple = ()) -> None:
+        self.name, self.source, self.symbols, self.flags = name, source, symbols, tuple(flags)
         # read and patched by tests: enabled / tried / lib
         self.state: dict[str, Any] = {"enabled": bool(enabled), "lib": None, "tried": False}
         self._lock = threading.Lock()
@@ -85,8 +104,8 @@ class Native:
         return old
 
     def path(self) -> str:
-        key = "\0".join((self.source, " ".join(FLAGS), config.cc, platform.machine(),
-                         _cpu_flags()))
+        key = "\0".join((self.source, " ".join(FLAGS + self.flags), config.cc,
+                         platform.machine(), _cpu_flags()))
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]
         return os.path.join(config.cache_dir, "eager", f"{self.name}-{digest}.so")
 
@@ -97,7 +116,7 @@ class Native:
                 try:
                     path = self.path()
                     if not os.path.exists(path):
-                        _build(path, self.source)
+                        _build(path, self.source, self.flags)
                     lib = ctypes.CDLL(path)
                     for fname, (restype, argtypes) in self.symbols.items():
                         fn = getattr(lib, fname)
@@ -124,4 +143,4 @@ def ptr(arr: Any) -> int:
         return arr.ctypes.data
 
 
-__all__ = ["FLAGS", "Native", "csrc", "ptr"]
+__all__ = ["FLAGS", "Native", "compiler_csrc", "csrc", "ptr", "wide_vectors"]

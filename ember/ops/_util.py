@@ -9,7 +9,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberIndexError, ShapeError
-from ember.ops import _half_c, _parallel
+from ember.ops import _act_c, _half_c, _parallel
 from ember.sym import SymInt
 
 # a SymInt is a scalar too: export records ``x * n`` with n a symbolic size as one node
@@ -68,6 +68,10 @@ def lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
                 if out is not None:
                     return out
             return fn(*arrays, **params)
+        if is_ufunc and not params:
+            out = _act_c.binary(fn, arrays, src)      # add/sub/mul/div in one C pass
+            if out is not None:
+                return out
         if is_ufunc and not params and isinstance(a0, np.ndarray):
             out = _half_c.ufunc_blocks(fn, arrays, src)
             if out is not None:

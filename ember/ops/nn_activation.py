@@ -25,7 +25,7 @@ import numpy as np
 
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
-from ember.ops import _parallel
+from ember.ops import _act_c, _parallel
 from ember.ops._special import erf_np, normal_cdf_f32
 from ember.ops._util import lowp, tensor_inputs
 from ember.ops.movement import CAT
@@ -50,6 +50,8 @@ class _Act:
     c_expr: Any = None               # the forward's C template (OpDef.c_expr)
     grad_c_expr: Any = None          # C template of ``g * f'(x)`` ({0} = g, {1} = x)
     grad2_c_expr: Any = None         # C template of ``g * f''(x)`` ({0} = g, {1} = x)
+    # optional one-pass kernel for every float dtype (half rounded once): None = not handled
+    fast: Kernel | None = None
 
 
 def _meta(name: str, ints: bool) -> Callable[..., tuple]:
@@ -82,12 +84,19 @@ def _no_round(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _forward_kernel(f: Kernel, rounds: bool) -> Kernel:
+def _forward_kernel(f: Kernel, rounds: bool, fast: Kernel | None = None) -> Kernel:
     def kernel(x: np.ndarray, **params: Any) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
             return np.asarray(f(x, **_cast_params(x, params))).astype(x.dtype, copy=False)
-    if not rounds:
+    if not rounds and fast is None:
         return lowp(kernel)
+    if not rounds:
+        slow = lowp(kernel)
+
+        def fast_kernel(x: np.ndarray, **params: Any) -> np.ndarray:
+            out = fast(x, **params)
+            return slow(x, **params) if out is None else out
+        return fast_kernel
 
     def rounding_kernel(x: np.ndarray) -> np.ndarray:
         src = x.dtype
@@ -177,7 +186,8 @@ def _register(a: _Act) -> OpDef:
         return (bind(chain[0], g, x, **ctx.params),)
 
     return register(OpDef(
-        a.name, "pointwise", _meta(a.name, a.ints), _forward_kernel(a.forward, a.rounds), vjp,
+        a.name, "pointwise", _meta(a.name, a.ints),
+        _forward_kernel(a.forward, a.rounds, a.fast), vjp,
         save=(0,), tags=frozenset({"lowp_upcast"}), grad_name=a.grad_name, c_expr=a.c_expr,
         doc=f"The {a.name} activation.",
     ))
@@ -237,9 +247,17 @@ def _gelu_tanh_grad_block(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return t
 
 
+_GELU_FLUSH = np.float32(-12.9)   # the prelude's EMBER_GELU_FLUSHF: -0 below (torch: below -5.5)
+
+
 def _gelu_f32_block(x: np.ndarray) -> np.ndarray:
-    out = normal_cdf_f32(x)
-    out *= x
+    """x * Phi(x) as the prelude's ember_gelu_erff (the NumPy path without a C compiler)."""
+    xc = np.maximum(x, _GELU_FLUSH)      # NaN propagates
+    out = normal_cdf_f32(xc)
+    out *= xc
+    deep = x < _GELU_FLUSH
+    out[deep] = x[deep] * np.float32(0)   # -0 (NaN for -inf), as torch
+    out[x == np.inf] = np.nan             # torch's float kernels: NaN for +inf
     return out
 
 
@@ -269,6 +287,11 @@ def _gelu_grad(g: np.ndarray, x: np.ndarray, *, approximate: str) -> np.ndarray 
     if x.dtype == np.float32:
         return _blocked(_gelu_f32_grad_block, g, x)
     return None
+
+
+def _gelu_fast(x: np.ndarray, *, approximate: str) -> np.ndarray | None:
+    """Exact GELU of a float32/float16/bfloat16 array in one C pass (``_act_c``), or None."""
+    return _act_c.gelu(x) if approximate == "none" else None
 
 
 def _gelu_tanh_parts(x: np.ndarray) -> tuple:
@@ -395,7 +418,7 @@ def _hardswish_d1(x: np.ndarray) -> np.ndarray:
 # ember_normal_cdf is Phi(x) = erfc(-x / sqrt 2) / 2 (in float, eager's float32 formula), and
 # 0.5 (1 + tanh(u)) = sigmoid(2u); both vectorize (libm's erf/tanh would not)
 _GELU_C = {"approximate": {
-    "none": "({0} * ember_normal_cdf({0}))",
+    "none": "ember_gelu_erf({0})",     # x * Phi(x); -0 below -12.9 in float (as torch)
     "tanh": "({0} * ember_sigmoid(ember_like({0}, 2 * M_2_SQRTPI * M_SQRT1_2) * "
             "({0} + ember_like({0}, 0.044715) * {0} * {0} * {0})))",
 }}
@@ -530,7 +553,7 @@ _ACTS = (
          (lambda x, *, threshold, value: ~(x <= threshold),), ints=True, smooth=False,
          c_expr=_THRESHOLD_C, grad_c_expr=_THRESHOLD_GRAD_C),
     _Act("gelu", _gelu, (_gelu_d1, _gelu_d2), grad=_gelu_grad, c_expr=_GELU_C,
-         grad_c_expr=_GELU_GRAD_C, grad2_c_expr=_GELU_GRAD2_C),
+         grad_c_expr=_GELU_GRAD_C, grad2_c_expr=_GELU_GRAD2_C, fast=_gelu_fast),
     _Act("silu", lambda x: x * _sigmoid(x), (_silu_d1, _silu_d2),
          c_expr="({0} * ember_sigmoid({0}))", grad_c_expr=_SILU_GRAD_C,
          grad2_c_expr=_SILU_GRAD2_C),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember import dtypes as dt
-from ember.ops import _parallel
+from ember.ops import _act_c, _parallel
 from ember.ops._util import lowp
 from ember.ops.registry import OpDef, bind, register
 
@@ -149,6 +149,19 @@ def _softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     return e
 
 
+_softmax_lowp = lowp(_softmax_eager)
+
+
+def _softmax_kernel(x: np.ndarray, *, dim: int) -> np.ndarray:
+    """Last-dim rows of float32/float16/bfloat16 in one C pass (float32 math, half rounded
+    once: ``_act_c``); otherwise NumPy in float32 (``lowp``)."""
+    if dim == x.ndim - 1:
+        out = _act_c.softmax_last(x)
+        if out is not None:
+            return out
+    return _softmax_lowp(x, dim=dim)
+
+
 def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
     if x.size == 0:
         return x.copy()
@@ -186,7 +199,7 @@ def _log_softmax_vjp(ctx, g):  # noqa: ANN001
 
 
 SOFTMAX = register(OpDef(
-    "softmax", "composite", _same_meta, lowp(_softmax_eager), _softmax_vjp, save_output=True,
+    "softmax", "composite", _same_meta, _softmax_kernel, _softmax_vjp, save_output=True,
     grad_name="SoftmaxBackward0", doc="exp(x - max) / sum(exp(x - max)) along dim.",
 ))
 LOG_SOFTMAX = register(OpDef(

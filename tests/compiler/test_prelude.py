@@ -37,7 +37,8 @@ VEC = ["exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc"]
 # more loops that must vectorize (float and double; normal_cdf: m_normal_cdff and double):
 # helpers and template shapes of the activations
 VEC_EXTRA = {
-    "normal_cdf": "ember_normal_cdf(x[i])", "floor": "ember_floor(x[i])",
+    "normal_cdf": "ember_normal_cdf(x[i])", "gelu_erf": "ember_gelu_erf(x[i])",
+    "floor": "ember_floor(x[i])",
     "ceil": "ember_ceil(x[i])", "trunc": "ember_trunc(x[i])", "rint": "ember_rint(x[i])",
     "maximum": "ember_maximum(x[i], x[i] * 0.5f)",
     "clamp": "ember_minimum(ember_maximum(x[i] * 2, -1.0f), 1.0f)",

@@ -13,7 +13,7 @@ static void kernel0(float *restrict buf1, const float *restrict in0, const float
       const float g1 = (float)(in2[i1]);
       const float g2 = (float)((g0 + g1));
       const float e0_t0 = (float)(g2);
-      const float e0_t1 = (float)((e0_t0 * ember_normal_cdf(e0_t0)));
+      const float e0_t1 = (float)(ember_gelu_erf(e0_t0));
       buf1[5 * i0 + i1] = e0_t1;
     }
   }

@@ -19,7 +19,7 @@ from typing import Any
 
 from ember.compiler.c.codegen import csrc
 from ember.compiler.c.codegen.omp import few_iterations, omp_for
-from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store
+from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store, store_expr
 
 HEADER = csrc("half_block.h")
 
@@ -40,7 +40,7 @@ def _is_f16(buf: Any) -> bool:
 def prelude(program: Any) -> str:
     """``half_block.h`` when ``program`` has a kernel that converts float16 blocks."""
     for k in program.kernels():
-        if type(k) is Kernel and _plan(k) is not None:
+        if type(k) is Kernel and plan(k) is not None:
             return HEADER
         if isinstance(k, RowKernel) and row_blocked(k):
             return HEADER
@@ -59,7 +59,7 @@ def _walk_loads(e: Any, out: list) -> None:
             _walk_loads(a, out)
 
 
-def _plan(k: Kernel) -> Any:
+def plan(k: Kernel) -> Any:
     """(loads, stores) of ``k`` to convert in blocks: ``{(buffer name, offset): slot}`` each,
     or None when ``k`` is not a flat pointwise kernel touching float16 at unit stride."""
     if not k.flat or not k.ranges or k.has_checks():
@@ -93,39 +93,56 @@ def _subst(e: Any, loads: dict) -> Any:
 def blocked_kernel(k: Kernel, openmp: bool, head: list) -> list | None:
     """The lines of ``k`` strip-mined over float16 blocks (``head``: its signature lines), or
     None when ``k`` does not qualify."""
-    plan = _plan(k)
-    if plan is None:
+    found = plan(k)
+    if found is None:
         return None
-    loads, stores = plan
     n = str(k.loop_ranges()[0])
     lines = list(head)
     if openmp and not few_iterations([k.loop_ranges()[0]]):
         lines.append("  " + omp_for(f"((int64_t)({n}))"))
     lines.append(f"  for (int64_t ib_ = 0; ib_ < {n}; ib_ += EMBER_HB) {{")
     lines.append(f"    const int64_t nb_ = {n} - ib_ < EMBER_HB ? {n} - ib_ : EMBER_HB;")
+    lines += block_body(k, found, "    ")
+    lines.append("  }")
+    lines.append("}")
+    return lines
+
+
+def block_body(k: Kernel, plan: Any, ind: str, tile: Any = None) -> list:
+    """The lines of one block of ``nb_`` elements from ``ib_`` of the blocked kernel ``k``
+    (``plan``: ``plan(k)``): convert its float16 loads, the float body as a ``simd`` loop,
+    convert its float16 stores.  ``tile``: (the streamed Store, the tile's C name, the tile's
+    first element): that store goes to ``tile + (ib_ - first)`` instead (codegen/stream.py)."""
+    loads, stores = plan
+    lines = []
     for (name, off), (buf, j) in loads.items():
-        lines.append(f"    float hl{j}_[EMBER_HB];")
-        lines.append(f"    ember_{_half(buf)}_load_n(hl{j}_, {name} + ({off}) + ib_, nb_);")
+        lines.append(f"{ind}float hl{j}_[EMBER_HB];")
+        lines.append(f"{ind}ember_{_half(buf)}_load_n(hl{j}_, {name} + ({off}) + ib_, nb_);")
     for _, j in stores.values():
-        lines.append(f"    float hs{j}_[EMBER_HB];")
-    lines.append("    #pragma omp simd")
-    lines.append("    for (int64_t j_ = 0; j_ < nb_; j_++) {")
-    lines.append("      const int64_t i = ib_ + j_; (void)i;")
+        lines.append(f"{ind}float hs{j}_[EMBER_HB];")
+    lines.append(f"{ind}#pragma omp simd")
+    lines.append(f"{ind}for (int64_t j_ = 0; j_ < nb_; j_++) {{")
+    lines.append(f"{ind}  const int64_t i = ib_ + j_; (void)i;")
     for st in k.body:
         if isinstance(st, Store):
             hit = stores.get((st.buf.name, str(st.index.offset))) if _unit(st.index) else None
             if hit is not None and _is_f16(st.buf) and isinstance(st.expr, Local):
-                lines.append(f"      hs{hit[1]}_[j_] = {st.expr};")
+                lines.append(f"{ind}  hs{hit[1]}_[j_] = {st.expr};")
                 continue
             st = dataclasses.replace(st, expr=_subst(st.expr, loads))
+            if tile is not None and st.buf is tile[0].buf:
+                lines.append(f"{ind}  {tile[1]}[ib_ - {tile[2]} + j_] = "
+                             f"{store_expr(st.buf.dtype, str(st.expr))};")
+                continue
         elif isinstance(st, Let):
             st = dataclasses.replace(st, expr=_subst(st.expr, loads))
-        lines.append(f"      {st}")
-    lines.append("    }")
+        lines.append(f"{ind}  {st}")
+    lines.append(f"{ind}}}")
     for (name, off), (buf, j) in stores.items():
-        lines.append(f"    ember_{_half(buf)}_store_n({name} + ({off}) + ib_, hs{j}_, nb_);")
-    lines.append("  }")
-    lines.append("}")
+        dst = f"{name} + ({off}) + ib_"
+        if tile is not None and buf is tile[0].buf:
+            dst = f"{tile[1]} + (ib_ - {tile[2]})"
+        lines.append(f"{ind}ember_{_half(buf)}_store_n({dst}, hs{j}_, nb_);")
     return lines
 
 
@@ -158,4 +175,5 @@ def row_tail(op: str, sfx: str, t: str, total: list, head: tuple, lane_loop: Any
     return out + [f"  ember_{sfx}_store_n(y, xf_, C);"]
 
 
-__all__ = ["HEADER", "ROW_MAX", "blocked_kernel", "prelude", "row_blocked", "row_tail"]
+__all__ = ["HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude", "row_blocked",
+           "row_tail"]

@@ -100,6 +100,7 @@ def region(pragma: str | None, ind: str) -> tuple:
 def pointwise_source(k: Kernel, st: Store, params: list, openmp: bool, ints: str) -> list:
     """Lines of flat pointwise kernel ``k`` whose store ``st`` streams: tiles of TILE_BYTES
     computed into a stack buffer by the usual vectorized loop, each then streamed."""
+    from ember.compiler.c.codegen import half
     from ember.compiler.c.codegen.omp import omp_for
     ct = st.buf.ctype
     tile = TILE_BYTES // st.buf.dtype.np.itemsize
@@ -112,14 +113,23 @@ def pointwise_source(k: Kernel, st: Store, params: list, openmp: bool, ints: str
     lines += [f"  for (int64_t i0_ = 0; i0_ < n_; i0_ += {tile}) {{",
               f"    {ct} tile_[{tile}] __attribute__((aligned(64)));",
               f"    const int64_t m_ = n_ - i0_ < {tile} ? n_ - i0_ : {tile};"]
-    if openmp:
-        lines.append("    #pragma omp simd")
-    lines += ["    for (int64_t j_ = 0; j_ < m_; j_++) {", "      const int64_t i = i0_ + j_;"]
-    for s in k.body:
-        lines.append(f"      tile_[j_] = {store_expr(s.buf.dtype, str(s.expr))};" if s is st
-                     else f"      {s}")
-    lines += ["    }",
-              f"    ember_stream_store({st.buf.name} + i0_, tile_, (size_t)m_ * sizeof({ct}));",
+    blocks = half.plan(k)
+    if blocks is not None:  # float16/bfloat16 at unit stride: converted in blocks (half.py)
+        lines += ["    for (int64_t ib_ = i0_; ib_ < i0_ + m_; ib_ += EMBER_HB) {",
+                  "      const int64_t nb_ = i0_ + m_ - ib_ < EMBER_HB ? "
+                  "i0_ + m_ - ib_ : EMBER_HB;"]
+        lines += half.block_body(k, blocks, "      ", (st, "tile_", "i0_"))
+        lines.append("    }")
+    else:
+        if openmp:
+            lines.append("    #pragma omp simd")
+        lines += ["    for (int64_t j_ = 0; j_ < m_; j_++) {",
+                  "      const int64_t i = i0_ + j_;"]
+        for s in k.body:
+            lines.append(f"      tile_[j_] = {store_expr(s.buf.dtype, str(s.expr))};" if s is st
+                         else f"      {s}")
+        lines.append("    }")
+    lines += [f"    ember_stream_store({st.buf.name} + i0_, tile_, (size_t)m_ * sizeof({ct}));",
               "  }"]
     lines += closed
     lines.append("}")

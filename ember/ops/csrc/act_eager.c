@@ -1,0 +1,120 @@
+/* Eager GELU (erf form), last-dim softmax and float16/bfloat16 arithmetic in one pass
+   (ember/ops/_act_c.py).  Built after the C backend's prelude (ember_prelude.h: ember_expf,
+   ember_normal_cdff, the float16/bfloat16 scalar conversions) and half_block.h (block
+   conversions in vector registers), so eager and compiled code run the same float math:
+   - gelu: x * Phi(x) with the prelude's Phi (the compiled template's expression), float32 in
+     and out, or float16/bfloat16 loaded in blocks of EMBER_HB, computed in float and rounded
+     once (PyTorch's CPU kernels compute reduced floats in float32 and round once);
+   - softmax over rows of C: max, exp(x - m) summed in double lanes, e / (float)sum, as the
+     compiled row kernel (codegen/unit.py _row_kernel); half rows are converted once into a
+     float row, rounded once at the end;
+   - half add/sub/mul/div: both operands loaded in blocks, the float32 operation, one rounding
+     per element (PyTorch's per-op rounding); a Python scalar operand is a float.
+   Everything is branch-free in its inner loops, so gcc vectorizes it for the host's ISA
+   (-march=native: AVX-512 or AVX2/F16C; tests build it for x86-64-v3 and x86-64-v4). */
+
+#define EMBER_LANES 16
+
+static inline float ember_gelu1(float x) { return ember_gelu_erff(x); }
+
+void ember_eager_gelu_f32(float *restrict y, const float *restrict x, int64_t n) {
+    for (int64_t j = 0; j < n; j++) y[j] = ember_gelu1(x[j]);
+}
+
+#define EMBER_HALF_GELU(sfx)                                                              \
+void ember_eager_gelu_##sfx(uint16_t *restrict y, const uint16_t *restrict x, int64_t n) { \
+    float b[EMBER_HB];                                                                    \
+    for (int64_t i = 0; i < n; i += EMBER_HB) {                                           \
+        const int64_t nb = n - i < EMBER_HB ? n - i : EMBER_HB;                           \
+        ember_##sfx##_load_n(b, x + i, nb);                                               \
+        for (int64_t j = 0; j < nb; j++) b[j] = ember_gelu1(b[j]);                        \
+        ember_##sfx##_store_n(y + i, b, nb);                                              \
+    }                                                                                     \
+}
+EMBER_HALF_GELU(f16)
+EMBER_HALF_GELU(bf16)
+
+/* softmax of one float row x into y (y may be x), the compiled row kernel's loops and order:
+   a NaN-propagating max in 16 lanes, exp(x - m) summed in 16 double lanes (the tail into lane
+   0, then the lanes in order), then division by the float sum */
+#define EMBER_MAXP(a, m) ((((a) > (m)) | ((a) != (a))) ? (a) : (m))
+static void ember_softmax_row(float *y, const float *x, int64_t C) {
+    float ml[EMBER_LANES];
+    for (int l = 0; l < EMBER_LANES; l++) ml[l] = -INFINITY;
+    int64_t cb = 0;
+    for (; cb + EMBER_LANES <= C; cb += EMBER_LANES) {
+        _Pragma("GCC unroll 1")
+        for (int64_t l = 0; l < EMBER_LANES; l++) ml[l] = EMBER_MAXP(x[cb + l], ml[l]);
+    }
+    for (int64_t c = cb; c < C; c++) ml[0] = EMBER_MAXP(x[c], ml[0]);
+    float m = ml[0];
+    for (int l = 1; l < EMBER_LANES; l++) m = EMBER_MAXP(ml[l], m);
+    double sl[EMBER_LANES];
+    for (int l = 0; l < EMBER_LANES; l++) sl[l] = 0.0;
+    for (cb = 0; cb + EMBER_LANES <= C; cb += EMBER_LANES) {
+        _Pragma("GCC unroll 1")
+        _Pragma("GCC ivdep")
+        for (int64_t l = 0; l < EMBER_LANES; l++) {
+            const float e = ember_expf(x[cb + l] - m);
+            y[cb + l] = e;
+            sl[l] = sl[l] + (double)e;
+        }
+    }
+    for (int64_t c = cb; c < C; c++) {
+        const float e = ember_expf(x[c] - m);
+        y[c] = e;
+        sl[0] = sl[0] + (double)e;
+    }
+    double s = sl[0];
+    for (int l = 1; l < EMBER_LANES; l++) s = s + sl[l];
+    const float st = (float)s;
+    for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;
+}
+
+void ember_eager_softmax_f32(float *restrict y, const float *restrict x, int64_t rows,
+                             int64_t C) {
+    for (int64_t r = 0; r < rows; r++) ember_softmax_row(y + r * C, x + r * C, C);
+}
+
+/* half rows: w is a float scratch of 2 C values (the caller's, per thread): the row as floats,
+   then its softmax (in place, gcc's versioning for the aliasing cost ~25%) */
+#define EMBER_HALF_SOFTMAX(sfx)                                                           \
+void ember_eager_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,          \
+                               int64_t rows, int64_t C, float *restrict w) {               \
+    for (int64_t r = 0; r < rows; r++) {                                                  \
+        ember_##sfx##_load_n(w, x + r * C, C);                                            \
+        ember_softmax_row(w + C, w, C);                                                   \
+        ember_##sfx##_store_n(y + r * C, w + C, C);                                       \
+    }                                                                                     \
+}
+EMBER_HALF_SOFTMAX(f16)
+EMBER_HALF_SOFTMAX(bf16)
+
+/* y = a op b for float16/bfloat16 a, b (either may be NULL: then the float scalar as_ / bs
+   in every lane), op 0 add, 1 subtract, 2 multiply, 3 divide */
+static inline void ember_binary_block(float *restrict o, const float *restrict u,
+                                      const float *restrict v, int64_t nb, int op) {
+    switch (op) {
+    case 0: for (int64_t j = 0; j < nb; j++) o[j] = u[j] + v[j]; break;
+    case 1: for (int64_t j = 0; j < nb; j++) o[j] = u[j] - v[j]; break;
+    case 2: for (int64_t j = 0; j < nb; j++) o[j] = u[j] * v[j]; break;
+    default: for (int64_t j = 0; j < nb; j++) o[j] = u[j] / v[j]; break;
+    }
+}
+
+#define EMBER_HALF_BINARY(sfx)                                                            \
+void ember_eager_binary_##sfx(uint16_t *restrict y, const uint16_t *restrict a,           \
+                              const uint16_t *restrict b, float as_, float bs, int64_t n, \
+                              int op) {                                                   \
+    float fa[EMBER_HB], fb[EMBER_HB], o[EMBER_HB];                                        \
+    for (int j = 0; j < EMBER_HB; j++) { fa[j] = as_; fb[j] = bs; }                       \
+    for (int64_t i = 0; i < n; i += EMBER_HB) {                                           \
+        const int64_t nb = n - i < EMBER_HB ? n - i : EMBER_HB;                           \
+        if (a) ember_##sfx##_load_n(fa, a + i, nb);                                       \
+        if (b && b != a) ember_##sfx##_load_n(fb, b + i, nb);                                     \
+        ember_binary_block(o, fa, a == b ? fa : fb, nb, op);                              \
+        ember_##sfx##_store_n(y + i, o, nb);                                              \
+    }                                                                                     \
+}
+EMBER_HALF_BINARY(f16)
+EMBER_HALF_BINARY(bf16)
