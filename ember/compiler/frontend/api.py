@@ -493,6 +493,10 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
     mut = _mutations(trace) if trace.storages else ()
     if kn is not None and kn.cap.mut_raw != mut:
         kn = None  # the same graph, but other inputs may share memory: other compiled code
+    if kn is not None and _lazy.STATE.recorder is not None:
+        # a ``reduce-overhead`` recording finds its step-dependent numbers in the capture by
+        # identity (``record._recipes``): a known capture holds an earlier call's numbers
+        kn = None
     if kn is not None:  # the same graph as a call before: its capture and entry
         kn.used = True
         run = kn.run
