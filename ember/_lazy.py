@@ -424,6 +424,8 @@ class Trace:
         whole storage in C order."""
         own, owner = self.frame(t)
         root = owner.geometry() if owner.__class__ is LazyArray else owner
+        if own is root and own.flags.c_contiguous:   # the storage itself (a written state)
+            return None
         item = own.itemsize
         if own.shape == root.shape and _ptr(own) == _ptr(root) and own.strides == \
                 _contig_strides(own.shape, item):
