@@ -10,8 +10,13 @@ import numpy as np
 from ember._frontend.creation import zeros_like
 from ember._frontend.pointwise_logic import maximum
 from ember._lazy import STATE as _LZ
+from ember._lazy import LazyArray as _LazyArray
+from ember._lazy import Trace as _Trace
+from ember.dtypes import float32, float64
+from ember.ops import OPS as _OPS
 from ember.ops import _parallel
 from ember.ops._fma import fma, native_fma
+from ember.ops.registry import bind as _bind
 from ember.optim.optimizer import (
     Optimizer,
     _advance_step,
@@ -68,6 +73,9 @@ class Adam(Optimizer):
             _fast_update(p, state, lr, wd, eps, beta1, beta2, amsgrad,
                          group["decoupled_weight_decay"])
             return
+        if _traced_ok(p, state, group):
+            _traced_update(p, state, lr, wd, eps, beta1, beta2, group["decoupled_weight_decay"])
+            return
         grad = -p.grad if group["maximize"] else p.grad
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         step_t = state["step"]
@@ -89,6 +97,79 @@ class Adam(Optimizer):
         else:
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
         p.addcdiv_(exp_avg, denom, value=neg_step_size)
+
+
+# ------------------------------------------------------------------- recording path (compile)
+# Under ``ember.compile`` the update above is recorded, not run: each in-place method is a
+# frontend call, a bound op and a functionalized write (``Trace.write``), ~40 of them per
+# parameter and step.  For plain tensors the same primitives with the same arguments are bound
+# here directly and each state tensor is written once with its final value (its version counter
+# still advances once per in-place op of the general path): the same graph, the same numbers,
+# the same versions, at a fraction of the recording cost.
+def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
+    if not isinstance(t, Tensor) or t._base is not None or t._dtype is not dtype:
+        return False
+    d = t._data
+    if d.__class__ is _LazyArray:
+        return d.owner is None and d.value is None and d.shape == shape
+    return (d.__class__ is np.ndarray and d.base is None and d.shape == shape
+            and d.flags.c_contiguous and d.flags.writeable)
+
+
+def _traced_ok(p: Tensor, state: dict, group: dict) -> bool:
+    if _LZ.trace is None or not isinstance(_LZ.trace, _Trace) or group["maximize"] or \
+            group["differentiable"] or group["amsgrad"] or p._dtype not in (float32, float64):
+        return False
+    lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+    if type(lr) is not float or type(eps) is not float or type(wd) not in (float, int) or \
+            (wd != 0 and not group["decoupled_weight_decay"]):
+        return False
+    shape = tuple(p._data.shape)
+    g, m, v, step = p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"]
+    if not (isinstance(g, Tensor) and g._dtype is p._dtype and tuple(g._data.shape) == shape
+            and _written_ok(p, p._dtype, shape) and _written_ok(m, p._dtype, shape)
+            and _written_ok(v, p._dtype, shape) and isinstance(step, Tensor)
+            and _written_ok(step, step._dtype, ()) and step._dtype in (float32, float64)):
+        return False
+    vcs = {id(t._version_counter) for t in (p, g, m, v, step)}
+    return len(vcs) == 5
+
+
+def _traced_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, beta1: float,
+                   beta2: float, decoupled: bool) -> None:
+    """``_update``'s general path as it records under a trace (see above)."""
+    tr = _LZ.trace
+    step_t, m, v, g = state["step"], state["exp_avg"], state["exp_avg_sq"], p.grad
+    step = _next_count(step_t)                   # step_t.add_(1), read before the write
+    step_new = _bind(_OPS.add, step_t, 1.0)
+    decay = wd != 0
+    p_in = _bind(_OPS.mul, p, 1 - lr * wd) if decay else p      # p.mul_(1 - lr * wd)
+    m_new = _bind(_OPS.lerp, m, g, 1 - beta1)                     # exp_avg.lerp_(grad, 1 - b1)
+    v_new = _bind(_OPS.addcmul, _bind(_OPS.mul, v, beta2), g, g, value=1 - beta2)
+    bias_correction2_sqrt, neg_step_size = _adam_scalars(step, lr, beta1, beta2)
+    _recompute((bias_correction2_sqrt, neg_step_size),
+               lambda: _adam_scalars(_next_count(step_t), lr, beta1, beta2))
+    denom = _bind(_OPS.add, _bind(_OPS.div, _bind(_OPS.sqrt, v_new), bias_correction2_sqrt),
+                  eps)
+    p_new = _bind(_OPS.addcdiv, p_in, m_new, denom, value=neg_step_size)
+    # storages are first written in the general path's order (it orders the graph's outputs)
+    _write_final(tr, step_t, step_new, 1)
+    if decay:
+        _write_final(tr, p, p_new, 2)
+    _write_final(tr, m, m_new, 1)
+    _write_final(tr, v, v_new, 2)
+    if not decay:
+        _write_final(tr, p, p_new, 1)
+
+
+def _write_final(tr: Any, t: Tensor, new: Tensor, ops: int) -> None:
+    """The last of ``ops`` in-place writes into ``t``: only its value is recorded, the version
+    counter advances by ``ops``."""
+    vc = t._version_counter
+    vc[0] += ops - 1
+    if not tr.write(t, new):  # the trace was realized instead (cannot happen for plain t)
+        np.copyto(t._data, new._data)
+    vc[0] += 1
 
 
 def _adam_scalars(step: float, lr: float, beta1: float, beta2: float) -> tuple:

@@ -280,13 +280,92 @@ def test_graphs_that_never_repeat_stop_making_known_traces(monkeypatch):
     def fn(x, s):
         return (x * s).exp()
     f = ember.compile(fn, dynamic=True)
-    e, t = _pair([0.1, 0.2])
-    for k in range(20):
-        _close(f(e, 1.0 + k / 8), fn(t, 1.0 + k / 8))
+    for k in range(20):   # a new input size every call: one generic entry, never followed
+        e, t = _pair(np.linspace(0.1, 0.2, 3 + k))
+        _close(f(e, 1.5), fn(t, 1.5))
     assert 2 <= made[0] <= 10
+    e, t = _pair([0.1, 0.2])
     # a graph that repeats again is followed again once a Known exists
     made[0] = 0
     g = ember.compile(lambda x: x * 2.0)
     for _ in range(5):
         g(e)
     assert made[0] == 1
+
+
+def test_a_lifted_float_that_changes_every_call_is_followed(captures):
+    """An optimizer's bias correction changes every step: once the entry takes it as a runtime
+    argument, calls keep following the known trace (no capture) and pass the new number."""
+    def fn(x, s):
+        return (x * 2.0 / s).exp() + s
+    f = ember.compile(fn)
+    e, t = _pair([0.1, 0.2, 0.3])
+    for k in range(3):   # compile, recompile with ``s`` lifted, make the Known
+        _close(f(e, 1.0 + k / 8), fn(t, 1.0 + k / 8))
+    before = captures[0]
+    for k in range(3, 9):
+        _close(f(e, 1.0 + k / 8), fn(t, 1.0 + k / 8))
+    assert captures[0] == before
+    # the structure does not change: a different constant (2.0 -> 3.0, specialized) diverges
+    _close(f(e * 1.5, 2.0), fn(t * 1.5, 2.0))
+
+
+def test_loosening_keeps_specialized_numbers(captures):
+    def fn(x, s, c):
+        return x * s + c
+    f = ember.compile(fn)
+    e, t = _pair([0.5, -1.0])
+    for k in range(3):
+        _close(f(e, 1.0 + k, 0.25), fn(t, 1.0 + k, 0.25))
+    n = captures[0]
+    _close(f(e, 7.5, 0.25), fn(t, 7.5, 0.25))      # lifted float: followed
+    assert captures[0] == n
+    _close(f(e, 7.5, 0.5), fn(t, 7.5, 0.5))        # ``c`` was specialized: diverges
+    assert captures[0] == n + 1
+    _close(f(e, 3, 0.25), fn(t, 3, 0.25))          # an int (bound as 3.0 for a float x)
+    _close(f(e, 7.5, 0.25), fn(t, 7.5, 0.25))
+
+
+def test_compiled_adamw_steps_follow_and_match_torch(captures):
+    """The compiled AdamW step records through the optimizer's direct path and follows the
+    known trace on later steps; parameters, moments, step counters and versions as torch."""
+    ember.manual_seed(0)
+    em = ember.nn.Linear(4, 3)
+    tm = torch.nn.Linear(4, 3)
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(em.weight.detach().numpy()))
+        tm.bias.copy_(torch.tensor(em.bias.detach().numpy()))
+    eo = ember.optim.AdamW(em.parameters(), lr=1e-2, weight_decay=0.1)
+    to = torch.optim.AdamW(tm.parameters(), lr=1e-2, weight_decay=0.1, foreach=False)
+    x, tx = _pair(np.arange(8, dtype=np.float32).reshape(2, 4) / 8)
+
+    def estep():
+        loss = (em(x) ** 2).mean()
+        loss.backward()
+        eo.step()
+        eo.zero_grad()
+        return loss
+
+    def tstep():
+        loss = (tm(tx) ** 2).mean()
+        loss.backward()
+        to.step()
+        to.zero_grad()
+        return loss
+    f = ember.compile(estep)
+    v0 = [(ep._version, tp._version) for ep, tp in zip(em.parameters(), tm.parameters())]
+    counts = []
+    for _ in range(8):
+        _close(f(), tstep())
+        counts.append(captures[0])
+    assert counts[-1] == counts[3]   # steps 5-8 followed the known trace
+    for (ev, tv), ep, tp in zip(v0, em.parameters(), tm.parameters()):
+        np.testing.assert_allclose(ep.detach().numpy(), tp.detach().numpy(), rtol=1e-5,
+                                   atol=1e-7)
+        es, ts = eo.state[ep], to.state[tp]
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(es[k].numpy(), ts[k].numpy(), rtol=1e-5, atol=1e-9)
+            assert es[k]._version == ts[k]._version
+        assert float(es["step"]) == float(ts["step"]) == 8.0
+        assert es["step"]._version == ts["step"]._version
+        assert ep._version - ev == tp._version - tv == 16   # mul_ and addcdiv_ per step

@@ -415,7 +415,7 @@ def _run_fast(cg: CompiledGraph, fast: tuple, arrays: list, scalars: list) -> li
             arena = arenas[k]
             if arena is None:
                 arena = arenas[k] = _empty((cg._slot_bytes[k],), np.uint8)
-            a = arena[:npd.itemsize * math.prod(x)].view(npd).reshape(x)
+            a = np.ndarray(x, npd, arena)   # the slot's buffer at the arena's start
         call.append(a)
     if scalars:
         ints = [0] * cg._n_ints

@@ -37,6 +37,7 @@ from ember.compiler.frontend.cache import (  # noqa: F401 (names re-exported fro
     reset,
 )
 from ember.compiler.frontend.graph import Captured, _skel, capture, static_keys
+from ember.compiler.frontend.loosen import make_loose, with_scalars, with_values
 from ember.compiler.frontend.stance import (  # noqa: F401 (names re-exported from api)
     _EVENTS,
     _STANCE,
@@ -494,16 +495,28 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
     mut = _mutations(trace) if trace.storages else ()
     if kn is not None and kn.cap.mut_raw != mut:
         kn = None  # the same graph, but other inputs may share memory: other compiled code
+    if kn is not None and _lazy.STATE.recorder is not None:
+        # a ``reduce-overhead`` recording finds its step-dependent numbers in the capture by
+        # identity (``record._recipes``): a known capture holds an earlier call's numbers
+        kn = None
     if kn is not None:  # the same graph as a call before: its capture and entry
         kn.used = True
         run = kn.run
+        changed = trace.loosened   # runtime numbers of the entry this call changed
         if run is not None and kn.entry.backend is frame.compiler_fn and not _EVENTS and \
                 type(frame).realize is _Frame.realize:
             fn, in_orig, scalars, seg = run
-            seg.last_values[kn.cap.key] = kn.cap.values
+            if changed:
+                scalars = with_scalars(scalars, changed)
+                seg.last_values[kn.cap.key] = with_values(kn.cap.values, changed)
+            else:
+                seg.last_values[kn.cap.key] = kn.cap.values
             frame.last_entry = kn.entry
             return fn([arrays[k] for k in in_orig], scalars)
-        return frame.realize(kn.cap.rebind(arrays, kn.entry), trace.segment)
+        cap = kn.cap.rebind(arrays, kn.entry)
+        if changed:
+            cap.values = with_values(cap.values, changed)
+        return frame.realize(cap, trace.segment)
     cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype), mut)
     frame.last_entry = None
     res = frame.realize(cap, trace.segment)
@@ -515,6 +528,7 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
         kn.cap.arrays = None
         if getattr(e.fn, "_ember_arrays", False):  # what ``_call`` does, prepared
             kn.run = (e.fn, cap.in_orig, [cap.values[k] for k in e.graph.lifted], seg)
+        kn.loose = make_loose(cap, e.graph.lifted, nodes)  # type: ignore[attr-defined]
         seg.known = kn
     return res
 

@@ -322,7 +322,7 @@ class Captured:
     """
 
     __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "arrays", "in_orig",
-                 "_bounds", "hit", "mutated", "mut_raw")
+                 "_bounds", "hit", "mutated", "mut_raw", "node_of")
 
     def rebind(self, arrays: list, hit: Any) -> Captured:
         """This capture over another call's input arrays (a trace that followed it exactly:
@@ -332,6 +332,7 @@ class Captured:
             self.nodes, self.inputs, self.outputs, self.key, self.values, self.kinds
         c.in_orig, c._bounds = self.in_orig, self._bounds
         c.mutated, c.mut_raw = self.mutated, self.mut_raw
+        c.node_of = self.node_of
         c.arrays = [arrays[k] for k in self.in_orig]
         c.hit = hit
         return c
@@ -406,6 +407,7 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
     if len(in_orig) == len(arrays) and all(live):
         nodes = tnodes           # nothing to renumber
         outputs = list(out_refs)
+        node_of = None
     else:
         in_map = {k: j for j, k in enumerate(in_orig)}
         node_map: dict = {}
@@ -416,6 +418,7 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
                 nodes.append(TNodeLike(n.op, tuple(_remap(a, in_map, node_map) for a in n.args),
                                        n.params, n.specs))
         outputs = [_remap(r, in_map, node_map) for r in out_refs]
+        node_of = node_map
     values: list = []
     in_key = []
     for arr in in_arrays:
@@ -435,6 +438,7 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
     c = Captured()
     c.nodes, c.inputs, c.outputs, c.arrays = nodes, inputs, outputs, in_arrays
     c.in_orig = in_orig
+    c.node_of = node_of      # trace node index -> captured node index (None: the same)
     c.mut_raw = mutated
     out_key = tuple(outputs)
     if mutated:
