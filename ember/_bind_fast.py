@@ -119,6 +119,9 @@ def _eager_pointwise(op: OpDef, a: Any, b: Any) -> Tensor:
     tensor is made inline."""
     x = a._data if isinstance(a, Tensor) else a
     y = b._data if isinstance(b, Tensor) else b
+    if (a._dtype if isinstance(a, Tensor) else a.__class__,
+            b._dtype if isinstance(b, Tensor) else b.__class__) not in op._dtypes_ok:
+        op.check_dtypes((a, b), _NO)  # the first call with these dtypes: meta's dtype errors
     uf = op._ufunc
     if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
             x.size < _parallel.MIN_ELEMENTS:
@@ -254,6 +257,8 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
 def _eager_unary(op: OpDef, a: Tensor) -> Tensor:
     """``_eager_bind`` of a one-output unary pointwise op without params (exp, tanh, ...)."""
     x = a._data
+    if (a._dtype,) not in op._dtypes_ok:
+        op.check_dtypes((a,), _NO)  # the first call with this dtype: meta's dtype errors
     uf = op._ufunc
     if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
             x.size < _parallel.MIN_ELEMENTS:

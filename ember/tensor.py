@@ -582,7 +582,11 @@ def _eager_bind(op: OpDef, inputs: tuple, params: dict) -> Any:
             return _eager_pointwise(op, inputs[0], inputs[1])
         if len(inputs) == 1 and isinstance(inputs[0], Tensor):
             return _eager_unary(op, inputs[0])
-    spec = None if (pointwise and not check) else op.meta(*inputs, **params)
+    if pointwise and not check:
+        spec = None
+        op.check_dtypes(inputs, params)
+    else:
+        spec = op.meta(*inputs, **params)
     n = len(inputs)
     if n == 1:  # the common unary and binary cases without a list
         a = inputs[0]

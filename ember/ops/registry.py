@@ -63,6 +63,17 @@ TAGS = frozenset({
 })
 
 
+class _DtypeOnly:
+    """A 0-d stand-in for a tensor input of a pointwise ``meta`` (``OpDef.check_dtypes``)."""
+
+    __slots__ = ("dtype",)
+    shape = ()
+    ndim = 0
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+
+
 @dataclass(frozen=True)
 class OpDef:
     """One operation: its rules side by side."""
@@ -99,6 +110,31 @@ class OpDef:
             object.__setattr__(self, "grad_name", f"{camel}Backward0")
         # the NumPy ufunc a ``lowp`` eager kernel wraps (the binder's fast path), else None
         object.__setattr__(self, "_ufunc", getattr(self.eager, "_ufunc", None))
+        # the input dtype signatures the eager fast paths have seen ``meta`` accept (they skip
+        # ``meta`` otherwise, so an unsupported dtype would run the kernel): dtype -> True,
+        # (dtype, dtype or scalar type) -> True
+        object.__setattr__(self, "_dtypes_ok", {})
+
+    def check_dtypes(self, inputs: tuple, params: dict) -> None:
+        """Raise ``meta``'s dtype error for these inputs, if any.  The eager pointwise fast
+        paths skip ``meta`` (the output dtype is read off the kernel's result): the first call
+        with a signature (the inputs' dtypes or scalar types, and the params) runs ``meta``,
+        later ones look the signature up."""
+        key = tuple(getattr(x, "_dtype", x.__class__) for x in inputs)
+        if params:
+            try:
+                key += tuple(params.items())
+                hash(key)
+            except TypeError:  # a list-valued param: always checked
+                self.meta(*inputs, **params)
+                return
+        ok = self._dtypes_ok
+        if key not in ok:
+            # shapes are the frontend's business (a 0-d operand reaches the primitive as it
+            # is): meta sees 0-d stand-ins with the inputs' dtypes
+            self.meta(*[_DtypeOnly(x._dtype) if hasattr(x, "_dtype") else x for x in inputs],
+                      **params)
+            ok[key] = True
 
     @property
     def c_selector(self) -> str | None:
