@@ -151,6 +151,7 @@ def test_half_sdpa_backward_is_one_c_kernel_and_matches_torch(dtype, shape, s_le
     eager = _ember_grads(x, dtype, compiled=False)
     for c, e, b in zip(got, eager, _abs_products(x)[1]):
         assert np.all(np.abs(c - e) <= _ulp(e, dtype) + _noise(x, b))
+    _check(dtype, x, eager)
 
 
 @pytest.mark.parametrize("march", list(MARCH))
