@@ -288,3 +288,18 @@ def test_copy_layout_matches_torch(op, kind):
     e = fns[op](ember, _make(ember, (2, 3, 4), kind))
     assert _geometry(e) == _geometry(t)
     np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_views_of_a_permuted_copy_keep_the_half_dtype(dtype):
+    """A half copy that keeps a permuted layout (neither C nor F order) owns memory NumPy
+    cannot take as a buffer; its views are built from the array interface, whose typestr
+    names bfloat16 as void ``|V2``: they must still be bfloat16 (and match torch)."""
+    t = torch.arange(24.).reshape(3, 2, 4).permute(1, 0, 2).to(getattr(torch, dtype))
+    e = ember.arange(24.).reshape(3, 2, 4).permute(1, 0, 2).to(getattr(ember, dtype))
+    assert _geometry(e) == _geometry(t)
+    for fn in (lambda x: x.unsqueeze(1), lambda x: x.unsqueeze(0), lambda x: x[:, 1:]):
+        ev, tv = fn(e), fn(t)
+        assert ev.dtype == getattr(ember, dtype) and ev.numpy().dtype == ev.dtype.np
+        assert _geometry(ev) == _geometry(tv)
+        np.testing.assert_array_equal(ev.float().numpy(), tv.float().numpy())

@@ -237,6 +237,18 @@ def _sdpa_bwd_eager(g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
     return gq, gk, gv, gm
 
 
+def _sdpa_bwd_lowp(g: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+                   mask: np.ndarray | None = None, *, scale: float) -> tuple:
+    """float16/bfloat16: the float32 backward on exactly widened operands, each gradient
+    rounded once to the input dtype (PyTorch's CPU math backward: float math, half results)."""
+    if q.dtype.itemsize >= 4:
+        return _sdpa_bwd_eager(g, q, k, v, mask, scale=scale)
+    w = _half_c.widen
+    grads = _sdpa_bwd_eager(w(g), w(q), w(k), w(v), None if mask is None else w(mask),
+                            scale=scale)
+    return tuple(_half_c.narrow(t, q.dtype) for t in grads)
+
+
 def _sdpa_bwd_vjp(ctx, *grads):  # noqa: ANN001
     raise EmberNotImplementedError(
         "[scaled_dot_product_attention] the fused backward serves first-order gradients only; "
@@ -244,19 +256,20 @@ def _sdpa_bwd_vjp(ctx, *grads):  # noqa: ANN001
 
 
 SDPA_BACKWARD = register(OpDef(
-    "scaled_dot_product_attention_backward", "composite", _sdpa_bwd_meta, _sdpa_bwd_eager,
-    _sdpa_bwd_vjp, num_outputs=4, tags=frozenset({"multi_output"}),
-    doc="First-order gradients of scaled_dot_product_attention (float32/float64), fused.",
+    "scaled_dot_product_attention_backward", "composite", _sdpa_bwd_meta, _sdpa_bwd_lowp,
+    _sdpa_bwd_vjp, num_outputs=4, tags=frozenset({"multi_output", "lowp_upcast"}),
+    doc="First-order gradients of scaled_dot_product_attention (float16/bfloat16 computed in "
+        "float32 and rounded once, float32, float64), fused.",
 ))
 
 
 def _sdpa_fused_ok(ctx, q, k, v, rest) -> bool:  # noqa: ANN001
-    """A first-order backward (``ctx.create_graph`` is false) of float32/float64 heads with
-    equal dtypes."""
+    """A first-order backward (``ctx.create_graph`` is false) of float heads with equal
+    dtypes (float16/bfloat16 too: computed in float32, rounded once, as the formula below)."""
     if ctx.create_graph:
         return False
     d = ctx.input_dtypes[0]
-    if d.name not in ("float32", "float64") or len(q.shape) < 3:
+    if d.name not in ("float16", "bfloat16", "float32", "float64") or len(q.shape) < 3:
         return False
     if any(t.dtype is not d for t in (k, v, *rest)):
         return False

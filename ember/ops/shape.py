@@ -44,6 +44,8 @@ def strided_view(x: np.ndarray, shape: tuple, strides: tuple, offset: int = 0) -
         iface.update(data=(iface["data"][0] + offset * item, False), shape=tuple(shape),
                      strides=bstrides)
         v = np.asarray(_Interface(iface, x))
+        if v.dtype != x.dtype:  # the interface names bfloat16 (ml_dtypes) as void "|V2"
+            v = v.view(x.dtype)
     if not x.flags.writeable:
         v.flags.writeable = False
     return v

@@ -64,15 +64,19 @@ def test_half_sdpa_compiles_and_matches_eager_and_torch(dtype, shape, mshape):
     assert np.all(np.abs(g - t) <= 2 * u * vmax + _ulp(t, dtype))
 
 
-def test_half_sdpa_backward_stays_an_extern_with_a_reason():
+def test_half_sdpa_backward_is_an_attention_kernel_too():
+    """(Values: ``test_half_attention_backward_c.py``.)"""
     x = ember.randn(1, 2, 4, 8).to(ember.bfloat16).requires_grad_()
 
     def f(a):
-        return F.scaled_dot_product_attention(a, a, a).float().sum()
+        F.scaled_dot_product_attention(a, a, a).float().sum().backward()
 
     ember.compiler.reset()
-    loss = ember.compile(f, backend="c")(x)
-    loss.backward()
+    ember.compile(f, backend="c")(x)
+    cg = cbackend.last_compiled()
+    assert cg.stats.externs == 0
+    assert any(k.ops == ["scaled_dot_product_attention_backward"]
+               for k in cg.program.kernels() if type(k).__name__ == "AttentionKernel")
     assert x.grad is not None and x.grad.dtype == ember.bfloat16
 
 

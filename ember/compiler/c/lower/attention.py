@@ -19,7 +19,8 @@ eager: row sums are accumulated in double (eager: NumPy's pairwise float sums), 
 sum ``gk``/``gv`` in pieces, and non-finite ``q``/``k``/``v`` values at skipped (fully masked)
 key positions do not reach the result (in eager ``0 * inf`` gives NaN there).
 
-Lowered: float32/float64 with static or runtime sizes (the job's sizes and strides are C
+Lowered: float32/float64 (float16/bfloat16 on operands widened to float32, each result
+rounded once, ``_lower_half``) with static or runtime sizes (the job's sizes and strides are C
 expressions over the entry's runtime ints), ``q``/``k``/``v`` (and the mask, of ``q``'s dtype)
 read through their strides (a strided operand that BLAS cannot take is copied per head).  An
 allocation failure makes the entry return 1 and the graph reruns eagerly.
@@ -61,10 +62,10 @@ def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     dt = lw.dtype_of(refs[0])
     if any(lw.dtype_of(r) != dt for r in refs):
         return "operands of several dtypes"
-    if dt.np.name in _HALVES and not backward:
-        return _lower_half(lw, i, n, refs, dt)
+    if dt.np.name in _HALVES:
+        return _lower_half(lw, i, n, refs, dt, backward)
     if dt.np.name not in _FLOATS:
-        return "not float32/float64 operands (float16/bfloat16: forward only)"
+        return "not float16/bfloat16/float32/float64 operands"
     if any(s[1] != dt for s in n.specs):
         return "mixed dtypes"
     scale = n.params.get("scale")
@@ -76,10 +77,12 @@ def lower_attention(lw: LoweringContext, i: int, n: Any, backward: bool) -> str 
     return _emit(lw, i, n, mats, dt, backward)
 
 
-def _lower_half(lw: LoweringContext, i: int, n: Any, refs: list, dt: Any) -> str | None:
-    """float16/bfloat16 forward as eager's ``_sdpa_lowp``: operands widened to float32 (exact),
-    the float32 kernel (rounding the unnormalized probabilities to ``dt`` before ``p v`` when
-    the op takes PyTorch's flash path), the result rounded once to ``dt``."""
+def _lower_half(lw: LoweringContext, i: int, n: Any, refs: list, dt: Any,
+                backward: bool) -> str | None:
+    """float16/bfloat16 as eager's ``_sdpa_lowp`` / ``_sdpa_bwd_lowp``: operands widened to
+    float32 (exact), the float32 kernel (forward: rounding the unnormalized probabilities to
+    ``dt`` before ``p v`` when the op takes PyTorch's flash path), each result rounded once to
+    ``dt``."""
     if any(s[1] != dt for s in n.specs):
         return "mixed dtypes"
     if type(n.params.get("scale")) not in (int, float):
@@ -91,11 +94,13 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, refs: list, dt: Any) -> str
     seg = lw.open_segment()
     before = len(seg.kernels)
     mats = [_gemm._to_float32(lw, m) for m in mats]
-    flash = bool(n.params.get("flash", False))
-    why = _emit(lw, i, n, mats, dtypes.float32, False,
+    flash = bool(n.params.get("flash", False)) and not backward
+    why = _emit(lw, i, n, mats, dtypes.float32, backward,
                 round_p=(2 if dt.np.name == "float16" else 1) if flash else 0)
     if why is None:
-        half_operands.round_to_group(lw, i, dt, f"to_{dt.np.name}")
+        for j in range(4 if backward else 1):
+            if ("n", i, j) in lw.vals:      # (the mask's gradient only when it is read)
+                half_operands.round_to_group(lw, i, dt, f"to_{dt.np.name}", j)
     else:   # an extern after all: drop the conversions
         lw.stats.kernels -= len(seg.kernels) - before
         del seg.kernels[before:]

@@ -279,9 +279,9 @@ class LoweringContext:
         return Local(name)
 
     def add_value(self, g: Group, i: int, local: str, shape: tuple, dt: Any,
-                  strides: tuple, op_name: str) -> None:
-        """Output 0 of node ``i`` is ``local`` of group ``g``."""
-        ref = ("n", i, 0)
+                  strides: tuple, op_name: str, j: int = 0) -> None:
+        """Output ``j`` of node ``i`` is ``local`` of group ``g``."""
+        ref = ("n", i, j)
         v = PointwiseValue(g, local, shape, dt, strides)
         g.members[ref] = v
         g.ops.append(op_name)

@@ -14,16 +14,16 @@ from ember.compiler.c.ir.loop_ir import Let, Op, contiguous_strides, round_expr
 from ember.compiler.c.lower.context import LoweringContext
 
 
-def round_to_group(lw: LoweringContext, i: int, dt: Any, name: str) -> None:
-    """Node ``i``'s float32 result (in memory) rounded once to half dtype ``dt``, as a value of
-    a new open group (``name``: the op name the kernel lists)."""
-    ref = ("n", i, 0)
+def round_to_group(lw: LoweringContext, i: int, dt: Any, name: str, j: int = 0) -> None:
+    """Output ``j`` of node ``i``, a float32 result in memory, rounded once to half dtype
+    ``dt``, as a value of a new open group (``name``: the op name the kernel lists)."""
+    ref = ("n", i, j)
     shape = tuple(lw.vals[ref].geom.shape)
     g = lw.join_group(shape, [ref])
     src = lw.operand(g, ref)
     loc = g.local()
     g.body.append(Let(loc, "float", Op(name, round_expr(dt, "{0}"), (src,))))
-    lw.add_value(g, i, loc, shape, dt, contiguous_strides(shape), name)
+    lw.add_value(g, i, loc, shape, dt, contiguous_strides(shape), name, j)
     lw.stats.fused_ops -= 1     # a rounding, not a graph op
 
 
