@@ -83,6 +83,10 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         return "not a float, half or integer product"
     if any(lw.dtype_of(r) != out_dt for r in refs):
         return "mixed dtypes"
+    if out_dt.np.name in _HALVES and form in ("matmul", "addmm", "linear"):
+        why = _lower_half(lw, i, n, form, refs, out_dt)
+        if why != "small":
+            return why
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
@@ -106,9 +110,68 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     return why
 
 
+_HALF_CODE = {"float16": "h", "bfloat16": "b"}
+_CAST_CODE = {"float16": "q", "bfloat16": "r"}
+
+
+def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
+                out_dt: Any) -> str | None:
+    """A float16/bfloat16 product as one GemmKernel of the template over the half operands,
+    converted while packed (``GemmKernel.half``), float32 accumulation, its epilogue in float32
+    and one rounding to the dtype (``half_operands.round_to_group``).  A factor that is a cast
+    of a float32 tensor in memory (autocast's cast of a weight) is packed from the float32
+    tensor, rounded as it is packed: the cast's own pass and buffer go (when nothing else
+    reads it).  "small" when the product has a few static rows (the widening + BLAS path,
+    where BLAS's gemv reads the weight once)."""
+    factors = (1, 2) if form == "addmm" else (0, 1)
+    x0 = lw.shape_of(refs[factors[0]])
+    rows = x0[-2] if form != "linear" and len(x0) >= 2 else (
+        numel(x0[:-1]) if len(x0) > 1 else 1)
+    if type(rows) is int and rows <= 4:
+        return "small"
+    codes = {}
+    for j in factors:
+        src = _cast_source(lw, refs[j], out_dt)
+        if src is not None:
+            codes[j] = _CAST_CODE[out_dt.np.name]
+            lw.uses[refs[j]] = [c for c in lw.uses.get(refs[j], ()) if c != i]
+            refs = refs[:j] + [src] + refs[j + 1:]
+        else:
+            codes[j] = _HALF_CODE[out_dt.np.name]
+    mats = [lw.in_memory(r) for r in refs]
+    if any(m is None for m in mats):
+        return "an operand is not in memory"
+    lw.close_group()
+    seg = lw.open_segment()
+    before = len(seg.kernels)
+    why = _lower_product(lw, i, n, form, mats, dtypes.float32,
+                         half=(codes[factors[0]], codes[factors[1]]))
+    if why is None:
+        half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
+    else:
+        lw.stats.kernels -= len(seg.kernels) - before
+        del seg.kernels[before:]
+    return why
+
+
+def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
+    """The float32 tensor that value ``r`` is a cast of (to half dtype ``dt``), when that
+    tensor is in memory (an input, a parameter, a stored value), else None."""
+    if r[0] != "n":
+        return None
+    node = lw.graph.nodes[r[1]]
+    if node.op.name != "convert_element_type" or node.params.get("dtype") != dt:
+        return None
+    src = node.args[0]
+    if not is_ref(src) or src not in lw.vals or lw.dtype_of(src) != dtypes.float32:
+        return None
+    return src if isinstance(lw.vals[src], MemoryValue) else None
+
+
 def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
-                   out_dt: Any) -> str | None:
-    """The product of ``mats`` (all of ``out_dt``: float32/float64 or an integer type)."""
+                   out_dt: Any, half: tuple = ()) -> str | None:
+    """The product of ``mats`` (all of ``out_dt``: float32/float64 or an integer type; or,
+    with ``half``, float16/bfloat16 factors (GemmKernel.half) into a float32 result)."""
     name = n.op.name
     if form in ("convolution", "conv_weight_grad"):
         return _conv(lw, i, n, mats, out_dt, grad=form == "conv_weight_grad")
@@ -133,7 +196,7 @@ def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
     out = lw.buffer(out_dt, out_shape, "temp")
     lw.open_segment()
     kname = lw.kernel_name()
-    gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name])
+    gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name], half=half)
     _bias_epilogue(gk, n, mats, out_shape, form)
     lw.add_kernel(gk)
     lw.bind(i, 0, out, Geometry.contiguous(out_shape), out_dt)
