@@ -18,6 +18,7 @@ order, so it equals BLAS within rounding, not bit for bit.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -175,6 +176,13 @@ def gemm_prelude(program: Program) -> str:
     return "\n".join(parts)
 
 
+# the vdpbf16ps pair kernel for bfloat16 products where the build has AVX512-BF16: off by
+# default, since on the Sapphire Rapids machine measured vdpbf16ps (zmm) issues one per two
+# cycles, half the multiply-adds per cycle of two FMA pipes (benchmarks/RESULTS.md, "Half
+# products in the GEMM template"); EMBER_C_BF16_DOT=1 turns it on (for CPUs where it is fast)
+BF16_DOT = os.environ.get("EMBER_C_BF16_DOT", "0") == "1"
+
+
 def half_impl(march: str = "native") -> str:
     """The impl of a float16/bfloat16 product: the float32 template tile of the ISA,
     "htmpl_<mr>x<nr>" (its only candidate: BLAS cannot read half operands)."""
@@ -197,6 +205,8 @@ def _half_prelude(k: GemmKernel, done: set) -> list:
         done.add("half")
         from ember.compiler.c.codegen import half as half_codegen
         parts += [half_codegen.HEADER, _HALF]
+        if BF16_DOT:
+            parts.append("#define EMBER_GEMM_BF16_DOT 1")
     if (("micro", mr, nr), "f") not in done:
         done.add((("micro", mr, nr), "f"))
         parts.append(_MICRO.format(T="float", s="f", S="F", mr=mr, nr=nr))
@@ -408,7 +418,7 @@ def _half_template_body(k: GemmKernel) -> list:
 
     if not dp_capable(k):
         return variant(False)
-    return ["#if defined(__AVX512BF16__)", "  {", *variant(True), "  }", "#else", "  {",
+    return ["#if defined(__AVX512BF16__) && defined(EMBER_GEMM_BF16_DOT)", "  {", *variant(True), "  }", "#else", "  {",
             *variant(False), "  }", "#endif"]
 
 

@@ -75,6 +75,24 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     """Lower graph node ``n`` (index ``i``) to a GemmKernel in ``lw``'s open segment; returns
     None when lowered, else why not (the node then runs as an extern).  ``form`` (bound at
     registration): which operands and epilogue the product has."""
+    why = _lower_gemm(lw, i, n, form)
+    if why is not None:
+        _materialize_casts(lw, n)
+    return why
+
+
+def _materialize_casts(lw: LoweringContext, n: Any) -> None:
+    """Casts that ``lower_cast`` left to the products, computed after all (node ``n`` runs
+    another way): a pointwise cast into the open group, as any other cast."""
+    from ember.compiler.c.lower.pointwise import lower_pointwise
+    for r in n.args:
+        if is_ref(r) and r in lw.cast_sources:
+            del lw.cast_sources[r]
+            why = lower_pointwise(lw, r[1], lw.graph.nodes[r[1]])
+            assert why is None, why
+
+
+def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     refs = [a for a in n.args if is_ref(a)]
     if any(a is not None and not is_ref(a) for a in n.args):
         return "a non-tensor operand"
@@ -87,6 +105,8 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         why = _lower_half(lw, i, n, form, refs, out_dt)
         if why != "small":
             return why
+    if any(r in lw.cast_sources for r in refs):
+        _materialize_casts(lw, n)
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
@@ -157,6 +177,8 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
 def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
     """The float32 tensor that value ``r`` is a cast of (to half dtype ``dt``), when that
     tensor is in memory (an input, a parameter, a stored value), else None."""
+    if r in lw.cast_sources:
+        return lw.cast_sources[r]
     if r[0] != "n":
         return None
     node = lw.graph.nodes[r[1]]
@@ -166,6 +188,40 @@ def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
     if not is_ref(src) or src not in lw.vals or lw.dtype_of(src) != dtypes.float32:
         return None
     return src if isinstance(lw.vals[src], MemoryValue) else None
+
+
+_PRODUCT_FACTORS = {"matmul": (0, 1), "linear": (0, 1), "addmm": (1, 2)}
+
+
+@lowering(OPS.convert_element_type)
+def lower_cast(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """A cast of a float32 tensor in memory to float16/bfloat16 that only half products read
+    as a factor (autocast's cast of a weight): no kernel; each product packs from the float32
+    tensor and rounds as it packs (``_lower_half``).  Any other cast is a pointwise op."""
+    from ember.compiler.c.lower.pointwise import lower_pointwise
+    ref, src = ("n", i, 0), n.args[0] if n.args else None
+    dt = n.params.get("dtype")
+    if (getattr(dt, "np", None) is None or dt.np.name not in _HALVES or not is_ref(src)
+            or src not in lw.vals or lw.dtype_of(src) != dtypes.float32
+            or not isinstance(lw.vals[src], MemoryValue) or ref in lw.outputs
+            or not lw.uses.get(ref) or len(n.specs) != 1):
+        return lower_pointwise(lw, i, n)
+    for c in lw.uses[ref]:
+        use = lw.graph.nodes[c]
+        name = use.op.name
+        factors = _PRODUCT_FACTORS.get(name)
+        if factors is None or any(a == ref for j, a in enumerate(use.args)
+                                  if j not in factors):
+            return lower_pointwise(lw, i, n)
+        x0 = tuple(use.specs[0][0])
+        rows = numel(x0[:-1]) if name == "linear" else (x0[-2] if len(x0) >= 2 else 1)
+        if type(rows) is int and rows <= 4:
+            return lower_pointwise(lw, i, n)
+    v = lw.vals[src]
+    lw.vals[ref] = MemoryValue(v.buf, v.geom, dt)   # read only through cast_sources
+    lw.cast_sources[ref] = src
+    log("fusion", f"node {i}: cast to {dt.np.name} packed by its products", 3)
+    return None
 
 
 def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
