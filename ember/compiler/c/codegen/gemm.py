@@ -91,6 +91,7 @@ _SLOT = re.compile(r"^( *)/\*@(\w+)@\*/$")
 _HALF = "\n" + csrc("gemm_half.h.in")
 _HALF_PACK = "\n" + csrc("gemm_half_pack.h.in")
 _HALF_DP = "\n" + csrc("gemm_half_dp.h.in")
+_HALF_AMX = "\n" + csrc("gemm_half_amx.h.in")
 _SRC_CTYPE = {"h": "uint16_t", "b": "uint16_t", "r": "float", "q": "float"}
 
 
@@ -210,8 +211,8 @@ def _half_prelude(k: GemmKernel, done: set) -> list:
     if (("micro", mr, nr), "f") not in done:
         done.add((("micro", mr, nr), "f"))
         parts.append(_MICRO.format(T="float", s="f", S="F", mr=mr, nr=nr))
-    for src in set(k.half):
-        for piece in (_HALF_PACK, _HALF_DP) if dp_capable(k) else (_HALF_PACK,):
+    for src in sorted(set(k.half)):
+        for piece in (_HALF_PACK, _HALF_DP, _HALF_AMX) if dp_capable(k) else (_HALF_PACK,):
             key = (id(piece), mr, nr, src)
             if key not in done:
                 done.add(key)
@@ -385,24 +386,28 @@ def _half_template_body(k: GemmKernel) -> list:
     bfloat16 values, packed as bfloat16 pairs for the ``vdpbf16ps`` micro-kernel (chosen by
     the preprocessor, so one source serves every ``-march``).  No small-M path and no AOT
     pre-packing: every product packs its operands."""
-    mr, nr = _tile(k.impl)
-    mc = mr * max(1, MC_ROWS // mr)
     sa, sb = k.half
     epi = _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]
 
-    def variant(dp: bool) -> list:
+    def variant(kind: str) -> list:
+        mr, nr = (32, 32) if kind == "amx" else _tile(k.impl)
+        mc = mr * max(1, MC_ROWS // mr)
+        dp = kind != "cvt"
         pt = "uint16_t" if dp else "float"
-        kcp = "((kc_ + 1) & ~(int64_t)1)" if dp else "kc_"
-        pre = [f"  const float *pbpre_ = NULL;",
+        kcp = {"cvt": "kc_", "dp": "((kc_ + 1) & ~(int64_t)1)",
+               "amx": "((kc_ + 31) & ~(int64_t)31)"}[kind]
+        pre = [f"  const {pt} *pbpre_ = NULL;",
                "  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
                f"  {pt} *pas_ = ({pt} *)malloc(sizeof({pt}) * {mc * (_KC + 1)} * nth_);",
-               f"  {pt} *pb_ = ({pt} *)malloc(sizeof({pt}) * (size_t)(K_ + 1) * "
+               f"  {pt} *pb_ = ({pt} *)malloc(sizeof({pt}) * (size_t)(K_ + 32) * "
                f"((N_ + {nr - 1}) / {nr} * {nr}));",
                f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
                "  if (pas_ == NULL || pb_ == NULL || rdy_ == NULL) {",
                "    free(pas_); free(pb_); free(rdy_);", "    return;", "  }"]
-        if dp:
-            pre[0] = "  const uint16_t *pbpre_ = NULL;"
+        if kind == "amx":
+            names = (f"ember_amxpack_a_32_{sa}", f"ember_amxsliver_32_{sb}",
+                     "ember_amxmicro_32x32")
+        elif kind == "dp":
             names = (f"ember_dpack_a_{mr}_{sa}", f"ember_dsliver_{nr}_{sb}",
                      f"ember_dpmicro_{mr}x{nr}")
         else:
@@ -417,9 +422,12 @@ def _half_template_body(k: GemmKernel) -> list:
                                               "  free(rdy_);"]
 
     if not dp_capable(k):
-        return variant(False)
-    return ["#if defined(__AVX512BF16__) && defined(EMBER_GEMM_BF16_DOT)", "  {", *variant(True), "  }", "#else", "  {",
-            *variant(False), "  }", "#endif"]
+        return variant("cvt")
+    return ["#if defined(__AMX_BF16__) && defined(__AMX_TILE__)",
+            "  if (ember_amx_ok()) {", *variant("amx"), "  } else",
+            "#endif", "  {",
+            "#if defined(__AVX512BF16__) && defined(EMBER_GEMM_BF16_DOT)",
+            *variant("dp"), "#else", *variant("cvt"), "#endif", "  }"]
 
 
 def _tile_epilogue(k: GemmKernel) -> list:
