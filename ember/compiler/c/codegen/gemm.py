@@ -191,16 +191,22 @@ def half_impl(march: str = "native") -> str:
     return "h" + tiles["float32"][0]
 
 
+def _half_tile(k: GemmKernel) -> tuple[int, int]:
+    """The tile of half product ``k`` (a program lowered again for inspection after a warm
+    start has no impl chosen: the ISA's)."""
+    return _tile(k.impl if k.impl.startswith("htmpl_") else half_impl())
+
+
 def dp_capable(k: GemmKernel) -> bool:
     """Both operands are bfloat16 values (stored, or float32 rounded as packed): the
     ``vdpbf16ps`` pair kernel serves the product where the build has AVX512-BF16."""
-    return bool(k.half) and all(c in "br" for c in k.half) and _tile(k.impl)[1] % 16 == 0
+    return bool(k.half) and all(c in "br" for c in k.half) and _half_tile(k)[1] % 16 == 0
 
 
 def _half_prelude(k: GemmKernel, done: set) -> list:
     """The C a half product's template needs: the conversions, the float micro-kernel, each
     operand's packing functions (float panels, and bfloat16 pairs for AVX512-BF16)."""
-    mr, nr = _tile(k.impl)
+    mr, nr = _half_tile(k)
     parts = []
     if "half" not in done:
         done.add("half")
@@ -253,6 +259,8 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
         lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
                                   f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
         lines += _epilogue_pass(k, openmp)
+    elif k.half:
+        lines += _half_template_body(k)
     elif k.impl == "blas" and k.batch:
         nd = len(k.batch)
         lines.append(f"  const int64_t bshape_[{nd}] = {{{', '.join(str(x) for x in k.batch)}}};")
@@ -390,7 +398,7 @@ def _half_template_body(k: GemmKernel) -> list:
     epi = _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]
 
     def variant(kind: str) -> list:
-        mr, nr = (32, 32) if kind == "amx" else _tile(k.impl)
+        mr, nr = (32, 32) if kind == "amx" else _half_tile(k)
         mc = mr * max(1, MC_ROWS // mr)
         dp = kind != "cvt"
         pt = "uint16_t" if dp else "float"
