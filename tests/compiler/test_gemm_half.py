@@ -5,9 +5,9 @@ Each code path is built explicitly, whatever the host is (``-march=<level>``, th
 tile from ``codegen.gemm.templates_for``), and run where the host can run it: AVX-512
 (float panels, ``vcvtph2ps`` / shift), AVX-512 with AVX512-BF16 and the ``vdpbf16ps`` pair
 kernel (``EMBER_GEMM_BF16_DOT``), AVX-512 with AMX-BF16 (the tile kernel), x86-64-v3 (F16C,
-the 6x16 tile) and baseline x86-64 (the portable conversions).  Results are checked against torch 2.13's CPU half products: both
-round a float32 accumulation once, so they differ by at most one rounding of the dtype plus
-the float32 error bound of a K-term dot product.
+the 6x16 tile) and baseline x86-64 (the portable conversions).  Results are checked against
+torch 2.13's CPU half products: both round a float32 accumulation once, so they differ by at
+most one rounding of the dtype plus the float32 error bound of a K-term dot product.
 """
 
 from __future__ import annotations
