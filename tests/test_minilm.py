@@ -180,6 +180,30 @@ def test_minilm_bfloat16_autocast_matches_torch_autocast(minilm, encoder, senten
     assert np.abs(emb - f32).max() > 0         # the products did run in bfloat16
 
 
+def test_minilm_bfloat16_autocast_compiled_matches_torch_autocast(minilm, encoder,
+                                                                  sentence_transformer):
+    """The same under ``ember.compile`` (C backend): the products run in the half GEMM
+    template (AMX tiles where the CPU has them), the weights' casts packed from float32."""
+    import torch
+
+    import ember
+    from ember.compiler.c import backend as cbackend
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = sentence_transformer.encode(SENTENCES, batch_size=len(SENTENCES),
+                                          convert_to_numpy=True).astype(np.float32)
+    lowp = minilm.SentenceEncoder(dtype=minilm.torch.bfloat16)
+    lowp.model = ember.compile(lowp.model, backend="c")
+    emb = lowp.encode(SENTENCES).numpy()
+    cos = (emb * ref).sum(1) / np.linalg.norm(emb, axis=1) / np.linalg.norm(ref, axis=1)
+    assert cos.min() >= 0.999, cos
+    gemms = [k for k in cbackend.last_compiled().program.kernels()
+             if type(k).__name__ == "GemmKernel"]
+    # activations bfloat16 (or a stored float32 rounded as packed), weights float32 rounded
+    assert gemms and all(k.half in (("b", "r"), ("r", "r")) for k in gemms), \
+        [k.half for k in gemms]
+
+
 def test_minilm_int8_per_token_embeddings(minilm, encoder, sentence_transformer):
     """int8 dynamic quantization with per-token input scales keeps the sentence embeddings
     within cosine 0.99 of torch's float32 ones (issue 18's accuracy goal)."""

@@ -242,7 +242,9 @@ def use_gemm_templates(program: Any, march: str = "native") -> None:
     from ember.compiler.c.ir.kernels import GemmKernel
     tiles = templates_for(march)
     for k in program.kernels():
-        if isinstance(k, GemmKernel) and k.dtype.np.name in tiles:
+        if isinstance(k, GemmKernel) and k.half:   # half operands: the half template
+            k.impl = "h" + tiles["float32"][0]
+        elif isinstance(k, GemmKernel) and k.dtype.np.name in tiles:
             k.impl = tiles[k.dtype.np.name][0]
 
 

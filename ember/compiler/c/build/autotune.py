@@ -62,6 +62,8 @@ def _log(kind: str, message: str, level: int = 1) -> None:
 def candidates(k: GemmKernel) -> list[str]:
     """BLAS and the template variants of a float product; an integer product has one way
     (codegen.gemm's plain loop, whatever ``impl`` says), so nothing to time."""
+    if k.half:   # float16/bfloat16 operands: only the template reads them
+        return [gemm_codegen.half_impl()]
     return ["blas"] + list(gemm_codegen.TEMPLATES.get(k.dtype.np.name, ()))
 
 
@@ -75,6 +77,8 @@ def default_impl(k: GemmKernel, program: Program, has_blas: bool = True) -> str:
     if config.c_gemm not in ("auto", "template", "blas"):
         raise EmberValueError(f"[compile] config.c_gemm (EMBER_C_GEMM) is {config.c_gemm!r}; "
                               f"expected 'auto', 'template' or 'blas'")
+    if k.half:
+        return gemm_codegen.half_impl()
     tiles = gemm_codegen.TEMPLATES.get(k.dtype.np.name)
     if not tiles or config.c_gemm == "blas":
         return "blas"
@@ -112,7 +116,7 @@ def choose(k: GemmKernel, program: Program, extra_flags: tuple = ()) -> str:
     if FORCE is not None and FORCE in candidates(k):
         return FORCE
     if len(candidates(k)) == 1:
-        return "blas"
+        return candidates(k)[0]
     sizes = [k.m, k.n, k.k, *k.batch] + [x for b in _buffers(k) for x in b.shape]
     if any(type(x) is not int for x in sizes):
         _log("autotune", f"{k.name}: dynamic sizes, BLAS", 3)

@@ -18,6 +18,7 @@ order, so it equals BLAS within rounding, not bit for bit.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -86,6 +87,12 @@ _PREPACK_GET = "\n" + csrc("gemm_prepack_get.h.in")
 _TMPL_BODY = csrc("gemm_tmpl_body.c.in")     # the blocked loops around the micro-kernel
 _OMP_PIECES = csrc("gemm_omp_pieces.c.in")   # _pieces_with_epilogue
 _SLOT = re.compile(r"^( *)/\*@(\w+)@\*/$")
+# float16/bfloat16 operands converted while packed (gemm_half*.h.in; @NAME@ placeholders)
+_HALF = "\n" + csrc("gemm_half.h.in")
+_HALF_PACK = "\n" + csrc("gemm_half_pack.h.in")
+_HALF_DP = "\n" + csrc("gemm_half_dp.h.in")
+_HALF_AMX = "\n" + csrc("gemm_half_amx.h.in")
+_SRC_CTYPE = {"h": "uint16_t", "b": "uint16_t", "r": "float", "q": "float"}
 
 
 def _fill(text: str, blocks: dict) -> list:
@@ -128,6 +135,9 @@ def gemm_prelude(program: Program) -> str:
     done: set = set()
     for k in kernels:
         t, s = k.out.ctype, _suffix(k)
+        if k.half:
+            parts += _half_prelude(k, done)
+            continue
         if is_int(k):
             if s not in done:
                 done.add(s)
@@ -167,6 +177,56 @@ def gemm_prelude(program: Program) -> str:
     return "\n".join(parts)
 
 
+# the vdpbf16ps pair kernel for bfloat16 products where the build has AVX512-BF16: off by
+# default, since on the Sapphire Rapids machine measured vdpbf16ps (zmm) issues one per two
+# cycles, half the multiply-adds per cycle of two FMA pipes (benchmarks/RESULTS.md, "Half
+# products in the GEMM template"); EMBER_C_BF16_DOT=1 turns it on (for CPUs where it is fast)
+BF16_DOT = os.environ.get("EMBER_C_BF16_DOT", "0") == "1"
+
+
+def half_impl(march: str = "native") -> str:
+    """The impl of a float16/bfloat16 product: the float32 template tile of the ISA,
+    "htmpl_<mr>x<nr>" (its only candidate: BLAS cannot read half operands)."""
+    tiles = TEMPLATES if march == "native" else templates_for(march)
+    return "h" + tiles["float32"][0]
+
+
+def _half_tile(k: GemmKernel) -> tuple[int, int]:
+    """The tile of half product ``k`` (a program lowered again for inspection after a warm
+    start has no impl chosen: the ISA's)."""
+    return _tile(k.impl if k.impl.startswith("htmpl_") else half_impl())
+
+
+def dp_capable(k: GemmKernel) -> bool:
+    """Both operands are bfloat16 values (stored, or float32 rounded as packed): the
+    ``vdpbf16ps`` pair kernel serves the product where the build has AVX512-BF16."""
+    return bool(k.half) and all(c in "br" for c in k.half) and _half_tile(k)[1] % 16 == 0
+
+
+def _half_prelude(k: GemmKernel, done: set) -> list:
+    """The C a half product's template needs: the conversions, the float micro-kernel, each
+    operand's packing functions (float panels, and bfloat16 pairs for AVX512-BF16)."""
+    mr, nr = _half_tile(k)
+    parts = []
+    if "half" not in done:
+        done.add("half")
+        from ember.compiler.c.codegen import half as half_codegen
+        parts += [half_codegen.HEADER, _HALF]
+        if BF16_DOT:
+            parts.append("#define EMBER_GEMM_BF16_DOT 1")
+    if (("micro", mr, nr), "f") not in done:
+        done.add((("micro", mr, nr), "f"))
+        parts.append(_MICRO.format(T="float", s="f", S="F", mr=mr, nr=nr))
+    for src in sorted(set(k.half)):
+        for piece in (_HALF_PACK, _HALF_DP, _HALF_AMX) if dp_capable(k) else (_HALF_PACK,):
+            key = (id(piece), mr, nr, src)
+            if key not in done:
+                done.add(key)
+                parts.append(piece.replace("@MR@", str(mr)).replace("@NR@", str(nr))
+                             .replace("@SRC@", src).replace("@TS@", _SRC_CTYPE[src]))
+    return parts
+
+
 def _gemv_symbol(lib: Any, gemm: str | None) -> str | None:
     """The CBLAS gemv exported next to ``gemm`` (``scipy_cblas_sgemv64_``), or None."""
     if lib is None or gemm is None or "gemm" not in gemm:
@@ -180,7 +240,7 @@ def _gemv_symbol(lib: Any, gemm: str | None) -> str | None:
 
 
 def _tile(impl: str) -> tuple[int, int]:
-    mr, nr = impl[len("tmpl_"):].split("x")
+    mr, nr = impl[impl.index("tmpl_") + len("tmpl_"):].split("x")
     return int(mr), int(nr)
 
 
@@ -199,6 +259,8 @@ def gemm_kernel(k: GemmKernel, program: Program, openmp: bool) -> str:
         lines += _batch_loops(k, [f"ember_gemm_{_suffix(k)}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, "
                                   f"B_, {k.b.rs}, {k.b.cs}, C_, N_);"])
         lines += _epilogue_pass(k, openmp)
+    elif k.half:
+        lines += _half_template_body(k)
     elif k.impl == "blas" and k.batch:
         nd = len(k.batch)
         lines.append(f"  const int64_t bshape_[{nd}] = {{{', '.join(str(x) for x in k.batch)}}};")
@@ -246,8 +308,8 @@ def _batch_loops(k: GemmKernel, body: list) -> list:
         if k.b.batch_strides[d] != 0:
             boff.append(f"({k.b.batch_strides[d]}) * b{d}")
     out.append(f"{ind}const int64_t bflat_ = {flat}; (void)bflat_;")
-    out.append(f"{ind}const {t} *A_ = {k.a.buf.name} + {' + '.join(aoff)};")
-    out.append(f"{ind}const {t} *B_ = {k.b.buf.name} + {' + '.join(boff)};")
+    out.append(f"{ind}const {k.a.buf.ctype} *A_ = {k.a.buf.name} + {' + '.join(aoff)};")
+    out.append(f"{ind}const {k.b.buf.ctype} *B_ = {k.b.buf.name} + {' + '.join(boff)};")
     out.append(f"{ind}{t} *C_ = {k.out.name} + bflat_ * M_ * N_;")
     out += [ind + b for b in body]
     for _ in k.batch:
@@ -290,6 +352,8 @@ def _epilogue_pass(k: GemmKernel, openmp: bool) -> list:
 
 
 def _template_body(k: GemmKernel) -> list:
+    if k.half:
+        return _half_template_body(k)
     mr, nr = _tile(k.impl)
     t, s = k.out.ctype, _suffix(k)
     mc = mr * max(1, MC_ROWS // mr)
@@ -310,11 +374,68 @@ def _template_body(k: GemmKernel) -> list:
             "  if (pas_ == NULL || (pb_ == NULL && pbpre_ == NULL) || rdy_ == NULL) {",
             "    free(pas_); free(pb_); free(rdy_);", *done, "    return;",
             "  }"]
-    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, s=s, T=t, small=SMALL_M,
+    small = [f"ember_gemm_small_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, "
+             f"{k.b.cs}, C_, N_);"]
+    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, T=t, PT=t,
+                                   small_cond=f"M_ <= {SMALL_M}", kcp="kc_",
+                                   pack_a=f"ember_pack_a_{mr}_{s}",
+                                   sliver=f"ember_gemm_sliver_{nr}_{s}",
+                                   micro=f"ember_micro_{mr}x{nr}_{s}",
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
-                 {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]})
+                 {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"],
+                  "small": small})
     return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);",
                                           *done]
+
+
+def _half_template_body(k: GemmKernel) -> list:
+    """The template over half operands: each operand converted while packed (float panels and
+    the float32 FMA micro-kernel), or, where the build has AVX512-BF16 and both operands are
+    bfloat16 values, packed as bfloat16 pairs for the ``vdpbf16ps`` micro-kernel (chosen by
+    the preprocessor, so one source serves every ``-march``).  No small-M path and no AOT
+    pre-packing: every product packs its operands."""
+    sa, sb = k.half
+    epi = _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]
+
+    def variant(kind: str) -> list:
+        mr, nr = (32, 32) if kind == "amx" else _half_tile(k)
+        mc = mr * max(1, MC_ROWS // mr)
+        dp = kind != "cvt"
+        pt = "uint16_t" if dp else "float"
+        kcp = {"cvt": "kc_", "dp": "((kc_ + 1) & ~(int64_t)1)",
+               "amx": "((kc_ + 31) & ~(int64_t)31)"}[kind]
+        pre = [f"  const {pt} *pbpre_ = NULL;",
+               "  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
+               f"  {pt} *pas_ = ({pt} *)malloc(sizeof({pt}) * {mc * (_KC + 1)} * nth_);",
+               f"  {pt} *pb_ = ({pt} *)malloc(sizeof({pt}) * (size_t)(K_ + 32) * "
+               f"((N_ + {nr - 1}) / {nr} * {nr}));",
+               f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
+               "  if (pas_ == NULL || pb_ == NULL || rdy_ == NULL) {",
+               "    free(pas_); free(pb_); free(rdy_);", "    return;", "  }"]
+        if kind == "amx":
+            names = (f"ember_amxpack_a_32_{sa}", f"ember_amxsliver_32_{sb}",
+                     "ember_amxmicro_32x32")
+        elif kind == "dp":
+            names = (f"ember_dpack_a_{mr}_{sa}", f"ember_dsliver_{nr}_{sb}",
+                     f"ember_dpmicro_{mr}x{nr}")
+        else:
+            names = (f"ember_hpack_a_{mr}_{sa}", f"ember_hsliver_{nr}_{sb}",
+                     f"ember_micro_{mr}x{nr}_f")
+        body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, T="float", PT=pt,
+                                       small_cond="0", kcp=kcp, pack_a=names[0],
+                                       sliver=names[1], micro=names[2], ars=k.a.rs,
+                                       acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
+                     {"epilogue": epi, "small": []})
+        return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);",
+                                              "  free(rdy_);"]
+
+    if not dp_capable(k):
+        return variant("cvt")
+    return ["#if defined(__AMX_BF16__) && defined(__AMX_TILE__)",
+            "  if (ember_amx_ok()) {", *variant("amx"), "  } else",
+            "#endif", "  {",
+            "#if defined(__AVX512BF16__) && defined(EMBER_GEMM_BF16_DOT)",
+            *variant("dp"), "#else", *variant("cvt"), "#endif", "  }"]
 
 
 def _tile_epilogue(k: GemmKernel) -> list:

@@ -63,6 +63,10 @@ class GemmKernel:
     epi_flat: bool = False
     impl: str = "blas"
     prepack: int = -1   # AOT: slot of B's packed copy (B is a package constant), -1: none
+    # float16/bfloat16 operands converted while packed (codegen/gemm.py, "half"): per operand
+    # (a, b) "h" float16, "b" bfloat16, "r"/"q" float32 rounded to bfloat16/float16 as it is
+    # packed (autocast's cast fused), "" when the product is float32/float64/integer
+    half: tuple = ()
 
     @property
     def dtype(self) -> Any:

@@ -166,6 +166,9 @@ class LoweringContext:
         # reduce.py's open kernels: by (input, dims), for horizontal fusion; all, for epilogues
         self.reduce_nests: dict = {}
         self.reduce_all: list = []
+        # casts of float32 tensors to a half dtype read only by half products, which pack
+        # from the float32 tensor and round as they pack (lower/gemm.py): ref -> source ref
+        self.cast_sources: dict = {}
         for k, (shape, dt) in enumerate(graph.inputs):
             shape = tuple(size_of(n) for n in shape)
             b = Buffer(f"in{k}", dt, shape, "input")

@@ -75,6 +75,24 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     """Lower graph node ``n`` (index ``i``) to a GemmKernel in ``lw``'s open segment; returns
     None when lowered, else why not (the node then runs as an extern).  ``form`` (bound at
     registration): which operands and epilogue the product has."""
+    why = _lower_gemm(lw, i, n, form)
+    if why is not None:
+        _materialize_casts(lw, n)
+    return why
+
+
+def _materialize_casts(lw: LoweringContext, n: Any) -> None:
+    """Casts that ``lower_cast`` left to the products, computed after all (node ``n`` runs
+    another way): a pointwise cast into the open group, as any other cast."""
+    from ember.compiler.c.lower.pointwise import lower_pointwise
+    for r in n.args:
+        if is_ref(r) and r in lw.cast_sources:
+            del lw.cast_sources[r]
+            why = lower_pointwise(lw, r[1], lw.graph.nodes[r[1]])
+            assert why is None, why
+
+
+def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     refs = [a for a in n.args if is_ref(a)]
     if any(a is not None and not is_ref(a) for a in n.args):
         return "a non-tensor operand"
@@ -83,6 +101,12 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         return "not a float, half or integer product"
     if any(lw.dtype_of(r) != out_dt for r in refs):
         return "mixed dtypes"
+    if out_dt.np.name in _HALVES and form in ("matmul", "addmm", "linear"):
+        why = _lower_half(lw, i, n, form, refs, out_dt)
+        if why != "small":
+            return why
+    if any(r in lw.cast_sources for r in refs):
+        _materialize_casts(lw, n)
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
@@ -106,9 +130,104 @@ def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     return why
 
 
+_HALF_CODE = {"float16": "h", "bfloat16": "b"}
+_CAST_CODE = {"float16": "q", "bfloat16": "r"}
+
+
+def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
+                out_dt: Any) -> str | None:
+    """A float16/bfloat16 product as one GemmKernel of the template over the half operands,
+    converted while packed (``GemmKernel.half``), float32 accumulation, its epilogue in float32
+    and one rounding to the dtype (``half_operands.round_to_group``).  A factor that is a cast
+    of a float32 tensor in memory (autocast's cast of a weight) is packed from the float32
+    tensor, rounded as it is packed: the cast's own pass and buffer go (when nothing else
+    reads it).  "small" when the product has a few static rows (the widening + BLAS path,
+    where BLAS's gemv reads the weight once)."""
+    factors = (1, 2) if form == "addmm" else (0, 1)
+    x0 = lw.shape_of(refs[factors[0]])
+    rows = x0[-2] if form != "linear" and len(x0) >= 2 else (
+        numel(x0[:-1]) if len(x0) > 1 else 1)
+    if type(rows) is int and rows <= 4:
+        return "small"
+    codes = {}
+    for j in factors:
+        src = _cast_source(lw, refs[j], out_dt)
+        if src is not None:
+            codes[j] = _CAST_CODE[out_dt.np.name]
+            lw.uses[refs[j]] = [c for c in lw.uses.get(refs[j], ()) if c != i]
+            refs = refs[:j] + [src] + refs[j + 1:]
+        else:
+            codes[j] = _HALF_CODE[out_dt.np.name]
+    mats = [lw.in_memory(r) for r in refs]
+    if any(m is None for m in mats):
+        return "an operand is not in memory"
+    lw.close_group()
+    seg = lw.open_segment()
+    before = len(seg.kernels)
+    why = _lower_product(lw, i, n, form, mats, dtypes.float32,
+                         half=(codes[factors[0]], codes[factors[1]]))
+    if why is None:
+        half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
+    else:
+        lw.stats.kernels -= len(seg.kernels) - before
+        del seg.kernels[before:]
+    return why
+
+
+def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
+    """The float32 tensor that value ``r`` is a cast of (to half dtype ``dt``), when that
+    tensor is in memory (an input, a parameter, a stored value), else None."""
+    if r in lw.cast_sources:
+        return lw.cast_sources[r]
+    if r[0] != "n":
+        return None
+    node = lw.graph.nodes[r[1]]
+    if node.op.name != "convert_element_type" or node.params.get("dtype") != dt:
+        return None
+    src = node.args[0]
+    if not is_ref(src) or src not in lw.vals or lw.dtype_of(src) != dtypes.float32:
+        return None
+    return src if isinstance(lw.vals[src], MemoryValue) else None
+
+
+_PRODUCT_FACTORS = {"matmul": (0, 1), "linear": (0, 1), "addmm": (1, 2)}
+
+
+@lowering(OPS.convert_element_type)
+def lower_cast(lw: LoweringContext, i: int, n: Any) -> str | None:
+    """A cast of a float32 tensor in memory to float16/bfloat16 that only half products read
+    as a factor (autocast's cast of a weight): no kernel; each product packs from the float32
+    tensor and rounds as it packs (``_lower_half``).  Any other cast is a pointwise op."""
+    from ember.compiler.c.lower.pointwise import lower_pointwise
+    ref, src = ("n", i, 0), n.args[0] if n.args else None
+    dt = n.params.get("dtype")
+    if (getattr(dt, "np", None) is None or dt.np.name not in _HALVES or not is_ref(src)
+            or src not in lw.vals or lw.dtype_of(src) != dtypes.float32
+            or not isinstance(lw.vals[src], MemoryValue) or ref in lw.outputs
+            or not lw.uses.get(ref) or len(n.specs) != 1):
+        return lower_pointwise(lw, i, n)
+    for c in lw.uses[ref]:
+        use = lw.graph.nodes[c]
+        name = use.op.name
+        factors = _PRODUCT_FACTORS.get(name)
+        if factors is None or any(a == ref for j, a in enumerate(use.args)
+                                  if j not in factors):
+            return lower_pointwise(lw, i, n)
+        x0 = tuple(use.specs[0][0])
+        rows = numel(x0[:-1]) if name == "linear" else (x0[-2] if len(x0) >= 2 else 1)
+        if type(rows) is int and rows <= 4:
+            return lower_pointwise(lw, i, n)
+    v = lw.vals[src]
+    lw.vals[ref] = MemoryValue(v.buf, v.geom, dt)   # read only through cast_sources
+    lw.cast_sources[ref] = src
+    log("fusion", f"node {i}: cast to {dt.np.name} packed by its products", 3)
+    return None
+
+
 def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
-                   out_dt: Any) -> str | None:
-    """The product of ``mats`` (all of ``out_dt``: float32/float64 or an integer type)."""
+                   out_dt: Any, half: tuple = ()) -> str | None:
+    """The product of ``mats`` (all of ``out_dt``: float32/float64 or an integer type; or,
+    with ``half``, float16/bfloat16 factors (GemmKernel.half) into a float32 result)."""
     name = n.op.name
     if form in ("convolution", "conv_weight_grad"):
         return _conv(lw, i, n, mats, out_dt, grad=form == "conv_weight_grad")
@@ -133,7 +252,7 @@ def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
     out = lw.buffer(out_dt, out_shape, "temp")
     lw.open_segment()
     kname = lw.kernel_name()
-    gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name])
+    gk = GemmKernel(kname, a, b, out, tuple(batch), m, nn, k, [name], half=half)
     _bias_epilogue(gk, n, mats, out_shape, form)
     lw.add_kernel(gk)
     lw.bind(i, 0, out, Geometry.contiguous(out_shape), out_dt)

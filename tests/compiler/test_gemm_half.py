@@ -1,0 +1,227 @@
+"""Compiled float16/bfloat16 products in the GEMM template (codegen/gemm.py, "half";
+csrc/gemm_half*.h.in): operands converted while packed, float32 accumulation, one rounding.
+
+Each code path is built explicitly, whatever the host is (``-march=<level>``, the level's
+tile from ``codegen.gemm.templates_for``), and run where the host can run it: AVX-512
+(float panels, ``vcvtph2ps`` / shift), AVX-512 with AVX512-BF16 and the ``vdpbf16ps`` pair
+kernel (``EMBER_GEMM_BF16_DOT``), AVX-512 with AMX-BF16 (the tile kernel), x86-64-v3 (F16C,
+the 6x16 tile) and baseline x86-64 (the portable conversions).  Results are checked against
+torch 2.13's CPU half products: both round a float32 accumulation once, so they differ by at
+most one rounding of the dtype plus the float32 error bound of a K-term dot product.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import ember
+from ember.compiler.c import backend as cbackend
+from ember.compiler.c.build import autotune
+from ember.compiler.c.build.toolchain import cpu_features, host_can_run
+from ember.compiler.c.codegen import gemm as gemm_codegen
+from ember.config import config
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(shutil.which(config.cc.split()[-1]) is None,
+                                reason="no C compiler")
+
+F = ember.nn.functional
+# (march, extra flags, the pair kernel on, host features it needs)
+BUILDS = {"v4": ("x86-64-v4", (), False, ()),
+          "v4-bf16dot": ("x86-64-v4", ("-mavx512bf16",), True, ("avx512_bf16",)),
+          "v4-amx": ("x86-64-v4", ("-mamx-tile", "-mamx-bf16"), False, ("amx_tile", "amx_bf16")),
+          "v3": ("x86-64-v3", ("-mno-avx512f",), False, ()),
+          "x86-64": ("x86-64", ("-mno-avx512f",), False, ())}
+TORCH = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@pytest.fixture(params=list(BUILDS))
+def build(request, monkeypatch, tmp_path):
+    """Every product of the compiled function runs the half template built for one ISA."""
+    march, extra, dot, needs = BUILDS[request.param]
+    feats = set(cpu_features().partition(":")[2].split(","))
+    if not host_can_run(march) or not set(needs) <= feats:
+        pytest.skip(f"the host cannot run {request.param} code")
+    monkeypatch.setattr(cbackend, "EXTRA_FLAGS",
+                        cbackend.EXTRA_FLAGS + (f"-march={march}",) + extra)
+    monkeypatch.setattr(cbackend, "_load_plan", lambda key: None)
+    monkeypatch.setattr(gemm_codegen, "TEMPLATES", gemm_codegen.templates_for(march))
+    monkeypatch.setattr(gemm_codegen, "BF16_DOT", dot)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    autotune.CHOICES.clear()
+    yield request.param
+    autotune.CHOICES.clear()
+    ember.set_num_threads(ember.get_num_threads())
+
+
+def _gemms():
+    cg = cbackend.last_compiled()
+    return cg, [k for k in cg.program.kernels() if type(k).__name__ == "GemmKernel"]
+
+
+def _check(got, want, a, b, extra=None):
+    """ember's half result within one rounding of the dtype plus the float32 bound of the
+    product ``a @ b`` (float64 arrays of the operands' values) of torch's."""
+    g = got.float().numpy().astype(np.float64)
+    w = want.float().numpy().astype(np.float64)
+    assert g.shape == w.shape
+    eps_dt = float(torch.finfo(want.dtype).eps)
+    eps32 = float(np.finfo(np.float32).eps)
+    k = a.shape[-1]
+    bound = eps_dt * np.abs(w) + 2 * (k + 2) * eps32 * (np.abs(a) @ np.abs(b)) + 1e-30
+    if extra is not None:
+        bound = bound + extra
+    assert np.all(np.abs(g - w) <= bound), float(np.max(np.abs(g - w) - bound))
+
+
+def _pair(rng, shape, dt):
+    x = rng.standard_normal(shape).astype(np.float32)
+    t = torch.tensor(x).to(TORCH[dt])
+    return ember.tensor(x).to(getattr(ember, dt)), t, t.double().numpy()
+
+
+def _compile(fn):
+    return ember.compile(fn, backend="c", fullgraph=True, dynamic=False)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("mkn", [(37, 53, 71), (130, 384, 96), (64, 385, 33), (29, 1, 17),
+                                 (16, 800, 40)])
+def test_matmul(build, dt, mkn):
+    m, k, n = mkn
+    rng = np.random.default_rng(m * 7 + k)
+    ea, ta, na = _pair(rng, (m, k), dt)
+    eb, tb, nb = _pair(rng, (k, n), dt)
+    got = _compile(lambda x, y: x @ y)(ea, eb)
+    assert got.dtype == getattr(ember, dt)
+    cg, gemms = _gemms()
+    assert [g.impl for g in gemms] == [gemm_codegen.half_impl()]
+    assert gemms[0].half == (("b", "b") if dt == "bfloat16" else ("h", "h"))
+    _check(got, ta @ tb, na, nb)
+    if dt == "bfloat16" and build in ("v4-bf16dot", "v4-amx") and shutil.which("objdump"):
+        dis = subprocess.run(["objdump", "-d", cg.path], capture_output=True, text=True).stdout
+        assert ("tdpbf16ps" if build == "v4-amx" else "vdpbf16ps") in dis
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_transposed_and_batched(build, dt):
+    rng = np.random.default_rng(3)
+    ea, ta, na = _pair(rng, (3, 40, 50), dt)
+    eb, tb, nb = _pair(rng, (3, 45, 40), dt)
+    got = _compile(lambda x, y: x.transpose(1, 2) @ y.transpose(1, 2))(ea, eb)
+    _check(got, ta.transpose(1, 2) @ tb.transpose(1, 2), na.transpose(0, 2, 1),
+           nb.transpose(0, 2, 1))
+    got = _compile(lambda x, y: ember.bmm(x, y))(ea.transpose(1, 2).contiguous(), eb[:, :, :45]
+                                                 .transpose(1, 2).contiguous()[:, :45, :])
+    assert got.shape == (3, 50, 45)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_linear_bias_gelu(build, dt):
+    rng = np.random.default_rng(5)
+    ex, tx, nx = _pair(rng, (2, 37, 96), dt)
+    ew, tw, nw = _pair(rng, (70, 96), dt)
+    eb, tb, _ = _pair(rng, (70,), dt)
+    got = _compile(lambda x, w, b: F.linear(x, w, b))(ex, ew, eb)
+    want = torch.nn.functional.linear(tx, tw, tb)
+    _check(got, want, nx, nw.T)
+    assert _gemms()[1][0].half
+    got = _compile(lambda x, w, b: F.gelu(F.linear(x, w, b)))(ex, ew, eb)
+    want = torch.nn.functional.gelu(torch.nn.functional.linear(tx, tw, tb))
+    # GELU's slope is below 1.13: the product's bound carries over, plus GELU's own rounding
+    eps_dt = float(torch.finfo(want.dtype).eps)
+    _check(got, want, nx, 1.13 * nw.T, extra=2 * eps_dt * np.abs(want.float().numpy()))
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_addmm_alpha_beta(build, dt):
+    rng = np.random.default_rng(7)
+    ec, tc, nc = _pair(rng, (33, 48), dt)
+    ea, ta, na = _pair(rng, (33, 64), dt)
+    eb, tb, nb = _pair(rng, (64, 48), dt)
+    got = _compile(lambda c, a, b: ember.addmm(c, a, b, beta=0.5, alpha=2.0))(ec, ea, eb)
+    want = torch.addmm(tc, ta, tb, beta=0.5, alpha=2.0)
+    _check(got, want, 2 * na, nb, extra=0.5 * np.abs(nc) * 4 * float(torch.finfo(tc.dtype).eps))
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_autocast_weight_cast_fused(build, dt):
+    """autocast inside ember.compile: the float32 weight is rounded while packed (no cast
+    kernel for it), with the values of the cast."""
+    rng = np.random.default_rng(11)
+    lin = ember.nn.Linear(96, 80)
+    tlin = torch.nn.Linear(96, 80)
+    with torch.no_grad():
+        tlin.weight.copy_(torch.tensor(lin.weight.detach().numpy()))
+        tlin.bias.copy_(torch.tensor(lin.bias.detach().numpy()))
+    x = rng.standard_normal((50, 96)).astype(np.float32)
+
+    def f(x):
+        with ember.autocast("cpu", dtype=getattr(ember, dt)):
+            return lin(x)
+
+    with ember.no_grad():
+        got = _compile(f)(ember.tensor(x))
+    with torch.no_grad(), torch.autocast("cpu", dtype=TORCH[dt]):
+        want = tlin(torch.tensor(x))
+    assert got.dtype == getattr(ember, dt) and want.dtype == TORCH[dt]
+    cg, gemms = _gemms()
+    assert gemms[0].half[1] == ("r" if dt == "bfloat16" else "q")
+    nx = torch.tensor(x).to(TORCH[dt]).double().numpy()
+    nw = tlin.weight.detach().to(TORCH[dt]).double().numpy()
+    _check(got, want, nx, nw.T)
+    # the weight's cast is packed, not computed by a kernel of its own
+    casts = [k for k in cg.program.kernels() if type(k).__name__ == "Kernel"
+             and tuple(k.ranges) == (80, 96)]
+    assert not casts
+
+
+def test_small_rows_keep_blas_path():
+    """A product of a few static rows keeps the widening + BLAS path (gemv reads the weight
+    once); its values are eager's bit for bit."""
+    rng = np.random.default_rng(13)
+    x = ember.tensor(rng.standard_normal((2, 64)).astype(np.float32)).to(ember.bfloat16)
+    w = ember.tensor(rng.standard_normal((32, 64)).astype(np.float32)).to(ember.bfloat16)
+    got = _compile(lambda x, w: F.linear(x, w))(x, w)
+    assert all(not g.half for g in _gemms()[1])
+    assert np.array_equal(got.float().numpy(), F.linear(x, w).float().numpy())
+
+
+def test_autocast_training_step_compiled():
+    """A compiled autocast training step (forward, backward) on the half template: the
+    backward products read the weights' casts packed from float32 too; gradients agree with
+    eager ember's and torch's within bfloat16 rounding (products rounded once to bfloat16:
+    differences of a bfloat16 ulp or two in intermediate values)."""
+    rng = np.random.default_rng(17)
+    w1, b1 = rng.standard_normal((96, 64)).astype(np.float32) / 8, np.zeros(96, np.float32)
+    w2 = rng.standard_normal((10, 96)).astype(np.float32) / 10
+    xs = rng.standard_normal((40, 64)).astype(np.float32)
+    ts = rng.integers(0, 10, 40)
+
+    def run(lib, compiled):
+        p = [lib.tensor(a, requires_grad=True) for a in (w1, b1, w2)]
+
+        def step(x, t):
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                h = lib.nn.functional.gelu(lib.nn.functional.linear(x, p[0], p[1]))
+                loss = lib.nn.functional.cross_entropy(lib.nn.functional.linear(h, p[2]), t)
+            loss.backward()
+            return loss
+
+        fn = ember.compile(step, backend="c") if compiled else step
+        fn(lib.tensor(xs), lib.tensor(ts))
+        if compiled:   # the backward's products ran in the half template too
+            assert any(k.half for k in _gemms()[1])
+        return [q.grad.detach().numpy() for q in p]
+
+    eager, comp, ref = run(ember, False), run(ember, True), run(torch, False)
+    eps = float(torch.finfo(torch.bfloat16).eps)
+    for e, c, r in zip(eager, comp, ref):
+        scale = float(np.abs(r).max())
+        assert np.abs(c - e).max() <= 4 * eps * scale
+        assert np.abs(c - r).max() <= 4 * eps * scale
