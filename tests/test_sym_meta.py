@@ -23,6 +23,8 @@ EXPECTED_FAIL: dict[str, str] = {}
 PINS = {
     "adaptive_avg_pool": "in_size/out_size are concrete output sizes (static in PyTorch too)",
     "as_strided_backward": "the src/dst geometry params are concrete sizes and strides",
+    "qlinear_dynamic": "the packed weight's in_features is a concrete int the input's last dim "
+                       "must equal (parameters' sizes are static, as in PyTorch)",
     "split_with_sizes": "the split sizes are concrete ints that must sum to the dim",
     "storage_write": "the storage geometry param is concrete",
     "unbind": "the number of outputs must be a Python int (PyTorch specializes too)",
