@@ -43,7 +43,7 @@ from ember.ops._native import Native, csrc, ptr
 
 SIG = 128  # bytes of a slot's signature: SIG_LEN int64, the reduce op, the size
 _P, _I64 = ctypes.c_void_p, ctypes.c_int64
-NATIVE = Native("shm_all_reduce", csrc("shm_all_reduce.c"), {
+NATIVE = Native("shm_all_reduce", csrc("bf16_scalar.h") + csrc("shm_all_reduce.c"), {
     "ember_shm_all_reduce": (ctypes.c_int, [_P, _P, _I64, _P, _P, _I64]),
     "ember_shm_post": (ctypes.c_int, [_P, _P, _I64, _P, _I64]),
     "ember_shm_wait": (ctypes.c_int, [_P, _I64, _I64]),

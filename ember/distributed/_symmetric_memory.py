@@ -42,7 +42,7 @@ _DTYPES = list(_dt.ALL_DTYPES)
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 _REDUCE_ARGS = [ctypes.POINTER(_P), ctypes.c_int, _I64, _P, _I64]
-NATIVE = Native("symm_mem", csrc("symm_mem.c"), {
+NATIVE = Native("symm_mem", csrc("bf16_scalar.h") + csrc("symm_mem.c"), {
     "ember_symm_put_signal": (ctypes.c_int, [_P, _I64]),
     "ember_symm_wait_signal": (ctypes.c_int, [_P, _I64]),
     "ember_symm_barrier": (ctypes.c_int, [ctypes.POINTER(_P), ctypes.c_int, ctypes.c_int,

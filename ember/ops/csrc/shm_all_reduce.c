@@ -102,21 +102,6 @@ void ember_shm_unpost(const shm_ctx *c, int64_t seq) {
     __atomic_store_n(ready_of(c, c->rank), seq - 1, __ATOMIC_RELEASE);
 }
 
-static inline float bf16_to_f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t f_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);  /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 #define ID(x) (x)
 #define H2F(x) ((float)(x))
 #define F2H(x) ((_Float16)(x))

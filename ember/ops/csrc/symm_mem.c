@@ -72,21 +72,6 @@ int ember_symm_barrier(int32_t **pads, int rank, int world, int channel, int64_t
     return 0;
 }
 
-static inline float bf16_to_f(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t f_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);  /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);  /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
 #define REDUCE(NAME, T, ACC, LOAD, STORE)                                                    \
     void NAME(void **srcs, int n, int64_t off, void *out, int64_t count) {                   \
         T *o = (T *)out;                                                                     \
