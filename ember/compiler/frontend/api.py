@@ -265,7 +265,6 @@ class _Frame:
                 if got is not None:
                     return got
             e = self._compile(cap, self._generic(seg, cap) | _rng_slots(cap))
-            e.pin01 = _pinned01(cap)
             seg.entries.setdefault(cap.key, []).append(e)
             seg.order.append((cap.key, e))
             seg.last_values[cap.key] = cap.values
@@ -406,7 +405,8 @@ class _Frame:
                   file=sys.stderr)
         for ev in _EVENTS:
             ev.compile_times.append(dt)
-        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn)
+        return Entry(graph, fn, generic, tuple(cap.values), tuple(cap.kinds), dt, compiler_fn,
+                     _pinned01(cap))
 
 
 def _marked_slots(trace: Any, cap: Captured) -> tuple:
