@@ -182,7 +182,7 @@ def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
     if r[0] != "n":
         return None
     node = lw.graph.nodes[r[1]]
-    if node.op.name != "convert_element_type" or node.params.get("dtype") != dt:
+    if node.op is not OPS.convert_element_type or node.params.get("dtype") != dt:
         return None
     src = node.args[0]
     if not is_ref(src) or src not in lw.vals or lw.dtype_of(src) != dtypes.float32:
@@ -190,7 +190,8 @@ def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
     return src if isinstance(lw.vals[src], MemoryValue) else None
 
 
-_PRODUCT_FACTORS = {"matmul": (0, 1), "linear": (0, 1), "addmm": (1, 2)}
+# the products whose factors a cast may be packed into: op -> positions of the factors
+_PRODUCT_FACTORS = {OPS.matmul: (0, 1), OPS.linear: (0, 1), OPS.addmm: (1, 2)}
 
 
 @lowering(OPS.convert_element_type)
@@ -208,13 +209,12 @@ def lower_cast(lw: LoweringContext, i: int, n: Any) -> str | None:
         return lower_pointwise(lw, i, n)
     for c in lw.uses[ref]:
         use = lw.graph.nodes[c]
-        name = use.op.name
-        factors = _PRODUCT_FACTORS.get(name)
+        factors = _PRODUCT_FACTORS.get(use.op)
         if factors is None or any(a == ref for j, a in enumerate(use.args)
                                   if j not in factors):
             return lower_pointwise(lw, i, n)
         x0 = tuple(use.specs[0][0])
-        rows = numel(x0[:-1]) if name == "linear" else (x0[-2] if len(x0) >= 2 else 1)
+        rows = numel(x0[:-1]) if use.op is OPS.linear else (x0[-2] if len(x0) >= 2 else 1)
         if type(rows) is int and rows <= 4:
             return lower_pointwise(lw, i, n)
     v = lw.vals[src]
