@@ -225,3 +225,44 @@ def test_autocast_training_step_compiled():
         scale = float(np.abs(r).max())
         assert np.abs(c - e).max() <= 4 * eps * scale
         assert np.abs(c - r).max() <= 4 * eps * scale
+
+
+# -- each ISA path's assembly, whatever the host ----------------------------------------------
+# (the half template's paths are chosen by the preprocessor: the host's unit, compiled again
+# with another level's flags, selects that level's kernel)
+_ASM = {
+    "v4-amx": ("bfloat16", ("-march=x86-64-v4", "-mamx-tile", "-mamx-bf16"), False,
+               ("tdpbf16ps",), ()),
+    "v4-bf16dot": ("bfloat16", ("-march=x86-64-v4", "-mavx512bf16"), True, ("vdpbf16ps",), ()),
+    "v4-f16": ("float16", ("-march=x86-64-v4",), False, ("vcvtph2ps", "zmm"), ("tdpbf16ps",)),
+    "v3-f16": ("float16", ("-march=x86-64-v3", "-mno-avx512f"), False, ("vcvtph2ps", "ymm"),
+               ("zmm",)),
+    "v3-bf16": ("bfloat16", ("-march=x86-64-v3", "-mno-avx512f"), False, ("ymm",),
+                ("zmm", "tdpbf16ps", "vdpbf16ps")),
+}
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+@pytest.mark.parametrize("level", list(_ASM))
+def test_half_unit_assembly_per_isa(level, monkeypatch, tmp_path):
+    """The compiled half product's unit, built for every ISA level whatever the host (AMD
+    AVX2 machines compile the AVX-512 / AMX paths too): each level's instructions are there and
+    the others' are not (the ``build`` fixture above runs the levels the host can run)."""
+    dt, flags, dot, want, unwanted = _ASM[level]
+    monkeypatch.setattr(gemm_codegen, "BF16_DOT", dot)
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    rng = np.random.default_rng(0)
+    ea, _, _ = _pair(rng, (37, 53), dt)
+    eb, _, _ = _pair(rng, (53, 71), dt)
+    _compile(lambda x, y: x @ y)(ea, eb)
+    cg, gemms = _gemms()
+    assert [g.impl for g in gemms] == [gemm_codegen.half_impl()]
+    src = tmp_path / "unit.c"
+    src.write_text(cg.source)
+    asm = subprocess.run(["gcc", "-O3", *flags, "-fopenmp", "-ffp-contract=off", "-fPIC", "-S",
+                          str(src), "-o", "-"], check=True, capture_output=True,
+                         text=True).stdout
+    for w in want:
+        assert w in asm, f"{flags}: no {w}"
+    for u in unwanted:
+        assert u not in asm, f"{flags}: {u} present"
