@@ -22,6 +22,8 @@ from ember.compiler.c.codegen.omp import few_iterations, omp_for
 from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store, store_expr
 
 HEADER = csrc("half_block.h")
+BLOCK = 128
+"""EMBER_HB of half_block.h: elements per converted block."""
 
 
 _SUFFIX = {"float16": "f16", "bfloat16": "bf16"}
@@ -51,12 +53,13 @@ def _unit(index: Any) -> bool:
     return tuple(index.terms) == (("i", 1),)
 
 
-def _walk_loads(e: Any, out: list) -> None:
+def walk_loads(e: Any, out: list) -> None:
+    """Append the Loads in expression ``e`` to ``out``."""
     if isinstance(e, Load):
         out.append(e)
     elif isinstance(e, Op):
         for a in e.args:
-            _walk_loads(a, out)
+            walk_loads(a, out)
 
 
 def plan(k: Kernel) -> Any:
@@ -69,7 +72,7 @@ def plan(k: Kernel) -> Any:
     stores: dict = {}
     for st in k.body:
         found: list = []
-        _walk_loads(st.expr, found)
+        walk_loads(st.expr, found)
         for ld in found:
             if _is_f16(ld.buf) and _unit(ld.index):
                 loads.setdefault((ld.buf.name, str(ld.index.offset)), (ld.buf, len(loads)))
@@ -175,5 +178,5 @@ def row_tail(op: str, sfx: str, t: str, total: list, head: tuple, lane_loop: Any
     return out + [f"  ember_{sfx}_store_n(y, xf_, C);"]
 
 
-__all__ = ["HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude", "row_blocked",
-           "row_tail"]
+__all__ = ["BLOCK", "HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude",
+           "row_blocked", "row_tail", "walk_loads"]
