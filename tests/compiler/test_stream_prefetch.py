@@ -100,3 +100,20 @@ def test_prefetched_loop_vectorizes(march, dtype, monkeypatch) -> None:
     assert "prefetcht0" in kernel
     assert re.search(rf"vfmadd\d+ps\s[^\n]*%{reg}", kernel), march   # the vector loop
     assert re.search(rf"vdivps\s[^\n]*%{reg}", kernel)     # GELU's division, vectorized too
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_unstreamed_large_inputs_prefetch_too(dtype, monkeypatch) -> None:
+    """Kernels whose output does not stream prefetch inputs of FLAT_PREFETCH_MIN_BYTES or more
+    (here lowered), with the same bits as without."""
+    fn = _chain
+    args = _args(4 * 64 + 13, dtype)
+    monkeypatch.setattr(stream, "STREAM_MIN_BYTES", 0)
+    plain = _run(fn, args, 1)
+    assert "__builtin_prefetch(" not in ember.compiler.codegen(fn, *args)
+    monkeypatch.setattr(prefetch, "FLAT_PREFETCH_MIN_BYTES", 1)
+    src = ember.compiler.codegen(fn, *args)
+    assert "__builtin_prefetch(" in src and "ember_stream_store(" not in src
+    for threads in (1, 2):
+        np.testing.assert_array_equal(_run(fn, args, threads).view(np.uint32),
+                                      plain.view(np.uint32))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ember.compiler.c.codegen import csrc
+from ember.compiler.c.codegen import csrc, prefetch
 from ember.compiler.c.codegen.omp import few_iterations, omp_for
 from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store, store_expr
 
@@ -105,6 +105,9 @@ def blocked_kernel(k: Kernel, openmp: bool, head: list) -> list | None:
         lines.append("  " + omp_for(f"((int64_t)({n}))"))
     lines.append(f"  for (int64_t ib_ = 0; ib_ < {n}; ib_ += EMBER_HB) {{")
     lines.append(f"    const int64_t nb_ = {n} - ib_ < EMBER_HB ? {n} - ib_ : EMBER_HB;")
+    if prefetch.big_inputs(k):   # inputs from memory: a page ahead (codegen/prefetch.py)
+        lines += ["    " + p for p in prefetch.stream_prefetch(prefetch.unit_loads(k.body),
+                                                                  "ib_", BLOCK)]
     lines += block_body(k, found, "    ")
     lines.append("  }")
     lines.append("}")

@@ -35,7 +35,7 @@ import re
 from typing import Any
 
 from ember.compiler.c.codegen import csrc
-from ember.compiler.c.codegen.prefetch import STREAM_BLOCK_ELEMS, stream_prefetch
+from ember.compiler.c.codegen.prefetch import STREAM_BLOCK_ELEMS, stream_prefetch, unit_loads
 from ember.compiler.c.ir.loop_ir import Index, Kernel, Store, numel, store_expr
 
 STREAM_MIN_BYTES = int(os.environ.get("EMBER_STREAM_STORE_BYTES", str(16 << 20)))
@@ -116,9 +116,7 @@ def pointwise_source(k: Kernel, st: Store, params: list, openmp: bool, ints: str
               f"    {ct} tile_[{tile}] __attribute__((aligned(64)));",
               f"    const int64_t m_ = n_ - i0_ < {tile} ? n_ - i0_ : {tile};"]
     blocks = half.plan(k)
-    loads: list = []
-    for s in k.body:
-        half.walk_loads(s.expr, loads)
+    loads = unit_loads(k.body)
     if blocks is not None:  # float16/bfloat16 at unit stride: converted in blocks (half.py)
         lines += ["    for (int64_t ib_ = i0_; ib_ < i0_ + m_; ib_ += EMBER_HB) {",
                   "      const int64_t nb_ = i0_ + m_ - ib_ < EMBER_HB ? "
