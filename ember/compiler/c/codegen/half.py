@@ -53,15 +53,6 @@ def _unit(index: Any) -> bool:
     return tuple(index.terms) == (("i", 1),)
 
 
-def walk_loads(e: Any, out: list) -> None:
-    """Append the Loads in expression ``e`` to ``out``."""
-    if isinstance(e, Load):
-        out.append(e)
-    elif isinstance(e, Op):
-        for a in e.args:
-            walk_loads(a, out)
-
-
 def plan(k: Kernel) -> Any:
     """(loads, stores) of ``k`` to convert in blocks: ``{(buffer name, offset): slot}`` each,
     or None when ``k`` is not a flat pointwise kernel touching float16 at unit stride."""
@@ -72,7 +63,7 @@ def plan(k: Kernel) -> Any:
     stores: dict = {}
     for st in k.body:
         found: list = []
-        walk_loads(st.expr, found)
+        prefetch.walk_loads(st.expr, found)
         for ld in found:
             if _is_f16(ld.buf) and _unit(ld.index):
                 loads.setdefault((ld.buf.name, str(ld.index.offset)), (ld.buf, len(loads)))
@@ -182,4 +173,4 @@ def row_tail(op: str, sfx: str, t: str, total: list, head: tuple, lane_loop: Any
 
 
 __all__ = ["BLOCK", "HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude",
-           "row_blocked", "row_tail", "walk_loads"]
+           "row_blocked", "row_tail"]

@@ -99,9 +99,17 @@ when one of them is at least this large (twice these machines' 2 MiB L2): GELU o
 (8 MiB) ran 1.3-1.4x the eager kernel's time without."""
 
 
+def walk_loads(e: Any, out: list) -> None:
+    """Append the Loads in expression ``e`` to ``out``."""
+    if isinstance(e, Load):
+        out.append(e)
+    elif isinstance(e, Op):
+        for a in e.args:
+            walk_loads(a, out)
+
+
 def unit_loads(body: list) -> list:
     """The Loads of a flat kernel's ``body`` (its statements' expressions)."""
-    from ember.compiler.c.codegen.half import walk_loads
     out: list = []
     for st in body:
         walk_loads(getattr(st, "expr", None), out)
@@ -153,4 +161,4 @@ def fits_prefetch(row: str, size: int) -> str | None:
 
 __all__ = ["FLAT_PREFETCH_MIN_BYTES", "PREFETCH_ROW_BYTES", "STREAM_BLOCK_ELEMS",
            "STREAM_PREFETCH_BYTES", "big_inputs", "fits_prefetch", "flat_prefetched",
-           "next_row_prefetch", "stream_prefetch", "unit_loads"]
+           "next_row_prefetch", "stream_prefetch", "unit_loads", "walk_loads"]
