@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ember.compiler.c.codegen import csrc
+from ember.compiler.c.codegen import csrc, prefetch
 from ember.compiler.c.codegen.omp import few_iterations, omp_for
 from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store, store_expr
 
 HEADER = csrc("half_block.h")
+BLOCK = 128
+"""EMBER_HB of half_block.h: elements per converted block."""
 
 
 _SUFFIX = {"float16": "f16", "bfloat16": "bf16"}
@@ -51,14 +53,6 @@ def _unit(index: Any) -> bool:
     return tuple(index.terms) == (("i", 1),)
 
 
-def _walk_loads(e: Any, out: list) -> None:
-    if isinstance(e, Load):
-        out.append(e)
-    elif isinstance(e, Op):
-        for a in e.args:
-            _walk_loads(a, out)
-
-
 def plan(k: Kernel) -> Any:
     """(loads, stores) of ``k`` to convert in blocks: ``{(buffer name, offset): slot}`` each,
     or None when ``k`` is not a flat pointwise kernel touching float16 at unit stride."""
@@ -69,7 +63,7 @@ def plan(k: Kernel) -> Any:
     stores: dict = {}
     for st in k.body:
         found: list = []
-        _walk_loads(st.expr, found)
+        prefetch.walk_loads(st.expr, found)
         for ld in found:
             if _is_f16(ld.buf) and _unit(ld.index):
                 loads.setdefault((ld.buf.name, str(ld.index.offset)), (ld.buf, len(loads)))
@@ -102,6 +96,9 @@ def blocked_kernel(k: Kernel, openmp: bool, head: list) -> list | None:
         lines.append("  " + omp_for(f"((int64_t)({n}))"))
     lines.append(f"  for (int64_t ib_ = 0; ib_ < {n}; ib_ += EMBER_HB) {{")
     lines.append(f"    const int64_t nb_ = {n} - ib_ < EMBER_HB ? {n} - ib_ : EMBER_HB;")
+    if prefetch.big_inputs(k):   # inputs from memory: a page ahead (codegen/prefetch.py)
+        lines += ["    " + p for p in prefetch.stream_prefetch(prefetch.unit_loads(k.body),
+                                                                  "ib_", BLOCK)]
     lines += block_body(k, found, "    ")
     lines.append("  }")
     lines.append("}")
@@ -175,5 +172,5 @@ def row_tail(op: str, sfx: str, t: str, total: list, head: tuple, lane_loop: Any
     return out + [f"  ember_{sfx}_store_n(y, xf_, C);"]
 
 
-__all__ = ["HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude", "row_blocked",
-           "row_tail"]
+__all__ = ["BLOCK", "HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude",
+           "row_blocked", "row_tail"]

@@ -35,6 +35,7 @@ import re
 from typing import Any
 
 from ember.compiler.c.codegen import csrc
+from ember.compiler.c.codegen.prefetch import STREAM_BLOCK_ELEMS, stream_prefetch, unit_loads
 from ember.compiler.c.ir.loop_ir import Index, Kernel, Store, numel, store_expr
 
 STREAM_MIN_BYTES = int(os.environ.get("EMBER_STREAM_STORE_BYTES", str(16 << 20)))
@@ -99,7 +100,8 @@ def region(pragma: str | None, ind: str) -> tuple:
 
 def pointwise_source(k: Kernel, st: Store, params: list, openmp: bool, ints: str) -> list:
     """Lines of flat pointwise kernel ``k`` whose store ``st`` streams: tiles of TILE_BYTES
-    computed into a stack buffer by the usual vectorized loop, each then streamed."""
+    computed into a stack buffer by the usual vectorized loop (in blocks that prefetch the
+    inputs ahead: ``prefetch.stream_prefetch``), each then streamed."""
     from ember.compiler.c.codegen import half
     from ember.compiler.c.codegen.omp import omp_for
     ct = st.buf.ctype
@@ -114,21 +116,29 @@ def pointwise_source(k: Kernel, st: Store, params: list, openmp: bool, ints: str
               f"    {ct} tile_[{tile}] __attribute__((aligned(64)));",
               f"    const int64_t m_ = n_ - i0_ < {tile} ? n_ - i0_ : {tile};"]
     blocks = half.plan(k)
+    loads = unit_loads(k.body)
     if blocks is not None:  # float16/bfloat16 at unit stride: converted in blocks (half.py)
         lines += ["    for (int64_t ib_ = i0_; ib_ < i0_ + m_; ib_ += EMBER_HB) {",
                   "      const int64_t nb_ = i0_ + m_ - ib_ < EMBER_HB ? "
                   "i0_ + m_ - ib_ : EMBER_HB;"]
+        lines += ["      " + p for p in stream_prefetch(loads, "ib_", half.BLOCK)]
         lines += half.block_body(k, blocks, "      ", (st, "tile_", "i0_"))
         lines.append("    }")
     else:
+        # blocks of STREAM_BLOCK_ELEMS, each prefetching its inputs ahead (prefetch.py)
+        pf = stream_prefetch(loads, "i0_ + b_")
+        step = STREAM_BLOCK_ELEMS if pf else tile
+        lines += [f"    for (int64_t b_ = 0; b_ < m_; b_ += {step}) {{",
+                  f"      const int64_t e_ = m_ - b_ < {step} ? m_ - b_ : {step};"]
+        lines += ["      " + p for p in pf]
         if openmp:
-            lines.append("    #pragma omp simd")
-        lines += ["    for (int64_t j_ = 0; j_ < m_; j_++) {",
-                  "      const int64_t i = i0_ + j_;"]
+            lines.append("      #pragma omp simd")
+        lines += ["      for (int64_t j_ = b_; j_ < b_ + e_; j_++) {",
+                  "        const int64_t i = i0_ + j_;"]
         for s in k.body:
-            lines.append(f"      tile_[j_] = {store_expr(s.buf.dtype, str(s.expr))};" if s is st
-                         else f"      {s}")
-        lines.append("    }")
+            lines.append(f"        tile_[j_] = {store_expr(s.buf.dtype, str(s.expr))};"
+                         if s is st else f"        {s}")
+        lines += ["      }", "    }"]
     lines += [f"    ember_stream_store({st.buf.name} + i0_, tile_, (size_t)m_ * sizeof({ct}));",
               "  }"]
     lines += closed

@@ -31,7 +31,7 @@ from ember.compiler.c.codegen import (
 )
 from ember.compiler.c.codegen.gemm import gemm_kernel, gemm_prelude, im2col_kernel
 from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
-from ember.compiler.c.codegen.prefetch import fits_prefetch, next_row_prefetch
+from ember.compiler.c.codegen.prefetch import fits_prefetch, flat_prefetched, next_row_prefetch
 from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
 from ember.compiler.c.ir.kernels import (
@@ -691,6 +691,9 @@ def _kernel(k: Kernel, program: Program, openmp: bool = False) -> str:
              "  (void)ints; (void)floats;"] + (["  int err_ = 0;"] if checks else [])
     blocked = half.blocked_kernel(k, openmp, lines) if type(k) is Kernel else None
     if blocked is not None:  # float16 at unit stride: converted in blocks (codegen/half.py)
+        return _declare_ints(blocked, program)
+    blocked = flat_prefetched(k, openmp, lines) if type(k) is Kernel else None
+    if blocked is not None:  # large inputs: prefetched a page ahead (codegen/prefetch.py)
         return _declare_ints(blocked, program)
     loops, ind = omp_loops(k.loops(), "  ", openmp and bool(k.ranges), checks)
     lines += loops
