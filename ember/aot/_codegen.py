@@ -253,15 +253,18 @@ def use_gemm_templates(program: Any, march: str = "native") -> None:
 
 
 def prepack_constant_operands(program: Any, constant_inputs: list) -> None:
-    """Give every template product whose B operand is a package constant (the same memory for
-    every batch entry) a slot: its packed panels are made once and reused by every run
-    (codegen/csrc/gemm_prepack.h.in) once a loader switches that on (``ember_aot_prepack_v1``;
-    loaders call it again after ``load_constants``, which drops the packed copies)."""
+    """Give every template product (float32, or half operands: float16, bfloat16, autocast's
+    float32 weight rounded while packed) whose B operand is a package constant (the same
+    memory for every batch entry) a slot: its packed panels are made once and reused by every
+    run (codegen/csrc/gemm_prepack.h.in, gemm_prepack_half.h.in) once a loader switches that
+    on (``ember_aot_prepack_v1``; loaders call it again after ``load_constants``, which drops
+    the packed copies)."""
     from ember.compiler.c.ir.kernels import GemmKernel
     const = {id(program.inputs[k]) for k in constant_inputs}
     slot = 0
     for k in program.kernels():
-        if (isinstance(k, GemmKernel) and k.impl.startswith("tmpl_") and id(k.b.buf) in const
+        if (isinstance(k, GemmKernel) and k.impl.startswith(("tmpl_", "htmpl_"))
+                and id(k.b.buf) in const
                 and not any(k.b.batch_strides)):
             k.prepack, slot = slot, slot + 1
 
