@@ -5,7 +5,8 @@ round by round; medians of the CPU time per call (``process_time``; the C runner
 
 Models: the demo char GPT of ``bench_aot_latency.py`` (b1 x 64 tokens) in float32, in
 bfloat16 (``model.to(bfloat16)``) and float32 under bfloat16 autocast; and a transformer FFN
-(768 -> 3072 -> 768, GELU, 64 rows) in float32, bfloat16, float16 and bfloat16 autocast.
+(768 -> 3072 -> 768, GELU, 64 rows) in float32, bfloat16, float16, bfloat16 autocast and int8
+(``quantize_dynamic``, per tensor and per token: stored packed, nothing to pre-pack).
 
     PYTHONPATH=. python benchmarks/bench_aot_half_prepack.py [--rounds 7] [--calls 30]
 """
@@ -101,7 +102,17 @@ def _variants() -> list:
             ("FFN float32", ffn, x, "f32"),
             ("FFN bfloat16", _to(ffn, "bf"), x.to(ember.bfloat16), "bf16"),
             ("FFN float16", _to(ffn, "f16"), x.to(ember.float16), "f16"),
-            ("FFN bf16 autocast", Autocast(ffn), x, "f32")]
+            ("FFN bf16 autocast", Autocast(ffn), x, "f32"),
+            # int8: stored packed, nothing to pre-pack (both columns should agree)
+            ("FFN int8 per-tensor", _quantized(ffn, False), x, "f32"),
+            ("FFN int8 per-token", _quantized(ffn, True), x, "f32")]
+
+
+def _quantized(m: nn.Module, per_token: bool) -> nn.Module:
+    import copy
+    Q = ember.ao.quantization
+    spec = {nn.Linear: Q.per_token_dynamic_qconfig} if per_token else {nn.Linear}
+    return Q.quantize_dynamic(copy.deepcopy(m), spec, dtype=ember.qint8)
 
 
 def _to(m: nn.Module, kind: str) -> nn.Module:
