@@ -19,7 +19,9 @@ from tests.aot.helpers import CRunner
 
 torch = pytest.importorskip("torch")
 
-MODES = ("bfloat16", "float16", "autocast", "float32")   # float32: the packed-copy check
+# float32: the packed-copy check; "-v3": built for x86-64-v3 (no AMX, no AVX-512: bfloat16
+# widened to float panels while packed, the 6x16 tile)
+MODES = ("bfloat16", "float16", "autocast", "float32", "bfloat16-v3", "autocast-v3")
 
 
 class MLP(nn.Module):
@@ -44,6 +46,7 @@ class Autocast(nn.Module):
 
 def _dtypes(mode):
     """(ember input dtype, output dtype, torch compute dtype)"""
+    mode = mode.removesuffix("-v3")
     if mode == "float16":
         return ember.float16, ember.float16, torch.float16
     if mode == "float32":
@@ -62,14 +65,15 @@ def package(request, tmp_path_factory):
     mode = request.param
     ember.manual_seed(0)
     m = MLP().eval()
-    if mode == "autocast":
+    if mode.startswith("autocast"):
         m = Autocast(m)
     else:
         m = m.to(_dtypes(mode)[0])
     x = ember.randn(19, 40).to(_dtypes(mode)[0])
     ep = export(m, (x,), dynamic_shapes=({0: Dim("n", min=1)},))
     path = str(tmp_path_factory.mktemp("prepack_half") / f"{mode}.pt2")
-    ember.aot.compile_and_package(ep, package_path=path)
+    conf = {"aot_inductor.march": "x86-64-v3"} if mode.endswith("-v3") else None
+    ember.aot.compile_and_package(ep, package_path=path, inductor_configs=conf)
     return mode, ep, path
 
 
@@ -86,6 +90,7 @@ def _state(model) -> dict:
 def _torch_ref(mode, state: dict, x) -> np.ndarray:
     """torch 2.13's CPU half linear layers (autocast: the weights cast to bfloat16)."""
     tdt = _dtypes(mode)[2]
+    mode = mode.removesuffix("-v3")
     s = {k: torch.from_numpy(v).to(tdt) for k, v in state.items()}
     t = torch.from_numpy(x.float().numpy()).to(tdt)
     h = torch.nn.functional.gelu(torch.nn.functional.linear(t, s["fc1.weight"], s["fc1.bias"]))
@@ -107,6 +112,8 @@ def test_half_products_pack_their_constant_weights(package):
         src = next(z.read(n).decode() for n in z.namelist() if n.endswith(".wrapper.c"))
     assert "#define EMBER_PP_SLOTS 3" in src                      # fc1, fc2, fc1[:24]
     assert ("ember_ppget_" in src) == (mode != "float32")         # the half getters
+    if mode.endswith("-v3"):   # float panels of the 6x16 tile, from bfloat16 / rounded float32
+        assert f"ember_ppget_hpack_b_16_{'r' if mode.startswith('autocast') else 'b'}(" in src
     assert ember.aot.load_package(path)._prepack is not None
 
 
