@@ -182,3 +182,33 @@ def test_prepack_off_by_environment(package, monkeypatch):
     per_call = ember.aot.load_package(path)
     assert per_call._user_memory        # packs per call: no second copy of the weights
     np.testing.assert_array_equal(per_call(_x(mode, 33)).float().numpy(), want)
+
+
+@pytest.mark.parametrize("mode", ["bfloat16", "float16", "autocast"])
+def test_static_few_rows_are_half_products_too(mode, tmp_path):
+    """A package has no BLAS: a product of at most 4 static rows (batch-1 decoding) is a half
+    template GEMM over the weight packed once, not a float32 copy of the weight per call."""
+    ember.manual_seed(0)
+    m = MLP().eval()
+    m = Autocast(m) if mode == "autocast" else m.to(_dtypes(mode)[0])
+    x = _x(mode, 2)
+    ep = export(m, (x,))                                  # 2 static rows
+    path = str(tmp_path / "few.pt2")
+    ember.aot.compile_and_package(ep, package_path=path)
+    with zipfile.ZipFile(path) as z:
+        src = next(z.read(n).decode() for n in z.namelist() if n.endswith(".wrapper.c"))
+    assert "to_float32" not in src and "#define EMBER_PP_SLOTS 3" in src
+    model = ember.aot.load_package(path)
+    c = CRunner()
+    rc, h, err = c.load(path)
+    assert rc == 0, err
+    try:
+        for _ in range(2):
+            got = model(x)
+            _close(got.float().numpy(), ep.module()(x).detach().float().numpy(), mode, 4)
+            _close(got.float().numpy(), _torch_ref(mode, _state(model), x), mode, 4)
+            rc, outs = c.run(h, [x.numpy()])
+            assert rc == 0, c.error()
+            np.testing.assert_array_equal(outs[0].astype(np.float32), got.float().numpy())
+    finally:
+        c.lib.ember_aot_unload(h)

@@ -149,7 +149,7 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
     x0 = lw.shape_of(refs[factors[0]])
     rows = x0[-2] if form != "linear" and len(x0) >= 2 else (
         numel(x0[:-1]) if len(x0) > 1 else 1)
-    if type(rows) is int and rows <= 4:
+    if type(rows) is int and rows <= 4 and _blas_small_path():
         return "small"
     codes = {}
     for j in factors:
@@ -174,6 +174,15 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
         lw.stats.kernels -= len(seg.kernels) - before
         del seg.kernels[before:]
     return why
+
+
+def _blas_small_path() -> bool:
+    """Whether half products of a few static rows take the widening + BLAS path (BLAS's gemv
+    reads the widened weight once): only where there is a BLAS.  Without one (an AOT
+    package) they are half template GEMMs too, whose constant weight is packed once per load
+    instead of widened into a float32 copy on every call."""
+    from ember.compiler.c.build.runtime import load_blas
+    return load_blas() is not None
 
 
 def _lower_half_conv(lw: LoweringContext, i: int, n: Any, refs: list,
@@ -242,7 +251,7 @@ def lower_cast(lw: LoweringContext, i: int, n: Any) -> str | None:
             return lower_pointwise(lw, i, n)
         x0 = tuple(use.specs[0][0])
         rows = numel(x0[:-1]) if use.op is OPS.linear else (x0[-2] if len(x0) >= 2 else 1)
-        if type(rows) is int and rows <= 4:
+        if type(rows) is int and rows <= 4 and _blas_small_path():
             return lower_pointwise(lw, i, n)
     v = lw.vals[src]
     lw.vals[ref] = MemoryValue(v.buf, v.geom, dt)   # read only through cast_sources
