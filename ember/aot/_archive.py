@@ -69,6 +69,8 @@ class ArchiveWriter:
         return info
 
     def add(self, name: str, data: Any, align: bool = False) -> None:
+        if hasattr(data, "dtype") and hasattr(data, "view"):   # an array (bfloat16 too)
+            data = data.reshape(-1).view("u1")
         view = memoryview(data).cast("B")
         self.zf.writestr(self._info(name, view.nbytes, align), view)
 

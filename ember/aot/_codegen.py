@@ -37,6 +37,10 @@ from ember.errors import EmberNotImplementedError
 INCLUDE_DIR = Path(__file__).resolve().parents[1] / "include"
 MODEL_H = INCLUDE_DIR / "ember" / "aot" / "model.h"
 ENOMEM = 1_000_000  # run()'s code for a failed allocation (guard codes are 1..n)
+# run()'s code for a kernel that refused its input (an index out of range, a NaN into a
+# dynamically quantized Linear's per-tensor scale): the kernels' own code is 1, which is
+# also the first guard's
+EKERNEL = 1_000_002
 
 
 class ModelSourceError(EmberNotImplementedError):
@@ -249,15 +253,18 @@ def use_gemm_templates(program: Any, march: str = "native") -> None:
 
 
 def prepack_constant_operands(program: Any, constant_inputs: list) -> None:
-    """Give every template product whose B operand is a package constant (the same memory for
-    every batch entry) a slot: its packed panels are made once and reused by every run
-    (codegen/csrc/gemm_prepack.h.in) once a loader switches that on (``ember_aot_prepack_v1``;
-    loaders call it again after ``load_constants``, which drops the packed copies)."""
+    """Give every template product (float32, or half operands: float16, bfloat16, autocast's
+    float32 weight rounded while packed) whose B operand is a package constant (the same
+    memory for every batch entry) a slot: its packed panels are made once and reused by every
+    run (codegen/csrc/gemm_prepack.h.in, gemm_prepack_half.h.in) once a loader switches that
+    on (``ember_aot_prepack_v1``; loaders call it again after ``load_constants``, which drops
+    the packed copies)."""
     from ember.compiler.c.ir.kernels import GemmKernel
     const = {id(program.inputs[k]) for k in constant_inputs}
     slot = 0
     for k in program.kernels():
-        if (isinstance(k, GemmKernel) and k.impl.startswith("tmpl_") and id(k.b.buf) in const
+        if (isinstance(k, GemmKernel) and k.impl.startswith(("tmpl_", "htmpl_"))
+                and id(k.b.buf) in const
                 and not any(k.b.batch_strides)):
             k.prepack, slot = slot, slot + 1
 
@@ -409,7 +416,8 @@ class _Wrapper:
             if hasattr(st, "kernels"):
                 ptrs = [ptr(b) for b in st.buffers()]
                 body += [f"  {{ void *b[] = {{{', '.join(ptrs) or 'NULL'}}};",
-                         f"    rc = {st.entry}(b, ints, floats); if (rc) goto done; }}"]
+                         f"    rc = {st.entry}(b, ints, floats);",
+                         f"    if (rc) {{ rc = {EKERNEL}; goto done; }} }}"]
                 continue
             bufs = [self._buffer(r) for r in st.ins]
             body += plan.call(n_ext, [ptr(b) for b in bufs], [tuple(b.shape) for b in bufs],
@@ -467,7 +475,8 @@ class _Wrapper:
                  *self.run(),
                  f"static const char *const ember_aot_guard_texts[] = {{{texts}}};",
                  _MESSAGE.replace("@N@", str(len(self.guard_texts))).replace(
-                     "@ENOMEM@", str(ENOMEM)).replace("@EXTERN@", str(EXTERN_CODE)),
+                     "@ENOMEM@", str(ENOMEM)).replace("@EXTERN@", str(EXTERN_CODE)).replace(
+                     "@EKERNEL@", str(EKERNEL)),
                  "static const ember_aot_model_v1 ember_aot_model = {",
                  f"  EMBER_AOT_MODEL_ABI_VERSION, {len(self.args)}, {len(self.outs)}, "
                  f"{len(self.exprs)},",
@@ -528,6 +537,8 @@ static const char *ember_aot_message(int code) {
   if (code == @EXTERN@) return "a Python custom op failed, or the library was loaded without "
                                "Python (only ember.aot.load_package runs custom ops)";
   if (code == 0) return "success";
+  if (code == @EKERNEL@) return "a kernel found invalid input (an index out of range, a NaN "
+                                "into a dynamically quantized Linear) or ran out of memory";
   return "a kernel found invalid input (e.g. an index out of range)";
 }
 """

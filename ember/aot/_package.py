@@ -183,7 +183,9 @@ def aot_compile(gm: Any, args: tuple | None = None, kwargs: dict | None = None, 
     for fname, data in files.items():
         p = out / fname
         with open(p, "wb") as f:
-            f.write(memoryview(data).cast("B") if isinstance(data, np.ndarray) else data)
+            # bytes through uint8: memoryview cannot cast ml_dtypes' bfloat16 ('E')
+            f.write(memoryview(data.reshape(-1).view(np.uint8)) if isinstance(data, np.ndarray)
+                    else data)
         paths.append(str(p))
     return paths
 

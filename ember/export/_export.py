@@ -85,6 +85,7 @@ def _export(mod: Any, args: tuple, kwargs: dict | None = None, *, dynamic_shapes
     fake_inputs = _user_placeholders(graph, leaf_list, specs, syms, input_specs)
     fake_named = {k: _swap(v, fake_inputs) for k, v in named.items()}
     tracer = Tracer(graph, lifted, env)
+    tracer.attr_fqns = _constant_attrs(mod, lifted)
     if draft:
         from ember.export._draft import RealValues
         tracer.draft = RealValues(tracer, {
@@ -279,6 +280,21 @@ def _lift_state(mod: Any, graph: Graph) -> tuple:
     return lifted, specs, state_dict, constants
 
 
+def _constant_attrs(mod: Any, lifted: dict) -> dict:
+    """id(payload) -> FQN of every tensor held directly as a module attribute (not a parameter
+    or buffer), first name wins: a forward that reads one lifts it under that name
+    (``c_sub_w``, target ``sub.w``), as PyTorch's ``_gather_constant_attrs``; tensors in
+    tuples or made by the forward stay ``lifted_tensor_<n>``."""
+    out: dict = {}
+    if not hasattr(mod, "named_modules"):
+        return out
+    for mname, m in mod.named_modules(remove_duplicate=False):
+        for k, v in vars(m).items():
+            if isinstance(v, Tensor) and id(v._data) not in lifted:
+                out.setdefault(id(v._data), f"{mname}.{k}" if mname else k)
+    return out
+
+
 def _outputs(tracer: Tracer, out: Any, input_specs: list, constants: dict) -> tuple:
     """Output specs, output nodes (mutations first, as PyTorch orders them) and the
     structure of the user output."""
@@ -300,9 +316,9 @@ def _outputs(tracer: Tracer, out: Any, input_specs: list, constants: dict) -> tu
         specs.append(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None))
         nodes.append(node)
     for name, t in tracer.constants:
-        constants[name.removeprefix("c_")] = t
-        input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name),
-                                     name.removeprefix("c_")))
+        target = tracer.constant_targets.get(name, name.removeprefix("c_"))
+        constants[target] = t
+        input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(name), target))
     return specs, nodes, structure(out)
 
 

@@ -145,6 +145,9 @@ class Tracer:
 
     owner = None
     draft = None  # draft_export's RealValues
+    # id(ndarray) -> FQN of a plain tensor attribute of the exported module (not a parameter
+    # or buffer): lifted as a constant named after it, as PyTorch's _gather_constant_attrs
+    attr_fqns: dict = {}
 
     def __init__(self, graph: Graph, lifted: dict, env: Any = None) -> None:
         self.graph = graph
@@ -153,6 +156,7 @@ class Tracer:
         self.lifted = lifted
         self.placeholders: dict[int, Node] = {}   # id(ndarray) -> its placeholder (lifted)
         self.constants: list = []                 # (name, Tensor) lifted during the trace
+        self.constant_targets: dict = {}          # name -> target of a constant named by FQN
         self.keep: list = []                      # arrays whose ids are keys above
         self.written: dict[int, tuple] = {}       # id(Tensor) -> (tensor, original node)
         self.restore: list = []                   # (tensor, payload, version) to put back
@@ -195,9 +199,15 @@ class Tracer:
             return n
         info = self.lifted.get(key)
         if info is None:  # a tensor constant the forward made (or reads from elsewhere)
-            name = f"c_lifted_tensor_{len(self.constants)}"
+            fqn = self.attr_fqns.get(key)
+            if fqn is None:
+                k = sum(c is None or c.startswith("c_lifted_tensor_") for c, _ in self.constants)
+                name = f"c_lifted_tensor_{k}"
+            else:
+                name = "c_" + fqn.replace(".", "_")
+                self.constant_targets[name] = fqn
             self.constants.append((name, t))
-            info = (name, "CONSTANT_TENSOR", name.removeprefix("c_"), p)
+            info = (name, "CONSTANT_TENSOR", fqn or name.removeprefix("c_"), p)
             self.lifted[key] = info
         n = self.graph.placeholder(info[0])
         n.meta["val"] = fake_val(p.shape, t._dtype)

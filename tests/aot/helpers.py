@@ -46,6 +46,16 @@ class DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
+_NP_DL = {"float32": (2, 32), "float16": (2, 16), "bfloat16": (4, 16), "int64": (0, 64),
+          "int32": (0, 32), "bool": (6, 8)}
+
+
+def _dl_np(code, bits):
+    import ml_dtypes
+    name = next(k for k, v in _NP_DL.items() if v == (code, bits))
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
 class CRunner:
     """libember_aot loaded with ctypes: ``load`` gives (code, handle, last error)."""
 
@@ -76,13 +86,18 @@ class CRunner:
         return None if v is None else v.decode()
 
     def run(self, h, arrays):
-        """(code, outputs as float32 arrays or None) for float32 input arrays."""
+        """(code, outputs as NumPy arrays or None) for input arrays: float64 (and Python
+        floats) go in as float32; int64, int32, bool, float16 and bfloat16 (ml_dtypes) as
+        they are.  Outputs come back in their own dtypes (float32 for the float32 models)."""
         keep, ins = [], []
         for a in arrays:
-            a = np.ascontiguousarray(a, np.float32)
+            a = np.asarray(a)
+            if a.dtype.name not in _NP_DL:
+                a = a.astype(np.float32)
+            a = np.ascontiguousarray(a)
             shape = (ctypes.c_int64 * a.ndim)(*a.shape)
-            t = DLTensor(a.ctypes.data, DLDevice(1, 0), a.ndim, DLDataType(2, 32, 1), shape,
-                         None, 0)
+            t = DLTensor(a.ctypes.data, DLDevice(1, 0), a.ndim, DLDataType(*_NP_DL[a.dtype.name],
+                                                                           1), shape, None, 0)
             keep += [a, shape, t]
             ins.append(ctypes.pointer(t))
         n = ctypes.c_int64()
@@ -96,7 +111,8 @@ class CRunner:
         for k in range(n.value):
             t = outp[k].contents
             shape = tuple(t.shape[d] for d in range(t.ndim))
-            buf = (ctypes.c_float * int(np.prod(shape))).from_address(t.data)
-            outs.append(np.array(buf, np.float32).reshape(shape))
+            dtype = _dl_np(t.dtype.code, t.dtype.bits)
+            buf = (ctypes.c_uint8 * (int(np.prod(shape)) * dtype.itemsize)).from_address(t.data)
+            outs.append(np.frombuffer(bytes(buf), dtype).reshape(shape).copy())
             self.lib.ember_aot_free_output(outp[k])
         return 0, outs

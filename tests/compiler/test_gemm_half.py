@@ -150,6 +150,40 @@ def test_addmm_alpha_beta(build, dt):
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("geom", [(3, 16, 3, 1, 1, 1, 1, False), (8, 12, 3, 2, 0, 1, 2, True),
+                                  (4, 40, 5, 1, 2, 2, 1, False), (32, 8, 1, 1, 0, 1, 1, True)])
+def test_conv2d(build, dt, geom):
+    """A half conv2d: im2col into half columns and one half template GEMM per (sample,
+    group), no widened copies; without a bias one rounding, as torch's CPU conv; with a bias
+    ember (eager and compiled) rounds the convolution, then the sum, as its eager does."""
+    cin, cout, k, s, p, d, g, bias = geom
+    rng = np.random.default_rng(cin * 31 + cout)
+    ex, tx, nx = _pair(rng, (2, cin, 13, 11), dt)
+    ew, tw, nw = _pair(rng, (cout, cin // g, k, k), dt)
+    eb, tb, _ = _pair(rng, (cout,), dt)
+    kw = dict(stride=s, padding=p, dilation=d, groups=g)
+    got = _compile(lambda x, w, b: F.conv2d(x, w, b if bias else None, **kw))(ex, ew, eb)
+    assert got.dtype == getattr(ember, dt)
+    cg, gemms = _gemms()
+    code = "b" if dt == "bfloat16" else "h"
+    assert [gk.half for gk in gemms] == [(code, code)]
+    assert not any("to_float32" in kn.ops for kn in cg.program.kernels())   # no widening
+    want = torch.nn.functional.conv2d(tx, tw, tb if bias else None, **kw)
+    eps_dt = float(torch.finfo(want.dtype).eps)
+    eps32 = float(np.finfo(np.float32).eps)
+    w = want.float().numpy().astype(np.float64)
+    mag = torch.nn.functional.conv2d(torch.tensor(np.abs(nx)), torch.tensor(np.abs(nw)),
+                                     **kw).numpy()
+    kk = cin // g * k * k
+    # one rounding and float32's bound of a kk-term sum; a bias: the conv's own rounding
+    bound = eps_dt * np.abs(w) + 2 * (kk + 2) * eps32 * mag + (eps_dt * mag if bias else 0)
+    diff = np.abs(got.float().numpy().astype(np.float64) - w)
+    assert np.all(diff <= bound + 1e-30), float(np.max(diff - bound))
+    eager = F.conv2d(ex, ew, eb if bias else None, **kw).float().numpy()
+    assert np.all(np.abs(got.float().numpy() - eager) <= 2 * bound + 1e-30)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
 def test_autocast_weight_cast_fused(build, dt):
     """autocast inside ember.compile: the float32 weight is rounded while packed (no cast
     kernel for it), with the values of the cast."""

@@ -286,6 +286,42 @@ def test_nested_inputs_and_outputs():
         ep.module()((ember.randn(5, 2), ember.randn(4, 2)), {"w": ember.randn(5, 2)})
 
 
+def test_tensor_attributes_lift_under_their_fqn_as_torch():
+    """A plain tensor attribute (not a parameter or buffer) lifts as ``c_<fqn>`` with target
+    ``<fqn>``; one in a tuple or made by the forward as ``lifted_tensor_<k>`` (torch's
+    ``_gather_constant_attrs``): the signature and constants equal torch 2.13's."""
+    torch = pytest.importorskip("torch")
+
+    def build(lib, mod):
+        class S(mod.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = lib.ones(3) * 2
+
+            def forward(self, x):
+                return x * self.w + self.w.sum()
+
+        class M(mod.Module):
+            def __init__(self):
+                super().__init__()
+                self.sub, self.t = S(), (lib.ones(3),)
+
+            def forward(self, x):
+                return self.sub(x) + self.t[0] + lib.tensor([1.0, 2.0, 3.0])
+        return M()
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ep = export(build(ember, nn), (ember.tensor(x),))
+    tep = torch.export.export(build(torch, torch.nn), (torch.from_numpy(x),))
+    sig = [(s.kind.name, s.arg.name, s.target) for s in ep.graph_signature.input_specs]
+    tsig = [(s.kind.name, s.arg.name, s.target) for s in tep.graph_signature.input_specs]
+    assert sig == tsig
+    assert sig[0] == ("CONSTANT_TENSOR", "c_sub_w", "sub.w")
+    assert list(ep.constants) == list(tep.constants)
+    np.testing.assert_array_equal(ep.module()(ember.tensor(x)).numpy(),
+                                  tep.module()(torch.from_numpy(x)).numpy())
+
+
 def test_tensor_constants_are_lifted():
     class M(nn.Module):
         def forward(self, x):

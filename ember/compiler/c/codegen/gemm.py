@@ -83,6 +83,7 @@ _SMALL = "\n" + csrc("gemm_small.h.in")
 # B operands packed once per load (AOT packages): the slots, and the getter per tile width
 _PREPACK = "\n" + csrc("gemm_prepack.h.in")
 _PREPACK_GET = "\n" + csrc("gemm_prepack_get.h.in")
+_PREPACK_HALF = "\n" + csrc("gemm_prepack_half.h.in")   # the half products' getters
 # kernel bodies (lines, with /*@name@*/ lines standing for the blocks that ``_fill`` inserts)
 _TMPL_BODY = csrc("gemm_tmpl_body.c.in")     # the blocked loops around the micro-kernel
 _OMP_PIECES = csrc("gemm_omp_pieces.c.in")   # _pieces_with_epilogue
@@ -136,7 +137,7 @@ def gemm_prelude(program: Program) -> str:
     for k in kernels:
         t, s = k.out.ctype, _suffix(k)
         if k.half:
-            parts += _half_prelude(k, done)
+            parts += _half_prelude(k, done, 1 + max(x.prepack for x in kernels))
             continue
         if is_int(k):
             if s not in done:
@@ -203,9 +204,40 @@ def dp_capable(k: GemmKernel) -> bool:
     return bool(k.half) and all(c in "br" for c in k.half) and _half_tile(k)[1] % 16 == 0
 
 
-def _half_prelude(k: GemmKernel, done: set) -> list:
+def _half_pack_b(kind: str, mr: int, nr: int, sb: str) -> str:
+    """The name of a half product's B packing function (without the ``ember_`` prefix)."""
+    return {"amx": f"amxpack_b_32_{sb}", "dp": f"dpack_b_{nr}_{sb}",
+            "cvt": f"hpack_b_{nr}_{sb}"}[kind]
+
+
+def _half_prepack_getters(k: GemmKernel, done: set, nslots: int) -> list:
+    """The slots (once) and, per packing variant of ``k``, the getter of its B operand's
+    panels packed once per load (AOT packages, gemm_prepack_half.h.in)."""
+    parts = []
+    if "prepack" not in done:
+        done.add("prepack")
+        parts.append(_PREPACK.format(nslots=nslots))
+    mr, nr = _half_tile(k)
+    sb = k.half[1]
+    kinds = [("cvt", "1", "float")]
+    if dp_capable(k):
+        kinds += [("dp", "defined(__AVX512BF16__)", "uint16_t"),
+                  ("amx", "defined(__AMX_BF16__) && defined(__AMX_TILE__)", "uint16_t")]
+    for kind, guard, pt in kinds:
+        name = _half_pack_b(kind, mr, nr, sb)
+        if ("pph", name) not in done:
+            done.add(("pph", name))
+            parts.append(_PREPACK_HALF.replace("@PACK@", name).replace("@GUARD@", guard)
+                         .replace("@PT@", pt).replace("@TS@", _SRC_CTYPE[sb])
+                         .replace("@NR@", "32" if kind == "amx" else str(nr))
+                         .replace("@PACKFN@", "ember_" + name))
+    return parts
+
+
+def _half_prelude(k: GemmKernel, done: set, nslots: int = 0) -> list:
     """The C a half product's template needs: the conversions, the float micro-kernel, each
-    operand's packing functions (float panels, and bfloat16 pairs for AVX512-BF16)."""
+    operand's packing functions (float panels, and bfloat16 pairs for AVX512-BF16), and the
+    getters of packed-once B panels where ``k.prepack`` (AOT)."""
     mr, nr = _half_tile(k)
     parts = []
     if "half" not in done:
@@ -224,6 +256,8 @@ def _half_prelude(k: GemmKernel, done: set) -> list:
                 done.add(key)
                 parts.append(piece.replace("@MR@", str(mr)).replace("@NR@", str(nr))
                              .replace("@SRC@", src).replace("@TS@", _SRC_CTYPE[src]))
+    if k.prepack >= 0:
+        parts += _half_prepack_getters(k, done, nslots)
     return parts
 
 
@@ -392,8 +426,9 @@ def _half_template_body(k: GemmKernel) -> list:
     """The template over half operands: each operand converted while packed (float panels and
     the float32 FMA micro-kernel), or, where the build has AVX512-BF16 and both operands are
     bfloat16 values, packed as bfloat16 pairs for the ``vdpbf16ps`` micro-kernel (chosen by
-    the preprocessor, so one source serves every ``-march``).  No small-M path and no AOT
-    pre-packing: every product packs its operands."""
+    the preprocessor, so one source serves every ``-march``).  No small-M path.  In an AOT
+    package a B that is a package constant is packed once per load (``k.prepack``: the
+    getters of gemm_prepack_half.h.in), else every product packs its operands."""
     sa, sb = k.half
     epi = _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"]
 
@@ -404,14 +439,21 @@ def _half_template_body(k: GemmKernel) -> list:
         pt = "uint16_t" if dp else "float"
         kcp = {"cvt": "kc_", "dp": "((kc_ + 1) & ~(int64_t)1)",
                "amx": "((kc_ + 31) & ~(int64_t)31)"}[kind]
-        pre = [f"  const {pt} *pbpre_ = NULL;",
-               "  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
-               f"  {pt} *pas_ = ({pt} *)malloc(sizeof({pt}) * {mc * (_KC + 1)} * nth_);",
-               f"  {pt} *pb_ = ({pt} *)malloc(sizeof({pt}) * (size_t)(K_ + 32) * "
-               f"((N_ + {nr - 1}) / {nr} * {nr}));",
-               f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
-               "  if (pas_ == NULL || pb_ == NULL || rdy_ == NULL) {",
-               "    free(pas_); free(pb_); free(rdy_);", "    return;", "  }"]
+        npad = f"((N_ + {nr - 1}) / {nr} * {nr})"
+        if k.prepack >= 0:
+            pre = [f"  const {pt} *pbpre_ = ember_ppget_{_half_pack_b(kind, mr, nr, sb)}("
+                   f"{k.prepack}, {k.b.buf.name} + {k.b.offset}, {k.b.rs}, {k.b.cs}, K_, N_, "
+                   f"{_KC}, {npad});"]
+            done = ["  ember_pp_done(pbpre_);"]
+        else:
+            pre, done = [f"  const {pt} *pbpre_ = NULL;"], []
+        pre += ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
+                f"  {pt} *pas_ = ({pt} *)malloc(sizeof({pt}) * {mc * (_KC + 1)} * nth_);",
+                f"  {pt} *pb_ = pbpre_ ? NULL : ({pt} *)malloc(sizeof({pt}) * (size_t)(K_ + 32)"
+                f" * {npad});",
+                f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
+                "  if (pas_ == NULL || (pb_ == NULL && pbpre_ == NULL) || rdy_ == NULL) {",
+                "    free(pas_); free(pb_); free(rdy_);", *done, "    return;", "  }"]
         if kind == "amx":
             names = (f"ember_amxpack_a_32_{sa}", f"ember_amxsliver_32_{sb}",
                      "ember_amxmicro_32x32")
@@ -427,7 +469,7 @@ def _half_template_body(k: GemmKernel) -> list:
                                        acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                      {"epilogue": epi, "small": []})
         return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);",
-                                              "  free(rdy_);"]
+                                              "  free(rdy_);", *done]
 
     if not dp_capable(k):
         return variant("cvt")

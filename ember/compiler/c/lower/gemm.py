@@ -105,6 +105,8 @@ def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         why = _lower_half(lw, i, n, form, refs, out_dt)
         if why != "small":
             return why
+    if out_dt.np.name in _HALVES and form == "convolution":
+        return _lower_half_conv(lw, i, n, refs, out_dt)
     if any(r in lw.cast_sources for r in refs):
         _materialize_casts(lw, n)
     mats = [lw.in_memory(r) for r in refs]
@@ -147,7 +149,7 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
     x0 = lw.shape_of(refs[factors[0]])
     rows = x0[-2] if form != "linear" and len(x0) >= 2 else (
         numel(x0[:-1]) if len(x0) > 1 else 1)
-    if type(rows) is int and rows <= 4:
+    if type(rows) is int and rows <= 4 and _blas_small_path():
         return "small"
     codes = {}
     for j in factors:
@@ -166,6 +168,40 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
     before = len(seg.kernels)
     why = _lower_product(lw, i, n, form, mats, dtypes.float32,
                          half=(codes[factors[0]], codes[factors[1]]))
+    if why is None:
+        half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
+    else:
+        lw.stats.kernels -= len(seg.kernels) - before
+        del seg.kernels[before:]
+    return why
+
+
+def _blas_small_path() -> bool:
+    """Whether half products of a few static rows take the widening + BLAS path (BLAS's gemv
+    reads the widened weight once): only where there is a BLAS.  Without one (an AOT
+    package) they are half template GEMMs too, whose constant weight is packed once per load
+    instead of widened into a float32 copy on every call."""
+    from ember.compiler.c.build.runtime import load_blas
+    return load_blas() is not None
+
+
+def _lower_half_conv(lw: LoweringContext, i: int, n: Any, refs: list,
+                     out_dt: Any) -> str | None:
+    """A float16/bfloat16 convolution: im2col copies the half input's values into half
+    columns (half the bytes of float32 ones, no widened copy of the input), then one template
+    GEMM per (sample, group) packs the half weight and columns, converting as it packs
+    (``GemmKernel.half``; bfloat16 on AMX tiles where the CPU has them), float32
+    accumulation, one rounding to the dtype, as ``_lower_half``'s products."""
+    if any(r in lw.cast_sources for r in refs):
+        _materialize_casts(lw, n)
+    mats = [lw.in_memory(r) for r in refs]
+    if any(m is None for m in mats):
+        return "an operand is not in memory"
+    lw.close_group()
+    seg = lw.open_segment()
+    before = len(seg.kernels)
+    code = _HALF_CODE[out_dt.np.name]
+    why = _conv(lw, i, n, mats, dtypes.float32, grad=False, half=(code, code))
     if why is None:
         half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
     else:
@@ -215,7 +251,7 @@ def lower_cast(lw: LoweringContext, i: int, n: Any) -> str | None:
             return lower_pointwise(lw, i, n)
         x0 = tuple(use.specs[0][0])
         rows = numel(x0[:-1]) if use.op is OPS.linear else (x0[-2] if len(x0) >= 2 else 1)
-        if type(rows) is int and rows <= 4:
+        if type(rows) is int and rows <= 4 and _blas_small_path():
             return lower_pointwise(lw, i, n)
     v = lw.vals[src]
     lw.vals[ref] = MemoryValue(v.buf, v.geom, dt)   # read only through cast_sources
@@ -261,9 +297,12 @@ def _lower_product(lw: LoweringContext, i: int, n: Any, form: str, mats: list,
     return None
 
 
-def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) -> str | None:
+def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool,
+          half: tuple = ()) -> str | None:
     """convolution as eager computes it: im2col into ``(N, G, Cg*K, P)``, then one GEMM per
-    (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``."""
+    (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``.
+    With ``half`` (forward only): the columns in the input's half dtype, a half GEMM into a
+    float32 ``dt`` result."""
     x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
     dyn = not _static_geom(x.geom)  # runtime batch/spatial sizes (the input's, the gradient's)
@@ -297,7 +336,7 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
     cgk = (c // g) * kk
     lw.close_group()
     seg = lw.open_segment()
-    cols = lw.buffer(dt, (nb, c, kk, pp), "temp")
+    cols = lw.buffer(x.dtype if half else dt, (nb, c, kk, pp), "temp")
     name = lw.kernel_name()
     seg.kernels.append(Im2colKernel(name, x.buf, x.geom, cols, tuple(kern), tuple(p["stride"]),
                                     tuple(lo for lo, _ in p["padding"]), tuple(p["dilation"]),
@@ -321,7 +360,7 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool) 
                        w.geom.strides[0], 1)
         b = MatOperand(cols, 0, (s_mul(c * kk, pp), s_mul(cgk, pp)), pp, 1)
         seg.kernels.append(GemmKernel(kname, a, b, out, (nb, g), o // g, pp, cgk,
-                                      ["convolution"]))
+                                      ["convolution"], half=half))
         lw.stats.kernels += 2
     lw.bind(i, 0, out, Geometry.contiguous(out_shape), dt)
     log("fusion", f"{name}, {kname}: convolution as im2col + GEMM ({nb}x{g} products of "

@@ -42,9 +42,11 @@ def quantize_weight(weight: Tensor, qconfig: Any, op: str) -> QuantizedTensor:
 
 def _op_tensors(w: kern.PackedWeight, bias: np.ndarray | None) -> tuple:
     """The ``qlinear_dynamic`` operands of a packed weight, made once: (packed codes, column
-    sums, scales, bias), the last three padded to the packed width.  Plain tensors held in a
-    tuple (not buffers: the state dict keeps PyTorch's keys); a compiled graph reads them as
-    runtime arguments."""
+    sums, scales, bias), the last three padded to the packed width.  Plain tensor attributes
+    of ``LinearPackedParams`` (not buffers: the state dict keeps PyTorch's keys); a compiled
+    graph reads them as runtime arguments, ``ember.export`` lifts them as constants named
+    ``<fqn>._packed_params._packed_weight`` (``_packed_colsum``, ``_packed_scale``,
+    ``_packed_bias``), which an AOT package stores as its weights."""
     p = w.packed
     mp = p.colsum.shape[0]
     scale = np.zeros(mp, np.float32)
@@ -79,7 +81,12 @@ class LinearPackedParams(Module):
                                          else np.float32(s))
         self._bias_np = None if bias is None else \
             np.ascontiguousarray(bias.detach().numpy(), dtype=np.float32)
-        self._qargs = _op_tensors(self._packed, self._bias_np)
+        (self._packed_weight, self._packed_colsum, self._packed_scale,
+         self._packed_bias) = _op_tensors(self._packed, self._bias_np)
+
+    @property
+    def _qargs(self) -> tuple:
+        return self._packed_weight, self._packed_colsum, self._packed_scale, self._packed_bias
 
     def _weight_bias(self) -> tuple:
         return self._weight, self._bias
