@@ -232,11 +232,9 @@ class CompiledGraph:
         fast = self.__dict__.get("_fast")
         if fast is None:
             fast = self._fast = _fast_plan(self)
-        if fast is False:
-            return None
         try:
-            return BoundCall(self, fast, const, (_allocate, _empty, _rerun))
-        except ValueError:
+            return BoundCall(self, fast, const, (_allocate, _empty, _rerun)) if fast else None
+        except ValueError:  # a fixed input does not fit the prepared call
             return None
 
     def _call_general(self, arrays: list, scalars: list) -> list:

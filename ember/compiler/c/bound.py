@@ -28,7 +28,7 @@ import numpy as np
 
 from ember.errors import EmberRuntimeError
 
-ARENA_LIMIT = 64 << 20
+ARENA_LIMIT = 16 << 20
 """Persistent arenas of one bound call up to this many bytes in all (else per call)."""
 
 
