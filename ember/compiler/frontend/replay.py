@@ -48,9 +48,6 @@ from __future__ import annotations
 
 import threading
 import types
-from operator import add as _add
-from operator import attrgetter
-from operator import is_ as _is
 from typing import Any, Callable
 
 import numpy as np
@@ -92,9 +89,6 @@ _GM = _gm.STATE
 _MAX_ENTRIES = 64          # recorded entries kept per function (oldest dropped first)
 _MAX_RETRIES = 8           # recordings redone because the compiled entry had not lifted a number
 _MISSING = object()
-_TRAINING = attrgetter("training")
-_DATA = attrgetter("_data")
-_RG = attrgetter("_requires_grad")
 
 
 # ------------------------------------------------------------------------------ an entry
@@ -120,28 +114,6 @@ class _Entry:
         self.replay: _Replay | None = None
         self.retry = False           # not replayable this time, but a new recording may be
         self.reason = ""
-        self.fast: tuple | None = None   # ``flags`` and ``members`` as tuples (``freeze``)
-
-    def freeze(self) -> None:
-        """Keep the module and member guards as tuples that ``check`` compares in C-level
-        loops (``map``): a decode step's 75 parameters and 40 modules cost ~3 µs instead of
-        ~12.  Left as lists when a member dict is not a plain dict."""
-        ms, fl = self.members, self.flags
-        if any(type(m[0]) is not dict for m in ms):
-            return
-        held = [m for m in ms if m[3] is not None]
-        self.fast = (tuple(f[0] for f in fl), tuple(f[1] for f in fl),
-                     tuple(f[2] for f in fl), tuple(f[3] for f in fl), tuple(f[4] for f in fl),
-                     tuple(m[0] for m in ms), tuple(m[1] for m in ms), tuple(m[2] for m in ms),
-                     tuple(m[2] for m in held), tuple(m[3] for m in held),
-                     tuple(m[4] for m in held))
-
-    def _fast_ok(self) -> bool:
-        mods, flags, pres, posts, nhooks, ds, names, objs, held, arrs, rgs = self.fast
-        return all(map(_is, map(_TRAINING, mods), flags)) and \
-            tuple(map(_add, map(len, pres), map(len, posts))) == nhooks and \
-            all(map(_is, map(dict.get, ds, names), objs)) and \
-            all(map(_is, map(_DATA, held), arrs)) and all(map(_is, map(_RG, held), rgs))
 
     def check(self, leaves: list) -> list | None:
         """The guards; on success the tensors the replay reads: the arguments' tensors, then
@@ -149,18 +121,14 @@ class _Entry:
         if _GM.grad_enabled is not self.grad or _GM.inference is not self.inference \
                 or _dt._default_dtype is not self.default_dtype:
             return None
-        if self.fast is not None:
-            if not self._fast_ok():
+        for m, flag, pre, post, nhooks in self.flags:
+            if m.training is not flag or len(pre) + len(post) != nhooks:
                 return None
-        else:
-            for m, flag, pre, post, nhooks in self.flags:
-                if m.training is not flag or len(pre) + len(post) != nhooks:
-                    return None
-            for d, name, obj, arr, rg in self.members:
-                if d.get(name) is not obj:
-                    return None
-                if arr is not None and (obj._data is not arr or obj._requires_grad is not rg):
-                    return None
+        for d, name, obj, arr, rg in self.members:
+            if d.get(name) is not obj:
+                return None
+            if arr is not None and (obj._data is not arr or obj._requires_grad is not rg):
+                return None
         for d, name, obj in self.names:
             if d.get(name) is not obj:
                 return None
@@ -507,7 +475,6 @@ class ReplayFunction(CompiledFunction):
             e.reason = self.why_not = str(err)
         else:
             self.why_not = ""
-        e.freeze()
         lst = self._entries.setdefault(key, [])
         lst.insert(0, e)
         if sum(len(v) for v in self._entries.values()) > _MAX_ENTRIES:
