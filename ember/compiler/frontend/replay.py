@@ -26,8 +26,9 @@ corrections) are recomputed before each replay from the functions the optimizer 
 A later call whose guards pass skips Python: it runs the cached graph on the new argument arrays
 (through the backend's call prepared once with the held arrays fixed, when it offers one:
 ``CompiledGraph.bind``, ``ember/compiler/c/bound.py``), applies the write-backs, sets the
-holders' grads and wraps the outputs in fresh tensors (without autograd history).  Guards that fail run the normal compiled path and record again.  A function
-that breaks its graph falls back to normal compiled calls for good.  Replay is refused (the call
+holders' grads and wraps the outputs in fresh tensors (without autograd history).  Guards
+that fail run the normal compiled path and record again.  A function that breaks its graph
+falls back to normal compiled calls for good.  Replay is refused (the call
 runs the normal path) when a tensor that outlives the call carries an autograd graph no backward
 of the call consumed, when a tensor made during the call outlives it without being returned or a
 ``.grad``, when backward gives a grad to a tensor the guards do not hold or runs a hook, when an
