@@ -10,7 +10,8 @@ the same decode step written with torch (``torch_decode_step`` below: ``index_co
 mask from the position).
 
 One generation = ``--tokens`` decode calls (default 256: a 1-token prompt and 255 greedy new
-tokens), batch 1, each call one compiled function followed by an eager ``argmax``: ember's
+tokens), batch 1, each call one compiled function followed by an eager ``argmax`` (with
+``--argmax-in-step`` the argmax is compiled into the step, in both libraries): ember's
 ``CharGPT.compiled_decode_step()`` in ``mode="reduce-overhead"`` (the first call records, later
 calls replay the graph: one C call, no Python of the step) and in the default mode (the step's
 Python runs on lazy tensors every call; timed under ``set_stance("fail_on_recompile")``, so a
@@ -20,7 +21,8 @@ Before timing, the two libraries' token sequences are compared (greedy; random i
 give near-uniform logits, so an argmax can differ at a near-tie: the count of equal tokens is
 printed).  ``--profile`` runs cProfile over one ember generation and splits the time
 per call into the C entry (``runtime.py`` ``__call__``) and the Python around it (recording the
-ops, capture, guards, realize).
+ops, capture, guards, realize).  ``--split`` does that split for the replayed step without a
+profiler (thread CPU time around each C entry call; use ``--threads 1``).
 """
 
 from __future__ import annotations
@@ -72,12 +74,30 @@ def torch_decode_step(tm: TorchCharGPT, tok: torch.Tensor, pos: torch.Tensor, ks
     return TF.linear(tm.ln(x), tm.tok.weight)[:, -1]
 
 
+def torch_greedy_step(tm: TorchCharGPT, tok: torch.Tensor, pos: torch.Tensor, ks: list,
+                      vs: list, positions: torch.Tensor) -> torch.Tensor:
+    """``torch_decode_step`` and its greedy ``argmax`` in one function (``--argmax-in-step``)."""
+    return torch_decode_step(tm, tok, pos, ks, vs, positions).argmax(-1, keepdim=True)
+
+
+def ember_greedy_step(m: demo.CharGPT, mode: str | None):
+    """``m.decode_step`` and its greedy ``argmax`` compiled as one function."""
+    def greedy(tok, pos, keys, values):
+        return m.decode_step(tok, pos, keys, values).argmax(-1, keepdim=True)
+    return ember.compile(greedy, mode=mode)
+
+
+_FUSED = [False]   # --argmax-in-step: the steps return the next token
+
+
 def ember_generate(m: demo.CharGPT, step, first: int, n: int) -> list:
     cache = demo.KVCache(m, 1)
     tok = ember.tensor([[first]])
     out = [first]
     for p in range(n - 1):
-        tok = step(tok, ember.tensor(p), cache.k, cache.v).argmax(-1, keepdim=True)
+        tok = step(tok, ember.tensor(p), cache.k, cache.v)
+        if not _FUSED[0]:
+            tok = tok.argmax(-1, keepdim=True)
         out.append(tok)
     return [int(t) if isinstance(t, int) else int(t.item()) for t in out]
 
@@ -91,7 +111,9 @@ def torch_generate(tm: TorchCharGPT, step, first: int, n: int) -> list:
     out = [first]
     with torch.no_grad():
         for p in range(n - 1):
-            tok = step(tm, tok, torch.tensor(p), ks, vs, positions).argmax(-1, keepdim=True)
+            tok = step(tm, tok, torch.tensor(p), ks, vs, positions)
+            if not _FUSED[0]:
+                tok = tok.argmax(-1, keepdim=True)
             out.append(tok)
     return [int(t) if isinstance(t, int) else int(t.item()) for t in out]
 
@@ -113,6 +135,38 @@ def profile(m: demo.CharGPT, step, n: int, label: str) -> None:
     st.sort_stats("tottime").print_stats(12)
 
 
+def split(m: demo.CharGPT, step, n: int, rounds: int) -> None:
+    """Thread CPU time per token of the replayed step, split into the C entry (every
+    ``Entry.__call__``, timed around the call) and the Python around it (the replay's guards
+    and arguments, the outputs, the loop's ``argmax`` and ``ember.tensor(p)``); medians of
+    ``rounds`` generations, without a profiler's overhead."""
+    from ember.compiler.c.build import runtime
+    spent = [0.0]
+    orig = runtime.Entry.__call__
+
+    def timed_entry(self, *args, **kwargs):
+        s = time.thread_time()
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            spent[0] += time.thread_time() - s
+    runtime.Entry.__call__ = timed_entry
+    tot, cs = [], []
+    try:
+        for _ in range(rounds):
+            spent[0] = 0.0
+            s = time.thread_time()
+            ember_generate(m, step, 1, n)
+            tot.append((time.thread_time() - s) / (n - 1))
+            cs.append(spent[0] / (n - 1))
+    finally:
+        runtime.Entry.__call__ = orig
+    py = [t - c for t, c in zip(tot, cs)]
+    print(f"\nper token (thread CPU time, medians of {rounds}): total "
+          f"{fmt_time(statistics.median(tot))}, C entry {fmt_time(statistics.median(cs))}, "
+          f"Python around it {fmt_time(statistics.median(py))} (best: {fmt_time(min(py))})")
+
+
 _CLOCK = [time.perf_counter]
 
 
@@ -129,6 +183,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--argmax-in-step", action="store_true",
+                    help="compile the greedy argmax into the step (both libraries) instead of "
+                         "running it eagerly after each call")
+    ap.add_argument("--split", action="store_true",
+                    help="also time the reduce-overhead step's C entry apart from the Python "
+                         "around it (thread CPU time; meaningful with --threads 1)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time.process_time instead of wall time (CPU time of all threads: "
                          "less sensitive to other jobs on a loaded machine)")
@@ -144,9 +204,15 @@ def main() -> None:
     em = demo.CharGPT(vocab, block=BLOCK, d=D, layers=LAYERS, heads=HEADS).eval()
     tm = TorchCharGPT(vocab, BLOCK, D, LAYERS, HEADS).eval()
     copy_weights(em, tm)
-    steps = {"ember compiled (C), reduce-overhead": em.compiled_decode_step(),
-             "ember compiled (C), default mode": em.compiled_decode_step(mode=None)}
-    tstep = torch.compile(torch_decode_step)
+    _FUSED[0] = a.argmax_in_step
+    if a.argmax_in_step:
+        steps = {"ember compiled (C), reduce-overhead": ember_greedy_step(em, "reduce-overhead"),
+                 "ember compiled (C), default mode": ember_greedy_step(em, None)}
+        tstep = torch.compile(torch_greedy_step)
+    else:
+        steps = {"ember compiled (C), reduce-overhead": em.compiled_decode_step(),
+                 "ember compiled (C), default mode": em.compiled_decode_step(mode=None)}
+        tstep = torch.compile(torch_decode_step)
     tokens = {}
     for name, step in steps.items():
         t = timed(lambda s=step, n=name: tokens.setdefault(n, ember_generate(em, s, 1, a.tokens)))
@@ -178,6 +244,8 @@ def main() -> None:
               f"{m / med['torch.compile']:.2f} |")
     print("rounds (s): " + "; ".join(f"{k}: {[round(x, 3) for x in v]}"
                                      for k, v in times.items()))
+    if a.split:
+        split(em, ro, a.tokens, a.rounds)
     if a.profile:
         for name, step in steps.items():
             profile(em, step, a.tokens, name)

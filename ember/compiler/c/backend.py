@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ember.compiler.c import inplace
+from ember.compiler.c.bound import BoundCall
 from ember.compiler.c.build import autotune, runtime, toolchain
 from ember.compiler.c.codegen import flex as flex_codegen
 from ember.compiler.c.codegen.unit import PRELUDE, generate
@@ -224,6 +225,17 @@ class CompiledGraph:
             if got is not None:
                 return got
         return self._call_general(arrays, scalars)
+
+    def bind(self, const: dict) -> BoundCall | None:
+        """The call prepared with the inputs ``const`` ({input index: array}) fixed
+        (``bound.py``), or None when the graph is not one C entry with static buffers."""
+        fast = self.__dict__.get("_fast")
+        if fast is None:
+            fast = self._fast = _fast_plan(self)
+        try:
+            return BoundCall(self, fast, const, (_allocate, _empty, _rerun)) if fast else None
+        except ValueError:  # a fixed input does not fit the prepared call
+            return None
 
     def _call_general(self, arrays: list, scalars: list) -> list:
         ints = [0] * self._n_ints

@@ -49,7 +49,11 @@ def _walk(x: Any, key: list, leaves: list, mods: list) -> bool:
     elif isinstance(x, (tuple, list)):   # subclasses too (Size, named tuples): only read
         key.append((t, len(x)))
         for y in x:
-            if not _walk(y, key, leaves, mods):
+            if isinstance(y, Tensor):  # inline: a replay walks its arguments at every call
+                d = y._data
+                key.append((type(y), d.shape, d.strides, y._dtype, y._requires_grad))
+                leaves.append(y)
+            elif not _walk(y, key, leaves, mods):
                 return False
     elif t is dict:
         key.append((dict, tuple(x)))

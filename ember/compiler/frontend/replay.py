@@ -23,10 +23,12 @@ runs as the recording left it; numbers an optimizer derives from its step counte
 corrections) are recomputed before each replay from the functions the optimizer registered
 (``_lazy.STATE.recorder``, which also hears which autograd nodes ran and which leaves got a grad).
 
-A later call whose guards pass skips Python: it runs the cached graph on the new argument arrays,
-applies the write-backs, sets the holders' grads and wraps the outputs in fresh tensors (without
-autograd history).  Guards that fail run the normal compiled path and record again.  A function
-that breaks its graph falls back to normal compiled calls for good.  Replay is refused (the call
+A later call whose guards pass skips Python: it runs the cached graph on the new argument arrays
+(through the backend's call prepared once with the held arrays fixed, when it offers one:
+``CompiledGraph.bind``, ``ember/compiler/c/bound.py``), applies the write-backs, sets the
+holders' grads and wraps the outputs in fresh tensors (without autograd history).  Guards
+that fail run the normal compiled path and record again.  A function that breaks its graph
+falls back to normal compiled calls for good.  Replay is refused (the call
 runs the normal path) when a tensor that outlives the call carries an autograd graph no backward
 of the call consumed, when a tensor made during the call outlives it without being returned or a
 ``.grad``, when backward gives a grad to a tensor the guards do not hold or runs a hook, when an
@@ -154,11 +156,14 @@ class _Entry:
                         or a.dtype != st[2]:
                     return None
                 leaves.append(g)
-        if len(leaves) > 1 and _alias_pattern(leaves) != self.alias:
-            return None
-        if self.const_roots:
-            roots = self.const_roots
-            if tuple(id(_root(t._data)) in roots for t in leaves) != self.const_alias:
+        if len(leaves) > 1 or self.const_roots:
+            ids = [id(_root(t._data)) for t in leaves]
+            if len(leaves) > 1:
+                first: dict = {}
+                if tuple(first.setdefault(r, i) for i, r in enumerate(ids)) != self.alias:
+                    return None
+            if self.const_roots and \
+                    tuple(map(self.const_roots.__contains__, ids)) != self.const_alias:
                 return None
         for i, shape, dtype, off in self.root_checks:
             a = leaves[i]._data
@@ -245,12 +250,24 @@ class _Replay:
         self.views = views           # (leaf, k, shape, strides, offset, dtype, base leaf, bdtype)
         self.nleaves = nleaves
         self.owners = sorted({v[1] for v in views})  # outputs that views are rebuilt over
+        self.bound: Any = None       # the C call prepared with the fixed inputs (first run)
+        self.var_sources: tuple = ()  # the sources of the bound call's variable inputs
+
+    def _bind(self) -> Any:
+        """``fn.bind`` (``ember/compiler/c/bound.py``) with the inputs held by identity (kind
+        2: parameters, buffers, globals; the guards check they still hold those arrays)
+        fixed; False when the backend has no such call."""
+        bind = getattr(self.fn, "bind", None) if self.arrays_mode else None
+        bound = bind({k: a for k, (kind, a) in enumerate(self.sources) if kind == 2}) \
+            if bind is not None else None
+        if bound is None:
+            return False
+        self.var_sources = tuple(self.sources[k] for k in bound.var_inputs)
+        return bound
 
     def run(self, leaves: list, nargs: int) -> Any:
         """Replay on ``leaves`` (the argument tensors, the first ``nargs``, then the holders'
         ``.grad`` tensors, as ``_Entry.check`` returned them)."""
-        arrays = [leaves[i]._data if kind == 0 else (_root(leaves[i]._data) if kind == 1 else i)
-                  for kind, i in self.sources]
         scalars = self.scalars
         if self.recipes:
             scalars = list(scalars)
@@ -259,12 +276,18 @@ class _Replay:
                 for j, where in slots:
                     for pos in where:
                         scalars[pos] = vals[j]
-        if not self.out_np:
-            res: list = []
-        elif self.arrays_mode:
-            res = self.fn(arrays, scalars)
+        bound = self.bound
+        if bound is None and self.out_np:
+            bound = self.bound = self._bind()
+        res = bound([leaves[i]._data if kind == 0 else _root(leaves[i]._data)
+                     for kind, i in self.var_sources], scalars) if bound else None
+        if res is not None or not self.out_np:
+            res = res or []
         else:
-            res = _call_tensors(self.fn, arrays, scalars)
+            arrays = [leaves[i]._data if kind == 0 else
+                      (_root(leaves[i]._data) if kind == 1 else i) for kind, i in self.sources]
+            res = self.fn(arrays, scalars) if self.arrays_mode else \
+                _call_tensors(self.fn, arrays, scalars)
         res = [r if r.__class__ is np.ndarray and r.dtype == dt else _as_array(r, dt)
                for r, dt in zip(res, self.out_np)]
         for k in self.owners:  # as Trace.realize makes them
