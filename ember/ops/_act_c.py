@@ -5,9 +5,9 @@ NumPy runs GELU's erf-based Phi as ~20 passes over memory (130-220 ms for 2^24 f
 the element is loaded (float16 by ``vcvtph2ps``, bfloat16 by a shift, in blocks of 128), the
 float32 math runs in vector registers and the result is rounded once (PyTorch's per-op
 rounding for reduced floats).  The C source is the C backend's prelude (``ember_prelude.h``,
-read as text: ``ember_normal_cdff``, ``ember_expf``) plus ``half_block.h``, so eager GELU and
-softmax give the compiled kernels' bits.  Work is split over ember's threads (ctypes releases
-the GIL).  Every function returns None where it does not apply (another dtype, a strided
+read as text: ``ember_normal_cdff``, ``ember_expf``) plus ``half_block.h`` and ``row_exp.h``
+(softmax's exp pass), so eager GELU and softmax give the compiled kernels' bits.  Work is
+split over ember's threads (ctypes releases the GIL).  Every function returns None where it does not apply (another dtype, a strided
 array, no C compiler, ``EMBER_EAGER_C=0``) and the caller keeps its NumPy path.
 
 >>> import numpy as np
@@ -38,7 +38,7 @@ for _s in ("f16", "bf16"):
                                                    ctypes.c_float, _I, ctypes.c_int])
 
 SOURCE = (_native.compiler_csrc("ember_prelude.h") + _native.compiler_csrc("half_block.h")
-          + _native.csrc("act_eager.c"))
+          + _native.compiler_csrc("row_exp.h") + _native.csrc("act_eager.c"))
 _NATIVE = _native.Native("act", SOURCE, _SYMBOLS, flags=_native.wide_vectors())
 set_enabled = _NATIVE.set_enabled
 _NAMES = {np.dtype(np.float32).num: "f32", np.dtype(np.float16).num: "f16",

@@ -1,11 +1,12 @@
 /* Eager GELU (erf form), last-dim softmax and float16/bfloat16 arithmetic in one pass
    (ember/ops/_act_c.py).  Built after the C backend's prelude (ember_prelude.h: ember_expf,
-   ember_normal_cdff, the float16/bfloat16 scalar conversions) and half_block.h (block
-   conversions in vector registers), so eager and compiled code run the same float math:
+   ember_normal_cdff, the float16/bfloat16 scalar conversions), half_block.h (block
+   conversions in vector registers) and row_exp.h (softmax's exp pass), so eager and compiled
+   code run the same float math:
    - gelu: x * Phi(x) with the prelude's Phi (the compiled template's expression), float32 in
      and out, or float16/bfloat16 loaded in blocks of EMBER_HB, computed in float and rounded
      once (PyTorch's CPU kernels compute reduced floats in float32 and round once);
-   - softmax over rows of C: max, exp(x - m) summed in double lanes, e / (float)sum, as the
+   - softmax over rows of C: max, exp(x - m) and its sum (row_exp.h), e * (1 / sum), as the
      compiled row kernel (codegen/unit.py _row_kernel); half rows are converted once into a
      float row, rounded once at the end;
    - half add/sub/mul/div: both operands loaded in blocks, the float32 operation, one rounding
@@ -35,8 +36,8 @@ EMBER_HALF_GELU(f16)
 EMBER_HALF_GELU(bf16)
 
 /* softmax of one float row x into y (y may be x), the compiled row kernel's loops and order:
-   a NaN-propagating max in 16 lanes, exp(x - m) summed in 16 double lanes (the tail into lane
-   0, then the lanes in order), then division by the float sum */
+   a NaN-propagating max in 16 lanes, then row_exp.h's exp(x - m) pass (its sum) and the
+   multiplication by the reciprocal of the sum */
 #define EMBER_MAXP(a, m) ((((a) > (m)) | ((a) != (a))) ? (a) : (m))
 static void ember_softmax_row(float *y, const float *x, int64_t C) {
     float ml[EMBER_LANES];
@@ -49,26 +50,7 @@ static void ember_softmax_row(float *y, const float *x, int64_t C) {
     for (int64_t c = cb; c < C; c++) ml[0] = EMBER_MAXP(x[c], ml[0]);
     float m = ml[0];
     for (int l = 1; l < EMBER_LANES; l++) m = EMBER_MAXP(ml[l], m);
-    double sl[EMBER_LANES];
-    for (int l = 0; l < EMBER_LANES; l++) sl[l] = 0.0;
-    for (cb = 0; cb + EMBER_LANES <= C; cb += EMBER_LANES) {
-        _Pragma("GCC unroll 1")
-        _Pragma("GCC ivdep")
-        for (int64_t l = 0; l < EMBER_LANES; l++) {
-            const float e = ember_expf(x[cb + l] - m);
-            y[cb + l] = e;
-            sl[l] = sl[l] + (double)e;
-        }
-    }
-    for (int64_t c = cb; c < C; c++) {
-        const float e = ember_expf(x[c] - m);
-        y[c] = e;
-        sl[0] = sl[0] + (double)e;
-    }
-    double s = sl[0];
-    for (int l = 1; l < EMBER_LANES; l++) s = s + sl[l];
-    const float st = (float)s;
-    for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;
+    ember_row_scale(y, ember_row_expsum(y, x, m, C, NULL, 4), C);
 }
 
 void ember_eager_softmax_f32(float *restrict y, const float *restrict x, int64_t rows,
@@ -76,15 +58,15 @@ void ember_eager_softmax_f32(float *restrict y, const float *restrict x, int64_t
     for (int64_t r = 0; r < rows; r++) ember_softmax_row(y + r * C, x + r * C, C);
 }
 
-/* half rows: w is a float scratch of 2 C values (the caller's, per thread): the row as floats,
-   then its softmax (in place, gcc's versioning for the aliasing cost ~25%) */
+/* half rows: w is a float scratch of 2 C values (the caller's, per thread; the first C are
+   used): the row as floats, its softmax in place, rounded once */
 #define EMBER_HALF_SOFTMAX(sfx)                                                           \
 void ember_eager_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,          \
                                int64_t rows, int64_t C, float *restrict w) {               \
     for (int64_t r = 0; r < rows; r++) {                                                  \
         ember_##sfx##_load_n(w, x + r * C, C);                                            \
-        ember_softmax_row(w + C, w, C);                                                   \
-        ember_##sfx##_store_n(y + r * C, w + C, C);                                       \
+        ember_softmax_row(w, w, C);                                                       \
+        ember_##sfx##_store_n(y + r * C, w, C);                                           \
     }                                                                                     \
 }
 EMBER_HALF_SOFTMAX(f16)

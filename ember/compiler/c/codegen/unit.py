@@ -26,6 +26,7 @@ from ember.compiler.c.codegen import (
     qlinear,
     resample,
     rnn,
+    row_exp,
     sort,
     stream,
 )
@@ -105,6 +106,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
         slots += len(seg.kernels)
     if prelude and any("ember_stream_store(" in f[0] for f in funcs.values()):
         parts.insert(2, stream.HELPERS)
+    if prelude and any(row_exp.uses(f[0]) for f in funcs.values()):
+        parts.insert(2, row_exp.HEADER)
     return "\n".join(parts)
 
 
@@ -611,8 +614,15 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body.append(f"  const int pf_ = r + 1 < R{fits};")  # (see next_row_prefetch)
         head = tuple(f"if (pf_) __builtin_prefetch(x + C + c_b + {off // size}, 0, 3);"
                      for off in range(0, LANES * size, 64))
+    pf = row_exp.prefetch_arg(k, fits)   # float rows: csrc/row_exp.h (codegen/row_exp.py)
     if blocked:
-        body += half.row_tail(k.op, sfx, t, total, head, lane_loop, round_expr(k.dst.dtype, "{0}"))
+        body += half.row_tail(k.op, sfx, pf, size, round_expr(k.dst.dtype, "{0}"))
+    elif t == "float" and k.op == "softmax" and not lowp:
+        body += row_exp.softmax_tail("y", "x", pf, size)
+    elif t == "float" and not lowp:
+        body += row_exp.logsumexp_sum("x", pf, size)
+        body += ["  const float ls = ember_log(s);",
+                 "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;"]
     elif k.op == "softmax" and not lowp:
         body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
                           total, "  ", head=head, ivdep=True)
