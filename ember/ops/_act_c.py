@@ -7,8 +7,9 @@ float32 math runs in vector registers and the result is rounded once (PyTorch's 
 rounding for reduced floats).  The C source is the C backend's prelude (``ember_prelude.h``,
 read as text: ``ember_normal_cdff``, ``ember_expf``) plus ``half_block.h`` and ``row_exp.h``
 (softmax's exp pass), so eager GELU and softmax give the compiled kernels' bits.  Work is
-split over ember's threads (ctypes releases the GIL).  Every function returns None where it does not apply (another dtype, a strided
-array, no C compiler, ``EMBER_EAGER_C=0``) and the caller keeps its NumPy path.
+split over ember's threads (ctypes releases the GIL).  Every function returns None where it
+does not apply (another dtype, a strided array, no C compiler, ``EMBER_EAGER_C=0``) and the
+caller keeps its NumPy path.
 
 >>> import numpy as np
 >>> y = gelu(np.zeros(3, np.float32))
