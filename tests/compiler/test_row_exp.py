@@ -40,6 +40,7 @@ float expsum(float *y, const float *x, float m, int64_t C) {
 float expsum_pf(float *y, const float *x, float m, int64_t C) {
     return ember_row_expsum(y, x, m, C, (const char *)(x + C), 4);
 }
+float rowmax(const float *x, int64_t C) { return ember_row_max(x, C); }
 """
 _P, _F, _I = ctypes.c_void_p, ctypes.c_float, ctypes.c_int64
 _LIBS: dict = {}
@@ -53,6 +54,7 @@ def _lib(path: str, load: bool = True):
             for name in ("expsum", "expsum_pf"):
                 fn = getattr(_LIBS[key], name)
                 fn.argtypes, fn.restype = [_P, _P, _F, _I], _F
+            _LIBS[key].rowmax.argtypes, _LIBS[key].rowmax.restype = [_P, _I], _F
     return _LIBS[key]
 
 
@@ -116,6 +118,22 @@ def test_sum_tails_in_place_and_sum_only(path: str) -> None:
         inplace = x.copy()
         assert _expsum(lib, inplace, m, inplace) == s
         np.testing.assert_array_equal(inplace, pad[:C])
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_row_max(path: str) -> None:
+    """The max of every row length (the vector blocks' tails), -inf rows; a NaN row may give
+    any m (its outputs are NaN through the sum), the others torch's max exactly."""
+    lib = _runnable(path)
+    rng = np.random.default_rng(4)
+    for C in [*range(1, 70), 127, 1024, 1031]:
+        x = (rng.standard_normal(C) * 100).astype(np.float32)
+        pad = np.concatenate([x, np.full(16, 1e30, np.float32)])   # past C: never read
+        assert lib.rowmax(pad.ctypes.data, C) == torch.from_numpy(x).max().item()
+    x = np.full(37, -np.inf, np.float32)
+    assert lib.rowmax(x.ctypes.data, 37) == -np.inf
+    x[36] = np.inf
+    assert lib.rowmax(x.ctypes.data, 37) == np.inf
 
 
 def test_avx2_and_avx512_agree() -> None:

@@ -14,7 +14,6 @@
    Everything is branch-free in its inner loops, so gcc vectorizes it for the host's ISA
    (-march=native: AVX-512 or AVX2/F16C; tests build it for x86-64-v3 and x86-64-v4). */
 
-#define EMBER_LANES 16
 
 static inline float ember_gelu1(float x) { return ember_gelu_erff(x); }
 
@@ -35,21 +34,10 @@ void ember_eager_gelu_##sfx(uint16_t *restrict y, const uint16_t *restrict x, in
 EMBER_HALF_GELU(f16)
 EMBER_HALF_GELU(bf16)
 
-/* softmax of one float row x into y (y may be x), the compiled row kernel's loops and order:
-   a NaN-propagating max in 16 lanes, then row_exp.h's exp(x - m) pass (its sum) and the
-   multiplication by the reciprocal of the sum */
-#define EMBER_MAXP(a, m) ((((a) > (m)) | ((a) != (a))) ? (a) : (m))
+/* softmax of one float row x into y (y may be x), the compiled row kernel's helpers
+   (row_exp.h): the max, exp(x - m) and its sum, the multiplication by 1 / sum */
 static void ember_softmax_row(float *y, const float *x, int64_t C) {
-    float ml[EMBER_LANES];
-    for (int l = 0; l < EMBER_LANES; l++) ml[l] = -INFINITY;
-    int64_t cb = 0;
-    for (; cb + EMBER_LANES <= C; cb += EMBER_LANES) {
-        _Pragma("GCC unroll 1")
-        for (int64_t l = 0; l < EMBER_LANES; l++) ml[l] = EMBER_MAXP(x[cb + l], ml[l]);
-    }
-    for (int64_t c = cb; c < C; c++) ml[0] = EMBER_MAXP(x[c], ml[0]);
-    float m = ml[0];
-    for (int l = 1; l < EMBER_LANES; l++) m = EMBER_MAXP(ml[l], m);
+    const float m = ember_row_max(x, C);
     ember_row_scale(y, ember_row_expsum(y, x, m, C, NULL, 4), C);
 }
 

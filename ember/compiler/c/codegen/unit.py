@@ -565,7 +565,9 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
              "  (void)ints; (void)floats;"]
     lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
     # a large output: each row is computed in a stack row, then streamed (codegen/stream.py)
-    streamed = not k.prologue and not lowp and type(k.rows) is int and \
+    # (float16/bfloat16 rows stream when converted once into a float row: the block store
+    # of the output goes to the stack row, codegen/half.py)
+    streamed = not k.prologue and (not lowp or half.row_blocked(k)) and type(k.rows) is int and \
         type(k.cols) is int and k.cols * k.dst.dtype.np.itemsize <= stream.ROW_MAX_BYTES and \
         stream.streams(k.rows * k.cols * k.dst.dtype.np.itemsize)
     closed: list = []
@@ -605,7 +607,10 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         sfx = "f16" if k.dst.dtype.np.name == "float16" else "bf16"
         body += [f"  float xf_[{k.cols}];", f"  ember_{sfx}_load_n(xf_, x, C);"]
         xv = "xf_[c]"
-    body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
+    if t == "float" and (blocked or not lowp):   # float rows: csrc/row_exp.h
+        body.append(f"  const float m = ember_row_max({'xf_' if blocked else 'x'}, C);")
+    else:
+        body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
     total = [("s", "double", "sum", "0.0", "(double)e")]
     head: tuple = ()
     size = k.dst.dtype.np.itemsize
@@ -614,7 +619,7 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body.append(f"  const int pf_ = r + 1 < R{fits};")  # (see next_row_prefetch)
         head = tuple(f"if (pf_) __builtin_prefetch(x + C + c_b + {off // size}, 0, 3);"
                      for off in range(0, LANES * size, 64))
-    pf = row_exp.prefetch_arg(k, fits)   # float rows: csrc/row_exp.h (codegen/row_exp.py)
+    pf = row_exp.prefetch_arg(k, fits)   # (codegen/row_exp.py)
     if blocked:
         body += half.row_tail(k.op, sfx, pf, size, round_expr(k.dst.dtype, "{0}"))
     elif t == "float" and k.op == "softmax" and not lowp:

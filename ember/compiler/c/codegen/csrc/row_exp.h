@@ -24,6 +24,7 @@
 #ifndef EMBER_ROW_EXP_H
 #define EMBER_ROW_EXP_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -216,10 +217,65 @@ static inline float ember_row_expsum(float *y, const float *x, float m, int64_t 
 }
 #endif
 
+/* The row's max for softmax/log_softmax, in 4 independent vector chains (one chain is bound by
+   the compare-and-blend latency: ~6 cycles a vector).  It need not propagate NaN: a NaN
+   column makes exp(x - m) and so the row's sum NaN, and every output with it (softmax
+   scales by 1 / sum, log_softmax subtracts log(sum)), whatever m is.  Exact, so every path
+   and order gives the same m for a row without NaN; -inf for an empty or all -inf row. */
+#if defined(__AVX512F__)
+static inline float ember_row_max(const float *x, int64_t C) {
+    __m512 a0 = _mm512_set1_ps(-INFINITY), a1 = a0, a2 = a0, a3 = a0;
+    int64_t c = 0;
+    for (; c + 64 <= C; c += 64) {
+        a0 = _mm512_max_ps(a0, _mm512_loadu_ps(x + c));
+        a1 = _mm512_max_ps(a1, _mm512_loadu_ps(x + c + 16));
+        a2 = _mm512_max_ps(a2, _mm512_loadu_ps(x + c + 32));
+        a3 = _mm512_max_ps(a3, _mm512_loadu_ps(x + c + 48));
+    }
+    for (; c + 16 <= C; c += 16) a0 = _mm512_max_ps(a0, _mm512_loadu_ps(x + c));
+    if (c < C) {
+        const __mmask16 t = (__mmask16)((1u << (C - c)) - 1u);
+        a1 = _mm512_mask_max_ps(a1, t, a1, _mm512_maskz_loadu_ps(t, x + c));
+    }
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3)));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline float ember_row_max(const float *x, int64_t C) {
+    __m256 a0 = _mm256_set1_ps(-INFINITY), a1 = a0, a2 = a0, a3 = a0;
+    int64_t c = 0;
+    for (; c + 32 <= C; c += 32) {
+        a0 = _mm256_max_ps(a0, _mm256_loadu_ps(x + c));
+        a1 = _mm256_max_ps(a1, _mm256_loadu_ps(x + c + 8));
+        a2 = _mm256_max_ps(a2, _mm256_loadu_ps(x + c + 16));
+        a3 = _mm256_max_ps(a3, _mm256_loadu_ps(x + c + 24));
+    }
+    for (; c + 8 <= C; c += 8) a0 = _mm256_max_ps(a0, _mm256_loadu_ps(x + c));
+    float l[8];
+    _mm256_storeu_ps(l, _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3)));
+    float m = l[0];
+    for (int i = 1; i < 8; i++) m = l[i] > m ? l[i] : m;
+    for (; c < C; c++) m = x[c] > m ? x[c] : m;
+    return m;
+}
+#else
+static inline float ember_row_max(const float *x, int64_t C) {
+    float m = -INFINITY;
+    for (int64_t c = 0; c < C; c++) m = x[c] > m ? x[c] : m;
+    return m;
+}
+#endif
+
 /* y[c] *= 1 / s: softmax's normalization, one reciprocal per row (within 1.5 ulp of the
- * quotient; PyTorch's CPU kernel also multiplies by the reciprocal) */
+ * quotient; PyTorch's CPU kernel also multiplies by the reciprocal).  A NaN sum (a NaN or +inf
+ * column, or a row of -inf) makes the whole row the quiet NaN 0x7fc00000: which NaN the
+ * arithmetic would propagate depends on the order gcc gives an fma's or a product's operands,
+ * and eager and compiled rows must agree bit for bit. */
 static inline void ember_row_scale(float *restrict y, float s, int64_t C) {
     const float inv = 1.0f / s;
+    if (inv != inv) {
+        for (int64_t c = 0; c < C; c++) y[c] = __builtin_nanf("");
+        return;
+    }
     for (int64_t c = 0; c < C; c++) y[c] = y[c] * inv;
 }
 
