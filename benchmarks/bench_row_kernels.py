@@ -98,7 +98,8 @@ int main(int argc, char **argv) {
       t[l][it] = (now() - t0) / K;
       if (it == 0 && l < nl) {
         if (l == 0) memcpy(ref, y, n * sz);
-        else if (memcmp(ref, y, n * sz)) printf("%s: NOT bitwise equal to the first\n", argv[6 + l]);
+        else if (memcmp(ref, y, n * sz))
+          printf("%s: NOT bitwise equal to the first\n", argv[6 + l]);
       }
     }
   for (int l = 0; l <= nl; l++) {
