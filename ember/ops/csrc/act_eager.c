@@ -60,6 +60,36 @@ void ember_eager_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,
 EMBER_HALF_SOFTMAX(f16)
 EMBER_HALF_SOFTMAX(bf16)
 
+/* log_softmax over rows of C: (x - m) - log(sum exp(x - m)) with the compiled row kernel's
+   helpers and order (row_exp.h, the prelude's logf); half rows (w: the caller's float scratch
+   of C values) keep the sum and its log in the dtype, as PyTorch's last-dim CPU kernel and the
+   compiled half row kernel do, and round each output once */
+void ember_eager_log_softmax_f32(float *restrict y, const float *restrict x, int64_t rows,
+                                 int64_t C) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        const float m = ember_row_max(xr, C);
+        const float ls = ember_logf(ember_row_expsum(NULL, xr, m, C, NULL, 4));
+        for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - m) - ls;
+    }
+}
+
+#define EMBER_HALF_LOG_SOFTMAX(sfx)                                                       \
+void ember_eager_log_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,      \
+                                   int64_t rows, int64_t C, float *restrict w) {          \
+    for (int64_t r = 0; r < rows; r++) {                                                  \
+        ember_##sfx##_load_n(w, x + r * C, C);                                            \
+        const float m = ember_row_max(w, C);                                              \
+        const float s = ember_round_##sfx(ember_row_expsum(NULL, w, m, C, NULL, 4));      \
+        const float ls = ember_round_##sfx(ember_logf(s));                                \
+        for (int64_t c = 0; c < C; c++) w[c] = (w[c] - m) - ls;                           \
+        ember_##sfx##_store_n(y + r * C, w, C);                                           \
+    }                                                                                     \
+}
+EMBER_HALF_LOG_SOFTMAX(f16)
+EMBER_HALF_LOG_SOFTMAX(bf16)
+
 /* y = a op b for float16/bfloat16 a, b (either may be NULL: then the float scalar as_ / bs
    in every lane), op 0 add, 1 subtract, 2 multiply, 3 divide */
 static inline void ember_binary_block(float *restrict o, const float *restrict u,
