@@ -21,7 +21,7 @@ import pytest
 
 import ember
 from ember.compiler.c.build.toolchain import host_can_run
-from ember.compiler.c.codegen import row_exp
+from ember.compiler.c.codegen import csrc, row_exp
 from ember.compiler.c.codegen.prelude import build_test_lib
 
 torch = pytest.importorskip("torch")
@@ -199,3 +199,48 @@ def test_compiled_float32_rows_match_torch(op: str, cols: int) -> None:
     if op == "softmax":                 # below FLT_MIN: 0 or torch's subnormal
         tiny = np.isfinite(t64) & ~ok
         assert (np.abs(got[tiny]) < np.finfo(np.float32).tiny).all()
+
+
+# ------------------------------------------- half rows: scale and round in one pass
+_HALF_SRC = ('#include "ember_prelude.h"\n' + csrc("half_block.h") + row_exp.HEADER + r"""
+void scale_f16(uint16_t *d, float *s_, float s, int64_t C) { ember_row_scale_f16(d, s_, s, C); }
+void scale_bf16(uint16_t *d, float *s_, float s, int64_t C) { ember_row_scale_bf16(d, s_, s, C); }
+""")
+_HALF_PATHS = {**{k: v[:2] for k, v in PATHS.items()},
+               "avx512bf16": ("x86-64-v4", ("-march=x86-64-v4", "-mavx512bf16",
+                                            "-mprefer-vector-width=512"))}
+
+
+def _host_has(flag: str) -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(flag in line.split() for line in f if line.startswith("flags"))
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("path", list(_HALF_PATHS))
+def test_half_row_scale_rounds_once(path: str) -> None:
+    """softmax's last pass for half rows: round(src * (1 / s)) as NumPy's casts round (the
+    AVX512-BF16 instruction's flushed subnormals take the exact rounding), every tail length,
+    the canonical NaN row for a NaN sum."""
+    import ml_dtypes
+
+    march, flags = _HALF_PATHS[path]
+    if not host_can_run(march) or (path == "avx512bf16" and not _host_has("avx512_bf16")):
+        pytest.skip(f"the host cannot run {path} code")
+    lib = build_test_lib(_HALF_SRC, target=flags)
+    rng = np.random.default_rng(6)
+    for dtype, fn in (("float16", lib.scale_f16), ("bfloat16", lib.scale_bf16)):
+        np_dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+        for C in (1, 15, 16, 33, 1024, 1037):
+            src = np.exp(rng.uniform(-100, 0, C)).astype(np.float32)   # subnormal products too
+            src[::7] = 0.0
+            s = np.float32(3.7)
+            want = (src * (np.float32(1) / s)).astype(np_dt).view(np.uint16)
+            d, w = np.zeros(C, np.uint16), src.copy()    # (w: the float row, scratch)
+            fn(_P(d.ctypes.data), _P(w.ctypes.data), _F(s), _I(C))
+            np.testing.assert_array_equal(d, want, err_msg=f"{dtype} C={C}")
+            w = src.copy()
+            fn(_P(d.ctypes.data), _P(w.ctypes.data), _F(np.nan), _I(C))
+            assert (d == (0x7E00 if dtype == "float16" else 0x7FC0)).all()

@@ -47,14 +47,15 @@ void ember_eager_softmax_f32(float *restrict y, const float *restrict x, int64_t
 }
 
 /* half rows: w is a float scratch of 2 C values (the caller's, per thread; the first C are
-   used): the row as floats, its softmax in place, rounded once */
+   used): the row as floats, exp in place, scaled and rounded once in one pass */
 #define EMBER_HALF_SOFTMAX(sfx)                                                           \
 void ember_eager_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,          \
                                int64_t rows, int64_t C, float *restrict w) {               \
     for (int64_t r = 0; r < rows; r++) {                                                  \
         ember_##sfx##_load_n(w, x + r * C, C);                                            \
-        ember_softmax_row(w, w, C);                                                       \
-        ember_##sfx##_store_n(y + r * C, w, C);                                           \
+        const float m = ember_row_max(w, C);                                              \
+        const float s = ember_row_expsum(w, w, m, C, NULL, 4);                            \
+        ember_row_scale_##sfx(y + r * C, w, s, C);                                        \
     }                                                                                     \
 }
 EMBER_HALF_SOFTMAX(f16)

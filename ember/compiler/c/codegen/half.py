@@ -160,8 +160,9 @@ def row_tail(op: str, sfx: str, pf: str, pfsz: int, rnd: str) -> list:
     ``xf_`` (``row_blocked``): the float32 kernel's helpers (``codegen/row_exp.py``; ``pf``,
     ``pfsz``: the next row to prefetch and its element size), then one rounding per element by
     a block store.  ``rnd``: C rounding ``{0}`` to the dtype."""
-    if op == "softmax":   # keeps exp's values in xf_, as the float32 kernel keeps them in y
-        out = row_exp.softmax_tail("xf_", "xf_", pf, pfsz)
+    if op == "softmax":   # keeps exp's values in xf_; scaled and rounded in one pass
+        return [f"  const float st = ember_row_expsum(xf_, xf_, m, C, {pf}, {pfsz});",
+                f"  ember_row_scale_{sfx}(y, xf_, st, C);"]
     else:                 # log_softmax: the row sum and its log rounded to the dtype
         out = row_exp.logsumexp_sum("xf_", pf, pfsz)
         out += [f"  const float ls_s = {rnd.format('s')};",

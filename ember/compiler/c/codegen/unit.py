@@ -80,6 +80,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
              attention.prelude(program), resample.prelude(program),
              rnn.prelude(program), half.prelude(program),
              qlinear.prelude(program)] if prelude else []
+    n_pre = len(parts)   # the row exp helpers go after the preludes (they use half_block.h)
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -104,10 +105,10 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
                              if f[2] > 1 else f[0])
         parts.append(_entry(seg, calls, slots if profile else None))
         slots += len(seg.kernels)
+    if prelude and any(row_exp.uses(f[0]) for f in funcs.values()):
+        parts.insert(n_pre, row_exp.HEADER)
     if prelude and any("ember_stream_store(" in f[0] for f in funcs.values()):
         parts.insert(2, stream.HELPERS)
-    if prelude and any(row_exp.uses(f[0]) for f in funcs.values()):
-        parts.insert(2, row_exp.HEADER)
     return "\n".join(parts)
 
 

@@ -279,4 +279,60 @@ static inline void ember_row_scale(float *restrict y, float s, int64_t C) {
     for (int64_t c = 0; c < C; c++) y[c] = y[c] * inv;
 }
 
+/* softmax's last pass for a float16/bfloat16 row: d[c] = round(s_[c] / s) in one pass over the
+ * float row (scale, round to the dtype, store), the values of ember_row_scale followed by
+ * half_block.h's block store.  bfloat16 on AVX512-BF16 rounds with vcvtneps2bf16 (nearest
+ * even, as ember_f32_to_bf16), which flushes subnormal inputs: a block holding a value below
+ * FLT_MIN (rare: outputs below 1.2e-38) takes the integer rounding instead.  NaN cannot occur
+ * but in a NaN row, which is the canonical NaN (0x7fc00000 -> 0x7e00 / 0x7fc0), as in float. */
+#if defined(EMBER_HALF_BLOCK_H)
+static inline void ember_row_scale_f16(uint16_t *restrict d, float *restrict src, float s,
+                                       int64_t C) {
+#if defined(__AVX512F__)
+    const float inv = 1.0f / s;
+    int64_t c = 0;
+    if (inv == inv) {
+        const __m512 iv = _mm512_set1_ps(inv);
+        for (; c + 16 <= C; c += 16)
+            _mm256_storeu_si256((__m256i *)(d + c), _mm512_cvtps_ph(
+                _mm512_mul_ps(_mm512_loadu_ps(src + c), iv), _MM_FROUND_TO_NEAREST_INT));
+    }
+    ember_row_scale(src + c, s, C - c);
+    ember_f16_store_n(d + c, src + c, C - c);
+#else
+    ember_row_scale(src, s, C);
+    ember_f16_store_n(d, src, C);
+#endif
+}
+
+static inline void ember_row_scale_bf16(uint16_t *restrict d, float *restrict src, float s,
+                                        int64_t C) {
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+    const float inv = 1.0f / s;
+    if (inv != inv) {
+        ember_row_scale(src, s, C);
+        ember_bf16_store_n(d, src, C);
+        return;
+    }
+    const __m512 iv = _mm512_set1_ps(inv), tiny = _mm512_set1_ps(1.17549435e-38f);
+    int64_t c = 0;
+    for (; c + 16 <= C; c += 16) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(src + c), iv);
+        if (_mm512_cmp_ps_mask(v, tiny, _CMP_LT_OQ) & _mm512_cmp_ps_mask(v, _mm512_setzero_ps(),
+                                                                         _CMP_NEQ_UQ)) {
+            _mm512_storeu_ps(src + c, v);                 /* a subnormal: the exact rounding */
+            ember_bf16_store_n(d + c, src + c, 16);
+        } else {
+            _mm256_storeu_si256((__m256i *)(d + c), (__m256i)_mm512_cvtneps_pbh(v));
+        }
+    }
+    ember_row_scale(src + c, s, C - c);                   /* the last 1-15 columns */
+    ember_bf16_store_n(d + c, src + c, C - c);
+#else
+    ember_row_scale(src, s, C);
+    ember_bf16_store_n(d, src, C);
+#endif
+}
+#endif
+
 #endif /* EMBER_ROW_EXP_H */
