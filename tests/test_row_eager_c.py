@@ -78,3 +78,34 @@ def test_eager_log_softmax_equals_compiled(dtype: str) -> None:
     ok = ~np.isnan(e.astype(np.float32))          # NaN rows: NaN in both (any payload)
     np.testing.assert_array_equal(np.isnan(c.astype(np.float32)), ~ok)
     np.testing.assert_array_equal(c.view(bits)[ok], e.view(bits)[ok])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_eager_softmax_streamed_output(dtype: str, threads: int) -> None:
+    """A 16 MiB softmax output is written with non-temporal stores (``_act_c.STREAM_BYTES``):
+    the compiled kernel's bits (which streams too), torch's values (float32: within
+    5 + |x - max| ulps of torch's float64 result)."""
+    if _act_c._NATIVE.lib() is None:
+        pytest.skip("no eager C kernels")
+    rows = _act_c.STREAM_BYTES // (1024 * (4 if dtype == "float32" else 2))
+    x = np.random.default_rng(7).standard_normal((rows, 1024)).astype(np.float32) * 3
+    ex = ember.tensor(x).to(getattr(ember, dtype))
+    old = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        e = F.softmax(ex, -1).numpy()
+        c = ember.compile(lambda v: F.softmax(v, -1), backend="c")(ex).numpy()
+    finally:
+        ember.set_num_threads(old)
+    bits = np.uint32 if dtype == "float32" else np.uint16
+    np.testing.assert_array_equal(e.view(bits), c.view(bits))
+    if dtype == "float32":   # torch in float64: both float32 kernels are d-conditioned
+        want = torch.softmax(torch.from_numpy(x).double(), -1).numpy()
+    else:
+        want = torch.softmax(torch.from_numpy(x).to(getattr(torch, dtype)).float(), -1)
+        want = want.to(getattr(torch, dtype)).float().numpy()
+    got = e.astype(np.float32)
+    d = np.abs(x - x.max(-1, keepdims=True)).astype(np.float64)
+    tol = (5 + d) * _spacing(want, "float32") if dtype == "float32" else _spacing(want, dtype)
+    assert (np.abs(got - want) <= tol).all()

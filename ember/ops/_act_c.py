@@ -33,21 +33,23 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SYMBOLS: dict = {}
 for _s in ("f32", "f16", "bf16"):
     _SYMBOLS[f"ember_eager_gelu_{_s}"] = (None, [_P, _P, _I])
-    for _op in ("softmax", "log_softmax"):
-        _SYMBOLS[f"ember_eager_{_op}_{_s}"] = (None, [_P, _P, _I, _I] + ([_P] if _s != "f32"
-                                                                         else []))
+    _SYMBOLS[f"ember_eager_softmax_{_s}"] = (None, [_P, _P, _I, _I, _P, ctypes.c_int])
+    _SYMBOLS[f"ember_eager_log_softmax_{_s}"] = (None, [_P, _P, _I, _I] + ([_P] if _s != "f32"
+                                                                           else []))
 for _s in ("f16", "bf16"):
     _SYMBOLS[f"ember_eager_binary_{_s}"] = (None, [_P, _P, _P, ctypes.c_float,
                                                    ctypes.c_float, _I, ctypes.c_int])
 
 SOURCE = (_native.compiler_csrc("ember_prelude.h") + _native.compiler_csrc("half_block.h")
-          + _native.compiler_csrc("row_exp.h") + _native.csrc("act_eager.c"))
+          + _native.compiler_csrc("row_exp.h") + _native.compiler_csrc("stream_store.h")
+          + _native.csrc("act_eager.c"))
 _NATIVE = _native.Native("act", SOURCE, _SYMBOLS, flags=_native.wide_vectors())
 set_enabled = _NATIVE.set_enabled
 _NAMES = {np.dtype(np.float32).num: "f32", np.dtype(np.float16).num: "f16",
           np.dtype(ml_dtypes.bfloat16).num: "bf16"}
 _BINARY = {np.add: 0, np.subtract: 1, np.multiply: 2, np.divide: 3}
 CHUNK = 1 << 15       # elements per task when split over threads (a few tasks per thread)
+STREAM_BYTES = 16 << 20   # softmax outputs this large are streamed (codegen/stream.py's default)
 ROW_MAX = 1 << 20     # softmax rows up to this many columns (a float scratch row per thread)
 
 
@@ -107,12 +109,14 @@ def _rows(op: str, x: np.ndarray) -> np.ndarray | None:
     fn, out = getattr(lib, f"ember_eager_{op}_{sfx}"), np.empty_like(x)
     isz, xa, ya = x.itemsize, x.ctypes.data, out.ctypes.data
 
+    stream = int(op == "softmax" and out.nbytes >= STREAM_BYTES)
+
     def run(lo: int, hi: int) -> None:
-        if sfx == "f32":
-            fn(ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols)
-        else:
-            w = np.empty(2 * cols, np.float32)   # the float row (softmax: and its result)
-            fn(ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols, w.ctypes.data)
+        args = [ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols]
+        if sfx != "f32" or op == "softmax":
+            w = np.empty(2 * cols, np.float32)   # the float row and the output row
+            args.append(w.ctypes.data)
+        fn(*args, *([stream] if op == "softmax" else []))
 
     _split(rows, run, max(1, CHUNK // cols))
     return out

@@ -36,27 +36,39 @@ EMBER_HALF_GELU(bf16)
 
 /* softmax of one float row x into y (y may be x), the compiled row kernel's helpers
    (row_exp.h): the max, exp(x - m) and its sum, the multiplication by 1 / sum */
-static void ember_softmax_row(float *y, const float *x, int64_t C) {
+static void ember_softmax_row(float *y, const float *x, int64_t C, const char *pf) {
     const float m = ember_row_max(x, C);
-    ember_row_scale(y, ember_row_expsum(y, x, m, C, NULL, 4), C);
+    ember_row_scale(y, ember_row_expsum(y, x, m, C, pf, 4), C);
 }
 
+/* w: a float scratch of C values (the caller's, per thread); stream != 0 (a large output, as
+   the compiled row kernels decide): each row is built in w and written with non-temporal
+   stores (no read for ownership of the output); each row's exp pass prefetches the next */
 void ember_eager_softmax_f32(float *restrict y, const float *restrict x, int64_t rows,
-                             int64_t C) {
-    for (int64_t r = 0; r < rows; r++) ember_softmax_row(y + r * C, x + r * C, C);
+                             int64_t C, float *restrict w, int stream) {
+    for (int64_t r = 0; r < rows; r++) {
+        const char *pf = r + 1 < rows ? (const char *)(x + (r + 1) * C) : NULL;
+        ember_softmax_row(stream ? w : y + r * C, x + r * C, C, pf);
+        if (stream) ember_stream_store(y + r * C, w, (size_t)C * sizeof(float));
+    }
+    if (stream) ember_stream_fence();
 }
 
-/* half rows: w is a float scratch of 2 C values (the caller's, per thread; the first C are
-   used): the row as floats, exp in place, scaled and rounded once in one pass */
+/* half rows: w is a float scratch of 2 C values (the caller's, per thread): the row as floats,
+   exp in place, scaled and rounded once in one pass (streamed: into w + C, then copied) */
 #define EMBER_HALF_SOFTMAX(sfx)                                                           \
 void ember_eager_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,          \
-                               int64_t rows, int64_t C, float *restrict w) {               \
+                               int64_t rows, int64_t C, float *restrict w, int stream) {  \
+    uint16_t *o = (uint16_t *)(w + C);                                                    \
     for (int64_t r = 0; r < rows; r++) {                                                  \
+        const char *pf = r + 1 < rows ? (const char *)(x + (r + 1) * C) : NULL;           \
         ember_##sfx##_load_n(w, x + r * C, C);                                            \
         const float m = ember_row_max(w, C);                                              \
-        const float s = ember_row_expsum(w, w, m, C, NULL, 4);                            \
-        ember_row_scale_##sfx(y + r * C, w, s, C);                                        \
+        const float s = ember_row_expsum(w, w, m, C, pf, 2);                              \
+        ember_row_scale_##sfx(stream ? o : y + r * C, w, s, C);                           \
+        if (stream) ember_stream_store(y + r * C, o, (size_t)C * 2);                      \
     }                                                                                     \
+    if (stream) ember_stream_fence();                                                     \
 }
 EMBER_HALF_SOFTMAX(f16)
 EMBER_HALF_SOFTMAX(bf16)
