@@ -5,7 +5,7 @@ on, the default), torch eager and torch.compile (inductor), at 1 and at 2 thread
 torch set alike), interleaved rounds, medians; ember eager optionally (``--eager``); the memory
 floor (``x*w + b + x`` compiled the same way: the same three reads and one write); then
 softmax, log_softmax and layer_norm rows (``--rows``, at the same thread counts).
-Run: python -m benchmarks.bench_cbackend [--eager] [--threads 1,2] [--log2n 24] [--rows]
+Run: python -m benchmarks.bench_cbackend [--eager] [--threads 1,2] [--log2n 24] [--rows] [--cpu]
 """
 
 from __future__ import annotations
@@ -152,7 +152,13 @@ if __name__ == "__main__":
     ap.add_argument("--log2n", type=int, default=24)
     ap.add_argument("--rows", action="store_true",
                     help="only the softmax/log_softmax/layer_norm rows")
+    ap.add_argument("--cpu", action="store_true",
+                    help="time CPU time of the process instead of wall time (for one thread "
+                         "on a loaded machine)")
     a = ap.parse_args()
+    if a.cpu:
+        import benchmarks.common as common
+        common.CLOCK = time.process_time
     if a.rows:
         rows(threads=tuple(int(t) for t in a.threads.split(",")))
         raise SystemExit

@@ -3,7 +3,8 @@ disturbs least): memory-bound ops on 2^24 elements (add, exact GELU, softmax ove
 eager and compiled, and with ``--minilm`` the MiniLM encoder (32 sentences) under bfloat16
 autocast against float32, eager and compiled.
 
-Run: ``python benchmarks/bench_lowp_cpu.py [--minilm] [--rounds 7] [--threads 1]``.  Variants
+Run: ``python benchmarks/bench_lowp_cpu.py [--minilm] [--rounds 7] [--threads 1]
+[--ops softmax]``.  Variants
 are interleaved, medians; speedup = float32 time / half time in the same mode.  With
 ``--threads 2`` it times wall clock instead (CPU time would count both threads).
 """
@@ -41,9 +42,11 @@ def _median_times(fns: dict, rounds: int, clock) -> dict:
     return {k: statistics.median(v) for k, v in res.items()}
 
 
-def ops(rounds: int, clock) -> None:
+def ops(rounds: int, clock, only: str = "") -> None:
     F = ember.nn.functional
     fns = {"add": lambda x: x + x, "gelu": F.gelu, "softmax": lambda x: F.softmax(x, -1)}
+    if only:
+        fns = {k: v for k, v in fns.items() if k in only.split(",")}
     big = np.random.default_rng(0).standard_normal((1 << 14, 1 << 10)).astype(np.float32)
     xs = {n: ember.tensor(big).to(getattr(ember, n)) for n in ("float32", "bfloat16", "float16")}
     print("| op | mode | float32 | bfloat16 | float16 |\n|---|---|---|---|---|")
@@ -83,12 +86,13 @@ def main() -> None:
     ap.add_argument("--minilm", action="store_true")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--ops", default="", help="comma list of add,gelu,softmax (default: all)")
     a = ap.parse_args()
     ember.set_num_threads(a.threads)
     clock = time.process_time if a.threads == 1 else time.perf_counter
     print(f"threads {a.threads}, {'CPU time' if a.threads == 1 else 'wall clock'}, "
           f"load average {os.getloadavg()[0]:.1f}")
-    ops(a.rounds, clock)
+    ops(a.rounds, clock, a.ops)
     if a.minilm:
         minilm(max(3, a.rounds // 2), clock)
 

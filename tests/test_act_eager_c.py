@@ -184,7 +184,7 @@ def _run_isa(lib, dtype: str, x: np.ndarray) -> tuple:
     rows = xs[:(xs.size // 501) * 501].reshape(-1, 501)
     s = np.empty_like(rows)
     scratch = np.empty(2 * 501, np.float32)          # kept alive across the call
-    extra = [] if sfx == "f32" else [_P(scratch.ctypes.data)]
+    extra = [_P(scratch.ctypes.data), ctypes.c_int(1)]   # streamed rows (large outputs)
     getattr(lib, f"ember_eager_softmax_{sfx}")(_P(s.ctypes.data), _P(rows.ctypes.data),
                                               ctypes.c_int64(rows.shape[0]),
                                               ctypes.c_int64(501), *extra)

@@ -1,14 +1,16 @@
-"""Eager GELU, last-dim softmax and float16/bfloat16 add/sub/mul/div in C (``csrc/act_eager.c``).
+"""Eager GELU, last-dim softmax/log_softmax and float16/bfloat16 add/sub/mul/div in C
+(``csrc/act_eager.c``).
 
 NumPy runs GELU's erf-based Phi as ~20 passes over memory (130-220 ms for 2^24 float32 values,
 18x torch), and a half op as widen / compute / round passes.  These kernels make one pass:
 the element is loaded (float16 by ``vcvtph2ps``, bfloat16 by a shift, in blocks of 128), the
 float32 math runs in vector registers and the result is rounded once (PyTorch's per-op
 rounding for reduced floats).  The C source is the C backend's prelude (``ember_prelude.h``,
-read as text: ``ember_normal_cdff``, ``ember_expf``) plus ``half_block.h``, so eager GELU and
-softmax give the compiled kernels' bits.  Work is split over ember's threads (ctypes releases
-the GIL).  Every function returns None where it does not apply (another dtype, a strided
-array, no C compiler, ``EMBER_EAGER_C=0``) and the caller keeps its NumPy path.
+read as text: ``ember_normal_cdff``, ``ember_expf``) plus ``half_block.h`` and ``row_exp.h``
+(softmax's exp pass), so eager GELU and softmax give the compiled kernels' bits.  Work is
+split over ember's threads (ctypes releases the GIL).  Every function returns None where it
+does not apply (another dtype, a strided array, no C compiler, ``EMBER_EAGER_C=0``) and the
+caller keeps its NumPy path.
 
 >>> import numpy as np
 >>> y = gelu(np.zeros(3, np.float32))
@@ -31,13 +33,15 @@ _P, _I = ctypes.c_void_p, ctypes.c_int64
 _SYMBOLS: dict = {}
 for _s in ("f32", "f16", "bf16"):
     _SYMBOLS[f"ember_eager_gelu_{_s}"] = (None, [_P, _P, _I])
-    _SYMBOLS[f"ember_eager_softmax_{_s}"] = (None, [_P, _P, _I, _I] + ([_P] if _s != "f32"
-                                                                       else []))
+    _SYMBOLS[f"ember_eager_softmax_{_s}"] = (None, [_P, _P, _I, _I, _P, ctypes.c_int])
+    _SYMBOLS[f"ember_eager_log_softmax_{_s}"] = (None, [_P, _P, _I, _I] + ([_P] if _s != "f32"
+                                                                           else []))
 for _s in ("f16", "bf16"):
     _SYMBOLS[f"ember_eager_binary_{_s}"] = (None, [_P, _P, _P, ctypes.c_float,
                                                    ctypes.c_float, _I, ctypes.c_int])
 
 SOURCE = (_native.compiler_csrc("ember_prelude.h") + _native.compiler_csrc("half_block.h")
+          + _native.compiler_csrc("row_exp.h") + _native.compiler_csrc("stream_store.h")
           + _native.csrc("act_eager.c"))
 _NATIVE = _native.Native("act", SOURCE, _SYMBOLS, flags=_native.wide_vectors())
 set_enabled = _NATIVE.set_enabled
@@ -45,6 +49,7 @@ _NAMES = {np.dtype(np.float32).num: "f32", np.dtype(np.float16).num: "f16",
           np.dtype(ml_dtypes.bfloat16).num: "bf16"}
 _BINARY = {np.add: 0, np.subtract: 1, np.multiply: 2, np.divide: 3}
 CHUNK = 1 << 15       # elements per task when split over threads (a few tasks per thread)
+STREAM_BYTES = 16 << 20   # softmax outputs this large are streamed (codegen/stream.py's default)
 ROW_MAX = 1 << 20     # softmax rows up to this many columns (a float scratch row per thread)
 
 
@@ -86,20 +91,32 @@ def gelu(x: np.ndarray) -> np.ndarray | None:
 def softmax_last(x: np.ndarray) -> np.ndarray | None:
     """Softmax over the last dim of ``x`` (float32 accumulation, one rounding for half), or
     None."""
+    return _rows("softmax", x)
+
+
+def log_softmax_last(x: np.ndarray) -> np.ndarray | None:
+    """log_softmax over the last dim of ``x`` (float32 math; half keeps the row sum and its
+    log in the dtype, as PyTorch's kernel; one rounding), or None."""
+    return _rows("log_softmax", x)
+
+
+def _rows(op: str, x: np.ndarray) -> np.ndarray | None:
     lib, sfx = _lib(x)
     if lib is None or x.ndim == 0 or x.shape[-1] > ROW_MAX:
         return None
     cols = x.shape[-1]
     rows = x.size // cols
-    fn, out = getattr(lib, f"ember_eager_softmax_{sfx}"), np.empty_like(x)
+    fn, out = getattr(lib, f"ember_eager_{op}_{sfx}"), np.empty_like(x)
     isz, xa, ya = x.itemsize, x.ctypes.data, out.ctypes.data
 
+    stream = int(op == "softmax" and out.nbytes >= STREAM_BYTES)
+
     def run(lo: int, hi: int) -> None:
-        if sfx == "f32":
-            fn(ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols)
-        else:
-            w = np.empty(2 * cols, np.float32)   # the float row and its softmax
-            fn(ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols, w.ctypes.data)
+        args = [ya + lo * cols * isz, xa + lo * cols * isz, hi - lo, cols]
+        if sfx != "f32" or op == "softmax":
+            w = np.empty(2 * cols, np.float32)   # the float row and the output row
+            args.append(w.ctypes.data)
+        fn(*args, *([stream] if op == "softmax" else []))
 
     _split(rows, run, max(1, CHUNK // cols))
     return out
@@ -143,4 +160,4 @@ def binary(fn: np.ufunc, arrays: tuple, src: np.dtype) -> np.ndarray | None:
     return out
 
 
-__all__ = ["SOURCE", "binary", "gelu", "set_enabled", "softmax_last"]
+__all__ = ["SOURCE", "binary", "gelu", "log_softmax_last", "set_enabled", "softmax_last"]

@@ -167,6 +167,10 @@ def _log_softmax_eager(x: np.ndarray, *, dim: int) -> np.ndarray:
         return x.copy()
     if x.ndim == 0:
         return _log_softmax_eager(x.reshape(1), dim=0).reshape(())
+    if dim == x.ndim - 1:  # float32/float16/bfloat16 rows in one C pass (``_act_c``)
+        out = _act_c.log_softmax_last(x)
+        if out is not None:
+            return out
     src = x.dtype
     lowp_in = src in _LOWP
     if lowp_in:

@@ -1,11 +1,12 @@
 /* Eager GELU (erf form), last-dim softmax and float16/bfloat16 arithmetic in one pass
    (ember/ops/_act_c.py).  Built after the C backend's prelude (ember_prelude.h: ember_expf,
-   ember_normal_cdff, the float16/bfloat16 scalar conversions) and half_block.h (block
-   conversions in vector registers), so eager and compiled code run the same float math:
+   ember_normal_cdff, the float16/bfloat16 scalar conversions), half_block.h (block
+   conversions in vector registers) and row_exp.h (softmax's exp pass), so eager and compiled
+   code run the same float math:
    - gelu: x * Phi(x) with the prelude's Phi (the compiled template's expression), float32 in
      and out, or float16/bfloat16 loaded in blocks of EMBER_HB, computed in float and rounded
      once (PyTorch's CPU kernels compute reduced floats in float32 and round once);
-   - softmax over rows of C: max, exp(x - m) summed in double lanes, e / (float)sum, as the
+   - softmax over rows of C: max, exp(x - m) and its sum (row_exp.h), e * (1 / sum), as the
      compiled row kernel (codegen/unit.py _row_kernel); half rows are converted once into a
      float row, rounded once at the end;
    - half add/sub/mul/div: both operands loaded in blocks, the float32 operation, one rounding
@@ -13,7 +14,6 @@
    Everything is branch-free in its inner loops, so gcc vectorizes it for the host's ISA
    (-march=native: AVX-512 or AVX2/F16C; tests build it for x86-64-v3 and x86-64-v4). */
 
-#define EMBER_LANES 16
 
 static inline float ember_gelu1(float x) { return ember_gelu_erff(x); }
 
@@ -47,61 +47,74 @@ void ember_eager_gelu_##sfx(uint16_t *restrict y, const uint16_t *restrict x, in
 EMBER_HALF_GELU(f16)
 EMBER_HALF_GELU(bf16)
 
-/* softmax of one float row x into y (y may be x), the compiled row kernel's loops and order:
-   a NaN-propagating max in 16 lanes, exp(x - m) summed in 16 double lanes (the tail into lane
-   0, then the lanes in order), then division by the float sum */
-#define EMBER_MAXP(a, m) ((((a) > (m)) | ((a) != (a))) ? (a) : (m))
-static void ember_softmax_row(float *y, const float *x, int64_t C) {
-    float ml[EMBER_LANES];
-    for (int l = 0; l < EMBER_LANES; l++) ml[l] = -INFINITY;
-    int64_t cb = 0;
-    for (; cb + EMBER_LANES <= C; cb += EMBER_LANES) {
-        _Pragma("GCC unroll 1")
-        for (int64_t l = 0; l < EMBER_LANES; l++) ml[l] = EMBER_MAXP(x[cb + l], ml[l]);
-    }
-    for (int64_t c = cb; c < C; c++) ml[0] = EMBER_MAXP(x[c], ml[0]);
-    float m = ml[0];
-    for (int l = 1; l < EMBER_LANES; l++) m = EMBER_MAXP(ml[l], m);
-    double sl[EMBER_LANES];
-    for (int l = 0; l < EMBER_LANES; l++) sl[l] = 0.0;
-    for (cb = 0; cb + EMBER_LANES <= C; cb += EMBER_LANES) {
-        _Pragma("GCC unroll 1")
-        _Pragma("GCC ivdep")
-        for (int64_t l = 0; l < EMBER_LANES; l++) {
-            const float e = ember_expf(x[cb + l] - m);
-            y[cb + l] = e;
-            sl[l] = sl[l] + (double)e;
-        }
-    }
-    for (int64_t c = cb; c < C; c++) {
-        const float e = ember_expf(x[c] - m);
-        y[c] = e;
-        sl[0] = sl[0] + (double)e;
-    }
-    double s = sl[0];
-    for (int l = 1; l < EMBER_LANES; l++) s = s + sl[l];
-    const float st = (float)s;
-    for (int64_t c = 0; c < C; c++) y[c] = y[c] / st;
+/* softmax of one float row x into y (y may be x), the compiled row kernel's helpers
+   (row_exp.h): the max, exp(x - m) and its sum, the multiplication by 1 / sum */
+static void ember_softmax_row(float *y, const float *x, int64_t C, const char *pf) {
+    const float m = ember_row_max(x, C);
+    ember_row_scale(y, ember_row_expsum(y, x, m, C, pf, 4), C);
 }
 
+/* w: a float scratch of C values (the caller's, per thread); stream != 0 (a large output, as
+   the compiled row kernels decide): each row is built in w and written with non-temporal
+   stores (no read for ownership of the output); each row's exp pass prefetches the next */
 void ember_eager_softmax_f32(float *restrict y, const float *restrict x, int64_t rows,
-                             int64_t C) {
-    for (int64_t r = 0; r < rows; r++) ember_softmax_row(y + r * C, x + r * C, C);
+                             int64_t C, float *restrict w, int stream) {
+    for (int64_t r = 0; r < rows; r++) {
+        const char *pf = r + 1 < rows ? (const char *)(x + (r + 1) * C) : NULL;
+        ember_softmax_row(stream ? w : y + r * C, x + r * C, C, pf);
+        if (stream) ember_stream_store(y + r * C, w, (size_t)C * sizeof(float));
+    }
+    if (stream) ember_stream_fence();
 }
 
 /* half rows: w is a float scratch of 2 C values (the caller's, per thread): the row as floats,
-   then its softmax (in place, gcc's versioning for the aliasing cost ~25%) */
+   exp in place, scaled and rounded once in one pass (streamed: into w + C, then copied) */
 #define EMBER_HALF_SOFTMAX(sfx)                                                           \
 void ember_eager_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,          \
-                               int64_t rows, int64_t C, float *restrict w) {               \
+                               int64_t rows, int64_t C, float *restrict w, int stream) {  \
+    uint16_t *o = (uint16_t *)(w + C);                                                    \
     for (int64_t r = 0; r < rows; r++) {                                                  \
+        const char *pf = r + 1 < rows ? (const char *)(x + (r + 1) * C) : NULL;           \
         ember_##sfx##_load_n(w, x + r * C, C);                                            \
-        ember_softmax_row(w + C, w, C);                                                   \
-        ember_##sfx##_store_n(y + r * C, w + C, C);                                       \
+        const float m = ember_row_max(w, C);                                              \
+        const float s = ember_row_expsum(w, w, m, C, pf, 2);                              \
+        ember_row_scale_##sfx(stream ? o : y + r * C, w, s, C);                           \
+        if (stream) ember_stream_store(y + r * C, o, (size_t)C * 2);                      \
     }                                                                                     \
+    if (stream) ember_stream_fence();                                                     \
 }
 EMBER_HALF_SOFTMAX(f16)
 EMBER_HALF_SOFTMAX(bf16)
+
+/* log_softmax over rows of C: (x - m) - log(sum exp(x - m)) with the compiled row kernel's
+   helpers and order (row_exp.h, the prelude's logf); half rows (w: the caller's float scratch
+   of C values) keep the sum and its log in the dtype, as PyTorch's last-dim CPU kernel and the
+   compiled half row kernel do, and round each output once */
+void ember_eager_log_softmax_f32(float *restrict y, const float *restrict x, int64_t rows,
+                                 int64_t C) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        const float m = ember_row_max(xr, C);
+        const float ls = ember_logf(ember_row_expsum(NULL, xr, m, C, NULL, 4));
+        for (int64_t c = 0; c < C; c++) yr[c] = (xr[c] - m) - ls;
+    }
+}
+
+#define EMBER_HALF_LOG_SOFTMAX(sfx)                                                       \
+void ember_eager_log_softmax_##sfx(uint16_t *restrict y, const uint16_t *restrict x,      \
+                                   int64_t rows, int64_t C, float *restrict w) {          \
+    for (int64_t r = 0; r < rows; r++) {                                                  \
+        ember_##sfx##_load_n(w, x + r * C, C);                                            \
+        const float m = ember_row_max(w, C);                                              \
+        const float s = ember_round_##sfx(ember_row_expsum(NULL, w, m, C, NULL, 4));      \
+        const float ls = ember_round_##sfx(ember_logf(s));                                \
+        for (int64_t c = 0; c < C; c++) w[c] = (w[c] - m) - ls;                           \
+        ember_##sfx##_store_n(y + r * C, w, C);                                           \
+    }                                                                                     \
+}
+EMBER_HALF_LOG_SOFTMAX(f16)
+EMBER_HALF_LOG_SOFTMAX(bf16)
 
 /* y = a op b for float16/bfloat16 a, b (either may be NULL: then the float scalar as_ / bs
    in every lane), op 0 add, 1 subtract, 2 multiply, 3 divide */

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ember.compiler.c.codegen import csrc, prefetch
+from ember.compiler.c.codegen import csrc, prefetch, row_exp
 from ember.compiler.c.codegen.omp import few_iterations, omp_for
 from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store, store_expr
 
@@ -152,22 +152,18 @@ def row_blocked(k: RowKernel) -> bool:
 ROW_MAX = 4096
 
 
-def row_tail(op: str, sfx: str, t: str, total: list, head: tuple, lane_loop: Any,
-             rnd: str) -> list:
+def row_tail(op: str, sfx: str, pf: str, pfsz: int, rnd: str) -> list:
     """The exp/sum and output passes of a float16/bfloat16 row kernel over its float copy
-    ``xf_`` (``row_blocked``): the same float operations as the float32 kernel, then one
-    rounding per element by a block store.  ``rnd``: C rounding ``{0}`` to the dtype."""
-    if op == "softmax":   # keeps exp's values in xf_, as the float32 kernel keeps them in y
-        out = lane_loop("c", "C", [f"const {t} e = ember_exp(xf_[c] - m);", "xf_[c] = e;"],
-                        total, "  ", head=head, ivdep=True)
-        out += [f"  const {t} st = ({t})s;",
-                "  for (int64_t c = 0; c < C; c++) xf_[c] = xf_[c] / st;"]
+    ``xf_`` (``row_blocked``): the float32 kernel's helpers (``codegen/row_exp.py``; ``pf``,
+    ``pfsz``: the next row to prefetch and its element size), then one rounding per element by
+    a block store.  ``rnd``: C rounding ``{0}`` to the dtype."""
+    if op == "softmax":   # keeps exp's values in xf_; scaled and rounded in one pass
+        return [f"  const float st = ember_row_expsum(xf_, xf_, m, C, {pf}, {pfsz});",
+                f"  ember_row_scale_{sfx}(y, xf_, st, C);"]
     else:                 # log_softmax: the row sum and its log rounded to the dtype
-        out = lane_loop("c", "C", [f"const {t} e = ember_exp(xf_[c] - m);"], total, "  ",
-                        head=head, ivdep=True)
-        ls_sum = rnd.format(f"({t})s")
-        out += [f"  const {t} ls_s = {ls_sum};",
-                f"  const {t} ls = {rnd.format('ember_log(ls_s)')};",
+        out = row_exp.logsumexp_sum("xf_", pf, pfsz)
+        out += [f"  const float ls_s = {rnd.format('s')};",
+                f"  const float ls = {rnd.format('ember_log(ls_s)')};",
                 "  for (int64_t c = 0; c < C; c++) xf_[c] = (xf_[c] - m) - ls;"]
     return out + [f"  ember_{sfx}_store_n(y, xf_, C);"]
 

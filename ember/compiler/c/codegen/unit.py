@@ -26,6 +26,7 @@ from ember.compiler.c.codegen import (
     qlinear,
     resample,
     rnn,
+    row_exp,
     sort,
     stream,
 )
@@ -79,6 +80,7 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
              attention.prelude(program), resample.prelude(program),
              rnn.prelude(program), half.prelude(program),
              qlinear.prelude(program)] if prelude else []
+    n_pre = len(parts)   # the row exp helpers go after the preludes (they use half_block.h)
     segs = program.segments()
     if profile:
         parts.append(profile_block(program))
@@ -103,6 +105,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
                              if f[2] > 1 else f[0])
         parts.append(_entry(seg, calls, slots if profile else None))
         slots += len(seg.kernels)
+    if prelude and any(row_exp.uses(f[0]) for f in funcs.values()):
+        parts.insert(n_pre, row_exp.HEADER)
     if prelude and any("ember_stream_store(" in f[0] for f in funcs.values()):
         parts.insert(2, stream.HELPERS)
     return "\n".join(parts)
@@ -562,7 +566,9 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
              "  (void)ints; (void)floats;"]
     lines.append(f"  const int64_t R = {k.rows}, C = {k.cols};")
     # a large output: each row is computed in a stack row, then streamed (codegen/stream.py)
-    streamed = not k.prologue and not lowp and type(k.rows) is int and \
+    # (float16/bfloat16 rows stream when converted once into a float row: the block store
+    # of the output goes to the stack row, codegen/half.py)
+    streamed = not k.prologue and (not lowp or half.row_blocked(k)) and type(k.rows) is int and \
         type(k.cols) is int and k.cols * k.dst.dtype.np.itemsize <= stream.ROW_MAX_BYTES and \
         stream.streams(k.rows * k.cols * k.dst.dtype.np.itemsize)
     closed: list = []
@@ -602,7 +608,10 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         sfx = "f16" if k.dst.dtype.np.name == "float16" else "bf16"
         body += [f"  float xf_[{k.cols}];", f"  ember_{sfx}_load_n(xf_, x, C);"]
         xv = "xf_[c]"
-    body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
+    if t == "float" and (blocked or not lowp):   # float rows: csrc/row_exp.h
+        body.append(f"  const float m = ember_row_max({'xf_' if blocked else 'x'}, C);")
+    else:
+        body += lane_loop("c", "C", [], [("m", t, "max", "-INFINITY", xv)], "  ")
     total = [("s", "double", "sum", "0.0", "(double)e")]
     head: tuple = ()
     size = k.dst.dtype.np.itemsize
@@ -611,8 +620,15 @@ def _row_kernel(k: RowKernel, program: Program, openmp: bool) -> str:
         body.append(f"  const int pf_ = r + 1 < R{fits};")  # (see next_row_prefetch)
         head = tuple(f"if (pf_) __builtin_prefetch(x + C + c_b + {off // size}, 0, 3);"
                      for off in range(0, LANES * size, 64))
+    pf = row_exp.prefetch_arg(k, fits)   # (codegen/row_exp.py)
     if blocked:
-        body += half.row_tail(k.op, sfx, t, total, head, lane_loop, round_expr(k.dst.dtype, "{0}"))
+        body += half.row_tail(k.op, sfx, pf, size, round_expr(k.dst.dtype, "{0}"))
+    elif t == "float" and k.op == "softmax" and not lowp:
+        body += row_exp.softmax_tail("y", "x", pf, size)
+    elif t == "float" and not lowp:
+        body += row_exp.logsumexp_sum("x", pf, size)
+        body += ["  const float ls = ember_log(s);",
+                 "  for (int64_t c = 0; c < C; c++) y[c] = (x[c] - m) - ls;"]
     elif k.op == "softmax" and not lowp:
         body += lane_loop("c", "C", [f"const {t} e = ember_exp(x[c] - m);", "y[c] = e;"],
                           total, "  ", head=head, ivdep=True)
