@@ -377,9 +377,8 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     la.shadow = None
     la.owner = None
     la.value = None
-    tr.lazies.append(_weakref(la))
     t._data = la
-    tr.tensors.append(_weakref(t))
+    tr.lazies.append(t)  # tr.hold(t), inlined
     st = _STATE
     if st.inference:
         t._inference = True

@@ -293,6 +293,22 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 _IREFS = tuple(("i", k) for k in range(64))   # input refs, one object each (cheap to compare)
+_WREF = weakref.ReferenceType
+
+
+def _held_refs() -> int:
+    """``sys.getrefcount`` of an object that only a list references, read as
+    ``Trace.live_tensors`` reads it (the count of the interpreter's own references differs
+    between Python versions)."""
+    lst = [object()]
+    k = 0
+    t = lst[k]
+    n = sys.getrefcount(t)
+    del t
+    return n
+
+
+_HELD_REFS = _held_refs()
 
 
 # ------------------------------------------------------------------------------------ state
@@ -367,8 +383,12 @@ class Trace:
         self.loosened: list | None = None   # numbers of the known trace this call changed
         self.inputs: list[np.ndarray] = []
         self.input_ids: dict[int, int] = {}
-        self.lazies: list = []              # weakrefs of LazyArrays
+        # in creation order: weakrefs of LazyArrays, and the tensors the binder's follow path
+        # made (``hold``), held strongly until ``live_tensors`` sweeps them: one object per
+        # recorded op instead of two weak references (issue 21)
+        self.lazies: list = []
         self.tensors: list = []             # weakrefs of tensors with lazy payloads
+        self.live: list | None = None       # ``live_tensors()``, once swept
         self.storages: dict[int, _Storage] = {}
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
@@ -462,6 +482,54 @@ class Trace:
 
     def register_tensor(self, t: Any) -> None:
         self.tensors.append(weakref.ref(t))
+
+    def hold(self, t: Any) -> None:
+        """Record ``t``, a new tensor whose payload is a new ``LazyArray`` only it references
+        (the binder inlines this): both are realized while ``t`` is alive, as ``lazy`` and
+        ``register_tensor`` would have it, without their two weak references."""
+        self.lazies.append(t)
+
+    def live_tensors(self) -> list:
+        """The tensors with lazy payloads still alive (in no set order).
+
+        The first call sweeps the held tensors (``hold``), newest first: one that only this
+        trace references is dropped (and so freed, with what it alone kept alive: a node that
+        saved an older tensor), and its payload stays in its place while something else holds
+        it (a ``.grad`` or a detached tensor sharing it); then the survivors again until none
+        drops (a reference from an older dead tensor: an in-place op's node).  Alive is what
+        ``sys.getrefcount`` says, as for weak references: what only garbage (a reference
+        cycle) holds counts as alive with both."""
+        if self.live is not None:
+            return self.live
+        lst = self.lazies
+        rc = sys.getrefcount
+        one = _HELD_REFS   # the count of an object only ``lst`` holds, read as below
+        held = [k for k in range(len(lst)) if lst[k].__class__ is not _WREF]
+        e = la = None
+        while held:
+            kept = []
+            for k in reversed(held):
+                e = lst[k]
+                if rc(e) > one:
+                    kept.append(k)
+                    continue
+                if e.__class__ is not LazyArray:   # a dead tensor
+                    la = e._data
+                    if rc(la) > one and la.__class__ is LazyArray and not la.sver and \
+                            la.vc is e._version_counter:
+                        lst[k] = la   # its own payload, which another holds, in its place
+                        kept.append(k)
+                        continue
+                lst[k] = None
+            e = la = None
+            kept.reverse()
+            if len(kept) == len(held):
+                break
+            held = kept
+        live = [e for k in held if (e := lst[k]).__class__ is not LazyArray]
+        live += [t for w in self.tensors if (t := w()) is not None]
+        self.live = live
+        return live
 
     def add_node(self, op: Any, args: tuple, params: dict, specs: tuple) -> list:
         i = len(self.nodes)
@@ -565,7 +633,7 @@ class Trace:
 
     def realize(self, why: str = "end of the compiled call") -> None:
         """Run the recorded graph and give every live lazy tensor its values."""
-        tensors = [t for w in self.tensors if (t := w()) is not None]
+        tensors = self.live_tensors()
         storages = self.storages
         # tensors written through an alias are re-read first, so they are outputs too
         if storages:
@@ -575,7 +643,7 @@ class Trace:
                     st = storages.get(id(t._version_counter))
                     if st is not None and st.version != p.sver:
                         self._reread(t, st)
-        lazies = [la for w in self.lazies if (la := w()) is not None and la.value is None]
+        lazies = self._live_lazies(tensors)
         if not lazies and not storages:
             self.reset()
             return
@@ -660,6 +728,36 @@ class Trace:
         self.segment += 1
         self.reset()
 
+
+    def _live_lazies(self, tensors: list) -> list:
+        """The live unrealized ``LazyArray``s in creation order (the graph's outputs), after
+        ``live_tensors``: a held tensor's payload where it was made (while it is the one made
+        with it: not replaced by an in-place write, ``.data =``), then any payload of a live
+        tensor not met so far (one made with a held tensor that died, shared by another).  The
+        order is the one weak references of every payload would give, so a call that follows
+        a known trace ends with the outputs of the call that recorded it."""
+        out = []
+        seen = set()
+        for e in self.lazies:
+            if e is None:
+                continue
+            if e.__class__ is _WREF:
+                la = e()
+            elif e.__class__ is LazyArray:
+                la = e
+            else:
+                la = e._data
+                if la.__class__ is not LazyArray or la.sver or la.vc is not e._version_counter:
+                    continue
+            if la.__class__ is LazyArray and la.value is None and id(la) not in seen:
+                seen.add(id(la))
+                out.append(la)
+        for t in tensors:
+            la = t._data
+            if la.__class__ is LazyArray and la.value is None and id(la) not in seen:
+                seen.add(id(la))
+                out.append(la)
+        return out
 
     def _realize_fresh(self, tensors: list, lazies: list) -> None:
         """``realize`` when nothing was written in place and every live value is its own
