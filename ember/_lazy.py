@@ -32,102 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ember._known import _HELD_REFS, _WREF, Known, TNode, _collect, _in_meta, _resweep, same
 from ember.errors import GraphBreakError
-
-# ------------------------------------------------------------------------------------ refs
-# A value inside a trace: ("i", k) the k-th input array, ("n", i, j) output j of node i.
-
-
-class TNode:
-    """One recorded op: ``op(*args, **params)``; args are refs or Python constants."""
-
-    __slots__ = ("op", "args", "params", "specs")
-
-    def __init__(self, op: Any, args: tuple, params: dict, specs: tuple) -> None:
-        self.op = op
-        self.args = args
-        self.params = params
-        self.specs = specs  # ((shape, ember dtype), ...) one per output
-
-
-class Known:
-    """A trace recorded by an earlier call that reached a compiled graph, for the next calls of
-    the same code at the same graph position to follow (``Trace.match``): while a call records
-    the same ops on the same refs with the same parameters, on inputs of the same shapes, dtypes
-    and layout, each op reuses the cached node and its output specs (no ``meta``, no new node);
-    when the call ends with the same outputs, the compiler reuses ``cap`` (the captured graph,
-    its key and numbers) and ``entry`` (the compiled graph that ran) instead of capturing,
-    hashing and looking up a new graph.  Immutable once made (but for the ``used`` mark), so
-    threads share it."""
-
-    __slots__ = ("nodes", "refs", "simple", "n", "inputs", "out_refs", "cap", "entry", "run",
-                 "used", "loose")
-
-    def __init__(self, nodes: list, inputs: list, out_refs: list, cap: Any, entry: Any) -> None:
-        self.nodes = tuple(nodes)
-        refs = [[("n", i, j) for j in range(len(nd.specs))] for i, nd in enumerate(nodes)]
-        for nd in nodes:   # the very ref objects the nodes' args hold: compared by identity
-            for a in nd.args:
-                if a.__class__ is tuple and len(a) == 3 and a[0] == "n":
-                    refs[a[1]][a[2]] = a
-        self.refs = tuple(refs)
-        # what ``_bind_fast.bind`` reads of each node a followed op may reuse (one output, no view):
-        # (node, op, args, params, output ref, shape, dtype, NumPy dtype); None for the others
-        self.simple = tuple((nd, nd.op, nd.args, nd.params, refs[i][0], nd.specs[0][0],
-                             nd.specs[0][1], nd.specs[0][1].np)
-                            if nd.op.kind != "view" and nd.op.num_outputs == 1 and
-                            len(nd.specs) == 1 else None for i, nd in enumerate(nodes))
-        self.n = len(nodes)
-        self.inputs = tuple(_in_meta(a) for a in inputs)
-        self.out_refs = list(out_refs)
-        self.cap = cap
-        self.entry = entry
-        self.run: Any = None   # the compiler's prepared call of ``entry`` (its business)
-        self.used = False      # set (only ever to True) once a call followed it to the end
-        # ``loose(i, op, args, params)``: when node ``i`` differs from ``op(*args, **params)``
-        # only in numbers the compiled graph takes as runtime arguments (a learning rate, an
-        # optimizer's bias correction), those numbers as ``[(slot, position, value), ...]``,
-        # else None; set by the compiler (None: every difference diverges)
-        self.loose: Any = None
-
-
-def _in_meta(a: np.ndarray) -> tuple:
-    """What a graph's key and numbers read of an input array."""
-    return (a.shape, a.dtype, a.flags.c_contiguous)
-
-
-def same(a: Any, b: Any) -> bool:
-    """``a == b`` with types compared too (``2`` is not ``2.0``): whether two op arguments or
-    parameters give one graph key and the same numbers (``graph.capture``)."""
-    if a is b:
-        return True
-    t = a.__class__
-    if t is not b.__class__:
-        return False
-    if t is tuple or t is list:
-        if len(a) != len(b):
-            return False
-        for x, y in zip(a, b):
-            if x is not y and not same(x, y):
-                return False
-        return True
-    if t is dict:
-        if len(a) != len(b):
-            return False
-        for (ka, va), (kb, vb) in zip(a.items(), b.items()):
-            if ka != kb or (va is not vb and not same(va, vb)):
-                return False
-        return True
-    if t is float or t is int or t is str or t is bool:
-        return a == b
-    if t is np.ndarray:
-        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    if isinstance(a, np.generic):
-        return a.dtype == b.dtype and bool(a == b)
-    try:
-        return (a == b) is True
-    except Exception:  # noqa: BLE001 (an odd __eq__: not the same)
-        return False
 
 
 class _Storage:
@@ -293,22 +199,6 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 _IREFS = tuple(("i", k) for k in range(64))   # input refs, one object each (cheap to compare)
-_WREF = weakref.ReferenceType
-
-
-def _held_refs() -> int:
-    """``sys.getrefcount`` of an object that only a list references, read as
-    ``Trace.live_tensors`` reads it (the count of the interpreter's own references differs
-    between Python versions)."""
-    lst = [object()]
-    k = 0
-    t = lst[k]
-    n = sys.getrefcount(t)
-    del t
-    return n
-
-
-_HELD_REFS = _held_refs()
 
 
 # ------------------------------------------------------------------------------------ state
@@ -389,6 +279,7 @@ class Trace:
         self.lazies: list = []
         self.tensors: list = []             # weakrefs of tensors with lazy payloads
         self.live: list | None = None       # ``live_tensors()``, once swept
+        self.outs: list = []                # the live payloads, once swept (``_sweep``)
         self.storages: dict[int, _Storage] = {}
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
@@ -490,46 +381,82 @@ class Trace:
         self.lazies.append(t)
 
     def live_tensors(self) -> list:
-        """The tensors with lazy payloads still alive (in no set order).
+        """The tensors with lazy payloads still alive (in no set order); see ``_sweep``."""
+        if self.live is None:
+            self._sweep()
+        return self.live
 
-        The first call sweeps the held tensors (``hold``), newest first: one that only this
-        trace references is dropped (and so freed, with what it alone kept alive: a node that
-        saved an older tensor), and its payload stays in its place while something else holds
-        it (a ``.grad`` or a detached tensor sharing it); then the survivors again until none
-        drops (a reference from an older dead tensor: an in-place op's node).  Alive is what
-        ``sys.getrefcount`` says, as for weak references: what only garbage (a reference
-        cycle) holds counts as alive with both."""
-        if self.live is not None:
-            return self.live
+    def _sweep(self) -> None:
+        """Set ``live`` (the live tensors) and ``outs`` (the live unrealized payloads in the
+        order they were made: the graph's outputs).
+
+        The held tensors (``hold``) are swept newest first: one that only this trace
+        references is dropped (and so freed, with what it alone kept alive: an autograd node
+        that saved an older tensor), and its payload stays in its place while something else
+        holds it (a ``.grad``, a detached tensor sharing it); a drop older than a survivor
+        sweeps the survivors again (``_resweep``).  Alive is what ``sys.getrefcount`` says, as
+        weak references would: what only garbage (a reference cycle) holds is alive for both.
+        """
         lst = self.lazies
         rc = sys.getrefcount
         one = _HELD_REFS   # the count of an object only ``lst`` holds, read as below
-        held = [k for k in range(len(lst)) if lst[k].__class__ is not _WREF]
+        kept: list = []
+        redo = weak = False
+        k = len(lst)
         e = la = None
-        while held:
-            kept = []
-            for k in reversed(held):
-                e = lst[k]
-                if rc(e) > one:
+        while k:
+            k -= 1
+            e = lst[k]
+            if rc(e) > one:
+                if e.__class__ is _WREF:
+                    weak = True
+                else:
                     kept.append(k)
-                    continue
-                if e.__class__ is not LazyArray:   # a dead tensor
-                    la = e._data
-                    if rc(la) > one and la.__class__ is LazyArray and not la.sver and \
-                            la.vc is e._version_counter:
-                        lst[k] = la   # its own payload, which another holds, in its place
-                        kept.append(k)
-                        continue
+                continue
+            if e.__class__ is _WREF:
+                weak = True
+                continue
+            if kept:
+                redo = True
+            la = e._data   # a dead tensor: its own payload, if another holds it, in its place
+            if rc(la) > one and la.__class__ is LazyArray and not la.sver and \
+                    la.vc is e._version_counter:
+                lst[k] = la
+                kept.append(k)
+            else:
                 lst[k] = None
-            e = la = None
-            kept.reverse()
-            if len(kept) == len(held):
-                break
-            held = kept
-        live = [e for k in held if (e := lst[k]).__class__ is not LazyArray]
-        live += [t for w in self.tensors if (t := w()) is not None]
+        e = la = None
+        if redo:
+            kept = _resweep(lst, kept, LazyArray)
+        live: list = []
+        outs: list = []
+        if weak or self.tensors:
+            _collect(lst, live, outs, LazyArray)
+        else:   # only held tensors: visit the survivors alone
+            for k in reversed(kept):
+                e = lst[k]
+                if e.__class__ is LazyArray:
+                    la = e
+                else:
+                    live.append(e)
+                    la = e._data
+                    if la.__class__ is not LazyArray or la.sver or \
+                            la.vc is not e._version_counter:
+                        continue
+                if la.value is None:
+                    outs.append(la)
+        if self.tensors:   # and a payload only a registered tensor still holds (rare)
+            seen = {id(la) for la in outs}
+            for w in self.tensors:
+                t = w()
+                if t is not None:
+                    live.append(t)
+                    la = t._data
+                    if la.__class__ is LazyArray and la.value is None and id(la) not in seen:
+                        seen.add(id(la))
+                        outs.append(la)
         self.live = live
-        return live
+        self.outs = outs
 
     def add_node(self, op: Any, args: tuple, params: dict, specs: tuple) -> list:
         i = len(self.nodes)
@@ -637,13 +564,18 @@ class Trace:
         storages = self.storages
         # tensors written through an alias are re-read first, so they are outputs too
         if storages:
+            reread = False
             for t in tensors:
                 p = t._data
                 if p.__class__ is LazyArray and p.value is None:
                     st = storages.get(id(t._version_counter))
                     if st is not None and st.version != p.sver:
                         self._reread(t, st)
-        lazies = self._live_lazies(tensors)
+                        reread = True
+            if reread:   # the new payloads are outputs too
+                self._sweep()
+                tensors = self.live
+        lazies = self.outs
         if not lazies and not storages:
             self.reset()
             return
@@ -728,36 +660,6 @@ class Trace:
         self.segment += 1
         self.reset()
 
-
-    def _live_lazies(self, tensors: list) -> list:
-        """The live unrealized ``LazyArray``s in creation order (the graph's outputs), after
-        ``live_tensors``: a held tensor's payload where it was made (while it is the one made
-        with it: not replaced by an in-place write, ``.data =``), then any payload of a live
-        tensor not met so far (one made with a held tensor that died, shared by another).  The
-        order is the one weak references of every payload would give, so a call that follows
-        a known trace ends with the outputs of the call that recorded it."""
-        out = []
-        seen = set()
-        for e in self.lazies:
-            if e is None:
-                continue
-            if e.__class__ is _WREF:
-                la = e()
-            elif e.__class__ is LazyArray:
-                la = e
-            else:
-                la = e._data
-                if la.__class__ is not LazyArray or la.sver or la.vc is not e._version_counter:
-                    continue
-            if la.__class__ is LazyArray and la.value is None and id(la) not in seen:
-                seen.add(id(la))
-                out.append(la)
-        for t in tensors:
-            la = t._data
-            if la.__class__ is LazyArray and la.value is None and id(la) not in seen:
-                seen.add(id(la))
-                out.append(la)
-        return out
 
     def _realize_fresh(self, tensors: list, lazies: list) -> None:
         """``realize`` when nothing was written in place and every live value is its own
