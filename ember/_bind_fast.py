@@ -21,6 +21,7 @@ import numpy as np
 
 from ember import _lazy
 from ember import dtypes as _dt
+from ember.autograd.grad_mode import GENERATION as _GM_GENERATION
 from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
 from ember.autograd.graph import _seq as _node_seq
 from ember.config import config
@@ -408,10 +409,15 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     la.value = None
     t._data = la
     tr.lazies.append(t)  # tr.hold(t), inlined
-    st = _STATE
-    if st.inference:
+    gen = _GM_GENERATION[0]
+    if tr.gm_generation != gen:   # the grad mode changed (in some thread) since it was read
+        st = _STATE
+        tr.gm_generation = gen
+        tr.gm = (st.grad_enabled, st.inference)
+    grad, inference = tr.gm
+    if inference:
         t._inference = True
-    if st.grad_enabled and op.vjp is not None:
+    if grad and op.vjp is not None:
         for x in inputs:
             if isinstance(x, Tensor) and x._requires_grad:
                 needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)

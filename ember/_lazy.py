@@ -257,6 +257,11 @@ def user_stack(limit: int = 8) -> list:
 class Trace:
     """The ops recorded since the last realization, and what realizing them needs."""
 
+    # this thread's (grad_enabled, inference) as the binder's follow path last read it, and
+    # ``grad_mode.GENERATION`` then: read again when that moved
+    gm_generation = -1
+    gm = (True, False)
+
     def __init__(self, owner: Any) -> None:
         self.owner = owner                  # the compiled function's state (compiler-defined)
         # ``owner.known_trace(segment)``: the trace a graph of this code last ran (``Known``)

@@ -13,9 +13,18 @@ from typing import Any, Callable, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# bumped by every change of any thread's grad mode: a reader that caches its thread's mode (the
+# binder's follow path keeps it on the compiled call's trace) re-reads it when this moved
+GENERATION = [0]
+
+
 class _State(threading.local):
     grad_enabled: bool = True   # class defaults: a new thread starts with grad enabled
     inference: bool = False
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        GENERATION[0] += 1
+        super().__setattr__(name, value)
 
 
 STATE = _State()

@@ -180,3 +180,49 @@ def test_sweep_frees_the_dead_and_keeps_the_living():
         np.testing.assert_array_equal(g(x).numpy(), np.full(4, 3.0, np.float32))
     gc.collect()
     assert seen[-1] == 2   # the third call followed: both ops' tensors were held
+
+
+def test_grad_mode_changes_inside_followed_calls():
+    """The follow path caches the grad mode on the trace: a change inside the call (no_grad,
+    enable_grad, inference_mode between ops) is seen by the next op, on every call."""
+
+    def f(x):
+        a = x * 2.0
+        with ember.no_grad():
+            b = a * 3.0
+            with ember.enable_grad():
+                c = b * x
+        d = c.exp()
+        return a, b, c, d
+
+    def ft(x):
+        a = x * 2.0
+        with torch.no_grad():
+            b = a * 3.0
+            with torch.enable_grad():
+                c = b * x
+        d = c.exp()
+        return a, b, c, d
+
+    g = ember.compile(f)
+    a, _ = _data()
+    for _ in range(4):
+        ex = ember.tensor(a, requires_grad=True)
+        tx = torch.tensor(a, requires_grad=True)
+        outs, touts = g(ex), ft(tx)
+        assert [o.requires_grad for o in outs] == [o.requires_grad for o in touts]
+        assert [o.grad_fn is None for o in outs] == [o.grad_fn is None for o in touts]
+        outs[3].sum().backward()
+        touts[3].sum().backward()
+        np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+
+    def h(x):
+        a = x * 2.0
+        with ember.inference_mode():
+            b = a * 3.0
+        return a, b
+
+    gh = ember.compile(h)
+    for _ in range(4):
+        a2, b2 = gh(ember.tensor(a))
+        assert (a2.is_inference(), b2.is_inference()) == (False, True)
