@@ -226,3 +226,52 @@ def test_grad_mode_changes_inside_followed_calls():
     for _ in range(4):
         a2, b2 = gh(ember.tensor(a))
         assert (a2.is_inference(), b2.is_inference()) == (False, True)
+
+
+def _writes_grad_state(node) -> bool:
+    """An assignment to ``STATE.grad_enabled``/``STATE.inference`` (or ``st.`` / ``_gm.STATE.``)."""
+    import ast
+    targets = []
+    if isinstance(node, ast.Assign):
+        for t in node.targets:
+            targets += t.elts if isinstance(t, ast.Tuple) else [t]
+    for t in targets:
+        if isinstance(t, ast.Attribute) and t.attr in ("grad_enabled", "inference"):
+            v = t.value
+            if (isinstance(v, ast.Name) and v.id in ("STATE", "st")) or \
+                    (isinstance(v, ast.Attribute) and v.attr == "STATE"):
+                return True
+    return False
+
+
+def _is_bump(node) -> bool:
+    import ast
+    return isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) and \
+        "GENERATION" in ast.unparse(node.target)
+
+
+def test_every_grad_mode_writer_bumps_the_generation():
+    """The follow path re-reads the grad mode only when ``grad_mode.GENERATION`` moved: every
+    write of the grad-mode state in ember (or a run of writes) is followed at once by a bump."""
+    import ast
+    import pathlib
+    root = pathlib.Path(ember.__file__).parent
+    missing = []
+    writes = 0
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if not isinstance(block, list):
+                    continue
+                for i, stmt in enumerate(block):
+                    if not _writes_grad_state(stmt):
+                        continue
+                    writes += 1
+                    j = i + 1
+                    while j < len(block) and _writes_grad_state(block[j]):
+                        j += 1
+                    if j >= len(block) or not _is_bump(block[j]):
+                        missing.append(f"{path.relative_to(root)}:{stmt.lineno}")
+    assert writes >= 10   # grad_mode's switches, the engine, custom ops
+    assert not missing, missing
