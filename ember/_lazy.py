@@ -431,8 +431,14 @@ class Trace:
             else:
                 lst[k] = None
         e = la = None
-        if redo:
-            kept = _resweep(lst, kept, LazyArray)
+        if redo:   # usually one survivor or a few: see whether any dropped first
+            for k in kept:
+                e = lst[k]
+                if rc(e) <= one:
+                    e = None
+                    kept = _resweep(lst, kept, LazyArray)
+                    break
+            e = None
         live: list = []
         outs: list = []
         if weak or self.tensors:
@@ -565,7 +571,9 @@ class Trace:
 
     def realize(self, why: str = "end of the compiled call") -> None:
         """Run the recorded graph and give every live lazy tensor its values."""
-        tensors = self.live_tensors()
+        if self.live is None:
+            self._sweep()
+        tensors = self.live
         storages = self.storages
         # tensors written through an alias are re-read first, so they are outputs too
         if storages:
