@@ -408,7 +408,6 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     la.owner = None
     la.value = None
     t._data = la
-    tr.lazies.append(t)  # tr.hold(t), inlined
     gen = _GM_GENERATION[0]
     if tr.gm_generation != gen:   # the grad mode changed (in some thread) since it was read
         st = _STATE
@@ -424,5 +423,11 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
                 _record(op, inputs, params, (t,), needs)
                 if t.grad_fn is not None:  # compiled autograd: backward over it is recorded
                     t.grad_fn._compiled_by = tr.owner
-                break
+                # with a node, weak references (the nodes keep most tensors alive, and the
+                # sweep of held tensors costs more than it saves then)
+                tr.lazies.append(_weakref(la))
+                tr.tensors.append(_weakref(t))
+                return t
+    tr.lazies.append(t)  # tr.hold(t), inlined
+    tr.holding = True
     return t

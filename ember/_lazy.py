@@ -284,6 +284,7 @@ class Trace:
         self.lazies: list = []
         self.tensors: list = []             # weakrefs of tensors with lazy payloads
         self.live: list | None = None       # ``live_tensors()``, once swept
+        self.holding = False                # ``lazies`` holds tensors (``hold``) too
         self.outs: list = []                # the live payloads, once swept (``_sweep``)
         self.storages: dict[int, _Storage] = {}
         self.keep: list = []                # version counters of storages (keeps ids unique)
@@ -384,6 +385,7 @@ class Trace:
         (the binder inlines this): both are realized while ``t`` is alive, as ``lazy`` and
         ``register_tensor`` would have it, without their two weak references."""
         self.lazies.append(t)
+        self.holding = True
 
     def live_tensors(self) -> list:
         """The tensors with lazy payloads still alive (in no set order); see ``_sweep``."""
@@ -403,6 +405,10 @@ class Trace:
         weak references would: what only garbage (a reference cycle) holds is alive for both.
         """
         lst = self.lazies
+        if not self.holding:   # weak references only (the slow path, ops with grad)
+            self.live = [t for w in self.tensors if (t := w()) is not None]
+            self.outs = [la for w in lst if (la := w()) is not None and la.value is None]
+            return
         rc = sys.getrefcount
         one = _HELD_REFS   # the count of an object only ``lst`` holds, read as below
         kept: list = []
@@ -441,9 +447,9 @@ class Trace:
             e = None
         live: list = []
         outs: list = []
-        if weak or self.tensors:
+        if weak:
             _collect(lst, live, outs, LazyArray)
-        else:   # only held tensors: visit the survivors alone
+        else:   # only held tensors (and their kept payloads): visit the survivors alone
             for k in reversed(kept):
                 e = lst[k]
                 if e.__class__ is LazyArray:
@@ -457,7 +463,7 @@ class Trace:
                 if la.value is None:
                     outs.append(la)
         if self.tensors:   # and a payload only a registered tensor still holds (rare)
-            seen = {id(la) for la in outs}
+            seen = set(map(id, outs))
             for w in self.tensors:
                 t = w()
                 if t is not None:
