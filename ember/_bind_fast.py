@@ -21,6 +21,7 @@ import numpy as np
 
 from ember import _lazy
 from ember import dtypes as _dt
+from ember.autograd.grad_mode import GENERATION as _GM_GENERATION
 from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
 from ember.autograd.graph import _seq as _node_seq
 from ember.config import config
@@ -30,6 +31,7 @@ from ember.ops.registry import OpDef
 from ember.tensor import _LZ, _STATE, Tensor, _eager_bind, _lazy_bind, _new, refresh_view
 
 _LazyArray = _lazy.LazyArray
+_IREFS = _lazy._IREFS
 _Trace = _lazy.Trace
 _same = _lazy.same
 _weakref = weakref.ref
@@ -342,26 +344,54 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     step = kn.simple[i]
     if step is None or step[1] is not op:
         return _lazy_bind(tr, op, inputs, params)
-    nd, _, args, nparams, ref, shape, dtype, npd = step
-    if len(args) != len(inputs):
-        return _lazy_bind(tr, op, inputs, params)
-    storages = tr.storages
-    for a, x in zip(args, inputs):
-        c = x.__class__
-        if c is float:  # a Python scalar (the frequent ``x * 0.5``): _same, inlined
-            if a.__class__ is not float or x != a:
-                return _lazy_bind(tr, op, inputs, params)
-        elif c is Tensor or isinstance(x, Tensor):
+    nd, _, args, nparams, ref, shape, dtype, npd, pattern, a0, a1 = step
+    looked = False
+    plain = not tr.storages   # no in-place write yet: a lazy input's payload is its value
+    try:   # the frequent argument patterns, one check each (a Tensor's lazy payload is p)
+        if not (pattern and plain):
+            ok = False
+        elif pattern == 1:
+            (x,) = inputs
             p = x._data
-            if p.__class__ is _LazyArray and p.ref is a and p.value is None and not storages:
-                continue
-            if tr.ref_of(x) != a:
-                return _lazy_bind(tr, op, inputs, params)
-        elif x is not a and not _same(x, a):
+            ok = p.__class__ is _LazyArray and p.ref is a0 and p.value is None
+        elif pattern == 3:
+            x, y = inputs
+            p = x._data
+            ok = p.__class__ is _LazyArray and p.ref is a0 and p.value is None and \
+                y.__class__ is float and y == a1
+        else:
+            x, y = inputs
+            p, q = x._data, y._data
+            ok = p.__class__ is _LazyArray and q.__class__ is _LazyArray and p.ref is a0 and \
+                q.ref is a1 and p.value is None and q.value is None
+    except (AttributeError, ValueError):   # not a tensor there, another arity (rare)
+        ok = False
+    if not ok:
+        if len(args) != len(inputs):
             return _lazy_bind(tr, op, inputs, params)
+        for a, x in zip(args, inputs):
+            c = x.__class__
+            if c is Tensor or (c is not float and isinstance(x, Tensor)):
+                p = x._data
+                if p.__class__ is _LazyArray:
+                    if p.ref is a and p.value is None and plain:
+                        continue
+                elif plain and p.__class__ is np.ndarray:   # an input seen before
+                    k = tr.input_ids.get(id(p))
+                    if k is not None and k < 64 and _IREFS[k] is a and c is Tensor and \
+                            not x.__dict__:
+                        continue   # what ref_of would give, with nothing else to note
+                looked = True
+                if tr.ref_of(x) != a:
+                    return _lazy_bind(tr, op, inputs, params)
+            elif c is float:  # a Python scalar (the frequent ``x * 0.5``): _same, inlined
+                if a.__class__ is not float or x != a:
+                    return _lazy_bind(tr, op, inputs, params)
+            elif x is not a and not _same(x, a):
+                return _lazy_bind(tr, op, inputs, params)
     if params is not nparams and (params or nparams) and not _same(params, nparams):
         return _lazy_bind(tr, op, inputs, params)
-    if tr.known is not kn:  # ref_of met an input unlike the known trace's
+    if looked and tr.known is not kn:  # ref_of met an input unlike the known trace's
         return _lazy_bind(tr, op, inputs, params)
     nodes.append(nd)
     t = _new(Tensor)
@@ -377,18 +407,27 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     la.shadow = None
     la.owner = None
     la.value = None
-    tr.lazies.append(_weakref(la))
     t._data = la
-    tr.tensors.append(_weakref(t))
-    st = _STATE
-    if st.inference:
+    gen = _GM_GENERATION[0]
+    if tr.gm_generation != gen:   # the grad mode changed (in some thread) since it was read
+        st = _STATE
+        tr.gm_generation = gen
+        tr.gm = (st.grad_enabled, st.inference)
+    grad, inference = tr.gm
+    if inference:
         t._inference = True
-    if st.grad_enabled and op.vjp is not None:
+    if grad and op.vjp is not None:
         for x in inputs:
             if isinstance(x, Tensor) and x._requires_grad:
                 needs = tuple(isinstance(y, Tensor) and y._requires_grad for y in inputs)
                 _record(op, inputs, params, (t,), needs)
                 if t.grad_fn is not None:  # compiled autograd: backward over it is recorded
                     t.grad_fn._compiled_by = tr.owner
-                break
+                # with a node, weak references (the nodes keep most tensors alive, and the
+                # sweep of held tensors costs more than it saves then)
+                tr.lazies.append(_weakref(la))
+                tr.tensors.append(_weakref(t))
+                return t
+    tr.lazies.append(t)  # tr.hold(t), inlined
+    tr.holding = True
     return t

@@ -32,102 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ember._known import _HELD_REFS, _WREF, Known, TNode, _collect, _in_meta, _resweep, same
 from ember.errors import GraphBreakError
-
-# ------------------------------------------------------------------------------------ refs
-# A value inside a trace: ("i", k) the k-th input array, ("n", i, j) output j of node i.
-
-
-class TNode:
-    """One recorded op: ``op(*args, **params)``; args are refs or Python constants."""
-
-    __slots__ = ("op", "args", "params", "specs")
-
-    def __init__(self, op: Any, args: tuple, params: dict, specs: tuple) -> None:
-        self.op = op
-        self.args = args
-        self.params = params
-        self.specs = specs  # ((shape, ember dtype), ...) one per output
-
-
-class Known:
-    """A trace recorded by an earlier call that reached a compiled graph, for the next calls of
-    the same code at the same graph position to follow (``Trace.match``): while a call records
-    the same ops on the same refs with the same parameters, on inputs of the same shapes, dtypes
-    and layout, each op reuses the cached node and its output specs (no ``meta``, no new node);
-    when the call ends with the same outputs, the compiler reuses ``cap`` (the captured graph,
-    its key and numbers) and ``entry`` (the compiled graph that ran) instead of capturing,
-    hashing and looking up a new graph.  Immutable once made (but for the ``used`` mark), so
-    threads share it."""
-
-    __slots__ = ("nodes", "refs", "simple", "n", "inputs", "out_refs", "cap", "entry", "run",
-                 "used", "loose")
-
-    def __init__(self, nodes: list, inputs: list, out_refs: list, cap: Any, entry: Any) -> None:
-        self.nodes = tuple(nodes)
-        refs = [[("n", i, j) for j in range(len(nd.specs))] for i, nd in enumerate(nodes)]
-        for nd in nodes:   # the very ref objects the nodes' args hold: compared by identity
-            for a in nd.args:
-                if a.__class__ is tuple and len(a) == 3 and a[0] == "n":
-                    refs[a[1]][a[2]] = a
-        self.refs = tuple(refs)
-        # what ``_bind_fast.bind`` reads of each node a followed op may reuse (one output, no view):
-        # (node, op, args, params, output ref, shape, dtype, NumPy dtype); None for the others
-        self.simple = tuple((nd, nd.op, nd.args, nd.params, refs[i][0], nd.specs[0][0],
-                             nd.specs[0][1], nd.specs[0][1].np)
-                            if nd.op.kind != "view" and nd.op.num_outputs == 1 and
-                            len(nd.specs) == 1 else None for i, nd in enumerate(nodes))
-        self.n = len(nodes)
-        self.inputs = tuple(_in_meta(a) for a in inputs)
-        self.out_refs = list(out_refs)
-        self.cap = cap
-        self.entry = entry
-        self.run: Any = None   # the compiler's prepared call of ``entry`` (its business)
-        self.used = False      # set (only ever to True) once a call followed it to the end
-        # ``loose(i, op, args, params)``: when node ``i`` differs from ``op(*args, **params)``
-        # only in numbers the compiled graph takes as runtime arguments (a learning rate, an
-        # optimizer's bias correction), those numbers as ``[(slot, position, value), ...]``,
-        # else None; set by the compiler (None: every difference diverges)
-        self.loose: Any = None
-
-
-def _in_meta(a: np.ndarray) -> tuple:
-    """What a graph's key and numbers read of an input array."""
-    return (a.shape, a.dtype, a.flags.c_contiguous)
-
-
-def same(a: Any, b: Any) -> bool:
-    """``a == b`` with types compared too (``2`` is not ``2.0``): whether two op arguments or
-    parameters give one graph key and the same numbers (``graph.capture``)."""
-    if a is b:
-        return True
-    t = a.__class__
-    if t is not b.__class__:
-        return False
-    if t is tuple or t is list:
-        if len(a) != len(b):
-            return False
-        for x, y in zip(a, b):
-            if x is not y and not same(x, y):
-                return False
-        return True
-    if t is dict:
-        if len(a) != len(b):
-            return False
-        for (ka, va), (kb, vb) in zip(a.items(), b.items()):
-            if ka != kb or (va is not vb and not same(va, vb)):
-                return False
-        return True
-    if t is float or t is int or t is str or t is bool:
-        return a == b
-    if t is np.ndarray:
-        return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-    if isinstance(a, np.generic):
-        return a.dtype == b.dtype and bool(a == b)
-    try:
-        return (a == b) is True
-    except Exception:  # noqa: BLE001 (an odd __eq__: not the same)
-        return False
 
 
 class _Storage:
@@ -351,6 +257,11 @@ def user_stack(limit: int = 8) -> list:
 class Trace:
     """The ops recorded since the last realization, and what realizing them needs."""
 
+    # this thread's (grad_enabled, inference) as the binder's follow path last read it, and
+    # ``grad_mode.GENERATION`` then: read again when that moved
+    gm_generation = -1
+    gm = (True, False)
+
     def __init__(self, owner: Any) -> None:
         self.owner = owner                  # the compiled function's state (compiler-defined)
         # ``owner.known_trace(segment)``: the trace a graph of this code last ran (``Known``)
@@ -367,8 +278,14 @@ class Trace:
         self.loosened: list | None = None   # numbers of the known trace this call changed
         self.inputs: list[np.ndarray] = []
         self.input_ids: dict[int, int] = {}
-        self.lazies: list = []              # weakrefs of LazyArrays
+        # in creation order: weakrefs of LazyArrays, and the tensors the binder's follow path
+        # made (``hold``), held strongly until ``live_tensors`` sweeps them: one object per
+        # recorded op instead of two weak references (issue 21)
+        self.lazies: list = []
         self.tensors: list = []             # weakrefs of tensors with lazy payloads
+        self.live: list | None = None       # ``live_tensors()``, once swept
+        self.holding = False                # ``lazies`` holds tensors (``hold``) too
+        self.outs: list = []                # the live payloads, once swept (``_sweep``)
         self.storages: dict[int, _Storage] = {}
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
@@ -462,6 +379,101 @@ class Trace:
 
     def register_tensor(self, t: Any) -> None:
         self.tensors.append(weakref.ref(t))
+
+    def hold(self, t: Any) -> None:
+        """Record ``t``, a new tensor whose payload is a new ``LazyArray`` only it references
+        (the binder inlines this): both are realized while ``t`` is alive, as ``lazy`` and
+        ``register_tensor`` would have it, without their two weak references."""
+        self.lazies.append(t)
+        self.holding = True
+
+    def live_tensors(self) -> list:
+        """The tensors with lazy payloads still alive (in no set order); see ``_sweep``."""
+        if self.live is None:
+            self._sweep()
+        return self.live
+
+    def _sweep(self) -> None:
+        """Set ``live`` (the live tensors) and ``outs`` (the live unrealized payloads in the
+        order they were made: the graph's outputs).
+
+        The held tensors (``hold``) are swept newest first: one that only this trace
+        references is dropped (and so freed, with what it alone kept alive: an autograd node
+        that saved an older tensor), and its payload stays in its place while something else
+        holds it (a ``.grad``, a detached tensor sharing it); a drop older than a survivor
+        sweeps the survivors again (``_resweep``).  Alive is what ``sys.getrefcount`` says, as
+        weak references would: what only garbage (a reference cycle) holds is alive for both.
+        """
+        lst = self.lazies
+        if not self.holding:   # weak references only (the slow path, ops with grad)
+            self.live = [t for w in self.tensors if (t := w()) is not None]
+            self.outs = [la for w in lst if (la := w()) is not None and la.value is None]
+            return
+        rc = sys.getrefcount
+        one = _HELD_REFS   # the count of an object only ``lst`` holds, read as below
+        kept: list = []
+        redo = weak = False
+        k = len(lst)
+        e = la = None
+        while k:
+            k -= 1
+            e = lst[k]
+            if rc(e) > one:
+                if e.__class__ is _WREF:
+                    weak = True
+                else:
+                    kept.append(k)
+                continue
+            if e.__class__ is _WREF:
+                weak = True
+                continue
+            if kept:
+                redo = True
+            la = e._data   # a dead tensor: its own payload, if another holds it, in its place
+            if rc(la) > one and la.__class__ is LazyArray and not la.sver and \
+                    la.vc is e._version_counter:
+                lst[k] = la
+                kept.append(k)
+            else:
+                lst[k] = None
+        e = la = None
+        if redo:   # usually one survivor or a few: see whether any dropped first
+            for k in kept:
+                e = lst[k]
+                if rc(e) <= one:
+                    e = None
+                    kept = _resweep(lst, kept, LazyArray)
+                    break
+            e = None
+        live: list = []
+        outs: list = []
+        if weak:
+            _collect(lst, live, outs, LazyArray)
+        else:   # only held tensors (and their kept payloads): visit the survivors alone
+            for k in reversed(kept):
+                e = lst[k]
+                if e.__class__ is LazyArray:
+                    la = e
+                else:
+                    live.append(e)
+                    la = e._data
+                    if la.__class__ is not LazyArray or la.sver or \
+                            la.vc is not e._version_counter:
+                        continue
+                if la.value is None:
+                    outs.append(la)
+        if self.tensors:   # and a payload only a registered tensor still holds (rare)
+            seen = set(map(id, outs))
+            for w in self.tensors:
+                t = w()
+                if t is not None:
+                    live.append(t)
+                    la = t._data
+                    if la.__class__ is LazyArray and la.value is None and id(la) not in seen:
+                        seen.add(id(la))
+                        outs.append(la)
+        self.live = live
+        self.outs = outs
 
     def add_node(self, op: Any, args: tuple, params: dict, specs: tuple) -> list:
         i = len(self.nodes)
@@ -565,17 +577,24 @@ class Trace:
 
     def realize(self, why: str = "end of the compiled call") -> None:
         """Run the recorded graph and give every live lazy tensor its values."""
-        tensors = [t for w in self.tensors if (t := w()) is not None]
+        if self.live is None:
+            self._sweep()
+        tensors = self.live
         storages = self.storages
         # tensors written through an alias are re-read first, so they are outputs too
         if storages:
+            reread = False
             for t in tensors:
                 p = t._data
                 if p.__class__ is LazyArray and p.value is None:
                     st = storages.get(id(t._version_counter))
                     if st is not None and st.version != p.sver:
                         self._reread(t, st)
-        lazies = [la for w in self.lazies if (la := w()) is not None and la.value is None]
+                        reread = True
+            if reread:   # the new payloads are outputs too
+                self._sweep()
+                tensors = self.live
+        lazies = self.outs
         if not lazies and not storages:
             self.reset()
             return

@@ -281,6 +281,7 @@ def _execute(root_edges: list, children: dict, deps: dict, grads: list, retain_g
 
     prev = _gm.STATE.grad_enabled
     _gm.STATE.grad_enabled = create_graph
+    _gm.GENERATION[0] += 1
     rec = _lazy.STATE.recorder
     heappush, heappop = heapq.heappush, heapq.heappop
     try:
@@ -329,6 +330,7 @@ def _execute(root_edges: list, children: dict, deps: dict, grads: list, retain_g
                     heappush(ready, (-child._seq, id(child), child))
     finally:
         _gm.STATE.grad_enabled = prev
+        _gm.GENERATION[0] += 1
     return captured
 
 

@@ -13,6 +13,13 @@ from typing import Any, Callable, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# bumped with every change of any thread's grad mode (each writer of ``STATE.grad_enabled`` or
+# ``STATE.inference`` does it; tests/compiler/test_held_tensors.py checks that they do): a reader
+# that caches its thread's mode (the binder's follow path keeps it on the compiled call's trace)
+# reads it again when this moved
+GENERATION = [0]
+
+
 class _State(threading.local):
     grad_enabled: bool = True   # class defaults: a new thread starts with grad enabled
     inference: bool = False
@@ -43,6 +50,7 @@ class _Mode:
 
     def __exit__(self, *exc: object) -> None:
         STATE.grad_enabled, STATE.inference = self._prev
+        GENERATION[0] += 1
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)
@@ -60,6 +68,7 @@ class no_grad(_Mode):  # noqa: N801
 
     def _apply(self) -> None:
         STATE.grad_enabled = False
+        GENERATION[0] += 1
 
 
 class enable_grad(_Mode):  # noqa: N801
@@ -67,6 +76,7 @@ class enable_grad(_Mode):  # noqa: N801
 
     def _apply(self) -> None:
         STATE.grad_enabled = True
+        GENERATION[0] += 1
 
 
 class set_grad_enabled(_Mode):  # noqa: N801
@@ -76,9 +86,11 @@ class set_grad_enabled(_Mode):  # noqa: N801
         self.mode = bool(mode)
         self._prev = (STATE.grad_enabled, STATE.inference)
         STATE.grad_enabled = self.mode
+        GENERATION[0] += 1
 
     def _apply(self) -> None:
         STATE.grad_enabled = self.mode
+        GENERATION[0] += 1
 
     def __enter__(self) -> set_grad_enabled:
         # the state was already applied by __init__; _prev holds what was before it
@@ -86,6 +98,7 @@ class set_grad_enabled(_Mode):  # noqa: N801
 
     def __call__(self, fn: F) -> F:
         STATE.grad_enabled, STATE.inference = self._prev  # used as a decorator: undo __init__
+        GENERATION[0] += 1
         return super().__call__(fn)
 
     def _args(self) -> tuple:
@@ -102,6 +115,7 @@ class inference_mode(_Mode):  # noqa: N801
         if self.mode:
             STATE.grad_enabled = False
             STATE.inference = True
+            GENERATION[0] += 1
 
     def _args(self) -> tuple:
         return (self.mode,)

@@ -310,10 +310,12 @@ class CustomOpDef:
         st = _gm.STATE
         prev = st.grad_enabled
         st.grad_enabled = False
+        _gm.GENERATION[0] += 1
         try:
             out = kernel(*args)
         finally:
             st.grad_enabled = prev
+            _gm.GENERATION[0] += 1
         if out.__class__ is Tensor and self._single:
             self._check_aliasing(tensors, [out])
         else:

@@ -200,10 +200,7 @@ def _grad_flags(args: tuple, kwargs: dict) -> tuple:
 def _abort(tr: _lazy.Trace) -> None:
     """Drop a trace without running it: tensors that existed before the call (inputs,
     parameters, their views) get their unchanged arrays back."""
-    for w in tr.tensors:
-        t = w()
-        if t is None:
-            continue
+    for t in tr.live_tensors():
         p = t._data
         if p.__class__ is _lazy.LazyArray and p.value is None and \
                 isinstance(p.owner, np.ndarray) and isinstance(p.shadow, np.ndarray):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import types
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -126,7 +127,7 @@ class _RecordFrame(_Frame):
         self.graphs += 1
         # the tensors with lazy payloads still alive now (at the end of the call: the ones
         # that outlive it) are checked by _replay_of
-        self.alive = [w for w in self.trace.tensors if w() is not None]
+        self.alive = [weakref.ref(t) for t in self.trace.live_tensors()]
         # normalized here so Trace.realize keeps these very objects (outputs are then found by
         # identity), and replay normalizes the same way
         res = [_as_array(r, dt) for r, dt in zip(res, _out_dtypes(cap))]
