@@ -16,6 +16,7 @@ from ember.dtypes import float32, float64
 from ember.ops import OPS as _OPS
 from ember.ops import _parallel
 from ember.ops._fma import fma, native_fma
+from ember.ops.optim_step import ADAM_STEP as _ADAM_STEP
 from ember.ops.registry import bind as _bind
 from ember.optim.optimizer import (
     Optimizer,
@@ -63,6 +64,22 @@ class Adam(Optimizer):
             if amsgrad:
                 state["max_exp_avg_sq"] = zeros_like(p)
         return state
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        if _LZ.trace is None or not isinstance(_LZ.trace, _Trace):
+            super()._step_group(group)
+            return
+        fused = []
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self._state_for(p, group["amsgrad"])
+            if _traced_ok(p, state, group):
+                fused.append((p, state))
+            else:
+                self._update(p, group)
+        if fused:
+            _fused_update(fused, group)
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         lr, wd, eps = float(group["lr"]), group["weight_decay"], group["eps"]
@@ -160,6 +177,48 @@ def _traced_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, bet
     _write_final(tr, v, v_new, 2)
     if not decay:
         _write_final(tr, p, p_new, 1)
+
+
+def _fused_update(items: list, group: dict) -> None:
+    """``_traced_update`` of each ``(param, state)`` of ``items`` as ONE recorded node
+    (``adam_step``, ``ember/ops/optim_step.py``): the same primitives once the C backend
+    decomposes it, a ninth of the recording.  Parameters whose tensors share a version counter
+    with another's go through ``_traced_update`` one by one."""
+    seen: set = set()
+    ok, rest = [], []
+    for p, state in items:
+        vcs = {id(t._version_counter) for t in (p, p.grad, state["exp_avg"],
+                                                 state["exp_avg_sq"], state["step"])}
+        (rest if vcs & seen else ok).append((p, state))
+        seen |= vcs
+    lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+    beta1, beta2 = group["betas"]
+    for p, state in rest:
+        _traced_update(p, state, lr, wd, eps, beta1, beta2, group["decoupled_weight_decay"])
+    if not ok:
+        return
+    tr = _LZ.trace
+    inputs: list = []
+    bc2, neg = [], []
+    for p, state in ok:
+        step_t = state["step"]
+        inputs += [p, p.grad, state["exp_avg"], state["exp_avg_sq"], step_t]
+        scalars = _adam_scalars(_next_count(step_t), lr, beta1, beta2)
+        _recompute(scalars, lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
+        bc2.append(scalars[0])
+        neg.append(scalars[1])
+    decay = wd != 0
+    outs = _bind(_ADAM_STEP, *inputs, decay=1 - lr * wd if decay else None, w1=1 - beta1,
+                 beta2=beta2, w2=1 - beta2, eps=eps, bc2=tuple(bc2), neg_step=tuple(neg))
+    for k, (p, state) in enumerate(ok):
+        step_new, p_new, m_new, v_new = outs[4 * k:4 * k + 4]
+        _write_final(tr, state["step"], step_new, 1)
+        if decay:
+            _write_final(tr, p, p_new, 2)
+        _write_final(tr, state["exp_avg"], m_new, 1)
+        _write_final(tr, state["exp_avg_sq"], v_new, 2)
+        if not decay:
+            _write_final(tr, p, p_new, 1)
 
 
 def _write_final(tr: Any, t: Tensor, new: Tensor, ops: int) -> None:
