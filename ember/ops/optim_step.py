@@ -1,21 +1,24 @@
 """Multi-tensor optimizer steps: one graph node for a whole parameter group.
 
 ``adam_step`` is torch's single-tensor Adam/AdamW update (``torch/optim/adam.py``,
-``_single_tensor_adam`` with ``amsgrad=False``, ``maximize=False``) over every parameter of a
+``_single_tensor_adam`` with ``amsgrad=False``) over every parameter of a
 group at once, as one OpDef, so that a compiled training step records ONE node for its
-optimizer instead of nine per parameter (docs/optim.md "Compiled steps").  Its inputs are flat
+optimizer instead of nine per parameter (docs/optim.md, "Inside `ember.compile`").  Its inputs are flat
 groups of five tensors ``(param, grad, exp_avg, exp_avg_sq, step)`` per parameter; its outputs
 are the new values ``(step, param, exp_avg, exp_avg_sq)`` per parameter, which the optimizer
 writes back in place (the compiled entry computes them into the state's own memory).
 
-Its numbers are params, each used as it is by the primitive that needs it (no arithmetic on
-them in ``decomp``): ``decay = 1 - lr * weight_decay`` (None: no decay), ``w1 = 1 - beta1``,
-``beta2``, ``w2 = 1 - beta2``, ``eps``, and per parameter ``bc2`` (the square root of the second
-bias correction) and ``neg_step`` (``-lr / (1 - beta1 ** step)``), all computed by the caller in
-Python double precision exactly as torch does.  The ``scalar_passthrough`` tag says so: the
-C backend's decomposition then accepts these numbers after they were lifted to runtime
-arguments (they change every step and with a scheduled lr), and a compiled call follows its
-known trace through new values of them without recompiling.
+Its numbers are params, each handed as it is to the primitive that needs it:
+``decay = 1 - lr * weight_decay`` (AdamW; None: no decay), ``w1 = 1 - beta1``, ``beta2``,
+``w2 = 1 - beta2``, ``eps``, and per parameter ``bc2`` (the square root of the second bias
+correction) and ``neg_step`` (``-lr / (1 - beta1 ** step)``), all computed by the caller in
+Python double precision exactly as torch computes them.  The ``scalar_passthrough`` tag says
+so: the C backend's decomposition accepts these numbers after they were lifted to runtime
+arguments (they change every step, and with a scheduled lr), and a compiled call follows its
+known trace through new values of them without recompiling.  ``maximize`` negates the
+gradient; ``coupled_wd`` (Adam's ``weight_decay``; None: none) adds ``weight_decay * param`` to
+it, rounded to the parameter's dtype as the frontend rounds ``alpha`` (were it ever lifted, the
+decomposition would see a computed number and keep the node, which then runs its eager kernel).
 
 The C backend lowers the op by decomposition into the same primitives the single-tensor path
 binds (``add``, ``mul``, ``lerp``, ``addcmul``, ``sqrt``, ``div``, ``addcdiv``), so compiled
@@ -44,7 +47,8 @@ def _groups(tensors: tuple) -> list[tuple]:
 
 
 def _adam_meta(*tensors: Any, decay: Any, w1: Any, beta2: Any, w2: Any, eps: Any,
-               bc2: tuple, neg_step: tuple) -> tuple:
+               bc2: tuple, neg_step: tuple, coupled_wd: Any = None,
+               maximize: bool = False) -> tuple:
     """Shapes and dtypes of the new ``(step, param, exp_avg, exp_avg_sq)`` of each parameter."""
     if not tensors or len(tensors) % _PER_PARAM:
         raise ShapeError(f"[adam_step] expected groups of {_PER_PARAM} tensors (param, grad, "
@@ -71,11 +75,16 @@ def _adam_meta(*tensors: Any, decay: Any, w1: Any, beta2: Any, w2: Any, eps: Any
 
 
 def _run(unary: Any, binary: Any, ternary: Any, tensors: tuple, decay: Any, w1: float,
-         beta2: float, w2: float, eps: float, bc2: tuple, neg_step: tuple) -> list:
+         beta2: float, w2: float, eps: float, bc2: tuple, neg_step: tuple,
+         coupled_wd: Any = None, maximize: bool = False) -> list:
     """The update with the given ways to apply ``OPS.x`` (eager kernels or ``bind``)."""
     out: list = []
     for (p, g, m, v, s), bc, neg in zip(_groups(tensors), bc2, neg_step):
         s_new = binary(OPS.add, s, 1.0)                          # state_steps[i] += 1
+        if maximize:
+            g = unary(OPS.neg, g)                                # grad = -grad
+        if coupled_wd is not None:     # grad.add(param, alpha=wd), alpha as the frontend
+            g = binary(OPS.add_scaled, g, p, alpha=_rounded(coupled_wd, p.dtype))  # rounds it
         if decay is not None:
             p = binary(OPS.mul, p, decay)                        # param.mul_(1 - lr * wd)
         m_new = ternary(OPS.lerp, m, g, w1)                      # exp_avg.lerp_(grad, 1 - b1)
@@ -84,6 +93,11 @@ def _run(unary: Any, binary: Any, ternary: Any, tensors: tuple, decay: Any, w1: 
         p_new = ternary(OPS.addcdiv, p, m_new, denom, value=neg)  # param.addcdiv_(..)
         out += [s_new, p_new, m_new, v_new]
     return out
+
+
+def _rounded(x: float, dtype: Any) -> float:
+    """``x`` rounded to ``dtype`` (a NumPy dtype, or an ember dtype under ``decomp``)."""
+    return float(np.asarray(x).astype(getattr(dtype, "np", dtype)))
 
 
 def _kernel(dtype: Any) -> Any:

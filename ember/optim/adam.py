@@ -69,14 +69,17 @@ class Adam(Optimizer):
         if _LZ.trace is None or not isinstance(_LZ.trace, _Trace):
             super()._step_group(group)
             return
-        fused = []
+        fused, seen = [], set()
         for p in group["params"]:
             if p.grad is None:
                 continue
             state = self._state_for(p, group["amsgrad"])
-            if _traced_ok(p, state, group):
+            vcs = {id(t._version_counter) for t in (p, p.grad, state["exp_avg"],
+                                                     state["exp_avg_sq"], state["step"])}
+            if _fusable(p, state, group) and not vcs & seen:
                 fused.append((p, state))
-            else:
+                seen |= vcs
+            else:   # parameters are independent: their updates commute
                 self._update(p, group)
         if fused:
             _fused_update(fused, group)
@@ -135,11 +138,19 @@ def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
 
 def _traced_ok(p: Tensor, state: dict, group: dict) -> bool:
     if _LZ.trace is None or not isinstance(_LZ.trace, _Trace) or group["maximize"] or \
-            group["differentiable"] or group["amsgrad"] or p._dtype not in (float32, float64):
+            group["weight_decay"] != 0 and not group["decoupled_weight_decay"]:
+        return False
+    return _fusable(p, state, group)
+
+
+def _fusable(p: Tensor, state: dict, group: dict) -> bool:
+    """``p`` can be updated by ``adam_step`` (``_fused_update``; the caller checked that a
+    trace records): plain tensors, float numbers, no amsgrad (maximize and coupled weight decay
+    are the node's params)."""
+    if group["differentiable"] or group["amsgrad"] or p._dtype not in (float32, float64):
         return False
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-    if type(lr) is not float or type(eps) is not float or type(wd) not in (float, int) or \
-            (wd != 0 and not group["decoupled_weight_decay"]):
+    if type(lr) is not float or type(eps) is not float or type(wd) not in (float, int):
         return False
     shape = tuple(p._data.shape)
     g, m, v, step = p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"]
@@ -180,23 +191,14 @@ def _traced_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, bet
 
 
 def _fused_update(items: list, group: dict) -> None:
-    """``_traced_update`` of each ``(param, state)`` of ``items`` as ONE recorded node
-    (``adam_step``, ``ember/ops/optim_step.py``): the same primitives once the C backend
-    decomposes it, a ninth of the recording.  Parameters whose tensors share a version counter
-    with another's go through ``_traced_update`` one by one."""
-    seen: set = set()
-    ok, rest = [], []
-    for p, state in items:
-        vcs = {id(t._version_counter) for t in (p, p.grad, state["exp_avg"],
-                                                 state["exp_avg_sq"], state["step"])}
-        (rest if vcs & seen else ok).append((p, state))
-        seen |= vcs
+    """The update of each ``(param, state)`` of ``items`` (their tensors share no version
+    counter) as ONE recorded node (``adam_step``, ``ember/ops/optim_step.py``): the primitives
+    of ``_traced_update`` (and of the general path's ``maximize`` and coupled weight decay) once
+    the C backend decomposes it, at a fraction of the recording."""
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
     beta1, beta2 = group["betas"]
-    for p, state in rest:
-        _traced_update(p, state, lr, wd, eps, beta1, beta2, group["decoupled_weight_decay"])
-    if not ok:
-        return
+    decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
+    ok = items
     tr = _LZ.trace
     inputs: list = []
     bc2, neg = [], []
@@ -207,9 +209,13 @@ def _fused_update(items: list, group: dict) -> None:
         _recompute(scalars, lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
         bc2.append(scalars[0])
         neg.append(scalars[1])
-    decay = wd != 0
+    decay = wd != 0 and decoupled
+    coupled = {"coupled_wd": wd} if wd != 0 and not decoupled else {}
+    if maximize:
+        coupled["maximize"] = True
     outs = _bind(_ADAM_STEP, *inputs, decay=1 - lr * wd if decay else None, w1=1 - beta1,
-                 beta2=beta2, w2=1 - beta2, eps=eps, bc2=tuple(bc2), neg_step=tuple(neg))
+                 beta2=beta2, w2=1 - beta2, eps=eps, bc2=tuple(bc2), neg_step=tuple(neg),
+                 **coupled)
     for k, (p, state) in enumerate(ok):
         step_new, p_new, m_new, v_new = outs[4 * k:4 * k + 4]
         _write_final(tr, state["step"], step_new, 1)

@@ -20,26 +20,35 @@ def _params(shapes, step, lr, beta1, beta2, wd):
 def _samples(dtype, rng):
     import numpy as np
 
-    for shapes, step, wd in ((SHAPES[:2], 0.0, 0.01), (SHAPES, 4.0, 0.0), (SHAPES[:1], 9.0, 0.1)):
+    cases = ((SHAPES[:2], 0.0, 0.01, {}), (SHAPES, 4.0, 0.0, {}),
+             (SHAPES[:1], 9.0, 0.1, {"maximize": True}),
+             (SHAPES[:2], 2.0, 0.0, {"coupled_wd": 0.1, "maximize": True}),
+             (SHAPES[1:3], 1.0, 0.0, {"coupled_wd": 0.3}))
+    for shapes, step, wd, extra in cases:
         args = []
         for s in shapes:
             args += [make(s, dtype, rng), make(s, dtype, rng), make(s, dtype, rng),
                      np.asarray(np.abs(make(s, dtype, rng))), np.asarray(step, dtype=dtype)]
-        kw = _params(shapes, step, 1e-2, 0.9, 0.999, wd)
-        yield Sample(tuple(args), kw, desc=f"{len(shapes)} params, step {step}, wd {wd}",
+        kw = dict(_params(shapes, step, 1e-2, 0.9, 0.999, wd), **extra)
+        yield Sample(tuple(args), kw, desc=f"{len(shapes)} params, step {step}, wd {wd} {extra}",
                      grad=False)
 
 
-def _adam_step(lib, *tensors, decay, w1, beta2, w2, eps, bc2, neg_step):
+def _adam_step(lib, *tensors, decay, w1, beta2, w2, eps, bc2, neg_step, coupled_wd=None,
+               maximize=False):
     if lib.__name__ != "torch":
         from ember.ops.optim_step import ADAM_STEP
         from ember.ops.registry import bind
         return bind(ADAM_STEP, *tensors, decay=decay, w1=w1, beta2=beta2, w2=w2, eps=eps,
-                    bc2=bc2, neg_step=neg_step)
+                    bc2=bc2, neg_step=neg_step, coupled_wd=coupled_wd, maximize=maximize)
     out = []
     for k in range(0, len(tensors), 5):
         p, g, m, v, s = (t.clone() for t in tensors[k:k + 5])
         s += 1
+        if maximize:
+            g = -g
+        if coupled_wd is not None:
+            g = g.add(p, alpha=coupled_wd)
         if decay is not None:
             p.mul_(decay)
         m.lerp_(g, w1)

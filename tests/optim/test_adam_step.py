@@ -74,10 +74,12 @@ OPTS = {
     "adam": (lambda lib, ps: lib.optim.Adam(ps, lr=1e-2, betas=(0.8, 0.99)), True),
     "adamw-foreach-fused-kw": (lambda lib, ps: lib.optim.AdamW(
         ps, lr=1e-2, foreach=False, fused=None), True),
-    # the per-parameter path (documented): coupled weight decay, amsgrad, maximize
-    "adam-coupled-wd": (lambda lib, ps: lib.optim.Adam(ps, lr=1e-2, weight_decay=0.1), False),
+    "adam-coupled-wd": (lambda lib, ps: lib.optim.Adam(ps, lr=1e-2, weight_decay=0.1), True),
+    "adamw-maximize": (lambda lib, ps: lib.optim.AdamW(ps, lr=1e-3, maximize=True), True),
+    "adam-maximize-coupled-wd": (lambda lib, ps: lib.optim.Adam(
+        ps, lr=1e-3, weight_decay=0.05, maximize=True), True),
+    # the per-parameter path (documented): amsgrad
     "adamw-amsgrad": (lambda lib, ps: lib.optim.AdamW(ps, lr=1e-2, amsgrad=True), False),
-    "adamw-maximize": (lambda lib, ps: lib.optim.AdamW(ps, lr=1e-3, maximize=True), False),
 }
 
 
@@ -138,29 +140,32 @@ def test_one_node_per_group_and_no_recompile_on_lr_change():
     assert be.count == 3
 
 
-def test_same_bits_as_the_per_parameter_graph(monkeypatch):
+@pytest.mark.parametrize("kw", [
+    {"weight_decay": 0.1, "decoupled_weight_decay": True},
+    {"weight_decay": 0.1, "maximize": True},
+    {"betas": (0.8, 0.95)},
+])
+def test_same_bits_as_the_per_parameter_graph(monkeypatch, kw):
     """The decomposed node gives the C backend the per-parameter path's primitives: the
-    compiled parameters and moments are bit for bit those of ``_traced_update``."""
+    compiled parameters and moments are bit for bit those of the per-parameter recording."""
     def run():
         ember.compiler.reset()
         em, _ = _models(seed=3)
-        eo = ember.optim.AdamW(em.parameters(), lr=1e-2, weight_decay=0.1)
+        eo = ember.optim.Adam(em.parameters(), lr=1e-2, **kw)
         step = ember.compile(_estep, backend="c")
         for x, y in _data(5):
             step(em, eo, ember.tensor(x), ember.tensor(y))
+        assert (ADAM_STEP in [n.op for n in cbackend.last_compiled().source_graph.nodes]) \
+            == fused
         return [p.detach().numpy().copy() for p in em.parameters()] + \
             [eo.state[p][k].numpy().copy() for p in em.parameters()
              for k in ("exp_avg", "exp_avg_sq")]
-    fused = run()
-
-    def per_param(items, group):
-        b1, b2 = group["betas"]
-        for p, state in items:
-            adam._traced_update(p, state, group["lr"], group["weight_decay"], group["eps"], b1,
-                                b2, group["decoupled_weight_decay"])
-    monkeypatch.setattr(adam, "_fused_update", per_param)
-    single = run()
-    for a, b in zip(fused, single):
+    fused = True
+    got = run()
+    monkeypatch.setattr(adam, "_fusable", lambda p, state, group: False)
+    fused = False
+    want = run()
+    for a, b in zip(got, want):
         assert np.array_equal(a, b)
 
 
