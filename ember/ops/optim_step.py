@@ -1,12 +1,12 @@
 """Multi-tensor optimizer steps: one graph node for a whole parameter group.
 
 ``adam_step`` is torch's single-tensor Adam/AdamW update (``torch/optim/adam.py``,
-``_single_tensor_adam`` with ``amsgrad=False``) over every parameter of a
-group at once, as one OpDef, so that a compiled training step records ONE node for its
-optimizer instead of nine per parameter (docs/optim.md, "Inside `ember.compile`").  Its inputs are flat
-groups of five tensors ``(param, grad, exp_avg, exp_avg_sq, step)`` per parameter; its outputs
-are the new values ``(step, param, exp_avg, exp_avg_sq)`` per parameter, which the optimizer
-writes back in place (the compiled entry computes them into the state's own memory).
+``_single_tensor_adam`` with ``amsgrad=False``) over every parameter of a group at once, as one
+OpDef, so that a compiled training step records ONE node for its optimizer instead of nine per
+parameter (docs/optim.md, "Inside `ember.compile`").  Its inputs are flat groups of five tensors
+``(param, grad, exp_avg, exp_avg_sq, step)`` per parameter; its outputs are the new values
+``(step, param, exp_avg, exp_avg_sq)`` per parameter, which the optimizer writes back in place
+(the compiled entry computes them into the state's own memory).
 
 Its numbers are params, each handed as it is to the primitive that needs it:
 ``decay = 1 - lr * weight_decay`` (AdamW; None: no decay), ``w1 = 1 - beta1``, ``beta2``,
