@@ -39,7 +39,6 @@ from ember.errors import DTypeError, ShapeError
 from ember.ops.registry import OPS, OpDef, bind, register
 
 _PER_PARAM = 5      # inputs per parameter: param, grad, exp_avg, exp_avg_sq, step
-_OUT_PER_PARAM = 4  # outputs per parameter: step, param, exp_avg, exp_avg_sq
 
 
 def _groups(tensors: tuple) -> list[tuple]:

@@ -125,7 +125,9 @@ class Adam(Optimizer):
 # parameter and step.  For plain tensors the same primitives with the same arguments are bound
 # here directly and each state tensor is written once with its final value (its version counter
 # still advances once per in-place op of the general path): the same graph, the same numbers,
-# the same versions, at a fraction of the recording cost.
+# the same versions, at a fraction of the recording cost.  ``Adam._step_group`` goes further:
+# every eligible parameter of a group is updated by ONE ``adam_step`` node (``_fused_update``),
+# which the C backend decomposes into these same primitives.
 def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
     if not isinstance(t, Tensor) or t._base is not None or t._dtype is not dtype:
         return False
@@ -198,11 +200,10 @@ def _fused_update(items: list, group: dict) -> None:
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
     beta1, beta2 = group["betas"]
     decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
-    ok = items
     tr = _LZ.trace
     inputs: list = []
     bc2, neg = [], []
-    for p, state in ok:
+    for p, state in items:
         step_t = state["step"]
         inputs += [p, p.grad, state["exp_avg"], state["exp_avg_sq"], step_t]
         scalars = _adam_scalars(_next_count(step_t), lr, beta1, beta2)
@@ -216,7 +217,7 @@ def _fused_update(items: list, group: dict) -> None:
     outs = _bind(_ADAM_STEP, *inputs, decay=1 - lr * wd if decay else None, w1=1 - beta1,
                  beta2=beta2, w2=1 - beta2, eps=eps, bc2=tuple(bc2), neg_step=tuple(neg),
                  **coupled)
-    for k, (p, state) in enumerate(ok):
+    for k, (p, state) in enumerate(items):
         step_new, p_new, m_new, v_new = outs[4 * k:4 * k + 4]
         _write_final(tr, state["step"], step_new, 1)
         if decay:
