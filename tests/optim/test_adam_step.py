@@ -312,3 +312,25 @@ def test_decompose_still_keeps_lifted_numbers_of_other_ops():
     g3 = Graph([((4, 2), f32)], [Node(GLU, (("i", 0),), {"dim": Sym(0, "size")},
                                       (((4, 1), f32),))], [("n", 0, 0)], 1, ("size",))
     assert [n.op for n in decompose(g3).nodes] == [GLU]
+
+
+@pytest.mark.parametrize("wd, graphs", [(0.0, 2), (0.1, 3)])
+def test_lr_schedule_compiles(wd, graphs):
+    """A new lr every step from step 4 on: without weight decay the lr only reaches the graph
+    through the step size, lifted at step 2 with the bias corrections, so no step compiles
+    again; AdamW's ``1 - lr * weight_decay`` is lifted at the lr's first change (one more
+    graph, as for any Python number), and later changes reuse it."""
+    em, tm = _models()
+    eo = ember.optim.AdamW(em.parameters(), lr=1e-2, weight_decay=wd)
+    to = torch.optim.AdamW(tm.parameters(), lr=1e-2, weight_decay=wd)
+    be = Counting()
+    step = ember.compile(_estep, backend=be)
+    for i, (x, y) in enumerate(_data(8)):
+        if i >= 3:
+            for g in eo.param_groups + to.param_groups:
+                g["lr"] = 1e-2 / (i + 1)
+        le = step(em, eo, ember.tensor(x), ember.tensor(y))
+        lt = _tstep(tm, to, torch.tensor(x), torch.tensor(y))
+        np.testing.assert_allclose(le.item(), lt.item(), rtol=1e-5)
+    assert be.count == graphs
+    _assert_state_close(eo, to, em, tm)
