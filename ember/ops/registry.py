@@ -60,6 +60,9 @@ TAGS = frozenset({
     "random",
     "bijective",           # a view/movement whose output holds every input element exactly once
     "strided_reshape",     # a view by a new shape: valid only for some input strides (view)
+    "scalar_passthrough",  # its float params never decide its output specs, and its decomp
+                           # hands each to a primitive unchanged (no arithmetic on them): the
+                           # compiler may lift them (optim_step.adam_step)
 })
 
 

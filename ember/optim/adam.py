@@ -16,6 +16,7 @@ from ember.dtypes import float32, float64
 from ember.ops import OPS as _OPS
 from ember.ops import _parallel
 from ember.ops._fma import fma, native_fma
+from ember.ops.optim_step import ADAM_STEP as _ADAM_STEP
 from ember.ops.registry import bind as _bind
 from ember.optim.optimizer import (
     Optimizer,
@@ -64,6 +65,25 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = zeros_like(p)
         return state
 
+    def _step_group(self, group: dict[str, Any]) -> None:
+        if _LZ.trace is None or not isinstance(_LZ.trace, _Trace):
+            super()._step_group(group)
+            return
+        fused, seen = [], set()
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self._state_for(p, group["amsgrad"])
+            vcs = {id(t._version_counter) for t in (p, p.grad, state["exp_avg"],
+                                                     state["exp_avg_sq"], state["step"])}
+            if _fusable(p, state, group) and not vcs & seen:
+                fused.append((p, state))
+                seen |= vcs
+            else:   # parameters are independent: their updates commute
+                self._update(p, group)
+        if fused:
+            _fused_update(fused, group)
+
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         lr, wd, eps = float(group["lr"]), group["weight_decay"], group["eps"]
         beta1, beta2 = group["betas"]
@@ -105,7 +125,9 @@ class Adam(Optimizer):
 # parameter and step.  For plain tensors the same primitives with the same arguments are bound
 # here directly and each state tensor is written once with its final value (its version counter
 # still advances once per in-place op of the general path): the same graph, the same numbers,
-# the same versions, at a fraction of the recording cost.
+# the same versions, at a fraction of the recording cost.  ``Adam._step_group`` goes further:
+# every eligible parameter of a group is updated by ONE ``adam_step`` node (``_fused_update``),
+# which the C backend decomposes into these same primitives.
 def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
     if not isinstance(t, Tensor) or t._base is not None or t._dtype is not dtype:
         return False
@@ -118,11 +140,19 @@ def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
 
 def _traced_ok(p: Tensor, state: dict, group: dict) -> bool:
     if _LZ.trace is None or not isinstance(_LZ.trace, _Trace) or group["maximize"] or \
-            group["differentiable"] or group["amsgrad"] or p._dtype not in (float32, float64):
+            group["weight_decay"] != 0 and not group["decoupled_weight_decay"]:
+        return False
+    return _fusable(p, state, group)
+
+
+def _fusable(p: Tensor, state: dict, group: dict) -> bool:
+    """``p`` can be updated by ``adam_step`` (``_fused_update``; the caller checked that a
+    trace records): plain tensors, float numbers, no amsgrad (maximize and coupled weight decay
+    are the node's params)."""
+    if group["differentiable"] or group["amsgrad"] or p._dtype not in (float32, float64):
         return False
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-    if type(lr) is not float or type(eps) is not float or type(wd) not in (float, int) or \
-            (wd != 0 and not group["decoupled_weight_decay"]):
+    if type(lr) is not float or type(eps) is not float or type(wd) not in (float, int):
         return False
     shape = tuple(p._data.shape)
     g, m, v, step = p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"]
@@ -160,6 +190,42 @@ def _traced_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, bet
     _write_final(tr, v, v_new, 2)
     if not decay:
         _write_final(tr, p, p_new, 1)
+
+
+def _fused_update(items: list, group: dict) -> None:
+    """The update of each ``(param, state)`` of ``items`` (their tensors share no version
+    counter) as ONE recorded node (``adam_step``, ``ember/ops/optim_step.py``): the primitives
+    of ``_traced_update`` (and of the general path's ``maximize`` and coupled weight decay) once
+    the C backend decomposes it, at a fraction of the recording."""
+    lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
+    beta1, beta2 = group["betas"]
+    decoupled, maximize = group["decoupled_weight_decay"], group["maximize"]
+    tr = _LZ.trace
+    inputs: list = []
+    bc2, neg = [], []
+    for p, state in items:
+        step_t = state["step"]
+        inputs += [p, p.grad, state["exp_avg"], state["exp_avg_sq"], step_t]
+        scalars = _adam_scalars(_next_count(step_t), lr, beta1, beta2)
+        _recompute(scalars, lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
+        bc2.append(scalars[0])
+        neg.append(scalars[1])
+    decay = wd != 0 and decoupled
+    coupled = {"coupled_wd": wd} if wd != 0 and not decoupled else {}
+    if maximize:
+        coupled["maximize"] = True
+    outs = _bind(_ADAM_STEP, *inputs, decay=1 - lr * wd if decay else None, w1=1 - beta1,
+                 beta2=beta2, w2=1 - beta2, eps=eps, bc2=tuple(bc2), neg_step=tuple(neg),
+                 **coupled)
+    for k, (p, state) in enumerate(items):
+        step_new, p_new, m_new, v_new = outs[4 * k:4 * k + 4]
+        _write_final(tr, state["step"], step_new, 1)
+        if decay:
+            _write_final(tr, p, p_new, 2)
+        _write_final(tr, state["exp_avg"], m_new, 1)
+        _write_final(tr, state["exp_avg_sq"], v_new, 2)
+        if not decay:
+            _write_final(tr, p, p_new, 1)
 
 
 def _write_final(tr: Any, t: Tensor, new: Tensor, ops: int) -> None:

@@ -234,10 +234,15 @@ class Optimizer:
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
+                self._step_group(group)
         return loss
+
+    def _step_group(self, group: dict[str, Any]) -> None:
+        """Update every parameter of ``group`` that has a gradient (a subclass may update
+        several at once, e.g. as one multi-tensor op while compiling)."""
+        for p in group["params"]:
+            if p.grad is not None:
+                self._update(p, group)
 
     def _update(self, p: Tensor, group: dict[str, Any]) -> None:
         """Update one parameter in place (under no_grad) with its group's settings."""

@@ -174,3 +174,32 @@ def test_decomposed_backward_ops_lower_with_no_extern(name, loss):
     want = grads(ember.tensor(x), ember.tensor(y))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_decomposed_graph_keeps_its_in_place_writes():
+    """A training step whose graph holds a decomposed op (``mse_loss``) still computes the
+    optimizer's writes in the parameters' memory: ``decompose`` keeps ``Graph.mutated`` (it
+    used to drop it, and every new value was copied back after the call)."""
+    from ember.compiler.c import backend as cbackend
+
+    ember.manual_seed(0)
+    m = ember.nn.Linear(8, 4)
+    opt = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.mse_loss(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    f = ember.compile(step, backend="c")
+    x, y = ember.randn(16, 8), ember.randn(16, 4)
+    for _ in range(3):
+        f(x, y)
+    w = m.weight._data
+    f(x, y)
+    cg = cbackend.last_compiled()
+    assert any(n.op is OPS.mse_loss for n in cg.source_graph.nodes)
+    assert cg.graph.mutated == cg.source_graph.mutated and len(cg.graph.mutated) == 4
+    assert len(cg.program.donated) == 4
+    assert m.weight._data is w

@@ -8,7 +8,12 @@ of the graph, their refs renumbered into it.  The losses (``mse_loss``, ``kl_div
 and ``prelu`` reach C this way; their gradients still come from the op's own ``vjp`` (the
 decomposition changes only how the forward is lowered).
 
-A node is kept as it is (an extern) when its params or args hold lifted numbers (``Sym``), its
+Lifted numbers (``Sym``: a learning rate, a bias correction) in a node's params or args are
+accepted when its op is tagged ``scalar_passthrough`` (its ``decomp`` hands each number to a
+primitive as it is, ``ember/ops/optim_step.py``): ``decomp`` runs on a distinct NaN object in
+place of each ``Sym``, and each of those objects found in the recorded nodes is put back as the
+``Sym``; a NaN left over (a number computed from a lifted one) keeps the op.
+Otherwise a node is kept as it is (an extern) when its params or args hold lifted numbers, its
 input sizes are symbolic, or its decomposition cannot be recorded (a graph break, a concrete
 constant tensor, an in-place write, a result whose shape or dtype differ from the node's), or
 when ``decomp`` returns None (it has no decomposition for these params).
@@ -70,6 +75,8 @@ def decompose(graph: Graph) -> Graph:
                 graph.num_scalars, graph.scalar_kinds)
     if hasattr(graph, "lifted"):
         out.lifted = graph.lifted  # type: ignore[attr-defined]
+    if graph.mutated:  # outputs that replace inputs (their memory may be donated: inplace.py)
+        out.mutated = graph.mutated
     return out
 
 
@@ -84,8 +91,12 @@ def _arg_specs(graph: Graph) -> dict:
 def _record(n: Node, arg_specs: list) -> tuple | None:
     """(nodes, output refs) that ``n.op.decomp`` records on lazy stand-ins of ``n``'s tensor
     inputs (refs ``("i", k)``: the k-th tensor argument), or None when it cannot be used."""
-    if _has_sym(n.params) or any(type(a) is Sym for a in n.args):
-        return None
+    holes: dict = {}
+    params, n_args = n.params, n.args
+    if _has_sym(params) or any(type(a) is Sym for a in n_args):
+        if "scalar_passthrough" not in n.op.tags:
+            return None
+        params, n_args = _punch(params, holes), tuple(_punch(a, holes) for a in n_args)
     if any(sp is not None and _has_sym(sp[0]) for sp in arg_specs):
         return None
     from ember import _lazy
@@ -96,7 +107,7 @@ def _record(n: Node, arg_specs: list) -> tuple | None:
     tr = _lazy.Trace(None)
     ins: list = []
     k = 0
-    for a, sp in zip(n.args, arg_specs):
+    for a, sp in zip(n_args, arg_specs):
         if not _is_ref(a):
             ins.append(a)
             continue
@@ -112,7 +123,7 @@ def _record(n: Node, arg_specs: list) -> tuple | None:
     state.error_on_break.append(True)
     try:
         with no_grad():
-            res = n.op.decomp(*ins, **n.params)
+            res = n.op.decomp(*ins, **params)
         if res is None:
             return None  # the decomposition declines these params: keep the op
         res = (res,) if isinstance(res, Tensor) else tuple(res)
@@ -126,7 +137,54 @@ def _record(n: Node, arg_specs: list) -> tuple | None:
         return None  # a concrete constant tensor or an in-place write: keep the op
     got = tuple((tuple(t.shape), t._dtype) for t in res)
     assert got == tuple((tuple(s), d) for s, d in n.specs), (n.op.name, got, n.specs)
-    return tr.nodes, outs
+    if not holes:
+        return tr.nodes, outs
+    nodes = []
+    for s in tr.nodes:
+        args = tuple(a if _is_ref(a) else _fill(a, holes) for a in s.args)
+        sub = Node(s.op, args, _fill(s.params, holes), s.specs)
+        if _has_nan(sub.args) or _has_nan(sub.params):
+            return None  # a number computed from a lifted one: keep the op
+        nodes.append(sub)
+    return nodes, outs
+
+
+def _punch(x: Any, holes: dict) -> Any:
+    """``x`` with each ``Sym`` replaced by a fresh NaN object (``holes``: its id -> the Sym)."""
+    t = type(x)
+    if t is Sym:
+        h = float("nan")
+        holes[id(h)] = (h, x)
+        return h
+    if t is tuple or t is list:
+        return t(_punch(y, holes) for y in x)
+    if t is dict:
+        return {k: _punch(v, holes) for k, v in x.items()}
+    return x
+
+
+def _fill(x: Any, holes: dict) -> Any:
+    """``x`` with the NaN objects of ``holes`` put back as their ``Sym``s."""
+    t = type(x)
+    if t is float:
+        got = holes.get(id(x))
+        return got[1] if got is not None and got[0] is x else x
+    if t is tuple or t is list:
+        return t(_fill(y, holes) for y in x)
+    if t is dict:
+        return {k: _fill(v, holes) for k, v in x.items()}
+    return x
+
+
+def _has_nan(x: Any) -> bool:
+    t = type(x)
+    if t is float:
+        return x != x
+    if t is tuple or t is list:
+        return any(_has_nan(y) for y in x)
+    if t is dict:
+        return any(_has_nan(v) for v in x.values())
+    return False
 
 
 def _fresh(tr: Any, t: Any) -> tuple:

@@ -10,8 +10,9 @@ an exact comparison would send every later op of the call down the full recordin
 known one only in such numbers: the trace keeps following, and the realizer passes the new
 numbers to the same entry.
 
-Only Python ``float``s of pointwise ops are loosened (a float never decides a pointwise op's
-output shape or dtype, so the cached node's specs stay right), and only in slots the entry lifted
+Only Python ``float``s of pointwise ops and of ops tagged ``scalar_passthrough`` (a multi-tensor
+optimizer step) are loosened (such a float never decides the op's output shape or dtype, so the
+cached node's specs stay right), and only in slots the entry lifted
 (or in nodes the graph does not contain at all: dead code).  Every other difference diverges as
 before.
 """
@@ -38,7 +39,8 @@ class Loosen:
 
     def __call__(self, i: int, op: Any, args: tuple, params: dict) -> list | None:
         nd = self.nodes[i]
-        if nd.op is not op or op.kind != "pointwise" or len(args) != len(nd.args):
+        if nd.op is not op or len(args) != len(nd.args) or (
+                op.kind != "pointwise" and "scalar_passthrough" not in op.tags):
             return None
         new: list = []
         old: list = []
