@@ -386,12 +386,13 @@ def _template_body(k: GemmKernel) -> list:
     else:
         pre, done = [f"  const {t} *pbpre_ = NULL;"], []
     pre += ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
-            f"  {t} *pas_ = ({t} *)ember_gemm_alloc_(sizeof({t}) * {mc * _KC} * nth_);",
-            f"  {t} *pb_ = pbpre_ ? NULL : ({t} *)ember_gemm_alloc_(sizeof({t}) * "
+            f"  {t} *pas_ = ({t} *)ember_gemm_alloc_(0, sizeof({t}) * {mc * _KC} * nth_);",
+            f"  {t} *pb_ = pbpre_ ? NULL : ({t} *)ember_gemm_alloc_(1, sizeof({t}) * "
             f"(size_t)(K_ > 0 ? K_ : 1) * {npad});",
             f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
             "  if (pas_ == NULL || (pb_ == NULL && pbpre_ == NULL) || rdy_ == NULL) {",
-            "    free(pas_); free(pb_); free(rdy_);", *done, "    return;",
+            "    ember_gemm_release_(0, pas_); ember_gemm_release_(1, pb_); free(rdy_);", *done,
+            "    return;",
             "  }"]
     small = [f"ember_gemm_small_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, "
              f"{k.b.cs}, C_, N_);"]
@@ -403,7 +404,8 @@ def _template_body(k: GemmKernel) -> list:
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                  {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"],
                   "small": small})
-    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);",
+    return pre + _batch_loops(k, body) + ["  ember_gemm_release_(0, pas_);",
+                                          "  ember_gemm_release_(1, pb_);", "  free(rdy_);",
                                           *done]
 
 
