@@ -238,12 +238,12 @@ def use_gemm_templates(program: Any, march: str = "native") -> None:
     """Float products run the generated GEMM template (packed panels, a register-blocked
     micro-kernel tiled for ``march``'s vector registers) instead of BLAS, which a package
     cannot count on; without this they would take the reference triple loop."""
-    from ember.compiler.c.codegen.gemm import half_impl, templates_for
+    from ember.compiler.c.codegen.gemm import templates_for
     from ember.compiler.c.ir.kernels import GemmKernel
     tiles = templates_for(march)
     for k in program.kernels():
         if isinstance(k, GemmKernel) and k.half:   # half operands: the half template
-            k.impl = half_impl(march)
+            k.impl = "h" + tiles["float32"][0]
         elif isinstance(k, GemmKernel) and k.dtype.np.name in tiles:
             k.impl = tiles[k.dtype.np.name][0]
 

@@ -39,10 +39,7 @@ from ember.ops import _parallel
 # template variants (micro-tile rows x cols) per dtype and vector ISA, the default first:
 # autotuning candidates.  A tile is whole 64-byte rows (so it builds for every ISA); its
 # accumulators (rows x vectors) fit the ISA's registers: 32 zmm with AVX-512, 16 ymm with AVX2.
-# AVX-512 float32: 8x48 first (24 accumulators, 3 vector loads and 8 broadcasts per k step),
-# 5-20% faster than 14x32 on every product measured (benchmarks/RESULTS.md, "The float32 GEMM
-# template against MKL").  Half products keep their own tile (_HALF_TILE).
-_TILES = {"avx512": {"float32": ("tmpl_8x48", "tmpl_14x32", "tmpl_12x32"),
+_TILES = {"avx512": {"float32": ("tmpl_14x32", "tmpl_12x32", "tmpl_8x48"),
                      "float64": ("tmpl_14x16", "tmpl_12x16", "tmpl_8x24")},
           "avx2": {"float32": ("tmpl_6x16", "tmpl_4x16", "tmpl_3x32"),
                    "float64": ("tmpl_6x8", "tmpl_4x8", "tmpl_3x16")}}
@@ -67,21 +64,21 @@ TEMPLATES = templates_for()
 
 def template_wins(k: GemmKernel) -> bool:
     """The measured rule (benchmarks/RESULTS.md, "The float32 GEMM template against MKL"):
-    whether the template beats BLAS pieces on product ``k``.  With the AVX-512 8x48 tile it
-    runs 1.0-1.35x OpenBLAS's speed on the char GPT's, MiniLM's and the MLP's float32 products
-    (row blocks of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
+    whether the template beats BLAS pieces on product ``k``.  With the AVX-512 14x32 tile it
+    runs 1.05-1.25x OpenBLAS's speed on the char GPT's, MiniLM's and the MLP's float32 products
+    (M of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
     more than SMALL_M rows and at least 96 columns (narrower ones, the 10- and 65-wide output
     layers, are half empty tiles: BLAS).  AVX2 builds keep BLAS (0.7x on the AVX-512 host;
     not measured on an AVX2 CPU), batched products too (not measured)."""
     sizes = (k.m, k.n, k.k)
     if k.half or k.dtype.np.name != "float32" or k.batch or k.impl.startswith("htmpl"):
         return False
-    if not all(type(x) is int for x in sizes) or TEMPLATES["float32"][0] != "tmpl_8x48":
+    if not all(type(x) is int for x in sizes) or TEMPLATES is not _TILES["avx512"]:
         return False
     return k.m > SMALL_M and k.n >= 96 and k.k >= 16
 
 
-_KC = 384   # k per packed block: an 8x48 float tile's B sliver is 72 KiB (read from L2)
+_KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
 SMALL_M = 4     # products of at most this many rows skip packing (gemm_small.h.in)
 MC_ROWS = 120   # rows of A per packed block (a multiple of the tile's rows)
 MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
@@ -199,15 +196,11 @@ def gemm_prelude(program: Program) -> str:
 BF16_DOT = os.environ.get("EMBER_C_BF16_DOT", "0") == "1"
 
 
-_HALF_TILE = {"avx512": "tmpl_14x32", "avx2": "tmpl_6x16"}
-
-
 def half_impl(march: str = "native") -> str:
-    """The impl of a float16/bfloat16 product: the ISA's float32 micro-kernel tile for half
-    operands, "htmpl_<mr>x<nr>" (its only candidate: BLAS cannot read half operands)."""
+    """The impl of a float16/bfloat16 product: the float32 template tile of the ISA,
+    "htmpl_<mr>x<nr>" (its only candidate: BLAS cannot read half operands)."""
     tiles = TEMPLATES if march == "native" else templates_for(march)
-    wide = tiles["float32"][0] in _TILES["avx512"]["float32"]
-    return "h" + _HALF_TILE["avx512" if wide else "avx2"]
+    return "h" + tiles["float32"][0]
 
 
 def _half_tile(k: GemmKernel) -> tuple[int, int]:
