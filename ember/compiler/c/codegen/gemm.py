@@ -65,8 +65,8 @@ TEMPLATES = templates_for()
 def template_wins(k: GemmKernel) -> bool:
     """The measured rule (benchmarks/RESULTS.md, "The float32 GEMM template against MKL"):
     whether the template beats BLAS pieces on product ``k``.  With the AVX-512 14x32 tile it
-    runs 1.05-1.25x OpenBLAS's speed on the char GPT's, MiniLM's and the MLP's float32 products
-    (M of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
+    takes 0.85-1.05x OpenBLAS's time on the char GPT's, MiniLM's and the MLP's float32
+    products (M of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
     more than SMALL_M rows and at least 96 columns (narrower ones, the 10- and 65-wide output
     layers, are half empty tiles: BLAS).  AVX2 builds keep BLAS (0.7x on the AVX-512 host;
     not measured on an AVX2 CPU), batched products too (not measured)."""
