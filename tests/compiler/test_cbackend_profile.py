@@ -27,6 +27,9 @@ F = ember.nn.functional
 @pytest.fixture
 def profiled(monkeypatch):
     monkeypatch.setattr(config, "c_profile", True)
+    # products through BLAS (the timers' BLAS column); the default runs the generated template
+    # for wide float32 products on AVX-512 builds (codegen.gemm.template_wins)
+    monkeypatch.setattr(config, "c_gemm", "blas")
     ember.compiler.reset()
     yield
     ember.compiler.reset()
@@ -161,7 +164,10 @@ def _graph_of(fn, args):
 
 # ------------------------------------------------------------ products split with their epilogue
 @pytest.fixture
-def two_threads():
+def two_threads(monkeypatch):
+    # these tests are about BLAS pieces split over threads with the epilogue per block (the
+    # template's own split is tested in test_cbackend_gemm_tmpl.py)
+    monkeypatch.setattr(config, "c_gemm", "blas")
     before = ember.get_num_threads()
     ember.set_num_threads(2)
     yield

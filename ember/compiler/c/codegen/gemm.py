@@ -63,9 +63,21 @@ TEMPLATES = templates_for()
 
 
 def template_wins(k: GemmKernel) -> bool:
-    """The measured rule (benchmarks/RESULTS.md, "GEMM template vs BLAS"): whether the
-    template beats single-threaded BLAS pieces on product ``k``."""
-    return False
+    """The measured rule (benchmarks/RESULTS.md, "The float32 GEMM template against MKL"):
+    whether the template beats BLAS pieces on product ``k``.  With the AVX-512 14x32 tile it
+    takes 0.85-1.05x OpenBLAS's time on the char GPT's, MiniLM's and the MLP's float32
+    products (M of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
+    more than SMALL_M rows and at least 96 columns (narrower ones, the 10- and 65-wide output
+    layers, are half empty tiles: BLAS).  AVX2 builds keep BLAS (0.7x on the AVX-512 host;
+    not measured on an AVX2 CPU), batched products too (not measured)."""
+    sizes = (k.m, k.n, k.k)
+    if k.half or k.dtype.np.name != "float32" or k.batch or k.impl.startswith("htmpl"):
+        return False
+    if not all(type(x) is int for x in sizes) or TEMPLATES is not _TILES["avx512"]:
+        return False
+    return k.m > SMALL_M and k.n >= 96 and k.k >= 16
+
+
 _KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
 SMALL_M = 4     # products of at most this many rows skip packing (gemm_small.h.in)
 MC_ROWS = 120   # rows of A per packed block (a multiple of the tile's rows)
@@ -401,12 +413,13 @@ def _template_body(k: GemmKernel) -> list:
     else:
         pre, done = [f"  const {t} *pbpre_ = NULL;"], []
     pre += ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
-            f"  {t} *pas_ = ({t} *)malloc(sizeof({t}) * {mc * _KC} * nth_);",
-            f"  {t} *pb_ = pbpre_ ? NULL : ({t} *)malloc(sizeof({t}) * (size_t)(K_ > 0 ? K_ "
-            f": 1) * {npad});",
+            f"  {t} *pas_ = ({t} *)ember_gemm_alloc_(0, sizeof({t}) * {mc * _KC} * nth_);",
+            f"  {t} *pb_ = pbpre_ ? NULL : ({t} *)ember_gemm_alloc_(1, sizeof({t}) * "
+            f"(size_t)(K_ > 0 ? K_ : 1) * {npad});",
             f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
             "  if (pas_ == NULL || (pb_ == NULL && pbpre_ == NULL) || rdy_ == NULL) {",
-            "    free(pas_); free(pb_); free(rdy_);", *done, "    return;",
+            "    ember_gemm_release_(0, pas_); ember_gemm_release_(1, pb_); free(rdy_);", *done,
+            "    return;",
             "  }"]
     small = [f"ember_gemm_small_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, "
              f"{k.b.cs}, C_, N_);"]
@@ -418,7 +431,8 @@ def _template_body(k: GemmKernel) -> list:
                                    ars=k.a.rs, acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                  {"epilogue": _tile_epilogue(k) or ["(void)row; (void)col0; (void)ncols;"],
                   "small": small})
-    return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);", "  free(rdy_);",
+    return pre + _batch_loops(k, body) + ["  ember_gemm_release_(0, pas_);",
+                                          "  ember_gemm_release_(1, pb_);", "  free(rdy_);",
                                           *done]
 
 
