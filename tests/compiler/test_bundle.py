@@ -231,7 +231,10 @@ def test_generated_units_with_gemms_and_shared_kernels_bundle_in_one_run(cache, 
     assert all(s is not None for s in sources) and len(set(sources)) == 2
     assert all("ember_gemm_job_" in s for s in sources)
     units = cbackend.prebuild(sources)
-    assert len(logging_cc()) == 1, logging_cc()   # one bundle, no unit built alone
+    # the C backend's builds only: the eager run above may build eager's own C kernels (GELU)
+    # into this test's cache when no earlier test in the process loaded them
+    backend_builds = [c for c in logging_cc() if "/cache/c/" in c]
+    assert len(backend_builds) == 1, backend_builds   # one bundle, no unit built alone
     assert len({u.path for u in units}) == 1 and units[0].prefix != units[1].prefix
 
 
