@@ -191,7 +191,7 @@ def test_default_mode_choice_follows_config_and_cached_autotune(monkeypatch, tmp
 def test_measured_rule_takes_the_template_for_wide_float32_products():
     """``template_wins`` (benchmarks/RESULTS.md, "The float32 GEMM template against MKL"):
     on an AVX-512 build the template runs the char GPT's, MiniLM's and the MLP's float32
-    products; narrow outputs, a few rows, float64 and AVX2 builds keep BLAS."""
+    products; narrow outputs, a few rows, k < 384, float64 and AVX2 builds keep BLAS."""
     def kernel(m, n, k, dtype=ember.float32):
         return type("K", (), {"m": m, "n": n, "k": k, "half": "", "batch": (), "impl": "",
                               "dtype": dtype})()
@@ -203,6 +203,7 @@ def test_measured_rule_takes_the_template_for_wide_float32_products():
         assert gemm_codegen.template_wins(kernel(256, 512, 784))
         assert not gemm_codegen.template_wins(kernel(256, 65, 384))    # the GPT's head
         assert not gemm_codegen.template_wins(kernel(4, 1536, 384))    # the small-M path
+        assert not gemm_codegen.template_wins(kernel(512, 784, 256))   # the MLP's weight grad
         assert not gemm_codegen.template_wins(kernel(2048, 1152, 384, ember.float64))
         mp.setattr(gemm_codegen, "TEMPLATES", gemm_codegen.templates_for("x86-64-v3"))
         assert not gemm_codegen.template_wins(kernel(2048, 1152, 384))
