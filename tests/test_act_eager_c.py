@@ -278,3 +278,20 @@ void both(const float *x, float *g, float *ref, long n) {
     deep = (x < np.float32(-12.9)) & np.isfinite(x)
     assert np.all(g[deep] == 0) and np.all(np.signbit(g[deep]))
     assert np.isnan(g[~np.isfinite(x)]).all()
+
+
+@pytest.mark.parametrize("n,grain", [(1, 4), (5, 4), (100, 7), (32768 * 9 + 3, 32768), (1000, 1)])
+def test_split_covers_the_range_once_in_multiples_of_the_grain(n: int, grain: int) -> None:
+    from ember.ops import _act_c
+    old = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        seen: list = []
+        _act_c._split(n, lambda lo, hi: seen.append((lo, hi)), grain)
+    finally:
+        ember.set_num_threads(old)
+    seen.sort()
+    assert seen[0][0] == 0 and seen[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(seen, seen[1:]))       # no gap, no overlap
+    assert all(lo % grain == 0 for lo, _ in seen)                    # task starts keep the grain
+    assert len(seen) <= max(1, 4 * 2) + 1                            # ~4 tasks per thread

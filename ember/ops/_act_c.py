@@ -60,6 +60,9 @@ def _split(n: int, run: Callable[[int, int], None], grain: int = CHUNK) -> None:
     if threads < 2 or n <= grain or threading.current_thread().name.startswith("ember"):
         run(0, n)
         return
+    # about four tasks per thread, in multiples of ``grain`` (a task's Python, ctypes call and
+    # scratch row cost a few µs: 512 tasks of 32 rows made 2^24-value softmax Python-bound)
+    grain *= max(1, -(-n // (4 * threads * grain)))
     todo = iter([(lo, min(lo + grain, n)) for lo in range(0, n, grain)])
 
     def work() -> None:
