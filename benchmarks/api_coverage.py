@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -256,5 +257,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
+    if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+        sys.path.append(str(ROOT))
+    else:
+        sys.path.insert(0, str(ROOT))
     sys.exit(main())

@@ -47,7 +47,10 @@ import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(HERE))
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import ember  # noqa: E402
 import ember.nn.functional as F  # noqa: E402

@@ -32,7 +32,10 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")    # NumPy's OpenBLAS pool
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(HERE))
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import torch  # noqa: E402
 from torch.nn.attention import flex_attention as tfa  # noqa: E402

@@ -16,7 +16,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(HERE))
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import ember  # noqa: E402
 from ember.nn.attention import flex_attention as efa  # noqa: E402

@@ -30,7 +30,10 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # this checkout's ember
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
+else:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from bench_linalg import SHAPES, _operands  # noqa: E402
 
 

@@ -40,7 +40,10 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(HERE))
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import ember  # noqa: E402
 from ember import demo  # noqa: E402

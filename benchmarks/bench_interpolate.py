@@ -20,7 +20,10 @@ import numpy as np
 # idle thread pools sleep instead of spinning on the cores the other library is timed on
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")      # torch's OpenMP pool
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")    # NumPy's OpenBLAS pool
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # this checkout's ember
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(str(pathlib.Path(__file__).resolve().parents[1]))
+else:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import fmt_time, time_per_call  # noqa: E402
 

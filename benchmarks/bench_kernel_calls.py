@@ -26,7 +26,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+else:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ember  # noqa: E402
 import ember.kernel as tl  # noqa: E402

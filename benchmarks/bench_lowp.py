@@ -20,7 +20,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from common import compare, fmt_time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+else:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ember  # noqa: E402
 
 try:

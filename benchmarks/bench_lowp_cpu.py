@@ -21,7 +21,10 @@ import warnings
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(HERE))
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 

@@ -28,7 +28,10 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-sys.path.insert(0, ROOT)
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(ROOT)
+else:
+    sys.path.insert(0, ROOT)
 from common import compare, fmt_time, print_table  # noqa: E402
 
 import ember  # noqa: E402

@@ -26,7 +26,10 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+else:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from ember.compiler.c.codegen import prelude as cprelude  # noqa: E402
 from ember.ops import _special  # noqa: E402
 from ember.ops.pointwise_math import _sigmoid  # noqa: E402

@@ -16,6 +16,7 @@ Run: ``python benchmarks/bench_replay.py``
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import fmt_time  # noqa: E402
 

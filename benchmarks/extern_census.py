@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import textwrap
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if os.environ.get("PYTHONPATH"):  # PYTHONPATH's ember first: benchmark that tree
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
+else:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import ember  # noqa: E402
 from ember.compiler.c import backend as cbackend  # noqa: E402
