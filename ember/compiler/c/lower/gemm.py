@@ -5,7 +5,8 @@ col2im) around a batched GEMM, as eager computes them).
 
 * ``lower_gemm(lw, i, node, form)`` (registered for each product's OpDef) turns a float32/float64
   or integer product into one ``GemmKernel`` (integers: codegen's wrapping loop; float16/bfloat16:
-  the factors widened to float32 by pointwise kernels, a float32 GEMM, one rounding after it):
+  the template GEMM over the half operands, converted while packed, one rounding after it;
+  products of a few static rows widen the factors to float32 for BLAS instead):
   operands are buffers seen through their view geometry (a transposed or sliced view is a pair
   of strides, mapped to BLAS trans flags and leading dims at run time, copied only when neither
   layout is one BLAS accepts), batch dims (broadcast
