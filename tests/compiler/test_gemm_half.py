@@ -239,7 +239,8 @@ def test_conv2d_backward(build, dt, geom):
     _within(got[1], tx.grad, eager[1],
             torch.nn.grad.conv2d_input(ax.shape, aw, agy, **kw).numpy(), cout // g * k * k)
     _within(got[2], tw.grad, eager[2],
-            torch.nn.grad.conv2d_weight(ax, aw.shape, agy, **kw).numpy(), ngy[0].size)
+            torch.nn.grad.conv2d_weight(ax, aw.shape, agy, **kw).numpy(),
+            ngy.size // ngy.shape[1])   # N * Ho * Wo terms
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
@@ -266,6 +267,29 @@ def test_conv_transpose2d(build, dt, geom):
     eps_dt = float(torch.finfo(want.dtype).eps)
     eager = F.conv_transpose2d(ex, ew, eb if bias else None, **kw)
     _within(got, want, eager, mag, cin // g * k * k, eps_dt * mag if bias else 0.0)
+
+
+def test_conv_weight_grad_runtime_batch():
+    """dynamic=True: conv_weight_grad's half GEMM runs over a runtime batch, its per-sample
+    float32 products summed by the runtime batch-sum kernel, then rounded once."""
+    def step(x, w, gy):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        (F.conv2d(x, w, padding=1) * gy).sum().backward()
+        return w.grad
+
+    f = ember.compile(step, backend="c", dynamic=True)
+    for n in (2, 5):
+        rng = np.random.default_rng(n)
+        ex, tx, nx = _pair(rng, (n, 4, 6, 6), "bfloat16")
+        ew, tw, nw = _pair(rng, (5, 4, 3, 3), "bfloat16")
+        egy, tgy, ngy = _pair(rng, (n, 5, 6, 6), "bfloat16")
+        got = f(ex, ew, egy)
+        assert [gk.half for gk in _gemms()[1]] == [("b", "b")]
+        tw.requires_grad_()
+        (torch.nn.functional.conv2d(tx, tw, padding=1) * tgy).sum().backward()
+        mag = torch.nn.grad.conv2d_weight(torch.tensor(np.abs(nx)), tw.shape,
+                                          torch.tensor(np.abs(ngy)), padding=1).numpy()
+        _within(got, tw.grad, step(ex, ew, egy), mag, ngy.size // ngy.shape[1])   # N*Ho*Wo
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
