@@ -18,6 +18,7 @@ col2im) around a batched GEMM, as eager computes them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ember import dtypes
@@ -128,7 +129,8 @@ def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     return _rounded_once(lw, i, out_dt, widened)
 
 
-def _rounded_once(lw: LoweringContext, i: int, out_dt: Any, lower: Any) -> str | None:
+def _rounded_once(lw: LoweringContext, i: int, out_dt: Any,
+                  lower: Callable[[], str | None]) -> str | None:
     """``lower()`` adds a half product's kernels (float32 result) to a fresh segment; that
     result is then rounded once to ``out_dt``.  When ``lower()`` gives a reason instead (an
     extern after all: its checks come before its own kernels), the kernels it added
