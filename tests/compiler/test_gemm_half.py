@@ -183,6 +183,115 @@ def test_conv2d(build, dt, geom):
     assert np.all(np.abs(got.float().numpy() - eager) <= 2 * bound + 1e-30)
 
 
+def _conv_bound(want, mag, terms, extra=0.0):
+    """One rounding of the dtype plus float32's bound of a ``terms``-term sum of magnitude
+    ``mag`` (float64 arrays) around torch's half result ``want``."""
+    eps_dt = float(torch.finfo(want.dtype).eps)
+    eps32 = float(np.finfo(np.float32).eps)
+    w = want.detach().float().numpy().astype(np.float64)
+    return w, eps_dt * np.abs(w) + 2 * (terms + 2) * eps32 * mag + extra + 1e-30
+
+
+def _within(got, want, eager, mag, terms, extra=0.0):
+    """ember's compiled half result within the bound of torch's, and of eager ember's."""
+    w, bound = _conv_bound(want, mag, terms, extra)
+    g = got.detach().float().numpy().astype(np.float64)
+    assert g.shape == w.shape
+    assert np.all(np.abs(g - w) <= bound), float(np.max(np.abs(g - w) - bound))
+    assert np.all(np.abs(g - eager.detach().float().numpy()) <= 2 * bound)
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("geom", [(6, 8, 3, 2, 1, 1, 2), (16, 40, 3, 1, 2, 2, 1)])
+def test_conv2d_backward(build, dt, geom):
+    """conv2d's forward and backward in one compiled step: conv_input_grad (the half weight
+    and gradient in a half GEMM, col2im in float32) and conv_weight_grad (half columns of the
+    input, per-sample float32 products summed in float32) are half template GEMMs, no
+    widened copies; each gradient rounded once, within one rounding plus float32's bound of
+    torch's half backward."""
+    cin, cout, k, s, p, d, g = geom
+    rng = np.random.default_rng(cin * 7 + cout)
+    ex, tx, nx = _pair(rng, (3, cin, 11, 10), dt)
+    ew, tw, nw = _pair(rng, (cout, cin // g, k, k), dt)
+    kw = dict(stride=s, padding=p, dilation=d, groups=g)
+    egy, tgy, ngy = _pair(rng, tuple(torch.nn.functional.conv2d(tx, tw, **kw).shape), dt)
+
+    def step(x, w, gy):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        out = F.conv2d(x, w, **kw)
+        (out * gy).sum().backward()
+        return out, x.grad, w.grad
+
+    got = _compile(step)(ex, ew, egy)
+    cg, gemms = _gemms()
+    code = "b" if dt == "bfloat16" else "h"
+    assert sorted(gk.ops[0] for gk in gemms) == ["conv_input_grad", "conv_weight_grad",
+                                                "convolution"]
+    assert all(gk.half == (code, code) for gk in gemms)
+    assert not any("to_float32" in kn.ops for kn in cg.program.kernels())   # no widening
+    eager = step(ex, ew, egy)
+    tx, tw = tx.requires_grad_(), tw.requires_grad_()
+    tout = torch.nn.functional.conv2d(tx, tw, **kw)
+    (tout * tgy).sum().backward()
+    ax, aw, agy = (torch.tensor(np.abs(v)) for v in (nx, nw, ngy))
+    _within(got[0], tout, eager[0], torch.nn.functional.conv2d(ax, aw, **kw).numpy(),
+            cin // g * k * k)
+    _within(got[1], tx.grad, eager[1],
+            torch.nn.grad.conv2d_input(ax.shape, aw, agy, **kw).numpy(), cout // g * k * k)
+    _within(got[2], tw.grad, eager[2],
+            torch.nn.grad.conv2d_weight(ax, aw.shape, agy, **kw).numpy(),
+            ngy.size // ngy.shape[1])   # N * Ho * Wo terms
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("geom", [(8, 6, 3, 2, 1, 1, 1, 2, False),
+                                  (12, 16, 4, 2, 1, 0, 2, 1, True)])
+def test_conv_transpose2d(build, dt, geom):
+    """A half conv_transpose2d (conv_input_grad): one half template GEMM per (sample, group)
+    into float32 columns, col2im, one rounding (a bias: added after it, as eager)."""
+    cin, cout, k, s, p, op, d, g, bias = geom
+    rng = np.random.default_rng(cin * 5 + cout)
+    ex, tx, nx = _pair(rng, (2, cin, 7, 9), dt)
+    ew, tw, nw = _pair(rng, (cin, cout // g, k, k), dt)
+    eb, tb, _ = _pair(rng, (cout,), dt)
+    kw = dict(stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    got = _compile(lambda x, w, b: F.conv_transpose2d(x, w, b if bias else None, **kw))(
+        ex, ew, eb)
+    cg, gemms = _gemms()
+    code = "b" if dt == "bfloat16" else "h"
+    assert [gk.half for gk in gemms] == [(code, code)]
+    assert not any("to_float32" in kn.ops for kn in cg.program.kernels())
+    want = torch.nn.functional.conv_transpose2d(tx, tw, tb if bias else None, **kw)
+    mag = torch.nn.functional.conv_transpose2d(torch.tensor(np.abs(nx)),
+                                               torch.tensor(np.abs(nw)), **kw).numpy()
+    eps_dt = float(torch.finfo(want.dtype).eps)
+    eager = F.conv_transpose2d(ex, ew, eb if bias else None, **kw)
+    _within(got, want, eager, mag, cin // g * k * k, eps_dt * mag if bias else 0.0)
+
+
+def test_conv_weight_grad_runtime_batch():
+    """dynamic=True: conv_weight_grad's half GEMM runs over a runtime batch, its per-sample
+    float32 products summed by the runtime batch-sum kernel, then rounded once."""
+    def step(x, w, gy):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        (F.conv2d(x, w, padding=1) * gy).sum().backward()
+        return w.grad
+
+    f = ember.compile(step, backend="c", dynamic=True)
+    for n in (2, 5):
+        rng = np.random.default_rng(n)
+        ex, tx, nx = _pair(rng, (n, 4, 6, 6), "bfloat16")
+        ew, tw, nw = _pair(rng, (5, 4, 3, 3), "bfloat16")
+        egy, tgy, ngy = _pair(rng, (n, 5, 6, 6), "bfloat16")
+        got = f(ex, ew, egy)
+        assert [gk.half for gk in _gemms()[1]] == [("b", "b")]
+        tw.requires_grad_()
+        (torch.nn.functional.conv2d(tx, tw, padding=1) * tgy).sum().backward()
+        mag = torch.nn.grad.conv2d_weight(torch.tensor(np.abs(nx)), tw.shape,
+                                          torch.tensor(np.abs(ngy)), padding=1).numpy()
+        _within(got, tw.grad, step(ex, ew, egy), mag, ngy.size // ngy.shape[1])   # N*Ho*Wo
+
+
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
 def test_autocast_weight_cast_fused(build, dt):
     """autocast inside ember.compile: the float32 weight is rounded while packed (no cast

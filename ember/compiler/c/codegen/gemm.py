@@ -465,12 +465,15 @@ def _half_template_body(k: GemmKernel) -> list:
         else:
             pre, done = [f"  const {pt} *pbpre_ = NULL;"], []
         pre += ["  const int64_t nth_ = ember_num_threads > 1 ? ember_num_threads : 1;",
-                f"  {pt} *pas_ = ({pt} *)malloc(sizeof({pt}) * {mc * (_KC + 1)} * nth_);",
-                f"  {pt} *pb_ = pbpre_ ? NULL : ({pt} *)malloc(sizeof({pt}) * (size_t)(K_ + 32)"
-                f" * {npad});",
+                # the float32 template's kept 64-byte-aligned panels (gemm_common.h.in)
+                f"  {pt} *pas_ = ({pt} *)ember_gemm_alloc_(0, sizeof({pt}) * "
+                f"{mc * (_KC + 1)} * nth_);",
+                f"  {pt} *pb_ = pbpre_ ? NULL : ({pt} *)ember_gemm_alloc_(1, sizeof({pt}) * "
+                f"(size_t)(K_ + 32) * {npad});",
                 f"  int *rdy_ = (int *)malloc(sizeof(int) * ((N_ + {nr - 1}) / {nr} + 1));",
                 "  if (pas_ == NULL || (pb_ == NULL && pbpre_ == NULL) || rdy_ == NULL) {",
-                "    free(pas_); free(pb_); free(rdy_);", *done, "    return;", "  }"]
+                "    ember_gemm_release_(0, pas_); ember_gemm_release_(1, pb_); free(rdy_);",
+                *done, "    return;", "  }"]
         if kind == "amx":
             names = (f"ember_amxpack_a_32_{sa}", f"ember_amxsliver_32_{sb}",
                      "ember_amxmicro_32x32")
@@ -485,7 +488,8 @@ def _half_template_body(k: GemmKernel) -> list:
                                        sliver=names[1], micro=names[2], ars=k.a.rs,
                                        acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
                      {"epilogue": epi, "small": []})
-        return pre + _batch_loops(k, body) + ["  free(pas_);", "  free(pb_);",
+        return pre + _batch_loops(k, body) + ["  ember_gemm_release_(0, pas_);",
+                                              "  ember_gemm_release_(1, pb_);",
                                               "  free(rdy_);", *done]
 
     if not dp_capable(k):

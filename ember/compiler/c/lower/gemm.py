@@ -5,7 +5,8 @@ col2im) around a batched GEMM, as eager computes them).
 
 * ``lower_gemm(lw, i, node, form)`` (registered for each product's OpDef) turns a float32/float64
   or integer product into one ``GemmKernel`` (integers: codegen's wrapping loop; float16/bfloat16:
-  the factors widened to float32 by pointwise kernels, a float32 GEMM, one rounding after it):
+  the template GEMM over the half operands, converted while packed, one rounding after it;
+  products of a few static rows widen the factors to float32 for BLAS instead):
   operands are buffers seen through their view geometry (a transposed or sliced view is a pair
   of strides, mapped to BLAS trans flags and leading dims at run time, copied only when neither
   layout is one BLAS accepts), batch dims (broadcast
@@ -17,6 +18,7 @@ col2im) around a batched GEMM, as eager computes them).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ember import dtypes
@@ -105,8 +107,8 @@ def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         why = _lower_half(lw, i, n, form, refs, out_dt)
         if why != "small":
             return why
-    if out_dt.np.name in _HALVES and form == "convolution":
-        return _lower_half_conv(lw, i, n, refs, out_dt)
+    if out_dt.np.name in _HALVES and form in _CONV_FORMS:
+        return _lower_half_conv(lw, i, n, form, refs, out_dt)
     if any(r in lw.cast_sources for r in refs):
         _materialize_casts(lw, n)
     mats = [lw.in_memory(r) for r in refs]
@@ -118,20 +120,34 @@ def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
     # epilogue: it loads linear's bias or addmm's c widened, no copy), rounded once to the
     # dtype (a pointwise kernel fuse_epilogues merges into the GEMM's epilogue when the
     # product is the last step)
+    factors = (1, 2) if form == "addmm" else (0, 1)
+
+    def widened() -> str | None:
+        wide = [_to_float32(lw, m) if j in factors else m for j, m in enumerate(mats)]
+        return _lower_product(lw, i, n, form, wide, dtypes.float32)
+
+    return _rounded_once(lw, i, out_dt, widened)
+
+
+def _rounded_once(lw: LoweringContext, i: int, out_dt: Any,
+                  lower: Callable[[], str | None]) -> str | None:
+    """``lower()`` adds a half product's kernels (float32 result) to a fresh segment; that
+    result is then rounded once to ``out_dt``.  When ``lower()`` gives a reason instead (an
+    extern after all: its checks come before its own kernels), the kernels it added
+    before failing (conversions) are dropped."""
     lw.close_group()
     seg = lw.open_segment()
     before = len(seg.kernels)
-    factors = (1, 2) if form == "addmm" else (0, 1)
-    mats = [_to_float32(lw, m) if j in factors else m for j, m in enumerate(mats)]
-    why = _lower_product(lw, i, n, form, mats, dtypes.float32)
+    why = lower()
     if why is None:
         half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
-    else:  # an extern after all (the product's checks add no kernel): drop the conversions
+    else:
         lw.stats.kernels -= len(seg.kernels) - before
         del seg.kernels[before:]
     return why
 
 
+_CONV_FORMS = ("convolution", "conv_weight_grad", "conv_input_grad")
 _HALF_CODE = {"float16": "h", "bfloat16": "b"}
 _CAST_CODE = {"float16": "q", "bfloat16": "r"}
 
@@ -163,17 +179,9 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
-    lw.close_group()
-    seg = lw.open_segment()
-    before = len(seg.kernels)
-    why = _lower_product(lw, i, n, form, mats, dtypes.float32,
-                         half=(codes[factors[0]], codes[factors[1]]))
-    if why is None:
-        half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
-    else:
-        lw.stats.kernels -= len(seg.kernels) - before
-        del seg.kernels[before:]
-    return why
+    half = (codes[factors[0]], codes[factors[1]])
+    return _rounded_once(lw, i, out_dt, lambda: _lower_product(lw, i, n, form, mats,
+                                                               dtypes.float32, half=half))
 
 
 def _blas_small_path() -> bool:
@@ -185,29 +193,27 @@ def _blas_small_path() -> bool:
     return load_blas() is not None
 
 
-def _lower_half_conv(lw: LoweringContext, i: int, n: Any, refs: list,
+def _lower_half_conv(lw: LoweringContext, i: int, n: Any, form: str, refs: list,
                      out_dt: Any) -> str | None:
-    """A float16/bfloat16 convolution: im2col copies the half input's values into half
-    columns (half the bytes of float32 ones, no widened copy of the input), then one template
-    GEMM per (sample, group) packs the half weight and columns, converting as it packs
-    (``GemmKernel.half``; bfloat16 on AMX tiles where the CPU has them), float32
-    accumulation, one rounding to the dtype, as ``_lower_half``'s products."""
+    """A float16/bfloat16 convolution, its backward products or a transposed convolution
+    (``conv_input_grad``): the GEMMs are template GEMMs over the half operands, converting
+    as they pack (``GemmKernel.half``; bfloat16 on AMX tiles where the CPU has them), with
+    float32 accumulation; no widened copy of an operand.  The forward and ``conv_weight_grad``
+    im2col the half input into half columns (half the bytes of float32 ones);
+    ``conv_weight_grad`` sums its per-sample float32 products in float32 and
+    ``conv_input_grad`` scatters its float32 columns (col2im) in float32: one rounding to
+    the dtype at the end, as ``_lower_half``'s products."""
     if any(r in lw.cast_sources for r in refs):
         _materialize_casts(lw, n)
     mats = [lw.in_memory(r) for r in refs]
     if any(m is None for m in mats):
         return "an operand is not in memory"
-    lw.close_group()
-    seg = lw.open_segment()
-    before = len(seg.kernels)
     code = _HALF_CODE[out_dt.np.name]
-    why = _conv(lw, i, n, mats, dtypes.float32, grad=False, half=(code, code))
-    if why is None:
-        half_operands.round_to_group(lw, i, out_dt, f"to_{out_dt.np.name}")
-    else:
-        lw.stats.kernels -= len(seg.kernels) - before
-        del seg.kernels[before:]
-    return why
+    if form == "conv_input_grad":
+        return _rounded_once(lw, i, out_dt, lambda: _conv_input_grad(
+            lw, i, n, mats, dtypes.float32, half=(code, code)))
+    return _rounded_once(lw, i, out_dt, lambda: _conv(
+        lw, i, n, mats, dtypes.float32, grad=form == "conv_weight_grad", half=(code, code)))
 
 
 def _cast_source(lw: LoweringContext, r: tuple, dt: Any) -> tuple | None:
@@ -301,8 +307,8 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool,
           half: tuple = ()) -> str | None:
     """convolution as eager computes it: im2col into ``(N, G, Cg*K, P)``, then one GEMM per
     (sample, group) of ``w`` as ``(G, Og, Cg*K)`` with the columns, into ``(N, O, *out)``.
-    With ``half`` (forward only): the columns in the input's half dtype, a half GEMM into a
-    float32 ``dt`` result."""
+    With ``half``: the columns in the input's half dtype, a half GEMM into a float32 ``dt``
+    result (conv_weight_grad: per-sample float32 products, summed in float32)."""
     x, w = mats  # conv_weight_grad: x and the output's gradient (N, O, *out)
     p = n.params
     dyn = not _static_geom(x.geom)  # runtime batch/spatial sizes (the input's, the gradient's)
@@ -348,7 +354,7 @@ def _conv(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any, grad: bool,
         a = MatOperand(w.buf, w.geom.offset, (ws[0], s_mul(o // g, ws[1])), ws[1], ws[-1])
         b = MatOperand(cols, 0, (s_mul(c * kk, pp), s_mul(cgk, pp)), 1, pp)
         seg.kernels.append(GemmKernel(kname, a, b, prod, (nb, g), o // g, cgk, pp,
-                                      ["conv_weight_grad"]))
+                                      ["conv_weight_grad"], half=half))
         out = lw.buffer(dt, out_shape, "temp")
         sname = f"kernel{int(kname[6:]) + 1}"
         seg.kernels.append(_batch_sum(sname, prod, out, nb, o * cgk) if type(nb) is int
@@ -385,9 +391,11 @@ def _conv_size(size: Any, k: int, p: dict, d: int) -> Any:
     return f"({inner} / {p['stride'][d]} + 1)"
 
 
-def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -> str | None:
+def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any,
+                     half: tuple = ()) -> str | None:
     """conv_input_grad as eager computes it: per (sample, group) ``w[g]^T (Cg*K x Og)`` times
-    the output gradient ``(Og x P)`` into columns, then col2im into the input's shape."""
+    the output gradient ``(Og x P)`` into columns, then col2im into the input's shape.  With
+    ``half``: a half GEMM of the half weight and gradient into float32 ``dt`` columns."""
     gy, w = mats
     p = n.params
     q = {k: v for k, v in p.items() if k != "input_shape"}
@@ -419,7 +427,7 @@ def _conv_input_grad(lw: LoweringContext, i: int, n: Any, mats: list, dt: Any) -
     a = MatOperand(w.buf, w.geom.offset, (0, (o // g) * ws[0]), 1, ws[0])
     b = MatOperand(gy.buf, gy.geom.offset, (gs[0], s_mul(o // g, gs[1])), gs[1], gs[-1])
     seg.kernels.append(GemmKernel(kname, a, b, cols, (nb, g), cgk, pp, o // g,
-                                  ["conv_input_grad"]))
+                                  ["conv_input_grad"], half=half))
     out = lw.buffer(dt, in_shape, "temp")
     name = f"kernel{int(kname[6:]) + 1}"
     seg.kernels.append(Im2colKernel(name, cols, Geometry.contiguous(in_shape), out, tuple(kern),
