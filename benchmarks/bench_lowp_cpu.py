@@ -60,6 +60,39 @@ def ops(rounds: int, clock, only: str = "") -> None:
                                for n in ("bfloat16", "float16")) + " |")
 
 
+def products(rounds: int, clock) -> None:
+    """Eager 1024^3 matmul and a 256x1024 -> 4096 linear with bias: float32, the half GEMM
+    kernels (ops/_hgemm_c.py) and, for comparison, the widen + float32 BLAS path."""
+    from ember.ops import _hgemm_c
+
+    rng = np.random.default_rng(0)
+    vals = (rng.standard_normal((1024, 1024)), rng.standard_normal((256, 1024)),
+            rng.standard_normal((4096, 1024)) * 0.03, rng.standard_normal(4096))
+    F = ember.nn.functional
+
+    def case(name: str, op: str, kernels: bool = True):
+        a, x, w, b = (ember.tensor(v.astype(np.float32)).to(getattr(ember, name)) for v in vals)
+
+        def run():
+            old = _hgemm_c.set_enabled(kernels)
+            try:
+                return a @ a if op == "matmul" else F.linear(x, w, b)
+            finally:
+                _hgemm_c.set_enabled(old)
+        return run
+
+    print(f"eager bfloat16 products on AMX tiles: {_hgemm_c.uses_amx()}")
+    print("| eager | variant | time | float32 time / this |\n|---|---|---|---|")
+    for op in ("matmul", "linear"):
+        fns = {"float32": case("float32", op)}
+        for n in ("bfloat16", "float16"):
+            fns[n], fns[f"{n} widen+BLAS"] = case(n, op), case(n, op, False)
+        t = _median_times(fns, rounds, clock)
+        label = "matmul 1024^3" if op == "matmul" else "linear 256x1024->4096 +bias"
+        for k, v in t.items():
+            print(f"| {label} | {k} | {v * 1e3:.1f} ms | {t['float32'] / v:.2f}x |")
+
+
 def minilm_eager(rounds: int, clock) -> None:
     """Eager MiniLM: float32, bfloat16 autocast with the half GEMM kernels (ops/_hgemm_c.py),
     and bfloat16 autocast with them off (the widen + float32 BLAS path), interleaved."""
@@ -114,6 +147,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ops", default="", help="comma list of add,gelu,softmax (default: all; "
                     "none: no ops)")
+    ap.add_argument("--products", action="store_true",
+                    help="eager matmul 1024^3 and linear: float32, half, half widen+BLAS")
     ap.add_argument("--minilm-eager", action="store_true",
                     help="eager MiniLM only: float32, bf16 autocast, bf16 widen+BLAS")
     a = ap.parse_args()
@@ -123,6 +158,8 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     if a.ops != "none":
         ops(a.rounds, clock, a.ops)
+    if a.products:
+        products(a.rounds, clock)
     if a.minilm_eager:
         minilm_eager(max(3, a.rounds // 2), clock)
     if a.minilm:

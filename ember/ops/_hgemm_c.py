@@ -170,7 +170,7 @@ def _shared(lib: Any, fn: Any, args: tuple, batch: int, threads: int, n: int, k:
         rdy = np.zeros(n // 16 + 2, np.int32)
         nxt = np.zeros(1, np.int64)
         call = (*args, e, e + 1, pb, rdy.ctypes.data, nxt.ctypes.data)
-        _parallel._run([lambda: _check(fn(*call))] * threads)
+        _parallel._run([lambda call=call: _check(fn(*call))] * threads)
 
 
 __all__ = ["SMALL_M", "SOURCE", "matmul", "set_enabled", "uses_amx"]

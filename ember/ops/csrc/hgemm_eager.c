@@ -20,7 +20,7 @@
 
 #define EH_KC 384      /* k per packed block (codegen/gemm.py _KC) */
 #define EH_MC 120      /* rows of A per packed block (gemm.py MC_ROWS) */
-#define EH_NCOLS 1024  /* columns per unit at most: the float scratch block stays in L2 */
+#define EH_NCOLS 512   /* columns per unit at most (measured: 512 beat 1024; scratch in L2) */
 
 /* per-thread buffers kept between calls (0: A panel, 1: B panels of a lone call, 2: scratch) */
 static __thread void *eh_kept_[3];
@@ -128,7 +128,8 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
   const int64_t nsl = (N + nr - 1) / nr, npad = nsl * nr;
   int64_t mcb, rb, cb;
   eh_plan(k, M, N, nt, &mcb, &rb, &cb);
-  const int64_t wmax = (nsl + cb - 1) / cb * nr;
+  /* scratch rows one cache line longer than the unit: 4 KiB apart they would share L1 sets */
+  const int64_t wmax = (nsl + cb - 1) / cb * nr + 16;
   char *pa = (char *)eh_buf(0, k->psz * (size_t)mcb * (EH_KC + 32));
   float *cs = (float *)eh_buf(2, sizeof(float) * (size_t)(mcb * wmax + EMBER_HB));
   if (pa == NULL || cs == NULL) return -1;
@@ -139,7 +140,7 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
     const int64_t ic = (u / cb) * mcb, mc_ = M - ic < mcb ? M - ic : mcb;
     const int64_t s0 = nsl * (u % cb) / cb, s1 = nsl * (u % cb + 1) / cb;
     const int64_t col0 = s0 * nr, ncols = (s1 * nr < N ? s1 * nr : N) - col0;
-    const int64_t w = (s1 - s0) * nr;
+    const int64_t w = (s1 - s0) * nr + 16;
     if (K == 0) memset(cs, 0, sizeof(float) * (size_t)(mcb * w));
     for (int64_t pc = 0; pc < K; pc += EH_KC) {
       const int64_t kc = K - pc < EH_KC ? K - pc : EH_KC;
