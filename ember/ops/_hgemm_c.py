@@ -46,12 +46,14 @@ _TILES = (("defined(__AVX512F__)", 14, 32), ("1", 6, 16))
 
 
 def _tile_pieces(mr: int, nr: int) -> str:
-    """The float micro-kernel and the float16/bfloat16 packing functions of one tile, with
-    the names hgemm_eager.c calls (EH_*)."""
+    """The float micro-kernel, the float32 B packing (for transposed B) and the
+    float16/bfloat16 packing functions of one tile, with the names hgemm_eager.c calls
+    (EH_*)."""
     micro = _native.compiler_csrc("gemm_micro.h.in").format(T="float", s="f", S="F", mr=mr,
                                                             nr=nr)
     pack = _native.compiler_csrc("gemm_half_pack.h.in")
-    parts = [micro]
+    pack_b = _native.compiler_csrc("gemm_pack_b.h.in").format(T="float", s="f", nr=nr)
+    parts = [micro, pack_b, f"#define EH_PACK_B_F ember_pack_b_{nr}_f"]
     for src in "hb":
         parts.append(pack.replace("@MR@", str(mr)).replace("@NR@", str(nr))
                      .replace("@SRC@", src).replace("@TS@", "uint16_t"))

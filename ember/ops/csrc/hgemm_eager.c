@@ -63,6 +63,36 @@ static void eh_sl_cvt_##src(const uint16_t *B, int64_t brs, int64_t bcs, int64_t
 }
 EH_WRAP(h)
 EH_WRAP(b)
+/* B^T stored row by row (a linear layer's weight, brs == 1) into float panels: each column's
+   k values widened by vectors into a float block, then packed by the float32 template's own
+   packing (ember_pack_b_<nr>_f: 16 x 16 register transposes on AVX-512); converting each
+   value as it is stored a column apart cost ~0.9 ns a value */
+#define EH_WRAP_T(src)                                                                        \
+static void eh_sl_cvt_t_##src(const uint16_t *B, int64_t brs, int64_t bcs, int64_t K,       \
+                              int64_t N, int64_t kcb, int64_t npad, int64_t js, void *pb,    \
+                              int *rdy) {                                                    \
+  (void)brs;                                                                                 \
+  if (__atomic_load_n(rdy, __ATOMIC_ACQUIRE) == 2) return;                                   \
+  int zero = 0;                                                                              \
+  if (!__atomic_compare_exchange_n(rdy, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {  \
+    for (int spin = 0; __atomic_load_n(rdy, __ATOMIC_ACQUIRE) != 2; spin++)                  \
+      if (spin > 4096) sched_yield();                                                        \
+    return;                                                                                  \
+  }                                                                                          \
+  float t[EH_NR * EH_KC];                                                                    \
+  const int64_t c0 = js * EH_NR, nn = N - c0 < EH_NR ? N - c0 : EH_NR;                       \
+  for (int64_t pc = 0; pc < K; pc += kcb) {                                                  \
+    const int64_t kc = K - pc < kcb ? K - pc : kcb;                                          \
+    for (int64_t jj = 0; jj < EH_NR; jj++)                                                   \
+      if (jj < nn) ember_hrow_##src(t + jj * kc, B + pc + (c0 + jj) * bcs, kc);              \
+      else memset(t + jj * kc, 0, sizeof(float) * (size_t)kc);                               \
+    EH_PACK_B_F(t, 1, kc, kc, EH_NR, kc, EH_NR, 0,                                           \
+                (float *)pb + pc * npad + js * EH_NR * kc);                                  \
+  }                                                                                          \
+  __atomic_store_n(rdy, 2, __ATOMIC_RELEASE);                                                \
+}
+EH_WRAP_T(h)
+EH_WRAP_T(b)
 static void eh_micro_cvt(int64_t kc, const void *a, const void *b, float *c, int64_t ldc,
                          int add) {
   EH_MICRO(kc, (const float *)a, (const float *)b, c, ldc, add);
@@ -128,6 +158,9 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
   const int64_t nsl = (N + nr - 1) / nr, npad = nsl * nr;
   int64_t mcb, rb, cb;
   eh_plan(k, M, N, nt, &mcb, &rb, &cb);
+  eh_sliver_t sliver = k->sliver;
+  if (!k->amx && brs == 1 && bcs != 1 && K > 0)
+    sliver = k->load == ember_f16_load_n ? eh_sl_cvt_t_h : eh_sl_cvt_t_b;
   /* scratch rows one cache line longer than the unit: 4 KiB apart they would share L1 sets */
   const int64_t wmax = (nsl + cb - 1) / cb * nr + 16;
   char *pa = (char *)eh_buf(0, k->psz * (size_t)mcb * (EH_KC + 32));
@@ -147,7 +180,7 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
       const int64_t kcp = k->pad32 ? (kc + 31) & ~(int64_t)31 : kc;
       k->pack_a(A + ic * ars + pc * acs, ars, acs, mc_, kc, pa);
       for (int64_t js = s0; js < s1; js++) {
-        if (pc == 0) k->sliver(B, brs, bcs, K, N, EH_KC, npad, js, pb, rdy + js);
+        if (pc == 0) sliver(B, brs, bcs, K, N, EH_KC, npad, js, pb, rdy + js);
         const char *pbs = pb + k->psz * (size_t)(pc * npad + js * nr * kcp);
         for (int64_t ir = 0; ir < mc_; ir += mr)
           k->micro(kc, pa + k->psz * (size_t)(ir * kcp), pbs, cs + ir * w + (js - s0) * nr, w,
