@@ -149,6 +149,8 @@ def main() -> None:
                     "none: no ops)")
     ap.add_argument("--products", action="store_true",
                     help="eager matmul 1024^3 and linear: float32, half, half widen+BLAS")
+    ap.add_argument("--no-amx", action="store_true",
+                    help="eager half products built without AMX (bfloat16 widened in packing)")
     ap.add_argument("--minilm-eager", action="store_true",
                     help="eager MiniLM only: float32, bf16 autocast, bf16 widen+BLAS")
     a = ap.parse_args()
@@ -158,6 +160,11 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     if a.ops != "none":
         ops(a.rounds, clock, a.ops)
+    if a.no_amx:   # the eager half kernels built without AMX (a CPU without it, emulated)
+        from ember.ops import _hgemm_c, _native
+        _hgemm_c._NATIVE = _native.Native(
+            "hgemm-noamx", _hgemm_c.SOURCE, _hgemm_c._SYMBOLS,
+            flags=_hgemm_c._NATIVE.flags + ("-mno-amx-tile", "-mno-amx-bf16", "-mno-amx-int8"))
     if a.products:
         products(a.rounds, clock)
     if a.minilm_eager:
