@@ -267,3 +267,18 @@ def test_empty_and_zero_k():
         a, b = np.ones(sa, np.float16), np.ones(sb, np.float16)
         got = (ember.from_numpy(a) @ ember.from_numpy(b)).numpy()
         assert got.shape == sa[:-1] + sb[-1:] and not got.any()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_panels_larger_than_the_kept_buffers(threads):
+    """B panels over the 16 MiB kept per thread are allocated for the call and freed."""
+    a, b = _vals((9, 1100), 23, "float16"), _vals((1100, 4100), 24, "float16")
+    old = ember.get_num_threads()
+    ember.set_num_threads(threads)
+    try:
+        for _ in range(2):
+            got = _hgemm_c.matmul(a, b)
+            exact, tol = _bound(a.astype(np.float64), b.astype(np.float64), "float16")
+            _close(got, exact, tol)
+    finally:
+        ember.set_num_threads(old)

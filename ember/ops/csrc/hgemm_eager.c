@@ -22,17 +22,24 @@
 #define EH_MC 120      /* rows of A per packed block (gemm.py MC_ROWS) */
 #define EH_NCOLS 512   /* columns per unit at most (measured: 512 beat 1024; scratch in L2) */
 
-/* per-thread buffers kept between calls (0: A panel, 1: B panels of a lone call, 2: scratch) */
+/* per-thread buffers kept between calls (0: A panel, 1: B panels of a lone call, 2: scratch),
+   64-byte aligned; a buffer over EH_KEEP bytes is not kept (eh_release frees it) */
+#define EH_KEEP ((size_t)16 << 20)
 static __thread void *eh_kept_[3];
 static __thread size_t eh_cap_[3];
 static void *eh_buf(int slot, size_t n) {
   void *p = NULL;
   if (n <= eh_cap_[slot]) return eh_kept_[slot];
   if (posix_memalign(&p, 64, n) != 0) return NULL;
-  free(eh_kept_[slot]);
-  eh_kept_[slot] = p;
-  eh_cap_[slot] = n;
+  if (n <= EH_KEEP) {
+    free(eh_kept_[slot]);
+    eh_kept_[slot] = p;
+    eh_cap_[slot] = n;
+  }
   return p;
+}
+static void eh_release(int slot, void *p) {
+  if (p != eh_kept_[slot]) free(p);
 }
 
 typedef void (*eh_pack_a_t)(const uint16_t *, int64_t, int64_t, int64_t, int64_t, void *);
@@ -165,7 +172,11 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
   const int64_t wmax = (nsl + cb - 1) / cb * nr + 16;
   char *pa = (char *)eh_buf(0, k->psz * (size_t)mcb * (EH_KC + 32));
   float *cs = (float *)eh_buf(2, sizeof(float) * (size_t)(mcb * wmax + EMBER_HB));
-  if (pa == NULL || cs == NULL) return -1;
+  if (pa == NULL || cs == NULL) {
+    eh_release(0, pa);
+    eh_release(2, cs);
+    return -1;
+  }
   float *fb = cs + mcb * wmax;   /* the bias, EMBER_HB values at a time */
   for (;;) {
     const int64_t u = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
@@ -201,6 +212,8 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__)
   if (k->amx) _tile_release();
 #endif
+  eh_release(0, pa);
+  eh_release(2, cs);
   return 0;
 }
 
@@ -227,7 +240,7 @@ int ember_eager_hgemm_##src(const int64_t *prm, const uint16_t *A, const uint16_
   const int64_t nsl = (N + k.nr - 1) / k.nr;                                                 \
   char *own = (char *)eh_buf(1, (size_t)ember_eager_hgemm_panel_bytes(N, K));               \
   int *flags = (int *)malloc(sizeof(int) * (size_t)(nsl + 1));                               \
-  if (own == NULL || flags == NULL) { free(flags); return -1; }                              \
+  if (own == NULL || flags == NULL) { eh_release(1, own); free(flags); return -1; }          \
   int rc = 0;                                                                                \
   for (int64_t e = b0; e < b1 && rc == 0; e++) {                                             \
     int64_t cnt = 0;                                                                         \
@@ -235,6 +248,7 @@ int ember_eager_hgemm_##src(const int64_t *prm, const uint16_t *A, const uint16_
     rc = eh_product(&k, prm, A + e * prm[5], B + e * prm[8], C + e * M * N, bias, own, flags, \
                     &cnt, 1);                                                                \
   }                                                                                          \
+  eh_release(1, own);                                                                        \
   free(flags);                                                                               \
   return rc;                                                                                 \
 }
