@@ -61,8 +61,9 @@ def ops(rounds: int, clock, only: str = "") -> None:
 
 
 def products(rounds: int, clock) -> None:
-    """Eager 1024^3 matmul and a 256x1024 -> 4096 linear with bias: float32, the half GEMM
-    kernels (ops/_hgemm_c.py) and, for comparison, the widen + float32 BLAS path."""
+    """Eager 1024^3 matmul and a 256x1024 -> 4096 linear with bias (forward, and forward +
+    backward): float32, the half GEMM kernels (ops/_hgemm_c.py) and, for comparison, the
+    widen + float32 BLAS path."""
     from ember.ops import _hgemm_c
 
     rng = np.random.default_rng(0)
@@ -73,9 +74,15 @@ def products(rounds: int, clock) -> None:
     def case(name: str, op: str, kernels: bool = True):
         a, x, w, b = (ember.tensor(v.astype(np.float32)).to(getattr(ember, name)) for v in vals)
 
+        g = ember.ones(256, 4096).to(x.dtype) * 0.01
+        xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
+
         def run():
             old = _hgemm_c.set_enabled(kernels)
             try:
+                if op == "backward":   # the linear's three products: forward, dx, dw
+                    xg.grad = wg.grad = None
+                    return F.linear(xg, wg, b).backward(g)
                 return a @ a if op == "matmul" else F.linear(x, w, b)
             finally:
                 _hgemm_c.set_enabled(old)
@@ -83,14 +90,15 @@ def products(rounds: int, clock) -> None:
 
     print(f"eager bfloat16 products on AMX tiles: {_hgemm_c.uses_amx()}")
     print("| eager | variant | time | float32 time / this |\n|---|---|---|---|")
-    for op in ("matmul", "linear"):
+    labels = {"matmul": "matmul 1024^3", "linear": "linear 256x1024->4096 +bias",
+              "backward": "the linear, forward + backward"}
+    for op in labels:
         fns = {"float32": case("float32", op)}
         for n in ("bfloat16", "float16"):
             fns[n], fns[f"{n} widen+BLAS"] = case(n, op), case(n, op, False)
         t = _median_times(fns, rounds, clock)
-        label = "matmul 1024^3" if op == "matmul" else "linear 256x1024->4096 +bias"
         for k, v in t.items():
-            print(f"| {label} | {k} | {v * 1e3:.1f} ms | {t['float32'] / v:.2f}x |")
+            print(f"| {labels[op]} | {k} | {v * 1e3:.1f} ms | {t['float32'] / v:.2f}x |")
 
 
 def minilm_eager(rounds: int, clock) -> None:
