@@ -32,6 +32,13 @@ def _both(arr, name):
     return ember.tensor(arr).to(getattr(ember, name)), torch.tensor(arr).to(getattr(torch, name))
 
 
+def _ulp_apart(e, r) -> float:
+    """Largest difference of two half tensors in units of the dtype's spacing at ``r``."""
+    a, b = e.numpy(), r.numpy()
+    sp = np.spacing(np.abs(b)).astype(np.float64)
+    return float((np.abs(a.astype(np.float64) - b.astype(np.float64)) / sp).max(initial=0))
+
+
 def _ulps(e, t, name):
     """Largest difference in units of the dtype's eps relative to max(|torch|, tiny)."""
     a, b = e.float().numpy().astype(np.float64), t.float().numpy().astype(np.float64)
@@ -47,7 +54,9 @@ def test_half_matmul_is_the_float32_product_rounded_once(name, sa, sb):
     got = ea @ eb
     assert got.dtype is getattr(ember, name)
     f32 = (ea.float() @ eb.float()).to(getattr(ember, name))
-    assert np.array_equal(got.numpy().view(np.uint16), f32.numpy().view(np.uint16))
+    # the half GEMM kernels (ops/_hgemm_c.py) sum in float32 in another order than BLAS:
+    # the float32 sums differ in their last bits, the rounded results by at most an ulp
+    assert _ulp_apart(got, f32) <= 1
     if got.numel():
         # torch's CPU half GEMM accumulates in float32 too, in another order: an ulp apart
         assert _ulps(got, ta @ tb, name) <= 2
@@ -60,7 +69,7 @@ def test_half_linear_adds_the_bias_before_rounding(name):
     b, tb = _both(_arr((48,), 5), name)
     got = F.linear(x, w, b)
     ref = (x.float() @ w.float().T + b.float()).to(getattr(ember, name))
-    assert np.array_equal(got.numpy().view(np.uint16), ref.numpy().view(np.uint16))
+    assert _ulp_apart(got, ref) <= 1
     assert _ulps(got, TF.linear(tx, tw, tb), name) <= 2
 
 
@@ -76,12 +85,21 @@ def test_half_matmul_grads_match_torch(name):
 
 
 def test_parallel_half_product_matches_single_block():
-    # the threaded split gives the same bits as one float32 product rounded once
+    # the threaded split gives the bits of one thread (threads never split k), within an ulp
+    # of the float32 product rounded once
     a = _arr((1024, 256), 8).astype(np.float16)
     b = _arr((256, 512), 9).astype(np.float16)
-    got = _parallel.matmul_lowp(a, b)
+    old = ember.get_num_threads()
+    try:
+        ember.set_num_threads(1)
+        one = _parallel.matmul_lowp(a, b)
+        ember.set_num_threads(2)
+        got = _parallel.matmul_lowp(a, b)
+    finally:
+        ember.set_num_threads(old)
+    assert np.array_equal(got.view(np.uint16), one.view(np.uint16))
     ref = _parallel.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
-    assert np.array_equal(got.view(np.uint16), ref.view(np.uint16))
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= np.spacing(np.abs(ref)))
 
 
 def _reduction_cases(x, tx, tgt, ttgt):

@@ -2,7 +2,9 @@
 
 The kernels call NumPy's BLAS (``np.matmul``); float16/bfloat16 are computed in float32 and
 rounded once (PyTorch's CPU semantics; NumPy's own low-precision matmul is slow and, for
-ml_dtypes' bfloat16, returns float32).  Integer products wrap like C, as in PyTorch.
+ml_dtypes' bfloat16, returns float32): the half GEMM kernels of ``_hgemm_c`` (through
+``_parallel.matmul_lowp``), which pack the half operands directly (AMX for bfloat16).
+Integer products wrap like C, as in PyTorch.
 
 The primitives are strict: ``matmul`` takes two tensors of the same rank >= 2 with equal batch
 dims (the frontend folds, broadcasts and reshapes), ``linear`` takes ``(..., in)``,
