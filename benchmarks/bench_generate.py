@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 import ember  # noqa: E402
 from ember import demo  # noqa: E402
+from ember.compiler.c.codegen import awake  # noqa: E402
 
 try:
     import torch
@@ -189,6 +190,9 @@ def main() -> None:
     ap.add_argument("--split", action="store_true",
                     help="also time the reduce-overhead step's C entry apart from the Python "
                          "around it (thread CPU time; meaningful with --threads 1)")
+    ap.add_argument("--pool-ab", action="store_true",
+                    help="also time the reduce-overhead step built without the threads kept "
+                         "awake across the call (codegen/awake.py; what EMBER_C_POOL=0 does)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time.process_time instead of wall time (CPU time of all threads: "
                          "less sensitive to other jobs on a loaded machine)")
@@ -213,10 +217,16 @@ def main() -> None:
         steps = {"ember compiled (C), reduce-overhead": em.compiled_decode_step(),
                  "ember compiled (C), default mode": em.compiled_decode_step(mode=None)}
         tstep = torch.compile(torch_decode_step)
+    off = "ember compiled (C), reduce-overhead, no awake pool"
+    if a.pool_ab:   # the same step built with the awake pool off (EMBER_C_POOL=0)
+        steps[off] = (ember_greedy_step(em, "reduce-overhead") if a.argmax_in_step
+                      else em.compiled_decode_step())
     tokens = {}
     for name, step in steps.items():
+        awake.ENABLED = name != off   # read when the step's graph is built (its first call)
         t = timed(lambda s=step, n=name: tokens.setdefault(n, ember_generate(em, s, 1, a.tokens)))
         print(f"first generation (compiles): {name} {t:.1f} s")
+    awake.ENABLED = True
     t = timed(lambda: tokens.setdefault("torch", torch_generate(tm, tstep, 1, a.tokens)))
     print(f"first generation (compiles): torch.compile {t:.1f} s")
     for name in steps:

@@ -1,0 +1,174 @@
+
+/* A thread pool kept awake across one entry call (ember/compiler/c/codegen/awake.py;
+   docs/compiler.md, "Threads kept awake across one C call").  A one-row product (a decode
+   step's linear layer: a GEMV) reads its weight matrix once in ~20-60 us; splitting it over two
+   threads pays off only when the second thread is already running: waking a sleeping one (a
+   passive OpenMP pool, OMP_WAIT_POLICY=PASSIVE) costs about as much as the product.  So the
+   entries of a unit that splits one-row products bracket their kernels with
+   ember_pool_begin_/ember_pool_end_: between the two the workers spin (at most
+   EMBER_POOL_SPIN_US after their last job, then sleep until the next job), and after
+   ember_pool_end_ they sleep at once, so nothing spins between calls.  Nothing here runs when
+   ember_num_threads is 1 (ember.set_num_threads(1), a fork()ed child).
+
+   Jobs: ember_pool_run_(fn, arg, parts) runs fn(arg, p, parts) for p < parts on the calling
+   thread and the workers; parts are claimed one at a time (an atomic counter), so a worker
+   that is late (asleep, or descheduled on a loaded machine) finds them done and the caller
+   never waits for a part nobody started.  One dispatcher at a time: a second thread calling
+   an entry of the same library meanwhile runs its parts alone. */
+#include <pthread.h>
+#include <time.h>
+#include <stdint.h>
+#ifndef EMBER_POOL_SPIN_US
+#define EMBER_POOL_SPIN_US 300
+#endif
+#define EMBER_POOL_MAX 64
+#if defined(__x86_64__) || defined(__i386__)
+#define EMBER_POOL_PAUSE_() __builtin_ia32_pause()
+#else
+#define EMBER_POOL_PAUSE_() ((void)0)
+#endif
+typedef void (*ember_pool_fn_)(void *arg, int64_t part, int64_t parts);
+static pthread_mutex_t ember_pool_mu_ = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ember_pool_cv_ = PTHREAD_COND_INITIALIZER;
+static int ember_pool_nw_;         /* workers started in this process */
+static int ember_pool_active_;     /* entries running (between begin and end) */
+static int ember_pool_sleepers_;   /* workers waiting on the condition variable */
+static int ember_pool_gen_;        /* bumped (under the mutex) to wake the sleepers */
+static int ember_pool_busy_;       /* a dispatch is in progress */
+static int ember_pool_atfork_;     /* the fork handler is registered */
+static uint64_t ember_pool_word_;  /* seq << 32 | parts << 16 | next part to claim */
+static int64_t ember_pool_done_;   /* parts of the current job finished */
+static ember_pool_fn_ ember_pool_fn_slot_;
+static void *ember_pool_arg_slot_;
+
+static int64_t ember_pool_now_us_(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* claim and run parts of the current job until none is left; the seq of the last claim */
+static uint64_t ember_pool_claim_(void) {
+  for (;;) {
+    const uint64_t w = __atomic_fetch_add(&ember_pool_word_, 1, __ATOMIC_ACQ_REL);
+    const int64_t p = (int64_t)(w & 0xffff), n = (int64_t)((w >> 16) & 0xffff);
+    if (p >= n) return w >> 32;
+    ember_pool_fn_slot_(ember_pool_arg_slot_, p, n);   /* stable until all parts are done */
+    __atomic_fetch_add(&ember_pool_done_, 1, __ATOMIC_RELEASE);
+  }
+}
+
+static void ember_pool_wake_all_(void) {
+  pthread_mutex_lock(&ember_pool_mu_);
+  ember_pool_gen_++;
+  pthread_cond_broadcast(&ember_pool_cv_);
+  pthread_mutex_unlock(&ember_pool_mu_);
+}
+
+static void *ember_pool_main_(void *arg) {
+  const int me = (int)(intptr_t)arg;   /* worker me serves while ember_num_threads > me + 1 */
+  uint64_t seen = __atomic_load_n(&ember_pool_word_, __ATOMIC_ACQUIRE) >> 32;
+  for (;;) {
+    int64_t last = ember_pool_now_us_();
+    for (int spin = 1;; spin++) {   /* spin while an entry runs and jobs keep coming */
+      const uint64_t w = __atomic_load_n(&ember_pool_word_, __ATOMIC_ACQUIRE);
+      if ((w >> 32) != seen) {
+        seen = ember_pool_claim_();
+        last = ember_pool_now_us_();
+        continue;
+      }
+      if (__atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) <= 0
+          || ember_num_threads <= me + 1)
+        break;
+      if ((spin & 255) == 0 && ember_pool_now_us_() - last > EMBER_POOL_SPIN_US) break;
+      EMBER_POOL_PAUSE_();
+    }
+    const int idle = __atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) <= 0
+                     || ember_num_threads <= me + 1;   /* else: no job for a while */
+    pthread_mutex_lock(&ember_pool_mu_);
+    const int gen = ember_pool_gen_;
+    __atomic_add_fetch(&ember_pool_sleepers_, 1, __ATOMIC_SEQ_CST);
+    /* sleep unless a job or (when idle) an entry came meanwhile; begin and run wake the
+       sleepers after their store (both sides seq_cst: one of them sees the other) */
+    while (gen == ember_pool_gen_
+           && (__atomic_load_n(&ember_pool_word_, __ATOMIC_SEQ_CST) >> 32) == seen
+           && !(idle && __atomic_load_n(&ember_pool_active_, __ATOMIC_SEQ_CST) > 0
+                && ember_num_threads > me + 1))
+      pthread_cond_wait(&ember_pool_cv_, &ember_pool_mu_);
+    __atomic_sub_fetch(&ember_pool_sleepers_, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&ember_pool_mu_);
+  }
+  return NULL;
+}
+
+/* in a fork()ed child the workers do not exist: forget them (the child's count is 1 anyway) */
+static void ember_pool_after_fork_(void) {
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  ember_pool_mu_ = mu;
+  ember_pool_cv_ = cv;
+  ember_pool_nw_ = ember_pool_active_ = ember_pool_sleepers_ = ember_pool_busy_ = 0;
+}
+
+/* start workers up to ember_num_threads - 1 (lazily, on the first entry that needs them) */
+static void ember_pool_grow_(int want) {
+  pthread_mutex_lock(&ember_pool_mu_);
+  if (!ember_pool_atfork_) {
+    ember_pool_atfork_ = 1;
+    pthread_atfork(NULL, NULL, ember_pool_after_fork_);
+  }
+  while (ember_pool_nw_ < want && ember_pool_nw_ < EMBER_POOL_MAX - 1) {
+    pthread_t tid;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&at, (size_t)4 << 20);
+    const int rc = pthread_create(&tid, &at, ember_pool_main_, (void *)(intptr_t)ember_pool_nw_);
+    pthread_attr_destroy(&at);
+    if (rc != 0) break;
+    ember_pool_nw_++;
+  }
+  pthread_mutex_unlock(&ember_pool_mu_);
+}
+
+/* an entry starts: wake the workers (they spin until ember_pool_end_) */
+static void ember_pool_begin_(void) {
+  if (ember_num_threads <= 1) return;
+  if (ember_pool_nw_ < ember_num_threads - 1) ember_pool_grow_(ember_num_threads - 1);
+  __atomic_add_fetch(&ember_pool_active_, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&ember_pool_sleepers_, __ATOMIC_SEQ_CST) > 0) ember_pool_wake_all_();
+}
+
+static void ember_pool_end_(void) {
+  if (ember_num_threads <= 1) return;
+  if (__atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) > 0)
+    __atomic_sub_fetch(&ember_pool_active_, 1, __ATOMIC_SEQ_CST);
+}
+
+/* whether ember_pool_run_ would use the workers now */
+static int ember_pool_ready_(void) {
+  return ember_num_threads > 1 && ember_pool_nw_ > 0
+         && __atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) > 0;
+}
+
+/* fn(arg, p, parts) for every p < parts (parts <= 65535), on this thread and the workers */
+static void ember_pool_run_(ember_pool_fn_ fn, void *arg, int64_t parts) {
+  if (parts <= 0) return;
+  if (!ember_pool_ready_() || __atomic_exchange_n(&ember_pool_busy_, 1, __ATOMIC_ACQUIRE)) {
+    for (int64_t p = 0; p < parts; p++) fn(arg, p, parts);
+    return;
+  }
+  ember_pool_fn_slot_ = fn;
+  ember_pool_arg_slot_ = arg;
+  __atomic_store_n(&ember_pool_done_, 0, __ATOMIC_RELAXED);
+  const uint64_t seq = (__atomic_load_n(&ember_pool_word_, __ATOMIC_RELAXED) >> 32) + 1;
+  __atomic_store_n(&ember_pool_word_, (seq << 32) | ((uint64_t)parts << 16), __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&ember_pool_sleepers_, __ATOMIC_SEQ_CST) > 0) ember_pool_wake_all_();
+  (void)ember_pool_claim_();
+  while (__atomic_load_n(&ember_pool_done_, __ATOMIC_ACQUIRE) < parts) EMBER_POOL_PAUSE_();
+  __atomic_store_n(&ember_pool_busy_, 0, __ATOMIC_RELEASE);
+}
+
+/* products of at most EMBER_POOL_SMALL_M rows are split over columns by ember_gemm_<s> on the
+   awake threads (not on OpenMP's pool: both would want the same cores) */
+#define EMBER_POOL_TAKES_(m) ((m) <= EMBER_POOL_SMALL_M && ember_pool_ready_())
