@@ -52,6 +52,7 @@ try:
 except ImportError:  # pragma: no cover
     sys.exit("benchmarks need torch (pip install torch==2.13.0)")
 
+from bench_awake import fresh_step  # noqa: E402
 from bench_models import TorchCharGPT, copy_weights  # noqa: E402
 from common import fmt_time  # noqa: E402
 
@@ -199,6 +200,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.cpu_time:
         _CLOCK[0] = time.process_time
+    if a.pool_ab and a.argmax_in_step:
+        sys.exit("--pool-ab times the decode step without --argmax-in-step")
     if not 2 <= a.tokens <= BLOCK:
         sys.exit(f"--tokens must be in 2..{BLOCK}")
     torch.set_num_threads(a.threads)
@@ -219,8 +222,8 @@ def main() -> None:
         tstep = torch.compile(torch_decode_step)
     off = "ember compiled (C), reduce-overhead, no awake pool"
     if a.pool_ab:   # the same step built with the awake pool off (EMBER_C_POOL=0)
-        steps[off] = (ember_greedy_step(em, "reduce-overhead") if a.argmax_in_step
-                      else em.compiled_decode_step())
+        # (a wrapper of its own: ember's code cache is keyed by the code object)
+        steps[off] = fresh_step(em, "nopool")
     tokens = {}
     for name, step in steps.items():
         awake.ENABLED = name != off   # read when the step's graph is built (its first call)

@@ -16,10 +16,17 @@
    never waits for a part nobody started.  One dispatcher at a time: a second thread calling
    an entry of the same library meanwhile runs its parts alone. */
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <stdint.h>
 #ifndef EMBER_POOL_SPIN_US
 #define EMBER_POOL_SPIN_US 300
+#endif
+#ifndef EMBER_POOL_LATE_US   /* a worker this late (asleep, descheduled) is not waited for */
+#define EMBER_POOL_LATE_US 100
+#endif
+#ifndef EMBER_POOL_SKIP
+#define EMBER_POOL_SKIP 16       /* entries that run alone after waiting that long for one */
 #endif
 #define EMBER_POOL_MAX 64
 #if defined(__x86_64__) || defined(__i386__)
@@ -36,8 +43,11 @@ static int ember_pool_sleepers_;   /* workers waiting on the condition variable 
 static int ember_pool_gen_;        /* bumped (under the mutex) to wake the sleepers */
 static int ember_pool_busy_;       /* a dispatch is in progress */
 static int ember_pool_atfork_;     /* the fork handler is registered */
+static int ember_pool_skip_;       /* entries left that run alone (after a late worker) */
+static int64_t ember_pool_beat_;   /* when a worker last looked for work (us, monotonic) */
 static uint64_t ember_pool_word_;  /* seq << 32 | parts << 16 | next part to claim */
 static int64_t ember_pool_done_;   /* parts of the current job finished */
+static int64_t ember_pool_stats_[3];   /* products split, run alone, parts run by workers */
 static ember_pool_fn_ ember_pool_fn_slot_;
 static void *ember_pool_arg_slot_;
 
@@ -58,6 +68,24 @@ static uint64_t ember_pool_claim_(void) {
   }
 }
 
+/* the same, on a worker: counts the parts it ran */
+static uint64_t ember_pool_claim_worker_(void) {
+  for (;;) {
+    const uint64_t w = __atomic_fetch_add(&ember_pool_word_, 1, __ATOMIC_ACQ_REL);
+    const int64_t p = (int64_t)(w & 0xffff), n = (int64_t)((w >> 16) & 0xffff);
+    if (p >= n) return w >> 32;
+    ember_pool_fn_slot_(ember_pool_arg_slot_, p, n);
+    __atomic_fetch_add(&ember_pool_stats_[2], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&ember_pool_done_, 1, __ATOMIC_RELEASE);
+  }
+}
+
+/* (products split, products run alone, parts run by workers) since the library was loaded:
+   tests and benchmarks read it to see whether the workers took part */
+EMBER_EXPORT void ember_pool_stats(int64_t *out) {
+  for (int i = 0; i < 3; i++) out[i] = __atomic_load_n(&ember_pool_stats_[i], __ATOMIC_RELAXED);
+}
+
 static void ember_pool_wake_all_(void) {
   pthread_mutex_lock(&ember_pool_mu_);
   ember_pool_gen_++;
@@ -73,18 +101,25 @@ static void *ember_pool_main_(void *arg) {
     for (int spin = 1;; spin++) {   /* spin while an entry runs and jobs keep coming */
       const uint64_t w = __atomic_load_n(&ember_pool_word_, __ATOMIC_ACQUIRE);
       if ((w >> 32) != seen) {
-        seen = ember_pool_claim_();
+        seen = ember_pool_claim_worker_();
         last = ember_pool_now_us_();
         continue;
       }
       if (__atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) <= 0
-          || ember_num_threads <= me + 1)
+          || ember_num_threads <= me + 1 || ember_pool_skip_ > 0)
         break;
-      if ((spin & 255) == 0 && ember_pool_now_us_() - last > EMBER_POOL_SPIN_US) break;
+      if ((spin & 63) == 0) {
+        const int64_t now = ember_pool_now_us_();
+        __atomic_store_n(&ember_pool_beat_, now, __ATOMIC_RELAXED);
+        if (now - last > EMBER_POOL_SPIN_US) break;
+        /* give the core back now and then: woken on the caller's core (a busy machine), a
+           spinning worker would keep the caller, whose jobs it waits for, off it */
+        sched_yield();
+      }
       EMBER_POOL_PAUSE_();
     }
     const int idle = __atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) <= 0
-                     || ember_num_threads <= me + 1;   /* else: no job for a while */
+                     || ember_num_threads <= me + 1 || ember_pool_skip_ > 0;
     pthread_mutex_lock(&ember_pool_mu_);
     const int gen = ember_pool_gen_;
     __atomic_add_fetch(&ember_pool_sleepers_, 1, __ATOMIC_SEQ_CST);
@@ -93,7 +128,7 @@ static void *ember_pool_main_(void *arg) {
     while (gen == ember_pool_gen_
            && (__atomic_load_n(&ember_pool_word_, __ATOMIC_SEQ_CST) >> 32) == seen
            && !(idle && __atomic_load_n(&ember_pool_active_, __ATOMIC_SEQ_CST) > 0
-                && ember_num_threads > me + 1))
+                && ember_num_threads > me + 1 && ember_pool_skip_ <= 0))
       pthread_cond_wait(&ember_pool_cv_, &ember_pool_mu_);
     __atomic_sub_fetch(&ember_pool_sleepers_, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&ember_pool_mu_);
@@ -134,30 +169,39 @@ static void ember_pool_grow_(int want) {
 /* an entry starts: wake the workers (they spin until ember_pool_end_) */
 static void ember_pool_begin_(void) {
   if (ember_num_threads <= 1) return;
+  if (ember_pool_skip_ > 0) {   /* a worker was late lately (a loaded machine): run alone */
+    ember_pool_skip_--;
+    return;
+  }
   if (ember_pool_nw_ < ember_num_threads - 1) ember_pool_grow_(ember_num_threads - 1);
   __atomic_add_fetch(&ember_pool_active_, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&ember_pool_sleepers_, __ATOMIC_SEQ_CST) > 0) ember_pool_wake_all_();
 }
 
 static void ember_pool_end_(void) {
-  if (ember_num_threads <= 1) return;
   if (__atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) > 0)
     __atomic_sub_fetch(&ember_pool_active_, 1, __ATOMIC_SEQ_CST);
 }
 
 /* whether ember_pool_run_ would use the workers now */
 static int ember_pool_ready_(void) {
-  return ember_num_threads > 1 && ember_pool_nw_ > 0
+  return ember_num_threads > 1 && ember_pool_nw_ > 0 && ember_pool_skip_ <= 0
          && __atomic_load_n(&ember_pool_active_, __ATOMIC_RELAXED) > 0;
 }
 
 /* fn(arg, p, parts) for every p < parts (parts <= 65535), on this thread and the workers */
 static void ember_pool_run_(ember_pool_fn_ fn, void *arg, int64_t parts) {
   if (parts <= 0) return;
-  if (!ember_pool_ready_() || __atomic_exchange_n(&ember_pool_busy_, 1, __ATOMIC_ACQUIRE)) {
+  /* alone when the workers are off, or none looked for work just now (asleep, descheduled:
+     a part it claimed would be waited for) */
+  if (!ember_pool_ready_() || ember_pool_now_us_()
+      - __atomic_load_n(&ember_pool_beat_, __ATOMIC_RELAXED) > EMBER_POOL_LATE_US
+      || __atomic_exchange_n(&ember_pool_busy_, 1, __ATOMIC_ACQUIRE)) {
+    ember_pool_stats_[1]++;
     for (int64_t p = 0; p < parts; p++) fn(arg, p, parts);
     return;
   }
+  ember_pool_stats_[0]++;
   ember_pool_fn_slot_ = fn;
   ember_pool_arg_slot_ = arg;
   __atomic_store_n(&ember_pool_done_, 0, __ATOMIC_RELAXED);
@@ -165,7 +209,18 @@ static void ember_pool_run_(ember_pool_fn_ fn, void *arg, int64_t parts) {
   __atomic_store_n(&ember_pool_word_, (seq << 32) | ((uint64_t)parts << 16), __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&ember_pool_sleepers_, __ATOMIC_SEQ_CST) > 0) ember_pool_wake_all_();
   (void)ember_pool_claim_();
-  while (__atomic_load_n(&ember_pool_done_, __ATOMIC_ACQUIRE) < parts) EMBER_POOL_PAUSE_();
+  int64_t t0 = 0;
+  for (int spin = 1; __atomic_load_n(&ember_pool_done_, __ATOMIC_ACQUIRE) < parts; spin++) {
+    EMBER_POOL_PAUSE_();
+    if ((spin & 63) == 0) {   /* a worker descheduled inside its part (a loaded machine) */
+      const int64_t now = ember_pool_now_us_();
+      if (t0 == 0) t0 = now;
+      else if (now - t0 > EMBER_POOL_LATE_US) {
+        ember_pool_skip_ = EMBER_POOL_SKIP;   /* the next entries run alone */
+        sched_yield();
+      }
+    }
+  }
   __atomic_store_n(&ember_pool_busy_, 0, __ATOMIC_RELEASE);
 }
 
