@@ -77,6 +77,9 @@ def test_units_with_one_row_products_get_the_pool_and_others_do_not(monkeypatch)
     assert "EMBER_POOL_TAKES_(m) ((m) <= EMBER_POOL_SMALL_M" in one
     many = ember.compiler.codegen(_linear, ember.randn(64, 384), w, b)
     assert "ember_pool_begin_" not in many and "#define EMBER_POOL_SMALL_M" not in many
+    tiny = ember.compiler.codegen(_linear, ember.randn(1, 16), ember.randn(256, 16),
+                                  ember.randn(256))   # 4096 multiply-adds: not worth a split
+    assert "ember_pool_begin_" not in tiny
     monkeypatch.setattr(awake, "ENABLED", False)
     ember.compiler.reset()
     off = ember.compiler.codegen(_linear, ember.randn(1, 384), w, b)

@@ -46,10 +46,16 @@ _POOL = "\n" + csrc("ember_pool.h")
 def splits(k: object) -> bool:
     """Whether kernel ``k`` is a product whose BLAS call the pool splits: float32/float64,
     at most ``SMALL_M`` rows known at compile time, BLAS impl (the template's small path and
-    the half and integer products stay on one thread)."""
+    the half and integer products stay on one thread), and not known to be too small
+    (``MIN_MACS``, two parts of ``MIN_COLS``; the C checks runtime sizes again)."""
     if not ENABLED or not isinstance(k, GemmKernel) or k.half or k.impl != "blas":
         return False
-    return k.dtype.np.name in ("float32", "float64") and type(k.m) is int and k.m <= SMALL_M
+    if k.dtype.np.name not in ("float32", "float64") or type(k.m) is not int or k.m > SMALL_M:
+        return False
+    n, kk = k.n, k.k
+    if type(n) is int and n < 2 * MIN_COLS:
+        return False
+    return not (type(n) is int and type(kk) is int and k.m * n * kk < MIN_MACS)
 
 
 def prelude(program: Program) -> str:
