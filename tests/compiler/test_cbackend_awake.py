@@ -9,6 +9,7 @@ library at once.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -62,12 +63,9 @@ def _compiled(rows: int, n: int = 1152, k: int = 384):
 
 
 def _stats(cg) -> list:
-    out = (ctypes_int64 * 3)()
+    out = (ctypes.c_int64 * 3)()
     runtime.load(cg.path).dll.ember_pool_stats(out)
     return list(out)
-
-
-ctypes_int64 = __import__("ctypes").c_int64
 
 
 def test_units_with_one_row_products_get_the_pool_and_others_do_not(monkeypatch):
