@@ -148,6 +148,23 @@ def test_workers_do_not_spin_after_the_call_returns():
     assert ticks <= 2, f"pool threads used {ticks} clock ticks while no call ran"
 
 
+def test_idle_workers_end_and_start_again(monkeypatch):
+    monkeypatch.setattr(awake, "EXIT_S", 1)   # (part of the plan digest: a library of its own)
+    ember.set_num_threads(2)
+    before = set(os.listdir("/proc/self/task"))
+    fc, args, _ = _compiled(1, n=1216)
+    want = fc(*args).numpy().copy()
+    for _ in range(10):
+        fc(*args)
+    assert set(os.listdir("/proc/self/task")) - before, "no pool thread was started"
+    deadline = time.time() + 30
+    while set(os.listdir("/proc/self/task")) - before and time.time() < deadline:
+        time.sleep(0.2)
+    assert not set(os.listdir("/proc/self/task")) - before, "the idle worker did not end"
+    assert fc(*args).numpy().tobytes() == want.tobytes()
+    assert set(os.listdir("/proc/self/task")) - before, "the next call started no worker"
+
+
 def test_forked_child_runs_the_product_on_one_thread():
     if not hasattr(os, "fork"):
         pytest.skip("needs fork()")

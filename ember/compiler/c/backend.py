@@ -578,13 +578,13 @@ def _code_digest() -> str:
     ember's version, the compiler, the CPU and this module's settings."""
     dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS,
             config.inject_bug_testing_only, flex_codegen.variant(), inplace.ENABLED,
-            awake.ENABLED)
+            awake.settings())
     got = _DIGEST.get(dkey)
     if got is None:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
                            f"{config.inject_bug_testing_only!r} "
                            f"{EXTRA_FLAGS} {flex_codegen.variant()} inplace={inplace.ENABLED} "
-                           f"awake={awake.ENABLED} "
+                           f"{awake.settings()} "
                            f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
         # (C templates too; ember.kernel's compiler writes the C of kernel_launch nodes)

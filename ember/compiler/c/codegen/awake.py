@@ -40,7 +40,15 @@ MIN_MACS = 65536
 PARTS = 2
 """Parts per thread: claimed dynamically, so a late worker costs at most one part."""
 
+EXIT_S = 10
+"""Seconds after which the workers of a library that is not called end (restarted on use)."""
+
 _POOL = "\n" + csrc("ember_pool.h")
+
+
+def settings() -> str:
+    """What of this module decides the generated code (part of the run-plan digest)."""
+    return f"awake={ENABLED},{SMALL_M},{MIN_COLS},{MIN_MACS},{PARTS},{EXIT_S}"
 
 
 def splits(k: object) -> bool:
@@ -64,8 +72,8 @@ def prelude(program: Program) -> str:
     if not any(splits(k) for k in program.kernels()):
         return ""
     return (f"\n#define EMBER_POOL_SMALL_M {SMALL_M}\n#define EMBER_POOL_MIN_COLS {MIN_COLS}\n"
-            f"#define EMBER_POOL_MIN_MACS {MIN_MACS}.0\n#define EMBER_POOL_PARTS {PARTS}"
-            + _POOL)
+            f"#define EMBER_POOL_MIN_MACS {MIN_MACS}.0\n#define EMBER_POOL_PARTS {PARTS}\n"
+            f"#define EMBER_POOL_EXIT_S {EXIT_S}" + _POOL)
 
 
 def uses_pool(seg: Segment) -> bool:
@@ -87,5 +95,5 @@ def wrap_entry(lines: list, entry: str) -> list:
             "}"]
 
 
-__all__ = ["ENABLED", "MIN_COLS", "MIN_MACS", "PARTS", "SMALL_M", "prelude", "splits",
-           "uses_pool", "wrap_entry"]
+__all__ = ["ENABLED", "EXIT_S", "MIN_COLS", "MIN_MACS", "PARTS", "SMALL_M", "prelude",
+           "settings", "splits", "uses_pool", "wrap_entry"]

@@ -15,6 +15,7 @@
    that is late (asleep, or descheduled on a loaded machine) finds them done and the caller
    never waits for a part nobody started.  One dispatcher at a time: a second thread calling
    an entry of the same library meanwhile runs its parts alone. */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -27,6 +28,9 @@
 #endif
 #ifndef EMBER_POOL_SKIP
 #define EMBER_POOL_SKIP 16       /* entries that run alone after waiting that long for one */
+#endif
+#ifndef EMBER_POOL_EXIT_S
+#define EMBER_POOL_EXIT_S 10     /* an idle library's workers end after this many seconds */
 #endif
 #define EMBER_POOL_MAX 64
 #if defined(__x86_64__) || defined(__i386__)
@@ -128,8 +132,27 @@ static void *ember_pool_main_(void *arg) {
     while (gen == ember_pool_gen_
            && (__atomic_load_n(&ember_pool_word_, __ATOMIC_SEQ_CST) >> 32) == seen
            && !(idle && __atomic_load_n(&ember_pool_active_, __ATOMIC_SEQ_CST) > 0
-                && ember_num_threads > me + 1 && ember_pool_skip_ <= 0))
-      pthread_cond_wait(&ember_pool_cv_, &ember_pool_mu_);
+                && ember_num_threads > me + 1 && ember_pool_skip_ <= 0)) {
+      if (!idle || me != ember_pool_nw_ - 1) {
+        pthread_cond_wait(&ember_pool_cv_, &ember_pool_mu_);
+        continue;
+      }
+      /* the last worker of a library not called for EMBER_POOL_EXIT_S ends (a process with
+         many compiled graphs keeps threads only for those in use; begin starts it again) */
+      struct timespec dl;
+      clock_gettime(CLOCK_REALTIME, &dl);
+      dl.tv_sec += EMBER_POOL_EXIT_S;
+      if (pthread_cond_timedwait(&ember_pool_cv_, &ember_pool_mu_, &dl) == ETIMEDOUT
+          && gen == ember_pool_gen_ && me == ember_pool_nw_ - 1
+          && __atomic_load_n(&ember_pool_active_, __ATOMIC_SEQ_CST) <= 0
+          && (__atomic_load_n(&ember_pool_word_, __ATOMIC_SEQ_CST) >> 32) == seen) {
+        __atomic_sub_fetch(&ember_pool_sleepers_, 1, __ATOMIC_SEQ_CST);
+        ember_pool_nw_--;
+        pthread_cond_broadcast(&ember_pool_cv_);   /* the new last worker times its wait */
+        pthread_mutex_unlock(&ember_pool_mu_);
+        return NULL;
+      }
+    }
     __atomic_sub_fetch(&ember_pool_sleepers_, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&ember_pool_mu_);
   }
