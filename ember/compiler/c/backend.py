@@ -584,8 +584,7 @@ def _code_digest() -> str:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
                            f"{config.inject_bug_testing_only!r} "
                            f"{EXTRA_FLAGS} {flex_codegen.variant()} inplace={inplace.ENABLED} "
-                           f"{awake.settings()} "
-                           f"{PRELUDE is not None}".encode())
+                           f"{awake.settings()} {PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
         # (C templates too; ember.kernel's compiler writes the C of kernel_launch nodes)
         for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py", "kernel/*.py"):
