@@ -2,12 +2,14 @@
 torch.compile of the same model, both with static KV buffers written in place.
 
 Run: ``python benchmarks/bench_generate.py [--tokens N] [--rounds R] [--threads T] [--profile]
-[--cpu-time]`` (needs torch; ``--cpu-time``: process CPU time instead of wall time, steadier on a
-loaded machine).  The model is ``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256;
-torch runs its mirror ``TorchCharGPT`` (``bench_models.py``) with ember's initial weights and
-the same decode step written with torch (``torch_decode_step`` below: ``index_copy_`` into
-``(1, 6, 256, 64)`` buffers at a 0-d position tensor, attention over the whole buffer with a
-mask from the position).
+[--cpu-time] [--pool-ab]`` (needs torch; ``--pool-ab`` also times the replayed step built
+without the threads kept awake across the call, ``codegen/awake.py``; ``--cpu-time``: process
+CPU time instead of wall time, steadier on a loaded machine).  The model is
+``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256; torch runs its mirror
+``TorchCharGPT`` (``bench_models.py``) with ember's initial weights and the same decode step
+written with torch (``torch_decode_step`` below: ``index_copy_`` into ``(1, 6, 256, 64)``
+buffers at a 0-d position tensor, attention over the whole buffer with a mask from the
+position).
 
 One generation = ``--tokens`` decode calls (default 256: a 1-token prompt and 255 greedy new
 tokens), batch 1, each call one compiled function followed by an eager ``argmax`` (with
