@@ -133,10 +133,6 @@ static void *ember_pool_main_(void *arg) {
            && (__atomic_load_n(&ember_pool_word_, __ATOMIC_SEQ_CST) >> 32) == seen
            && !(idle && __atomic_load_n(&ember_pool_active_, __ATOMIC_SEQ_CST) > 0
                 && ember_num_threads > me + 1 && ember_pool_skip_ <= 0)) {
-      if (!idle || me != ember_pool_nw_ - 1) {
-        pthread_cond_wait(&ember_pool_cv_, &ember_pool_mu_);
-        continue;
-      }
       /* the last worker of a library not called for EMBER_POOL_EXIT_S ends (a process with
          many compiled graphs keeps threads only for those in use; begin starts it again) */
       struct timespec dl;
