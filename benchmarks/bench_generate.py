@@ -2,12 +2,14 @@
 torch.compile of the same model, both with static KV buffers written in place.
 
 Run: ``python benchmarks/bench_generate.py [--tokens N] [--rounds R] [--threads T] [--profile]
-[--cpu-time]`` (needs torch; ``--cpu-time``: process CPU time instead of wall time, steadier on a
-loaded machine).  The model is ``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256;
-torch runs its mirror ``TorchCharGPT`` (``bench_models.py``) with ember's initial weights and
-the same decode step written with torch (``torch_decode_step`` below: ``index_copy_`` into
-``(1, 6, 256, 64)`` buffers at a 0-d position tensor, attention over the whole buffer with a
-mask from the position).
+[--cpu-time] [--pool-ab]`` (needs torch; ``--pool-ab`` also times the replayed step built
+without the threads kept awake across the call, ``codegen/awake.py``; ``--cpu-time``: process
+CPU time instead of wall time, steadier on a loaded machine).  The model is
+``ember.demo.CharGPT`` at 6 layers, 6 heads, width 384, block 256; torch runs its mirror
+``TorchCharGPT`` (``bench_models.py``) with ember's initial weights and the same decode step
+written with torch (``torch_decode_step`` below: ``index_copy_`` into ``(1, 6, 256, 64)``
+buffers at a 0-d position tensor, attention over the whole buffer with a mask from the
+position).
 
 One generation = ``--tokens`` decode calls (default 256: a 1-token prompt and 255 greedy new
 tokens), batch 1, each call one compiled function followed by an eager ``argmax`` (with
@@ -47,6 +49,7 @@ else:
 
 import ember  # noqa: E402
 from ember import demo  # noqa: E402
+from ember.compiler.c.codegen import awake  # noqa: E402
 
 try:
     import torch
@@ -54,6 +57,7 @@ try:
 except ImportError:  # pragma: no cover
     sys.exit("benchmarks need torch (pip install torch==2.13.0)")
 
+from bench_awake import fresh_step  # noqa: E402
 from bench_models import TorchCharGPT, copy_weights  # noqa: E402
 from common import fmt_time  # noqa: E402
 
@@ -192,12 +196,17 @@ def main() -> None:
     ap.add_argument("--split", action="store_true",
                     help="also time the reduce-overhead step's C entry apart from the Python "
                          "around it (thread CPU time; meaningful with --threads 1)")
+    ap.add_argument("--pool-ab", action="store_true",
+                    help="also time the reduce-overhead step built without the threads kept "
+                         "awake across the call (codegen/awake.py; what EMBER_C_POOL=0 does)")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time.process_time instead of wall time (CPU time of all threads: "
                          "less sensitive to other jobs on a loaded machine)")
     a = ap.parse_args()
     if a.cpu_time:
         _CLOCK[0] = time.process_time
+    if a.pool_ab and a.argmax_in_step:
+        sys.exit("--pool-ab times the decode step without --argmax-in-step")
     if not 2 <= a.tokens <= BLOCK:
         sys.exit(f"--tokens must be in 2..{BLOCK}")
     torch.set_num_threads(a.threads)
@@ -216,10 +225,16 @@ def main() -> None:
         steps = {"ember compiled (C), reduce-overhead": em.compiled_decode_step(),
                  "ember compiled (C), default mode": em.compiled_decode_step(mode=None)}
         tstep = torch.compile(torch_decode_step)
+    off = "ember compiled (C), reduce-overhead, no awake pool"
+    if a.pool_ab:   # the same step built with the awake pool off (EMBER_C_POOL=0)
+        # (a wrapper of its own: ember's code cache is keyed by the code object)
+        steps[off] = fresh_step(em, "nopool")
     tokens = {}
     for name, step in steps.items():
+        awake.ENABLED = name != off   # read when the step's graph is built (its first call)
         t = timed(lambda s=step, n=name: tokens.setdefault(n, ember_generate(em, s, 1, a.tokens)))
         print(f"first generation (compiles): {name} {t:.1f} s")
+    awake.ENABLED = True
     t = timed(lambda: tokens.setdefault("torch", torch_generate(tm, tstep, 1, a.tokens)))
     print(f"first generation (compiles): torch.compile {t:.1f} s")
     for name in steps:

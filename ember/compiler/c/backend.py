@@ -30,6 +30,7 @@ import numpy as np
 from ember.compiler.c import inplace
 from ember.compiler.c.bound import BoundCall
 from ember.compiler.c.build import autotune, runtime, toolchain
+from ember.compiler.c.codegen import awake
 from ember.compiler.c.codegen import flex as flex_codegen
 from ember.compiler.c.codegen.unit import PRELUDE, generate
 from ember.compiler.c.decompose import decompose
@@ -576,13 +577,14 @@ def _code_digest() -> str:
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
     dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS,
-            config.inject_bug_testing_only, flex_codegen.variant(), inplace.ENABLED)
+            config.inject_bug_testing_only, flex_codegen.variant(), inplace.ENABLED,
+            awake.settings())
     got = _DIGEST.get(dkey)
     if got is None:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
                            f"{config.inject_bug_testing_only!r} "
                            f"{EXTRA_FLAGS} {flex_codegen.variant()} inplace={inplace.ENABLED} "
-                           f"{PRELUDE is not None}".encode())
+                           f"{awake.settings()} {PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
         # (C templates too; ember.kernel's compiler writes the C of kernel_launch nodes)
         for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py", "kernel/*.py"):

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from ember.compiler.c.build import blas, toolchain
-from ember.compiler.c.codegen import csrc
+from ember.compiler.c.codegen import awake, csrc
 from ember.compiler.c.codegen.omp import omp_loops
 from ember.compiler.c.ir.kernels import (
     GemmKernel,
@@ -146,6 +146,7 @@ def gemm_prelude(program: Program) -> str:
     parts = [blas.c_declarations(lib)]
     if setter is not None:
         parts.append(f"extern void {setter}(int);")
+    parts.append(awake.prelude(program))   # before _COMMON: EMBER_POOL_TAKES_
     parts.append(_COMMON.format(min_flops=MIN_FLOPS, set_threads=f"{setter}(n);" if setter
                                 else "(void)n;"))
     done: set = set()

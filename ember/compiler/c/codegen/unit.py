@@ -17,6 +17,7 @@ import re
 from ember.compiler.c.build.runtime import C_PRELUDE
 from ember.compiler.c.codegen import (
     attention,
+    awake,
     csrc,
     flex,
     half,
@@ -767,6 +768,8 @@ def _entry(seg: Segment, calls: dict, slot: int | None = None) -> str:
             lines.append(f"  {call};")
     lines.append("  return 0;")
     lines.append("}")
+    if awake.uses_pool(seg):   # one-row products split over threads kept awake for the call
+        lines = awake.wrap_entry(lines, seg.entry)
     return "\n".join(lines) + "\n"
 
 
