@@ -431,3 +431,88 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
     tr.lazies.append(t)  # tr.hold(t), inlined
     tr.holding = True
     return t
+
+
+def full_reduce(op: OpDef, x: Tensor, all_dims: tuple, mean: bool) -> Tensor | None:
+    """``x.sum()`` / ``x.mean()`` (``op``: the SUM or MEAN primitive) of a small float tensor,
+    eagerly: the frontend's fast path.  It runs what ``_eager_bind`` runs for these (the
+    kernel's ``np.add.reduce``, the output tensor, the node with params ``dims`` (all of
+    ``x``'s, from ``all_dims``) and ``keepdim=False``) without ``meta`` and the generic loops;
+    None when the general path must run (a trace, ``check_meta``, low precision, empty or
+    large inputs)."""
+    a = x._data
+    if _LZ.trace is not None or a.__class__ is not np.ndarray or config.check_meta:
+        return None
+    n = a.size
+    d = x._dtype
+    if not 0 < n < _parallel.MIN_ELEMENTS or d.category != 2 or a.dtype.num in _LOWP_NUMS \
+            or a.ndim >= len(all_dims):
+        return None
+    dims = all_dims[a.ndim]
+    npd = a.dtype
+    s = np.add.reduce(a, dims, npd)   # _sum_eager's call for inputs under MIN_ELEMENTS
+    out = np.asarray(s / npd.type(n) if mean else s)
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = d
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and x._requires_grad:
+        node = _new(OpNode)   # op_node(...), inlined: the op saves nothing
+        acc = x._accum
+        if acc is not None and x.grad_fn is None and x._base is None:
+            node.next_functions = ((acc, 0),)   # a leaf seen before: _edge, inlined
+        else:
+            node.next_functions = (_edge(x),)
+        node._seq = _next(_node_seq)
+        node._num_outputs = 1
+        node.op = op
+        node.out_specs = (((), d),)
+        node._saved_inputs = node._saved_outputs = ()
+        node.input_shapes = (a.shape,)
+        node.input_dtypes = (d,)
+        node.params = {"dims": dims, "keepdim": False}
+        node.needs_input_grad = (True,)
+        node._owner = None
+        t._requires_grad = True
+        t.grad_fn = node
+    return t
+
+
+def expand_view(x: Tensor, shape: tuple) -> Tensor | None:
+    """``x.expand(shape)`` (``shape`` a tuple of non-negative ints) eagerly when no node is
+    recorded (a full reduction's gradient, ``grad.expand(sizes)``, in every backward): the view
+    ``_eager_bind`` makes from ``_expand_eager``'s direct case (C-contiguous, no size-1 target
+    dim), after ``_expand_meta``'s checks; None when the general path must run."""
+    a = x._data
+    if _LZ.trace is not None or a.__class__ is not np.ndarray or config.check_meta or \
+            1 in shape or not a.size or (_STATE.grad_enabled and x._requires_grad) or \
+            not a.flags.c_contiguous:
+        return None
+    xs = a.shape
+    lead = len(shape) - len(xs)
+    if lead < 0 or (lead == 0 and shape == xs):
+        return None
+    st = a.strides
+    strides = [0] * lead
+    for j in range(len(xs)):
+        n = xs[j]
+        if n == shape[lead + j]:
+            strides.append(st[j])
+        elif n == 1:
+            strides.append(0)
+        else:
+            return None   # the general path raises meta's error
+    v = np.ndarray(shape, a.dtype, a, 0, tuple(strides))
+    v.flags.writeable = False
+    t = _new(Tensor)
+    t._data = v
+    t._dtype = x._dtype
+    vc = t._version_counter = x._version_counter
+    t._base = x if x._base is None else x._base
+    t._view_version = vc[0]
+    if _STATE.inference:
+        t._inference = True
+    return t
