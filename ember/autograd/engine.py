@@ -31,12 +31,25 @@ def _as_list(x: Any) -> list:
     return list(x)
 
 
+_ONES: dict = {}  # (shape, NumPy dtype) -> a one-element array of ones (never handed out)
+
+
+def _ones(shape: tuple, npd: Any) -> np.ndarray:
+    """A new one-element array of ones: a copy of a cached one (~8x cheaper than np.ones)."""
+    o = _ONES.get((shape, npd))
+    if o is None:
+        o = _ONES[(shape, npd)] = np.ones(shape, dtype=npd)
+    return o.copy()
+
+
 def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
     if grad_tensors is None and len(tensors) == 1:
         # the most frequent case, ``loss.backward()``: an implicit gradient of one scalar
         t = tensors[0]
-        if t._requires_grad and t._dtype.category == 2 and t._data.size == 1:
-            return [_wrap(np.ones(t._data.shape, dtype=t._data.dtype), t._dtype)]
+        a = t._data
+        if t._requires_grad and t._dtype.category == 2 and a.size == 1 and \
+                a.__class__ is np.ndarray:
+            return [_wrap(_ones(a.shape, a.dtype), t._dtype)]
     grads = list(grad_tensors) if grad_tensors is not None else [None] * len(tensors)
     if len(grads) != len(tensors):
         raise EmberRuntimeError(
@@ -56,7 +69,9 @@ def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
                     f"grad can be implicitly created only for real scalar outputs but got "
                     f"{t.dtype!r}"
                 )
-            g = _wrap(np.ones(t._data.shape, dtype=t._data.dtype), t.dtype)
+            a = t._data
+            g = _wrap(_ones(a.shape, a.dtype) if a.__class__ is np.ndarray else
+                      np.ones(a.shape, dtype=a.dtype), t.dtype)
         elif not isinstance(g, Tensor):
             g = t.new_tensor(g)  # type: ignore[attr-defined]
         elif tuple(g.shape) != tuple(t.shape):

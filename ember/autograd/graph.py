@@ -284,7 +284,9 @@ class OpNode(Node):
     def apply(self, grads: tuple, create_graph: bool) -> tuple:
         if self._freed:
             SavedTensor.unpack(_FREED)
-        self._owner = self if create_graph else None
+        if not create_graph:  # _owner is None outside this method
+            return self.op.vjp(self, *grads)
+        self._owner = self
         try:
             return self.op.vjp(self, *grads)
         finally:
