@@ -284,8 +284,11 @@ def _execute(root_edges: list, children: dict, deps: dict, grads: list, retain_g
         needed, deps = _needed(children, capture_set)
 
     buffers: dict[Node, list] = {}
-    for (node, nr), g in zip(root_edges, grads):
-        _add_to_buffer(buffers, node, nr, g, create_graph)
+    if len(root_edges) == 1 and root_edges[0][1] == 0 and root_edges[0][0]._num_outputs == 1:
+        buffers[root_edges[0][0]] = [grads[0]]  # one root (``loss.backward()``)
+    else:
+        for (node, nr), g in zip(root_edges, grads):
+            _add_to_buffer(buffers, node, nr, g, create_graph)
 
     captured: dict = {}
     stored: set[int] = set()  # payload ids stored as leaves' .grad (AccumulateGrad.apply)
@@ -390,7 +393,10 @@ def _apply(node: Node, grads_in: list, create_graph: bool) -> tuple:
             if g is None:
                 grads_in = _materialize(node, grads_in)
                 break
-        out = node.apply(tuple(grads_in), create_graph)
+        if create_graph or node._freed:
+            out = node.apply(tuple(grads_in), create_graph)
+        else:  # OpNode.apply's first-order case, inlined
+            out = node.op.vjp(node, *grads_in)
         return _validate(node, out)
     return tuple(node.apply(tuple(grads_in), create_graph))
 
