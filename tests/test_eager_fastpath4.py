@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.autograd.graph import OpNode
+from ember.autograd.graph import FullReduceNode, OpNode
 from ember.config import config
 
 torch = pytest.importorskip("torch")
@@ -54,6 +54,10 @@ def test_full_reduction_matches_torch_and_general_path(name: str, shape: tuple,
     assert ey.shape == ty.shape == () and ey.dtype == getattr(ember, str(ty.dtype)[6:])
     assert ey.grad_fn.params == {"dims": tuple(range(len(shape))), "keepdim": False}
     assert ey.grad_fn.next_functions[0][0] is ex._accumulator()
+    node = ey.grad_fn
+    assert isinstance(node, FullReduceNode) and node.ctx is node
+    assert node.out_specs == (((), ex.dtype),) and node.needs_input_grad == (True,)
+    assert node.input_shapes == (shape,) and node.input_dtypes == (ex.dtype,)
     ey.backward()
     ty.backward()
     np.testing.assert_allclose(ey.item(), ty.item(), rtol=1e-6)
