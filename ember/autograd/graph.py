@@ -216,12 +216,13 @@ class BackwardContext:
 
     @property
     def inputs(self) -> tuple:
-        return tuple(None if s is None else s.unpack() if isinstance(s, SavedTensor) else s
-                     for s in self._saved_inputs)
+        # a list comprehension: ~2x cheaper than tuple() over a generator for 1-3 items
+        return tuple([None if s is None else s.unpack() if isinstance(s, SavedTensor) else s
+                      for s in self._saved_inputs])
 
     @property
     def outputs(self) -> tuple:
-        outs = tuple(None if s is None else s.unpack() for s in self._saved_outputs)
+        outs = tuple([None if s is None else s.unpack() for s in self._saved_outputs])
         owner = self._owner
         if owner is None:
             return outs
