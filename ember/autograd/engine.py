@@ -146,32 +146,32 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
                         "backward")
     if retain_graph is None:
         retain_graph = create_graph
-    inputs_l = _as_list(inputs)
-    if inputs is not None and not inputs_l:
-        raise EmberRuntimeError("[backward] 'inputs' argument to backward() cannot be empty.")
-    if inputs_l:
-        for t in inputs_l:
-            if not t.requires_grad:
-                raise EmberRuntimeError("[backward] One of the differentiated Tensors does not "
-                                        "require grad")
-        targets = {}
-        for t in inputs_l:
-            targets[t._grad_edge()] = t
-        captured = _run(tensors, grads, retain_graph, create_graph, capture=list(targets),
-                        accumulate=False)
-        stored: set[int] = set()
-        for edge, t in targets.items():
-            g = captured.get(edge)
-            if g is None:
-                continue
-            if t.grad_fn is None:
-                t._accumulator().apply((g,), create_graph, stored)
-            else:
-                from ember.autograd.grad_mode import no_grad
-                with no_grad() if not create_graph else _NullCtx():
-                    t.grad = g if t.grad is None else t.grad + g
+    if inputs is None:
+        _run(tensors, grads, retain_graph, create_graph, capture=None, accumulate=True)
         return
-    _run(tensors, grads, retain_graph, create_graph, capture=None, accumulate=True)
+    inputs_l = _as_list(inputs)
+    if not inputs_l:
+        raise EmberRuntimeError("[backward] 'inputs' argument to backward() cannot be empty.")
+    for t in inputs_l:
+        if not t.requires_grad:
+            raise EmberRuntimeError("[backward] One of the differentiated Tensors does not "
+                                    "require grad")
+    targets = {}
+    for t in inputs_l:
+        targets[t._grad_edge()] = t
+    captured = _run(tensors, grads, retain_graph, create_graph, capture=list(targets),
+                    accumulate=False)
+    stored: set[int] = set()
+    for edge, t in targets.items():
+        g = captured.get(edge)
+        if g is None:
+            continue
+        if t.grad_fn is None:
+            t._accumulator().apply((g,), create_graph, stored)
+        else:
+            from ember.autograd.grad_mode import no_grad
+            with no_grad() if not create_graph else _NullCtx():
+                t.grad = g if t.grad is None else t.grad + g
 
 
 class _NullCtx:
@@ -230,7 +230,11 @@ def _collect(roots: list[Node]) -> tuple[dict[Node, list[Node]], dict[Node, int]
         n = stack.pop()
         if n in children:
             continue
-        kids = [e[0] for e in n.next_functions if e is not None]
+        nf = n.next_functions
+        if not nf:  # a leaf's AccumulateGrad (half the nodes of a small graph)
+            children[n] = ()
+            continue
+        kids = [e[0] for e in nf if e is not None]
         children[n] = kids
         for k in kids:
             deps[k] = deps.get(k, 0) + 1
