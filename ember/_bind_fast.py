@@ -449,7 +449,7 @@ def full_reduce(op: OpDef, x: Tensor, all_dims: tuple, mean: bool) -> Tensor | N
     if (npd is not _F32 and npd is not _F64) or not 0 < n < _parallel.MIN_ELEMENTS or \
             a.ndim >= len(all_dims):
         return None
-    dims = all_dims[a.ndim]
+    dims = all_dims[a.ndim]   # the node's params derive the same dims (FullReduceNode.params)
     if mean:
         out = np.asarray(np.add.reduce(a, dims, npd) / npd.type(n))   # _mean_eager's value
     else:   # _sum_eager's call for inputs under MIN_ELEMENTS, into a 0-d array
@@ -472,7 +472,6 @@ def full_reduce(op: OpDef, x: Tensor, all_dims: tuple, mean: bool) -> Tensor | N
         node.op = op
         node.input_shapes = (a.shape,)
         node.input_dtypes = (d,)
-        node.params = {"dims": dims, "keepdim": False}
         t._requires_grad = True
         t.grad_fn = node
     return t

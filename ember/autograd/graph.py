@@ -342,8 +342,8 @@ class SameShapeNode(OpNode):
 class FullReduceNode(OpNode):
     """The ``OpNode`` of ``x.sum()`` / ``x.mean()`` over all dims of a float tensor that needs a
     gradient (built by ``ember._bind_fast.full_reduce``): nothing saved, one output, 0-d, of
-    the input's dtype; the fields that never vary are class attributes and ``out_specs`` is
-    derived when read (fewer stores per node)."""
+    the input's dtype; the fields that never vary are class attributes, and ``out_specs`` and
+    ``params`` (all dims, ``keepdim=False``) are derived when read (fewer stores per node)."""
 
     __slots__ = ()
     _num_outputs = 1
@@ -355,6 +355,10 @@ class FullReduceNode(OpNode):
     @property
     def out_specs(self) -> tuple:  # type: ignore[override]
         return (((), self.input_dtypes[0]),)
+
+    @property
+    def params(self) -> dict:  # type: ignore[override]
+        return {"dims": tuple(range(len(self.input_shapes[0]))), "keepdim": False}
 
 
 _new = object.__new__
