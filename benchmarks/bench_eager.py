@@ -48,6 +48,7 @@ def main() -> None:
     eg, tg = ember.tensor(small, requires_grad=True), torch.tensor(small, requires_grad=True)
     ew, tw = ember.tensor(small, requires_grad=True), torch.tensor(small, requires_grad=True)
     ey, ty = (eg * ew).sum(), (tg * tw).sum()  # a 2-node graph (MulBackward0, SumBackward0)
+    es, ts = (eg + eb).sum(), (tg + tb).sum()  # AddBackward0, SumBackward0
 
     big = rng.standard_normal(1 << 22).astype(np.float32)
     eB, tB = ember.tensor(big), torch.tensor(big)
@@ -61,12 +62,16 @@ def main() -> None:
     cases = {
         "add 4 floats": (lambda: ea + eb, lambda: ta + tb, 20000),
         "add 4 floats, requires_grad": (lambda: eg + eb, lambda: tg + tb, 20000),
+        "sum 4 floats, requires_grad": (lambda: eg.sum(), lambda: tg.sum(), 20000),
+        "mean 4 floats, requires_grad": (lambda: eg.mean(), lambda: tg.mean(), 20000),
         "(a+b).sum().backward() 4 floats": (
             lambda: (eg + eb).sum().backward(), lambda: (tg + tb).sum().backward(), 2000),
         "(x*w).sum().backward() 4 floats": (
             lambda: (eg * ew).sum().backward(), lambda: (tg * tw).sum().backward(), 2000),
         "backward only, 2-node graph (retain_graph)": (
             lambda: ey.backward(retain_graph=True), lambda: ty.backward(retain_graph=True), 2000),
+        "backward only, (a+b).sum() (retain_graph)": (
+            lambda: es.backward(retain_graph=True), lambda: ts.backward(retain_graph=True), 2000),
     }
     if "--small" in sys.argv:
         print_table(compare(cases))

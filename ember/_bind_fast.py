@@ -22,7 +22,7 @@ import numpy as np
 from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd.grad_mode import GENERATION as _GM_GENERATION
-from ember.autograd.graph import OpNode, SameShapeNode, SavedTensor, op_node
+from ember.autograd.graph import FullReduceNode, OpNode, SameShapeNode, SavedTensor, op_node
 from ember.autograd.graph import _seq as _node_seq
 from ember.config import config
 from ember.ops import _parallel
@@ -38,6 +38,7 @@ _weakref = weakref.ref
 _next = next
 _NO: dict = {}  # the params of a param-less op's node (never written)
 _LOWP_NUMS = frozenset((np.dtype(np.float16).num, _dt.bfloat16.np.num))
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
 _SAVES: dict = {}  # (id(op), needs) -> (op, indices of the inputs the node saves)
@@ -65,7 +66,7 @@ def _edge(x: Tensor) -> tuple:
     if fn is not None:
         return (fn, x._output_nr)
     acc = x._accum
-    return (acc if acc is not None else x._accumulator(), 0)
+    return (acc if acc is not None else x._accumulator()).edge
 
 
 def _record(op: OpDef, inputs: tuple, params: dict, results: tuple, needs: tuple) -> None:
@@ -237,7 +238,7 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
         if na:
             acc = self._accum
             if acc is not None and self.grad_fn is None and self._base is None:
-                ea = (acc, 0)  # a leaf seen before: _edge, inlined
+                ea = acc.edge  # a leaf seen before: _edge, inlined
             else:
                 ea = _edge(self)
             n.next_functions = (ea, _edge(other) if nb else None)
@@ -247,7 +248,6 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
         n.op = op
         n._spec = (out.shape, d)
         n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
-        n._owner = None
         if d.category == 2:
             t._requires_grad = True
             t.grad_fn = n
@@ -430,4 +430,85 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
                 return t
     tr.lazies.append(t)  # tr.hold(t), inlined
     tr.holding = True
+    return t
+
+
+def full_reduce(op: OpDef, x: Tensor, all_dims: tuple, mean: bool) -> Tensor | None:
+    """``x.sum()`` / ``x.mean()`` (``op``: the SUM or MEAN primitive) of a small float tensor,
+    eagerly: the frontend's fast path.  It runs what ``_eager_bind`` runs for these (the
+    kernel's ``np.add.reduce``, the output tensor, the node with params ``dims`` (all of
+    ``x``'s, from ``all_dims``) and ``keepdim=False``) without ``meta`` and the generic loops;
+    None when the general path must run (a trace, ``check_meta``, low precision, empty or
+    large inputs)."""
+    a = x._data
+    if _LZ.trace is not None or a.__class__ is not np.ndarray or config.check_meta:
+        return None
+    npd = a.dtype
+    n = a.size
+    # float32/float64 in native byte order (the singleton dtypes): no low precision, no casts
+    if (npd is not _F32 and npd is not _F64) or not 0 < n < _parallel.MIN_ELEMENTS or \
+            a.ndim >= len(all_dims):
+        return None
+    dims = all_dims[a.ndim]   # the node's params derive the same dims (FullReduceNode.params)
+    if mean:
+        out = np.asarray(np.add.reduce(a, dims, npd) / npd.type(n))   # _mean_eager's value
+    else:   # _sum_eager's call for inputs under MIN_ELEMENTS, into a 0-d array
+        out = np.add.reduce(a, dims, npd, np.empty((), npd))
+    t = _new(Tensor)
+    t._data = out
+    t._dtype = d = x._dtype
+    t._version_counter = [0]
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and x._requires_grad:
+        node = _new(FullReduceNode)   # the op saves nothing: no SavedTensor
+        acc = x._accum
+        if acc is not None and x.grad_fn is None and x._base is None:
+            node.next_functions = (acc.edge,)   # a leaf seen before: _edge, inlined
+        else:
+            node.next_functions = (_edge(x),)
+        node._seq = _next(_node_seq)
+        node.op = op
+        node.input_shapes = (a.shape,)
+        node.input_dtypes = (d,)
+        t._requires_grad = True
+        t.grad_fn = node
+    return t
+
+
+def expand_view(x: Tensor, shape: tuple) -> Tensor | None:
+    """``x.expand(shape)`` (``shape`` a tuple of non-negative ints) eagerly when no node is
+    recorded (a full reduction's gradient, ``grad.expand(sizes)``, in every backward): the view
+    ``_eager_bind`` makes from ``_expand_eager``'s direct case (C-contiguous, no size-1 target
+    dim), after ``_expand_meta``'s checks; None when the general path must run."""
+    a = x._data
+    if _LZ.trace is not None or a.__class__ is not np.ndarray or config.check_meta or \
+            1 in shape or not a.size or (_STATE.grad_enabled and x._requires_grad) or \
+            not a.flags.c_contiguous:
+        return None
+    xs = a.shape
+    lead = len(shape) - len(xs)
+    if lead < 0 or (lead == 0 and shape == xs):
+        return None
+    st = a.strides
+    strides = [0] * lead
+    for j in range(len(xs)):
+        n = xs[j]
+        if n == shape[lead + j]:
+            strides.append(st[j])
+        elif n == 1:
+            strides.append(0)
+        else:
+            return None   # the general path raises meta's error
+    v = np.ndarray(shape, a.dtype, a, 0, tuple(strides))
+    v.flags.writeable = False
+    t = _new(Tensor)
+    t._data = v
+    t._dtype = x._dtype
+    vc = t._version_counter = x._version_counter
+    t._base = x if x._base is None else x._base
+    t._view_version = vc[0]
+    if _STATE.inference:
+        t._inference = True
     return t

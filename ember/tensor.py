@@ -329,9 +329,8 @@ class Tensor:
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Sequence[Tensor] | None = None) -> None:
         """Accumulate d(self)/d(leaf) into each leaf's ``.grad``."""
-        from ember.autograd.engine import backward
-        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
-                 inputs=inputs)
+        _engine.backward([self], None if gradient is None else [gradient], retain_graph,
+                         create_graph, inputs=inputs)
 
     # -------------------------------------------------------------------- Python protocol
     def __len__(self) -> int:

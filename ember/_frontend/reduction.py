@@ -10,6 +10,7 @@ from collections import namedtuple
 from typing import Any, Sequence
 
 from ember import dtypes as dt
+from ember._bind_fast import full_reduce
 from ember._frontend.autocast import autocast_op
 from ember._frontend.core import check_tensor, to_dtype
 from ember.errors import (
@@ -118,6 +119,10 @@ def _nonempty(input: Tensor, dim: Any, dims: tuple, op: str,
 def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, *,
         dtype: dt.dtype | None = None) -> Tensor:
     """Sum over ``dim`` (all dims if None); bool and integer inputs sum in int64."""
+    if dim is None and dtype is None and keepdim is False and input.__class__ is Tensor:
+        t = full_reduce(R.SUM, input, _ALL_DIMS, False)  # small float tensors, eagerly
+        if t is not None:
+            return t
     check_tensor(input, "sum")
     input = _int_to_long(input, dtype)
     return bind(R.SUM, input, dims=norm_dims(dim, input.ndim, "sum"), keepdim=bool(keepdim))
@@ -127,6 +132,10 @@ def sum(input: Tensor, dim: Dim = None, keepdim: bool = False, *,
 def mean(input: Tensor, dim: Dim = None, keepdim: bool = False, *,
          dtype: dt.dtype | None = None) -> Tensor:
     """Arithmetic mean over ``dim``; floating inputs (or a floating ``dtype=``) only."""
+    if dim is None and dtype is None and keepdim is False and input.__class__ is Tensor:
+        t = full_reduce(R.MEAN, input, _ALL_DIMS, True)  # small float tensors, eagerly
+        if t is not None:
+            return t
     check_tensor(input, "mean")
     if dtype is not None:
         if not dtype.is_floating_point:

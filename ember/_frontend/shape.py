@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ember._bind_fast import expand_view
 from ember._frontend.core import check_tensor
 from ember._lazy import LazyArray
 from ember.dtypes import dtype as _DType
@@ -209,6 +210,10 @@ def expand(input: Tensor, *sizes: Any, size: Any = None, implicit: bool = False)
             if s.__class__ is not int or s < 0:
                 break
         else:
+            if input.__class__ is Tensor:
+                t = expand_view(input, sizes[0])
+                if t is not None:
+                    return t
             return bind(S.EXPAND, input, shape=sizes[0])
     shape = size_args(_kw_sizes(sizes, size, "size", "expand"), "expand")
     lead = len(shape) - input.ndim

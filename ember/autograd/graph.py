@@ -101,12 +101,13 @@ class _RemovableHandle:
 class AccumulateGrad(Node):
     """Sink node of a leaf: adds the incoming gradient into ``variable.grad``."""
 
-    __slots__ = ("variable", "_post_acc_hooks")
+    __slots__ = ("variable", "_post_acc_hooks", "edge")
 
     def __init__(self, variable: Tensor) -> None:
         super().__init__(())
         self.variable = variable
         self._post_acc_hooks: list[Callable] | None = None
+        self.edge = (self, 0)  # the edge to this node (built once: nodes of ops on the leaf)
 
     def apply(self, grads: tuple, create_graph: bool, stored: set | None = None) -> tuple:
         """``stored``: ids of the payloads this backward already stored as some leaf's
@@ -215,12 +216,13 @@ class BackwardContext:
 
     @property
     def inputs(self) -> tuple:
-        return tuple(None if s is None else s.unpack() if isinstance(s, SavedTensor) else s
-                     for s in self._saved_inputs)
+        # a list comprehension: ~2x cheaper than tuple() over a generator for 1-3 items
+        return tuple([None if s is None else s.unpack() if isinstance(s, SavedTensor) else s
+                      for s in self._saved_inputs])
 
     @property
     def outputs(self) -> tuple:
-        outs = tuple(None if s is None else s.unpack() for s in self._saved_outputs)
+        outs = tuple([None if s is None else s.unpack() for s in self._saved_outputs])
         owner = self._owner
         if owner is None:
             return outs
@@ -284,7 +286,9 @@ class OpNode(Node):
     def apply(self, grads: tuple, create_graph: bool) -> tuple:
         if self._freed:
             SavedTensor.unpack(_FREED)
-        self._owner = self if create_graph else None
+        if not create_graph:  # _owner is None outside this method
+            return self.op.vjp(self, *grads)
+        self._owner = self
         try:
             return self.op.vjp(self, *grads)
         finally:
@@ -310,6 +314,7 @@ class SameShapeNode(OpNode):
 
     __slots__ = ("_spec", "_mask")  # (shape, dtype); bits: 1/2 operand is a tensor, 4/8 needs
     _num_outputs = 1
+    _owner = None  # set per instance (in ``__dict__``) only while a create_graph vjp runs
     params = _NO_PARAMS
     _saved_inputs = ()
     _saved_outputs = ()
@@ -332,6 +337,28 @@ class SameShapeNode(OpNode):
     def needs_input_grad(self) -> tuple:  # type: ignore[override]
         m = self._mask
         return (bool(m & 4), bool(m & 8))
+
+
+class FullReduceNode(OpNode):
+    """The ``OpNode`` of ``x.sum()`` / ``x.mean()`` over all dims of a float tensor that needs a
+    gradient (built by ``ember._bind_fast.full_reduce``): nothing saved, one output, 0-d, of
+    the input's dtype; the fields that never vary are class attributes, and ``out_specs`` and
+    ``params`` (all dims, ``keepdim=False``) are derived when read (fewer stores per node)."""
+
+    __slots__ = ()
+    _num_outputs = 1
+    _saved_inputs = ()
+    _saved_outputs = ()
+    needs_input_grad = (True,)
+    _owner = None  # set per instance (in ``__dict__``) only while a create_graph vjp runs
+
+    @property
+    def out_specs(self) -> tuple:  # type: ignore[override]
+        return (((), self.input_dtypes[0]),)
+
+    @property
+    def params(self) -> dict:  # type: ignore[override]
+        return {"dims": tuple(range(len(self.input_shapes[0]))), "keepdim": False}
 
 
 _new = object.__new__
