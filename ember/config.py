@@ -61,6 +61,11 @@ class Config:
     the minifier's tests have a failure to find (EMBER_INJECT_BUG_TESTING_ONLY=``kind[:op]``,
     kind ``compile_error`` / ``runtime_error`` / ``accuracy``, op default ``relu``; PyTorch's
     ``inject_relu_bug_TESTING_ONLY``).  Empty (the default): no injection.
+    ``c_march``: the ISA every C build targets, compiled C and eager C kernels alike
+    (EMBER_C_MARCH; default ``""``: ``-march=native``): a ``-march`` value, optionally followed
+    by ``-m`` feature flags, e.g. ``"x86-64-v3"`` (AVX2 + FMA + F16C: what an AVX2-only CPU
+    runs), ``"x86-64-v4"``, ``"native -mno-amx-tile -mno-amx-bf16"`` (this CPU without AMX).
+    Part of every build's cache key (``ember/ops/_native.py``, ``march_flags``).
     ``kernel_interpret``: ``ember.kernel`` kernels run in the NumPy interpreter, which checks
     every access, instead of being compiled to C (EMBER_KERNEL_INTERPRET=1).
     """
@@ -91,6 +96,8 @@ class Config:
     # how the C backend runs float products outside max-autotune: "auto" (a measured rule per
     # shape: codegen/gemm.py's template or BLAS), "template" or "blas" (EMBER_C_GEMM)
     c_gemm: str = os.environ.get("EMBER_C_GEMM", "auto")
+    # the -march (and -m feature flags) of every C build; "" = native (EMBER_C_MARCH)
+    c_march: str = os.environ.get("EMBER_C_MARCH", "").strip()
     # the compiled flex_attention backward: "single_pass" (default) or "two_pass"
     flex_backward: str = os.environ.get("EMBER_FLEX_BWD", "single_pass")
 

@@ -23,14 +23,18 @@ import ctypes
 import hashlib
 import os
 import platform
+import re
 import subprocess
 import tempfile
 import threading
 from typing import Any
 
 from ember.config import config
+from ember.errors import EmberValueError
 
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fPIC", "-shared")
+"""The eager kernels' flags for the default target (``build_flags()`` puts ``march_flags()``
+in place of ``-march=native``)."""
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -48,11 +52,85 @@ def compiler_csrc(name: str) -> str:
         return f.read()
 
 
+_MARCH_VALUE = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
+_M_FLAG = re.compile(r"^-m(no-)?[a-z0-9][a-z0-9_.-]{0,40}$")
+
+
+def march_flags(spec: str | None = None) -> tuple[str, ...]:
+    """The target flags of every C build, eager kernels and compiled code alike:
+    ``-march=native``, or ``config.c_march`` (EMBER_C_MARCH; or ``spec``): a ``-march`` value
+    and optional ``-m`` feature flags, so that this machine can build (and, where it has the
+    instructions, run) the code another CPU would get.  The flags are part of every cache key.
+
+    >>> march_flags("x86-64-v3")
+    ('-march=x86-64-v3',)
+    >>> march_flags("sapphirerapids -mno-amx-tile -mno-amx-bf16")
+    ('-march=sapphirerapids', '-mno-amx-tile', '-mno-amx-bf16')
+    """
+    words = (config.c_march if spec is None else spec).split()
+    if not words:
+        return ("-march=native",)
+    march, extra = words[0], words[1:]
+    if march.startswith("-march="):
+        march = march[len("-march="):]
+    bad = [w for w in extra if not _M_FLAG.match(w)]
+    if not _MARCH_VALUE.match(march) or march.startswith("-") or bad:
+        raise EmberValueError(
+            f"[EMBER_C_MARCH] {' '.join(words)!r} is not a -march value followed by -m feature "
+            f"flags (e.g. 'x86-64-v3', 'x86-64-v4 -mavx512bf16', 'native -mno-amx-tile "
+            f"-mno-amx-bf16')")
+    return (f"-march={march}", *extra)
+
+
+# gcc's predefined macros -> /proc/cpuinfo flags: the features a build may use
+_MACRO_FLAGS = {
+    "__SSE4_2__": "sse4_2", "__POPCNT__": "popcnt", "__AVX__": "avx", "__AVX2__": "avx2",
+    "__FMA__": "fma", "__F16C__": "f16c", "__BMI2__": "bmi2", "__AVX512F__": "avx512f",
+    "__AVX512BW__": "avx512bw", "__AVX512CD__": "avx512cd", "__AVX512DQ__": "avx512dq",
+    "__AVX512VL__": "avx512vl", "__AVX512VNNI__": "avx512_vnni", "__AVXVNNI__": "avx_vnni",
+    "__AVX512BF16__": "avx512_bf16", "__AVX512FP16__": "avx512_fp16",
+    "__AMX_TILE__": "amx_tile", "__AMX_BF16__": "amx_bf16", "__AMX_INT8__": "amx_int8",
+}
+_TARGETS: dict = {}   # (cc, flags) -> features
+
+
+def target_features(flags: tuple[str, ...] | None = None) -> frozenset:
+    """The CPU features (``/proc/cpuinfo`` names) code built with ``march_flags()`` (or
+    ``flags``) may use: the host's for ``-march=native`` alone, else what the compiler's
+    predefined macros say (asked once per process and target)."""
+    flags = march_flags() if flags is None else tuple(flags)
+    if flags == ("-march=native",):
+        return frozenset(_cpu_flags().partition(":")[2].split())
+    key = (config.cc, flags)
+    got = _TARGETS.get(key)
+    if got is None:
+        cmd = [*config.cc.split(), *flags, "-dM", "-E", "-x", "c", os.devnull]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            out = None
+        if out is None or out.returncode != 0:
+            raise EmberValueError(f"[EMBER_C_MARCH] the compiler rejects {' '.join(flags)!r}: "
+                                  f"{(out.stderr.strip()[-300:] if out else cmd[0])}")
+        macros = {ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("#define")}
+        got = _TARGETS[key] = frozenset(f for m, f in _MACRO_FLAGS.items() if m in macros)
+    return got
+
+
+def build_flags() -> tuple[str, ...]:
+    """``FLAGS`` with the target of ``march_flags()`` (EMBER_C_MARCH)."""
+    march = march_flags()
+    return tuple(x for f in FLAGS for x in (march if f == "-march=native" else (f,)))
+
+
 def wide_vectors() -> tuple:
-    """``-mprefer-vector-width=512`` where the CPU has AVX-512F (gcc 12 prefers 256-bit
-    vectors there; the C backend's ``toolchain.machine_flags`` makes the same choice), for
-    eager kernels that rely on gcc's vectorizer."""
-    feats = _cpu_flags().split()
+    """``-mprefer-vector-width=512`` where the build's target has AVX-512F (gcc 12 prefers
+    256-bit vectors there; the C backend's ``toolchain.machine_flags`` makes the same
+    choice), for eager kernels that rely on gcc's vectorizer."""
+    try:
+        feats = target_features()
+    except EmberValueError:   # a bad EMBER_C_MARCH: raised by the build itself, not at import
+        return ()
     if "avx512f" in feats and platform.machine() in ("x86_64", "AMD64"):
         return ("-mprefer-vector-width=512",)
     return ()
@@ -75,7 +153,7 @@ def _build(path: str, source: str, flags: tuple = ()) -> None:
         with open(src, "w") as f:
             f.write(source)
         try:
-            subprocess.run([*config.cc.split(), *FLAGS, *flags, src, "-o", tmp, "-lm"],
+            subprocess.run([*config.cc.split(), *build_flags(), *flags, src, "-o", tmp, "-lm"],
                            check=True, capture_output=True, timeout=120)
         finally:
             os.unlink(src)
@@ -104,7 +182,7 @@ class Native:
         return old
 
     def path(self) -> str:
-        key = "\0".join((self.source, " ".join(FLAGS + self.flags), config.cc,
+        key = "\0".join((self.source, " ".join(build_flags() + self.flags), config.cc,
                          platform.machine(), _cpu_flags()))
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]
         return os.path.join(config.cache_dir, "eager", f"{self.name}-{digest}.so")
@@ -112,9 +190,9 @@ class Native:
     def _load(self) -> Any:
         with self._lock:
             if not self.state["tried"]:
+                path = self.path()   # a bad EMBER_C_MARCH raises here, never silently
                 self.state["tried"] = True
                 try:
-                    path = self.path()
                     if not os.path.exists(path):
                         _build(path, self.source, self.flags)
                     lib = ctypes.CDLL(path)
@@ -143,4 +221,5 @@ def ptr(arr: Any) -> int:
         return arr.ctypes.data
 
 
-__all__ = ["FLAGS", "Native", "compiler_csrc", "csrc", "ptr", "wide_vectors"]
+__all__ = ["FLAGS", "Native", "build_flags", "compiler_csrc", "csrc", "march_flags", "ptr",
+           "target_features", "wide_vectors"]

@@ -576,15 +576,16 @@ def _code_digest() -> str:
     """What decides the generated code besides the graph: the sources of the compiler and of
     the ops (templates, eager layouts), by path, size and modification time (stat calls only),
     ember's version, the compiler, the CPU and this module's settings."""
-    dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS,
+    dkey = (config.cc, config.c_openmp, config.c_profile, EXTRA_FLAGS, config.c_march,
             config.inject_bug_testing_only, flex_codegen.variant(), inplace.ENABLED,
             awake.settings())
     got = _DIGEST.get(dkey)
     if got is None:
         h = hashlib.sha256(f"plan-v{PLAN_VERSION} {config.c_openmp} {config.c_profile} "
                            f"{config.inject_bug_testing_only!r} "
-                           f"{EXTRA_FLAGS} {flex_codegen.variant()} inplace={inplace.ENABLED} "
-                           f"{awake.settings()} {PRELUDE is not None}".encode())
+                           f"{EXTRA_FLAGS} {config.c_march!r} {flex_codegen.variant()} "
+                           f"inplace={inplace.ENABLED} {awake.settings()} "
+                           f"{PRELUDE is not None}".encode())
         root = Path(__file__).resolve().parents[2]
         # (C templates too; ember.kernel's compiler writes the C of kernel_launch nodes)
         for pattern in ("compiler/**/*.py", "compiler/**/csrc/*", "ops/*.py", "kernel/*.py"):

@@ -147,7 +147,8 @@ def choose(k: GemmKernel, program: Program, extra_flags: tuple = ()) -> str:
 
 def _key(k: GemmKernel, program: Program) -> str:
     h = hashlib.sha256()
-    for part in (_VERSION, toolchain.CACHE.cpu(), " ".join(toolchain.machine_flags()),
+    for part in (_VERSION, toolchain.CACHE.cpu(),
+                 " ".join(toolchain.base_flags() + toolchain.machine_flags()),
                  ",".join(candidates(k)), k.dtype.name,
                  canonical_source(dataclasses.replace(k, impl="blas"), program)):
         h.update(part.encode())

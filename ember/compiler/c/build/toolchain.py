@@ -2,9 +2,12 @@
 
 ``compile_library(source)`` returns the path of a shared library built from ``source`` with
 ``gcc -O3 -march=native -fPIC -shared -ffp-contract=off`` plus ``machine_flags()``
-(``-mprefer-vector-width=512`` with AVX-512) (never ``-ffast-math``: with gcc 12 it sets
-flush-to-zero for the whole process and removes ``isnan``; ``-ffp-contract=off`` keeps
-``a*b+c`` from becoming an FMA, so results match NumPy's).  ``compile_many`` builds several
+(``-mprefer-vector-width=512`` with AVX-512); EMBER_C_MARCH (``config.c_march``) puts
+another target in place of ``-march=native`` (``base_flags()``: e.g. ``x86-64-v3`` builds
+what an AVX2-only CPU runs), for compiled code and eager C kernels alike.  Never
+``-ffast-math`` (with gcc 12 it sets flush-to-zero for the whole process and removes
+``isnan``); ``-ffp-contract=off`` keeps ``a*b+c`` from becoming an FMA, so results match
+NumPy's.  ``compile_many`` builds several
 small translation units in parallel.
 
 The cache (``config.cache_dir``, EMBER_CACHE_DIR) is keyed by the sha256 of the source, the
@@ -47,9 +50,11 @@ from typing import Sequence, Union
 
 from ember.config import config
 from ember.errors import CompileError, EmberValueError
+from ember.ops import _native
 
 FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off")
-"""Fixed compiler flags of every library."""
+"""Fixed compiler flags of every library (``-march=native`` unless EMBER_C_MARCH names
+another target: ``base_flags()``)."""
 
 OPENMP_FLAG = "-fopenmp"
 """Added with ``openmp=True``.  GNU libgomp hangs in a ``fork()``ed child that enters a
@@ -264,13 +269,32 @@ def _find_compiler(command: tuple[str, ...]) -> Compiler:
     return Compiler(command, exe, version)
 
 
+def base_flags() -> tuple[str, ...]:
+    """``FLAGS`` with the build's target: ``-march=native``, or what EMBER_C_MARCH
+    (``config.c_march``) names (``ember.ops._native.march_flags``), e.g. ``-march=x86-64-v3``.
+    The flags are part of the cache key, so each target has its own libraries.
+
+    >>> base_flags()[:2]    # doctest: +SKIP
+    ('-O3', '-march=native')
+    """
+    march = _native.march_flags()
+    return tuple(x for f in FLAGS for x in (march if f == "-march=native" else (f,)))
+
+
+def target_features() -> frozenset:
+    """The CPU features (``/proc/cpuinfo`` names) the build's target may use: the host's, or
+    those of EMBER_C_MARCH's target as the compiler reports them."""
+    if _native.march_flags() == ("-march=native",):
+        return frozenset(CACHE.cpu().partition(":")[2].split(","))
+    return _native.target_features()
+
+
 def machine_flags() -> tuple[str, ...]:
-    """Flags chosen for this CPU, added to ``FLAGS`` in every build (so part of the cache key):
-    ``-mprefer-vector-width=512`` on x86 with AVX-512F (gcc 12 otherwise prefers 256-bit
+    """Flags chosen for the target, added to ``FLAGS`` in every build (so part of the cache
+    key): ``-mprefer-vector-width=512`` on x86 with AVX-512F (gcc 12 otherwise prefers 256-bit
     vectors there; 16-lane loops run the prelude's math ~1.3x faster).  The vector width
     changes which instructions run, never a result: each lane rounds as the scalar code."""
-    feats = CACHE.cpu().partition(":")[2].split(",")
-    if "avx512f" in feats and platform.machine() in ("x86_64", "AMD64"):
+    if "avx512f" in target_features() and platform.machine() in ("x86_64", "AMD64"):
         return ("-mprefer-vector-width=512",)
     return ()
 
@@ -281,7 +305,7 @@ def _flags(extra_flags: Sequence[str], openmp: bool) -> tuple[str, ...]:
     if bad:
         raise EmberValueError(f"[compile] flags {bad} change floating-point semantics; ember "
                               f"never compiles with them")
-    return FLAGS + machine_flags() + ((OPENMP_FLAG,) if openmp else ()) + extra
+    return base_flags() + machine_flags() + ((OPENMP_FLAG,) if openmp else ()) + extra
 
 
 def cache_key(source: str, flags: Sequence[str], compiler_version: str, cpu: str,
@@ -663,4 +687,4 @@ def describe() -> dict[str, str]:
     except CompileError as e:
         compiler = str(e)
     return {"cache": str(Path(config.cache_dir)), "compiler": compiler,
-            "flags": " ".join(FLAGS + machine_flags()), "cpu": CACHE.cpu()}
+            "flags": " ".join(base_flags() + machine_flags()), "cpu": CACHE.cpu()}

@@ -46,15 +46,15 @@ _TILES = {"avx512": {"float32": ("tmpl_14x32", "tmpl_12x32", "tmpl_8x48"),
 
 
 def templates_for(march: str = "native") -> dict:
-    """The template variants per dtype for code built with ``-march=<march>`` ("native": this
-    machine): AVX-512 tiles for x86-64-v4 (or a native AVX-512 CPU), else AVX2-sized ones.
+    """The template variants per dtype for code built with ``-march=<march>`` ("native": the
+    build's target, this machine or EMBER_C_MARCH's): AVX-512 tiles for x86-64-v4 (or an
+    AVX-512 target), else AVX2-sized ones.
 
     >>> templates_for("x86-64-v3")["float32"][0]
     'tmpl_6x16'
     """
     if march == "native":
-        feats = toolchain.cpu_features().partition(":")[2].split(",")
-        return _TILES["avx512" if "avx512f" in feats else "avx2"]
+        return _TILES["avx512" if "avx512f" in toolchain.target_features() else "avx2"]
     return _TILES["avx512" if march in ("x86-64-v4", "sapphirerapids", "icelake-server",
                                         "skylake-avx512", "znver4", "znver5") else "avx2"]
 
