@@ -107,7 +107,7 @@ def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         why = _lower_half(lw, i, n, form, refs, out_dt)
         if why != "small":
             return why
-    if out_dt.np.name in _HALVES and form in _CONV_FORMS:
+    if out_dt.np.name in _HALVES and form.startswith("conv"):  # the three convolution rules
         return _lower_half_conv(lw, i, n, form, refs, out_dt)
     if any(r in lw.cast_sources for r in refs):
         _materialize_casts(lw, n)
@@ -147,7 +147,6 @@ def _rounded_once(lw: LoweringContext, i: int, out_dt: Any,
     return why
 
 
-_CONV_FORMS = ("convolution", "conv_weight_grad", "conv_input_grad")
 _HALF_CODE = {"float16": "h", "bfloat16": "b"}
 _CAST_CODE = {"float16": "q", "bfloat16": "r"}
 
