@@ -379,8 +379,6 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
     call = (f"ember_gemm1_{s}(r1_ - r0_, ncols, K_, A_ + r0_ * ({k.a.rs}), {k.a.rs}, {k.a.cs}, "
             f"B_ + col0 * ({k.b.cs}), {k.b.rs}, {k.b.cs}, C_ + r0_ * N_ + col0, N_);")
     epi = _tile_epilogue(k)
-    j = next(i for i, x in enumerate(epi) if x.startswith("for "))
-    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see omp.omp_loops)
     plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
              f"N_);"]
     plain += [x[2:] for x in _epilogue_pass(k, True)]
@@ -499,7 +497,16 @@ def _half_template_body(k: GemmKernel) -> list:
 
 def _tile_epilogue(k: GemmKernel) -> list:
     """The epilogue over one finished row piece (``row``, columns ``col0 .. col0+ncols``) of
-    batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position."""
+    batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position.
+
+    The column loop is marked ``omp simd``: every caller runs it inside an OpenMP parallel
+    region (the template's, even on one thread, and the BLAS pieces'), which gcc outlines into
+    a function that sees the buffers through a struct, without the kernel's ``restrict``; the
+    loop then vectorizes only behind run-time alias checks, which gcc gives up on beyond ~10
+    pairs of buffers.  AdamW's update (4 reads, 3 writes) ran scalar there, and a product with
+    it as the template took 1.5x its time with BLAS (docs/compiler.md, "The template's fused
+    epilogue").  Each iteration touches only its own output element (``fuse_epilogues``), so
+    ``simd`` changes no result: the vector instructions round as the scalar ones do."""
     if not k.epilogue:
         return []
     shape = k.epi_ranges()
@@ -528,7 +535,8 @@ def _tile_epilogue(k: GemmKernel) -> list:
         out.append(f"for (int64_t i{r - 1} = col0; i{r - 1} < col0 + ncols; i{r - 1}++) {{")
     out += [f"  {st}" for st in k.epilogue]
     out.append("}")
-    return out
+    j = next(i for i, x in enumerate(out) if x.startswith("for "))
+    return out[:j] + ["#ifdef _OPENMP", "#pragma omp simd", "#endif"] + out[j:]
 
 
 def im2col_kernel(k: Im2colKernel, ints: str = "") -> str:
