@@ -68,17 +68,18 @@ def template_wins(k: GemmKernel) -> bool:
     takes 0.85-1.05x OpenBLAS's time on the char GPT's, MiniLM's and the MLP's float32
     products (M of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
     more than SMALL_M rows and at least 96 columns (narrower ones, the 10- and 65-wide output
-    layers, are half empty tiles: BLAS).  Products with k < 384 keep BLAS too: the MLP step's
-    weight gradients (m=512, n=784 or 512, k=256, AdamW's update as the epilogue) took
-    1.4-1.5x BLAS's time as templates (quiet machine, one thread, EMBER_C_PROFILE; RESULTS.md,
-    "Quiet-machine checks after the merges (issues 21, 18)").  AVX2 builds keep BLAS (0.7x on
+    layers, are half empty tiles: BLAS), whatever their k.  Small k is no exception since the
+    template's fused epilogue vectorizes (``_tile_epilogue``): the MLP step's weight gradients
+    (m=512, n=784 or 512, k=256, AdamW's update as the epilogue) take 0.9x BLAS's time as
+    templates (1.4-1.5x before), and k of 4-128 0.75-0.96x (one thread, thread CPU time;
+    RESULTS.md, "The template's fused epilogue, vectorized").  AVX2 builds keep BLAS (0.7x on
     the AVX-512 host; not measured on an AVX2 CPU), batched products too (not measured)."""
     sizes = (k.m, k.n, k.k)
     if k.half or k.dtype.np.name != "float32" or k.batch or k.impl.startswith("htmpl"):
         return False
     if not all(type(x) is int for x in sizes) or TEMPLATES is not _TILES["avx512"]:
         return False
-    return k.m > SMALL_M and k.n >= 96 and k.k >= 384
+    return k.m > SMALL_M and k.n >= 96
 
 
 _KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
