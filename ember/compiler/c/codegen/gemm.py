@@ -500,14 +500,15 @@ def _tile_epilogue(k: GemmKernel) -> list:
     """The epilogue over one finished row piece (``row``, columns ``col0 .. col0+ncols``) of
     batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position.
 
-    The column loop is marked ``omp simd``: every caller runs it inside an OpenMP parallel
-    region (the template's, even on one thread, and the BLAS pieces'), which gcc outlines into
-    a function that sees the buffers through a struct, without the kernel's ``restrict``; the
+    The column loop is marked ``omp simd``: it mostly runs inside an OpenMP parallel region
+    (the templates', even on one thread, and the BLAS pieces'), which gcc outlines into a
+    function that sees the buffers through a struct, without the kernel's ``restrict``; the
     loop then vectorizes only behind run-time alias checks, which gcc gives up on beyond ~10
     pairs of buffers.  AdamW's update (4 reads, 3 writes) ran scalar there, and a product with
     it as the template took 1.5x its time with BLAS (docs/compiler.md, "The template's fused
-    epilogue").  Each iteration touches only its own output element (``fuse_epilogues``), so
-    ``simd`` changes no result: the vector instructions round as the scalar ones do."""
+    epilogue, vectorized").  Each iteration touches only its own output element
+    (``fuse_epilogues``), so ``simd`` changes no result: vector instructions round as the
+    scalar ones do."""
     if not k.epilogue:
         return []
     shape = k.epi_ranges()
