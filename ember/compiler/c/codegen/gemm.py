@@ -68,17 +68,18 @@ def template_wins(k: GemmKernel) -> bool:
     takes 0.85-1.05x OpenBLAS's time on the char GPT's, MiniLM's and the MLP's float32
     products (M of 256-2944, k and n of 256-2048): the template takes 2-D float32 products of
     more than SMALL_M rows and at least 96 columns (narrower ones, the 10- and 65-wide output
-    layers, are half empty tiles: BLAS).  Products with k < 384 keep BLAS too: the MLP step's
-    weight gradients (m=512, n=784 or 512, k=256, AdamW's update as the epilogue) took
-    1.4-1.5x BLAS's time as templates (quiet machine, one thread, EMBER_C_PROFILE; RESULTS.md,
-    "Quiet-machine checks after the merges (issues 21, 18)").  AVX2 builds keep BLAS (0.7x on
+    layers, are half empty tiles: BLAS), whatever their k.  Small k is no exception since the
+    template's fused epilogue vectorizes (``_tile_epilogue``): the MLP step's weight gradients
+    (m=512, n=784 or 512, k=256, AdamW's update as the epilogue) take 0.9x BLAS's time as
+    templates (1.4-1.5x before), and k of 4-128 0.75-0.96x (one thread, thread CPU time;
+    RESULTS.md, "The template's fused epilogue, vectorized").  AVX2 builds keep BLAS (0.7x on
     the AVX-512 host; not measured on an AVX2 CPU), batched products too (not measured)."""
     sizes = (k.m, k.n, k.k)
     if k.half or k.dtype.np.name != "float32" or k.batch or k.impl.startswith("htmpl"):
         return False
     if not all(type(x) is int for x in sizes) or TEMPLATES is not _TILES["avx512"]:
         return False
-    return k.m > SMALL_M and k.n >= 96 and k.k >= 384
+    return k.m > SMALL_M and k.n >= 96
 
 
 _KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
@@ -380,8 +381,6 @@ def _pieces_with_epilogue(k: GemmKernel) -> list:
     call = (f"ember_gemm1_{s}(r1_ - r0_, ncols, K_, A_ + r0_ * ({k.a.rs}), {k.a.rs}, {k.a.cs}, "
             f"B_ + col0 * ({k.b.cs}), {k.b.rs}, {k.b.cs}, C_ + r0_ * N_ + col0, N_);")
     epi = _tile_epilogue(k)
-    j = next(i for i, x in enumerate(epi) if x.startswith("for "))
-    epi = epi[:j] + ["#pragma omp simd"] + epi[j:]   # (see omp.omp_loops)
     plain = [f"ember_gemm_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, {k.b.cs}, C_, "
              f"N_);"]
     plain += [x[2:] for x in _epilogue_pass(k, True)]
@@ -504,7 +503,17 @@ def _half_template_body(k: GemmKernel) -> list:
 
 def _tile_epilogue(k: GemmKernel) -> list:
     """The epilogue over one finished row piece (``row``, columns ``col0 .. col0+ncols``) of
-    batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position."""
+    batch entry ``bflat_``: the output's loop variables are rebuilt from the flat position.
+
+    The column loop is marked ``omp simd``: it mostly runs inside an OpenMP parallel region
+    (the templates', even on one thread, and the BLAS pieces'), which gcc outlines into a
+    function that sees the buffers through a struct, without the kernel's ``restrict``; the
+    loop then vectorizes only behind run-time alias checks, which gcc gives up on beyond ~10
+    pairs of buffers.  AdamW's update (4 reads, 3 writes) ran scalar there, and a product with
+    it as the template took 1.5x its time with BLAS (docs/compiler.md, "The template's fused
+    epilogue, vectorized").  Each iteration touches only its own output element
+    (``fuse_epilogues``), so ``simd`` changes no result: vector instructions round as the
+    scalar ones do."""
     if not k.epilogue:
         return []
     shape = k.epi_ranges()
@@ -533,7 +542,8 @@ def _tile_epilogue(k: GemmKernel) -> list:
         out.append(f"for (int64_t i{r - 1} = col0; i{r - 1} < col0 + ncols; i{r - 1}++) {{")
     out += [f"  {st}" for st in k.epilogue]
     out.append("}")
-    return out
+    j = next(i for i, x in enumerate(out) if x.startswith("for "))
+    return out[:j] + ["#ifdef _OPENMP", "#pragma omp simd", "#endif"] + out[j:]
 
 
 def im2col_kernel(k: Im2colKernel, ints: str = "") -> str:
