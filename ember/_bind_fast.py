@@ -343,6 +343,9 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
         return _lazy_bind(tr, op, inputs, params)
     step = kn.simple[i]
     if step is None or step[1] is not op:
+        v = kn.views[i]
+        if v is not None and v[1] is op:
+            return _follow_view(tr, kn, i, v, inputs, params)
         return _lazy_bind(tr, op, inputs, params)
     nd, _, args, nparams, ref, shape, dtype, npd, pattern, a0, a1 = step
     looked = False
@@ -430,4 +433,52 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
                 return t
     tr.lazies.append(t)  # tr.hold(t), inlined
     tr.holding = True
+    return t
+
+
+def _follow_view(tr: _Trace, kn: Any, i: int, v: tuple, inputs: tuple, params: dict) -> Any:
+    """``bind`` of a view op (``x.view(...)``, ``x.permute(...)``) that is the known trace's
+    next node, on the lazy output of an earlier node (``Known.views``): the cached node, and
+    the output's stand-in geometry of the last call while the input's is the same object
+    (``Known.vmemo``); what ``tensor._lazy_bind`` makes for a view, without ``match``, the
+    view kernel and the frame lookups.  Anything else takes ``_lazy_bind``."""
+    nd, _, nparams, ref, shape, dtype, npd, a0 = v
+    src = inputs[0] if len(inputs) == 1 else None
+    p = src._data if isinstance(src, Tensor) else None
+    if p.__class__ is not _LazyArray or p.ref is not a0 or p.value is not None or \
+            tr.storages or (params is not nparams and (params or nparams) and
+                            not _same(params, nparams)):
+        return _lazy_bind(tr, v[1], inputs, params)
+    owner = p if p.owner is None else p.owner
+    if owner.__class__ is not _LazyArray:   # a view of a concrete array: its real NumPy view
+        return _lazy_bind(tr, v[1], inputs, params)
+    g_in = p.geometry()
+    memo = kn.vmemo.get(i)
+    if memo is not None and memo[0] is g_in:
+        sh = memo[1]
+    else:
+        sh = v[1].eager(g_in, **params)
+        if sh.dtype != npd or tuple(sh.shape) != shape:
+            sh = None   # a reinterpreting view: its value is its own (as _lazy_bind)
+        if sh is not g_in:
+            kn.vmemo[i] = (g_in, sh)
+    tr.nodes.append(nd)
+    vc = src._version_counter
+    t = _new(Tensor)
+    t._dtype = dtype
+    t._version_counter = vc
+    t._base = src if src._base is None else src._base
+    t._view_version = vc[0]
+    if sh is None:
+        t._data = tr.lazy(ref, shape, npd, None, None, vc, p.sver)
+    else:
+        t._data = tr.lazy(ref, shape, npd, sh, owner, vc, p.sver)
+    tr.register_tensor(t)
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and src._requires_grad and v[1].vjp is not None:
+        _record(v[1], inputs, params, (t,), (True,))
+        if t.grad_fn is not None:  # compiled autograd: backward over it is recorded too
+            t.grad_fn._compiled_by = tr.owner
     return t
