@@ -58,14 +58,16 @@ class Known:
                              *(tuple(nd.args[:2]) + (None, None))[:2])
                             if nd.op.kind != "view" and nd.op.num_outputs == 1 and
                             len(nd.specs) == 1 else None for i, nd in enumerate(nodes))
-        # what ``_bind_fast.follow_view`` reads of a one-output view op of an earlier node's
-        # output: (node, op, params, output ref, shape, dtype, NumPy dtype, args[0]); None for
-        # the others.  ``vmemo``: node index -> (input geometry, output geometry) of the last
-        # call, reused while the input's geometry is the same stand-in object
+        # what ``_bind_fast._follow_view`` reads of a one-output view op of one ref (an earlier
+        # node's output or an input array): (node, op, params, output ref, shape, dtype, NumPy
+        # dtype, args[0]); None for the others.  ``vmemo``: node index -> (input geometry,
+        # output geometry) of the last call, reused while the input's geometry is the same
+        # stand-in object
         self.views = tuple((nd, nd.op, nd.params, refs[i][0], tuple(nd.specs[0][0]),
                             nd.specs[0][1], nd.specs[0][1].np, nd.args[0])
                            if nd.op.kind == "view" and nd.op.num_outputs == 1 and
-                           len(nd.specs) == 1 and len(nd.args) == 1 and _is_node_ref(nd.args[0])
+                           len(nd.specs) == 1 and len(nd.args) == 1 and
+                           nd.args[0].__class__ is tuple and nd.args[0][:1] in (("n",), ("i",))
                            else None for i, nd in enumerate(nodes))
         self.vmemo: dict = {}
         self.n = len(nodes)
