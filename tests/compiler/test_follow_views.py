@@ -147,6 +147,18 @@ def test_prepared_call_falls_back_when_it_declines():
     assert run([1, 2], []) == ["out"]
     assert calls == [("bound", 2), ("fn", 2)]
 
+    class Forwarding:   # forwards attributes (the minifier's checked call): called as it is
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def __call__(self, arrays, scalars):
+            return plain(arrays, scalars)
+    wrapper = Forwarding(Declining())
+    assert api._prepared(wrapper) is wrapper
+
 
 def test_followed_c_calls_keep_matching_torch_with_a_reused_arena():
     """Temporaries of the memory plan live in arenas kept between followed calls: every call's

@@ -535,9 +535,10 @@ def _prepared(fn: Any) -> Any:
     """How a followed call runs compiled code ``fn`` (``fn(arrays, scalars)``): through its
     prepared call when the backend offers one (the C backend's ``bind({})``: the argument list
     laid out once, the memory plan's temporaries kept between calls, ``bound.py``), falling back
-    to ``fn`` when the prepared call declines (an input of another layout, a busy call)."""
-    bind = getattr(fn, "bind", None)
-    bound = bind({}) if bind is not None else None
+    to ``fn`` when the prepared call declines (an input of another layout, a busy call).  Only
+    a ``bind`` of ``fn``'s own class counts: a wrapper that forwards attributes (the minifier's
+    checked call) must keep seeing every call."""
+    bound = fn.bind({}) if getattr(type(fn), "bind", None) is not None else None
     if bound is None:
         return fn
 
