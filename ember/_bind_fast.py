@@ -343,6 +343,9 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
         return _lazy_bind(tr, op, inputs, params)
     step = kn.simple[i]
     if step is None or step[1] is not op:
+        v = kn.views[i]
+        if v is not None and v[1] is op:
+            return _follow_view(tr, kn, i, v, inputs, params)
         return _lazy_bind(tr, op, inputs, params)
     nd, _, args, nparams, ref, shape, dtype, npd, pattern, a0, a1 = step
     looked = False
@@ -511,4 +514,76 @@ def expand_view(x: Tensor, shape: tuple) -> Tensor | None:
     t._view_version = vc[0]
     if _STATE.inference:
         t._inference = True
+
+def _follow_view(tr: _Trace, kn: Any, i: int, v: tuple, inputs: tuple, params: dict) -> Any:
+    """``bind`` of a view op (``x.view(...)``, ``x.permute(...)``) that is the known trace's
+    next node, on the lazy output of an earlier node (``Known.views``): the cached node, and
+    the output's stand-in geometry of the last call while the input's is the same object
+    (``Known.vmemo``); what ``tensor._lazy_bind`` makes for a view, without ``match``, the
+    view kernel and the frame lookups.  Anything else takes ``_lazy_bind``."""
+    nd, _, nparams, ref, shape, dtype, npd, a0 = v
+    src = inputs[0] if len(inputs) == 1 else None
+    p = src._data if isinstance(src, Tensor) else None
+    if tr.storages or (params is not nparams and (params or nparams) and
+                       not _same(params, nparams)):
+        return _lazy_bind(tr, v[1], inputs, params)
+    if p.__class__ is np.ndarray:   # an input array (a parameter): its real NumPy view
+        return _follow_input_view(tr, kn, v, src, p, inputs, params)
+    if p.__class__ is not _LazyArray or p.ref is not a0 or p.value is not None:
+        return _lazy_bind(tr, v[1], inputs, params)
+    owner = p if p.owner is None else p.owner
+    if owner.__class__ is not _LazyArray:   # a view of a concrete array: its real NumPy view
+        return _lazy_bind(tr, v[1], inputs, params)
+    g_in = p.geometry()
+    memo = kn.vmemo.get(i)
+    if memo is not None and memo[0] is g_in:
+        sh = memo[1]
+    else:
+        sh = v[1].eager(g_in, **params)
+        if sh.dtype != npd or tuple(sh.shape) != shape:
+            sh = None   # a reinterpreting view: its value is its own (as _lazy_bind)
+        if sh is not g_in:
+            kn.vmemo[i] = (g_in, sh)
+    tr.nodes.append(nd)
+    return _view_result(tr, v, src, inputs, params, sh, owner, p.sver)
+
+
+def _follow_input_view(tr: _Trace, kn: Any, v: tuple, src: Tensor, p: np.ndarray,
+                       inputs: tuple, params: dict) -> Any:
+    """``_follow_view`` of a view of an input array (``w.permute(...)`` of a parameter in a
+    backward): the shadow is the real NumPy view (what realizing hands out)."""
+    if tr.ref_of(src) != v[7] or tr.known is not kn:
+        return _lazy_bind(tr, v[1], inputs, params)
+    root = p
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    sh = v[1].eager(p, **params)
+    if sh.dtype != v[6] or tuple(sh.shape) != v[4]:
+        sh = None   # a reinterpreting view (as _lazy_bind)
+    tr.nodes.append(v[0])
+    return _view_result(tr, v, src, inputs, params, sh, root, src._version_counter[0])
+
+
+def _view_result(tr: _Trace, v: tuple, src: Tensor, inputs: tuple, params: dict, sh: Any,
+                 owner: Any, sver: int) -> Tensor:
+    """The output tensor of a followed view (``_follow_view``), as ``_lazy_bind`` makes it."""
+    _, op, _, ref, shape, dtype, npd, _ = v
+    vc = src._version_counter
+    t = _new(Tensor)
+    t._dtype = dtype
+    t._version_counter = vc
+    t._base = src if src._base is None else src._base
+    t._view_version = vc[0]
+    if sh is None:
+        t._data = tr.lazy(ref, shape, npd, None, None, vc, sver)
+    else:
+        t._data = tr.lazy(ref, shape, npd, sh, owner, vc, sver)
+    tr.register_tensor(t)
+    st = _STATE
+    if st.inference:
+        t._inference = True
+    if st.grad_enabled and src._requires_grad and op.vjp is not None:
+        _record(op, inputs, params, (t,), (True,))
+        if t.grad_fn is not None:  # compiled autograd: backward over it is recorded too
+            t.grad_fn._compiled_by = tr.owner
     return t

@@ -39,8 +39,8 @@ class Known:
     hashing and looking up a new graph.  Immutable once made (but for the ``used`` mark), so
     threads share it."""
 
-    __slots__ = ("nodes", "refs", "simple", "n", "inputs", "out_refs", "cap", "entry", "run",
-                 "used", "loose")
+    __slots__ = ("nodes", "refs", "simple", "views", "vmemo", "n", "inputs", "out_refs", "cap",
+                 "entry", "run", "used", "loose")
 
     def __init__(self, nodes: list, inputs: list, out_refs: list, cap: Any, entry: Any) -> None:
         self.nodes = tuple(nodes)
@@ -58,6 +58,18 @@ class Known:
                              *(tuple(nd.args[:2]) + (None, None))[:2])
                             if nd.op.kind != "view" and nd.op.num_outputs == 1 and
                             len(nd.specs) == 1 else None for i, nd in enumerate(nodes))
+        # what ``_bind_fast._follow_view`` reads of a one-output view op of one ref (an earlier
+        # node's output or an input array): (node, op, params, output ref, shape, dtype, NumPy
+        # dtype, args[0]); None for the others.  ``vmemo``: node index -> (input geometry,
+        # output geometry) of the last call, reused while the input's geometry is the same
+        # stand-in object
+        self.views = tuple((nd, nd.op, nd.params, refs[i][0], tuple(nd.specs[0][0]),
+                            nd.specs[0][1], nd.specs[0][1].np, nd.args[0])
+                           if nd.op.kind == "view" and nd.op.num_outputs == 1 and
+                           len(nd.specs) == 1 and len(nd.args) == 1 and
+                           nd.args[0].__class__ is tuple and nd.args[0][:1] in (("n",), ("i",))
+                           else None for i, nd in enumerate(nodes))
+        self.vmemo: dict = {}
         self.n = len(nodes)
         self.inputs = tuple(_in_meta(a) for a in inputs)
         self.out_refs = list(out_refs)

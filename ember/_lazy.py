@@ -62,14 +62,26 @@ def _contig_strides(shape: tuple, itemsize: int) -> tuple:
 _SHADOW_BUF: dict = {}
 
 
+_SHADOWS: dict = {}   # (shape, NumPy dtype) -> its stand-in geometry (``_shadow_for``)
+
+
 def _shadow_for(shape: tuple, np_dtype: Any) -> np.ndarray:
     """A C-contiguous array geometry over a one-element buffer.  View kernels run on it to
-    compute the strides and offset of lazy views; its memory is never read."""
+    compute the strides and offset of lazy views; its memory is never read (nor written), so
+    one object per (shape, dtype) serves every payload (``Known.vmemo`` relies on that)."""
+    key = (shape, np_dtype)
+    got = _SHADOWS.get(key)
+    if got is not None:
+        return got
     buf = _SHADOW_BUF.get(np_dtype)
     if buf is None:
         buf = _SHADOW_BUF[np_dtype] = np.zeros(1, dtype=np_dtype)
-    return np.lib.stride_tricks.as_strided(buf, shape=shape,
-                                           strides=_contig_strides(shape, buf.itemsize))
+    got = np.lib.stride_tricks.as_strided(buf, shape=shape,
+                                          strides=_contig_strides(shape, buf.itemsize))
+    if len(_SHADOWS) > 4096:   # many distinct shapes (dynamic sizes): start over
+        _SHADOWS.clear()
+    _SHADOWS[key] = got
+    return got
 
 
 def _dense(a: np.ndarray) -> np.ndarray | None:
@@ -524,6 +536,12 @@ class Trace:
         vc = t._version_counter
         st = self.storages.get(id(vc))
         if st is None:
+            p = t._data
+            if p.__class__ is np.ndarray and p.base is None and new._base is None:
+                flags = p.flags
+                if flags.c_contiguous and flags.writeable and \
+                        new._data.__class__ is LazyArray:
+                    return self._write_whole(t, p, new, vc)
             own, owner = self.frame(t)
             if owner.__class__ is LazyArray:
                 st = _Storage(None, owner.shape, owner.dtype, owner.ref, owner.sver)
@@ -561,6 +579,18 @@ class Trace:
                 la = self.lazy(new_ref, p.shape, st.np_dtype, p, self.frame(t)[1], vc,
                                st.version)
             self._set_payload(t, la)
+        return True
+
+    def _write_whole(self, t: Any, p: np.ndarray, new: Any, vc: list) -> bool:
+        """``write`` of a lazy value into the whole of a concrete C-contiguous array that owns
+        its memory and was not written in this graph yet (an optimizer's state, a parameter):
+        what the general path does for it, without its frame and geometry lookups."""
+        st = _Storage(p, p.shape, p.dtype, self.input_ref(p), -1)
+        self.storages[id(vc)] = st
+        self.keep.append(vc)
+        st.value = new_ref = self.ref_of(new)
+        st.version = vc[0] + 1
+        self._set_payload(t, self.lazy(new_ref, p.shape, st.np_dtype, p, p, vc, st.version))
         return True
 
     # -- graph breaks -------------------------------------------------------------------------

@@ -696,10 +696,22 @@ def _lazy_bind(tr: _lazy.Trace, op: OpDef, inputs: tuple, params: dict) -> Any:
         base = src if src._base is None else src._base
     results = []
     inference = _STATE.inference
+    # outputs that get no autograd node are held by the trace (``Trace.hold``: one entry per
+    # output instead of two weak references), as the binder's follow path holds them
+    held = not view and not (_STATE.grad_enabled and op.vjp is not None and any(
+        isinstance(x, Tensor) and x._requires_grad for x in inputs))
     for k, (ref, (shape, dtype)) in enumerate(zip(refs, specs)):
         t = _new(Tensor)
         t._dtype = dtype
         npd = dtype.np
+        if held:
+            t._version_counter = vcn = [0]
+            t._data = _LazyArray(tr, ref, tuple(shape), npd, None, None, vcn, 0)
+            tr.hold(t)
+            if inference:
+                t._inference = True
+            results.append(t)
+            continue
         if view:
             t._version_counter = vc
             t._base = base

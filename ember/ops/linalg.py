@@ -229,10 +229,12 @@ def _linear_vjp(ctx, g):  # noqa: ANN001
     rows = 1
     for n in ctx.input_shapes[0][:-1]:
         rows *= n
-    g2 = g.reshape((rows, out_f)) if (len(needs) > 2 and needs[2]) or needs[1] else None
+    flat = len(ctx.input_shapes[0]) == 2   # x and g are matrices already: no reshapes
+    g2 = (g if flat else g.reshape((rows, out_f))) \
+        if (len(needs) > 2 and needs[2]) or needs[1] else None
     gw = None
     if needs[1]:
-        x2 = x.reshape((rows, in_f))
+        x2 = x if flat else x.reshape((rows, in_f))
         gw = bind(MATMUL, g2.permute((1, 0)), x2)
     gb = g2.sum(0) if len(needs) > 2 and needs[2] else None
     return (gx, gw) if len(needs) == 2 else (gx, gw, gb)

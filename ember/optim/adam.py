@@ -70,13 +70,16 @@ class Adam(Optimizer):
             super()._step_group(group)
             return
         fused, seen = [], set()
+        amsgrad = group["amsgrad"]
+        # the group's own checks once (``_fusable`` repeats them for a single parameter)
+        ok = not group["differentiable"] and not amsgrad and type(group["lr"]) is float and \
+            type(group["eps"]) is float and type(group["weight_decay"]) in (float, int)
         for p in group["params"]:
             if p.grad is None:
                 continue
-            state = self._state_for(p, group["amsgrad"])
-            vcs = {id(t._version_counter) for t in (p, p.grad, state["exp_avg"],
-                                                     state["exp_avg_sq"], state["step"])}
-            if _fusable(p, state, group) and not vcs & seen:
+            state = self._state_for(p, amsgrad)
+            vcs = _fusable_vcs(p, state) if ok else None
+            if vcs is not None and not vcs & seen:
                 fused.append((p, state))
                 seen |= vcs
             else:   # parameters are independent: their updates commute
@@ -154,15 +157,25 @@ def _fusable(p: Tensor, state: dict, group: dict) -> bool:
     lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
     if type(lr) is not float or type(eps) is not float or type(wd) not in (float, int):
         return False
+    return _fusable_vcs(p, state) is not None
+
+
+def _fusable_vcs(p: Tensor, state: dict) -> set | None:
+    """``_fusable``'s per-parameter part (the group's settings checked by the caller): the ids
+    of the version counters of ``p``, its gradient and state, or None when ``p`` is not
+    fusable."""
+    if p._dtype is not float32 and p._dtype is not float64:
+        return None
     shape = tuple(p._data.shape)
     g, m, v, step = p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"]
     if not (isinstance(g, Tensor) and g._dtype is p._dtype and tuple(g._data.shape) == shape
             and _written_ok(p, p._dtype, shape) and _written_ok(m, p._dtype, shape)
             and _written_ok(v, p._dtype, shape) and isinstance(step, Tensor)
             and _written_ok(step, step._dtype, ()) and step._dtype in (float32, float64)):
-        return False
-    vcs = {id(t._version_counter) for t in (p, g, m, v, step)}
-    return len(vcs) == 5
+        return None
+    vcs = {id(p._version_counter), id(g._version_counter), id(m._version_counter),
+           id(v._version_counter), id(step._version_counter)}
+    return vcs if len(vcs) == 5 else None
 
 
 def _traced_update(p: Tensor, state: dict, lr: float, wd: float, eps: float, beta1: float,

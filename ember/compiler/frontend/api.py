@@ -524,10 +524,28 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
         kn = _lazy.Known(nodes, arrays, out_refs, cap.rebind(arrays, None), e)
         kn.cap.arrays = None
         if getattr(e.fn, "_ember_arrays", False):  # what ``_call`` does, prepared
-            kn.run = (e.fn, cap.in_orig, [cap.values[k] for k in e.graph.lifted], seg)
+            kn.run = (_prepared(e.fn), cap.in_orig, [cap.values[k] for k in e.graph.lifted],
+                      seg)
         kn.loose = make_loose(cap, e.graph.lifted, nodes)  # type: ignore[attr-defined]
         seg.known = kn
     return res
+
+
+def _prepared(fn: Any) -> Any:
+    """How a followed call runs compiled code ``fn`` (``fn(arrays, scalars)``): through its
+    prepared call when the backend offers one (the C backend's ``bind({})``: the argument list
+    laid out once, the memory plan's temporaries kept between calls, ``bound.py``), falling back
+    to ``fn`` when the prepared call declines (an input of another layout, a busy call).  Only
+    a ``bind`` of ``fn``'s own class counts: a wrapper that forwards attributes (the minifier's
+    checked call) must keep seeing every call."""
+    bound = fn.bind({}) if getattr(type(fn), "bind", None) is not None else None
+    if bound is None:
+        return fn
+
+    def call(arrays: list, scalars: list) -> list:
+        got = bound(arrays, scalars)
+        return got if got is not None else fn(arrays, scalars)
+    return call
 
 
 def _worth_following(seg: SegmentCache) -> bool:
