@@ -514,6 +514,8 @@ def expand_view(x: Tensor, shape: tuple) -> Tensor | None:
     t._view_version = vc[0]
     if _STATE.inference:
         t._inference = True
+    return t
+
 
 def _follow_view(tr: _Trace, kn: Any, i: int, v: tuple, inputs: tuple, params: dict) -> Any:
     """``bind`` of a view op (``x.view(...)``, ``x.permute(...)``) that is the known trace's
