@@ -33,6 +33,7 @@ from ember.aot import _archive
 from ember.aot._codegen import ARG_USER, INCLUDE_DIR, ModelSource, model_source
 from ember.config import config
 from ember.errors import EmberTypeError, EmberValueError
+from ember.ops._native import MACRO_FLAGS as _MACRO_FLAGS  # gcc macro -> cpuinfo flag
 
 MODEL_ABI = 1
 # the runtime ABI a package records is the oldest runtime that can run it: 1 for a plain
@@ -41,19 +42,6 @@ MODEL_ABI = 1
 RUNTIME_ABI = 1
 RUNTIME_ABI_2 = 2
 
-# gcc's predefined macros -> /proc/cpuinfo flags (what a library built with -march=X needs)
-_MACRO_FLAGS = {
-    "__SSE3__": "pni", "__SSSE3__": "ssse3", "__SSE4_1__": "sse4_1", "__SSE4_2__": "sse4_2",
-    "__POPCNT__": "popcnt", "__AVX__": "avx", "__AVX2__": "avx2", "__FMA__": "fma",
-    "__F16C__": "f16c", "__BMI__": "bmi1", "__BMI2__": "bmi2", "__LZCNT__": "abm",
-    "__MOVBE__": "movbe", "__AVX512F__": "avx512f", "__AVX512BW__": "avx512bw",
-    "__AVX512CD__": "avx512cd", "__AVX512DQ__": "avx512dq", "__AVX512VL__": "avx512vl",
-    "__AVX512VNNI__": "avx512_vnni", "__AVX512BF16__": "avx512_bf16",
-    "__AVX512FP16__": "avx512_fp16", "__AVXVNNI__": "avx_vnni", "__AVX512VBMI__": "avx512vbmi",
-    "__AVX512IFMA__": "avx512ifma", "__AVX512VPOPCNTDQ__": "avx512_vpopcntdq",
-    "__AVX512BITALG__": "avx512_bitalg", "__AVX512VBMI2__": "avx512_vbmi2",
-    "__GFNI__": "gfni", "__VAES__": "vaes", "__VPCLMULQDQ__": "vpclmulqdq",
-}
 _MARCH = re.compile(r"^[A-Za-z0-9_.+-]{1,40}$")
 
 

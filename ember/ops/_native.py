@@ -82,14 +82,19 @@ def march_flags(spec: str | None = None) -> tuple[str, ...]:
     return (f"-march={march}", *extra)
 
 
-# gcc's predefined macros -> /proc/cpuinfo flags: the features a build may use
-_MACRO_FLAGS = {
-    "__SSE4_2__": "sse4_2", "__POPCNT__": "popcnt", "__AVX__": "avx", "__AVX2__": "avx2",
-    "__FMA__": "fma", "__F16C__": "f16c", "__BMI2__": "bmi2", "__AVX512F__": "avx512f",
-    "__AVX512BW__": "avx512bw", "__AVX512CD__": "avx512cd", "__AVX512DQ__": "avx512dq",
-    "__AVX512VL__": "avx512vl", "__AVX512VNNI__": "avx512_vnni", "__AVXVNNI__": "avx_vnni",
-    "__AVX512BF16__": "avx512_bf16", "__AVX512FP16__": "avx512_fp16",
-    "__AMX_TILE__": "amx_tile", "__AMX_BF16__": "amx_bf16", "__AMX_INT8__": "amx_int8",
+# gcc's predefined macros -> /proc/cpuinfo flags: the features a build may use (and what an
+# AOT package built with -march=X needs, ember/aot/_package.py)
+MACRO_FLAGS = {
+    "__SSE3__": "pni", "__SSSE3__": "ssse3", "__SSE4_1__": "sse4_1", "__SSE4_2__": "sse4_2",
+    "__POPCNT__": "popcnt", "__AVX__": "avx", "__AVX2__": "avx2", "__FMA__": "fma",
+    "__F16C__": "f16c", "__BMI__": "bmi1", "__BMI2__": "bmi2", "__LZCNT__": "abm",
+    "__MOVBE__": "movbe", "__AVX512F__": "avx512f", "__AVX512BW__": "avx512bw",
+    "__AVX512CD__": "avx512cd", "__AVX512DQ__": "avx512dq", "__AVX512VL__": "avx512vl",
+    "__AVX512VNNI__": "avx512_vnni", "__AVX512BF16__": "avx512_bf16",
+    "__AVX512FP16__": "avx512_fp16", "__AVXVNNI__": "avx_vnni", "__AVX512VBMI__": "avx512vbmi",
+    "__AVX512IFMA__": "avx512ifma", "__AVX512VPOPCNTDQ__": "avx512_vpopcntdq",
+    "__AVX512BITALG__": "avx512_bitalg", "__AVX512VBMI2__": "avx512_vbmi2",
+    "__GFNI__": "gfni", "__VAES__": "vaes", "__VPCLMULQDQ__": "vpclmulqdq",
 }
 _TARGETS: dict = {}   # (cc, flags) -> features
 
@@ -113,7 +118,7 @@ def target_features(flags: tuple[str, ...] | None = None) -> frozenset:
             raise EmberValueError(f"[EMBER_C_MARCH] the compiler rejects {' '.join(flags)!r}: "
                                   f"{(out.stderr.strip()[-300:] if out else cmd[0])}")
         macros = {ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("#define")}
-        got = _TARGETS[key] = frozenset(f for m, f in _MACRO_FLAGS.items() if m in macros)
+        got = _TARGETS[key] = frozenset(f for m, f in MACRO_FLAGS.items() if m in macros)
     return got
 
 
