@@ -244,3 +244,34 @@ def test_template_fuses_adamw_update_vectorized_and_equal_torch(monkeypatch, tmp
     text = gemm_codegen.gemm_kernel(fused[0], cg.program, True)
     after = text[text.index("for (int64_t row = ic;"):].splitlines()
     assert [x.strip() for x in after[1:3]] == ["#ifdef _OPENMP", "#pragma omp simd"], after[:4]
+
+
+# (M, K, N) split over two threads: 4 row blocks of whole B (one k block / four k blocks), and
+# 2 row blocks x 2 column runs; odd units walk their B slivers backwards (gemm_tmpl_body.c.in)
+SPLIT_SHAPES = [(256, 384, 1536), (256, 1536, 384), (28, 384, 1152), (100, 96, 200)]
+
+
+def test_template_thread_split_bitwise_equal_one_thread(template_build, monkeypatch):
+    rng = np.random.default_rng(11)
+    mats = []
+    for m, k, n in SPLIT_SHAPES:
+        mats.append(rng.standard_normal((m, k)).astype(np.float32))
+        mats.append(rng.standard_normal((n, k)).astype(np.float32))
+
+    def fn(*xs):   # linear's layout (B transposed, as the GPT's layers) plus a bias-free relu
+        return tuple((xs[j] @ xs[j + 1].t()).relu() for j in range(0, len(xs), 2))
+
+    ex = [ember.tensor(x) for x in mats]
+    f, _ = _compile_forced(monkeypatch, template_build, ember.float32, fn, *ex)
+    want = fn(*[torch.tensor(x) for x in mats])
+    outs = {}
+    for threads in (1, 2, 1, 2):
+        ember.set_num_threads(threads)
+        got = [g.numpy().copy() for g in f(*ex)]
+        if threads in outs:
+            continue
+        outs[threads] = got
+        for j, (g, w) in enumerate(zip(got, want)):
+            _check(ember.tensor(g), w, mats[2 * j], mats[2 * j + 1].T)
+    for g1, g2 in zip(outs[1], outs[2]):
+        assert g1.tobytes() == g2.tobytes()
