@@ -19,22 +19,21 @@ from ember.errors import DTypeError
 
 
 def get_default_dynamic_quant_module_mappings() -> dict:
-    """float module type -> dynamic quantized module type (the cells: not yet)."""
-    from ember.ao.nn.quantized.dynamic.linear import Linear as DynamicLinear  # noqa: PLC0415
-    from ember.ao.nn.quantized.dynamic.rnn import GRU as DynamicGRU  # noqa: PLC0415, N811
-    from ember.ao.nn.quantized.dynamic.rnn import LSTM as DynamicLSTM  # noqa: PLC0415, N811
+    """float module type -> dynamic quantized module type (PyTorch's
+    ``DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS`` for the modules ember has)."""
+    from ember.ao.nn.quantized import dynamic as nnqd  # noqa: PLC0415
 
-    return {nn.Linear: DynamicLinear, nn.LSTM: DynamicLSTM, nn.GRU: DynamicGRU}
+    return {nn.GRUCell: nnqd.GRUCell, nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM,
+            nn.GRU: nnqd.GRU, nn.LSTMCell: nnqd.LSTMCell, nn.RNNCell: nnqd.RNNCell}
 
 
 def _spec(qconfig_spec: Any, dtype: dt.dtype) -> dict:
     if dtype is not dt.qint8:
         raise DTypeError(f"[quantize_dynamic] only dtype=ember.qint8 is supported, got {dtype} "
                          "(float16 dynamic quantization is not implemented)")
-    if qconfig_spec is None:
-        rnn = [getattr(nn, n) for n in ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
-               if hasattr(nn, n)]
-        return dict.fromkeys([nn.Linear, *rnn], default_dynamic_qconfig)
+    if qconfig_spec is None:     # PyTorch's default set for qint8
+        return dict.fromkeys([nn.Linear, nn.LSTM, nn.GRU, nn.LSTMCell, nn.RNNCell, nn.GRUCell],
+                             default_dynamic_qconfig)
     if isinstance(qconfig_spec, (set, frozenset, list, tuple)):
         return dict.fromkeys(qconfig_spec, default_dynamic_qconfig)
     return dict(qconfig_spec)
@@ -65,8 +64,9 @@ def quantize_dynamic(model: nn.Module, qconfig_spec: Any = None, dtype: dt.dtype
                      mapping: dict | None = None, inplace: bool = False) -> nn.Module:
     """Replace the submodules chosen by ``qconfig_spec`` (a set of module types, or a dict of
     types / qualified names to QConfigs) with dynamically quantized ones; the root module itself
-    is never replaced (as in PyTorch).  ``nn.Linear``, ``nn.LSTM`` and ``nn.GRU`` have quantized
-    versions; other listed types (the cells) stay float."""
+    is never replaced (as in PyTorch).  ``nn.Linear``, ``nn.LSTM``, ``nn.GRU`` and the cells
+    ``nn.LSTMCell``, ``nn.GRUCell``, ``nn.RNNCell`` have quantized versions (the default set,
+    ``qconfig_spec=None``, is all six)."""
     spec = _spec(qconfig_spec, dtype)
     mapping = get_default_dynamic_quant_module_mappings() if mapping is None else mapping
     if not inplace:
