@@ -165,6 +165,25 @@ class _QuantizedRNNMixin:
         q._all_weight_values = nn.ModuleList(cells)
         return q.eval()
 
+    def _weight_bias(self) -> dict:
+        """``{"weight": {"weight_ih_l0", ...}, "bias": {"bias_ih_l0", ...}}`` (PyTorch's
+        names; ``_reverse`` for the second direction)."""
+        out: dict = {"weight": {}, "bias": {}}
+        dirs = 2 if self.bidirectional else 1
+        for k, entry in enumerate(self._all_weight_values):
+            suffix = f"_l{k // dirs}" + ("_reverse" if k % dirs else "")
+            for kind in ("ih", "hh"):
+                w, b = getattr(entry.param, f"_packed_weight_{kind}")._weight_bias()
+                out["weight"][f"weight_{kind}{suffix}"] = w
+                out["bias"][f"bias_{kind}{suffix}"] = b
+        return out
+
+    def get_weight(self) -> dict:
+        return self._weight_bias()["weight"]
+
+    def get_bias(self) -> dict:
+        return self._weight_bias()["bias"]
+
     def _direction(self, xs: Tensor, cell: Module, h: Tensor, c: Any, reverse: bool) -> tuple:
         xw = cell._packed_weight_ih.linear(xs)           # one input scale for the sequence
         steps = range(xs.shape[0] - 1, -1, -1) if reverse else range(xs.shape[0])
