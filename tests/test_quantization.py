@@ -159,7 +159,7 @@ def test_bad_input() -> None:
     with pytest.raises(ember.ShapeError, match=r"\[quantized.dynamic.Linear\]"):
         q(ember.zeros(2, 5))
     with pytest.raises(ember.DTypeError, match=r"\[quantize_dynamic\]"):
-        ember.ao.quantization.quantize_dynamic(ember.nn.Linear(4, 2), dtype=ember.float16)
+        ember.ao.quantization.quantize_dynamic(ember.nn.Linear(4, 2), dtype=ember.quint8)
     with pytest.raises(ember.DTypeError, match=r"\[quantize_per_tensor\]"):
         ember.quantize_per_tensor(ember.zeros(2), 0.1, 0, ember.int8)
     with pytest.raises(ember.EmberValueError, match=r"\[q_scale\]"):

@@ -223,3 +223,103 @@ def test_compiled_quantized_lstm_is_one_graph() -> None:
     f = ember.compile(q, fullgraph=True)
     for _ in range(2):
         np.testing.assert_allclose(f(x).numpy(), q(x).numpy(), rtol=0, atol=1e-6)
+
+
+def test_aot_package_of_quantized_lstm(tmp_path) -> None:  # noqa: ANN001
+    """An AOT package of an exported quantized LSTM (dynamic batch) runs without Python's
+    kernels and gives the compiled graph's values (float gates to float32's last bits)."""
+    ember.manual_seed(2)
+    lstm = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(ember.nn.LSTM(8, 16)))
+
+    class Out(ember.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = lstm
+
+        def forward(self, x: ember.Tensor) -> ember.Tensor:
+            return self.m(x)[0]
+
+    w = Out()
+    ep = ember.export.export(w, (ember.randn(4, 3, 8),),
+                             dynamic_shapes=({1: ember.export.Dim("b")},))
+    path = ember._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "q.pt2"))
+    m = ember._inductor.aoti_load_package(path)
+    for b in (3, 6):
+        x = ember.tensor(_rand((4, b, 8), b))
+        np.testing.assert_allclose(m(x).numpy(), w(x).numpy(), rtol=0, atol=1e-6)
+
+
+def _f16_zoo(lib) -> object:  # noqa: ANN001
+    nn = lib.nn
+    return nn.Sequential(nn.Linear(300, 40), nn.LSTM(8, 16, 2, bidirectional=True),
+                         nn.GRU(8, 16), nn.LSTMCell(8, 16), nn.GRUCell(8, 16), nn.RNNCell(8, 16))
+
+
+def test_float16_dynamic_matches_torch() -> None:
+    """``dtype=ember.float16``: PyTorch's default set with ``float16_dynamic_qconfig``;
+    weights stored as float16 (clamped to +-65504, rounded to nearest even: torch's
+    ``weight()`` bits), float32 activations and accumulation, the bias added after."""
+    torch.manual_seed(4)
+    t = _f16_zoo(torch)
+    with torch.no_grad():
+        t[0].weight[0, :3] = torch.tensor([1e6, 1.00048828125, 1e-5])   # saturate, tie, sub
+    e = _f16_zoo(ember)
+    e.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    t_q = tq.quantize_dynamic(t, dtype=torch.float16)
+    e_q = ember.ao.quantization.quantize_dynamic(e, dtype=ember.float16)
+    assert repr(e_q).replace("ember.", "torch.") == repr(t_q)
+    assert e_q[0]._packed_params._weight16.dtype is ember.float16
+    np.testing.assert_array_equal(e_q[0].weight().numpy(), t_q[0].weight().numpy())
+    x = _rand((5, 300), 11, 2.0)
+    np.testing.assert_allclose(e_q[0](ember.tensor(x)).numpy(),
+                               t_q[0](torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-5)
+    xs = _rand((6, 3, 8), 12)
+    for i in range(1, 6):
+        inp = xs if i < 3 else xs[0]
+        a, b = e_q[i](ember.tensor(inp)), t_q[i](torch.from_numpy(inp))
+        for u, v in zip(_leaves(a), _leaves(b), strict=True):
+            np.testing.assert_allclose(u.numpy(), v.detach().numpy(), rtol=0, atol=1e-6)
+    assert list(e_q.state_dict()) == list(t_q.state_dict())
+
+
+def test_float16_linear_state_dict_both_ways_with_torch(tmp_path) -> None:  # noqa: ANN001
+    """The float16 Linear's state dict is torch's (``_packed_params._packed_params`` =
+    (float32 weight, bias)): torch loads ember's file and ember loads torch's, same outputs."""
+    t, e = _pair("Linear", {}, 64, 10, seed=5)
+    t_q = tq.quantize_dynamic(torch.nn.Sequential(t), {torch.nn.Linear}, dtype=torch.float16)
+    e_q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(e), {ember.nn.Linear},
+                                                 dtype=ember.float16)
+    x = _rand((7, 64), 13)
+    ember.save(e_q.state_dict(), tmp_path / "e.pt")
+    t2 = tq.quantize_dynamic(torch.nn.Sequential(torch.nn.Linear(64, 10)), dtype=torch.float16)
+    t2.load_state_dict(torch.load(tmp_path / "e.pt", weights_only=True))
+    np.testing.assert_array_equal(t2(torch.from_numpy(x)).detach().numpy(),
+                                  t_q(torch.from_numpy(x)).detach().numpy())
+    torch.save(t_q.state_dict(), tmp_path / "t.pt")
+    e2 = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(ember.nn.Linear(64, 10)),
+                                                dtype=ember.float16)
+    e2.load_state_dict(ember.load(tmp_path / "t.pt"))
+    np.testing.assert_array_equal(e2(ember.tensor(x)).numpy(), e_q(ember.tensor(x)).numpy())
+
+
+def test_float16_dynamic_exports() -> None:
+    """The float16 Linear / LSTM forward is ember ops: it exports, the float16 weights lifted
+    as constants by FQN, and ``ep.module()`` gives eager's bits."""
+    ember.manual_seed(3)
+    m = ember.nn.Sequential(ember.nn.LSTM(8, 16), ember.nn.Linear(16, 4))
+
+    class Net(ember.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = ember.ao.quantization.quantize_dynamic(m, dtype=ember.float16)
+
+        def forward(self, x: ember.Tensor) -> ember.Tensor:
+            return self.m[1](self.m[0](x)[0])
+
+    net = Net()
+    x = ember.tensor(_rand((5, 2, 8), 14))
+    ep = ember.export.export(net, (x,))
+    consts = {s.target for s in ep.graph_signature.input_specs if s.kind.name ==
+              "CONSTANT_TENSOR"}
+    assert "m.1._packed_params._weight16" in consts
+    np.testing.assert_array_equal(ep.module()(x).numpy(), net(x).numpy())

@@ -10,6 +10,7 @@ from ember.ao.quantization.observer import (  # noqa: F401
     default_dynamic_quant_observer,
     default_per_channel_weight_observer,
     default_weight_observer,
+    float16_dynamic_qconfig,
     per_channel_dynamic_qconfig,
     per_token_dynamic_qconfig,
     per_token_dynamic_quant_observer,

@@ -143,6 +143,10 @@ default_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                   weight=default_weight_observer)
 per_channel_dynamic_qconfig = QConfig(activation=default_dynamic_quant_observer,
                                       weight=default_per_channel_weight_observer)
+# PyTorch's float16 dynamic quantization: weights stored as float16, activations float32
+float16_dynamic_qconfig = QConfig(
+    activation=functools.partial(PlaceholderObserver, dtype=dt.float16, is_dynamic=True),
+    weight=functools.partial(PlaceholderObserver, dtype=dt.float16))
 # ember's addition (torchao's int8 dynamic activation / int8 weight scheme): every row of the
 # input (every token) gets its own scale and zero point, weights per output channel
 per_token_affine = "per_token_affine"
@@ -153,7 +157,8 @@ per_token_dynamic_qconfig = QConfig(activation=per_token_dynamic_quant_observer,
                                     weight=default_per_channel_weight_observer)
 
 __all__ = ["MinMaxObserver", "PerChannelMinMaxObserver", "PlaceholderObserver", "QConfig",
-           "default_dynamic_qconfig", "per_channel_dynamic_qconfig", "per_token_dynamic_qconfig",
+           "default_dynamic_qconfig", "float16_dynamic_qconfig", "per_channel_dynamic_qconfig",
+           "per_token_dynamic_qconfig",
            "per_token_dynamic_quant_observer", "per_token_affine",
            "default_dynamic_quant_observer", "default_weight_observer",
            "default_per_channel_weight_observer"]

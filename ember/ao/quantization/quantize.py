@@ -14,7 +14,11 @@ from typing import Any
 
 from ember import dtypes as dt
 from ember import nn
-from ember.ao.quantization.observer import QConfig, default_dynamic_qconfig
+from ember.ao.quantization.observer import (
+    QConfig,
+    default_dynamic_qconfig,
+    float16_dynamic_qconfig,
+)
 from ember.errors import DTypeError
 
 
@@ -28,14 +32,15 @@ def get_default_dynamic_quant_module_mappings() -> dict:
 
 
 def _spec(qconfig_spec: Any, dtype: dt.dtype) -> dict:
-    if dtype is not dt.qint8:
-        raise DTypeError(f"[quantize_dynamic] only dtype=ember.qint8 is supported, got {dtype} "
-                         "(float16 dynamic quantization is not implemented)")
-    if qconfig_spec is None:     # PyTorch's default set for qint8
+    if dtype not in (dt.qint8, dt.float16):
+        raise DTypeError(f"[quantize_dynamic] only dtype=ember.qint8 or ember.float16 is "
+                         f"supported, got {dtype}")
+    qconfig = default_dynamic_qconfig if dtype is dt.qint8 else float16_dynamic_qconfig
+    if qconfig_spec is None:     # PyTorch's default set for qint8 and float16
         return dict.fromkeys([nn.Linear, nn.LSTM, nn.GRU, nn.LSTMCell, nn.RNNCell, nn.GRUCell],
-                             default_dynamic_qconfig)
+                             qconfig)
     if isinstance(qconfig_spec, (set, frozenset, list, tuple)):
-        return dict.fromkeys(qconfig_spec, default_dynamic_qconfig)
+        return dict.fromkeys(qconfig_spec, qconfig)
     return dict(qconfig_spec)
 
 

@@ -57,21 +57,44 @@ def _op_tensors(w: kern.PackedWeight, bias: np.ndarray | None) -> tuple:
     return (tensor(p.data), tensor(p.colsum), tensor(scale), tensor(b))
 
 
+_F16_MAX = 65504.0
+
+
+def _check_dtype(dtype: dt.dtype, op: str) -> None:
+    if dtype not in (dt.qint8, dt.float16):
+        raise DTypeError(f"[{op}] only ember.qint8 and ember.float16 are supported, got {dtype}")
+
+
 class LinearPackedParams(Module):
-    """Holds the quantized weight and the float bias (saved as ``_packed_params``)."""
+    """Holds the quantized weight and the float bias (saved as ``_packed_params``).  With
+    ``dtype=ember.float16`` the weight is stored as float16 (PyTorch's
+    ``linear_prepack_fp16``: clamped to +-65504, rounded to nearest even)."""
 
     _version = 3
 
     def __init__(self, dtype: dt.dtype = dt.qint8) -> None:
         super().__init__()
-        if dtype is not dt.qint8:
-            raise DTypeError(f"[quantized.dynamic.Linear] only ember.qint8 is supported, "
-                             f"got {dtype} (float16 dynamic quantization is not implemented)")
+        _check_dtype(dtype, "quantized.dynamic.Linear")
         self.dtype = dtype
-        self.set_weight_bias(quantize_per_tensor(tensor(np.zeros((1, 1), np.float32)), 1.0, 0,
-                                                 dt.qint8), None)
+        w = tensor(np.zeros((1, 1), np.float32))
+        self.set_weight_bias(w if dtype is dt.float16 else quantize_per_tensor(w, 1.0, 0,
+                                                                             dt.qint8), None)
 
-    def set_weight_bias(self, weight: QuantizedTensor, bias: Tensor | None) -> None:
+    def _set_float16(self, weight: Tensor, bias: Tensor | None) -> None:
+        if not isinstance(weight, Tensor) or not weight.dtype.is_floating_point:
+            raise EmberTypeError("[quantized.dynamic.Linear] a float16 packed weight is made "
+                                 "from a float tensor")
+        w = np.clip(weight.detach().float().numpy(), -_F16_MAX, _F16_MAX)
+        self._weight16 = tensor(w.astype(np.float16))       # the stored weight
+        self._weight, self._bias = None, bias
+        self._bias_np = None if bias is None else \
+            np.ascontiguousarray(bias.detach().numpy(), dtype=np.float32)
+        self._bias32 = None if bias is None else tensor(self._bias_np)   # no autograd
+
+    def set_weight_bias(self, weight: QuantizedTensor | Tensor, bias: Tensor | None) -> None:
+        if self.dtype is dt.float16:
+            self._set_float16(weight, bias)
+            return
         if not isinstance(weight, QuantizedTensor) or weight.dtype is not dt.qint8:
             raise EmberTypeError("[quantized.dynamic.Linear] the weight must be a qint8 "
                                  "quantized tensor (ember.quantize_per_tensor/per_channel)")
@@ -84,11 +107,21 @@ class LinearPackedParams(Module):
         (self._packed_weight, self._packed_colsum, self._packed_scale,
          self._packed_bias) = _op_tensors(self._packed, self._bias_np)
 
+    def _float16_linear(self, x: Tensor) -> Tensor:
+        """PyTorch's ``linear_dynamic_fp16``: the float16 weight widened exactly, a float32
+        product (float32 accumulation), then the bias added (``output.add_(bias)``)."""
+        from ember.nn import functional as F  # noqa: PLC0415, N812
+
+        out = F.linear(x, self._weight16.float())
+        return out if self._bias32 is None else out + self._bias32
+
     @property
     def _qargs(self) -> tuple:
         return self._packed_weight, self._packed_colsum, self._packed_scale, self._packed_bias
 
     def _weight_bias(self) -> tuple:
+        if self.dtype is dt.float16:     # PyTorch unpacks it as float32
+            return self._weight16.float(), self._bias
         return self._weight, self._bias
 
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
@@ -126,8 +159,9 @@ class Linear(Module):
         # full [0, 255] (PyTorch's per-tensor scheme: one pair over [0, 127], reduce_range)
         self.per_row_input = False
         self._packed_params = LinearPackedParams(dtype)
-        w = quantize_per_tensor(tensor(np.zeros((out_features, in_features), np.float32)),
-                                1.0, 0, dt.qint8)
+        w = tensor(np.zeros((out_features, in_features), np.float32))
+        if dtype is dt.qint8:
+            w = quantize_per_tensor(w, 1.0, 0, dt.qint8)
         self._packed_params.set_weight_bias(
             w, tensor(np.zeros(out_features, np.float32)) if bias_ else None)
 
@@ -135,20 +169,22 @@ class Linear(Module):
         return "DynamicQuantizedLinear"
 
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"dtype={self._packed_params.dtype}, "
-                f"qscheme=ember.{self._packed_params._weight.qscheme()}")
+        s = (f"in_features={self.in_features}, out_features={self.out_features}, "
+             f"dtype={self._packed_params.dtype}")
+        if self._packed_params.dtype is dt.qint8:
+            s += f", qscheme=ember.{self._packed_params._weight.qscheme()}"
+        return s
 
     def __repr__(self) -> str:      # PyTorch hides _packed_params
         return f"{self._get_name()}({self.extra_repr()})"
 
-    def weight(self) -> QuantizedTensor:
-        return self._packed_params._weight
+    def weight(self) -> QuantizedTensor | Tensor:
+        return self._packed_params._weight_bias()[0]
 
     def bias(self) -> Tensor | None:
         return self._packed_params._bias
 
-    def set_weight_bias(self, w: QuantizedTensor, b: Tensor | None) -> None:
+    def set_weight_bias(self, w: QuantizedTensor | Tensor, b: Tensor | None) -> None:
         self._packed_params.set_weight_bias(w, b)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -159,6 +195,8 @@ class Linear(Module):
             raise ShapeError(f"[quantized.dynamic.Linear] input of shape {tuple(x.shape)} does "
                              f"not end in in_features={self.in_features}")
         p = self._packed_params
+        if p.dtype is dt.float16:
+            return p._float16_linear(x.detach())
         # one op (ember/ops/qlinear.py): eager runs the packed C kernel; ember.compile
         # records it and the C backend lowers it into the graph (no graph break)
         return bind(QLINEAR_DYNAMIC, x.detach(), *p._qargs, m=self.out_features,
@@ -183,11 +221,15 @@ class Linear(Module):
         """Quantize a float ``nn.Linear`` that carries a ``qconfig`` (as ``quantize_dynamic``
         sets); without one, ``default_dynamic_qconfig``."""
         qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
+        bias = None if mod.bias is None else mod.bias.detach().float().clone()
+        if qconfig.weight().dtype is dt.float16:
+            q = cls(mod.in_features, mod.out_features, dtype=dt.float16)
+            q.set_weight_bias(mod.weight.detach().float(), bias)
+            return q
         qw = quantize_weight(mod.weight, qconfig, "quantized.dynamic.Linear")
         q = cls(mod.in_features, mod.out_features, dtype=dt.qint8)
         act = qconfig.activation()
         q.per_row_input = getattr(act, "qscheme", None) == per_token_affine
-        bias = None if mod.bias is None else mod.bias.detach().float().clone()
         q.set_weight_bias(qw, bias)
         return q
 

@@ -59,7 +59,10 @@ class PackedWeightBias(LinearPackedParams):
     Its owner writes the state dict entry (PyTorch's keys)."""
 
     def linear(self, x: Tensor) -> Tensor:
-        """``linear_dynamic(x, W, b)``: (..., K) float32 -> (..., M) float32."""
+        """``linear_dynamic(x, W, b)``: (..., K) float32 -> (..., M) float32 (float16
+        weights: ``linear_dynamic_fp16``)."""
+        if self.dtype is dt.float16:
+            return self._float16_linear(x)
         m, k = self._weight._codes.shape
         return bind(QLINEAR_DYNAMIC, x, *self._qargs, m=m, k=k, per_row=False,
                     reduce_range=True, has_bias=self._bias_np is not None)
@@ -72,16 +75,23 @@ class PackedWeightBias(LinearPackedParams):
 
 
 def _packed(weight: Tensor, bias: Tensor | None, qconfig: Any, op: str) -> PackedWeightBias:
-    p = PackedWeightBias()
+    """int8 (``qconfig``'s weight observer) or float16 (``float16_dynamic_qconfig``)."""
     b = None if bias is None else bias.detach().float().clone()
+    if qconfig.weight().dtype is dt.float16:
+        p = PackedWeightBias(dt.float16)
+        p.set_weight_bias(weight.detach().float(), b)
+        return p
+    p = PackedWeightBias()
     p.set_weight_bias(quantize_weight(weight, qconfig, op), b)
     return p
 
 
-def _placeholder(rows: int, cols: int, bias: bool) -> PackedWeightBias:
+def _placeholder(rows: int, cols: int, bias: bool, dtype: dt.dtype) -> PackedWeightBias:
     """A zero weight (torch's ``__init__`` packs random ones; ``from_float`` replaces it)."""
-    p = PackedWeightBias()
-    w = quantize_per_tensor(tensor(np.zeros((rows, cols), np.float32)), 1.0, 0, dt.qint8)
+    p = PackedWeightBias(dtype)
+    w = tensor(np.zeros((rows, cols), np.float32))
+    if dtype is dt.qint8:
+        w = quantize_per_tensor(w, 1.0, 0, dt.qint8)
     p.set_weight_bias(w, tensor(np.zeros(rows, np.float32)) if bias else None)
     return p
 
@@ -249,9 +259,9 @@ class RNNCellBase(Module):
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
                  num_chunks: int = 4, dtype: dt.dtype = dt.qint8) -> None:
         super().__init__()
-        if dtype is not dt.qint8:
-            raise DTypeError(f"[{self._OP}] only ember.qint8 is supported, got {dtype} "
-                             "(float16 dynamic quantization is not implemented)")
+        if dtype not in (dt.qint8, dt.float16):
+            raise DTypeError(f"[{self._OP}] only ember.qint8 and ember.float16 are supported, "
+                             f"got {dtype}")
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         self.weight_dtype = dtype
         rows = num_chunks * hidden_size
@@ -261,8 +271,8 @@ class RNNCellBase(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
-        self._packed_weight_ih = _placeholder(rows, input_size, bias)
-        self._packed_weight_hh = _placeholder(rows, hidden_size, bias)
+        self._packed_weight_ih = _placeholder(rows, input_size, bias, dtype)
+        self._packed_weight_hh = _placeholder(rows, hidden_size, bias, dtype)
 
     def _get_name(self) -> str:
         return "DynamicQuantizedRNNBase"
@@ -312,7 +322,8 @@ class RNNCellBase(Module):
         qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
         target = kinds[type(mod)]
         extra = {"nonlinearity": mod.nonlinearity} if target is RNNCell else {}
-        q = target(mod.input_size, mod.hidden_size, bias=mod.bias, **extra)
+        q = target(mod.input_size, mod.hidden_size, bias=mod.bias,
+                   dtype=qconfig.weight().dtype, **extra)
         if not mod.bias:
             raise EmberValueError(f"[{target._OP}] mod.bias must be True")
         q._packed_weight_ih = _packed(mod.weight_ih, mod.bias_ih, qconfig, target._OP)
@@ -354,8 +365,8 @@ class RNNCellBase(Module):
                     missing_keys.append(key)
                 continue
             w, b = state_dict.pop(key)
-            if not isinstance(w, QuantizedTensor):
-                raise EmberTypeError(f"[{self._OP}] {key} must hold (qint8 weight, bias); "
+            if not isinstance(w, (QuantizedTensor, Tensor)):
+                raise EmberTypeError(f"[{self._OP}] {key} must hold (weight, bias); "
                                      f"got {type(w).__name__} (torch's packed objects are "
                                      "not readable)")
             getattr(self, f"_packed_weight_{kind}").set_weight_bias(w, b)
