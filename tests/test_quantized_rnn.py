@@ -323,3 +323,20 @@ def test_float16_dynamic_exports() -> None:
               "CONSTANT_TENSOR"}
     assert "m.1._packed_params._weight16" in consts
     np.testing.assert_array_equal(ep.module()(x).numpy(), net(x).numpy())
+
+
+@pytest.mark.parametrize("name", ["LSTMCell", "GRUCell", "GRU"])
+def test_per_channel_weights_match_torch(name: str) -> None:
+    """``per_channel_dynamic_qconfig`` on the recurrent modules: per-row int8 weights, as
+    torch quantizes them."""
+    t, e = _pair(name, {}, 8, 16, seed=9)
+    tqc = {getattr(torch.nn, name): tq.per_channel_dynamic_qconfig}
+    eqc = {getattr(ember.nn, name): ember.ao.quantization.per_channel_dynamic_qconfig}
+    t_q = tq.quantize_dynamic(torch.nn.Sequential(t), tqc)
+    e_q = ember.ao.quantization.quantize_dynamic(ember.nn.Sequential(e), eqc)
+    w = e_q[0].get_weight()
+    assert all(v.qscheme() == "per_channel_affine" for v in w.values())
+    x = _rand((5, 8) if "Cell" in name else (4, 5, 8), 15, 2.0)
+    for u, v in zip(_leaves(e_q[0](ember.tensor(x))), _leaves(t_q[0](torch.from_numpy(x))),
+                    strict=True):
+        np.testing.assert_allclose(u.numpy(), v.detach().numpy(), rtol=0, atol=1e-6)
