@@ -340,3 +340,21 @@ def test_per_channel_weights_match_torch(name: str) -> None:
     for u, v in zip(_leaves(e_q[0](ember.tensor(x))), _leaves(t_q[0](torch.from_numpy(x))),
                     strict=True):
         np.testing.assert_allclose(u.numpy(), v.detach().numpy(), rtol=0, atol=1e-6)
+
+
+def test_direct_construction_like_torch() -> None:
+    """``nnqd.LSTM(4, 3)`` / ``nnqd.GRU(..., dtype=float16)`` / ``nnqd.LSTMCell(4, 3)`` are
+    usable modules (torch packs random weights), with torch's ``dtype``/``weight_dtype``."""
+    for lib, nnq in ((torch, torch.ao.nn.quantized.dynamic), (ember, nnqd)):
+        lstm, gru = nnq.LSTM(4, 3), nnq.GRU(4, 3, 2, dtype=lib.float16)
+        cell = nnq.LSTMCell(4, 3)
+        out, (h, c) = lstm(lib.zeros(5, 2, 4))
+        assert tuple(out.shape) == (5, 2, 3) and tuple(h.shape) == (1, 2, 3)
+        assert tuple(gru(lib.zeros(5, 2, 4))[0].shape) == (5, 2, 3)
+        assert tuple(cell(lib.zeros(2, 4))[1].shape) == (2, 3)
+        assert (lstm.dtype, gru.dtype, cell.weight_dtype) == (lib.qint8, lib.float16, lib.qint8)
+        assert [repr(m).replace("ember.", "torch.") for m in (lstm, gru, cell)] == [
+            "DynamicQuantizedLSTM(4, 3)", "DynamicQuantizedGRU(4, 3, num_layers=2)",
+            "DynamicQuantizedLSTMCell(4, 3)"]
+    with pytest.raises(ember.DTypeError, match=r"\[quantized.dynamic.LSTM\]"):
+        nnqd.LSTM(4, 3, dtype=ember.int8)

@@ -36,7 +36,7 @@ from ember import nn
 from ember._frontend.creation import tensor, zeros
 from ember._frontend.movement import cat, stack
 from ember.ao.nn.quantized.dynamic.linear import LinearPackedParams, quantize_weight
-from ember.ao.quantization.observer import default_dynamic_qconfig
+from ember.ao.quantization.observer import default_dynamic_qconfig, float16_dynamic_qconfig
 from ember.ao.quantization.qtensor import QuantizedTensor, quantize_per_tensor
 from ember.errors import (
     DTypeError,
@@ -150,16 +150,25 @@ class _QuantizedRNNMixin:
     def __repr__(self) -> str:      # PyTorch hides _all_weight_values
         return f"{self._get_name()}({self.extra_repr()})"
 
-    @classmethod
-    def from_float(cls, mod: Any, use_precomputed_fake_quant: bool = False) -> Any:
-        """Quantize a float module's weights (its ``qconfig``, as ``quantize_dynamic`` sets,
-        or ``default_dynamic_qconfig``)."""
-        op = f"quantized.dynamic.{cls.__name__}"
-        if getattr(mod, "proj_size", 0):
+    def __init__(self, *args: Any, dtype: dt.dtype = dt.qint8, **kwargs: Any) -> None:
+        """PyTorch's signature: the float module's arguments and ``dtype`` (``ember.qint8``
+        or ``ember.float16``); the weights start as the float module's random ones,
+        quantized (``from_float`` replaces them)."""
+        op = f"quantized.dynamic.{type(self).__name__}"
+        if dtype not in (dt.qint8, dt.float16):
+            raise DTypeError(f"[{op}] only ember.qint8 and ember.float16 are supported, got "
+                             f"{dtype}")
+        if kwargs.get("proj_size", 0):
             raise EmberNotImplementedError(f"[{op}] proj_size is not supported")
-        qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
-        q = cls(mod.input_size, mod.hidden_size, mod.num_layers, mod.bias, mod.batch_first,
-                mod.dropout, mod.bidirectional)
+        super().__init__(*args, **kwargs)
+        self.dtype = dtype
+        self._set_weights(self, default_dynamic_qconfig if dtype is dt.qint8
+                          else float16_dynamic_qconfig)
+
+    def _set_weights(self, mod: Any, qconfig: Any) -> None:
+        """Quantize ``mod``'s float weights into ``_all_weight_values`` (one
+        ``PackedParameter`` per layer and direction) and drop the float ones of ``self``."""
+        op = f"quantized.dynamic.{type(self).__name__}"
         cells = []
         for names in mod._all_weights:
             ws = {n.split("_l")[0]: getattr(mod, n) for n in names}
@@ -168,11 +177,23 @@ class _QuantizedRNNMixin:
                 setattr(cell, f"_packed_weight_{kind}",
                         _packed(ws[f"weight_{kind}"], ws.get(f"bias_{kind}"), qconfig, op))
             cells.append(PackedParameter(cell))
-        for name in q._flat_weights_names:        # the float weights live on as int8 only
-            delattr(q, name)
-        q._flat_weights_names = []
-        q._float_marker = tensor(np.zeros(0, np.float32))
-        q._all_weight_values = nn.ModuleList(cells)
+        for name in self._flat_weights_names:     # the float weights live on quantized only
+            delattr(self, name)
+        self._flat_weights_names = []
+        self._float_marker = tensor(np.zeros(0, np.float32))
+        self._all_weight_values = nn.ModuleList(cells)
+
+    @classmethod
+    def from_float(cls, mod: Any, use_precomputed_fake_quant: bool = False) -> Any:
+        """Quantize a float module's weights (its ``qconfig``, as ``quantize_dynamic`` sets,
+        or ``default_dynamic_qconfig``; ``float16_dynamic_qconfig``: float16 weights)."""
+        if getattr(mod, "proj_size", 0):
+            raise EmberNotImplementedError(f"[quantized.dynamic.{cls.__name__}] proj_size is "
+                                           "not supported")
+        qconfig = getattr(mod, "qconfig", None) or default_dynamic_qconfig
+        q = cls(mod.input_size, mod.hidden_size, mod.num_layers, mod.bias, mod.batch_first,
+                mod.dropout, mod.bidirectional, dtype=qconfig.weight().dtype)
+        q._set_weights(mod, qconfig)
         return q.eval()
 
     def _weight_bias(self) -> dict:
