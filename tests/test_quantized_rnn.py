@@ -193,11 +193,12 @@ class _Seq(ember.nn.Module):
         return self.rnn(hc) + h.sum(0)[:, :6]
 
 
-def test_export_quantized_lstm_gru_and_cells_equals_eager() -> None:
+def test_export_quantized_lstm_gru_and_cells_equals_eager(tmp_path) -> None:  # noqa: ANN001
     """``ember.export.export`` of a model with quantized LSTM, GRU and cells: one
     ``qlinear_dynamic`` node per product (the input projections of a sequence once, the
     hidden ones per step), the packed weights lifted as constants named by FQN, and
-    ``ep.module()`` gives eager's bits, for the traced batch size and another (dynamic)."""
+    ``ep.module()`` (also after save and load) gives eager's bits, for the traced batch size
+    and another (dynamic)."""
     ember.manual_seed(0)
     q = ember.ao.quantization.quantize_dynamic(_Seq())
     x = ember.tensor(_rand((3, 5, 8), 9, 2.0))
@@ -209,9 +210,12 @@ def test_export_quantized_lstm_gru_and_cells_equals_eager() -> None:
               "CONSTANT_TENSOR"}
     assert "lstm._all_weight_values.3.param._packed_weight_hh._packed_weight" in consts
     assert "cell._packed_weight_ih._packed_colsum" in consts
+    ember.export.save(ep, tmp_path / "q.pt2")
+    loaded = ember.export.load(tmp_path / "q.pt2")
     for batch in (3, 7):
         xb = ember.tensor(_rand((batch, 5, 8), batch, 2.0))
         np.testing.assert_array_equal(ep.module()(xb).numpy(), q(xb).numpy())
+        np.testing.assert_array_equal(loaded.module()(xb).numpy(), q(xb).numpy())
 
 
 def test_compiled_quantized_lstm_is_one_graph() -> None:
