@@ -145,7 +145,9 @@ class LinearPackedParams(Module):
 
 class Linear(Module):
     """A Linear whose weight is int8 (per tensor or per output channel) and whose input is
-    quantized to uint8 at every call (PyTorch's ``DynamicQuantizedLinear``)."""
+    quantized to uint8 at every call (PyTorch's ``DynamicQuantizedLinear``); with
+    ``dtype=ember.float16`` the weight is stored as float16 and the product is float32
+    (PyTorch's ``linear_dynamic_fp16``)."""
 
     _version = 4
 
