@@ -1,0 +1,157 @@
+"""Eager float16/bfloat16 convolutions on the half GEMM kernels (``_hgemm_c.gemm3``): im2col
+in the half dtype (a strided window copy of 2-byte values; none for a 1x1, stride-1,
+unpadded convolution, whose input is its own column matrix), then one half product with
+float32 accumulation and one rounding, instead of widening input and weight to float32 for
+BLAS (``lowp``).  bfloat16 runs on the AMX tiles where the CPU has them.
+
+- forward: ``W (G, Og, Cg*K) @ cols (N, G, Cg*K, P)``, the weight shared by every sample
+  (a batch stride of 0);
+- input gradient: ``W^T @ g`` per sample, then col2im.  Where windows overlap (a 3x3 stride-1
+  kernel) a pixel's gradient sums several column entries, so the product is kept in float32,
+  added up in float32 and rounded once; where they do not (1x1, kernel <= stride) each pixel
+  takes one entry and the product is rounded directly;
+- weight gradient: one product over the batch and the pixels together, ``g (G, Og, N*P) @
+  cols^T (G, N*P, Cg*K)`` (the batch sum is part of the float32 accumulation: one rounding).
+
+Each function returns None where it does not apply (another dtype, a product of at most
+``SMALL_M`` rows such as a depthwise convolution, empty sizes, no C compiler,
+``EMBER_EAGER_C=0``); the caller keeps the widen + BLAS path, whose results are the float32
+sums rounded once (so the two agree within the rounding of float32 summation order: one ulp
+of the half dtype).
+
+>>> import numpy as np
+>>> x = np.ones((1, 8, 3, 3), np.float16)
+>>> w = np.ones((8, 8, 1, 1), np.float16)
+>>> p = dict(stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1)
+>>> y = conv(x, w, p)
+>>> y is None or float(y.max()) == 8.0
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+from ember.ops import _half_c, _hgemm_c
+from ember.ops.nn_conv import _pad_array, _windows, conv_out_size
+
+_HALF = frozenset({np.dtype(np.float16).num, np.dtype(ml_dtypes.bfloat16).num})
+
+
+def _applies(*arrays: np.ndarray) -> bool:
+    d = arrays[0].dtype
+    return d.num in _HALF and all(a.dtype == d for a in arrays) and \
+        all(a.size for a in arrays)
+
+
+def _plain(p: dict, kernel: tuple) -> bool:
+    """A 1x1 convolution with unit stride and no padding (its input is its column matrix)."""
+    return all(k == 1 for k in kernel) and all(s == 1 for s in p["stride"]) and \
+        not any(lo or hi for lo, hi in p["padding"])
+
+
+def _cols(x: np.ndarray, kernel: tuple, p: dict, out: tuple, batch_inner: bool) -> np.ndarray:
+    """im2col in x's dtype: ``(N, G, Cg*K, P)``, or with ``batch_inner`` ``(G, Cg*K, N*P)``
+    (the weight gradient's layout: the batch joins the pixels)."""
+    n, c = x.shape[:2]
+    g, d = p["groups"], len(kernel)
+    win = _windows(_pad_array(x, p["padding"]), kernel, p["stride"], p["dilation"], out)
+    ks, os_ = tuple(range(2 + d, 2 + 2 * d)), tuple(range(2, 2 + d))
+    cgk = (c // g) * math.prod(kernel)
+    if batch_inner:
+        return win.transpose((1,) + ks + (0,) + os_).reshape(g, cgk, n * math.prod(out))
+    return win.transpose((0, 1) + ks + os_).reshape(n, g, cgk, math.prod(out))
+
+
+def _shared(a: np.ndarray, n: int) -> np.ndarray:
+    """2-d ``a`` as a (n, rows, cols) batch that shares its memory (batch stride 0)."""
+    return np.lib.stride_tricks.as_strided(a, (n,) + a.shape, (0,) + a.strides,
+                                           writeable=False)
+
+
+def _products(a: np.ndarray, b: np.ndarray, res: np.ndarray) -> bool:
+    """``res[i, j] = a[j] @ b[i, j]`` for a (G, m, k) shared by all i, b (N, G, k, n), into a
+    C-contiguous res (N, G, m, n): one call with the weight shared for G == 1, else one per
+    sample."""
+    n, g = b.shape[:2]
+    if g == 1:
+        return _hgemm_c.gemm3(_shared(a[0], n), b[:, 0], res[:, 0])
+    return all(_hgemm_c.gemm3(a, b[i], res[i]) for i in range(n))
+
+
+def conv(x: np.ndarray, w: np.ndarray, p: dict) -> np.ndarray | None:
+    """``convolution(x, w)`` for float16/bfloat16 x, w: one rounding of float32 sums."""
+    if not _applies(x, w):
+        return None
+    g, kernel = p["groups"], w.shape[2:]
+    n, o = x.shape[0], w.shape[0]
+    out = tuple(conv_out_size(x.shape[2 + i], kernel[i], p["stride"][i], p["padding"][i],
+                              p["dilation"][i]) for i in range(len(kernel)))
+    pix = math.prod(out)
+    if o // g <= _hgemm_c.SMALL_M or pix <= 0:
+        return None
+    cols = _cols(x, kernel, p, out, False)
+    res = np.empty((n, g, o // g, pix), x.dtype)
+    if not _products(w.reshape(g, o // g, -1), cols, res):
+        return None
+    return res.reshape((n, o) + out)
+
+
+def input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, p: dict) -> np.ndarray | None:
+    """``conv_input_grad(g, w)`` (a transposed convolution) for float16/bfloat16 g, w."""
+    groups, kernel = p["groups"], w.shape[2:]
+    n, c = input_shape[:2]
+    o, out = w.shape[0], g.shape[2:]
+    cgk = (c // groups) * math.prod(kernel)
+    if not _applies(g, w) or cgk <= _hgemm_c.SMALL_M or 0 in input_shape:
+        return None
+    gm = g.reshape(n, groups, o // groups, math.prod(out))
+    wt = w.reshape(groups, o // groups, cgk).transpose(0, 2, 1)       # (G, Cg*K, Og)
+    if _plain(p, kernel) and tuple(out) == tuple(input_shape[2:]):
+        res = np.empty((n, groups, cgk, math.prod(out)), g.dtype)
+        return res.reshape(input_shape) if _products(wt, gm, res) else None
+    # a pixel takes one column entry where windows cannot overlap: round the product directly
+    single = all(k == 1 or (dl == 1 and k <= s)
+                 for k, dl, s in zip(kernel, p["dilation"], p["stride"]))
+    cols = np.empty((n, groups, cgk, math.prod(out)), g.dtype if single else np.float32)
+    if not _products(wt, gm, cols):
+        return None
+    cols = cols.reshape((n, groups, c // groups) + tuple(kernel) + tuple(out))
+    padded = tuple(s + lo + hi for s, (lo, hi) in zip(input_shape[2:], p["padding"]))
+    gp = np.zeros((n, groups, c // groups) + padded, dtype=cols.dtype)
+    for idx in np.ndindex(*kernel):
+        sl = (slice(None),) * 3 + tuple(
+            slice(i * dl, i * dl + s * (m - 1) + 1, s)
+            for i, dl, s, m in zip(idx, p["dilation"], p["stride"], out))
+        if single:
+            gp[sl] = cols[(slice(None),) * 3 + idx]
+        else:
+            gp[sl] += cols[(slice(None),) * 3 + idx]
+    crop = (slice(None),) * 3 + tuple(slice(lo, lo + s) for s, (lo, _hi) in
+                                      zip(input_shape[2:], p["padding"]))
+    res = np.ascontiguousarray(gp[crop]).reshape(input_shape)
+    return res if single else _half_c.narrow(res, g.dtype)
+
+
+def weight_grad(x: np.ndarray, g: np.ndarray, weight_shape: tuple,
+                p: dict) -> np.ndarray | None:
+    """``conv_weight_grad(x, g)`` for float16/bfloat16 x, g: the batch and pixel sums in one
+    float32 accumulation, rounded once."""
+    groups = p["groups"]
+    n, o = g.shape[:2]
+    out, kernel = g.shape[2:], tuple(weight_shape[2:])
+    og, pix = o // groups, math.prod(g.shape[2:])
+    if not _applies(x, g) or og <= _hgemm_c.SMALL_M or 0 in weight_shape:
+        return None
+    cols = _cols(x, kernel, p, out, True)                              # (G, Cg*K, N*P)
+    gt = g.reshape(n, groups, og, pix).transpose(1, 2, 0, 3).reshape(groups, og, n * pix)
+    res = np.empty((groups, og, cols.shape[1]), x.dtype)
+    if not _hgemm_c.gemm3(gt, cols.transpose(0, 2, 1), res):
+        return None
+    return res.reshape(weight_shape)
+
+
+__all__ = ["conv", "input_grad", "weight_grad"]
