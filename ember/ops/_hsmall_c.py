@@ -64,6 +64,10 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
             or a.shape[-2] > SMALL_M or (bias is not None and bias.dtype != a.dtype)):
         return None
     (m, k), n = a.shape[-2:], b.shape[-1]
+    out = np.empty(a.shape[:-1] + (n,), a.dtype)
+    if out.size == 0 or k == 0:
+        out[...] = 0 if bias is None else bias
+        return out
     a3, b3 = _batched(a), _batched(b)
     if a3 is None or b3 is None:
         return None
@@ -75,10 +79,6 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
     lib = _NATIVE.lib()
     if lib is None:
         return None
-    out = np.empty(a.shape[:-1] + (n,), a.dtype)
-    if out.size == 0 or k == 0:
-        out[...] = 0 if bias is None else bias
-        return out
     if bias is not None:
         bias = np.ascontiguousarray(bias)
     batch = a3.shape[0]
