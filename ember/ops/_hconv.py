@@ -6,12 +6,15 @@ BLAS (``lowp``).  bfloat16 runs on the AMX tiles where the CPU has them.
 
 - forward: ``W (G, Og, Cg*K) @ cols (N, G, Cg*K, P)``, the weight shared by every sample
   (a batch stride of 0);
-- input gradient: ``W^T @ g`` per sample, then col2im.  Where windows overlap (a 3x3 stride-1
-  kernel) a pixel's gradient sums several column entries, so the product is kept in float32,
-  added up in float32 and rounded once; where they do not (1x1, kernel <= stride) each pixel
-  takes one entry and the product is rounded directly;
-- weight gradient: one product over the batch and the pixels together, ``g (G, Og, N*P) @
-  cols^T (G, N*P, Cg*K)`` (the batch sum is part of the float32 accumulation: one rounding).
+- input gradient: with stride 1, the convolution of the padded ``g`` with the flipped,
+  channel-swapped weight (one dot product a pixel); otherwise ``W^T @ g`` per sample, then
+  col2im.  Where windows overlap (a 3x3 stride-2 kernel) a pixel's gradient sums several
+  column entries, so the product is kept in float32, added up in float32 and rounded once;
+  where they do not (1x1, kernel <= stride) each pixel takes one entry and the product is
+  rounded directly;
+- weight gradient: one product over the batch and the pixels together, ``cols (G, Cg*K, N*P)
+  @ g^T (G, N*P, Og)`` (the batch sum is part of the float32 accumulation: one rounding),
+  transposed to the weight's layout.
 
 Each function returns None where it does not apply (another dtype, a product of at most
 ``SMALL_M`` rows such as a depthwise convolution, empty sizes, no C compiler,
@@ -108,6 +111,10 @@ def input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, p: dict) -> np.
     cgk = (c // groups) * math.prod(kernel)
     if not _applies(g, w) or cgk <= _hgemm_c.SMALL_M or 0 in input_shape:
         return None
+    if all(s == 1 for s in p["stride"]):
+        res = _input_grad_direct(g, w, input_shape, p)
+        if res is not None:
+            return res
     gm = g.reshape(n, groups, o // groups, math.prod(out))
     wt = w.reshape(groups, o // groups, cgk).transpose(0, 2, 1)       # (G, Cg*K, Og)
     if _plain(p, kernel) and tuple(out) == tuple(input_shape[2:]):
@@ -136,22 +143,46 @@ def input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, p: dict) -> np.
     return res if single else _half_c.narrow(res, g.dtype)
 
 
+def _input_grad_direct(g: np.ndarray, w: np.ndarray, input_shape: tuple,
+                       p: dict) -> np.ndarray | None:
+    """A stride-1 input gradient as the convolution it is: ``g`` padded by ``(k-1)*dil - pad``
+    each side, against the weight with its spatial dims flipped and its in and out channels
+    swapped (per group).  Each pixel is one dot product (one rounding, no float32 columns, no
+    col2im); None where a pad exceeds ``(k-1)*dil`` or the shapes do not close up (an
+    output_padding)."""
+    groups, kernel = p["groups"], tuple(w.shape[2:])
+    o, cg = w.shape[:2]
+    pads = tuple(((k - 1) * dl - lo, (k - 1) * dl - hi)
+                 for k, dl, (lo, hi) in zip(kernel, p["dilation"], p["padding"]))
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        return None
+    flip = (slice(None),) * 2 + (slice(None, None, -1),) * len(kernel)
+    wt = np.ascontiguousarray(w.reshape((groups, o // groups, cg) + kernel).swapaxes(1, 2)
+                              .reshape((groups * cg, o // groups) + kernel)[flip])
+    res = conv(g, wt, dict(stride=p["stride"], padding=pads, dilation=p["dilation"],
+                           groups=groups))
+    return res if res is not None and res.shape == tuple(input_shape) else None
+
+
 def weight_grad(x: np.ndarray, g: np.ndarray, weight_shape: tuple,
                 p: dict) -> np.ndarray | None:
     """``conv_weight_grad(x, g)`` for float16/bfloat16 x, g: the batch and pixel sums in one
-    float32 accumulation, rounded once."""
+    float32 accumulation, rounded once.  Computed transposed, ``cols (G, Cg*K, N*P) @ g^T``,
+    then the small result transposed (measured: the weight's Cg*K rows feed the kernels
+    better than its Og rows, float16 ~1.3x)."""
     groups = p["groups"]
     n, o = g.shape[:2]
     out, kernel = g.shape[2:], tuple(weight_shape[2:])
     og, pix = o // groups, math.prod(g.shape[2:])
-    if not _applies(x, g) or og <= _hgemm_c.SMALL_M or 0 in weight_shape:
+    cgk = math.prod(weight_shape[1:])
+    if not _applies(x, g) or cgk <= _hgemm_c.SMALL_M or 0 in weight_shape:
         return None
     cols = _cols(x, kernel, p, out, True)                              # (G, Cg*K, N*P)
     gt = g.reshape(n, groups, og, pix).transpose(1, 2, 0, 3).reshape(groups, og, n * pix)
-    res = np.empty((groups, og, cols.shape[1]), x.dtype)
-    if not _hgemm_c.gemm3(gt, cols.transpose(0, 2, 1), res):
+    res = np.empty((groups, cgk, og), x.dtype)
+    if not _hgemm_c.gemm3(cols, gt.transpose(0, 2, 1), res):
         return None
-    return res.reshape(weight_shape)
+    return np.ascontiguousarray(res.transpose(0, 2, 1)).reshape(weight_shape)
 
 
 __all__ = ["conv", "input_grad", "weight_grad"]
