@@ -260,3 +260,31 @@ def test_small_row_kernel_on_older_isas(tmp_path, monkeypatch, march):
         got = _hsmall_c.matmul(x[dt][0], x[dt][1].T)
         ulp = np.spacing(np.abs(host[dt])).astype(np.float64)
         assert np.all(np.abs(got.astype(np.float64) - host[dt].astype(np.float64)) <= ulp)
+
+
+@pytest.mark.parametrize("dt", list(HALF))
+@pytest.mark.parametrize("ks,stride,dil,pad,size", [
+    ((3, 3), (2, 2), (1, 1), (1, 1), (11, 9)), ((7, 7), (2, 2), (1, 1), (3, 3), (12, 9)),
+    ((2, 5), (3, 2), (2, 1), (0, 4), (13, 10)), ((1, 3), (2, 3), (1, 2), (0, 2), (9, 14)),
+    ((4, 4), (4, 4), (1, 1), (0, 0), (15, 11)), ((3, 1), (1, 1), (3, 1), (5, 0), (7, 5)),
+    ((2, 2), (3, 3), (1, 1), (0, 1), (10, 8))])
+def test_input_grad_by_phases_is_the_exact_sum_rounded_once(dt, ks, stride, dil, pad, size):
+    """The polyphase input gradient (stride-1 convolutions per residue class of the input
+    pixels, no col2im) against float64: kernels larger and smaller than the stride, dilation,
+    padding beyond the kernel, input pixels no window reaches."""
+    n, c, o = 2, 6, 10
+    out = tuple((sz + 2 * pd - dl * (k - 1) - 1) // s + 1
+                for sz, pd, dl, k, s in zip(size, pad, dil, ks, stride))
+    g, w = _vals((n, o) + out, 20, dt), _vals((o, c) + ks, 21, dt, 0.3)
+    shape = (n, c) + size
+    got = _hconv._input_grad_phases(g, w, shape, dict(
+        stride=stride, padding=tuple((pd, pd) for pd in pad), dilation=dil, groups=1))
+    assert got is not None and got.dtype == HALF[dt] and got.shape == shape
+    exact, absv = (torch.nn.grad.conv2d_input(
+        shape, torch.from_numpy(f(w.astype(np.float64))), torch.from_numpy(f(g.astype(
+            np.float64))), stride=stride, padding=pad, dilation=dil).numpy()
+        for f in (np.asarray, np.abs))
+    u = float(ml_dtypes.finfo(HALF[dt]).eps) / 2
+    err = (o * ks[0] * ks[1] + 1) * EPS32 * absv
+    _close(got, exact, u * (np.abs(exact) + err) + err
+           + float(ml_dtypes.finfo(HALF[dt]).smallest_subnormal))

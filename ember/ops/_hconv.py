@@ -6,12 +6,13 @@ BLAS (``lowp``).  bfloat16 runs on the AMX tiles where the CPU has them.
 
 - forward: ``W (G, Og, Cg*K) @ cols (N, G, Cg*K, P)``, the weight shared by every sample
   (a batch stride of 0);
-- input gradient: with stride 1, the convolution of the padded ``g`` with the flipped,
-  channel-swapped weight (one dot product a pixel); otherwise ``W^T @ g`` per sample, then
-  col2im.  Where windows overlap (a 3x3 stride-2 kernel) a pixel's gradient sums several
-  column entries, so the product is kept in float32, added up in float32 and rounded once;
-  where they do not (1x1, kernel <= stride) each pixel takes one entry and the product is
-  rounded directly;
+- input gradient: the convolution it is, split by the stride into residue classes of the
+  input pixels (a polyphase split; stride 1: one class): each class is a stride-1
+  convolution of ``g`` (padded or cropped) with the weight's taps that reach it, flipped,
+  in and out channels swapped per group: one dot product a pixel, rounded once, no col2im.
+  With at most SMALL_M input channels a group: ``W^T @ g`` per sample, then col2im, where
+  the columns stay float32 when windows overlap (a pixel sums several entries in float32,
+  rounded once) and are rounded directly when they cannot (kernel <= stride);
 - weight gradient: one product over the batch and the pixels together, ``cols (G, Cg*K, N*P)
   @ g^T (G, N*P, Og)`` (the batch sum is part of the float32 accumulation: one rounding),
   transposed to the weight's layout.
@@ -33,6 +34,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import ml_dtypes
@@ -111,15 +113,14 @@ def input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, p: dict) -> np.
     cgk = (c // groups) * math.prod(kernel)
     if not _applies(g, w) or cgk <= _hgemm_c.SMALL_M or 0 in input_shape:
         return None
-    if all(s == 1 for s in p["stride"]):
-        res = _input_grad_direct(g, w, input_shape, p)
-        if res is not None:
-            return res
     gm = g.reshape(n, groups, o // groups, math.prod(out))
     wt = w.reshape(groups, o // groups, cgk).transpose(0, 2, 1)       # (G, Cg*K, Og)
     if _plain(p, kernel) and tuple(out) == tuple(input_shape[2:]):
         res = np.empty((n, groups, cgk, math.prod(out)), g.dtype)
         return res.reshape(input_shape) if _products(wt, gm, res) else None
+    res = _input_grad_phases(g, w, input_shape, p)
+    if res is not None:
+        return res
     # a pixel takes one column entry where windows cannot overlap: round the product directly
     single = all(k == 1 or (dl == 1 and k <= s)
                  for k, dl, s in zip(kernel, p["dilation"], p["stride"]))
@@ -143,25 +144,61 @@ def input_grad(g: np.ndarray, w: np.ndarray, input_shape: tuple, p: dict) -> np.
     return res if single else _half_c.narrow(res, g.dtype)
 
 
-def _input_grad_direct(g: np.ndarray, w: np.ndarray, input_shape: tuple,
+def _phase(n_in: int, n_out: int, k: int, s: int, dl: int, lo: int, rho: int) -> tuple | None:
+    """One residue class ``rho`` (of the padded coordinate, mod the stride) of one dim of an
+    input gradient: (taps, first input pixel, pixel count, (pad low, pad high) of g, the
+    sub-kernel's dilation), or None when no input pixel is in the class."""
+    t0, t1 = -((rho - lo) // s), (lo + n_in - 1 - rho) // s
+    if t1 < t0:
+        return None
+    taps = [i for i in range(k) if (i * dl - rho) % s == 0]
+    if not taps:
+        return [], rho + s * t0 - lo, t1 - t0 + 1, (0, 0), 1
+    q = [(i * dl - rho) // s for i in taps]
+    dq = q[1] - q[0] if len(q) > 1 else 1
+    pad_lo = q[-1] - t0
+    pad_hi = (t0 - q[-1] + (t1 - t0) + (len(taps) - 1) * dq) - (n_out - 1)
+    return taps, rho + s * t0 - lo, t1 - t0 + 1, (pad_lo, pad_hi), dq
+
+
+def _input_grad_phases(g: np.ndarray, w: np.ndarray, input_shape: tuple,
                        p: dict) -> np.ndarray | None:
-    """A stride-1 input gradient as the convolution it is: ``g`` padded by ``(k-1)*dil - pad``
-    each side, against the weight with its spatial dims flipped and its in and out channels
-    swapped (per group).  Each pixel is one dot product (one rounding, no float32 columns, no
-    col2im); None where a pad exceeds ``(k-1)*dil`` or the shapes do not close up (an
-    output_padding)."""
+    """The input gradient as stride-1 convolutions, one per residue class of the input pixels
+    mod the stride (a polyphase split; with stride 1 a single one): for each class, ``g``
+    against the weight's taps that reach it, flipped, in and out channels swapped per group.
+    Each pixel is one dot product (one rounding; no float32 columns, no col2im).  None where
+    a class's product has at most SMALL_M rows (C/groups input channels)."""
     groups, kernel = p["groups"], tuple(w.shape[2:])
     o, cg = w.shape[:2]
-    pads = tuple(((k - 1) * dl - lo, (k - 1) * dl - hi)
-                 for k, dl, (lo, hi) in zip(kernel, p["dilation"], p["padding"]))
-    if any(lo < 0 or hi < 0 for lo, hi in pads):
+    if cg <= _hgemm_c.SMALL_M:
         return None
-    flip = (slice(None),) * 2 + (slice(None, None, -1),) * len(kernel)
-    wt = np.ascontiguousarray(w.reshape((groups, o // groups, cg) + kernel).swapaxes(1, 2)
-                              .reshape((groups * cg, o // groups) + kernel)[flip])
-    res = conv(g, wt, dict(stride=p["stride"], padding=pads, dilation=p["dilation"],
-                           groups=groups))
-    return res if res is not None and res.shape == tuple(input_shape) else None
+    d = len(kernel)
+    wg = w.reshape((groups, o // groups, cg) + kernel).swapaxes(1, 2)   # (G, Cg, Og, *K)
+    res = np.zeros(input_shape, g.dtype)
+    dims = [[ph for rho in range(s) if (ph := _phase(input_shape[2 + i], g.shape[2 + i],
+                                                     kernel[i], s, p["dilation"][i],
+                                                     p["padding"][i][0], rho)) is not None]
+            for i, s in enumerate(p["stride"])]
+    for combo in itertools.product(*dims):
+        if any(not taps for taps, *_ in combo):
+            continue                                   # no tap reaches these pixels: zeros
+        sub = wg
+        for i, (taps, *_r) in enumerate(combo):
+            sub = np.take(sub, taps[::-1], axis=3 + i)
+        wt = np.ascontiguousarray(sub).reshape((groups * cg, o // groups)
+                                               + tuple(len(t) for t, *_ in combo))
+        crop = (slice(None),) * 2 + tuple(slice(max(-lo, 0), g.shape[2 + i] - max(-hi, 0))
+                                          for i, (*_a, (lo, hi), _dq) in enumerate(combo))
+        pads = tuple((max(lo, 0), max(hi, 0)) for *_a, (lo, hi), _dq in combo)
+        part = conv(np.ascontiguousarray(g[crop]), wt,
+                    dict(stride=(1,) * d, padding=pads, groups=groups,
+                         dilation=tuple(dq for *_a, dq in combo)))
+        if part is None or part.shape[2:] != tuple(cnt for _t, _f, cnt, *_b in combo):
+            return None
+        dst = (slice(None),) * 2 + tuple(slice(f, f + s * (cnt - 1) + 1, s) for (
+            _t, f, cnt, *_b), s in zip(combo, p["stride"]))
+        res[dst] = part
+    return res
 
 
 def weight_grad(x: np.ndarray, g: np.ndarray, weight_shape: tuple,
