@@ -190,7 +190,7 @@ def _input_grad_phases(g: np.ndarray, w: np.ndarray, input_shape: tuple,
         crop = (slice(None),) * 2 + tuple(slice(max(-lo, 0), g.shape[2 + i] - max(-hi, 0))
                                           for i, (*_a, (lo, hi), _dq) in enumerate(combo))
         pads = tuple((max(lo, 0), max(hi, 0)) for *_a, (lo, hi), _dq in combo)
-        part = conv(np.ascontiguousarray(g[crop]), wt,
+        part = conv(g[crop], wt,
                     dict(stride=(1,) * d, padding=pads, groups=groups,
                          dilation=tuple(dq for *_a, dq in combo)))
         if part is None or part.shape[2:] != tuple(cnt for _t, _f, cnt, *_b in combo):
