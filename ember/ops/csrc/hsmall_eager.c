@@ -15,39 +15,60 @@
 #include <string.h>
 
 #define ES_NB 256
+/* the dot kernel's accumulators: one vector per (row, column), summed across lanes once at
+   the end (a fixed order: the same bits for any thread count) */
+#if defined(__AVX512F__)
+#define ES_VL 16
+#else
+#define ES_VL 8
+#endif
+typedef float es_v __attribute__((vector_size(ES_VL * sizeof(float))));
+static inline float es_hsum(es_v v) {
+  float t[ES_VL];
+  memcpy(t, &v, sizeof(t));
+  for (int w = ES_VL / 2; w >= 1; w /= 2)
+    for (int i = 0; i < w; i++) t[i] += t[i + w];
+  return t[0];
+}
 
 #define ES_KERNELS(src, LOAD, STORE)                                                          \
 static void es_dot_##src(const float *restrict xf, int64_t M, int64_t K,                     \
                          const uint16_t *B, int64_t bcs, int64_t j0, int64_t j1,             \
                          float *restrict acc) {                                              \
   float wb[4][EMBER_HB] __attribute__((aligned(64)));                                        \
+  const int64_t kp = (K + ES_VL - 1) / ES_VL * ES_VL;                                        \
   for (int64_t j = j0; j < j1; j += 4) {                                                     \
     const int64_t jn = j1 - j < 4 ? j1 - j : 4;                                               \
-    float s[4][4] = {{0}};                                                                   \
+    es_v s[4][4];                                                                            \
+    memset(s, 0, sizeof(s));                                                                 \
     for (int64_t k0 = 0; k0 < K; k0 += EMBER_HB) {                                           \
       const int64_t n = K - k0 < EMBER_HB ? K - k0 : EMBER_HB;                               \
-      for (int64_t c = 0; c < 4; c++)                                                        \
-        if (c < jn) LOAD(wb[c], B + (j + c) * bcs + k0, n);                                   \
-        else memset(wb[c], 0, sizeof(float) * (size_t)n);                                     \
-      for (int64_t r = 0; r < M; r++) {                                                      \
-        const float *xr = xf + r * K + k0;                                                   \
-        float t0 = 0, t1 = 0, t2 = 0, t3 = 0;                                                \
-        _Pragma("omp simd reduction(+:t0,t1,t2,t3)")                                         \
-        for (int64_t q = 0; q < n; q++) {                                                    \
-          const float xv = xr[q];                                                            \
-          t0 += xv * wb[0][q];                                                               \
-          t1 += xv * wb[1][q];                                                               \
-          t2 += xv * wb[2][q];                                                               \
-          t3 += xv * wb[3][q];                                                               \
+      const int64_t nv = (n + ES_VL - 1) / ES_VL * ES_VL;                                    \
+      for (int64_t c = 0; c < 4; c++) {                                                      \
+        if (c < jn) {                                                                        \
+          const char *nx = (const char *)(B + (j + c) * bcs + k0 + 2 * EMBER_HB);             \
+          if (k0 + 3 * EMBER_HB <= K)                                                        \
+            for (int l = 0; l < (int)(EMBER_HB * 2); l += 64) __builtin_prefetch(nx + l);     \
+          LOAD(wb[c], B + (j + c) * bcs + k0, n);                                            \
         }                                                                                    \
-        s[r][0] += t0; s[r][1] += t1; s[r][2] += t2; s[r][3] += t3;                          \
+        else memset(wb[c], 0, sizeof(float) * (size_t)n);                                     \
+        for (int64_t q = n; q < nv; q++) wb[c][q] = 0.0f;                                    \
+      }                                                                                      \
+      for (int64_t q = 0; q < nv; q += ES_VL) {                                              \
+        const es_v w0 = *(const es_v *)(wb[0] + q), w1 = *(const es_v *)(wb[1] + q);         \
+        const es_v w2 = *(const es_v *)(wb[2] + q), w3 = *(const es_v *)(wb[3] + q);         \
+        for (int64_t r = 0; r < M; r++) {                                                    \
+          es_v xv;                                                                           \
+          memcpy(&xv, xf + r * kp + k0 + q, sizeof(xv));                                     \
+          s[r][0] += xv * w0; s[r][1] += xv * w1; s[r][2] += xv * w2; s[r][3] += xv * w3;    \
+        }                                                                                    \
       }                                                                                      \
     }                                                                                        \
     for (int64_t r = 0; r < M; r++)                                                          \
-      for (int64_t c = 0; c < jn; c++) acc[r * (j1 - j0) + (j - j0) + c] = s[r][c];          \
+      for (int64_t c = 0; c < jn; c++) acc[r * (j1 - j0) + (j - j0) + c] = es_hsum(s[r][c]); \
   }                                                                                          \
 }                                                                                            \
-static void es_axpy_##src(const float *restrict xf, int64_t M, int64_t K,                    \
+static void es_axpy_##src(const float *restrict xf, int64_t M, int64_t kp, int64_t K,       \
                           const uint16_t *B, int64_t brs, int64_t j0, int64_t j1,            \
                           float *restrict acc) {                                             \
   float wb[ES_NB] __attribute__((aligned(64)));                                              \
@@ -59,7 +80,7 @@ static void es_axpy_##src(const float *restrict xf, int64_t M, int64_t K,       
       for (int64_t q = 0; q < nb; q += EMBER_HB)                                             \
         LOAD(wb + q, B + k * brs + j0 + c0 + q, nb - q < EMBER_HB ? nb - q : EMBER_HB);      \
       for (int64_t r = 0; r < M; r++) {                                                      \
-        const float xv = xf[r * K + k];                                                      \
+        const float xv = xf[r * kp + k];                                                     \
         float *restrict ar = acc + r * w + c0;                                               \
         _Pragma("omp simd")                                                                  \
         for (int64_t q = 0; q < nb; q++) ar[q] += xv * wb[q];                                \
@@ -73,16 +94,17 @@ int ember_eager_hsmall_##src(const int64_t *prm, const uint16_t *X, const uint16
   const int64_t M = prm[0], N = prm[1], K = prm[2], xrs = prm[3], xcs = prm[4];              \
   const int64_t brs = prm[6], bcs = prm[7], w = j1 - j0;                                     \
   if (w <= 0) return 0;                                                                      \
-  float *xf = (float *)malloc(sizeof(float) * (size_t)(M * K + M * w + EMBER_HB + 16));      \
+  const int64_t kp = (K + ES_VL - 1) / ES_VL * ES_VL;                                        \
+  float *xf = (float *)calloc((size_t)(M * kp + M * w + EMBER_HB + 16), sizeof(float));     \
   if (xf == NULL) return -1;                                                                 \
-  float *acc = xf + M * K, *fb = acc + M * w;                                                \
+  float *acc = xf + M * kp, *fb = acc + M * w;                                               \
   for (int64_t e = e0; e < e1; e++) {                                                        \
     const uint16_t *x = X + e * prm[5], *b = B + e * prm[8];                                 \
     for (int64_t r = 0; r < M; r++)                                                          \
-      if (xcs == 1) LOAD(xf + r * K, x + r * xrs, K);                                        \
-      else for (int64_t q = 0; q < K; q++) LOAD(xf + r * K + q, x + r * xrs + q * xcs, 1);   \
+      if (xcs == 1) LOAD(xf + r * kp, x + r * xrs, K);                                       \
+      else for (int64_t q = 0; q < K; q++) LOAD(xf + r * kp + q, x + r * xrs + q * xcs, 1);  \
     if (brs == 1 && !(bcs == 1 && N > 1)) es_dot_##src(xf, M, K, b, bcs, j0, j1, acc);     \
-    else es_axpy_##src(xf, M, K, b, brs, j0, j1, acc);                                       \
+    else es_axpy_##src(xf, M, kp, K, b, brs, j0, j1, acc);                                   \
     for (int64_t r = 0; r < M; r++) {                                                        \
       float *row = acc + r * w;                                                              \
       if (bias != NULL)                                                                      \
