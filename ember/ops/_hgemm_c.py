@@ -157,7 +157,7 @@ def gemm3(a3: np.ndarray, b3: np.ndarray, out: np.ndarray,
     >>> import numpy as np
     >>> a = np.ones((1, 8, 3), np.float16)
     >>> out = np.empty((1, 8, 8), np.float32)
-    >>> not gemm3(a, a.transpose(0, 2, 1), out) or out.sum() == 192.0
+    >>> not gemm3(a, a.transpose(0, 2, 1), out) or float(out.sum()) == 192.0
     True
     """
     src = _SRC.get(a3.dtype.num)
