@@ -26,7 +26,7 @@ import pytest
 import ember
 from ember.compiler.c.build.toolchain import cpu_features, host_can_run
 from ember.config import config
-from ember.ops import _hgemm_c, _native
+from ember.ops import _hgemm_c, _hsmall_c, _native
 
 torch = pytest.importorskip("torch")
 F = ember.nn.functional
@@ -248,16 +248,18 @@ def test_amx_is_used_where_built_and_granted(isa):
 
 
 def test_small_rows_and_fallback_keep_the_float32_blas_path():
-    """At most SMALL_M rows (or no C kernels) widen and call BLAS: the float32 product of the
-    widened operands rounded once, bit for bit."""
+    """At most SMALL_M rows are not this kernel's (``_hsmall_c``'s, tests/test_hconv_eager_c.py);
+    without C kernels products widen and call BLAS: the float32 product of the widened
+    operands rounded once, bit for bit."""
     for rows, enabled in ((_hgemm_c.SMALL_M, True), (64, False)):
         a, b = _vals((rows, 300), 21, "bfloat16"), _vals((300, 77), 22, "bfloat16")
         assert (_hgemm_c.matmul(a, b) is None) == (rows <= _hgemm_c.SMALL_M)
-        old = _hgemm_c.set_enabled(enabled)
+        old, old_small = _hgemm_c.set_enabled(enabled), _hsmall_c.set_enabled(False)
         try:
             got = (ember.from_numpy(a) @ ember.from_numpy(b)).numpy()
         finally:
             _hgemm_c.set_enabled(old)
+            _hsmall_c.set_enabled(old_small)
         want = (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16)
         np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
 

@@ -40,6 +40,8 @@ _SYMBOLS = {f"ember_eager_hgemm_{s}": (ctypes.c_int, [_P, _P, _P, _P, _P, _I, _I
             for s in ("h", "b")}
 _SYMBOLS["ember_eager_hgemm_panel_bytes"] = (_I, [_I, _I])
 _SYMBOLS["ember_eager_hgemm_amx"] = (ctypes.c_int, [])
+# float32 results (the sums unrounded: ``gemm3(..., out=float32)``)
+_SYMBOLS.update({f"ember_eager_hgemm_{s}_f": _SYMBOLS[f"ember_eager_hgemm_{s}"] for s in "hb"})
 _SRC = {np.dtype(np.float16).num: "h", np.dtype(ml_dtypes.bfloat16).num: "b"}
 # the float32 template's tile per ISA (codegen/gemm.py _TILES, the default first)
 _TILES = (("defined(__AVX512F__)", 14, 32), ("1", 6, 16))
@@ -143,6 +145,55 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
     return out
 
 
+def gemm3(a3: np.ndarray, b3: np.ndarray, out: np.ndarray,
+          bias: np.ndarray | None = None) -> bool:
+    """``out[e] = a3[e] @ b3[e] (+ bias)`` for 3-d float16/bfloat16 ``a3`` (batch, m, k) and
+    ``b3`` (batch, k, n) of one dtype and any whole-element strides (a batch stride of 0
+    shares one operand: a convolution's weight), into a C-contiguous ``out`` (batch, m, n) of
+    their dtype (float32 sums rounded once) or float32 (the sums unrounded, for a caller that
+    adds several up before its one rounding).  False (nothing written) where the C path does
+    not apply: ``m <= SMALL_M``, no C compiler, ``EMBER_EAGER_C=0``.
+
+    >>> import numpy as np
+    >>> a = np.ones((1, 8, 3), np.float16)
+    >>> out = np.empty((1, 8, 8), np.float32)
+    >>> not gemm3(a, a.transpose(0, 2, 1), out) or float(out.sum()) == 192.0
+    True
+    """
+    src = _SRC.get(a3.dtype.num)
+    batch, m, k = a3.shape
+    n = b3.shape[2]
+    if (src is None or b3.dtype != a3.dtype or m <= SMALL_M or b3.shape[:2] != (batch, k)
+            or out.shape != (batch, m, n) or not out.flags.c_contiguous
+            or out.dtype not in (a3.dtype, np.float32) or (bias is not None and (
+                bias.dtype != a3.dtype or out.dtype == np.float32))
+            or any(s % a3.itemsize for s in a3.strides + b3.strides)):
+        return False
+    lib = _NATIVE.lib()
+    if lib is None:
+        return False
+    if out.size == 0:
+        return True
+    if bias is not None:
+        bias = np.ascontiguousarray(bias)
+    threads = _parallel.get_num_threads()
+    if threading.current_thread().name.startswith("ember") or \
+            2 * m * n * k * batch < _parallel.MATMUL_MIN_FLOPS:
+        threads = 1
+    isz = a3.itemsize
+    prm = np.array([m, n, k, a3.strides[1] // isz, a3.strides[2] // isz, a3.strides[0] // isz,
+                    b3.strides[1] // isz, b3.strides[2] // isz, b3.strides[0] // isz, threads],
+                   np.int64)
+    fn = getattr(lib, f"ember_eager_hgemm_{src}" + ("_f" if out.dtype == np.float32 else ""))
+    args = (prm.ctypes.data, a3.ctypes.data, b3.ctypes.data, out.ctypes.data,
+            None if bias is None else bias.ctypes.data)
+    if threads < 2 or batch >= threads:
+        _batches(fn, args, batch, threads)
+    else:
+        _shared(lib, fn, args, batch, threads, n, k)
+    return True
+
+
 def _check(rc: int) -> None:
     if rc != 0:
         raise MemoryError("[matmul] out of memory for the float16/bfloat16 product's panels")
@@ -175,4 +226,4 @@ def _shared(lib: Any, fn: Any, args: tuple, batch: int, threads: int, n: int, k:
         _parallel._run([lambda call=call: _check(fn(*call))] * threads)
 
 
-__all__ = ["SMALL_M", "SOURCE", "matmul", "set_enabled", "uses_amx"]
+__all__ = ["SMALL_M", "SOURCE", "gemm3", "matmul", "set_enabled", "uses_amx"]

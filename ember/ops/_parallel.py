@@ -433,11 +433,14 @@ def _to_float32(b: np.ndarray, threads: int) -> np.ndarray:
 def matmul_lowp(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """float16/bfloat16 ``a @ b (+ bias)``, float32 accumulation, rounded once: the half GEMM
     kernels of ``_hgemm_c`` (operands packed as they are, AMX for bfloat16 where the CPU has
-    it), else (a few rows, no C compiler) float32 BLAS on blocks converted in cache, whose
+    it), or for a few rows ``_hsmall_c`` (the weight widened in registers), else (no C
+    compiler, a B with neither unit stride) float32 BLAS on blocks converted in cache, whose
     values equal ``(f32(a) @ f32(b) + f32(bias)).astype(a.dtype)``."""
-    from ember.ops import _hgemm_c  # (it imports this module)
+    from ember.ops import _hgemm_c, _hsmall_c  # (they import this module)
 
     out = _hgemm_c.matmul(a, b, bias)
+    if out is None:   # at most SMALL_M rows: the weight widened in registers, read once
+        out = _hsmall_c.matmul(a, b, bias)
     if out is not None:
         return out
     threads, setter = _state["threads"], _blas_setter()

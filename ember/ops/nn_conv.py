@@ -197,20 +197,58 @@ def _conv_weight_grad_vjp(ctx, gg):  # noqa: ANN001
     return r_x, r_g
 
 
+# float16/bfloat16: the half GEMM kernels (ops/_hconv.py), else widen to float32 for BLAS
+_HALF_NUMS = frozenset({np.dtype(np.float16).num, dt.bfloat16.np.num})
+_conv_lowp, _input_grad_lowp, _weight_grad_lowp = (
+    lowp(_conv_eager), lowp(_conv_input_grad_eager), lowp(_conv_weight_grad_eager))
+
+
+def _conv_any(x: np.ndarray, w: np.ndarray, **p) -> np.ndarray:  # noqa: ANN003
+    if x.dtype.num in _HALF_NUMS:
+        from ember.ops import _hconv  # (it imports this module)
+
+        out = _hconv.conv(x, w, p)
+        if out is not None:
+            return out
+    return _conv_lowp(x, w, **p)
+
+
+def _input_grad_any(g: np.ndarray, w: np.ndarray, *, input_shape: tuple,
+                    **p) -> np.ndarray:  # noqa: ANN003
+    if g.dtype.num in _HALF_NUMS:
+        from ember.ops import _hconv  # (it imports this module)
+
+        out = _hconv.input_grad(g, w, tuple(input_shape), p)
+        if out is not None:
+            return out
+    return _input_grad_lowp(g, w, input_shape=input_shape, **p)
+
+
+def _weight_grad_any(x: np.ndarray, g: np.ndarray, *, weight_shape: tuple,
+                     **p) -> np.ndarray:  # noqa: ANN003
+    if x.dtype.num in _HALF_NUMS:
+        from ember.ops import _hconv  # (it imports this module)
+
+        out = _hconv.weight_grad(x, g, tuple(weight_shape), p)
+        if out is not None:
+            return out
+    return _weight_grad_lowp(x, g, weight_shape=weight_shape, **p)
+
+
 CONV = register(OpDef(
-    "convolution", "extern", _conv_meta, lowp(_conv_eager), _conv_vjp,
+    "convolution", "extern", _conv_meta, _conv_any, _conv_vjp,
     save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}), static_params=_WINDOW,
     doc="N-d cross-correlation of (N, C, *S) with (O, C/groups, *K).",
     grad_name="ConvolutionBackward0",
 ))
 CONV_INPUT_GRAD = register(OpDef(
-    "conv_input_grad", "extern", _conv_input_grad_meta, lowp(_conv_input_grad_eager),
+    "conv_input_grad", "extern", _conv_input_grad_meta, _input_grad_any,
     _conv_input_grad_vjp, save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}),
     static_params=_WINDOW,
     doc="Gradient of convolution w.r.t. its input (a transposed convolution).",
 ))
 CONV_WEIGHT_GRAD = register(OpDef(
-    "conv_weight_grad", "extern", _conv_weight_grad_meta, lowp(_conv_weight_grad_eager),
+    "conv_weight_grad", "extern", _conv_weight_grad_meta, _weight_grad_any,
     _conv_weight_grad_vjp, save_for={0: (1,), 1: (0,)}, tags=frozenset({"lowp_upcast"}),
     static_params=_WINDOW | {"weight_shape"}, doc="Gradient of convolution w.r.t. its weight.",
 ))

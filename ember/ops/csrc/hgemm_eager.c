@@ -157,9 +157,11 @@ static void eh_plan(const eh_kind_t *k, int64_t M, int64_t N, int nt, int64_t *m
 }
 
 /* prm: M, N, K, ars, acs, abs, brs, bcs, bbs (element strides; abs/bbs: batch), nt */
+/* C is half (f32 == 0) or float (f32 == 1: the float32 sums as they are, no rounding; eager
+   half convolutions' input gradient adds them up in col2im before its one rounding) */
 static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
-                      const uint16_t *B, uint16_t *C, const uint16_t *bias, char *pb,
-                      int *rdy, int64_t *next, int nt) {
+                      const uint16_t *B, void *C, const uint16_t *bias, char *pb,
+                      int *rdy, int64_t *next, int nt, int f32) {
   const int64_t M = prm[0], N = prm[1], K = prm[2], ars = prm[3], acs = prm[4];
   const int64_t brs = prm[6], bcs = prm[7], mr = k->mr, nr = k->nr;
   const int64_t nsl = (N + nr - 1) / nr, npad = nsl * nr;
@@ -206,7 +208,10 @@ static int eh_product(const eh_kind_t *k, const int64_t *prm, const uint16_t *A,
           k->load(fb, bias + col0 + c0, n);
           for (int64_t j = 0; j < n; j++) row[c0 + j] += fb[j];
         }
-      k->store(C + (ic + r) * N + col0, row, ncols);
+      if (f32)
+        memcpy((float *)C + (ic + r) * N + col0, row, sizeof(float) * (size_t)ncols);
+      else
+        k->store((uint16_t *)C + (ic + r) * N + col0, row, ncols);
     }
   }
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__)
@@ -228,29 +233,43 @@ int ember_eager_hgemm_amx(void) {
   return eh_kind('b').amx;
 }
 
+/* one call: batch entries b0..b1 alone (pb == NULL) or one entry shared with other threads */
+static int eh_entry(char src, const int64_t *prm, const uint16_t *A, const uint16_t *B, char *C,
+                    const uint16_t *bias, int64_t b0, int64_t b1, char *pb, int *rdy,
+                    int64_t *next, int f32) {
+  const eh_kind_t k = eh_kind(src);
+  const int64_t M = prm[0], N = prm[1], K = prm[2];
+  const size_t csz = f32 ? sizeof(float) : sizeof(uint16_t);
+  if (pb != NULL)
+    return eh_product(&k, prm, A + b0 * prm[5], B + b0 * prm[8], C + csz * (size_t)(b0 * M * N),
+                      bias, pb, rdy, next, (int)prm[9], f32);
+  const int64_t nsl = (N + k.nr - 1) / k.nr;
+  char *own = (char *)eh_buf(1, (size_t)ember_eager_hgemm_panel_bytes(N, K));
+  int *flags = (int *)malloc(sizeof(int) * (size_t)(nsl + 1));
+  if (own == NULL || flags == NULL) { eh_release(1, own); free(flags); return -1; }
+  int rc = 0;
+  for (int64_t e = b0; e < b1 && rc == 0; e++) {
+    int64_t cnt = 0;
+    memset(flags, 0, sizeof(int) * (size_t)(nsl + 1));
+    rc = eh_product(&k, prm, A + e * prm[5], B + e * prm[8], C + csz * (size_t)(e * M * N), bias,
+                    own, flags, &cnt, 1, f32);
+  }
+  eh_release(1, own);
+  free(flags);
+  return rc;
+}
+
+/* ember_eager_hgemm_<s>: half C; ember_eager_hgemm_<s>_f: float C (same arguments) */
 #define EH_ENTRY(src)                                                                         \
 int ember_eager_hgemm_##src(const int64_t *prm, const uint16_t *A, const uint16_t *B,        \
                             uint16_t *C, const uint16_t *bias, int64_t b0, int64_t b1,      \
                             char *pb, int *rdy, int64_t *next) {                             \
-  const eh_kind_t k = eh_kind(#src[0]);                                                      \
-  const int64_t M = prm[0], N = prm[1], K = prm[2];                                          \
-  if (pb != NULL)  /* one batch entry, shared with the other threads */                      \
-    return eh_product(&k, prm, A + b0 * prm[5], B + b0 * prm[8], C + b0 * M * N, bias, pb,  \
-                      rdy, next, (int)prm[9]);                                               \
-  const int64_t nsl = (N + k.nr - 1) / k.nr;                                                 \
-  char *own = (char *)eh_buf(1, (size_t)ember_eager_hgemm_panel_bytes(N, K));               \
-  int *flags = (int *)malloc(sizeof(int) * (size_t)(nsl + 1));                               \
-  if (own == NULL || flags == NULL) { eh_release(1, own); free(flags); return -1; }          \
-  int rc = 0;                                                                                \
-  for (int64_t e = b0; e < b1 && rc == 0; e++) {                                             \
-    int64_t cnt = 0;                                                                         \
-    memset(flags, 0, sizeof(int) * (size_t)(nsl + 1));                                      \
-    rc = eh_product(&k, prm, A + e * prm[5], B + e * prm[8], C + e * M * N, bias, own, flags, \
-                    &cnt, 1);                                                                \
-  }                                                                                          \
-  eh_release(1, own);                                                                        \
-  free(flags);                                                                               \
-  return rc;                                                                                 \
+  return eh_entry(#src[0], prm, A, B, (char *)C, bias, b0, b1, pb, rdy, next, 0);           \
+}                                                                                            \
+int ember_eager_hgemm_##src##_f(const int64_t *prm, const uint16_t *A, const uint16_t *B,    \
+                                float *C, const uint16_t *bias, int64_t b0, int64_t b1,     \
+                                char *pb, int *rdy, int64_t *next) {                         \
+  return eh_entry(#src[0], prm, A, B, (char *)C, bias, b0, b1, pb, rdy, next, 1);           \
 }
 EH_ENTRY(h)
 EH_ENTRY(b)
