@@ -63,8 +63,9 @@ def _entries(k, prog, impls: list, flags: tuple) -> tuple:
     parts = [C_PRELUDE, PRELUDE, gemm_prelude(fake)]
     for seg in segs:
         parts += [_kernel(seg.kernels[0], fake), _entry(seg, {})]
+    # with OpenMP, as the backend builds units: else --threads 2 ran the template on one
     lib = runtime.load(toolchain.compile_library("\n".join(parts), name="benchgemm",
-                                                 extra_flags=flags))
+                                                 extra_flags=flags, openmp=True))
     rng = np.random.default_rng(0)
     arrays = [rng.standard_normal(int(np.prod(b.shape))).astype(np.float32)
               for b in segs[0].buffers()]

@@ -246,9 +246,11 @@ def test_template_fuses_adamw_update_vectorized_and_equal_torch(monkeypatch, tmp
     assert [x.strip() for x in after[1:3]] == ["#ifdef _OPENMP", "#pragma omp simd"], after[:4]
 
 
-# (M, K, N) split over two threads: 4 row blocks of whole B (one k block / four k blocks), and
-# 2 row blocks x 2 column runs; odd units walk their B slivers backwards (gemm_tmpl_body.c.in)
-SPLIT_SHAPES = [(256, 384, 1536), (256, 1536, 384), (28, 384, 1152), (100, 96, 200)]
+# (M, K, N) split over two threads (gemm_tmpl_body.c.in): few row blocks by columns (each
+# thread a run of B slivers, shared A panels: one k block / four k blocks), and many row blocks
+# as units of row blocks x column runs, odd units walking their slivers backwards
+SPLIT_SHAPES = [(256, 384, 1536), (256, 1536, 384), (28, 384, 1152), (100, 96, 200),
+                (1000, 96, 200)]
 
 
 def test_template_thread_split_bitwise_equal_one_thread(template_build, monkeypatch):
@@ -275,3 +277,73 @@ def test_template_thread_split_bitwise_equal_one_thread(template_build, monkeypa
             _check(ember.tensor(g), w, mats[2 * j], mats[2 * j + 1].T)
     for g1, g2 in zip(outs[1], outs[2]):
         assert g1.tobytes() == g2.tobytes()
+
+
+# (M, K, N, layout): few row blocks, split by columns at two threads (at three too where B has
+# 6 slivers): a partial last row block, tile and sliver edges, three k blocks with a partial
+# one, an odd number of slivers (runs of unequal length), transposed A (the weight gradient's
+# layout), B as stored (nn); many row blocks (the unit split at two threads, by columns at three)
+COLUMN_SHAPES = [(257, 1000, 200, "nt"), (13, 384, 130, "nn"), (300, 520, 1152, "tn"),
+                 (1000, 96, 200, "nt"), (64, 3, 250, "nt")]
+
+
+@pytest.mark.parametrize("which", [0, 2], ids=["first_tile", "third_tile"])
+def test_template_column_split_bitwise_equal_one_thread(template_build, monkeypatch, which):
+    """The column split (each thread its own B slivers, A panels packed once and shared, a
+    thread done with its run taking another's row blocks) computes the same tiles as one
+    thread: equal to torch within the bound and equal bit for bit at 1, 2 and 3 threads (three
+    threads on two cores: one often late, its run's rest taken by the others)."""
+    rng = np.random.default_rng(12)
+    mats, views = [], []
+    for m, k, n, form in COLUMN_SHAPES:
+        a = rng.standard_normal((k, m) if form == "tn" else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if form == "nt" else (k, n)).astype(np.float32)
+        mats += [a, b]
+        views.append((a.T if form == "tn" else a, b.T if form == "nt" else b))
+
+    def fn(*xs):
+        out = []
+        for j, (_, _, _, form) in enumerate(COLUMN_SHAPES):
+            a, b = xs[2 * j], xs[2 * j + 1]
+            a = a.t() if form == "tn" else a
+            out.append(((a @ b.t()) if form == "nt" else (a @ b)) * 0.5)
+        return tuple(out)
+
+    impl = template_build["float32"][which]
+    monkeypatch.setattr(autotune, "FORCE", impl)
+    ex = [ember.tensor(x) for x in mats]
+    f = ember.compile(fn, backend="c", fullgraph=True, dynamic=False, mode="max-autotune")
+    f(*ex)
+    gemms = [k for k in cbackend.last_compiled().program.kernels()
+             if type(k).__name__ == "GemmKernel"]
+    assert len(gemms) == len(COLUMN_SHAPES) and all(k.impl == impl for k in gemms)
+    want = fn(*[torch.tensor(x) for x in mats])
+    outs = {}
+    for threads in (1, 2, 3, 2, 3):
+        ember.set_num_threads(threads)
+        got = [g.numpy().copy() for g in f(*ex)]
+        if threads not in outs:
+            outs[threads] = got
+            for g, w, (a, b) in zip(got, want, views):
+                _check(ember.tensor(g), w, a, b)
+        for g1, g in zip(outs[1], got):
+            assert g1.tobytes() == g.tobytes()
+
+
+def test_default_tile_covers_short_products_exactly():
+    """``default_tile``: a product of at most EXACT_TILE_ROWS rows that the first tile pads
+    takes a later tile that covers it exactly (the GPT's 256-row products: 8x48); otherwise,
+    and for taller products, the first tile."""
+    def kernel(m, n):
+        return type("K", (), {"m": m, "n": n, "dtype": ember.float32})()
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gemm_codegen, "TEMPLATES", gemm_codegen.templates_for("x86-64-v4"))
+        assert gemm_codegen.default_tile(kernel(256, 1152)) == "tmpl_8x48"
+        assert gemm_codegen.default_tile(kernel(256, 384)) == "tmpl_8x48"
+        assert gemm_codegen.default_tile(kernel(256, 512)) == "tmpl_14x32"   # 512 % 48
+        assert gemm_codegen.default_tile(kernel(252, 1152)) == "tmpl_14x32"  # 14 x 18 rows
+        assert gemm_codegen.default_tile(kernel(2048, 1152)) == "tmpl_14x32"  # tall
+        mp.setattr(gemm_codegen, "TEMPLATES", gemm_codegen.templates_for("x86-64-v3"))
+        assert gemm_codegen.default_tile(kernel(256, 1152)) == "tmpl_4x16"
+        assert gemm_codegen.default_tile(kernel(258, 1152)) == "tmpl_6x16"

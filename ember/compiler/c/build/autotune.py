@@ -90,7 +90,7 @@ def default_impl(k: GemmKernel, program: Program, has_blas: bool = True) -> str:
         got = CHOICES.get(key) or _read().get(key, {}).get("choice")
         if got in candidates(k):
             return got
-    return tiles[0] if gemm_codegen.template_wins(k) else "blas"
+    return gemm_codegen.default_tile(k) if gemm_codegen.template_wins(k) else "blas"
 
 
 def default_program(program: Program) -> None:

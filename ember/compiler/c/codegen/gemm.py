@@ -82,9 +82,36 @@ def template_wins(k: GemmKernel) -> bool:
     return k.m > SMALL_M and k.n >= 96
 
 
+
+def default_tile(k: GemmKernel) -> str:
+    """The template tile a product takes outside max-autotune: the ISA's first, except a
+    product of at most EXACT_TILE_ROWS rows (split by columns over the threads,
+    gemm_tmpl_body.c.in) that a later tile covers exactly while the first does not: the char
+    GPT's 256-row products take 8x48 there, no edge tiles (14x32 pads 256 rows to 266),
+    3-10% faster at two threads and 0-4% at one (RESULTS.md, "The template's two-thread
+    split by columns").  Every tile sums each element in the same order: the same bits.
+
+    >>> from types import SimpleNamespace as N
+    >>> k = N(m=256, n=1152, dtype=N(np=N(name="float32")))
+    >>> default_tile(k) in ("tmpl_8x48", "tmpl_4x16")   # AVX-512 or AVX2 tiles
+    True
+    """
+    tiles = TEMPLATES.get(k.dtype.np.name, ())
+    if not tiles:
+        return "blas"
+
+    def exact(impl: str) -> bool:
+        mr, nr = _tile(impl)
+        return k.m % mr == 0 and k.n % nr == 0
+
+    if type(k.m) is int and type(k.n) is int and k.m <= EXACT_TILE_ROWS and not exact(tiles[0]):
+        return next((t for t in tiles[1:] if exact(t)), tiles[0])
+    return tiles[0]
+
 _KC = 384   # k per packed block: a 14x32 float tile's B sliver is 48 KiB
 SMALL_M = 4     # products of at most this many rows skip packing (gemm_small.h.in)
 MC_ROWS = 120   # rows of A per packed block (a multiple of the tile's rows)
+EXACT_TILE_ROWS = 1024   # default_tile: products this short may take an exact later tile
 MIN_FLOPS = _parallel.MATMUL_MIN_FLOPS
 
 # the C helpers per dtype, a str.format template ({T}: the C type, {s}: f or d, ...)
@@ -633,5 +660,5 @@ def canonical_source(k: GemmKernel, program: Program) -> str:
     return re.sub(r"\(GEMM, [\w]+\)", "", text)
 
 
-__all__ = ["TEMPLATES", "canonical_source", "gemm_kernel", "gemm_prelude", "im2col_kernel",
-           "is_int"]
+__all__ = ["TEMPLATES", "canonical_source", "default_tile", "gemm_kernel", "gemm_prelude",
+           "im2col_kernel", "is_int"]
