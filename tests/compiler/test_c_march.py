@@ -177,7 +177,7 @@ def test_half_gemm_builds_each_path(level, dt):
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
-@pytest.mark.parametrize("mkn", [(37, 53, 71), (130, 400, 96)])
+@pytest.mark.parametrize("mkn", [(37, 53, 71), (130, 400, 96), (150, 64, 1100)])
 @pytest.mark.parametrize("level", list(LEVELS), indirect=True)
 def test_half_gemm_runs_each_path(level, dt, mkn):
     """Runs where the host can (/proc/cpuinfo): ember's compiled half product equals torch's

@@ -81,7 +81,8 @@ def _compile_forced(monkeypatch, tiles, dtype, fn, *args):
 
 
 # (M, K, N): tile edges (12/6 rows, 32/16 columns), the 120-row block, the 256 k block
-SHAPES = [(1, 1, 1), (1, 300, 70), (7, 5, 3), (13, 257, 33), (121, 513, 65), (250, 40, 1)]
+SHAPES = [(1, 1, 1), (1, 300, 70), (7, 5, 3), (13, 257, 33), (121, 513, 65), (250, 40, 1),
+          (130, 20, 1040)]   # (the last: more than 512 columns, 65 slivers of 16)
 
 
 @pytest.mark.parametrize("dtype", [ember.float32, ember.float64], ids=["f32", "f64"])

@@ -103,3 +103,35 @@ def test_half_linear_gelu_is_one_gemm_kernel(dtype):
     want = f(x, w, b)
     g, e = got.float().numpy().astype(np.float64), want.float().numpy().astype(np.float64)
     assert np.all(np.abs(g - e) <= _ulp(e, dtype))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_sdpa_forward_reads_strided_heads_in_place(dtype):
+    """The forward kernel reads half q, k, v where they are (here heads of (B, L, H * E)
+    projections, transposed views) and widens each head in its scratch: no float32 copies of
+    q, k, v (only the mask's), and eager's bits."""
+    rng = np.random.default_rng(4)
+    b, t, h, e = 2, 37, 3, 16
+    ed = getattr(ember, dtype)
+    xs = [ember.tensor(rng.standard_normal((b, t, h * e)).astype(np.float32)).to(ed)
+          for _ in range(3)]
+    m = ember.tensor(np.where(rng.random((b, 1, 1, t)) < 0.2, -1e4, 0).astype(np.float32)
+                     ).to(ed)
+
+    def f(xq, xk, xv, mask):
+        q, k, v = (x.view(b, t, h, e).transpose(1, 2) for x in (xq, xk, xv))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    ember.compiler.reset()
+    got = ember.compile(f, backend="c", fullgraph=True)(*xs, m)
+    cg = cbackend.last_compiled()
+    kernels = list(cg.program.kernels())
+    assert any(type(x).__name__ == "AttentionKernel" for x in kernels)
+    widen = [x for x in kernels if list(getattr(x, "ops", [])) == ["to_float32"]]
+    assert len(widen) == 1, [getattr(x, "name", x) for x in widen]   # the mask only
+    want = f(*xs, m)
+    g, w = got.float().numpy().astype(np.float64), want.float().numpy().astype(np.float64)
+    if dtype == "bfloat16":
+        np.testing.assert_array_equal(g, w)
+    else:
+        assert np.all(np.abs(g - w) <= _ulp(w, dtype))

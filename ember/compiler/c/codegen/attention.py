@@ -12,6 +12,7 @@ from ember.compiler.c.ir.kernels import ATTENTION_MAX_BATCH_DIMS as MAX_BATCH_DI
 from ember.compiler.c.ir.kernels import AttentionKernel, FlexAttentionKernel
 
 BLOCK_ROWS = 64
+_HALF_KIND = {"bfloat16": 1, "float16": 2}   # the job's half_in: how q, k, v are widened
 
 
 # the C helpers per dtype, a str.format template ({T}: the C type, {s}: f or d, ...)
@@ -87,7 +88,10 @@ def kernel_source(k: AttentionKernel, ints_marker: str | None = None) -> str:
             if st != 0:
                 lines.append(f"  job.{tag}b[{d}] = {st};")
         lines.append(f"  job.{tag}rs = {x.rs}; job.{tag}cs = {x.cs};")
-        lines.append(f"  job.{tag.upper()} = {x.buf.name} + {x.offset};")
+        half = x.buf.dtype.np.name in _HALF_KIND
+        lines.append(f"  job.{tag.upper()}{'H' * half} = {x.buf.name} + {x.offset};")
+        if half:   # (the lowering passes half q, k, v of one dtype, forward only)
+            lines.append(f"  job.half_in = {_HALF_KIND[x.buf.dtype.np.name]};")
     if k.backward:
         gq, gk, gv, gm = k.outs
         lines.append(f"  job.GQ = {gq.name}; job.GK = {gk.name}; job.GV = {gv.name};")

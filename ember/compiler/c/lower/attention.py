@@ -93,7 +93,9 @@ def _lower_half(lw: LoweringContext, i: int, n: Any, refs: list, dt: Any,
     lw.close_group()
     seg = lw.open_segment()
     before = len(seg.kernels)
-    mats = [_gemm._to_float32(lw, m) for m in mats]
+    # forward: q, k, v read as they are (each head widened in the kernel's scratch, no float32
+    # copies); the mask and the backward's operands through float32 copies
+    mats = [_gemm._to_float32(lw, m) if backward or j >= 3 else m for j, m in enumerate(mats)]
     flash = bool(n.params.get("flash", False)) and not backward
     why = _emit(lw, i, n, mats, dtypes.float32, backward,
                 round_p=(2 if dt.np.name == "float16" else 1) if flash else 0)
