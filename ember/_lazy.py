@@ -593,6 +593,44 @@ class Trace:
         self._set_payload(t, self.lazy(new_ref, p.shape, st.np_dtype, p, p, vc, st.version))
         return True
 
+    def write_all(self, items: list) -> list:
+        """``write`` of each ``(t, new, n)`` of ``items`` in turn, the last of ``n`` in-place
+        writes into ``t`` (its version counter advances by ``n``): an optimizer's state writes
+        in one call.  The first write into a concrete C-contiguous writeable array that owns
+        its memory, of a lazy value of this trace, is ``_write_whole``'s record inlined; the
+        others take ``write``.  Returns ``items`` from the first write that could not be
+        recorded (the trace was realized instead: the caller writes that one eagerly and bumps
+        its version once, then writes the rest)."""
+        storages, keep, lazies, tensors = self.storages, self.keep, self.lazies, self.tensors
+        undone: list = []
+        for k, (t, new, n) in enumerate(items):
+            vc = t._version_counter
+            vc[0] += n - 1
+            p = t._data
+            q = new._data
+            if p.__class__ is np.ndarray and p.base is None and new._base is None and \
+                    q.__class__ is LazyArray and q.value is None and q.trace is self and \
+                    id(vc) not in storages and id(new._version_counter) not in storages:
+                flags = p.flags
+                if flags.c_contiguous and flags.writeable:
+                    ref = q.ref   # ref_of(new): a lazy value no write reached
+                    st = _Storage(p, p.shape, p.dtype, self.input_ref(p), -1)
+                    storages[id(vc)] = st
+                    keep.append(vc)
+                    st.value = ref
+                    st.version = ver = vc[0] + 1
+                    la = LazyArray(self, ref, p.shape, st.np_dtype, p, p, vc, ver)
+                    lazies.append(weakref.ref(la))
+                    tensors.append(weakref.ref(t))
+                    t._data = la
+                    vc[0] = ver
+                    continue
+            if not self.write(t, new):
+                undone = items[k:]
+                break
+            vc[0] += 1
+        return undone
+
     # -- graph breaks -------------------------------------------------------------------------
     def graph_break(self, reason: str) -> None:
         """Python needs values here: realize the graph so far (or raise, per policy)."""
