@@ -718,13 +718,16 @@ class Trace:
                 STATE.trace = prev
         owners = {id(la.owner) for la in derived_lazy}
         for k, la in enumerate(direct):
-            v = _as_array(results[k], la.dtype)
+            v = results[k]
+            if v.__class__ is not np.ndarray or v.dtype is not la.dtype:
+                v = _as_array(v, la.dtype)
             # owners of views are C-contiguous (views are strided into them); other values keep
             # the layout the kernel gave them, as in eager
             la.value = _contig(v) if id(la) in owners else v
         for k, st in enumerate(written, len(direct)):
-            val = _as_array(results[k], st.np_dtype)
+            val = results[k]
             if val is not st.root:
+                val = _as_array(val, st.np_dtype)
                 st.root.reshape(-1)[...] = val.reshape(-1)
         base = len(direct) + len(written)
         st_vals = [_contig(_as_array(results[base + k], st.np_dtype)).reshape(-1)

@@ -137,8 +137,10 @@ def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
     d = t._data
     if d.__class__ is _LazyArray:
         return d.owner is None and d.value is None and d.shape == shape
-    return (d.__class__ is np.ndarray and d.base is None and d.shape == shape
-            and d.flags.c_contiguous and d.flags.writeable)
+    if d.__class__ is not np.ndarray or d.base is not None or d.shape != shape:
+        return False
+    f = d.flags
+    return f.c_contiguous and f.writeable
 
 
 def _traced_ok(p: Tensor, state: dict, group: dict) -> bool:
