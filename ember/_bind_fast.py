@@ -611,9 +611,14 @@ def _follow_multi(tr: _Trace, kn: Any, i: int, m: tuple, inputs: tuple, params: 
             isinstance(x, Tensor) and x._requires_grad for x in inputs)):
         return _lazy_bind(tr, op, inputs, params)
     ref_of = tr.ref_of
+    plain = not tr.storages
     for a, x in zip(args, inputs):   # every tensor's ref, in order, as ``match`` reads them
         if isinstance(x, Tensor):
-            r = ref_of(x)
+            p = x._data
+            if plain and p.__class__ is _LazyArray and p.value is None:
+                r = p.ref   # ref_of(x) of an unwritten lazy value, inlined
+            else:
+                r = ref_of(x)
             if r is not a and r != a:
                 return _lazy_bind(tr, op, inputs, params)
         elif x is not a and not _same(x, a):

@@ -614,7 +614,9 @@ class Trace:
                 flags = p.flags
                 if flags.c_contiguous and flags.writeable:
                     ref = q.ref   # ref_of(new): a lazy value no write reached
-                    st = _Storage(p, p.shape, p.dtype, self.input_ref(p), -1)
+                    j = self.input_ids.get(id(p))   # input_ref(p): usually seen already
+                    st = _Storage(p, p.shape, p.dtype, _IREFS[j] if j is not None and j < 64
+                                  else self.input_ref(p), -1)
                     storages[id(vc)] = st
                     keep.append(vc)
                     st.value = ref
