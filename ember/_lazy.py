@@ -211,6 +211,7 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 _IREFS = tuple(("i", k) for k in range(64))   # input refs, one object each (cheap to compare)
+_new = object.__new__
 
 
 # ------------------------------------------------------------------------------------ state
@@ -615,13 +616,25 @@ class Trace:
                 if flags.c_contiguous and flags.writeable:
                     ref = q.ref   # ref_of(new): a lazy value no write reached
                     j = self.input_ids.get(id(p))   # input_ref(p): usually seen already
-                    st = _Storage(p, p.shape, p.dtype, _IREFS[j] if j is not None and j < 64
-                                  else self.input_ref(p), -1)
-                    storages[id(vc)] = st
-                    keep.append(vc)
+                    st = _new(_Storage)   # _Storage(p, shape, dtype, input ref, -1), inlined
+                    st.root = p
+                    st.root_shape = shape = p.shape
+                    st.np_dtype = npd = p.dtype
                     st.value = ref
                     st.version = ver = vc[0] + 1
-                    la = LazyArray(self, ref, p.shape, st.np_dtype, p, p, vc, ver)
+                    if j is None or j >= 64:
+                        self.input_ref(p)   # a new input of the graph (its ref is not used)
+                    storages[id(vc)] = st
+                    keep.append(vc)
+                    la = _new(LazyArray)   # LazyArray(self, ref, shape, npd, p, p, vc, ver)
+                    la.trace = self
+                    la.ref = ref
+                    la.shape = shape
+                    la.dtype = npd
+                    la.shadow = la.owner = p
+                    la.vc = vc
+                    la.sver = ver
+                    la.value = None
                     lazies.append(weakref.ref(la))
                     tensors.append(weakref.ref(t))
                     t._data = la

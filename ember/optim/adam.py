@@ -218,11 +218,14 @@ def _fused_update(items: list, group: dict) -> None:
     tr = _LZ.trace
     inputs: list = []
     bc2, neg = [], []
+    recording = _LZ.recorder is not None   # a ``reduce-overhead`` recording (``_recompute``)
     for p, state in items:
         step_t = state["step"]
         inputs += [p, p.grad, state["exp_avg"], state["exp_avg_sq"], step_t]
         scalars = _adam_scalars(_next_count(step_t), lr, beta1, beta2)
-        _recompute(scalars, lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
+        if recording:
+            _recompute(scalars,
+                       lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
         bc2.append(scalars[0])
         neg.append(scalars[1])
     decay = wd != 0 and decoupled
