@@ -8,6 +8,11 @@ with ``--threads 1`` (the default here: the C entry runs on the calling thread) 
 a loaded machine: the model's forward, ``cross_entropy``, ``backward()``, the optimizer's
 ``step()`` and ``zero_grad()`` (all recording), the C entry (``runtime.py``'s call) and
 ``Trace.realize`` around it; "other Python" is the step minus all of those.
+
+``--python-only``: after the warm-up the C entry does nothing (the step's values are then
+wrong, but the Python runs the same path: the trace is followed and nothing reads a value),
+and only the step's CPU time is printed (medians of 7 rounds, no per-part wrappers): the
+step's Python without the C entry evicting its caches, steady on a loaded machine.
 """
 
 from __future__ import annotations
@@ -47,8 +52,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--python-only", action="store_true")
     args = ap.parse_args()
     ember.set_num_threads(args.threads)
+    if args.python_only:
+        _python_only(args.steps)
+        return
     acc: dict = {}
     case = mlp_case()
     _timed(acc, type(case.em), "__call__", "forward")
@@ -75,6 +84,24 @@ def main() -> None:
         print(f"  {k:16s} {v * 1e3:7.3f} ms")
     print(f"  {'other Python':16s} {(total - known) * 1e3:7.3f} ms")
     print(f"  Python in all    {(total - per.get('C entry', 0.0)) * 1e3:7.3f} ms")
+
+
+def _python_only(steps: int) -> None:
+    case = mlp_case()
+    step = ember.compile(case.ember_step, backend="c")
+    for _ in range(5):
+        step()
+    runtime.Entry.__call__ = lambda self, *a, **k: None   # the C work left out
+    rounds = []
+    for _ in range(7):
+        t0 = time.thread_time()
+        for _ in range(steps):
+            step()
+        rounds.append((time.thread_time() - t0) / steps)
+    rounds.sort()
+    print(f"MLP step, default mode, the C entry a no-op, {steps} steps x 7 rounds, CPU time "
+          f"(load {os.getloadavg()[0]:.1f}): Python {rounds[3] * 1e6:.0f} us per step (median; "
+          f"min {rounds[0] * 1e6:.0f})")
 
 
 if __name__ == "__main__":

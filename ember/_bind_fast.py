@@ -346,6 +346,9 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
         v = kn.views[i]
         if v is not None and v[1] is op:
             return _follow_view(tr, kn, i, v, inputs, params)
+        m = kn.multi[i]
+        if m is not None and m[1] is op:
+            return _follow_multi(tr, kn, i, m, inputs, params)
         return _lazy_bind(tr, op, inputs, params)
     nd, _, args, nparams, ref, shape, dtype, npd, pattern, a0, a1 = step
     looked = False
@@ -589,3 +592,66 @@ def _view_result(tr: _Trace, v: tuple, src: Tensor, inputs: tuple, params: dict,
         if t.grad_fn is not None:  # compiled autograd: backward over it is recorded too
             t.grad_fn._compiled_by = tr.owner
     return t
+
+
+def _follow_multi(tr: _Trace, kn: Any, i: int, m: tuple, inputs: tuple, params: dict) -> Any:
+    """``bind`` of an op of several outputs that gets no autograd node (a multi-tensor
+    optimizer step under ``no_grad``) and is the known trace's next node (``Known.multi``):
+    what ``tensor._lazy_bind``'s ``match`` and held outputs do for it, without its lists and
+    calls per argument and output.  Numbers the entry takes at run time may differ
+    (``Known.loose``); anything else takes ``_lazy_bind``."""
+    nd, op, args, nparams, outs = m
+    gen = _GM_GENERATION[0]
+    if tr.gm_generation != gen:
+        st = _STATE
+        tr.gm_generation = gen
+        tr.gm = (st.grad_enabled, st.inference)
+    grad, inference = tr.gm
+    if len(args) != len(inputs) or (grad and op.vjp is not None and any(
+            isinstance(x, Tensor) and x._requires_grad for x in inputs)):
+        return _lazy_bind(tr, op, inputs, params)
+    ref_of = tr.ref_of
+    plain = not tr.storages
+    for a, x in zip(args, inputs):   # every tensor's ref, in order, as ``match`` reads them
+        if isinstance(x, Tensor):
+            p = x._data
+            if plain and p.__class__ is _LazyArray and p.value is None:
+                r = p.ref   # ref_of(x) of an unwritten lazy value, inlined
+            else:
+                r = ref_of(x)
+            if r is not a and r != a:
+                return _lazy_bind(tr, op, inputs, params)
+        elif x is not a and not _same(x, a):
+            return _lazy_bind(tr, op, inputs, params)
+    if tr.known is not kn:   # ref_of met an input unlike the known trace's
+        return _lazy_bind(tr, op, inputs, params)
+    if params is nparams or _same(params, nparams):
+        tr.nodes.append(nd)
+    else:
+        got = kn.loose(i, op, args, params) if kn.loose is not None else None
+        if got is None:
+            return _lazy_bind(tr, op, inputs, params)
+        tr.nodes.append(_lazy.TNode(op, args, params, nd.specs))
+        tr.loosened = got if tr.loosened is None else tr.loosened + got
+    results = []
+    for ref, shape, dtype, npd in outs:
+        t = _new(Tensor)
+        t._dtype = dtype
+        t._version_counter = vc = [0]
+        la = _new(_LazyArray)   # LazyArray(tr, ref, shape, npd, None, None, vc, 0), inlined
+        la.trace = tr
+        la.ref = ref
+        la.shape = shape
+        la.dtype = npd
+        la.vc = vc
+        la.sver = 0
+        la.shadow = None
+        la.owner = None
+        la.value = None
+        t._data = la
+        if inference:
+            t._inference = True
+        results.append(t)
+    tr.lazies += results   # tr.hold(t) for each, inlined
+    tr.holding = True
+    return tuple(results)

@@ -39,8 +39,8 @@ class Known:
     hashing and looking up a new graph.  Immutable once made (but for the ``used`` mark), so
     threads share it."""
 
-    __slots__ = ("nodes", "refs", "simple", "views", "vmemo", "n", "inputs", "out_refs", "cap",
-                 "entry", "run", "used", "loose")
+    __slots__ = ("nodes", "refs", "simple", "views", "multi", "vmemo", "n", "inputs",
+                 "out_refs", "cap", "entry", "run", "used", "loose")
 
     def __init__(self, nodes: list, inputs: list, out_refs: list, cap: Any, entry: Any) -> None:
         self.nodes = tuple(nodes)
@@ -69,6 +69,14 @@ class Known:
                            len(nd.specs) == 1 and len(nd.args) == 1 and
                            nd.args[0].__class__ is tuple and nd.args[0][:1] in (("n",), ("i",))
                            else None for i, nd in enumerate(nodes))
+        # what ``_bind_fast._follow_multi`` reads of a non-view op of several outputs (a
+        # multi-tensor optimizer step): (node, op, args, params, ((output ref, shape, dtype,
+        # NumPy dtype), ...)); None for the others
+        self.multi = tuple((nd, nd.op, nd.args, nd.params,
+                            tuple((refs[i][j], tuple(sh), dt, dt.np)
+                                  for j, (sh, dt) in enumerate(nd.specs)))
+                           if nd.op.kind != "view" and nd.op.num_outputs != 1 else None
+                           for i, nd in enumerate(nodes))
         self.vmemo: dict = {}
         self.n = len(nodes)
         self.inputs = tuple(_in_meta(a) for a in inputs)

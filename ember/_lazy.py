@@ -211,6 +211,7 @@ LazyArray.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 _IREFS = tuple(("i", k) for k in range(64))   # input refs, one object each (cheap to compare)
+_new = object.__new__
 
 
 # ------------------------------------------------------------------------------------ state
@@ -593,6 +594,58 @@ class Trace:
         self._set_payload(t, self.lazy(new_ref, p.shape, st.np_dtype, p, p, vc, st.version))
         return True
 
+    def write_all(self, items: list) -> list:
+        """``write`` of each ``(t, new, n)`` of ``items`` in turn, the last of ``n`` in-place
+        writes into ``t`` (its version counter advances by ``n``): an optimizer's state writes
+        in one call.  The first write into a concrete C-contiguous writeable array that owns
+        its memory, of a lazy value of this trace, is ``_write_whole``'s record inlined; the
+        others take ``write``.  Returns ``items`` from the first write that could not be
+        recorded (the trace was realized instead: the caller writes that one eagerly and bumps
+        its version once, then writes the rest)."""
+        storages, keep, lazies, tensors = self.storages, self.keep, self.lazies, self.tensors
+        undone: list = []
+        for k, (t, new, n) in enumerate(items):
+            vc = t._version_counter
+            vc[0] += n - 1
+            p = t._data
+            q = new._data
+            if p.__class__ is np.ndarray and p.base is None and new._base is None and \
+                    q.__class__ is LazyArray and q.value is None and q.trace is self and \
+                    id(vc) not in storages and id(new._version_counter) not in storages:
+                flags = p.flags
+                if flags.c_contiguous and flags.writeable:
+                    ref = q.ref   # ref_of(new): a lazy value no write reached
+                    j = self.input_ids.get(id(p))   # input_ref(p): usually seen already
+                    st = _new(_Storage)   # _Storage(p, shape, dtype, input ref, -1), inlined
+                    st.root = p
+                    st.root_shape = shape = p.shape
+                    st.np_dtype = npd = p.dtype
+                    st.value = ref
+                    st.version = ver = vc[0] + 1
+                    if j is None or j >= 64:
+                        self.input_ref(p)   # a new input of the graph (its ref is not used)
+                    storages[id(vc)] = st
+                    keep.append(vc)
+                    la = _new(LazyArray)   # LazyArray(self, ref, shape, npd, p, p, vc, ver)
+                    la.trace = self
+                    la.ref = ref
+                    la.shape = shape
+                    la.dtype = npd
+                    la.shadow = la.owner = p
+                    la.vc = vc
+                    la.sver = ver
+                    la.value = None
+                    lazies.append(weakref.ref(la))
+                    tensors.append(weakref.ref(t))
+                    t._data = la
+                    vc[0] = ver
+                    continue
+            if not self.write(t, new):
+                undone = items[k:]
+                break
+            vc[0] += 1
+        return undone
+
     # -- graph breaks -------------------------------------------------------------------------
     def graph_break(self, reason: str) -> None:
         """Python needs values here: realize the graph so far (or raise, per policy)."""
@@ -680,13 +733,16 @@ class Trace:
                 STATE.trace = prev
         owners = {id(la.owner) for la in derived_lazy}
         for k, la in enumerate(direct):
-            v = _as_array(results[k], la.dtype)
+            v = results[k]
+            if v.__class__ is not np.ndarray or v.dtype is not la.dtype:
+                v = _as_array(v, la.dtype)
             # owners of views are C-contiguous (views are strided into them); other values keep
             # the layout the kernel gave them, as in eager
             la.value = _contig(v) if id(la) in owners else v
         for k, st in enumerate(written, len(direct)):
-            val = _as_array(results[k], st.np_dtype)
+            val = results[k]
             if val is not st.root:
+                val = _as_array(val, st.np_dtype)
                 st.root.reshape(-1)[...] = val.reshape(-1)
         base = len(direct) + len(written)
         st_vals = [_contig(_as_array(results[base + k], st.np_dtype)).reshape(-1)

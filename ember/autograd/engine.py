@@ -48,7 +48,8 @@ def _root_grads(tensors: list, grad_tensors: list | None, op: str) -> list:
         t = tensors[0]
         a = t._data
         if t._requires_grad and t._dtype.category == 2 and a.size == 1 and \
-                a.__class__ is np.ndarray:
+                (a.__class__ is np.ndarray or a.__class__ is _lazy.LazyArray):
+            # a lazy loss (a compiled step) takes the same concrete ones
             return [_wrap(_ones(a.shape, a.dtype), t._dtype)]
     grads = list(grad_tensors) if grad_tensors is not None else [None] * len(tensors)
     if len(grads) != len(tensors):

@@ -19,8 +19,11 @@ import numpy as np
 from ember import dtypes as dt
 from ember.errors import DTypeError, EmberNotImplementedError, ShapeError
 from ember.ops import _parallel
+from ember.ops import registry as _registry
 from ember.ops._util import lowp
+from ember.ops.reduction import SUM
 from ember.ops.registry import OpDef, bind, register
+from ember.ops.shape import PERMUTE
 
 
 def check_dtypes(op: str, *ts) -> dt.dtype:  # noqa: ANN002
@@ -220,11 +223,19 @@ def _linear_eager(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None) -> 
     return out
 
 
+# the params of the transposes and the bias sum below: what ``t.permute((1, 0))`` and
+# ``t.sum(0)`` bind for a matrix (a float one for the sum), bound without their frontends; one
+# shared dict each, so a followed call compares them by identity (never written)
+_T2D = {"dims": (1, 0)}
+_SUM0 = {"dims": (0,), "keepdim": False}
+
+
 def _linear_vjp(ctx, g):  # noqa: ANN001
     # nothing is saved when only the bias needs a gradient
     x, w = ctx.inputs[:2] if ctx.inputs else (None, None)
     needs = ctx.needs_input_grad
-    gx = bind(LINEAR, g, w.permute((1, 0))) if needs[0] else None
+    binder = _registry._binder
+    gx = bind(LINEAR, g, binder(PERMUTE, (w,), _T2D)) if needs[0] else None
     out_f, in_f = ctx.input_shapes[1]
     rows = 1
     for n in ctx.input_shapes[0][:-1]:
@@ -235,8 +246,10 @@ def _linear_vjp(ctx, g):  # noqa: ANN001
     gw = None
     if needs[1]:
         x2 = x if flat else x.reshape((rows, in_f))
-        gw = bind(MATMUL, g2.permute((1, 0)), x2)
-    gb = g2.sum(0) if len(needs) > 2 and needs[2] else None
+        gw = bind(MATMUL, binder(PERMUTE, (g2,), _T2D), x2)
+    gb = None
+    if len(needs) > 2 and needs[2]:
+        gb = binder(SUM, (g2,), _SUM0) if g2.dtype.is_floating_point else g2.sum(0)
     return (gx, gw) if len(needs) == 2 else (gx, gw, gb)
 
 

@@ -137,8 +137,10 @@ def _written_ok(t: Any, dtype: Any, shape: tuple) -> bool:
     d = t._data
     if d.__class__ is _LazyArray:
         return d.owner is None and d.value is None and d.shape == shape
-    return (d.__class__ is np.ndarray and d.base is None and d.shape == shape
-            and d.flags.c_contiguous and d.flags.writeable)
+    if d.__class__ is not np.ndarray or d.base is not None or d.shape != shape:
+        return False
+    f = d.flags
+    return f.c_contiguous and f.writeable
 
 
 def _traced_ok(p: Tensor, state: dict, group: dict) -> bool:
@@ -216,11 +218,14 @@ def _fused_update(items: list, group: dict) -> None:
     tr = _LZ.trace
     inputs: list = []
     bc2, neg = [], []
+    recording = _LZ.recorder is not None   # a ``reduce-overhead`` recording (``_recompute``)
     for p, state in items:
         step_t = state["step"]
         inputs += [p, p.grad, state["exp_avg"], state["exp_avg_sq"], step_t]
         scalars = _adam_scalars(_next_count(step_t), lr, beta1, beta2)
-        _recompute(scalars, lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
+        if recording:
+            _recompute(scalars,
+                       lambda s=step_t: _adam_scalars(_next_count(s), lr, beta1, beta2))
         bc2.append(scalars[0])
         neg.append(scalars[1])
     decay = wd != 0 and decoupled
@@ -230,15 +235,23 @@ def _fused_update(items: list, group: dict) -> None:
     outs = _bind(_ADAM_STEP, *inputs, decay=1 - lr * wd if decay else None, w1=1 - beta1,
                  beta2=beta2, w2=1 - beta2, eps=eps, bc2=tuple(bc2), neg_step=tuple(neg),
                  **coupled)
+    writes: list = []   # (tensor, value, in-place ops it stands for), in the general order
     for k, (p, state) in enumerate(items):
         step_new, p_new, m_new, v_new = outs[4 * k:4 * k + 4]
-        _write_final(tr, state["step"], step_new, 1)
+        writes.append((state["step"], step_new, 1))
         if decay:
-            _write_final(tr, p, p_new, 2)
-        _write_final(tr, state["exp_avg"], m_new, 1)
-        _write_final(tr, state["exp_avg_sq"], v_new, 2)
+            writes.append((p, p_new, 2))
+        writes.append((state["exp_avg"], m_new, 1))
+        writes.append((state["exp_avg_sq"], v_new, 2))
         if not decay:
-            _write_final(tr, p, p_new, 1)
+            writes.append((p, p_new, 1))
+    undone = tr.write_all(writes)
+    if undone:   # the trace was realized at the first of these (cannot happen for plain t)
+        t, new, _ = undone[0]
+        np.copyto(t._data, new._data)
+        t._version_counter[0] += 1
+        for t, new, n in undone[1:]:
+            _write_final(tr, t, new, n)
 
 
 def _write_final(tr: Any, t: Tensor, new: Tensor, ops: int) -> None:

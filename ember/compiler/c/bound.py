@@ -101,8 +101,10 @@ class BoundCall:
         call = self.template[:]
         for j, i, npd, don in self.var:
             a = arrays[i]
-            if a.__class__ is not np.ndarray or a.dtype != npd or not a.flags.c_contiguous \
-                    or (don and not a.flags.writeable):
+            if a.__class__ is not np.ndarray or (a.dtype is not npd and a.dtype != npd):
+                return None
+            f = a.flags
+            if not f.c_contiguous or (don and not f.writeable):
                 return None
             call[j] = a
         for a in self.donated:

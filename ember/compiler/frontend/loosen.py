@@ -30,29 +30,42 @@ class Loosen:
     numbers of trace node ``i`` as ``[(slot, position among the entry's scalars, value)]``, or
     None when the node differs in anything else."""
 
-    __slots__ = ("nodes", "start", "pos")
+    __slots__ = ("nodes", "start", "pos", "memo")
 
     def __init__(self, nodes: list, start: list, pos: dict) -> None:
         self.nodes = nodes    # the trace's nodes (``Known.nodes``)
         self.start = start    # per trace node: its first number slot in the capture, -1: dead
         self.pos = pos        # lifted float slot -> its position among the runtime scalars
+        self.memo: dict = {}  # node index -> the known node's side (``_known_side``)
+
+    def _known_side(self, i: int) -> tuple:
+        """(args' structures, params' structure, numbers, static keys) of known node ``i``,
+        computed once (the node is immutable)."""
+        got = self.memo.get(i)
+        if got is None:
+            nd = self.nodes[i]
+            old: list = []
+            static = static_keys(nd.op)
+            skels = tuple(None if type(b) is tuple else _skel(b, old) for b in nd.args)
+            pskel = _skel(nd.params, old, static) if nd.params else None
+            got = self.memo[i] = (skels, pskel, old, static)
+        return got
 
     def __call__(self, i: int, op: Any, args: tuple, params: dict) -> list | None:
         nd = self.nodes[i]
         if nd.op is not op or len(args) != len(nd.args) or (
                 op.kind != "pointwise" and "scalar_passthrough" not in op.tags):
             return None
+        skels, pskel, old, static = self._known_side(i)
         new: list = []
-        old: list = []
-        for a, b in zip(args, nd.args):
-            if type(b) is tuple:     # a ref or a tuple constant: structure (``capture``)
-                if not same(a, b):
+        for a, b, sk in zip(args, nd.args, skels):
+            if sk is None:     # a ref or a tuple constant: structure (``capture``)
+                if a is not b and not same(a, b):
                     return None
-            elif _skel(a, new) != _skel(b, old):
+            elif _skel(a, new) != sk:
                 return None
         if params or nd.params:
-            static = static_keys(op)
-            if _skel(params, new, static) != _skel(nd.params, old, static) or not all(
+            if _skel(params, new, static) != pskel or not all(
                     same(params[k], nd.params[k]) for k in params if k in static):
                 return None
         start = self.start[i]
