@@ -32,7 +32,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ember import _frozen
 from ember._known import _HELD_REFS, _WREF, Known, TNode, _collect, _in_meta, _resweep, same
+from ember.config import config as _config
 from ember.errors import GraphBreakError
 
 
@@ -302,6 +304,10 @@ class Trace:
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
         self.params: set = set()            # input indices of nn.Parameters
+        # under ``config.freezing``: parameters' input indices, and whether an input that
+        # requires grad was read (the graph then may record autograd: not frozen)
+        self.frozen: set = set()
+        self.grad_inputs = False
 
     # -- values -----------------------------------------------------------------------------
     def input_ref(self, arr: np.ndarray) -> tuple:
@@ -334,6 +340,12 @@ class Trace:
             self.marks[r[1]] = m
         elif getattr(t, "_is_param", False):
             self.params.add(r[1])
+        if _config.freezing:
+            if t._requires_grad:
+                self.grad_inputs = True
+            if getattr(t, "_is_param", False):
+                self.frozen.add(r[1])
+                _frozen.note(p, t._version_counter)
         return r
 
     def frame(self, t: Any) -> tuple:
