@@ -19,14 +19,10 @@ import ctypes
 from typing import Any
 
 from ember import _frozen
+from ember.compiler.c.codegen import csrc
 from ember.compiler.c.ir.kernels import GemmKernel
 
-FREEZE_EXPORT = """#ifdef EMBER_PP_SLOTS
-/* ember.compile's frozen weights (ember/compiler/c/freeze.py): switch the packed copies on (1)
-   or off (0), dropping all; drop one slot's copy (its weight changed) */
-EMBER_EXPORT void ember_freeze_reset_v1(int on) { ember_pp_reset(on); }
-EMBER_EXPORT void ember_freeze_drop_v1(int slot) { ember_pp_drop(slot); }
-#endif"""
+FREEZE_EXPORT = csrc("freeze_export.h.in")   # the unit's exported switches
 
 
 def assign_slots(program: Any, frozen: tuple) -> tuple:
