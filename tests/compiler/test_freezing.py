@@ -77,7 +77,11 @@ def test_bit_equal_with_and_without_freezing():
     assert cg._frozen is not None and len(cg._frozen.inputs) == 2   # both weights
     assert "# frozen:" in cg.source_graph.python()
     plain = [_plain_call(cm, x) for x in xs]
-    assert backend.last_compiled()._frozen is None   # without freezing: no slots
+    pcg = backend.last_compiled()
+    assert pcg._frozen is None   # without freezing: no slots
+    assert backend._plan_key(cg.graph) != backend._plan_key(pcg.graph)
+    warm = backend.CompiledGraph(cg.source_graph)   # a warm start: the run plan from disk
+    assert warm._frozen is not None and warm._frozen.inputs == cg._frozen.inputs
     for x, got, want in zip(xs, frozen, plain):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_allclose(got, _torch_ref(m, x), rtol=1e-4, atol=1e-5)
