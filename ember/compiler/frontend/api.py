@@ -548,7 +548,7 @@ def _frozen_inputs(trace: _lazy.Trace, frame: Any) -> tuple:
     PyTorch's freezing has it (a compiled function called with grad mode off, or reading no
     input that requires grad); () for backward graphs and graphs that may record autograd."""
     if not trace.frozen or getattr(frame, "cf", None) is None or \
-            not (frame.grad_off or not trace.grad_inputs):
+            not (getattr(frame, "grad_off", False) or not trace.grad_inputs):
         return ()
     out = sorted(trace.frozen)
     if trace.storages:   # a weight written in place here (or sharing memory with one) is not
