@@ -233,3 +233,24 @@ def test_threads_call_one_frozen_graph():
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_half_weights_packed_once():
+    m = _model().to(ember.bfloat16)   # half products: the half template's packed panels
+    cm = ember.compile(m, backend="inductor")
+    x = ember.randn(19, 40).to(ember.bfloat16)
+
+    def run(frozen):
+        with ember.no_grad(), icfg.patch(freezing=frozen):
+            return cm(x).float().numpy()
+    for _ in range(3):
+        got = run(True)
+    assert backend.last_compiled()._frozen is not None
+    np.testing.assert_array_equal(got, run(False))
+    with ember.no_grad():
+        m.fc1.weight.mul_(2.0)
+    got = run(True)
+    np.testing.assert_array_equal(got, run(False))
+    with ember.no_grad():
+        want = m(x).float().numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
