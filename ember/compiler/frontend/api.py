@@ -227,7 +227,7 @@ class _Frame:
         self.trace: Any = None
         self.last_entry: Entry | None = None   # the compiled graph the last realize ran
         # grad mode off when the compiled function was called (PyTorch freezes those graphs)
-        self.grad_off = cf is not None and not _gm.STATE.grad_enabled
+        self.grad_off = config.freezing and cf is not None and not _gm.STATE.grad_enabled
         self.args: tuple = ()
         self.kwargs: dict = {}
         # force_backend (set_stance) replaces the function's backend; it cannot change during
