@@ -1,12 +1,12 @@
 """PyTorch's ``torch._inductor.config`` switches that ember honours.
 
 ``freezing`` (default False; EMBER_FREEZING=1): an ``ember.compile`` graph that records no
-autograd (run under ``no_grad``/``inference_mode``, or with no input that requires grad) packs
-the ``nn.Parameter`` B operands of its products once, as PyTorch treats parameters as constants
-of an inference graph.  Unlike PyTorch, a weight changed in place through ember (an optimizer
-step, ``copy_``, ``load_state_dict``) is seen: the packed copy is dropped and made again.
-Writes through ``.numpy()`` views are not seen (PyTorch sees no change at all).  The setting is
-``ember.config.config.freezing``; this module reads and writes it.
+autograd (run under ``no_grad``/``inference_mode``, or reading no parameter that requires
+grad) packs the ``nn.Parameter`` B operands of its products once, as PyTorch treats
+parameters as constants of an inference graph.  Unlike PyTorch, a weight changed in place
+through ember (an optimizer step, ``copy_``, ``load_state_dict``) is seen: the packed copy is
+dropped and made again.  Writes through ``.numpy()`` views are not seen (PyTorch sees no
+change at all).  The setting is ``ember.config.config.freezing``; this module reads and writes it.
 
 >>> import ember._inductor.config
 >>> ember._inductor.config.freezing = True      # doctest: +SKIP

@@ -544,9 +544,9 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
 
 def _frozen_inputs(trace: _lazy.Trace, frame: Any) -> tuple:
     """Under ``config.freezing``: the trace inputs that are frozen weights of this graph (the
-    nn.Parameters it reads and does not write), when the graph records no autograd as
-    PyTorch's freezing has it (a compiled function called with grad mode off, or reading no
-    input that requires grad); () for backward graphs and graphs that may record autograd."""
+    nn.Parameters it reads and does not write), when the graph records no autograd for them
+    (a compiled function called with grad mode off, PyTorch's condition, or reading no
+    parameter that requires grad); () for backward graphs and training graphs."""
     if not trace.frozen or getattr(frame, "cf", None) is None or \
             not (getattr(frame, "grad_off", False) or not trace.grad_inputs):
         return ()
