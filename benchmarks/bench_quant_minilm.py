@@ -9,7 +9,9 @@ float32's (minimum and mean over the 32 sentences).  ``--bf16`` adds MiniLM unde
 autocast (eager and compiled).  ``--compiled-only`` times only the compiled and torch variants
 (the ratios' eager column then reads n/a); ``--cpu`` times CPU time of the process
 (``time.process_time``: with ``--threads 1`` the one thread's CPU time, which waiting for a
-loaded machine's cores does not inflate) instead of wall time.
+loaded machine's cores does not inflate) instead of wall time.  ``--freezing`` adds the
+compiled float32 and int8 models under ``ember._inductor.config.freezing`` (weights packed
+once).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ torch = bm.torch
 warnings.filterwarnings("ignore")
 
 
-def _variants(bf16: bool, compiled_only: bool = False) -> dict:
+def _variants(bf16: bool, compiled_only: bool = False, freezing: bool = False) -> dict:
     """name -> a function returning the (32, 384) embeddings as NumPy."""
     mini = bm.load_example()
     enc = mini.SentenceEncoder()
@@ -55,9 +57,12 @@ def _variants(bf16: bool, compiled_only: bool = False) -> dict:
     tm = bm.AutoModel.from_pretrained(str(mini.model_dir())).eval()
     tq = torch.ao.quantization.quantize_dynamic(tm, {torch.nn.Linear}, dtype=torch.qint8)
 
-    def ember_fn(model, autocast: bool = False):
+    def ember_fn(model, autocast: bool = False, frozen: bool = False):
+        import ember._inductor.config as icfg
+
         def fn():
-            with ember.no_grad(), ember.autocast("cpu", dtype=ember.bfloat16, enabled=autocast):
+            with ember.no_grad(), ember.autocast("cpu", dtype=ember.bfloat16, enabled=autocast), \
+                    icfg.patch(freezing=frozen):
                 h = model(**batch)
             h = h.float()
             return ember.nn.functional.normalize(mini.mean_pool(h, batch["attention_mask"]),
@@ -83,6 +88,10 @@ def _variants(bf16: bool, compiled_only: bool = False) -> dict:
            "torch int8 (quantize_dynamic)": torch_fn(tq)}
     if compiled_only:
         out = {k: v for k, v in out.items() if "eager" not in k or k == "ember float32 eager"}
+    if freezing:   # weights packed once (ember._inductor.config.freezing)
+        out["ember float32 compiled, freezing"] = ember_fn(ember.compile(f32), frozen=True)
+        out["ember int8 per-tensor compiled, freezing"] = ember_fn(ember.compile(q_tensor),
+                                                                   frozen=True)
     if bf16:
         out["ember bf16 autocast eager"] = ember_fn(f32, autocast=True)
         out["ember bf16 autocast compiled"] = ember_fn(ember.compile(f32), autocast=True)
@@ -96,12 +105,15 @@ def main() -> None:
     ap.add_argument("--bf16", action="store_true")
     ap.add_argument("--compiled-only", action="store_true")
     ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--freezing", action="store_true",
+                    help="also the compiled float32 and int8 models with "
+                         "ember._inductor.config.freezing")
     a = ap.parse_args()
     if a.cpu:
         common.CLOCK = time.process_time
     torch.set_num_threads(a.threads)
     ember.set_num_threads(a.threads)
-    fns = _variants(a.bf16, a.compiled_only)
+    fns = _variants(a.bf16, a.compiled_only, a.freezing)
     ref = fns["ember float32 eager"]()
     quality = {}
     for name, fn in fns.items():       # first calls compile; their results give the quality

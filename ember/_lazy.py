@@ -32,7 +32,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ember import _frozen
 from ember._known import _HELD_REFS, _WREF, Known, TNode, _collect, _in_meta, _resweep, same
+from ember.config import config as _config
 from ember.errors import GraphBreakError
 
 
@@ -303,6 +305,10 @@ class Trace:
         self.keep: list = []                # version counters of storages (keeps ids unique)
         self.marks: dict = {}               # input index -> {dim: "dynamic"|"static"}
         self.params: set = set()            # input indices of nn.Parameters
+        # under ``config.freezing``: parameters' input indices, and whether a parameter that
+        # requires grad was read (the graph then may record autograd: not frozen)
+        self.frozen: set = set()
+        self.grad_inputs = False
 
     # -- values -----------------------------------------------------------------------------
     def input_ref(self, arr: np.ndarray) -> tuple:
@@ -335,7 +341,16 @@ class Trace:
             self.marks[r[1]] = m
         elif getattr(t, "_is_param", False):
             self.params.add(r[1])
+            if _config.freezing:
+                self.note_frozen(t, p, r[1])
         return r
+
+    def note_frozen(self, t: Any, p: np.ndarray, k: int) -> None:
+        """Under ``config.freezing``: parameter ``t`` (array ``p``) is input ``k``."""
+        if t._requires_grad:
+            self.grad_inputs = True
+        self.frozen.add(k)
+        _frozen.note(p, t._version_counter)
 
     def frame(self, t: Any) -> tuple:
         """(geometry array, owner) of ``t``: where ``t`` lives in its storage's frame."""

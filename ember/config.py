@@ -68,6 +68,10 @@ class Config:
     Part of every build's cache key (``ember/ops/_native.py``, ``march_flags``).
     ``kernel_interpret``: ``ember.kernel`` kernels run in the NumPy interpreter, which checks
     every access, instead of being compiled to C (EMBER_KERNEL_INTERPRET=1).
+    ``freezing``: PyTorch's ``torch._inductor.config.freezing`` (also
+    ``ember._inductor.config.freezing``; EMBER_FREEZING=1): a compiled inference graph packs
+    the nn.Parameters that are B operands of its products once and reuses the copies while the
+    weights are unchanged (docs/compiler.md, "Frozen weights packed once").
     """
 
     debug: int = _env_int("EMBER_DEBUG", 0)
@@ -100,6 +104,8 @@ class Config:
     c_march: str = os.environ.get("EMBER_C_MARCH", "").strip()
     # the compiled flex_attention backward: "single_pass" (default) or "two_pass"
     flex_backward: str = os.environ.get("EMBER_FLEX_BWD", "single_pass")
+    # ember.compile inference graphs pack their weights once (ember/compiler/c/freeze.py)
+    freezing: bool = os.environ.get("EMBER_FREEZING", "") not in ("", "0")
 
 
 config = Config()

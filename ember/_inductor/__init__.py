@@ -5,7 +5,7 @@
 >>> model = ember._inductor.aoti_load_package(path)
 """
 
-from ember._inductor import package
+from ember._inductor import config, package
 from ember.aot import aot_compile, aoti_compile_and_package, aoti_load_package
 
-__all__ = ["aot_compile", "aoti_compile_and_package", "aoti_load_package", "package"]
+__all__ = ["aot_compile", "aoti_compile_and_package", "aoti_load_package", "config", "package"]

@@ -34,6 +34,7 @@ from ember.compiler.c.codegen import awake
 from ember.compiler.c.codegen import flex as flex_codegen
 from ember.compiler.c.codegen.unit import PRELUDE, generate
 from ember.compiler.c.decompose import decompose
+from ember.compiler.c.freeze import Frozen, assign_slots
 from ember.compiler.c.inplace import donations
 from ember.compiler.c.ir.loop_ir import Buffer, Extern, Program, Segment, eval_size
 from ember.compiler.c.lower import LowerStats, helpers_in, lower
@@ -67,6 +68,7 @@ class CompiledGraph:
     and ``source`` are then computed only when asked for."""
 
     _ember_arrays = True
+    _frozen: Frozen | None = None   # frozen weights packed once (freeze.py), when any
 
     def __init__(self, graph: Graph, mode: str | None = None) -> None:
         self.source_graph = graph
@@ -108,6 +110,8 @@ class CompiledGraph:
             autotune.tune_program(program, EXTRA_FLAGS)
         else:  # config.c_gemm: a measured rule per shape, or one way for all
             autotune.default_program(program)
+        fz = self.source_graph.frozen
+        frozen = assign_slots(program, fz) if fz else ()
         if config.verify_ir:  # what codegen receives, checked again after the choice
             program.verify()
         self.stats = program.stats  # type: ignore[attr-defined]
@@ -129,6 +133,8 @@ class CompiledGraph:
             # a graph prebuilt in a bundle has its entries renamed with the bundle's prefix
             self.entries = {s.entry: lib.entry(self.prefix + s.entry)
                             for s in program.segments()}
+            if frozen:
+                self._frozen = Frozen(frozen, lib.dll, self.prefix)
         self._plan = [(s, s.buffers()) if isinstance(s, Segment) else (s, None)
                       for s in program.steps]
         self._inputs = program.inputs
@@ -165,6 +171,9 @@ class CompiledGraph:
             self.prefix = plan.get("prefix", "")
             self.entries = {s.entry: lib.entry(self.prefix + s.entry)
                             for s, b in self._plan if b is not None}
+            if plan.get("frozen"):
+                self._frozen = Frozen(tuple((k, tuple(sl)) for k, sl in plan["frozen"]),
+                                      lib.dll, self.prefix)
 
     def _summary(self, warm: bool) -> None:
         """EMBER_DEBUG>=1: one line per built graph, with its fallbacks counted per op."""
@@ -218,6 +227,8 @@ class CompiledGraph:
         return self._source
 
     def __call__(self, arrays: list, scalars: list = ()) -> list:
+        if self._frozen is not None:   # drop the packed copies of weights that changed
+            self._frozen.check(arrays)
         fast = self.__dict__.get("_fast")
         if fast is None:
             fast = self._fast = _fast_plan(self)
@@ -577,6 +588,8 @@ def _save_plan(key: str, cg: CompiledGraph) -> None:
             "slots": [[index[b], slot] for b, slot in cg._slots.items()],
             "slot_bytes": cg._slot_bytes,
             "donated": [[index[b], k] for b, k in cg._donated.items()],
+            "frozen": None if cg._frozen is None else [[k, list(sl)]
+                                                       for k, sl in cg._frozen.inputs],
             "stats": dataclasses.asdict(cg.stats)}
     try:
         toolchain._atomic_write(_plan_path(key), json.dumps(plan).encode())

@@ -42,7 +42,7 @@ class BoundCall:
 
     __slots__ = ("cg", "entry", "template", "var", "donated", "fresh", "same", "slots", "outs",
                  "var_inputs", "const", "_lock", "_scalars", "_ints", "_floats", "_alloc",
-                 "_empty", "_rerun")
+                 "_empty", "_rerun", "_vpos")
 
     def __init__(self, cg: Any, fast: tuple, const: dict, helpers: tuple) -> None:
         entry, args, outs = fast
@@ -51,7 +51,7 @@ class BoundCall:
         self.const = const
         n_in = len(cg._inputs)
         self.var_inputs = tuple(k for k in range(n_in) if k not in const)
-        vpos = {k: i for i, k in enumerate(self.var_inputs)}
+        vpos = self._vpos = {k: i for i, k in enumerate(self.var_inputs)}
         empty = helpers[1]
         persist = sum(cg._slot_bytes) <= ARENA_LIMIT
         arenas = [empty((n,), np.uint8) for n in cg._slot_bytes] if persist else None
@@ -132,6 +132,9 @@ class BoundCall:
             ints_t, floats = self._ints, self._floats
         else:
             ints_t = floats = ()
+        fz = self.cg._frozen
+        if fz is not None:   # frozen weights that changed: their packed copies dropped
+            fz.check(arrays, self._vpos, self.const)
         try:
             self.entry(tuple(call), ints_t, floats)
         except EmberRuntimeError as e:  # as the unbound path: eager raises eager's error

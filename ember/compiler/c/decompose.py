@@ -77,6 +77,8 @@ def decompose(graph: Graph) -> Graph:
         out.lifted = graph.lifted  # type: ignore[attr-defined]
     if graph.mutated:  # outputs that replace inputs (their memory may be donated: inplace.py)
         out.mutated = graph.mutated
+    if graph.frozen:   # frozen weights (c/freeze.py); part of the run plan's key
+        out.frozen = graph.frozen
     return out
 
 

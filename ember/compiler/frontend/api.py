@@ -226,6 +226,8 @@ class _Frame:
         self.dynamic = cf.dynamic if cf is not None else dynamic
         self.trace: Any = None
         self.last_entry: Entry | None = None   # the compiled graph the last realize ran
+        # grad mode off when the compiled function was called (PyTorch freezes those graphs)
+        self.grad_off = config.freezing and cf is not None and not _gm.STATE.grad_enabled
         self.args: tuple = ()
         self.kwargs: dict = {}
         # force_backend (set_stance) replaces the function's backend; it cannot change during
@@ -497,6 +499,9 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
     mut = _mutations(trace) if trace.storages else ()
     if kn is not None and kn.cap.mut_raw != mut:
         kn = None  # the same graph, but other inputs may share memory: other compiled code
+    frozen = _frozen_inputs(trace, frame) if config.freezing else ()
+    if kn is not None and kn.cap.frozen_raw != frozen:
+        kn = None  # the same graph with other weights frozen (another grad mode)
     if kn is not None and _lazy.STATE.recorder is not None:
         # a ``reduce-overhead`` recording finds its step-dependent numbers in the capture by
         # identity (``record._recipes``): a known capture holds an earlier call's numbers
@@ -519,7 +524,8 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
         if changed:
             cap.values = with_values(cap.values, changed)
         return frame.realize(cap, trace.segment)
-    cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype), mut)
+    cap = capture(nodes, arrays, out_refs, lambda a: _dt.from_numpy_dtype(a.dtype), mut,
+                  frozen)
     frame.last_entry = None
     res = frame.realize(cap, trace.segment)
     e = frame.last_entry
@@ -534,6 +540,22 @@ def _realizer(trace: _lazy.Trace, nodes: list, arrays: list, out_refs: list) -> 
         kn.loose = make_loose(cap, e.graph.lifted, nodes)  # type: ignore[attr-defined]
         seg.known = kn
     return res
+
+
+def _frozen_inputs(trace: _lazy.Trace, frame: Any) -> tuple:
+    """Under ``config.freezing``: the trace inputs that are frozen weights of this graph (the
+    nn.Parameters it reads and does not write), when the graph records no autograd for them
+    (a compiled function called with grad mode off, PyTorch's condition, or reading no
+    parameter that requires grad); () for backward graphs and training graphs."""
+    if not trace.frozen or getattr(frame, "cf", None) is None or \
+            not (getattr(frame, "grad_off", False) or not trace.grad_inputs):
+        return ()
+    out = sorted(trace.frozen)
+    if trace.storages:   # a weight written in place here (or sharing memory with one) is not
+        owners = {id(_memory_owner(st.root)) for st in trace.storages.values()
+                  if st.root is not None}
+        out = [k for k in out if id(_memory_owner(trace.inputs[k])) not in owners]
+    return tuple(out)
 
 
 def _prepared(fn: Any) -> Any:

@@ -141,6 +141,10 @@ class Graph:
     ``docs/compiler.md``, "In-place writes").  Empty for a pure graph."""
 
     mutated: tuple = ()
+    # the inputs that are frozen weights (``ember._inductor.config.freezing``): a backend may
+    # keep data derived from them between calls while they are unchanged (the C backend packs
+    # product operands once, docs/compiler.md "Frozen weights packed once"); empty by default
+    frozen: tuple = ()
 
     def __init__(self, inputs: list, nodes: list[Node], outputs: list, num_scalars: int = 0,
                  scalar_kinds: tuple = ()) -> None:
@@ -168,6 +172,8 @@ class Graph:
         if self.mutated:
             lines.append("    # written in place: " + ", ".join(
                 f"output {o} -> x{k}" for o, k in self.mutated))
+        if self.frozen:
+            lines.append("    # frozen: " + ", ".join(f"x{k}" for k in self.frozen))
         for i, n in enumerate(self.nodes):
             args = ", ".join(_fmt_arg(a) for a in n.args)
             kw = ", ".join(f"{k}={_fmt(v)}" for k, v in n.params.items())
@@ -322,7 +328,7 @@ class Captured:
     """
 
     __slots__ = ("nodes", "inputs", "outputs", "key", "values", "kinds", "arrays", "in_orig",
-                 "_bounds", "hit", "mutated", "mut_raw", "node_of")
+                 "_bounds", "hit", "mutated", "mut_raw", "node_of", "frozen", "frozen_raw")
 
     def rebind(self, arrays: list, hit: Any) -> Captured:
         """This capture over another call's input arrays (a trace that followed it exactly:
@@ -332,6 +338,7 @@ class Captured:
             self.nodes, self.inputs, self.outputs, self.key, self.values, self.kinds
         c.in_orig, c._bounds = self.in_orig, self._bounds
         c.mutated, c.mut_raw = self.mutated, self.mut_raw
+        c.frozen, c.frozen_raw = self.frozen, self.frozen_raw
         c.node_of = self.node_of
         c.arrays = [arrays[k] for k in self.in_orig]
         c.hit = hit
@@ -374,15 +381,18 @@ class Captured:
         g = Graph(inputs, nodes, list(self.outputs), len(syms), tuple(kinds))
         if self.mutated:
             g.mutated = self.mutated
+        if self.frozen:
+            g.frozen = self.frozen
         g.lifted = syms  # type: ignore[attr-defined]
         return g
 
 
 def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
-            mutated: tuple = ()) -> Captured:
+            mutated: tuple = (), frozen: tuple = ()) -> Captured:
     """Dead-code-eliminate ``tnodes`` to ``out_refs`` and renumber; compute key and slots.
     ``mutated``: ``((output index, index into arrays), ...)``, outputs written back into those
-    inputs (``Graph.mutated``; such inputs stay graph inputs even when no node reads them)."""
+    inputs (``Graph.mutated``; such inputs stay graph inputs even when no node reads them).
+    ``frozen``: indices into arrays of frozen weights (``Graph.frozen``, part of the key)."""
     n_nodes = len(tnodes)
     live = [False] * n_nodes
     used = [False] * len(arrays)
@@ -447,6 +457,13 @@ def capture(tnodes: list, arrays: list, out_refs: list, dtype_of: Any,
         out_key += (("mutated", c.mutated),)
     else:
         c.mutated = ()
+    c.frozen_raw = frozen
+    c.frozen = ()
+    if frozen:
+        pos = {k: j for j, k in enumerate(in_orig)}
+        c.frozen = tuple(pos[k] for k in frozen if k in pos)
+        if c.frozen:
+            out_key += (("frozen", c.frozen),)
     c.key = GraphKey((tuple(in_key), tuple(node_key), out_key))
     c.hit = None
     c.values = values

@@ -36,6 +36,7 @@ from ember.compiler.c.codegen.omp import few_iterations, omp_for, omp_loops
 from ember.compiler.c.codegen.prefetch import fits_prefetch, flat_prefetched, next_row_prefetch
 from ember.compiler.c.codegen.prelude import PRELUDE
 from ember.compiler.c.codegen.scan import scan_kernel
+from ember.compiler.c.freeze import FREEZE_EXPORT
 from ember.compiler.c.ir.kernels import (
     AdvIndexKernel,
     AttentionKernel,
@@ -106,6 +107,8 @@ def generate(program: Program, prelude: bool = True, openmp: bool = False,
                              if f[2] > 1 else f[0])
         parts.append(_entry(seg, calls, slots if profile else None))
         slots += len(seg.kernels)
+    if getattr(program, "freeze_export", False):   # frozen weights' switches (c/freeze.py)
+        parts.append(FREEZE_EXPORT)
     if prelude and any(row_exp.uses(f[0]) for f in funcs.values()):
         parts.insert(n_pre, row_exp.HEADER)
     if prelude and any("ember_stream_store(" in f[0] for f in funcs.values()):
