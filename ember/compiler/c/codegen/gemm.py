@@ -540,7 +540,9 @@ def _tile_epilogue(k: GemmKernel) -> list:
             else:
                 out.append("const int64_t i0 = rest_;")
         out.append(f"for (int64_t i{r - 1} = col0; i{r - 1} < col0 + ncols; i{r - 1}++) {{")
-    out += [f"  {st}" for st in k.epilogue]
+    from ember.compiler.c.codegen import half as half_codegen
+    # a half output cast from the float32 result: rounded once by its store
+    out += [f"  {st}" for st in half_codegen.drop_store_rounding(k.epilogue)]
     out.append("}")
     j = next(i for i, x in enumerate(out) if x.startswith("for "))
     return out[:j] + ["#ifdef _OPENMP", "#pragma omp simd", "#endif"] + out[j:]
