@@ -420,21 +420,25 @@ SPLIT_SHAPES = [(257, 131, 301), (28, 385, 1100), (131, 800, 97), (250, 1000, 70
 
 @pytest.mark.parametrize("build", ["v4", "v4-amx", "v3"], indirect=True)
 @pytest.mark.parametrize("dt", ["bfloat16", "float16"])
-@pytest.mark.parametrize("layout", ["nn", "nt"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn"])
 def test_two_threads_bitwise_equal_one_thread(build, dt, layout):
     """A half product split over two threads gives the bits of one thread (each tile summed
-    in the same order), within the half bound of torch's product; B as stored (``x @ y``)
-    and transposed (a linear layer's weight, ``x @ w.t()``)."""
+    in the same order), within the half bound of torch's product; B as stored (``x @ y``),
+    B transposed (a linear layer's weight, ``x @ w.t()``: B^T widened into float blocks) and
+    A transposed (``x.t() @ y``, as a conv_transpose's weight: A's k steps widened by
+    vectors, the rows past the last whole tile one by one)."""
     rng = np.random.default_rng(23)
     pairs = []
     for m, k, n in SPLIT_SHAPES:
-        pairs.append((_pair(rng, (m, k), dt),
-                      _pair(rng, (k, n) if layout == "nn" else (n, k), dt)))
+        pairs.append((_pair(rng, (k, m) if layout == "tn" else (m, k), dt),
+                      _pair(rng, (n, k) if layout == "nt" else (k, n), dt)))
 
     def fn(*xs):
-        if layout == "nn":
-            return tuple(xs[j] @ xs[j + 1] for j in range(0, len(xs), 2))
-        return tuple(xs[j] @ xs[j + 1].t() for j in range(0, len(xs), 2))
+        if layout == "nt":
+            return tuple(xs[j] @ xs[j + 1].t() for j in range(0, len(xs), 2))
+        if layout == "tn":
+            return tuple(xs[j].t() @ xs[j + 1] for j in range(0, len(xs), 2))
+        return tuple(xs[j] @ xs[j + 1] for j in range(0, len(xs), 2))
 
     ex = [e for pa in pairs for (e, _, _) in pa]
     f = _compile(fn)
@@ -451,6 +455,8 @@ def test_two_threads_bitwise_equal_one_thread(build, dt, layout):
     for j, ((_, ta, na), (_, tb, nb)) in enumerate(pairs):
         if layout == "nt":
             tb, nb = tb.t(), nb.T
+        if layout == "tn":
+            ta, na = ta.t(), na.T
         want = ta @ tb
         _check(ember.tensor(outs[1][0][j]).to(getattr(ember, dt)), want, na, nb)
         for got in outs[2]:
