@@ -409,3 +409,55 @@ def test_half_unit_assembly_per_isa(level, monkeypatch, tmp_path):
         assert w in asm, f"{flags}: no {w}"
     for u in unwanted:
         assert u not in asm, f"{flags}: {u} present"
+
+
+# (M, K, N) that two threads split (gemm_tmpl_body.c.in): many row blocks of whole B, two
+# row blocks x two column runs (28 rows), odd sizes with edge tiles and several k blocks; the
+# B slivers are packed (converted) by whichever thread needs one first, odd units walking
+# them backwards
+SPLIT_SHAPES = [(257, 131, 301), (28, 385, 1100), (131, 800, 97), (250, 1000, 70)]
+
+
+@pytest.mark.parametrize("build", ["v4", "v4-amx", "v3"], indirect=True)
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn"])
+def test_two_threads_bitwise_equal_one_thread(build, dt, layout):
+    """A half product split over two threads gives the bits of one thread (each tile summed
+    in the same order), within the half bound of torch's product; B as stored (``x @ y``),
+    B transposed (a linear layer's weight, ``x @ w.t()``: B^T widened into float blocks) and
+    A transposed (``x.t() @ y``, as a conv_transpose's weight: A's k steps widened by
+    vectors, the rows past the last whole tile one by one)."""
+    rng = np.random.default_rng(23)
+    pairs = []
+    for m, k, n in SPLIT_SHAPES:
+        pairs.append((_pair(rng, (k, m) if layout == "tn" else (m, k), dt),
+                      _pair(rng, (n, k) if layout == "nt" else (k, n), dt)))
+
+    def fn(*xs):
+        if layout == "nt":
+            return tuple(xs[j] @ xs[j + 1].t() for j in range(0, len(xs), 2))
+        if layout == "tn":
+            return tuple(xs[j].t() @ xs[j + 1] for j in range(0, len(xs), 2))
+        return tuple(xs[j] @ xs[j + 1] for j in range(0, len(xs), 2))
+
+    ex = [e for pa in pairs for (e, _, _) in pa]
+    f = _compile(fn)
+    outs, old = {}, ember.get_num_threads()
+    try:
+        for threads in (1, 2, 2):
+            ember.set_num_threads(threads)
+            got = [g.float().numpy().copy() for g in f(*ex)]
+            outs.setdefault(threads, []).append(got)
+    finally:
+        ember.set_num_threads(old)
+    gemms = _gemms()[1]
+    assert len(gemms) == len(SPLIT_SHAPES) and all(g.half for g in gemms)
+    for j, ((_, ta, na), (_, tb, nb)) in enumerate(pairs):
+        if layout == "nt":
+            tb, nb = tb.t(), nb.T
+        if layout == "tn":
+            ta, na = ta.t(), na.T
+        want = ta @ tb
+        _check(ember.tensor(outs[1][0][j]).to(getattr(ember, dt)), want, na, nb)
+        for got in outs[2]:
+            assert got[j].tobytes() == outs[1][0][j].tobytes(), (SPLIT_SHAPES[j], layout)

@@ -148,3 +148,38 @@ def test_compiled_half_kernels_match_torch(monkeypatch, march, dtype):
     ulp = np.spacing(np.abs(want[fin]).astype(np.float16 if dtype == "float16" else
                                                 ml_dtypes.bfloat16)).astype(np.float64)
     assert np.all(np.abs(got[fin].astype(np.float64) - want[fin]) <= ulp)
+
+
+@pytest.mark.parametrize("march", list(TARGETS))
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_compiled_cast_to_half_rounds_once(monkeypatch, march, dtype):
+    """A float32 value cast to float16/bfloat16 and stored (``to_float16``): the block store
+    rounds the float32 value itself (no second rounding and widening before it,
+    ``half.drop_store_rounding``), to torch's cast bit for bit: ties, overflow to inf,
+    subnormals, signed zeros; the rounded value still feeds the ops that read it."""
+    if not host_can_run(march):
+        pytest.skip(f"the host cannot run {march} code")
+    flags = TARGETS[march][0] + (() if march == "x86-64-v4" else ("-mno-avx512f",))
+    monkeypatch.setattr(cbackend, "EXTRA_FLAGS", cbackend.EXTRA_FLAGS + flags)
+    ed, td = getattr(ember, dtype), getattr(torch, dtype)
+    x = _torch_vals(2 * 4099 + 5)
+    ties = np.float32(1.0) + np.float32(2.0 ** -11) * np.arange(1, 9, dtype=np.float32)
+    x[8:16] = ties if dtype == "float16" else np.float32(1.0) + np.float32(2.0 ** -8) * \
+        np.arange(1, 9, dtype=np.float32)
+    x[16:20] = [65519.0, 65520.0, 3e-8, -2.98e-8]
+    ember.compiler.reset()
+    f = ember.compile(lambda v: ((v * 3.0).to(ed), (v * 3.0).to(ed) * 2),
+                      backend="c", fullgraph=True)
+    h, h2 = f(ember.tensor(x))
+    src = cbackend.last_compiled().source
+    tx = torch.tensor(x) * 3.0
+    for got, want in ((h, tx.to(td)), (h2, tx.to(td) * 2)):
+        g, w = got.numpy().view(np.uint16), want.view(torch.int16).numpy().view(np.uint16)
+        nan = np.isnan(want.float().numpy())
+        np.testing.assert_array_equal(np.isnan(got.float().numpy()), nan)
+        np.testing.assert_array_equal(g[~nan], w[~nan])
+    stores = re.findall(r"hs\d+_\[j_\] = (\w+);", src)
+    lets = dict(re.findall(r"const float (\w+) = \(float\)\((.*)\);", src))
+    rnd = "ember_f16_to_f32(ember_to_f16(" if dtype == "float16" else \
+        "ember_bf16_to_f32(ember_to_bf16("
+    assert stores and all(not lets.get(s, "").startswith(rnd) for s in stores), stores

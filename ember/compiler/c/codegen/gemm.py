@@ -290,9 +290,12 @@ def _half_prelude(k: GemmKernel, done: set, nslots: int = 0) -> list:
         parts += [half_codegen.HEADER, _HALF]
         if BF16_DOT:
             parts.append("#define EMBER_GEMM_BF16_DOT 1")
-    if (("micro", mr, nr), "f") not in done:
-        done.add((("micro", mr, nr), "f"))
-        parts.append(_MICRO.format(T="float", s="f", S="F", mr=mr, nr=nr))
+    # the float micro-kernel, and the float32 B packing (B^T widened into float blocks is
+    # packed by it: gemm_half_pack.h.in); the float32 template's keys, each piece once a unit
+    for piece, tag in ((_MICRO, ("micro", mr, nr)), (_PACK_B, ("b", nr))):
+        if (tag, "f") not in done:
+            done.add((tag, "f"))
+            parts.append(piece.format(T="float", s="f", S="F", mr=mr, nr=nr))
     for src in sorted(set(k.half)):
         for piece in (_HALF_PACK, _HALF_DP, _HALF_AMX) if dp_capable(k) else (_HALF_PACK,):
             key = (id(piece), mr, nr, src)
@@ -567,7 +570,9 @@ def _tile_epilogue(k: GemmKernel) -> list:
             else:
                 out.append("const int64_t i0 = rest_;")
         out.append(f"for (int64_t i{r - 1} = col0; i{r - 1} < col0 + ncols; i{r - 1}++) {{")
-    out += [f"  {st}" for st in k.epilogue]
+    from ember.compiler.c.codegen import half as half_codegen
+    # a half output cast from the float32 result: rounded once by its store
+    out += [f"  {st}" for st in half_codegen.drop_store_rounding(k.epilogue)]
     out.append("}")
     j = next(i for i, x in enumerate(out) if x.startswith("for "))
     return out[:j] + ["#ifdef _OPENMP", "#pragma omp simd", "#endif"] + out[j:]

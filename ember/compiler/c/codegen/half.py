@@ -19,7 +19,17 @@ from typing import Any
 
 from ember.compiler.c.codegen import csrc, prefetch, row_exp
 from ember.compiler.c.codegen.omp import few_iterations, omp_for
-from ember.compiler.c.ir.loop_ir import Kernel, Let, Load, Local, Op, RowKernel, Store, store_expr
+from ember.compiler.c.ir.loop_ir import (
+    Kernel,
+    Let,
+    Load,
+    Local,
+    Op,
+    RowKernel,
+    Store,
+    round_expr,
+    store_expr,
+)
 
 HEADER = csrc("half_block.h")
 BLOCK = 128
@@ -105,6 +115,49 @@ def blocked_kernel(k: Kernel, openmp: bool, head: list) -> list | None:
     return lines
 
 
+def _float_local(e: Any, lets: dict) -> Local | None:
+    """``e`` when it is a float Local, or a float Local widened to double (exactly: its
+    rounding to a half dtype is the float's); else None."""
+    if (isinstance(e, Op) and e.name == "convert_element_type" and len(e.args) == 1
+            and dict(e.params).get("dtype") == "double"):
+        e = e.args[0]
+    if isinstance(e, Local) and getattr(lets.get(e.name), "ctype", None) == "float":
+        return e
+    return None
+
+
+def drop_store_rounding(body: list) -> list:
+    """``body`` (Lets and Stores) with each float16/bfloat16 Store of a Local whose Let only
+    rounds a float Local to the store's dtype (a cast, ``to_float16``) storing that Local
+    instead: the store rounds it once to the same bits (rounding to nearest even is
+    idempotent), and the Let's rounding, unused by the store, goes where nothing else reads
+    it (a float32 result cast to float16 took a second software rounding and a widening per
+    element before its store's).
+
+    >>> from ember.compiler.c.ir.loop_ir import Buffer, Index
+    >>> import ember
+    >>> out = Buffer("y", ember.float16, (4,), "output")
+    >>> rnd = Op("to_float16", round_expr(ember.float16, "{0}"), (Local("t0"),))
+    >>> body = [Let("t0", "float", Local("x")), Let("t1", "float", rnd),
+    ...         Store(out, Index(0, (("i", 1),)), Local("t1"))]
+    >>> str(drop_store_rounding(body)[2].expr)
+    't0'
+    """
+    lets = {st.name: st for st in body if isinstance(st, Let)}
+    out = []
+    for st in body:
+        let = lets.get(st.expr.name) if isinstance(st, Store) and isinstance(
+            st.expr, Local) else None
+        if (let is not None and _is_f16(st.buf) and isinstance(let.expr, Op)
+                and len(let.expr.args) == 1
+                and let.expr.template == round_expr(st.buf.dtype, "{0}")):
+            arg = _float_local(let.expr.args[0], lets)
+            if arg is not None:
+                st = dataclasses.replace(st, expr=arg)
+        out.append(st)
+    return out
+
+
 def block_body(k: Kernel, plan: Any, ind: str, tile: Any = None) -> list:
     """The lines of one block of ``nb_`` elements from ``ib_`` of the blocked kernel ``k``
     (``plan``: ``plan(k)``): convert its float16 loads, the float body as a ``simd`` loop,
@@ -120,7 +173,7 @@ def block_body(k: Kernel, plan: Any, ind: str, tile: Any = None) -> list:
     lines.append(f"{ind}#pragma omp simd")
     lines.append(f"{ind}for (int64_t j_ = 0; j_ < nb_; j_++) {{")
     lines.append(f"{ind}  const int64_t i = ib_ + j_; (void)i;")
-    for st in k.body:
+    for st in drop_store_rounding(k.body):
         if isinstance(st, Store):
             hit = stores.get((st.buf.name, str(st.index.offset))) if _unit(st.index) else None
             if hit is not None and _is_f16(st.buf) and isinstance(st.expr, Local):
@@ -168,5 +221,5 @@ def row_tail(op: str, sfx: str, pf: str, pfsz: int, rnd: str) -> list:
     return out + [f"  ember_{sfx}_store_n(y, xf_, C);"]
 
 
-__all__ = ["BLOCK", "HEADER", "ROW_MAX", "block_body", "blocked_kernel", "plan", "prelude",
-           "row_blocked", "row_tail"]
+__all__ = ["BLOCK", "HEADER", "ROW_MAX", "block_body", "blocked_kernel", "drop_store_rounding",
+           "plan", "prelude", "row_blocked", "row_tail"]
