@@ -12,7 +12,10 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from ember import _lazy
+from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
 
@@ -122,23 +125,29 @@ class AccumulateGrad(Node):
             rec.grad_set(var, self)
         if var.grad is None:
             # a fresh gradient is stored as is; one that aliases other memory (a view, or a
-            # tensor the user passed in) is copied so later writes to it cannot change .grad
+            # tensor the user passed in) is copied so later writes to it cannot change .grad,
+            # and one that breaks PyTorch's layout contract is copied into the layout it asks
             if create_graph:
-                var.grad = g
+                var.grad = g if obeys_layout(g, var) else lay_out(g, var, create_graph)
             else:
                 g = g.detach()
-                if g._base is not None or _shared_payload(g, stored):
+                if not obeys_layout(g, var):
+                    g = lay_out(g, var, False)
+                elif g._base is not None or _shared_payload(g, stored):
                     g = g.clone()
                 if stored is not None:
                     stored.add(id(g._data))
                 var.grad = g
         elif create_graph:
             var.grad = var.grad + g
-        elif not _gm.STATE.grad_enabled:  # the engine runs a first-order backward without grad
-            var.grad = var.grad + g
         else:
-            with _gm.no_grad():
-                var.grad = var.grad + g
+            if not _gm.STATE.grad_enabled:  # the engine runs a first-order backward so
+                acc = var.grad + g
+            else:
+                with _gm.no_grad():
+                    acc = var.grad + g
+            # PyTorch adds in place (``grad += g``): the sum keeps .grad's layout
+            var.grad = acc if obeys_layout(acc, var) else lay_out(acc, var, False)
         if self._post_acc_hooks:
             for hook in list(self._post_acc_hooks):
                 hook(var)
@@ -153,6 +162,57 @@ def _shared_payload(g: Tensor, stored: set | None) -> bool:
         return True
     strides = getattr(data, "strides", None)
     return bool(strides) and data.size > 1 and 0 in strides
+
+
+def _dense(shape: tuple, strides: tuple) -> bool:
+    """PyTorch's ``is_non_overlapping_and_dense``: the dims of size >= 2, by increasing stride,
+    pack the elements without gaps or overlaps (element strides)."""
+    need = 1
+    for d in sorted((d for d in range(len(shape)) if shape[d] >= 2), key=strides.__getitem__):
+        if strides[d] != need:
+            return False
+        need *= shape[d]
+    return True
+
+
+def obeys_layout(g: Tensor, var: Tensor) -> bool:
+    """PyTorch's gradient layout contract (``torch/csrc/autograd/functions/accumulate_grad.h``,
+    ``obeys_layout_contract``) for ``g`` as ``var.grad``: ``var``'s strides where ``var`` is
+    non-overlapping and dense (a size-1 dim's stride is free but not 0), else contiguous.  An
+    unrealized (compiled) gradient is taken as it is."""
+    a, v = g._data, var._data
+    if a.__class__ is not np.ndarray or v.__class__ is not np.ndarray or a.shape != v.shape:
+        return True
+    if a.flags.c_contiguous and v.flags.c_contiguous:
+        return True  # the frequent case, without the stride tuples
+    gs, vs = g.stride(), var.stride()
+    if min(vs, default=0) >= 0 and _dense(a.shape, vs):
+        return all(gs[i] == vs[i] if n != 1 else gs[i] != 0 for i, n in enumerate(a.shape))
+    return a.flags.c_contiguous
+
+
+def lay_out(g: Tensor, var: Tensor, create_graph: bool) -> Tensor:
+    """A copy of ``g`` that obeys the layout contract for ``var`` (PyTorch's
+    ``clone_obey_contract``): ``var``'s strides where ``var`` is non-overlapping and dense, else
+    contiguous.  With ``create_graph`` the copy is an ember op (part of the graph): a
+    contiguous one, and ``g`` itself where ``var`` has another dense layout."""
+    vs = var.stride()
+    dense = min(vs, default=0) >= 0 and _dense(var._data.shape, vs)
+    if create_graph:
+        if dense and not var.is_contiguous():
+            return g
+        return g.clone(memory_format=_dt.contiguous_format)
+    from ember.tensor import _wrap
+    a = g._data
+    if dense and a.size:
+        out = np.ndarray(a.shape, a.dtype, np.empty(a.size, a.dtype), 0,
+                         tuple([s * a.itemsize for s in vs]))
+        out[...] = a
+    else:
+        out = np.ascontiguousarray(a)
+        if out is a or out.base is not None:
+            out = out.copy()
+    return _wrap(out, g._dtype)
 
 
 class SavedTensor:
