@@ -164,11 +164,11 @@ def _shared_payload(g: Tensor, stored: set | None) -> bool:
     return bool(strides) and data.size > 1 and 0 in strides
 
 
-def _dense(shape: tuple, strides: tuple) -> bool:
-    """PyTorch's ``is_non_overlapping_and_dense``: the dims of size >= 2, by increasing stride,
-    pack the elements without gaps or overlaps (element strides)."""
-    need = 1
-    for d in sorted((d for d in range(len(shape)) if shape[d] >= 2), key=strides.__getitem__):
+def _dense(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    """PyTorch's ``is_non_overlapping_and_dense`` (byte strides): the dims of size >= 2, by
+    increasing stride, pack the elements without gaps or overlaps."""
+    need = itemsize
+    for d in sorted([d for d in range(len(shape)) if shape[d] >= 2], key=strides.__getitem__):
         if strides[d] != need:
             return False
         need *= shape[d]
@@ -177,17 +177,18 @@ def _dense(shape: tuple, strides: tuple) -> bool:
 
 def obeys_layout(g: Tensor, var: Tensor) -> bool:
     """PyTorch's gradient layout contract (``torch/csrc/autograd/functions/accumulate_grad.h``,
-    ``obeys_layout_contract``) for ``g`` as ``var.grad``: ``var``'s strides where ``var`` is
-    non-overlapping and dense (a size-1 dim's stride is free but not 0), else contiguous.  An
-    unrealized (compiled) gradient is taken as it is."""
+    ``obeys_layout_contract``) for ``g`` as ``var.grad``: ``var``'s strides (size-1 dims
+    aside) where ``var`` is non-overlapping and dense, else contiguous.  An unrealized
+    (compiled) gradient is taken as it is."""
     a, v = g._data, var._data
     if a.__class__ is not np.ndarray or v.__class__ is not np.ndarray or a.shape != v.shape:
         return True
-    if a.flags.c_contiguous and v.flags.c_contiguous:
-        return True  # the frequent case, without the stride tuples
-    gs, vs = g.stride(), var.stride()
-    if min(vs, default=0) >= 0 and _dense(a.shape, vs):
-        return all(gs[i] == vs[i] if n != 1 else gs[i] != 0 for i, n in enumerate(a.shape))
+    if v.flags.c_contiguous:  # the frequent case: contiguous (size-1 dims aside) is the rule
+        return a.flags.c_contiguous
+    vs = v.strides
+    if _dense(a.shape, vs, v.itemsize):
+        return a.itemsize == v.itemsize and all(
+            [n == 1 or x == y for n, x, y in zip(a.shape, a.strides, vs)])
     return a.flags.c_contiguous
 
 
@@ -196,23 +197,23 @@ def lay_out(g: Tensor, var: Tensor, create_graph: bool) -> Tensor:
     ``clone_obey_contract``): ``var``'s strides where ``var`` is non-overlapping and dense, else
     contiguous.  With ``create_graph`` the copy is an ember op (part of the graph): a
     contiguous one, and ``g`` itself where ``var`` has another dense layout."""
-    vs = var.stride()
-    dense = min(vs, default=0) >= 0 and _dense(var._data.shape, vs)
+    v = var._data
+    contiguous = v.flags.c_contiguous
+    dense = contiguous or _dense(v.shape, v.strides, v.itemsize)
     if create_graph:
-        if dense and not var.is_contiguous():
+        if not contiguous and dense:
             return g
         return g.clone(memory_format=_dt.contiguous_format)
-    from ember.tensor import _wrap
     a = g._data
-    if dense and a.size:
-        out = np.ndarray(a.shape, a.dtype, np.empty(a.size, a.dtype), 0,
-                         tuple([s * a.itemsize for s in vs]))
+    if not contiguous and dense and a.size and a.itemsize == v.itemsize:
+        out = np.ndarray(a.shape, a.dtype, np.empty(a.size, a.dtype), 0, v.strides)
         out[...] = a
     else:
-        out = np.ascontiguousarray(a)
-        if out is a or out.base is not None:
-            out = out.copy()
-    return _wrap(out, g._dtype)
+        out = np.array(a, order="C")   # a fresh contiguous copy
+    t = g.detach()   # a new leaf (ember.tensor._wrap) around the copy
+    t._data = out
+    t._version_counter = [0]
+    return t
 
 
 class SavedTensor:
