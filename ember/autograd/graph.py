@@ -18,6 +18,7 @@ from ember import _lazy
 from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
+from ember.ops import _layout
 
 if TYPE_CHECKING:
     from ember.ops.registry import OpDef
@@ -178,34 +179,34 @@ def _dense(shape: tuple, strides: tuple, itemsize: int) -> bool:
 def obeys_layout(g: Tensor, var: Tensor) -> bool:
     """PyTorch's gradient layout contract (``torch/csrc/autograd/functions/accumulate_grad.h``,
     ``obeys_layout_contract``) for ``g`` as ``var.grad``: ``var``'s strides (size-1 dims
-    aside) where ``var`` is non-overlapping and dense, else contiguous.  An unrealized
-    (compiled) gradient is taken as it is."""
+    aside) where ``var`` is non-overlapping and dense, else contiguous.  A lazy (compiled)
+    payload answers from its recorded geometry."""
     a, v = g._data, var._data
-    if a.__class__ is not np.ndarray or v.__class__ is not np.ndarray or a.shape != v.shape:
+    lazy = _lazy.LazyArray
+    if a.shape != v.shape or not (a.__class__ is np.ndarray or a.__class__ is lazy) or \
+            not (v.__class__ is np.ndarray or v.__class__ is lazy):
         return True
-    if v.flags.c_contiguous:  # the frequent case: contiguous (size-1 dims aside) is the rule
-        return a.flags.c_contiguous
-    vs = v.strides
-    if _dense(a.shape, vs, v.itemsize):
-        return a.itemsize == v.itemsize and all(
-            [n == 1 or x == y for n, x, y in zip(a.shape, a.strides, vs)])
-    return a.flags.c_contiguous
+    if a.__class__ is np.ndarray and v.__class__ is np.ndarray and v.flags.c_contiguous:
+        return a.flags.c_contiguous  # the frequent case: contiguous (size-1 dims aside)
+    gs, vs = a.strides, v.strides
+    if a.itemsize == v.itemsize and _dense(v.shape, vs, v.itemsize):
+        return all([n == 1 or x == y for n, x, y in zip(a.shape, gs, vs)])
+    n = a.itemsize
+    return _layout.is_contiguous(a.shape, tuple([s // n for s in gs]))
 
 
 def lay_out(g: Tensor, var: Tensor, create_graph: bool) -> Tensor:
     """A copy of ``g`` that obeys the layout contract for ``var`` (PyTorch's
     ``clone_obey_contract``): ``var``'s strides where ``var`` is non-overlapping and dense, else
-    contiguous.  With ``create_graph`` the copy is an ember op (part of the graph): a
-    contiguous one, and ``g`` itself where ``var`` has another dense layout."""
-    v = var._data
-    contiguous = v.flags.c_contiguous
-    dense = contiguous or _dense(v.shape, v.strides, v.itemsize)
-    if create_graph:
-        if not contiguous and dense:
-            return g
-        return g.clone(memory_format=_dt.contiguous_format)
-    a = g._data
-    if not contiguous and dense and a.size and a.itemsize == v.itemsize:
+    contiguous.  With ``create_graph``, or a lazy (compiled) ``g``, the copy is an ember op
+    (part of the graph): a contiguous one, and ``g`` itself where ``var`` has another dense
+    layout."""
+    v, a = var._data, g._data
+    permuted = _dense(v.shape, v.strides, v.itemsize) and \
+        not _layout.is_contiguous(v.shape, var.stride())   # dense in another dim order
+    if create_graph or a.__class__ is not np.ndarray:
+        return g if permuted else g.clone(memory_format=_dt.contiguous_format)
+    if permuted and a.size and a.itemsize == v.itemsize:
         out = np.ndarray(a.shape, a.dtype, np.empty(a.size, a.dtype), 0, v.strides)
         out[...] = a
     else:
