@@ -92,3 +92,31 @@ def test_the_copy_does_not_alias_the_backward_gradient() -> None:
     assert w.grad.stride() == (2, 1) and w.grad._base is None
     w.grad.mul_(0)
     assert float(g.abs().sum()) > 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+def test_compiled_grads_follow_the_contract(backend: str) -> None:
+    """A compiled backward stores the same layouts as eager (a contiguous copy recorded in the
+    graph for a contiguous leaf; a transposed leaf keeps its transposed gradient)."""
+    import shutil
+
+    from ember.config import config
+    if backend == "c" and shutil.which(config.cc.split()[-1]) is None:
+        pytest.skip("no C compiler")
+    w = ember.tensor(A).requires_grad_()
+    wt = ember.tensor(B).t().detach().requires_grad_()
+    x = ember.tensor(X)
+
+    def step(x):  # noqa: ANN001, ANN202
+        (x @ w.t()).sum().backward()
+        (x @ wt.t() * 2).sum().backward()
+
+    ember.compiler.reset()
+    for _ in range(2):   # the recording call and a cached one
+        w.grad = wt.grad = None
+        ember.compile(step, backend=backend)(x)
+        assert w.grad.stride() == (2, 1) and wt.grad.stride() == (1, 3)
+    tw = torch.tensor(A, requires_grad=True)
+    (torch.tensor(X) @ tw.t()).sum().backward()
+    assert tw.grad.stride() == (2, 1)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-6)
