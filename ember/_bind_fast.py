@@ -21,12 +21,14 @@ import numpy as np
 
 from ember import _lazy
 from ember import dtypes as _dt
+from ember._meta_check import check_results
 from ember.autograd.grad_mode import GENERATION as _GM_GENERATION
 from ember.autograd.graph import FullReduceNode, OpNode, SameShapeNode, SavedTensor, op_node
 from ember.autograd.graph import _seq as _node_seq
 from ember.config import config
 from ember.ops import _parallel
 from ember.ops import registry as _registry
+from ember.ops import shape as _S
 from ember.ops.registry import OpDef
 from ember.tensor import _LZ, _STATE, Tensor, _eager_bind, _lazy_bind, _new, refresh_view
 
@@ -174,11 +176,11 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
                   ) -> Any:
     """``Tensor.__add__`` and co.: ``self <op> other`` with a fast path for the most frequent
     case, two tensors of one dtype and shape, or a floating tensor and a Python int/float
-    (nothing to broadcast or promote).  Eagerly (without ``check_meta``) the op runs here: the
-    ufunc, the output tensor and, with grad, the node (add/sub: a ``SameShapeNode``, the
-    cheapest there is; mul/div: ``_record2``), in one Python call.  Under a compiled call's
-    trace it binds the primitive directly, exactly what ``binary`` binds for these arguments.
-    Everything else is ``slow`` (the general frontend)."""
+    (nothing to broadcast or promote).  Eagerly the op runs here: the ufunc, the output tensor
+    and, with grad, the node (add/sub: a ``SameShapeNode``, the cheapest there is; mul/div:
+    ``_record2``), in one Python call (under ``check_meta``, checked by ``check_results``).
+    Under a compiled call's trace it binds the primitive directly, exactly what ``binary``
+    binds for these arguments.  Everything else is ``slow`` (the general frontend)."""
     plain = not (op.save or op.save_for is not None or op.save_output)
 
     def operator(self: Tensor, other: Any) -> Tensor:
@@ -191,8 +193,7 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
                     (no_bool and d is _dt.bool):
                 return slow(self, other)
             if tr is None:  # ranks 0 and 1: equal sizes are equal shapes (no tuples to build)
-                if x.ndim != y.ndim or x.size != y.size or (x.ndim > 1 and x.shape != y.shape) \
-                        or config.check_meta:
+                if x.ndim != y.ndim or x.size != y.size or (x.ndim > 1 and x.shape != y.shape):
                     return slow(self, other)
             elif tr.__class__ is not _Trace or x.shape != y.shape:
                 return slow(self, other)  # export's tracer: symbolic sizes, for ``binary``
@@ -205,11 +206,12 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
                 if tr.__class__ is not _Trace:
                     return slow(self, other)
                 return _registry._binder(op, (self, y), {})
-            if config.check_meta:
-                return slow(self, other)
             tb = False
         else:
             return slow(self, other)
+        check = config.check_meta
+        if check and not config.check_fast_paths:
+            return slow(self, other)  # the general path, asked for
         uf = op._ufunc
         if uf is not None and x.__class__ is np.ndarray and x.dtype.num not in _LOWP_NUMS and \
                 x.size < _parallel.MIN_ELEMENTS:
@@ -225,32 +227,32 @@ def fast_operator(op: OpDef, slow: Any, floats_only: bool = False, no_bool: bool
         st = _STATE
         if st.inference:
             t._inference = True
-        if not st.grad_enabled:
-            return t
-        na = self._requires_grad
-        nb = tb and other._requires_grad
-        if not (na or nb):
-            return t
-        if not plain or d is not self._dtype:
-            _record2(op, self, other if tb else y, t, na, nb)
-            return t
-        n = _new(SameShapeNode)  # nothing saved, no params (add, sub)
-        if na:
-            acc = self._accum
-            if acc is not None and self.grad_fn is None and self._base is None:
-                ea = acc.edge  # a leaf seen before: _edge, inlined
-            else:
-                ea = _edge(self)
-            n.next_functions = (ea, _edge(other) if nb else None)
-        else:
-            n.next_functions = (None, _edge(other))
-        n._seq = _next(_node_seq)
-        n.op = op
-        n._spec = (out.shape, d)
-        n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
-        if d.category == 2:
-            t._requires_grad = True
-            t.grad_fn = n
+        if st.grad_enabled:
+            na = self._requires_grad
+            nb = tb and other._requires_grad
+            if na or nb:
+                if not plain or d is not self._dtype:
+                    _record2(op, self, other if tb else y, t, na, nb)
+                else:
+                    n = _new(SameShapeNode)  # nothing saved, no params (add, sub)
+                    if na:
+                        acc = self._accum
+                        if acc is not None and self.grad_fn is None and self._base is None:
+                            ea = acc.edge  # a leaf seen before: _edge, inlined
+                        else:
+                            ea = _edge(self)
+                        n.next_functions = (ea, _edge(other) if nb else None)
+                    else:
+                        n.next_functions = (None, _edge(other))
+                    n._seq = _next(_node_seq)
+                    n.op = op
+                    n._spec = (out.shape, d)
+                    n._mask = (5 if na else 1) | ((10 if nb else 2) if tb else 0)
+                    if d.category == 2:
+                        t._requires_grad = True
+                        t.grad_fn = n
+        if check:
+            check_results(op, (self, other if tb else y), _NO, (t,))
         return t
     operator.__name__ = f"__{op.name}__"
     return operator
@@ -321,7 +323,8 @@ def bind(op: OpDef, inputs: tuple, params: dict) -> Any:
 
     Pointwise primitives skip ``meta`` eagerly: their frontend has already broadcast and
     promoted, and the output dtype is read off the kernel's result (tests run with
-    ``check_meta``, which verifies every kernel against its meta rule).
+    ``check_meta``, which checks every result, fast paths' included, against its meta rule:
+    ``ember._meta_check.check_results``).
 
     Under a trace that follows a known one (``_lazy.Known``: the trace an earlier call of the
     same code recorded), a one-output, non-view op that is the known trace's next node (the
@@ -444,10 +447,14 @@ def full_reduce(op: OpDef, x: Tensor, all_dims: tuple, mean: bool) -> Tensor | N
     eagerly: the frontend's fast path.  It runs what ``_eager_bind`` runs for these (the
     kernel's ``np.add.reduce``, the output tensor, the node with params ``dims`` (all of
     ``x``'s, from ``all_dims``) and ``keepdim=False``) without ``meta`` and the generic loops;
-    None when the general path must run (a trace, ``check_meta``, low precision, empty or
-    large inputs)."""
+    None when the general path must run (a trace, low precision, empty or large inputs;
+    ``check_meta`` with ``check_fast_paths`` off).  Under ``check_meta`` the
+    result is checked by ``check_results``."""
     a = x._data
-    if _LZ.trace is not None or a.__class__ is not np.ndarray or config.check_meta:
+    if _LZ.trace is not None or a.__class__ is not np.ndarray:
+        return None
+    check = config.check_meta
+    if check and not config.check_fast_paths:
         return None
     npd = a.dtype
     n = a.size
@@ -480,6 +487,8 @@ def full_reduce(op: OpDef, x: Tensor, all_dims: tuple, mean: bool) -> Tensor | N
         node.input_dtypes = (d,)
         t._requires_grad = True
         t.grad_fn = node
+    if check:
+        check_results(op, (x,), {"dims": dims, "keepdim": False}, (t,))
     return t
 
 
@@ -487,11 +496,14 @@ def expand_view(x: Tensor, shape: tuple) -> Tensor | None:
     """``x.expand(shape)`` (``shape`` a tuple of non-negative ints) eagerly when no node is
     recorded (a full reduction's gradient, ``grad.expand(sizes)``, in every backward): the view
     ``_eager_bind`` makes from ``_expand_eager``'s direct case (C-contiguous, no size-1 target
-    dim), after ``_expand_meta``'s checks; None when the general path must run."""
+    dim), after ``_expand_meta``'s checks; None when the general path must run.  Under
+    ``check_meta`` the view is checked against ``_expand_eager``'s and by ``check_results``."""
     a = x._data
-    if _LZ.trace is not None or a.__class__ is not np.ndarray or config.check_meta or \
-            1 in shape or not a.size or (_STATE.grad_enabled and x._requires_grad) or \
-            not a.flags.c_contiguous:
+    if _LZ.trace is not None or a.__class__ is not np.ndarray or 1 in shape or not a.size or \
+            (_STATE.grad_enabled and x._requires_grad) or not a.flags.c_contiguous:
+        return None
+    check = config.check_meta
+    if check and not config.check_fast_paths:
         return None
     xs = a.shape
     lead = len(shape) - len(xs)
@@ -517,7 +529,19 @@ def expand_view(x: Tensor, shape: tuple) -> Tensor | None:
     t._view_version = vc[0]
     if _STATE.inference:
         t._inference = True
+    if check:
+        _check_expand(x, shape, t)
     return t
+
+
+def _check_expand(x: Tensor, shape: tuple, t: Tensor) -> None:
+    """``check_meta``: ``expand_view``'s view ``t`` against the general path's
+    (``_expand_eager``'s geometry, ``check_results``)."""
+    v, ref = t._data, _S.EXPAND.eager(x._data, shape=shape)
+    assert (v.shape, v.strides, v.dtype, v.flags.writeable) == \
+        (ref.shape, ref.strides, ref.dtype, ref.flags.writeable), ("expand", v.strides, ref.strides)
+    assert v.__array_interface__["data"][0] == ref.__array_interface__["data"][0], "expand"
+    check_results(_S.EXPAND, (x,), {"shape": shape}, (t,))
 
 
 def _follow_view(tr: _Trace, kn: Any, i: int, v: tuple, inputs: tuple, params: dict) -> Any:

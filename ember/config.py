@@ -29,6 +29,10 @@ class Config:
 
     ``debug``: EMBER_DEBUG level (0 = quiet).  ``check_meta``: when true, every eager op also
     checks its output against the OpDef's ``meta`` rule (EMBER_CHECK_META=1; tests set it).
+    ``check_fast_paths``: under ``check_meta``, eager's fast paths (``ember/_bind_fast.py``)
+    run as they do without it and their results are checked the same way (the default);
+    EMBER_CHECK_FAST_PATHS=0 makes them step aside for the general path instead (their own
+    tests compare the two that way).  Without ``check_meta`` it is not read.
     ``logs``: compiler events to print (EMBER_LOGS=recompiles,graph_breaks,graphs).
     ``malloc_tuning``: raise glibc's mmap/trim thresholds at import (EMBER_MALLOC_TUNING=0 to
     disable).
@@ -76,6 +80,7 @@ class Config:
 
     debug: int = _env_int("EMBER_DEBUG", 0)
     check_meta: bool = os.environ.get("EMBER_CHECK_META", "") not in ("", "0")
+    check_fast_paths: bool = os.environ.get("EMBER_CHECK_FAST_PATHS", "1") != "0"
     # keep freed large blocks in the heap (see ember/_memory.py); EMBER_MALLOC_TUNING=0 disables
     malloc_tuning: bool = os.environ.get("EMBER_MALLOC_TUNING", "1") != "0"
     # compiler logs (EMBER_LOGS=recompiles,graph_breaks,graphs), printed to stderr

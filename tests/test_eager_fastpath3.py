@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(autouse=True)
 def _fast_paths():
-    """The fast paths run without ``check_meta`` (which the suite's conftest turns on)."""
+    """The fast paths as users run them: without ``check_meta`` (the suite's conftest turns it
+    on, which runs them too, each followed by ``check_results``)."""
     prev = config.check_meta
     config.check_meta = False
     yield

@@ -1,6 +1,7 @@
 """The full-reduction and gradient-expand fast paths (issue 21, autograd round): ``x.sum()`` /
 ``x.mean()`` of small float tensors and ``g.expand(shape)`` without a node, checked against
-PyTorch and against the general path (``check_meta`` on, which the fast paths leave to it)."""
+PyTorch and against the general path (``check_meta`` on with ``check_fast_paths`` off, which
+the fast paths leave to it)."""
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ torch = pytest.importorskip("torch")
 
 @pytest.fixture(autouse=True)
 def _fast_paths():
-    """The fast paths run without ``check_meta`` (which the suite's conftest turns on)."""
+    """The fast paths as users run them: without ``check_meta`` (the suite's conftest turns it
+    on, which runs them too, each followed by ``check_results``)."""
     prev = config.check_meta
     config.check_meta = False
     yield
@@ -30,15 +32,16 @@ def _both(arr: np.ndarray, grad: bool = True) -> tuple:
 
 
 def _general(fn, arr: np.ndarray):  # noqa: ANN001, ANN202
-    """``fn`` on the general path (check_meta makes every fast path step aside)."""
-    config.check_meta = True
+    """``fn`` on the general path (check_meta without check_fast_paths: every fast path steps
+    aside)."""
+    config.check_meta, config.check_fast_paths = True, False
     try:
         x = ember.tensor(arr, requires_grad=True)
         y = fn(x)
         y.backward()
         return y, x.grad
     finally:
-        config.check_meta = False
+        config.check_meta, config.check_fast_paths = False, True
 
 
 @pytest.mark.parametrize("name", ["sum", "mean"])
@@ -176,5 +179,11 @@ def test_fast_paths_taken_and_refused() -> None:
     assert expand_view(g, (3,)) is not None
     assert expand_view(g, (1, 3)) is None  # a size-1 target dim: PyTorch's strides, generic
     assert expand_view(ember.tensor(X), (6,)) is None  # same shape: a writable view, generic
-    config.check_meta = True
-    assert full_reduce(R.SUM, x, _ALL_DIMS, False) is None and expand_view(g, (3,)) is None
+    config.check_meta = True  # the fast paths run and are checked (check_fast_paths)
+    assert full_reduce(R.SUM, x, _ALL_DIMS, False) is not None
+    assert expand_view(g, (3,)) is not None
+    config.check_fast_paths = False  # ... or step aside for the general path
+    try:
+        assert full_reduce(R.SUM, x, _ALL_DIMS, False) is None and expand_view(g, (3,)) is None
+    finally:
+        config.check_fast_paths = True

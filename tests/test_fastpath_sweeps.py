@@ -1,7 +1,8 @@
-"""The pointwise dtype sweeps again with ``config.check_meta`` off, as users run: the suite's
-conftest turns ``check_meta`` on, which sends every eager op through ``meta`` and so bypasses
-the binder's fast paths (``_bind_fast``).  Here the fast paths run, and must raise PyTorch's
-dtype errors (``OpDef.check_dtypes``) and give the same results."""
+"""The pointwise dtype sweeps again with ``config.check_meta`` off, exactly as users run: the
+suite's conftest turns ``check_meta`` on, under which the binder's fast paths (``_bind_fast``)
+run too but are followed by ``check_results`` (which runs ``meta``).  Here nothing follows
+them: they must raise PyTorch's dtype errors themselves (``OpDef.check_dtypes``) and give the
+same results."""
 
 import pytest
 

@@ -10,8 +10,8 @@ ROOT = Path(__file__).resolve().parents[1] / "ember"
 LAYERS = {
     "dtypes": 1, "_memory": 1, "device": 1, "errors": 1, "config": 1, "sym": 1, "_pytree": 1,
     "ops": 2,
-    "tensor": 3, "_bind_fast": 3, "_lazy": 3, "_lazy_array": 3, "_known": 3, "_frozen": 3,
-    "random": 3,
+    "tensor": 3, "_bind_fast": 3, "_meta_check": 3, "_lazy": 3, "_lazy_array": 3, "_known": 3,
+    "_frozen": 3, "random": 3,
     "autograd": 3,
     "_frontend": 3,
     "_tensor_str": 3,

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ember import dtypes as dt
+from ember._meta_check import MetaArg, check_results
 from ember.config import config
 from ember.errors import EmberTypeError, ShapeError
 from ember.ops import pointwise as _P
@@ -136,7 +137,10 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
         # one dtype, two shapes (a bias add): nothing to promote; broadcast
         shape = broadcast_shapes(name or op.name, a._data.shape, b._data.shape)
         if _numpy_broadcasts(op, a, b, shape):
-            return _eager_pointwise(op, a, b)
+            t = _eager_pointwise(op, a, b)
+            if config.check_meta:  # meta sees the operands as the general path expands them
+                check_results(op, (MetaArg(shape, a._dtype), MetaArg(shape, b._dtype)), {}, (t,))
+            return t
         return bind(op, expand_to(a, shape), expand_to(b, shape))
     if compute is None:
         # a floating tensor with a Python int/float keeps its dtype (the common ``x * 0.5``)
@@ -157,9 +161,10 @@ def binary(op: OpDef, a: Any, b: Any, name: str | None = None,
 def _numpy_broadcasts(op: OpDef, a: Tensor, b: Tensor, shape: tuple) -> bool:
     """Whether ``op(a, b)`` may let the ufunc broadcast instead of binding two ``expand``s:
     eagerly, no gradient to record, a small C-contiguous result of NumPy's ufunc (what the
-    expanded operands give, element for element, without the two view tensors)."""
-    if _LZ.trace is not None or config.check_meta or op._ufunc is None or \
-            a._dtype.np.num in _LOWP_NUMS:
+    expanded operands give, element for element, without the two view tensors); not under
+    ``check_meta`` with ``check_fast_paths`` off."""
+    if _LZ.trace is not None or op._ufunc is None or a._dtype.np.num in _LOWP_NUMS or \
+            (config.check_meta and not config.check_fast_paths):
         return False
     if _GM.grad_enabled and (a._requires_grad or b._requires_grad):
         return False

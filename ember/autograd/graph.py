@@ -12,9 +12,13 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from ember import _lazy
+from ember import dtypes as _dt
 from ember.autograd import grad_mode as _gm
 from ember.errors import EmberRuntimeError
+from ember.ops import _layout
 
 if TYPE_CHECKING:
     from ember.ops.registry import OpDef
@@ -122,23 +126,29 @@ class AccumulateGrad(Node):
             rec.grad_set(var, self)
         if var.grad is None:
             # a fresh gradient is stored as is; one that aliases other memory (a view, or a
-            # tensor the user passed in) is copied so later writes to it cannot change .grad
+            # tensor the user passed in) is copied so later writes to it cannot change .grad,
+            # and one that breaks PyTorch's layout contract is copied into the layout it asks
             if create_graph:
-                var.grad = g
+                var.grad = g if obeys_layout(g, var) else lay_out(g, var, create_graph)
             else:
                 g = g.detach()
-                if g._base is not None or _shared_payload(g, stored):
+                if not obeys_layout(g, var):
+                    g = lay_out(g, var, False)
+                elif g._base is not None or _shared_payload(g, stored):
                     g = g.clone()
                 if stored is not None:
                     stored.add(id(g._data))
                 var.grad = g
         elif create_graph:
             var.grad = var.grad + g
-        elif not _gm.STATE.grad_enabled:  # the engine runs a first-order backward without grad
-            var.grad = var.grad + g
         else:
-            with _gm.no_grad():
-                var.grad = var.grad + g
+            if not _gm.STATE.grad_enabled:  # the engine runs a first-order backward so
+                acc = var.grad + g
+            else:
+                with _gm.no_grad():
+                    acc = var.grad + g
+            # PyTorch adds in place (``grad += g``): the sum keeps .grad's layout
+            var.grad = acc if obeys_layout(acc, var) else lay_out(acc, var, False)
         if self._post_acc_hooks:
             for hook in list(self._post_acc_hooks):
                 hook(var)
@@ -153,6 +163,58 @@ def _shared_payload(g: Tensor, stored: set | None) -> bool:
         return True
     strides = getattr(data, "strides", None)
     return bool(strides) and data.size > 1 and 0 in strides
+
+
+def _dense(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    """PyTorch's ``is_non_overlapping_and_dense`` (byte strides): the dims of size >= 2, by
+    increasing stride, pack the elements without gaps or overlaps."""
+    need = itemsize
+    for d in sorted([d for d in range(len(shape)) if shape[d] >= 2], key=strides.__getitem__):
+        if strides[d] != need:
+            return False
+        need *= shape[d]
+    return True
+
+
+def obeys_layout(g: Tensor, var: Tensor) -> bool:
+    """PyTorch's gradient layout contract (``torch/csrc/autograd/functions/accumulate_grad.h``,
+    ``obeys_layout_contract``) for ``g`` as ``var.grad``: ``var``'s strides (size-1 dims
+    aside) where ``var`` is non-overlapping and dense, else contiguous.  A lazy (compiled)
+    payload answers from its recorded geometry."""
+    a, v = g._data, var._data
+    lazy = _lazy.LazyArray
+    if a.shape != v.shape or not (a.__class__ is np.ndarray or a.__class__ is lazy) or \
+            not (v.__class__ is np.ndarray or v.__class__ is lazy):
+        return True
+    if a.__class__ is np.ndarray and v.__class__ is np.ndarray and v.flags.c_contiguous:
+        return a.flags.c_contiguous  # the frequent case: contiguous (size-1 dims aside)
+    gs, vs = a.strides, v.strides
+    if a.itemsize == v.itemsize and _dense(v.shape, vs, v.itemsize):
+        return all([n == 1 or x == y for n, x, y in zip(a.shape, gs, vs)])
+    n = a.itemsize
+    return _layout.is_contiguous(a.shape, tuple([s // n for s in gs]))
+
+
+def lay_out(g: Tensor, var: Tensor, create_graph: bool) -> Tensor:
+    """A copy of ``g`` that obeys the layout contract for ``var`` (PyTorch's
+    ``clone_obey_contract``): ``var``'s strides where ``var`` is non-overlapping and dense, else
+    contiguous.  With ``create_graph``, or a lazy (compiled) ``g``, the copy is an ember op
+    (part of the graph): a contiguous one, and ``g`` itself where ``var`` has another dense
+    layout."""
+    v, a = var._data, g._data
+    permuted = _dense(v.shape, v.strides, v.itemsize) and \
+        not _layout.is_contiguous(v.shape, var.stride())   # dense in another dim order
+    if create_graph or a.__class__ is not np.ndarray:
+        return g if permuted else g.clone(memory_format=_dt.contiguous_format)
+    if permuted and a.size and a.itemsize == v.itemsize:
+        out = np.ndarray(a.shape, a.dtype, np.empty(a.size, a.dtype), 0, v.strides)
+        out[...] = a
+    else:
+        out = np.array(a, order="C")   # a fresh contiguous copy
+    t = g.detach()   # a new leaf (ember.tensor._wrap) around the copy
+    t._data = out
+    t._version_counter = [0]
+    return t
 
 
 class SavedTensor:

@@ -56,10 +56,20 @@ def _op_name_strings(e: ast.AST) -> bool:
                for x in e.elts)
 
 
+def _bound_strings(tree: ast.AST) -> set:
+    """Keywords bound to a string at registration (``@lowering(OPS.x, form="x")``): a rule
+    that prefix-matches one matches an op's name under another name."""
+    return {k.arg for d in ast.walk(tree) if isinstance(d, ast.Call) and
+            isinstance(d.func, ast.Name) and d.func.id == "lowering"
+            for k in d.keywords if isinstance(k.value, ast.Constant) and
+            isinstance(k.value.value, str)}
+
+
 def name_checks(source: str) -> list[str]:
     """Where ``source`` decides by an op's name: ``"line: what"`` for each place."""
     tree = ast.parse(source)
     bad = []
+    bound = _bound_strings(tree)
     scopes = [tree] + [n for n in ast.walk(tree)
                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
     seen: set = set()
@@ -83,6 +93,10 @@ def name_checks(source: str) -> list[str]:
                 elif node.func.attr in ("startswith", "endswith") and \
                         _is_op_name(node.func.value, aliases):
                     bad.append(f"{node.lineno}: matches an op's name")
+                elif node.func.attr in ("startswith", "endswith") and \
+                        isinstance(node.func.value, ast.Name) and node.func.value.id in bound:
+                    bad.append(f"{node.lineno}: matches a registered string's prefix (register "
+                               "a property for the OpDefs instead)")
     for stmt in tree.body:  # module-level tables of op names (``GEMM_OPS = frozenset(...)``)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             if any(_op_name_strings(x) for x in ast.walk(stmt.value)):
@@ -97,6 +111,8 @@ def name_checks(source: str) -> list[str]:
     "RULES = {}\ndef f(n):\n    return RULES[n.op.name]",
     "def f(n, table):\n    return table.get(n.op.name)",
     "def f(op):\n    return op.name.startswith('cross_entropy')",
+    "@lowering(OPS.convolution, form='convolution')\ndef f(lw, i, n, form):\n"
+    "    return form.startswith('conv')",
     "OPS_SET = frozenset({'matmul', 'addmm'})",
 ])
 def test_the_check_finds_name_tests(bad):

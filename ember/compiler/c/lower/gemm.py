@@ -3,9 +3,10 @@
 (ARCHITECTURE.md §5, "Matrix products"; convolutions add an ``Im2colKernel`` (im2col or
 col2im) around a batched GEMM, as eager computes them).
 
-* ``lower_gemm(lw, i, node, form)`` (registered for each product's OpDef) turns a float32/float64
-  or integer product into one ``GemmKernel`` (integers: codegen's wrapping loop; float16/bfloat16:
-  the template GEMM over the half operands, converted while packed, one rounding after it;
+* ``lower_gemm(lw, i, node, form, conv)`` (registered for each product's OpDef, with its
+  ``form`` and ``conv`` properties) turns a float32/float64 or integer product into one
+  ``GemmKernel`` (integers: codegen's wrapping loop; float16/bfloat16: the template GEMM over
+  the half operands, converted while packed, one rounding after it;
   products of a few static rows widen the factors to float32 for BLAS instead):
   operands are buffers seen through their view geometry (a transposed or sliced view is a pair
   of strides, mapped to BLAS trans flags and leading dims at run time, copied only when neither
@@ -67,17 +68,18 @@ _INTS = ("int64", "int32", "int16", "int8", "uint8")
 _DTYPES = _FLOATS + _HALVES + _INTS
 
 
-@lowering(OPS.matmul, form="matmul")
-@lowering(OPS.addmm, form="addmm")
-@lowering(OPS.linear, form="linear")
-@lowering(OPS.convolution, form="convolution")
-@lowering(OPS.conv_weight_grad, form="conv_weight_grad")
-@lowering(OPS.conv_input_grad, form="conv_input_grad")
-def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
+@lowering(OPS.matmul, form="matmul", conv=False)
+@lowering(OPS.addmm, form="addmm", conv=False)
+@lowering(OPS.linear, form="linear", conv=False)
+@lowering(OPS.convolution, form="convolution", conv=True)
+@lowering(OPS.conv_weight_grad, form="conv_weight_grad", conv=True)
+@lowering(OPS.conv_input_grad, form="conv_input_grad", conv=True)
+def lower_gemm(lw: LoweringContext, i: int, n: Any, form: str, conv: bool) -> str | None:
     """Lower graph node ``n`` (index ``i``) to a GemmKernel in ``lw``'s open segment; returns
-    None when lowered, else why not (the node then runs as an extern).  ``form`` (bound at
-    registration): which operands and epilogue the product has."""
-    why = _lower_gemm(lw, i, n, form)
+    None when lowered, else why not (the node then runs as an extern).  Bound at
+    registration: ``form``, which operands and epilogue the product has; ``conv``, whether it
+    is one of the convolution rules (an ``Im2colKernel`` around a batched GEMM)."""
+    why = _lower_gemm(lw, i, n, form, conv)
     if why is not None:
         _materialize_casts(lw, n)
     return why
@@ -94,7 +96,7 @@ def _materialize_casts(lw: LoweringContext, n: Any) -> None:
             assert why is None, why
 
 
-def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
+def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str, conv: bool) -> str | None:
     refs = [a for a in n.args if is_ref(a)]
     if any(a is not None and not is_ref(a) for a in n.args):
         return "a non-tensor operand"
@@ -107,7 +109,7 @@ def _lower_gemm(lw: LoweringContext, i: int, n: Any, form: str) -> str | None:
         why = _lower_half(lw, i, n, form, refs, out_dt)
         if why != "small":
             return why
-    if out_dt.np.name in _HALVES and form.startswith("conv"):  # the three convolution rules
+    if out_dt.np.name in _HALVES and conv:
         return _lower_half_conv(lw, i, n, form, refs, out_dt)
     if any(r in lw.cast_sources for r in refs):
         _materialize_casts(lw, n)
