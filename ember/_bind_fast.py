@@ -662,17 +662,7 @@ def _follow_multi(tr: _Trace, kn: Any, i: int, m: tuple, inputs: tuple, params: 
         t = _new(Tensor)
         t._dtype = dtype
         t._version_counter = vc = [0]
-        la = _new(_LazyArray)   # LazyArray(tr, ref, shape, npd, None, None, vc, 0), inlined
-        la.trace = tr
-        la.ref = ref
-        la.shape = shape
-        la.dtype = npd
-        la.vc = vc
-        la.sver = 0
-        la.shadow = None
-        la.owner = None
-        la.value = None
-        t._data = la
+        t._data = _LazyArray(tr, ref, shape, npd, None, None, vc, 0)
         if inference:
             t._inference = True
         results.append(t)
