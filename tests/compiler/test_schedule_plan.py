@@ -233,6 +233,32 @@ def test_recompute_cap_stores_long_chains():
     assert list(fp.recompute.values()) == [False]
 
 
+def test_residual_stream_into_layer_norms_is_stored_not_recomputed_ever_longer():
+    """x = x + f(layer_norm(x)) over layers: layer_norm takes the open add chain as its
+    prologue and the next residual add needs the same value.  Left to recompute, layer k's
+    norm re-read all 2k + 1 earlier branch outputs (its kernel's loads grew a layer at a time);
+    the plan stores the stream whenever that moves fewer bytes, so no norm kernel loads more
+    than a short chain's inputs and the values stay eager's."""
+    layers, d = 8, 32
+    lns = [ember.nn.LayerNorm(d) for _ in range(layers)]
+    ws = [ember.randn(d, d) * 0.1 for _ in range(layers)]
+
+    def f(x):
+        for ln, w in zip(lns, ws):
+            x = x + ln(x) @ w
+        return x
+    with ember.no_grad():
+        got, want, cg = run_c(f, ember.randn(16, d))
+    check(got, want, rtol=1e-5, atol=1e-5)
+    fp = plan(cg.graph, cbackend._HELPERS)
+    norms = [n for n in cg.graph.nodes if n.op.name == "layer_norm"]
+    decided = [fp.recompute[n.args[0]] for n in norms if n.args[0] in fp.recompute]
+    assert len(decided) == layers - 1 and False in decided
+    red = [k for k in cg.program.kernels() if "layer_norm" in k.ops]
+    assert len(red) == layers
+    assert max(k.ops.count("add") for k in red) <= 2, [k.ops for k in red]
+
+
 # ------------------------------------------------------------------------------ (c) horizontal
 def test_reductions_over_one_input_share_a_nest_across_other_work():
     def f(x, y):

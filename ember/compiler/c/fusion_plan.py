@@ -19,15 +19,19 @@ looks at the whole graph first and decides, for lowering to follow:
   input) before an epilogue seals it.  Nodes with side effects or ordered state (tags
   ``inplace`` and ``random``, kind ``random``) are barriers: no node moves across one, so
   their relative order, and everything's order relative to them, is graph order.
-* **recompute or store** (``FusionPlan.recompute``): a pointwise value that a reduction takes
-  as its prologue and that later pointwise consumers also need is either recomputed by those
-  consumers (they re-read the chain's inputs) or stored once by its own kernel (the reduction
-  and the consumers read it).  With ``in`` the bytes of the chain's inputs, ``v`` the value's
-  bytes and ``n`` the kernels of other consumers (1: they fuse into one group), bytes moved
-  are ``(1 + n) * in`` to recompute and ``in + (2 + n) * v`` to store (write once, read by the
-  reduction and each consumer); recompute wins ties (one kernel less) unless the chain has
-  more than ``MAX_RECOMPUTE_OPS`` ops.  (A value that leaves a plain pointwise group is
-  always stored: lowering recomputes only reduction prologues.)
+* **recompute or store** (``FusionPlan.recompute``): a pointwise value that a reduction (or a
+  row or scan op: ``layer_norm``, ``softmax``, ``cumsum``) takes as its prologue and that
+  later pointwise consumers also need is either recomputed by those consumers (they re-read
+  the chain's inputs, up to values already planned to be stored) or stored once by its own
+  kernel (the reduction and the consumers read it).  With ``in`` the bytes of the chain's
+  inputs, ``v`` the value's bytes and ``n`` the kernels of other consumers (1: they fuse into
+  one group), bytes moved are ``(1 + n) * in`` to recompute and ``in + (2 + n) * v`` to store
+  (write once, read by the reduction and each consumer); recompute wins ties (one kernel
+  less) unless the chain has more than ``MAX_RECOMPUTE_OPS`` ops.  (A value that leaves a
+  plain pointwise group is always stored: lowering recomputes only reduction prologues.)
+  Before the row ops were planned too, a residual stream ``x = x + f(layer_norm(x))`` was
+  recomputed by every later norm, its kernel loading two more branch outputs a layer (a
+  6-layer GPT's last norm read 15).
 
 Every decision is logged under ``EMBER_LOGS=fusion`` (or ``EMBER_DEBUG>=3``) as
 ``[ember.compiler fusion] plan: ...``.  ``FusionPlan.verify(graph)`` checks that the order is a
@@ -319,15 +323,16 @@ def _nbytes(info: _Info, r: tuple) -> int:
     return math.prod(shape) * dt.np.itemsize
 
 
-def _chain(info: _Info, x: int, shape: tuple) -> tuple[list, set]:
+def _chain(info: _Info, x: int, shape: tuple, stored: dict) -> tuple[list, set]:
     """The pointwise nodes of ``shape`` that compute node ``x`` (its producer group) and the
-    refs the chain loads."""
+    refs the chain loads (a value already planned to be stored is loaded, not walked)."""
     chain, leaves, stack, seen = [], set(), [x], {x}
     while stack:
         i = stack.pop()
         chain.append(i)
         for r in _refs(info.graph.nodes[i].args):
-            if r[0] == "n" and info.shape[r[1]] == shape and r[1] not in seen:
+            if r[0] == "n" and info.shape[r[1]] == shape and r[1] not in seen and \
+                    stored.get(r) is not False:
                 seen.add(r[1])
                 stack.append(r[1])
             elif not (r[0] == "n" and r[1] in seen):
@@ -339,14 +344,18 @@ def _recompute(info: _Info, fp: FusionPlan) -> None:
     nodes = info.graph.nodes
     decided: set = set()
     for i, n in enumerate(nodes):
-        if n.op not in reduce.REDUCTIONS or not n.args or not is_ref(n.args[0]):
+        # reductions and the row/scan ops whose lowering takes the open group as its prologue
+        # (layer_norm's statistics passes, softmax's, cumsum's): a residual stream
+        # ``x = x + f(norm(x))`` left to be recomputed would grow by one chain link a layer
+        if not (n.op in reduce.REDUCTIONS or n.op.kind in _PROLOGUE_KINDS) or not n.args or \
+                not is_ref(n.args[0]):
             continue
         x = n.args[0]
         if x[0] != "n" or x in decided or info.shape[x[1]] is None:
             continue
         decided.add(x)
         shape = info.shape[x[1]]
-        chain, leaves = _chain(info, x[1], shape)
+        chain, leaves = _chain(info, x[1], shape, fp.recompute)
         members = set(chain)
         others = {u for c in chain for u in info.users[c]
                   if u not in members and info.shape[u] == shape}
