@@ -456,7 +456,7 @@ def _template_body(k: GemmKernel) -> list:
             "  }"]
     small = [f"ember_gemm_small_{s}(M_, N_, K_, A_, {k.a.rs}, {k.a.cs}, B_, {k.b.rs}, "
              f"{k.b.cs}, C_, N_);"]
-    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, T=t, PT=t,
+    body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, T=t, PT=t, a_ready="",
                                    small_cond=f"M_ <= {SMALL_M}", kcp="kc_",
                                    pack_a=f"ember_pack_a_{mr}_{s}",
                                    sliver=f"ember_gemm_sliver_{nr}_{s}",
@@ -513,7 +513,9 @@ def _half_template_body(k: GemmKernel) -> list:
         else:
             names = (f"ember_hpack_a_{mr}_{sa}", f"ember_hsliver_{nr}_{sb}",
                      f"ember_micro_{mr}x{nr}_f")
+        ready = "ember_amx_config();" if kind == "amx" else ""
         body = _fill(_TMPL_BODY.format(mc=mc, kc=_KC, mr=mr, nr=nr, T="float", PT=pt,
+                                       a_ready=ready,
                                        small_cond="0", kcp=kcp, pack_a=names[0],
                                        sliver=names[1], micro=names[2], ars=k.a.rs,
                                        acs=k.a.cs, brs=k.b.rs, bcs=k.b.cs),
